@@ -1,0 +1,245 @@
+//! One generator thread's shared state: its endpoints, work queues and the current second's
+//! record. Everything here lives on one thread (`Rc`, `Cell`), so recording takes no lock.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::Duration;
+
+use loadlab_run::{ErrorKind, Interval, Plan};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::http1::encode_request;
+use crate::schedule::closed::Budget;
+
+/// A request waiting for, or on, a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Pending {
+    /// When it should have started (the open model's schedule); `None` in the closed model,
+    /// where a request's intended start is its actual send.
+    pub intended: Option<Instant>,
+    /// Index into the plan's requests.
+    pub template: usize,
+}
+
+/// A pre-encoded request.
+pub struct Encoded {
+    /// The bytes written for each send.
+    pub bytes: Vec<u8>,
+    /// HEAD requests get responses without bodies.
+    pub head: bool,
+    /// Index of the endpoint it goes to.
+    pub endpoint: usize,
+}
+
+/// Per-endpoint state of one thread.
+pub struct EndpointState {
+    /// Where to connect.
+    pub addr: std::net::SocketAddr,
+    /// Indices of the plan's requests that go to this endpoint.
+    pub templates: Vec<usize>,
+    /// Open model: requests released by the scheduler, waiting for a connection.
+    pub queue: RefCell<VecDeque<Pending>>,
+    /// Wakes idle connections when work arrives.
+    pub work: Notify,
+    /// Connections waiting for work and not yet woken.
+    pub idle: Cell<usize>,
+    /// Connections open or opening.
+    pub connections: Cell<usize>,
+    /// Most connections this thread may hold to this endpoint.
+    pub max_connections: usize,
+}
+
+/// What a connection task gets its work from.
+pub enum Source {
+    /// Closed model: as many requests as the budget allows, `depth` at a time.
+    Closed {
+        /// Pipeline depth.
+        depth: usize,
+        /// The thread's share of the run's request count.
+        budget: Budget,
+    },
+    /// Open model: requests released by the scheduler into the endpoint's queue.
+    Open,
+}
+
+/// One generator thread's state.
+pub struct ThreadCtx {
+    /// The run's origin, shared by every thread.
+    pub origin: Instant,
+    /// Encoded requests, indexed like the plan's.
+    pub requests: Vec<Encoded>,
+    /// Per-endpoint state.
+    pub endpoints: Vec<EndpointState>,
+    /// Where work comes from.
+    pub source: Source,
+    /// Request timeout.
+    pub timeout: Duration,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// The current second's record.
+    pub rec: RefCell<Interval>,
+    /// Requests sent and not ended.
+    pub in_flight: Cell<u64>,
+    /// Requests ended or dropped so far.
+    pub finished: Cell<u64>,
+    /// This thread's share of the run's count, if the run has one.
+    pub expected: Option<u64>,
+    /// Signalled when `finished` reaches `expected`.
+    pub all_done: Notify,
+}
+
+impl ThreadCtx {
+    /// Builds the state of thread `thread` of `threads`.
+    pub fn new(
+        plan: &Plan,
+        origin: Instant,
+        source: Source,
+        expected: Option<u64>,
+        max_connections_per_endpoint: usize,
+    ) -> Self {
+        let requests = plan
+            .requests
+            .iter()
+            .map(|r| Encoded {
+                bytes: encode_request(r, &plan.endpoints[r.endpoint].authority),
+                head: r.method == "HEAD",
+                endpoint: r.endpoint,
+            })
+            .collect();
+        let endpoints = plan
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| EndpointState {
+                addr: e.addr,
+                templates: (0..plan.requests.len())
+                    .filter(|&r| plan.requests[r].endpoint == i)
+                    .collect(),
+                queue: RefCell::new(VecDeque::new()),
+                work: Notify::new(),
+                idle: Cell::new(0),
+                connections: Cell::new(0),
+                max_connections: max_connections_per_endpoint,
+            })
+            .collect();
+        ThreadCtx {
+            origin,
+            requests,
+            endpoints,
+            source,
+            timeout: plan.timeout,
+            connect_timeout: plan.connect_timeout,
+            rec: RefCell::new(Interval::new(0)),
+            in_flight: Cell::new(0),
+            finished: Cell::new(0),
+            expected,
+            all_done: Notify::new(),
+        }
+    }
+
+    /// Counts `n` requests as sent now.
+    pub fn mark_sent(&self, n: usize) {
+        self.rec.borrow_mut().counts.sent += n as u64;
+        self.in_flight.set(self.in_flight.get() + n as u64);
+    }
+
+    fn finish(&self, n: u64) {
+        let f = self.finished.get() + n;
+        self.finished.set(f);
+        if self.expected == Some(f) {
+            self.all_done.notify_one();
+        }
+    }
+
+    /// Records a response that ended at `now`.
+    #[inline]
+    pub fn record_response(
+        &self,
+        p: &Pending,
+        sent_at: Instant,
+        now: Instant,
+        status: u16,
+    ) {
+        let intended = p.intended.unwrap_or(sent_at);
+        let mut rec = self.rec.borrow_mut();
+        rec.counts.record_status(status);
+        rec.latency
+            .saturating_record(micros(now.saturating_duration_since(intended)));
+        rec.service
+            .saturating_record(micros(now.saturating_duration_since(sent_at)));
+        drop(rec);
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.finish(1);
+    }
+
+    /// Counts response bytes read.
+    #[inline]
+    pub fn add_bytes(&self, n: usize) {
+        self.rec.borrow_mut().counts.bytes += n as u64;
+    }
+
+    /// Records `n` sent requests that ended in a transport error.
+    pub fn record_errors(&self, kind: ErrorKind, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut rec = self.rec.borrow_mut();
+        for _ in 0..n {
+            rec.counts.record_error(kind);
+        }
+        drop(rec);
+        self.in_flight.set(self.in_flight.get() - n as u64);
+        self.finish(n as u64);
+    }
+
+    /// Records `n` requests dropped before they were sent.
+    pub fn record_dropped(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.rec.borrow_mut().counts.dropped += n;
+        self.finish(n);
+    }
+
+    /// Open model: drops queued requests whose timeout passed before any connection took them.
+    pub fn drop_stale(&self, now: Instant) {
+        for ep in &self.endpoints {
+            let mut q = ep.queue.borrow_mut();
+            let before = q.len();
+            while q
+                .front()
+                .and_then(|p| p.intended)
+                .is_some_and(|t| t + self.timeout < now)
+            {
+                q.pop_front();
+            }
+            let n = (before - q.len()) as u64;
+            drop(q);
+            self.record_dropped(n);
+        }
+    }
+
+    /// Open model: requests still queued when the run stops; they count as dropped.
+    pub fn drop_all_queued(&self) {
+        for ep in &self.endpoints {
+            let n = {
+                let mut q = ep.queue.borrow_mut();
+                let n = q.len() as u64;
+                q.clear();
+                n
+            };
+            self.record_dropped(n);
+        }
+    }
+}
+
+/// A duration in whole microseconds, at least 1 (the histograms' lowest value).
+#[inline]
+pub fn micros(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+/// Shared handle on a thread's state.
+pub type Ctx = Rc<ThreadCtx>;

@@ -1,0 +1,280 @@
+//! The load engine: executes a [`Plan`] with one event loop per generator thread and turns
+//! what happened into [`RunData`] (plan → engine → records → run).
+//!
+//! Threads record into their own per-second [`Interval`]s and hand them over once a second;
+//! the collector merges them in order, so no request ever takes a lock.
+
+mod conn;
+mod context;
+pub mod http1;
+pub mod schedule;
+mod usage;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2DeflateSerializer;
+use loadlab_run::{GeneratorStats, Interval, Model, Plan, PlanError, RunData, TimelineRow};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::context::Source;
+use crate::schedule::closed::Budget;
+use crate::schedule::open::{ArrivalClock, RateCurve};
+use crate::schedule::share_of;
+use crate::worker::{run_thread, Msg, ThreadSetup};
+
+/// Time between starting the threads and the run's origin, so every thread is ready for it.
+const STARTUP: Duration = Duration::from_millis(20);
+
+/// The engine could not run the plan.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The plan is invalid.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A generator thread or its event loop could not start.
+    #[error("cannot start a generator thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Stops a run early (Ctrl-C); the run still returns what it recorded, marked incomplete.
+#[derive(Debug, Clone)]
+pub struct StopSignal(Arc<watch::Sender<bool>>);
+
+impl Default for StopSignal {
+    fn default() -> Self {
+        StopSignal(Arc::new(watch::channel(false).0))
+    }
+}
+
+impl StopSignal {
+    /// Asks the run to stop.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// True once [`StopSignal::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+/// Generator threads the plan can use: no more than connections allow (each thread gets at
+/// least one connection per endpoint) and no more than requests to send.
+fn effective_threads(plan: &Plan) -> usize {
+    let endpoints = plan.endpoints.len().max(1);
+    let per_connections = match plan.model {
+        Model::Closed { connections, .. } => connections / endpoints,
+        Model::Open {
+            max_connections, ..
+        } => max_connections / endpoints,
+    };
+    let mut t = plan.threads.min(per_connections.max(1));
+    if let Some(n) = plan.stop.count {
+        t = t.min(n.clamp(1, usize::MAX as u64) as usize);
+    }
+    t.max(1)
+}
+
+/// Runs `plan` to its end (or until `stop`), calling `on_second` with each second's row as
+/// soon as every thread has reported it.
+pub fn run(
+    plan: &Plan,
+    stop: &StopSignal,
+    mut on_second: impl FnMut(&TimelineRow),
+) -> Result<RunData, EngineError> {
+    plan.validate()?;
+    let threads = effective_threads(plan);
+    let endpoints = plan.endpoints.len();
+    let plan_arc = Arc::new(plan.clone());
+    let cpu_before = usage::process_cpu();
+    let started_at = SystemTime::now() + STARTUP;
+    let origin = Instant::now() + STARTUP;
+    let deadline = plan.stop.duration.map(|d| origin + d);
+    let (tx, rx) = mpsc::channel();
+
+    let (initial, max_total) = match plan.model {
+        Model::Closed { connections, .. } => (connections, connections),
+        Model::Open {
+            connections,
+            max_connections,
+            ..
+        } => (connections, max_connections),
+    };
+    let max_per_endpoint = max_total.div_ceil(threads * endpoints).max(1);
+    let mut connections: Vec<Vec<(usize, usize)>> = vec![Vec::new(); threads];
+    for c in 0..initial {
+        connections[(c / endpoints) % threads].push((c % endpoints, c / endpoints));
+    }
+
+    let mut handles = Vec::with_capacity(threads);
+    for (index, conns) in connections.into_iter().enumerate() {
+        let expected = plan.stop.count.map(|n| share_of(n, index, threads));
+        let (source, clock) = match plan.model {
+            Model::Closed { pipeline, .. } => (
+                Source::Closed {
+                    depth: pipeline,
+                    budget: Budget::new(expected),
+                },
+                None,
+            ),
+            Model::Open {
+                rate_rps,
+                ramp_to_rps,
+                arrival,
+                seed,
+                ..
+            } => {
+                let duration_s = plan.stop.duration.map_or(f64::INFINITY, |d| d.as_secs_f64());
+                let curve = RateCurve::new(rate_rps, ramp_to_rps.unwrap_or(rate_rps), duration_s);
+                let clock = ArrivalClock::new(curve, arrival, index, threads, seed, expected);
+                (Source::Open, Some((clock, threads)))
+            }
+        };
+        let setup = ThreadSetup {
+            index,
+            plan: plan_arc.clone(),
+            origin,
+            deadline,
+            connections: conns,
+            source,
+            clock,
+            expected,
+            max_connections_per_endpoint: max_per_endpoint,
+            stop: stop.0.subscribe(),
+            tx: tx.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("loadlab-gen-{index}"))
+            .spawn(move || run_thread(setup))
+            .map_err(EngineError::Thread)?;
+        handles.push(handle);
+    }
+    drop(tx);
+
+    let mut collector = Collector::new(threads);
+    let mut failure = None;
+    for msg in rx {
+        match msg {
+            Msg::Interval(t, iv) => collector.add(t, *iv),
+            Msg::End(t, end) => collector.end(t, end),
+            Msg::Failed(t, e) => {
+                stop.stop();
+                collector.done[t] = true;
+                failure = Some(e);
+            }
+        }
+        collector.finalize_ready(&mut on_second);
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    if let Some(e) = failure {
+        return Err(EngineError::Thread(e));
+    }
+    let generator = GeneratorStats {
+        cpu_s: (usage::process_cpu().saturating_sub(cpu_before)).as_secs_f64(),
+        max_rss_mb: usage::max_rss_mb(),
+        busiest_thread_utilization: collector.busiest,
+        threads,
+    };
+    Ok(RunData {
+        plan: plan.clone(),
+        started_at,
+        elapsed: collector.elapsed,
+        complete: !stop.is_stopped(),
+        totals: collector.totals,
+        timeline: collector.timeline,
+        hlog_lines: collector.hlog,
+        unfinished: collector.unfinished,
+        generator,
+    })
+}
+
+/// Merges the threads' per-second intervals in order.
+struct Collector {
+    pending: BTreeMap<u64, Interval>,
+    last_second: Vec<Option<u64>>,
+    done: Vec<bool>,
+    totals: Interval,
+    timeline: Vec<TimelineRow>,
+    hlog: Vec<u8>,
+    serializer: V2DeflateSerializer,
+    unfinished: u64,
+    elapsed: Duration,
+    busiest: f64,
+}
+
+impl Collector {
+    fn new(threads: usize) -> Self {
+        Collector {
+            pending: BTreeMap::new(),
+            last_second: vec![None; threads],
+            done: vec![false; threads],
+            totals: Interval::new(0),
+            timeline: Vec::new(),
+            hlog: Vec::new(),
+            serializer: V2DeflateSerializer::new(),
+            unfinished: 0,
+            elapsed: Duration::ZERO,
+            busiest: 0.0,
+        }
+    }
+
+    fn add(&mut self, thread: usize, iv: Interval) {
+        self.last_second[thread] = Some(iv.second);
+        match self.pending.get_mut(&iv.second) {
+            Some(merged) => merged.merge(&iv),
+            None => {
+                self.pending.insert(iv.second, iv);
+            }
+        }
+    }
+
+    fn end(&mut self, thread: usize, end: worker::ThreadEnd) {
+        self.done[thread] = true;
+        self.unfinished += end.unfinished;
+        self.elapsed = self.elapsed.max(end.elapsed);
+        let wall = end.elapsed.as_secs_f64().max(1e-3);
+        self.busiest = self.busiest.max(end.cpu.as_secs_f64() / wall);
+    }
+
+    /// A second is final once every thread has reported it or stopped.
+    fn ready(&self, second: u64) -> bool {
+        self.done
+            .iter()
+            .zip(&self.last_second)
+            .all(|(done, last)| *done || last.is_some_and(|l| l >= second))
+    }
+
+    fn finalize_ready(&mut self, on_second: &mut impl FnMut(&TimelineRow)) {
+        while let Some((&second, _)) = self.pending.first_key_value() {
+            if !self.ready(second) {
+                break;
+            }
+            let iv = self.pending.remove(&second).expect("key exists");
+            let row = TimelineRow::from_interval(&iv);
+            on_second(&row);
+            self.log_interval(&iv);
+            self.totals.merge(&iv);
+            self.timeline.push(row);
+        }
+    }
+
+    fn log_interval(&mut self, iv: &Interval) {
+        let start = Duration::from_secs(iv.second);
+        let length = Duration::from_secs(1);
+        let mut log = IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut self.hlog, &mut self.serializer)
+            .expect("writes to a Vec");
+        // Serializing into memory cannot fail for valid histograms; a failure would only lose
+        // one interval of the log, never the summary.
+        let _ = log.write_histogram(&iv.latency, start, length, None);
+        let _ = log.write_histogram(&iv.service, start, length, Tag::new("service"));
+    }
+}

@@ -1,0 +1,25 @@
+//! Schedulers: when each request should start. Pure functions of time, tested with made-up
+//! clocks; the connection driver asks them for work.
+
+pub mod closed;
+pub mod open;
+
+/// How a run's request count is split across generator threads: thread `k` of `threads` gets
+/// `count / threads`, plus one for the first `count % threads` threads.
+pub fn share_of(count: u64, thread: usize, threads: usize) -> u64 {
+    let t = threads as u64;
+    count / t + u64::from((thread as u64) < count % t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_the_count() {
+        for (count, threads) in [(1000, 3), (7, 2), (1, 4), (0, 2)] {
+            let total: u64 = (0..threads).map(|k| share_of(count, k, threads)).sum();
+            assert_eq!(total, count, "count {count} over {threads} threads");
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Open-model scheduler: turns a rate curve into absolute send times from a fixed origin, so
+//! timer jitter never accumulates and a late thread catches up at once (plan → engine).
+//!
+//! The `i`-th arrival happens when the cumulative rate Λ(t) reaches `u_i`: `u_i = i` for evenly
+//! spaced arrivals, a running sum of exponential gaps for Poisson arrivals. Threads share the
+//! load by striping: thread `k` of `T` takes `u = k, k+T, k+2T, …` (or a Poisson process of
+//! rate Λ/T, since independent Poisson processes add up to one).
+
+use std::time::Duration;
+
+use loadlab_run::Arrival;
+
+/// A rate that changes linearly from `start_rps` to `end_rps` over `duration_s` (constant when
+/// they are equal; `duration_s` may be infinite for a constant rate stopped by a count).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateCurve {
+    start_rps: f64,
+    end_rps: f64,
+    duration_s: f64,
+}
+
+impl RateCurve {
+    /// A linear ramp; `end_rps` equal to `start_rps` gives a constant rate.
+    pub fn new(start_rps: f64, end_rps: f64, duration_s: f64) -> Self {
+        RateCurve {
+            start_rps,
+            end_rps: if duration_s.is_finite() {
+                end_rps
+            } else {
+                start_rps
+            },
+            duration_s,
+        }
+    }
+
+    /// Slope of the rate, requests per second per second.
+    fn slope(&self) -> f64 {
+        if self.duration_s.is_finite() && self.duration_s > 0.0 {
+            (self.end_rps - self.start_rps) / self.duration_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Rate at `t` seconds.
+    pub fn rate_at(&self, t: f64) -> f64 {
+        self.start_rps + self.slope() * t
+    }
+
+    /// Arrivals expected from 0 to `t` seconds: Λ(t).
+    pub fn cumulative(&self, t: f64) -> f64 {
+        self.start_rps * t + 0.5 * self.slope() * t * t
+    }
+
+    /// Arrivals expected over the whole curve (infinite for an unbounded constant rate).
+    pub fn total(&self) -> f64 {
+        self.cumulative(self.duration_s)
+    }
+
+    /// The time at which Λ(t) reaches `u`, or `None` past the end of the curve.
+    ///
+    /// Solves `r0·t + a·t²/2 = u` as `t = 2u / (r0 + √(r0² + 2au))`, a form that stays exact
+    /// when the slope `a` is zero or tiny and when the ramp starts from zero.
+    pub fn time_of(&self, u: f64) -> Option<f64> {
+        if u <= 0.0 {
+            return Some(0.0);
+        }
+        let r0 = self.start_rps;
+        let disc = r0 * r0 + 2.0 * self.slope() * u;
+        if disc < 0.0 {
+            return None;
+        }
+        let denom = r0 + disc.sqrt();
+        if denom <= 0.0 {
+            return None;
+        }
+        let t = 2.0 * u / denom;
+        (t < self.duration_s).then_some(t)
+    }
+}
+
+/// One thread's stream of arrival times, as offsets from the run's origin.
+#[derive(Debug, Clone)]
+pub struct ArrivalClock {
+    curve: RateCurve,
+    arrival: Arrival,
+    /// Λ-units between this thread's consecutive arrivals on average (the thread count).
+    stride: f64,
+    /// Λ value of the next arrival.
+    next_u: f64,
+    /// Arrivals this thread may still release (its share of the run's count).
+    remaining: Option<u64>,
+    /// Arrivals released so far by this thread.
+    released: u64,
+    rng: fastrand::Rng,
+    next: Option<Duration>,
+}
+
+impl ArrivalClock {
+    /// The clock of thread `thread` of `threads`; `count` is this thread's share of the run's
+    /// request count, if the run has one.
+    pub fn new(
+        curve: RateCurve,
+        arrival: Arrival,
+        thread: usize,
+        threads: usize,
+        seed: u64,
+        count: Option<u64>,
+    ) -> Self {
+        let stride = threads as f64;
+        let mut rng = fastrand::Rng::with_seed(seed.wrapping_add(thread as u64));
+        let next_u = match arrival {
+            Arrival::Uniform => thread as f64,
+            Arrival::Poisson => stride * exponential(&mut rng),
+        };
+        let mut clock = ArrivalClock {
+            curve,
+            arrival,
+            stride,
+            next_u,
+            remaining: count,
+            released: 0,
+            rng,
+            next: None,
+        };
+        clock.next = clock.compute_next();
+        clock
+    }
+
+    fn compute_next(&self) -> Option<Duration> {
+        if self.remaining == Some(0) {
+            return None;
+        }
+        self.curve
+            .time_of(self.next_u)
+            .map(Duration::from_secs_f64)
+    }
+
+    /// Offset of the next arrival from the origin, or `None` when the schedule is over.
+    pub fn peek(&self) -> Option<Duration> {
+        self.next
+    }
+
+    /// How many arrivals this thread has released.
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
+    /// Moves past the next arrival.
+    pub fn advance(&mut self) {
+        if self.next.is_none() {
+            return;
+        }
+        self.released += 1;
+        if let Some(r) = self.remaining.as_mut() {
+            *r -= 1;
+        }
+        self.next_u += match self.arrival {
+            Arrival::Uniform => self.stride,
+            Arrival::Poisson => self.stride * exponential(&mut self.rng),
+        };
+        self.next = self.compute_next();
+    }
+
+    /// Releases, in order, every arrival due at or before `now` (an offset from the origin),
+    /// calling `release` with each one's intended offset. After a stall this releases the
+    /// whole backlog at once, each with its original time, so the delay shows in latency.
+    pub fn release_due(&mut self, now: Duration, mut release: impl FnMut(Duration)) {
+        while let Some(t) = self.next {
+            if t > now {
+                break;
+            }
+            release(t);
+            self.advance();
+        }
+    }
+}
+
+/// An exponential variate with mean 1.
+fn exponential(rng: &mut fastrand::Rng) -> f64 {
+    // 1 - f64() lies in (0, 1], so the logarithm is finite.
+    -(1.0 - rng.f64()).ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(d: Duration) -> f64 {
+        d.as_secs_f64() * 1000.0
+    }
+
+    fn times(clock: &mut ArrivalClock, until: Duration) -> Vec<Duration> {
+        let mut out = Vec::new();
+        clock.release_due(until, |t| out.push(t));
+        out
+    }
+
+    #[test]
+    fn constant_rate_sends_at_exact_multiples_of_the_interval() {
+        let curve = RateCurve::new(100.0, 100.0, 1.0);
+        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        let t = times(&mut c, Duration::from_secs(5));
+        assert_eq!(t.len(), 100, "100 req/s for 1 s");
+        for (i, d) in t.iter().enumerate() {
+            assert!((ms(*d) - 10.0 * i as f64).abs() < 1e-6, "arrival {i} at {d:?}");
+        }
+    }
+
+    #[test]
+    fn striped_threads_interleave_into_the_single_thread_schedule() {
+        let curve = RateCurve::new(300.0, 900.0, 2.0);
+        let mut one = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        let all = times(&mut one, Duration::from_secs(3));
+        let mut merged: Vec<Duration> = (0..3)
+            .flat_map(|k| {
+                let mut c = ArrivalClock::new(curve, Arrival::Uniform, k, 3, 0, None);
+                times(&mut c, Duration::from_secs(3))
+            })
+            .collect();
+        merged.sort();
+        assert_eq!(merged.len(), all.len());
+        for (a, b) in merged.iter().zip(&all) {
+            assert!((ms(*a) - ms(*b)).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn a_ramp_follows_its_line_second_by_second() {
+        // 100 → 1100 req/s over 10 s: second s should hold about 150 + 100·s arrivals.
+        let curve = RateCurve::new(100.0, 1100.0, 10.0);
+        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        let t = times(&mut c, Duration::from_secs(20));
+        let mut per_second = [0u32; 10];
+        for d in &t {
+            per_second[d.as_secs() as usize] += 1;
+        }
+        for (s, n) in per_second.iter().enumerate() {
+            let expected = 150.0 + 100.0 * s as f64;
+            assert!(
+                (f64::from(*n) - expected).abs() <= 1.0,
+                "second {s}: {n} arrivals, expected {expected}"
+            );
+        }
+        assert_eq!(t.len() as f64, curve.total());
+    }
+
+    #[test]
+    fn a_ramp_from_zero_and_a_ramp_down_to_zero_are_solved() {
+        let up = RateCurve::new(0.0, 200.0, 2.0);
+        assert_eq!(up.time_of(0.0), Some(0.0));
+        let t = up.time_of(100.0).unwrap();
+        assert!((up.cumulative(t) - 100.0).abs() < 1e-9);
+        let down = RateCurve::new(200.0, 0.0, 2.0);
+        assert!((down.total() - 200.0).abs() < 1e-9);
+        let t = down.time_of(199.0).unwrap();
+        assert!((down.cumulative(t) - 199.0).abs() < 1e-6);
+        assert_eq!(down.time_of(200.5), None);
+    }
+
+    #[test]
+    fn a_count_caps_the_arrivals_even_without_a_duration() {
+        let curve = RateCurve::new(1000.0, 1000.0, f64::INFINITY);
+        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, Some(250));
+        let t = times(&mut c, Duration::from_secs(60));
+        assert_eq!(t.len(), 250);
+        assert_eq!(c.peek(), None);
+        assert!((ms(*t.last().unwrap()) - 249.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn after_a_stall_the_backlog_is_released_at_once_with_its_original_times() {
+        let curve = RateCurve::new(200.0, 200.0, 10.0);
+        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        // The scheduler ran at 0 ms, then not again until 500 ms.
+        assert_eq!(times(&mut c, Duration::ZERO).len(), 1);
+        let backlog = times(&mut c, Duration::from_millis(500));
+        assert_eq!(backlog.len(), 100, "arrivals at 5, 10, … 500 ms");
+        assert!((ms(backlog[0]) - 5.0).abs() < 1e-6);
+        assert!((ms(backlog[99]) - 500.0).abs() < 1e-6);
+        // Then it is back on the original grid, not shifted by the stall.
+        assert!((ms(c.peek().unwrap()) - 505.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn poisson_arrivals_have_the_right_mean_rate_and_are_reproducible() {
+        let curve = RateCurve::new(1000.0, 1000.0, 20.0);
+        let run = |seed| {
+            (0..2)
+                .flat_map(|k| {
+                    let mut c = ArrivalClock::new(curve, Arrival::Poisson, k, 2, seed, None);
+                    times(&mut c, Duration::from_secs(30))
+                })
+                .count()
+        };
+        let n = run(7);
+        assert!((19_400..=20_600).contains(&n), "{n} arrivals, expected ~20000");
+        assert_eq!(run(7), n, "same seed, same schedule");
+    }
+}

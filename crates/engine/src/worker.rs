@@ -1,0 +1,200 @@
+//! A generator thread: its own single-threaded event loop running its connections and, in
+//! the open model, its share of the arrival schedule; it hands one [`Interval`] per second
+//! to the collector.
+
+use std::rc::Rc;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadlab_run::{Interval, Plan};
+use tokio::sync::watch;
+use tokio::task::{spawn_local, LocalSet};
+use tokio::time::{sleep_until, Instant};
+
+use crate::conn::drive;
+use crate::context::{micros, Ctx, Pending, Source, ThreadCtx};
+use crate::schedule::open::ArrivalClock;
+use crate::usage::thread_cpu;
+
+/// What a thread reports when it stops.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadEnd {
+    /// CPU time the thread used.
+    pub cpu: Duration,
+    /// Time from the origin to the thread's stop.
+    pub elapsed: Duration,
+    /// Requests in flight when it stopped.
+    pub unfinished: u64,
+}
+
+/// Messages from generator threads to the collector.
+pub enum Msg {
+    /// A second's record from thread `.0`.
+    Interval(usize, Box<Interval>),
+    /// Thread `.0` stopped.
+    End(usize, ThreadEnd),
+    /// Thread `.0` could not start its event loop.
+    Failed(usize, std::io::Error),
+}
+
+/// Everything one thread needs to run its share of the plan.
+pub struct ThreadSetup {
+    /// This thread's index.
+    pub index: usize,
+    /// The plan.
+    pub plan: Arc<Plan>,
+    /// The run's origin.
+    pub origin: Instant,
+    /// When to stop, if the run has a duration.
+    pub deadline: Option<Instant>,
+    /// Initial connections: (endpoint, rotation) pairs.
+    pub connections: Vec<(usize, usize)>,
+    /// Work source.
+    pub source: Source,
+    /// Open model: this thread's arrivals, and the stride of global arrival indices.
+    pub clock: Option<(ArrivalClock, usize)>,
+    /// This thread's share of the run's count.
+    pub expected: Option<u64>,
+    /// Connection cap per endpoint.
+    pub max_connections_per_endpoint: usize,
+    /// Becomes true when the run must stop early.
+    pub stop: watch::Receiver<bool>,
+    /// Where records go.
+    pub tx: Sender<Msg>,
+}
+
+/// Runs a thread's share of the plan to its end.
+pub fn run_thread(setup: ThreadSetup) {
+    let index = setup.index;
+    let tx = setup.tx.clone();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = tx.send(Msg::Failed(index, e));
+            return;
+        }
+    };
+    let local = LocalSet::new();
+    let (elapsed, unfinished) = local.block_on(&rt, run_loop(setup));
+    drop(local);
+    drop(rt);
+    let _ = tx.send(Msg::End(
+        index,
+        ThreadEnd {
+            cpu: thread_cpu(),
+            elapsed,
+            unfinished,
+        },
+    ));
+}
+
+async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
+    let ThreadSetup {
+        index,
+        plan,
+        origin,
+        deadline,
+        connections,
+        source,
+        clock,
+        expected,
+        max_connections_per_endpoint,
+        mut stop,
+        tx,
+    } = setup;
+    let open = matches!(source, Source::Open);
+    let ctx: Ctx = Rc::new(ThreadCtx::new(
+        &plan,
+        origin,
+        source,
+        expected,
+        max_connections_per_endpoint,
+    ));
+    sleep_until(origin).await;
+    for (ep, rotation) in connections {
+        let e = &ctx.endpoints[ep];
+        e.connections.set(e.connections.get() + 1);
+        spawn_local(drive(ctx.clone(), ep, rotation, open));
+    }
+    if let Some((clock, stride)) = clock {
+        spawn_local(schedule(ctx.clone(), clock, index, stride));
+    }
+    if expected == Some(0) {
+        ctx.all_done.notify_one();
+    }
+    let mut second = 0u64;
+    loop {
+        let boundary = origin + Duration::from_secs(second + 1);
+        let wake = deadline.map_or(boundary, |d| d.min(boundary));
+        tokio::select! {
+            _ = sleep_until(wake) => {}
+            _ = ctx.all_done.notified() => break,
+            _ = stop.changed() => break,
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        flush(&ctx, &tx, index, second + 1);
+        second += 1;
+    }
+    let end = Instant::now();
+    ctx.drop_all_queued();
+    let unfinished = ctx.in_flight.get();
+    flush(&ctx, &tx, index, second + 1);
+    (end.saturating_duration_since(origin), unfinished)
+}
+
+/// Sends the current second's record and starts the next one.
+fn flush(ctx: &ThreadCtx, tx: &Sender<Msg>, index: usize, next_second: u64) {
+    let mut iv = ctx.rec.replace(Interval::new(next_second));
+    iv.in_flight = ctx.in_flight.get();
+    let _ = tx.send(Msg::Interval(index, Box::new(iv)));
+}
+
+/// Open model: releases this thread's arrivals at their times; `stride` is the number of
+/// threads, so arrival indices interleave across threads for round-robin over the requests.
+async fn schedule(ctx: Ctx, mut clock: ArrivalClock, first_index: usize, stride: usize) {
+    let templates = ctx.requests.len();
+    let mut index = first_index;
+    loop {
+        let now = Instant::now();
+        let offset = now.saturating_duration_since(ctx.origin);
+        clock.release_due(offset, |t| {
+            release(&ctx, ctx.origin + t, now, index % templates);
+            index = index.wrapping_add(stride);
+        });
+        ctx.drop_stale(now);
+        match clock.peek() {
+            Some(t) => sleep_until(ctx.origin + t).await,
+            None => break,
+        }
+    }
+}
+
+/// Queues one arrival for its endpoint and makes sure a connection will take it: an idle one
+/// if any, else a new one while under the cap; past the cap it waits in the queue.
+fn release(ctx: &Ctx, intended: Instant, now: Instant, template: usize) {
+    {
+        let mut rec = ctx.rec.borrow_mut();
+        rec.counts.offered += 1;
+        rec.lag
+            .saturating_record(micros(now.saturating_duration_since(intended)));
+    }
+    let ep = ctx.requests[template].endpoint;
+    let e = &ctx.endpoints[ep];
+    e.queue.borrow_mut().push_back(Pending {
+        intended: Some(intended),
+        template,
+    });
+    if e.idle.get() > 0 {
+        e.idle.set(e.idle.get() - 1);
+        e.work.notify_one();
+    } else if e.connections.get() < e.max_connections {
+        e.connections.set(e.connections.get() + 1);
+        spawn_local(drive(ctx.clone(), ep, 0, false));
+    }
+}

@@ -1,0 +1,19 @@
+//! The data every loadlab stage shares: a [`Plan`] goes into the engine, [`Interval`]
+//! records come out, a [`RunData`] gathers them, and a [`Summary`] is what gets written.
+//!
+//! No async runtime and no HTTP here: this crate is the file format and the arithmetic
+//! on it, so analysis and reports can read yesterday's runs without the engine.
+
+pub mod dir;
+pub mod error_kind;
+pub mod plan;
+pub mod record;
+pub mod summary;
+pub mod timeline;
+
+pub use dir::{write_run_dir, write_summary, RunDirError};
+pub use error_kind::ErrorKind;
+pub use plan::{Arrival, Endpoint, Model, Plan, PlanError, RequestTemplate, Stop};
+pub use record::{new_histogram, Counts, GeneratorStats, Interval, RunData};
+pub use summary::{LatencyStats, Summary, SUMMARY_SCHEMA};
+pub use timeline::TimelineRow;

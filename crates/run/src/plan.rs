@@ -1,0 +1,235 @@
+//! What to run: targets, the load model, when to stop. Flags and scenario files lower into one
+//! [`Plan`]; the engine executes it and nothing else.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A host and port that connections are opened to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Resolved socket address the engine connects to.
+    pub addr: SocketAddr,
+    /// `host[:port]` as it goes into the `Host` header.
+    pub authority: String,
+}
+
+/// One request as the user described it; the engine encodes it once and reuses the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTemplate {
+    /// The URL as given, for reports.
+    pub url: String,
+    /// Index into [`Plan::endpoints`].
+    pub endpoint: usize,
+    /// HTTP method, upper case.
+    pub method: String,
+    /// Path and query, starting with `/`.
+    pub path: String,
+    /// Extra headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// Request body; empty means none.
+    pub body: Vec<u8>,
+}
+
+/// How arrivals are spaced in the open model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Evenly spaced at the current rate.
+    Uniform,
+    /// A Poisson process with the current rate (exponential gaps), seeded.
+    Poisson,
+}
+
+/// The load model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Model {
+    /// A fixed number of connections, each sending its next request when the last answered.
+    Closed {
+        /// Keep-alive connections kept busy.
+        connections: usize,
+        /// HTTP/1.1 requests written back to back on a connection before reading.
+        pipeline: usize,
+    },
+    /// Requests scheduled at a rate from a fixed origin, whether or not the server keeps up.
+    Open {
+        /// Rate at the start, requests per second.
+        rate_rps: f64,
+        /// Rate at the end of the duration; the rate changes linearly in between.
+        ramp_to_rps: Option<f64>,
+        /// Spacing of arrivals.
+        arrival: Arrival,
+        /// Connections opened at the start.
+        connections: usize,
+        /// Connections that may be open at once; past that requests wait.
+        max_connections: usize,
+        /// Seed of the Poisson arrivals.
+        seed: u64,
+    },
+}
+
+impl Model {
+    /// `"closed"` or `"open"`, as in `summary.json`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Model::Closed { .. } => "closed",
+            Model::Open { .. } => "open",
+        }
+    }
+}
+
+/// When a run ends: after a duration, after a number of requests, or whichever comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stop {
+    /// Wall-clock length of the run.
+    pub duration: Option<Duration>,
+    /// Number of requests that end (with a response or an error) before the run stops.
+    pub count: Option<u64>,
+}
+
+/// Everything the engine needs to run a load test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Where connections go.
+    pub endpoints: Vec<Endpoint>,
+    /// The requests, sent round-robin.
+    pub requests: Vec<RequestTemplate>,
+    /// Open or closed model.
+    pub model: Model,
+    /// When to stop.
+    pub stop: Stop,
+    /// Longest time a request may take, from its send, before it counts as a timeout.
+    pub timeout: Duration,
+    /// Longest time a TCP connect may take.
+    pub connect_timeout: Duration,
+    /// Generator threads, each with its own event loop.
+    pub threads: usize,
+}
+
+/// A plan that cannot run.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PlanError {
+    /// No request to send.
+    #[error("no target URL given")]
+    NoTargets,
+    /// A count that must be positive is zero.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A rate that is not a positive finite number.
+    #[error("{0} must be a positive number of requests per second, got {1}")]
+    BadRate(&'static str, f64),
+    /// Neither duration nor count.
+    #[error("the open model needs a duration (-d) or a request count (-n)")]
+    OpenWithoutEnd,
+    /// A ramp needs a duration to ramp over.
+    #[error("--ramp-to needs a duration (-d) to ramp over")]
+    RampWithoutDuration,
+    /// Pipelining only applies to the closed model.
+    #[error("pipelining (-p) applies to the closed model only; drop -p or -R")]
+    PipelineInOpenModel,
+    /// Fewer connections than hosts: some hosts would get no traffic.
+    #[error("{connections} connection(s) cannot reach {endpoints} distinct hosts; use -c {endpoints} or more")]
+    TooFewConnections {
+        /// Connections asked for.
+        connections: usize,
+        /// Distinct host:port pairs among the targets.
+        endpoints: usize,
+    },
+    /// Max connections below initial connections.
+    #[error("--max-connections ({max}) is below -c ({initial})")]
+    MaxBelowInitial {
+        /// Initial connections.
+        initial: usize,
+        /// Cap.
+        max: usize,
+    },
+}
+
+impl Plan {
+    /// Checks the plan's numbers; the engine runs only valid plans.
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if self.requests.is_empty() || self.endpoints.is_empty() {
+            return Err(PlanError::NoTargets);
+        }
+        if self.threads == 0 {
+            return Err(PlanError::Zero("threads (-t)"));
+        }
+        if self.stop.count == Some(0) {
+            return Err(PlanError::Zero("the request count (-n)"));
+        }
+        if self.stop.duration == Some(Duration::ZERO) {
+            return Err(PlanError::Zero("the duration (-d)"));
+        }
+        if self.timeout.is_zero() {
+            return Err(PlanError::Zero("the timeout (--timeout)"));
+        }
+        let endpoints = self.endpoints.len();
+        match &self.model {
+            Model::Closed {
+                connections,
+                pipeline,
+            } => {
+                if *connections == 0 {
+                    return Err(PlanError::Zero("connections (-c)"));
+                }
+                if *pipeline == 0 {
+                    return Err(PlanError::Zero("the pipeline depth (-p)"));
+                }
+                if *connections < endpoints {
+                    return Err(PlanError::TooFewConnections {
+                        connections: *connections,
+                        endpoints,
+                    });
+                }
+            }
+            Model::Open {
+                rate_rps,
+                ramp_to_rps,
+                connections,
+                max_connections,
+                ..
+            } => {
+                if !(rate_rps.is_finite() && *rate_rps > 0.0) {
+                    return Err(PlanError::BadRate("-R", *rate_rps));
+                }
+                if let Some(r) = ramp_to_rps {
+                    if !(r.is_finite() && *r >= 0.0) {
+                        return Err(PlanError::BadRate("--ramp-to", *r));
+                    }
+                    if self.stop.duration.is_none() {
+                        return Err(PlanError::RampWithoutDuration);
+                    }
+                }
+                if self.stop.duration.is_none() && self.stop.count.is_none() {
+                    return Err(PlanError::OpenWithoutEnd);
+                }
+                if *max_connections == 0 {
+                    return Err(PlanError::Zero("--max-connections"));
+                }
+                if max_connections < connections {
+                    return Err(PlanError::MaxBelowInitial {
+                        initial: *connections,
+                        max: *max_connections,
+                    });
+                }
+                if *max_connections < endpoints {
+                    return Err(PlanError::TooFewConnections {
+                        connections: *max_connections,
+                        endpoints,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The URLs of the requests, in order.
+    pub fn target_urls(&self) -> Vec<String> {
+        self.requests.iter().map(|r| r.url.clone()).collect()
+    }
+
+    /// Connections the plan starts with.
+    pub fn initial_connections(&self) -> usize {
+        match self.model {
+            Model::Closed { connections, .. } | Model::Open { connections, .. } => connections,
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! `summary.json` (schema `loadlab.summary/v1`): the run in numbers, built from [`RunData`].
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::timeline::us_to_ms;
+use crate::{ErrorKind, RunData};
+
+/// The schema name written into every summary.
+pub const SUMMARY_SCHEMA: &str = "loadlab.summary/v1";
+
+/// Achieved/offered ratio under which the generator is said to have fallen behind.
+const BEHIND_RATIO: f64 = 0.98;
+/// Busiest thread's CPU share over which the generator is said to be saturated.
+const SATURATED_UTILIZATION: f64 = 0.9;
+
+/// Percentiles and moments of a latency histogram, in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Smallest value.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+    /// 2.5th percentile.
+    pub p2_5: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 97.5th percentile.
+    pub p97_5: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p99_9: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl LatencyStats {
+    /// Summarizes a histogram of microseconds; all zeros when it is empty.
+    pub fn from_histogram(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencyStats::default();
+        }
+        let q = |q: f64| us_to_ms(h.value_at_quantile(q));
+        LatencyStats {
+            min: us_to_ms(h.min()),
+            mean: h.mean() / 1000.0,
+            stdev: h.stdev() / 1000.0,
+            p2_5: q(0.025),
+            p50: q(0.5),
+            p90: q(0.9),
+            p95: q(0.95),
+            p97_5: q(0.975),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            max: us_to_ms(h.max()),
+        }
+    }
+}
+
+/// Request counts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// Requests sent.
+    pub sent: u64,
+    /// Requests ended with a response or a transport error.
+    pub completed: u64,
+    /// Responses with a status below 400.
+    pub ok: u64,
+    /// Completed requests that were not ok: 4xx/5xx responses and transport errors.
+    pub errors: u64,
+    /// Requests never sent because no connection freed up within their timeout.
+    pub dropped: u64,
+    /// Requests still in flight when the run stopped (not in the latency figures).
+    pub unfinished: u64,
+}
+
+/// Rates over the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Completed requests per second.
+    pub rps: f64,
+    /// Scheduled arrivals per second (open model only).
+    pub offered_rps: Option<f64>,
+    /// Response bytes per second.
+    pub bytes_per_s: f64,
+}
+
+/// Transport errors by kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Errors {
+    /// Connection refused.
+    pub connect_refused: u64,
+    /// Connect timed out.
+    pub connect_timeout: u64,
+    /// Connection reset by the peer.
+    pub reset: u64,
+    /// Response not complete within the timeout.
+    pub timeout: u64,
+    /// Malformed or oversized response.
+    pub protocol: u64,
+    /// Connection closed before the response was complete.
+    pub closed: u64,
+}
+
+impl Errors {
+    fn from_kinds(k: &[u64; 6]) -> Self {
+        let at = |e: ErrorKind| k[e.index()];
+        Errors {
+            connect_refused: at(ErrorKind::ConnectRefused),
+            connect_timeout: at(ErrorKind::ConnectTimeout),
+            reset: at(ErrorKind::Reset),
+            timeout: at(ErrorKind::Timeout),
+            protocol: at(ErrorKind::Protocol),
+            closed: at(ErrorKind::Closed),
+        }
+    }
+}
+
+/// The generator's account of itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    /// CPU seconds (user + system) the generator used.
+    pub cpu_s: f64,
+    /// Peak resident memory, MB.
+    pub max_rss_mb: f64,
+    /// 99th percentile of how late arrivals were released (open model), ms.
+    pub schedule_lag_ms_p99: f64,
+    /// True when a generator thread was busy most of the run.
+    pub saturated: bool,
+    /// Threads used.
+    pub threads: usize,
+    /// Plain-language warnings about the generator's own limits.
+    pub warnings: Vec<String>,
+}
+
+/// One phase of the load (a plain run has a single phase).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Phase name.
+    pub name: String,
+    /// Start, seconds from the origin.
+    pub start_s: f64,
+    /// Length, seconds.
+    pub duration_s: f64,
+    /// Offered rate (open model).
+    pub offered_rps: Option<f64>,
+    /// Achieved rate.
+    pub rps: f64,
+    /// Latency from the intended start.
+    pub latency_ms: LatencyStats,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always [`SUMMARY_SCHEMA`].
+    pub schema: String,
+    /// False when the run was interrupted.
+    pub complete: bool,
+    /// `"closed"` or `"open"`.
+    pub model: String,
+    /// Target URLs.
+    pub targets: Vec<String>,
+    /// RFC 3339 time of the run's origin.
+    pub started_at: String,
+    /// Length of the run, seconds.
+    pub duration_s: f64,
+    /// Request counts.
+    pub requests: Requests,
+    /// Rates.
+    pub throughput: Throughput,
+    /// Latency from the intended start (equal to the send time in the closed model).
+    pub latency_ms: LatencyStats,
+    /// Latency from the actual send.
+    pub service_latency_ms: LatencyStats,
+    /// Responses by status code.
+    pub status: BTreeMap<String, u64>,
+    /// Transport errors by kind.
+    pub errors: Errors,
+    /// The generator's own resource use.
+    pub generator: Generator,
+    /// Phases of the load.
+    pub phases: Vec<Phase>,
+}
+
+impl Summary {
+    /// Builds the summary of a run.
+    pub fn from_run(run: &RunData) -> Self {
+        let t = &run.totals;
+        let c = &t.counts;
+        let secs = run.secs();
+        let rps = c.completed as f64 / secs;
+        let offered_rps = run.offered_rps();
+        let latency = LatencyStats::from_histogram(&t.latency);
+        let lag_p99 = if t.lag.is_empty() {
+            0.0
+        } else {
+            us_to_ms(t.lag.value_at_quantile(0.99))
+        };
+        let g = &run.generator;
+        let saturated = g.busiest_thread_utilization > SATURATED_UTILIZATION;
+        let mut warnings = Vec::new();
+        if let Some(offered) = offered_rps {
+            let achieved = c.sent as f64 / secs;
+            if offered > 0.0 && achieved < BEHIND_RATIO * offered {
+                warnings.push(format!(
+                    "the generator sent {achieved:.0} req/s of the {offered:.0} req/s offered \
+                     ({:.1} %): requests waited for connections or the generator fell behind",
+                    100.0 * achieved / offered
+                ));
+            }
+        }
+        if c.dropped > 0 {
+            warnings.push(format!(
+                "{} requests were dropped: no connection freed up within their timeout; \
+                 raise --max-connections or lower the rate",
+                c.dropped
+            ));
+        }
+        if saturated {
+            warnings.push(format!(
+                "a generator thread was busy {:.0} % of the run: the generator may have limited \
+                 the load; give it more threads (-t) or a core of its own",
+                100.0 * g.busiest_thread_utilization
+            ));
+        }
+        if lag_p99 > 5.0 {
+            warnings.push(format!(
+                "arrivals were released up to {lag_p99:.1} ms late (p99 schedule lag): the \
+                 generator could not keep its schedule"
+            ));
+        }
+        let phase = Phase {
+            name: "main".into(),
+            start_s: 0.0,
+            duration_s: secs,
+            offered_rps,
+            rps,
+            latency_ms: latency.clone(),
+        };
+        Summary {
+            schema: SUMMARY_SCHEMA.into(),
+            complete: run.complete,
+            model: run.plan.model.name().into(),
+            targets: run.plan.target_urls(),
+            started_at: humantime::format_rfc3339_millis(run.started_at).to_string(),
+            duration_s: secs,
+            requests: Requests {
+                sent: c.sent,
+                completed: c.completed,
+                ok: c.ok,
+                errors: c.errors(),
+                dropped: c.dropped,
+                unfinished: run.unfinished,
+            },
+            throughput: Throughput {
+                rps,
+                offered_rps,
+                bytes_per_s: c.bytes as f64 / secs,
+            },
+            latency_ms: latency,
+            service_latency_ms: LatencyStats::from_histogram(&t.service),
+            status: c
+                .statuses()
+                .map(|(code, n)| (code.to_string(), n))
+                .collect(),
+            errors: Errors::from_kinds(&c.error_kinds),
+            generator: Generator {
+                cpu_s: g.cpu_s,
+                max_rss_mb: g.max_rss_mb,
+                schedule_lag_ms_p99: lag_p99,
+                saturated,
+                threads: g.threads,
+                warnings,
+            },
+            phases: vec![phase],
+        }
+    }
+}
