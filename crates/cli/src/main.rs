@@ -1,1 +1,54 @@
-fn main() {}
+//! The `loadlab` binary: parses flags and hands each subcommand to its module in `cmd/`.
+
+mod args;
+mod cmd;
+mod lower;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+/// Exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
+const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code for bad input or a failure to run.
+const EXIT_FAILURE: u8 = 1;
+/// Exit code for flags clap rejects.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            if matches!(
+                e.kind(),
+                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let rendered = e.render().to_string();
+            let first = rendered
+                .lines()
+                .next()
+                .unwrap_or("error: invalid arguments");
+            eprintln!("{first} (see loadlab --help)");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => cmd::run::main(a),
+        Command::Serve(a) => cmd::serve::main(a),
+        Command::Demo(a) => cmd::demo::main(a),
+    };
+    match result {
+        Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,
+        Ok(cmd::Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}

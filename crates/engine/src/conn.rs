@@ -33,7 +33,10 @@ pub async fn drive(ctx: Ctx, ep: usize, rotation: usize, preconnect: bool) {
     let mut conn: Option<Conn> = None;
     let mut backoff = Duration::ZERO;
     if preconnect {
-        conn = connect(endpoint, ctx.connect_timeout).await.ok().map(Conn::new);
+        conn = connect(endpoint, ctx.connect_timeout)
+            .await
+            .ok()
+            .map(Conn::new);
     }
     loop {
         batch.clear();
@@ -171,7 +174,9 @@ impl Conn {
     /// Writes the batch's requests back to back, then reads and records their responses.
     async fn exchange(&mut self, ctx: &ThreadCtx, batch: &[Pending], sent_at: Instant) -> Exchange {
         let written = if let [one] = batch {
-            self.stream.write_all(&ctx.requests[one.template].bytes).await
+            self.stream
+                .write_all(&ctx.requests[one.template].bytes)
+                .await
         } else {
             self.wbuf.clear();
             for p in batch {
@@ -202,7 +207,8 @@ impl Conn {
                 if resp.close {
                     return Err((ErrorKind::Closed, answered));
                 }
-                self.parser.expect(ctx.requests[batch[answered].template].head);
+                self.parser
+                    .expect(ctx.requests[batch[answered].template].head);
             }
             self.make_room();
             let read = tokio::select! {

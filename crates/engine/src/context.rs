@@ -155,13 +155,7 @@ impl ThreadCtx {
 
     /// Records a response that ended at `now`.
     #[inline]
-    pub fn record_response(
-        &self,
-        p: &Pending,
-        sent_at: Instant,
-        now: Instant,
-        status: u16,
-    ) {
+    pub fn record_response(&self, p: &Pending, sent_at: Instant, now: Instant, status: u16) {
         let intended = p.intended.unwrap_or(sent_at);
         let mut rec = self.rec.borrow_mut();
         rec.counts.record_status(status);

@@ -26,7 +26,9 @@ pub fn encode_request(t: &RequestTemplate, authority: &str) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     if !has("user-agent") {
-        out.extend_from_slice(concat!("User-Agent: loadlab/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
+        out.extend_from_slice(
+            concat!("User-Agent: loadlab/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+        );
     }
     for (k, v) in &t.headers {
         out.extend_from_slice(k.as_bytes());
@@ -170,7 +172,9 @@ impl ResponseParser {
                                 done: None,
                             });
                         }
-                        Err(httparse::Error::TooManyHeaders) => return Err(ProtocolError::TooLarge),
+                        Err(httparse::Error::TooManyHeaders) => {
+                            return Err(ProtocolError::TooLarge)
+                        }
                         Err(_) => return Err(ProtocolError::Malformed),
                     }
                 }
@@ -387,7 +391,9 @@ mod tests {
     fn a_get_is_encoded_with_host_and_user_agent_and_no_length() {
         let bytes = encode_request(&template("GET", b"", &[("X-A", "b")]), "127.0.0.1:8080");
         let text = String::from_utf8(bytes).unwrap();
-        assert!(text.starts_with("GET /x?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: loadlab/"));
+        assert!(
+            text.starts_with("GET /x?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: loadlab/")
+        );
         assert!(text.ends_with("X-A: b\r\n\r\n"));
         assert!(!text.contains("Content-Length"));
     }
@@ -429,7 +435,9 @@ mod tests {
     #[test]
     fn a_truncated_length_body_is_not_complete_at_eof() {
         let mut p = ResponseParser::default();
-        let prog = p.advance(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").unwrap();
+        let prog = p
+            .advance(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+            .unwrap();
         assert_eq!(prog.done, None);
         assert!(p.started());
         assert_eq!(p.finish_at_eof(), None);
@@ -438,7 +446,10 @@ mod tests {
     #[test]
     fn garbage_and_oversized_heads_are_protocol_errors() {
         let mut p = ResponseParser::default();
-        assert_eq!(p.advance(b"SMTP ready\r\n\r\n"), Err(ProtocolError::Malformed));
+        assert_eq!(
+            p.advance(b"SMTP ready\r\n\r\n"),
+            Err(ProtocolError::Malformed)
+        );
         let mut p = ResponseParser::default();
         let mut big = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
         big.resize(MAX_HEAD_BYTES + 10, b'a');
@@ -454,7 +465,9 @@ mod tests {
     fn a_head_response_has_no_body_despite_its_length() {
         let mut p = ResponseParser::default();
         p.expect(true);
-        let prog = p.advance(b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n").unwrap();
+        let prog = p
+            .advance(b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n")
+            .unwrap();
         assert_eq!(prog.done.map(|r| r.status), Some(200));
     }
 }

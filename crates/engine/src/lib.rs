@@ -130,7 +130,10 @@ pub fn run(
                 seed,
                 ..
             } => {
-                let duration_s = plan.stop.duration.map_or(f64::INFINITY, |d| d.as_secs_f64());
+                let duration_s = plan
+                    .stop
+                    .duration
+                    .map_or(f64::INFINITY, |d| d.as_secs_f64());
                 let curve = RateCurve::new(rate_rps, ramp_to_rps.unwrap_or(rate_rps), duration_s);
                 let clock = ArrivalClock::new(curve, arrival, index, threads, seed, expected);
                 (Source::Open, Some((clock, threads)))

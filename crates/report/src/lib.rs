@@ -1,1 +1,209 @@
-//! Terminal output.
+//! Terminal output: the live one-line progress display and the end-of-run summary tables.
+
+use std::fmt::Write;
+
+use loadlab_run::{ErrorKind, LatencyStats, Summary, TimelineRow};
+
+/// Formats an integer with thousands separators: `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Formats a byte rate with a binary unit: `1536.0` → `1.5 KiB`.
+pub fn bytes(n: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} {}", units[u])
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// The live progress line for a finished second: elapsed, req/s, p99, errors so far.
+pub fn progress_line(row: &TimelineRow, errors_so_far: u64) -> String {
+    format!(
+        "  {:>4}s  {:>9} req/s  p99 {:>9.2} ms  in flight {:>6}  errors {}",
+        row.second + 1,
+        thousands(row.completed),
+        row.p99_ms,
+        row.in_flight,
+        thousands(errors_so_far)
+    )
+}
+
+fn latency_row(out: &mut String, label: &str, l: &LatencyStats) {
+    let _ = writeln!(
+        out,
+        "  {label:<14}{:>9.2}{:>9.2}{:>9.2}{:>9.2}{:>9.2}{:>9.2}{:>9.2}{:>10.2}",
+        l.p2_5, l.p50, l.p97_5, l.p99, l.p99_9, l.mean, l.stdev, l.max
+    );
+}
+
+/// One line describing the load: model, shape and targets.
+pub fn headline(s: &Summary) -> String {
+    let shape = match s.throughput.offered_rps {
+        Some(r) => format!("open model, {r:.0} req/s offered"),
+        None => "closed model".to_string(),
+    };
+    format!("{shape}, {:.2} s, {}", s.duration_s, s.targets.join(" "))
+}
+
+/// The end-of-run summary, in the spirit of autocannon's tables.
+pub fn render_summary(s: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "loadlab: {}", headline(s));
+    if !s.complete {
+        let _ = writeln!(out, "  (interrupted: partial results)");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  {:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>10}",
+        "latency (ms)", "p2.5", "p50", "p97.5", "p99", "p99.9", "avg", "stdev", "max"
+    );
+    latency_row(&mut out, "from intended", &s.latency_ms);
+    latency_row(&mut out, "from send", &s.service_latency_ms);
+    let _ = writeln!(out);
+    let t = &s.throughput;
+    let offered = t
+        .offered_rps
+        .map(|o| format!("   offered {o:.1}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  req/s        {:.1}{offered}   bytes/s {}",
+        t.rps,
+        bytes(t.bytes_per_s)
+    );
+    let r = &s.requests;
+    let _ = writeln!(
+        out,
+        "  requests     sent {}  completed {}  ok {}  errors {}  dropped {}  unfinished {}",
+        thousands(r.sent),
+        thousands(r.completed),
+        thousands(r.ok),
+        thousands(r.errors),
+        thousands(r.dropped),
+        thousands(r.unfinished)
+    );
+    let codes: Vec<String> = s
+        .status
+        .iter()
+        .map(|(code, n)| format!("{code} × {}", thousands(*n)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  status       {}",
+        if codes.is_empty() {
+            "no responses".to_string()
+        } else {
+            codes.join("  ")
+        }
+    );
+    let e = &s.errors;
+    let kinds: Vec<String> = ErrorKind::ALL
+        .iter()
+        .zip([
+            e.connect_refused,
+            e.connect_timeout,
+            e.reset,
+            e.timeout,
+            e.protocol,
+            e.closed,
+        ])
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} × {}", thousands(n)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  transport    {}",
+        if kinds.is_empty() {
+            "no errors".to_string()
+        } else {
+            kinds.join("  ")
+        }
+    );
+    let g = &s.generator;
+    let _ = writeln!(
+        out,
+        "  generator    cpu {:.2} s  max rss {:.1} MB  schedule lag p99 {:.2} ms  threads {}",
+        g.cpu_s, g.max_rss_mb, g.schedule_lag_ms_p99, g.threads
+    );
+    for w in &g.warnings {
+        let _ = writeln!(out, "  warning: {w}");
+    }
+    out
+}
+
+/// One row of a side-by-side comparison of runs.
+pub struct ComparisonRow {
+    /// What the run was.
+    pub label: String,
+    /// Its summary.
+    pub summary: Summary,
+}
+
+/// A compact table comparing several runs: throughput, latency percentiles, errors.
+pub fn render_comparison(rows: &[ComparisonRow]) -> String {
+    let mut out = String::new();
+    let width = rows.iter().map(|r| r.label.len()).max().unwrap_or(0).max(4);
+    let _ = writeln!(
+        out,
+        "  {:<width$}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
+        "run", "req/s", "offered", "p50 ms", "p99 ms", "p99.9 ms", "svc p99", "errors"
+    );
+    for r in rows {
+        let s = &r.summary;
+        let offered = s
+            .throughput
+            .offered_rps
+            .map_or("-".to_string(), |o| format!("{o:.0}"));
+        let _ = writeln!(
+            out,
+            "  {:<width$}{:>10.0}{:>10}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>9}",
+            r.label,
+            s.throughput.rps,
+            offered,
+            s.latency_ms.p50,
+            s.latency_ms.p99,
+            s.latency_ms.p99_9,
+            s.service_latency_ms.p99,
+            thousands(s.requests.errors)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits_by_three() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn bytes_picks_a_readable_unit() {
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
+    }
+}

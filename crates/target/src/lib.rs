@@ -134,10 +134,9 @@ impl TestServer {
                 rt.block_on(async move {
                     let listener =
                         TcpListener::from_std(std_listener).expect("listener is non-blocking");
-                    let server = axum::serve(listener, router())
-                        .with_graceful_shutdown(async {
-                            let _ = rx.await;
-                        });
+                    let server = axum::serve(listener, router()).with_graceful_shutdown(async {
+                        let _ = rx.await;
+                    });
                     let _ = server.await;
                 });
                 rt.shutdown_timeout(Duration::from_millis(100));

@@ -131,9 +131,7 @@ impl ArrivalClock {
         if self.remaining == Some(0) {
             return None;
         }
-        self.curve
-            .time_of(self.next_u)
-            .map(Duration::from_secs_f64)
+        self.curve.time_of(self.next_u).map(Duration::from_secs_f64)
     }
 
     /// Offset of the next arrival from the origin, or `None` when the schedule is over.
@@ -203,7 +201,10 @@ mod tests {
         let t = times(&mut c, Duration::from_secs(5));
         assert_eq!(t.len(), 100, "100 req/s for 1 s");
         for (i, d) in t.iter().enumerate() {
-            assert!((ms(*d) - 10.0 * i as f64).abs() < 1e-6, "arrival {i} at {d:?}");
+            assert!(
+                (ms(*d) - 10.0 * i as f64).abs() < 1e-6,
+                "arrival {i} at {d:?}"
+            );
         }
     }
 
@@ -294,7 +295,10 @@ mod tests {
                 .count()
         };
         let n = run(7);
-        assert!((19_400..=20_600).contains(&n), "{n} arrivals, expected ~20000");
+        assert!(
+            (19_400..=20_600).contains(&n),
+            "{n} arrivals, expected ~20000"
+        );
         assert_eq!(run(7), n, "same seed, same schedule");
     }
 }

@@ -1,0 +1,13 @@
+//! One module per subcommand.
+
+pub mod demo;
+pub mod run;
+pub mod serve;
+
+/// How a subcommand ended, for the exit code.
+pub enum Outcome {
+    /// It did what was asked.
+    Done,
+    /// Ctrl-C stopped it; partial results were written.
+    Interrupted,
+}

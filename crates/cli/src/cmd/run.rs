@@ -1,0 +1,87 @@
+//! `loadlab run`: lower the flags into a plan, run it with a live progress line, print the
+//! summary and write the requested files.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use loadlab_engine::StopSignal;
+use loadlab_run::{Plan, RunData, Summary};
+
+use crate::args::RunArgs;
+use crate::cmd::Outcome;
+use crate::lower::plan_from_args;
+
+/// Runs `loadlab run`.
+pub fn main(a: RunArgs) -> Result<Outcome> {
+    let plan = plan_from_args(&a)?;
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
+    }
+    if let Some(parent) = a.json.as_deref().and_then(Path::parent) {
+        if !parent.as_os_str().is_empty() && !parent.is_dir() {
+            anyhow::bail!(
+                "cannot write {}: directory {} does not exist",
+                a.json.as_ref().unwrap().display(),
+                parent.display()
+            );
+        }
+    }
+    let stop = interrupt_signal()?;
+    let live = !a.quiet && std::io::stderr().is_terminal();
+    let (run, summary) = execute(&plan, &stop, live)?;
+    print!("{}", loadlab_report::render_summary(&summary));
+    if let Some(path) = &a.json {
+        loadlab_run::write_summary(path, &summary)?;
+    }
+    if let Some(dir) = &a.out {
+        loadlab_run::write_run_dir(dir, &run, &summary)?;
+        println!("  results in   {}", dir.display());
+    }
+    Ok(if run.complete {
+        Outcome::Done
+    } else {
+        Outcome::Interrupted
+    })
+}
+
+/// Runs a plan, showing a live progress line on stderr when `live`, and summarizes it.
+pub fn execute(plan: &Plan, stop: &StopSignal, live: bool) -> Result<(RunData, Summary)> {
+    let mut errors = 0u64;
+    let mut stderr = std::io::stderr();
+    let run = loadlab_engine::run(plan, stop, |row| {
+        if live {
+            errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
+            let _ = write!(
+                stderr,
+                "\r{}\x1b[K",
+                loadlab_report::progress_line(row, errors)
+            );
+            let _ = stderr.flush();
+        }
+    })?;
+    if live {
+        let _ = write!(stderr, "\r\x1b[K");
+    }
+    let summary = Summary::from_run(&run);
+    Ok((run, summary))
+}
+
+/// The process-wide stop signal, raised by the first Ctrl-C; a second Ctrl-C exits at once.
+pub fn interrupt_signal() -> Result<StopSignal> {
+    static SIGNAL: std::sync::OnceLock<StopSignal> = std::sync::OnceLock::new();
+    if let Some(s) = SIGNAL.get() {
+        return Ok(s.clone());
+    }
+    let stop = StopSignal::default();
+    let handler_stop = stop.clone();
+    ctrlc::set_handler(move || {
+        if handler_stop.is_stopped() {
+            std::process::exit(130);
+        }
+        handler_stop.stop();
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(SIGNAL.get_or_init(|| stop).clone())
+}
