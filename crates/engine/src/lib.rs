@@ -7,6 +7,7 @@
 mod conn;
 mod context;
 pub mod http1;
+mod precise_timer;
 pub mod schedule;
 mod usage;
 mod worker;

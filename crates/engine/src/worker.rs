@@ -14,6 +14,7 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::conn::drive;
 use crate::context::{micros, Ctx, Pending, Source, ThreadCtx};
+use crate::precise_timer::PreciseTimer;
 use crate::schedule::open::ArrivalClock;
 use crate::usage::thread_cpu;
 
@@ -160,6 +161,7 @@ fn flush(ctx: &ThreadCtx, tx: &Sender<Msg>, index: usize, next_second: u64) {
 async fn schedule(ctx: Ctx, mut clock: ArrivalClock, first_index: usize, stride: usize) {
     let templates = ctx.requests.len();
     let mut index = first_index;
+    let timer = PreciseTimer::new().ok();
     loop {
         let now = Instant::now();
         let offset = now.saturating_duration_since(ctx.origin);
@@ -168,9 +170,11 @@ async fn schedule(ctx: Ctx, mut clock: ArrivalClock, first_index: usize, stride:
             index = index.wrapping_add(stride);
         });
         ctx.drop_stale(now);
-        match clock.peek() {
-            Some(t) => sleep_until(ctx.origin + t).await,
-            None => break,
+        let Some(t) = clock.peek() else { break };
+        let next = ctx.origin + t;
+        match &timer {
+            Some(timer) if timer.sleep_until(next).await.is_ok() => {}
+            _ => sleep_until(next).await,
         }
     }
 }
