@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Drive load at one or more URLs (closed model by default, open model with -R).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve the reference service (/ping, /delay?ms=N, /stall, /health).
     Serve(ServeArgs),
     /// Start the reference service in-process and run a short tour against it.

@@ -29,17 +29,12 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            let rendered = e.render().to_string();
-            let first = rendered
-                .lines()
-                .next()
-                .unwrap_or("error: invalid arguments");
-            eprintln!("{first} (see loadlab --help)");
+            eprintln!("{}", one_line(&e.render().to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let result = match cli.command {
-        Command::Run(a) => cmd::run::main(a),
+        Command::Run(a) => cmd::run::main(*a),
         Command::Serve(a) => cmd::serve::main(a),
         Command::Demo(a) => cmd::demo::main(a),
     };
@@ -50,5 +45,25 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_FAILURE)
         }
+    }
+}
+
+/// Clap's error in one line: its first line, plus the next one when the first ends in a colon
+/// (as in "required arguments were not provided:"), and where to read more.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut msg = lines.next().unwrap_or("error: invalid arguments").to_string();
+    if msg.ends_with(':') {
+        if let Some(next) = lines.next() {
+            msg.push(' ');
+            msg.push_str(next);
+        }
+    }
+    let sub = std::env::args()
+        .nth(1)
+        .filter(|a| ["run", "serve", "demo"].contains(&a.as_str()));
+    match sub {
+        Some(sub) => format!("{msg} (see loadlab {sub} --help)"),
+        None => format!("{msg} (see loadlab --help)"),
     }
 }

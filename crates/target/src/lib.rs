@@ -38,15 +38,15 @@ fn bad_request(reason: String) -> Response {
     (StatusCode::BAD_REQUEST, reason + "\n").into_response()
 }
 
-fn parse_ms(name: &str, value: Option<&str>, default: Option<u64>) -> Result<u64, Response> {
+fn parse_ms(name: &str, value: Option<&str>, default: Option<u64>) -> Result<u64, String> {
     match (value, default) {
         (None, Some(d)) => Ok(d),
-        (None, None) => Err(bad_request(format!("missing query parameter {name}"))),
+        (None, None) => Err(format!("missing query parameter {name}")),
         (Some(v), _) => match v.parse::<u64>() {
             Ok(n) if n <= MAX_WAIT_MS => Ok(n),
-            _ => Err(bad_request(format!(
+            _ => Err(format!(
                 "{name} must be a whole number of milliseconds from 0 to {MAX_WAIT_MS}, got {v:?}"
-            ))),
+            )),
         },
     }
 }
@@ -66,7 +66,7 @@ async fn delay(Query(q): Query<DelayQuery>) -> Response {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             "done".into_response()
         }
-        Err(r) => r,
+        Err(reason) => bad_request(reason),
     }
 }
 
@@ -77,12 +77,12 @@ async fn stall(State(s): State<Shared>, Query(q): Query<StallQuery>) -> Response
     let every = match parse_ms("every_ms", q.every_ms.as_deref(), Some(2000)) {
         Ok(0) => return bad_request("every_ms must be at least 1".into()),
         Ok(v) => v,
-        Err(r) => return r,
+        Err(reason) => return bad_request(reason),
     };
     let freeze = match parse_ms("for_ms", q.for_ms.as_deref(), Some(1000)) {
         Ok(v) if v <= every => v,
         Ok(_) => return bad_request("for_ms must not exceed every_ms".into()),
-        Err(r) => return r,
+        Err(reason) => return bad_request(reason),
     };
     let now_ms = s.started.elapsed().as_millis() as u64;
     let phase = now_ms % every;

@@ -1,0 +1,265 @@
+//! The `loadlab` binary as a user meets it: bad input, the files it writes, Ctrl-C.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use loadlab_target::TestServer;
+
+fn loadlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("loadlab runs")
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("file written")).expect("valid JSON")
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {
+    let url = "http://127.0.0.1:9/";
+    let cases: &[&[&str]] = &[
+        &["run", "not a url"],
+        &["run", "https://127.0.0.1:9/"],
+        &["run", "ftp://127.0.0.1/"],
+        &["run", "--bogus", url],
+        &["run", "-c", "0", url],
+        &["run", "-c", "-3", url],
+        &["run", "-n", "0", url],
+        &["run", "-n", "-10", url],
+        &["run", "-d", "soon", url],
+        &["run", "-d", "0s", url],
+        &["run", "-R", "fast", url],
+        &["run", "-R", "-5", url],
+        &["run", "-R", "100", "-p", "4", url],
+        &["run", "-H", "no colon", url],
+        &["run", "--body-file", "/nonexistent/body", url],
+        &["run"],
+        &["frobnicate"],
+    ];
+    for args in cases {
+        let out = loadlab(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{args:?} printed more than one line: {stderr}"
+        );
+        assert!(stderr.starts_with("error"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_json_summary_has_every_field_of_the_contract() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("summary.json");
+    let out = loadlab(&[
+        "run",
+        &server.url("/ping"),
+        "-n",
+        "300",
+        "-c",
+        "5",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = read_json(&path);
+    for key in [
+        "schema",
+        "complete",
+        "model",
+        "targets",
+        "started_at",
+        "duration_s",
+        "requests",
+        "throughput",
+        "latency_ms",
+        "service_latency_ms",
+        "status",
+        "errors",
+        "generator",
+        "phases",
+    ] {
+        assert!(s.get(key).is_some(), "summary lacks {key}");
+    }
+    assert_eq!(s["schema"], "loadlab.summary/v1");
+    assert_eq!(s["model"], "closed");
+    assert_eq!(s["complete"], true);
+    for key in ["sent", "completed", "ok", "errors", "dropped"] {
+        assert!(s["requests"][key].is_u64(), "requests.{key}");
+    }
+    assert_eq!(s["requests"]["completed"], 300);
+    for key in ["min", "mean", "stdev", "p50", "p90", "p95", "p99", "p99_9", "max"] {
+        assert!(s["latency_ms"][key].is_f64(), "latency_ms.{key}");
+        assert!(s["service_latency_ms"][key].is_f64(), "service_latency_ms.{key}");
+    }
+    for key in ["connect_refused", "connect_timeout", "reset", "timeout", "protocol", "closed"] {
+        assert!(s["errors"][key].is_u64(), "errors.{key}");
+    }
+    for key in ["cpu_s", "max_rss_mb", "schedule_lag_ms_p99", "saturated", "warnings"] {
+        assert!(s["generator"].get(key).is_some(), "generator.{key}");
+    }
+    assert!(s["throughput"]["rps"].as_f64().unwrap() > 0.0);
+    assert_eq!(s["status"]["200"], 300);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("p97.5") && stdout.contains("200 × 300"), "{stdout}");
+}
+
+#[test]
+fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = loadlab(&[
+        "run",
+        &server.url("/ping"),
+        "-R",
+        "500",
+        "-d",
+        "2s",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary = read_json(&run_dir.join("summary.json"));
+    assert_eq!(summary["model"], "open");
+    let completed = summary["requests"]["completed"].as_u64().unwrap();
+
+    let csv = std::fs::read_to_string(run_dir.join("timeline.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header[0], "second");
+    let completed_col = header.iter().position(|h| *h == "completed").unwrap();
+    let from_csv: u64 = lines
+        .map(|l| l.split(',').nth(completed_col).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(from_csv, completed, "the timeline adds up to the summary");
+
+    let log = std::fs::read(run_dir.join("latency.hlog")).unwrap();
+    let mut deserializer = Deserializer::new();
+    let (mut latency, mut service) = (0u64, 0u64);
+    for entry in IntervalLogIterator::new(&log) {
+        if let LogEntry::Interval(h) = entry.expect("a well-formed log") {
+            let bytes = base64_decode(h.encoded_histogram());
+            let hist: hdrhistogram::Histogram<u64> =
+                deserializer.deserialize(&mut bytes.as_slice()).unwrap();
+            match h.tag().map(|t| t.as_str().to_string()) {
+                None => latency += hist.len(),
+                Some(t) if t == "service" => service += hist.len(),
+                Some(t) => panic!("unexpected tag {t}"),
+            }
+        }
+    }
+    assert_eq!(latency, completed);
+    assert_eq!(service, completed);
+}
+
+/// Standard base64, enough to read the interval log back.
+fn base64_decode(s: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|c| *c != b'=').collect();
+    let mut out = Vec::new();
+    for chunk in bytes.chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            n |= value(*c) << (18 - 6 * i);
+        }
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+#[test]
+fn nothing_listening_is_a_run_with_connect_refused_errors_that_ends_on_time() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let started = Instant::now();
+    let out = loadlab(&[
+        "run",
+        &format!("http://127.0.0.1:{port}/"),
+        "-d",
+        "1s",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(out.status.success());
+    let s = read_json(&path);
+    assert!(s["errors"]["connect_refused"].as_u64().unwrap() > 0);
+    assert_eq!(s["requests"]["ok"], 0);
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_still_writes_a_partial_summary() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("partial.json");
+    let run_dir = dir.path().join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args([
+            "run",
+            &server.url("/ping"),
+            "-c",
+            "4",
+            "-d",
+            "60s",
+            "--json",
+            path.to_str().unwrap(),
+            "--out",
+            run_dir.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sends SIGINT to the child we spawned, by its PID.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("loadlab did not stop after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let s = read_json(&path);
+    assert_eq!(s["complete"], false);
+    assert!(s["requests"]["completed"].as_u64().unwrap() > 0);
+    assert!(s["duration_s"].as_f64().unwrap() < 10.0);
+    let on_disk = read_json(&run_dir.join("summary.json"));
+    assert_eq!(on_disk["complete"], false);
+}

@@ -1,0 +1,231 @@
+//! The engine against real listeners on 127.0.0.1: counts, latency accuracy, the open model's
+//! schedule, coordinated omission, and the classification of every kind of failure.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use loadlab_engine::{run, StopSignal};
+use loadlab_run::{ErrorKind, Model, RunData, Summary};
+use loadlab_target::TestServer;
+use support::*;
+
+fn run_plan(p: &loadlab_run::Plan) -> (RunData, Summary) {
+    let data = run(p, &StopSignal::default(), |_| {}).expect("the run starts");
+    let summary = Summary::from_run(&data);
+    (data, summary)
+}
+
+#[test]
+fn a_count_of_1000_records_exactly_1000_responses_in_every_mode() {
+    let server = TestServer::start(1).unwrap();
+    for (connections, pipeline) in [(10, 1), (7, 10), (1, 1)] {
+        let p = plan(server.addr, "/ping", closed(connections, pipeline), count(1000));
+        let (data, s) = run_plan(&p);
+        assert_eq!(s.requests.completed, 1000, "c={connections} p={pipeline}");
+        assert_eq!(s.requests.sent, 1000);
+        assert_eq!(s.status.get("200"), Some(&1000));
+        assert_eq!(data.totals.latency.len(), 1000);
+        assert_eq!(s.requests.errors, 0);
+        assert!(s.complete);
+    }
+    let p = plan(server.addr, "/ping", open(2000.0, 2, 100), count(1000));
+    let (_, s) = run_plan(&p);
+    assert_eq!(s.requests.completed, 1000, "open model with a count");
+}
+
+#[test]
+fn a_target_answering_500_is_counted_under_500_and_as_errors() {
+    let server = RawServer::start(Behaviour::Answer(
+        b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops",
+    ));
+    let p = plan(server.addr, "/", closed(4, 1), count(200));
+    let (_, s) = run_plan(&p);
+    assert_eq!(s.status.get("500"), Some(&200));
+    assert_eq!(s.requests.errors, 200);
+    assert_eq!(s.requests.ok, 0);
+    assert_eq!(s.errors.protocol + s.errors.closed + s.errors.reset, 0);
+}
+
+#[test]
+fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
+    let server = TestServer::start(1).unwrap();
+    let p = plan(server.addr, "/delay?ms=20", closed(10, 1), for_secs(2.0));
+    let (_, s) = run_plan(&p);
+    assert!(s.requests.completed > 500, "{} requests", s.requests.completed);
+    let p50 = s.latency_ms.p50;
+    assert!((20.0..=22.0).contains(&p50), "p50 {p50} ms");
+    let p = plan(server.addr, "/delay?ms=20", open(200.0, 10, 100), for_secs(2.0));
+    let (_, s) = run_plan(&p);
+    let p50 = s.latency_ms.p50;
+    assert!((20.0..=22.0).contains(&p50), "open model p50 {p50} ms");
+}
+
+/// The server freezes for 1 s every 2 s. The open model charges the freeze to every request
+/// scheduled during it; a closed connection simply stops sending while it waits, so its
+/// percentiles hide the freeze (coordinated omission).
+#[test]
+fn a_freezing_server_shows_in_open_model_latency_but_hides_from_the_closed_model() {
+    let server = TestServer::start(1).unwrap();
+    let path = "/stall?every_ms=2000&for_ms=1000";
+    let p = plan(server.addr, path, open(200.0, 1, 1), for_secs(6.0));
+    let (_, open_s) = run_plan(&p);
+    assert!(open_s.requests.completed > 1000);
+    assert!(
+        open_s.latency_ms.p99 >= 800.0,
+        "open model p99 {} ms",
+        open_s.latency_ms.p99
+    );
+    assert!(
+        open_s.service_latency_ms.p99 < 100.0,
+        "service p99 {} ms: queued requests were sent as soon as the connection freed",
+        open_s.service_latency_ms.p99
+    );
+    // The closed model on the same target: one connection sends nothing during the freeze,
+    // so only about one request per freeze is slow and its p99 stays low.
+    let p = plan(server.addr, path, closed(1, 1), for_secs(6.0));
+    let (_, closed_s) = run_plan(&p);
+    assert!(
+        closed_s.latency_ms.p99 < 100.0,
+        "closed model p99 {} ms",
+        closed_s.latency_ms.p99
+    );
+    assert!(closed_s.latency_ms.max >= 500.0, "the freeze shows only in the max");
+}
+
+#[test]
+fn the_open_model_achieves_its_offered_rate_within_2_percent() {
+    let server = TestServer::start(1).unwrap();
+    let p = plan(server.addr, "/ping", open(1000.0, 4, 200), for_secs(3.0));
+    let (data, s) = run_plan(&p);
+    assert_eq!(data.totals.counts.offered, 3000, "exact schedule");
+    let achieved = s.requests.completed as f64 / 3.0;
+    assert!((achieved - 1000.0).abs() <= 20.0, "achieved {achieved} req/s");
+    assert_eq!(s.requests.dropped, 0);
+    assert!(s.generator.schedule_lag_ms_p99 < 5.0);
+}
+
+#[test]
+fn a_ramp_follows_its_line_second_by_second() {
+    let server = TestServer::start(1).unwrap();
+    let mut p = plan(server.addr, "/ping", open(100.0, 4, 200), for_secs(4.0));
+    if let Model::Open { ramp_to_rps, .. } = &mut p.model {
+        *ramp_to_rps = Some(500.0);
+    }
+    let (data, _) = run_plan(&p);
+    for (second, expected) in [150.0, 250.0, 350.0, 450.0].iter().enumerate() {
+        let row = &data.timeline[second];
+        for (what, n) in [("offered", row.offered), ("sent", row.sent)] {
+            assert!(
+                (n as f64 - expected).abs() <= 0.05 * expected,
+                "second {second}: {what} {n}, expected {expected}"
+            );
+        }
+    }
+}
+
+/// Runs `secs` seconds of closed-model load at `addr` and checks it ended on time.
+fn failing_run(addr: std::net::SocketAddr, secs: f64, timeout_ms: u64) -> Summary {
+    let mut p = plan(addr, "/", closed(2, 1), for_secs(secs));
+    p.timeout = Duration::from_millis(timeout_ms);
+    let started = Instant::now();
+    let (_, s) = run_plan(&p);
+    let took = started.elapsed().as_secs_f64();
+    assert!(took < secs + 1.0, "the run took {took:.2} s of {secs} s");
+    assert_eq!(s.requests.ok, 0);
+    s
+}
+
+fn only_kind(s: &Summary, kind: ErrorKind) {
+    let e = &s.errors;
+    let all = [
+        (ErrorKind::ConnectRefused, e.connect_refused),
+        (ErrorKind::ConnectTimeout, e.connect_timeout),
+        (ErrorKind::Reset, e.reset),
+        (ErrorKind::Timeout, e.timeout),
+        (ErrorKind::Protocol, e.protocol),
+        (ErrorKind::Closed, e.closed),
+    ];
+    for (k, n) in all {
+        if k == kind {
+            assert!(n > 0, "expected some {k} errors: {e:?}");
+        } else {
+            assert_eq!(n, 0, "unexpected {k} errors: {e:?}");
+        }
+    }
+}
+
+#[test]
+fn nothing_listening_is_connect_refused_and_the_run_ends_on_time() {
+    let s = failing_run(dead_addr(), 1.0, 1000);
+    only_kind(&s, ErrorKind::ConnectRefused);
+    assert!(s.requests.errors >= 2);
+}
+
+#[test]
+fn a_reset_after_the_request_is_reset() {
+    let server = RawServer::start(Behaviour::Reset);
+    only_kind(&failing_run(server.addr, 1.0, 1000), ErrorKind::Reset);
+}
+
+#[test]
+fn a_response_that_never_comes_is_a_timeout() {
+    let server = RawServer::start(Behaviour::Silent);
+    let s = failing_run(server.addr, 1.5, 300);
+    only_kind(&s, ErrorKind::Timeout);
+    assert!(s.errors.timeout >= 4, "2 connections × 300 ms over 1.5 s");
+}
+
+#[test]
+fn a_truncated_body_is_closed() {
+    let server = RawServer::start(Behaviour::AnswerAndClose(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part of it",
+    ));
+    only_kind(&failing_run(server.addr, 1.0, 1000), ErrorKind::Closed);
+}
+
+#[test]
+fn a_garbage_status_line_is_a_protocol_error() {
+    let server = RawServer::start(Behaviour::Answer(b"SSH-2.0-OpenSSH\r\n\r\n"));
+    only_kind(&failing_run(server.addr, 1.0, 1000), ErrorKind::Protocol);
+}
+
+#[test]
+fn a_stop_signal_ends_the_run_early_and_marks_it_incomplete() {
+    let server = TestServer::start(1).unwrap();
+    let p = plan(server.addr, "/ping", closed(4, 1), for_secs(30.0));
+    let stop = StopSignal::default();
+    let trigger = stop.clone();
+    let started = Instant::now();
+    let data = run(&p, &stop, move |row| {
+        if row.second >= 1 {
+            trigger.stop();
+        }
+    })
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(!data.complete);
+    assert!(data.totals.counts.completed > 0);
+}
+
+#[test]
+fn several_urls_share_the_load_round_robin() {
+    let a = RawServer::start(Behaviour::Answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+    let b = RawServer::start(Behaviour::Answer(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"));
+    let mut p = plan(a.addr, "/a", open(400.0, 2, 50), for_secs(1.0));
+    let mut second = p.requests[0].clone();
+    p.endpoints.push(loadlab_run::Endpoint {
+        addr: b.addr,
+        authority: b.addr.to_string(),
+    });
+    second.endpoint = 1;
+    second.path = "/b".into();
+    second.url = format!("http://{}/b", b.addr);
+    p.requests.push(second);
+    let (_, s) = run_plan(&p);
+    assert_eq!(s.requests.completed, 400);
+    assert_eq!(s.targets.len(), 2);
+    // Each server answers with its own status, so the split is visible in the codes.
+    assert_eq!(s.status.get("200"), Some(&200));
+    assert_eq!(s.status.get("202"), Some(&200));
+}

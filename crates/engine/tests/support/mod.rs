@@ -1,0 +1,185 @@
+//! Test support: plans aimed at a URL, and raw TCP servers that misbehave on purpose.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use loadlab_run::{Arrival, Endpoint, Model, Plan, RequestTemplate, Stop};
+
+/// A plan for `path` on `addr` with the given model and stop condition.
+pub fn plan(addr: SocketAddr, path: &str, model: Model, stop: Stop) -> Plan {
+    Plan {
+        endpoints: vec![Endpoint {
+            addr,
+            authority: addr.to_string(),
+        }],
+        requests: vec![RequestTemplate {
+            url: format!("http://{addr}{path}"),
+            endpoint: 0,
+            method: "GET".into(),
+            path: path.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }],
+        model,
+        stop,
+        timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(2),
+        threads: 2,
+    }
+}
+
+/// The closed model with `connections` and `pipeline`.
+pub fn closed(connections: usize, pipeline: usize) -> Model {
+    Model::Closed {
+        connections,
+        pipeline,
+    }
+}
+
+/// The open model at `rate` with `connections` initial and `max` connections.
+pub fn open(rate: f64, connections: usize, max: usize) -> Model {
+    Model::Open {
+        rate_rps: rate,
+        ramp_to_rps: None,
+        arrival: Arrival::Uniform,
+        connections,
+        max_connections: max,
+        seed: 1,
+    }
+}
+
+/// Stop after `secs` seconds.
+pub fn for_secs(secs: f64) -> Stop {
+    Stop {
+        duration: Some(Duration::from_secs_f64(secs)),
+        count: None,
+    }
+}
+
+/// Stop after `n` requests.
+pub fn count(n: u64) -> Stop {
+    Stop {
+        duration: None,
+        count: Some(n),
+    }
+}
+
+/// What a raw server does with each request it reads.
+#[derive(Clone, Copy)]
+pub enum Behaviour {
+    /// Answers every request with these bytes, keeping the connection open.
+    Answer(&'static [u8]),
+    /// Answers the first request with these bytes, then closes the connection.
+    AnswerAndClose(&'static [u8]),
+    /// Reads the request, then resets the connection (RST).
+    Reset,
+    /// Reads the request and never answers.
+    Silent,
+}
+
+/// A TCP server on 127.0.0.1 with a thread per connection, stopped when dropped.
+pub struct RawServer {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RawServer {
+    pub fn start(behaviour: Behaviour) -> RawServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let flag = flag.clone();
+                        std::thread::spawn(move || serve_conn(stream, behaviour, flag));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        RawServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve_conn(mut s: TcpStream, behaviour: Behaviour, stop: Arc<AtomicBool>) {
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !stop.load(Ordering::Relaxed) {
+        match s.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => continue, // read timeout: check the stop flag
+        }
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.drain(..end + 4);
+            match behaviour {
+                Behaviour::Answer(bytes) => {
+                    if s.write_all(bytes).is_err() {
+                        return;
+                    }
+                }
+                Behaviour::AnswerAndClose(bytes) => {
+                    let _ = s.write_all(bytes);
+                    return;
+                }
+                Behaviour::Reset => {
+                    // SO_LINGER with a zero timeout makes close() send RST.
+                    linger_zero(&s);
+                    return; // dropping the stream closes it with RST
+                }
+                Behaviour::Silent => {}
+            }
+        }
+    }
+}
+
+/// Sets SO_LINGER to zero so that closing the socket resets the connection.
+fn linger_zero(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own with a correctly sized linger struct.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// An address with nothing listening: a port bound and released at once.
+pub fn dead_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}

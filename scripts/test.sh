@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every test of loadlab: formatting, lints, unit and integration tests.
+# Installs what the tests need first, so it works on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "error: cargo is not installed; install Rust with rustup first" >&2
+  exit 1
+fi
+for component in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+    rustup component add "$component"
+  fi
+done
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
