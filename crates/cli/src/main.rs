@@ -52,7 +52,10 @@ fn main() -> ExitCode {
 /// (as in "required arguments were not provided:"), and where to read more.
 fn one_line(rendered: &str) -> String {
     let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let mut msg = lines.next().unwrap_or("error: invalid arguments").to_string();
+    let mut msg = lines
+        .next()
+        .unwrap_or("error: invalid arguments")
+        .to_string();
     if msg.ends_with(':') {
         if let Some(next) = lines.next() {
             msg.push(' ');

@@ -69,7 +69,11 @@ fn the_json_summary_has_every_field_of_the_contract() {
         "--json",
         path.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = read_json(&path);
     for key in [
         "schema",
@@ -96,20 +100,41 @@ fn the_json_summary_has_every_field_of_the_contract() {
         assert!(s["requests"][key].is_u64(), "requests.{key}");
     }
     assert_eq!(s["requests"]["completed"], 300);
-    for key in ["min", "mean", "stdev", "p50", "p90", "p95", "p99", "p99_9", "max"] {
+    for key in [
+        "min", "mean", "stdev", "p50", "p90", "p95", "p99", "p99_9", "max",
+    ] {
         assert!(s["latency_ms"][key].is_f64(), "latency_ms.{key}");
-        assert!(s["service_latency_ms"][key].is_f64(), "service_latency_ms.{key}");
+        assert!(
+            s["service_latency_ms"][key].is_f64(),
+            "service_latency_ms.{key}"
+        );
     }
-    for key in ["connect_refused", "connect_timeout", "reset", "timeout", "protocol", "closed"] {
+    for key in [
+        "connect_refused",
+        "connect_timeout",
+        "reset",
+        "timeout",
+        "protocol",
+        "closed",
+    ] {
         assert!(s["errors"][key].is_u64(), "errors.{key}");
     }
-    for key in ["cpu_s", "max_rss_mb", "schedule_lag_ms_p99", "saturated", "warnings"] {
+    for key in [
+        "cpu_s",
+        "max_rss_mb",
+        "schedule_lag_ms_p99",
+        "saturated",
+        "warnings",
+    ] {
         assert!(s["generator"].get(key).is_some(), "generator.{key}");
     }
     assert!(s["throughput"]["rps"].as_f64().unwrap() > 0.0);
     assert_eq!(s["status"]["200"], 300);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("p97.5") && stdout.contains("200 × 300"), "{stdout}");
+    assert!(
+        stdout.contains("p97.5") && stdout.contains("200 × 300"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -130,7 +155,11 @@ fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() 
         "--out",
         run_dir.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary = read_json(&run_dir.join("summary.json"));
     assert_eq!(summary["model"], "open");
     let completed = summary["requests"]["completed"].as_u64().unwrap();
@@ -141,7 +170,13 @@ fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() 
     assert_eq!(header[0], "second");
     let completed_col = header.iter().position(|h| *h == "completed").unwrap();
     let from_csv: u64 = lines
-        .map(|l| l.split(',').nth(completed_col).unwrap().parse::<u64>().unwrap())
+        .map(|l| {
+            l.split(',')
+                .nth(completed_col)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
         .sum();
     assert_eq!(from_csv, completed, "the timeline adds up to the summary");
 

@@ -152,8 +152,7 @@ impl ResponseParser {
                             if (100..200).contains(&status) && status != 101 {
                                 continue; // an interim response; the real one follows
                             }
-                            let body = body_of(&resp, status, self.head_request)?;
-                            let close = wants_close(&resp) || body == Body::UntilClose;
+                            let (body, close) = inspect_head(&resp, status, self.head_request)?;
                             self.state = State::Body {
                                 status,
                                 close,
@@ -233,56 +232,51 @@ impl ResponseParser {
     }
 }
 
-fn header<'a>(resp: &'a httparse::Response<'_, '_>, name: &str) -> impl Iterator<Item = &'a [u8]> {
-    let name = name.to_owned();
-    resp.headers
-        .iter()
-        .filter(move |h| h.name.eq_ignore_ascii_case(&name))
-        .map(|h| h.value)
+/// What the response head says about framing and the connection, read in one pass.
+fn inspect_head(
+    resp: &httparse::Response<'_, '_>,
+    status: u16,
+    head_request: bool,
+) -> Result<(Body, bool), ProtocolError> {
+    let http10 = resp.version == Some(0);
+    let mut close = http10;
+    let mut chunked = false;
+    let mut length: Option<u64> = None;
+    for h in resp.headers.iter() {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or(ProtocolError::Malformed)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(ProtocolError::Malformed);
+            }
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            chunked |= contains_token(h.value, "chunked");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            if contains_token(h.value, "close") {
+                close = true;
+            } else if http10 && contains_token(h.value, "keep-alive") {
+                close = false;
+            }
+        }
+    }
+    let body = if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
+        Body::Length(0)
+    } else if chunked {
+        Body::Chunked(Chunk::Size)
+    } else {
+        length.map_or(Body::UntilClose, Body::Length)
+    };
+    Ok((body, close || body == Body::UntilClose))
 }
 
 fn contains_token(value: &[u8], token: &str) -> bool {
     value
         .split(|b| *b == b',')
         .any(|part| part.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-}
-
-fn wants_close(resp: &httparse::Response<'_, '_>) -> bool {
-    let http10 = resp.version == Some(0);
-    let mut close = http10;
-    for v in header(resp, "connection") {
-        if contains_token(v, "close") {
-            close = true;
-        } else if http10 && contains_token(v, "keep-alive") {
-            close = false;
-        }
-    }
-    close
-}
-
-fn body_of(
-    resp: &httparse::Response<'_, '_>,
-    status: u16,
-    head_request: bool,
-) -> Result<Body, ProtocolError> {
-    if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
-        return Ok(Body::Length(0));
-    }
-    if header(resp, "transfer-encoding").any(|v| contains_token(v, "chunked")) {
-        return Ok(Body::Chunked(Chunk::Size));
-    }
-    let mut length = None;
-    for v in header(resp, "content-length") {
-        let n = std::str::from_utf8(v)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .ok_or(ProtocolError::Malformed)?;
-        if length.is_some_and(|l| l != n) {
-            return Err(ProtocolError::Malformed);
-        }
-        length = Some(n);
-    }
-    Ok(length.map_or(Body::UntilClose, Body::Length))
 }
 
 /// Consumes body bytes; returns how many and the body's next state (`None` when complete).

@@ -3,12 +3,21 @@
 
 mod support;
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use loadlab_engine::{run, StopSignal};
 use loadlab_run::{ErrorKind, Model, RunData, Summary};
 use loadlab_target::TestServer;
 use support::*;
+
+/// These tests measure time on a 2-core machine; run concurrently they would measure each
+/// other's load. Each holds this lock while it runs (a poisoned lock is still usable).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn run_plan(p: &loadlab_run::Plan) -> (RunData, Summary) {
     let data = run(p, &StopSignal::default(), |_| {}).expect("the run starts");
@@ -18,9 +27,15 @@ fn run_plan(p: &loadlab_run::Plan) -> (RunData, Summary) {
 
 #[test]
 fn a_count_of_1000_records_exactly_1000_responses_in_every_mode() {
+    let _serial = serial();
     let server = TestServer::start(1).unwrap();
     for (connections, pipeline) in [(10, 1), (7, 10), (1, 1)] {
-        let p = plan(server.addr, "/ping", closed(connections, pipeline), count(1000));
+        let p = plan(
+            server.addr,
+            "/ping",
+            closed(connections, pipeline),
+            count(1000),
+        );
         let (data, s) = run_plan(&p);
         assert_eq!(s.requests.completed, 1000, "c={connections} p={pipeline}");
         assert_eq!(s.requests.sent, 1000);
@@ -36,6 +51,7 @@ fn a_count_of_1000_records_exactly_1000_responses_in_every_mode() {
 
 #[test]
 fn a_target_answering_500_is_counted_under_500_and_as_errors() {
+    let _serial = serial();
     let server = RawServer::start(Behaviour::Answer(
         b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops",
     ));
@@ -49,13 +65,23 @@ fn a_target_answering_500_is_counted_under_500_and_as_errors() {
 
 #[test]
 fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
+    let _serial = serial();
     let server = TestServer::start(1).unwrap();
     let p = plan(server.addr, "/delay?ms=20", closed(10, 1), for_secs(2.0));
     let (_, s) = run_plan(&p);
-    assert!(s.requests.completed > 500, "{} requests", s.requests.completed);
+    assert!(
+        s.requests.completed > 500,
+        "{} requests",
+        s.requests.completed
+    );
     let p50 = s.latency_ms.p50;
     assert!((20.0..=22.0).contains(&p50), "p50 {p50} ms");
-    let p = plan(server.addr, "/delay?ms=20", open(200.0, 10, 100), for_secs(2.0));
+    let p = plan(
+        server.addr,
+        "/delay?ms=20",
+        open(200.0, 10, 100),
+        for_secs(2.0),
+    );
     let (_, s) = run_plan(&p);
     let p50 = s.latency_ms.p50;
     assert!((20.0..=22.0).contains(&p50), "open model p50 {p50} ms");
@@ -66,6 +92,7 @@ fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
 /// percentiles hide the freeze (coordinated omission).
 #[test]
 fn a_freezing_server_shows_in_open_model_latency_but_hides_from_the_closed_model() {
+    let _serial = serial();
     let server = TestServer::start(1).unwrap();
     let path = "/stall?every_ms=2000&for_ms=1000";
     let p = plan(server.addr, path, open(200.0, 1, 1), for_secs(6.0));
@@ -90,23 +117,31 @@ fn a_freezing_server_shows_in_open_model_latency_but_hides_from_the_closed_model
         "closed model p99 {} ms",
         closed_s.latency_ms.p99
     );
-    assert!(closed_s.latency_ms.max >= 500.0, "the freeze shows only in the max");
+    assert!(
+        closed_s.latency_ms.max >= 500.0,
+        "the freeze shows only in the max"
+    );
 }
 
 #[test]
 fn the_open_model_achieves_its_offered_rate_within_2_percent() {
+    let _serial = serial();
     let server = TestServer::start(1).unwrap();
     let p = plan(server.addr, "/ping", open(1000.0, 4, 200), for_secs(3.0));
     let (data, s) = run_plan(&p);
     assert_eq!(data.totals.counts.offered, 3000, "exact schedule");
     let achieved = s.requests.completed as f64 / 3.0;
-    assert!((achieved - 1000.0).abs() <= 20.0, "achieved {achieved} req/s");
+    assert!(
+        (achieved - 1000.0).abs() <= 20.0,
+        "achieved {achieved} req/s"
+    );
     assert_eq!(s.requests.dropped, 0);
     assert!(s.generator.schedule_lag_ms_p99 < 5.0);
 }
 
 #[test]
 fn a_ramp_follows_its_line_second_by_second() {
+    let _serial = serial();
     let server = TestServer::start(1).unwrap();
     let mut p = plan(server.addr, "/ping", open(100.0, 4, 200), for_secs(4.0));
     if let Model::Open { ramp_to_rps, .. } = &mut p.model {
@@ -157,6 +192,7 @@ fn only_kind(s: &Summary, kind: ErrorKind) {
 
 #[test]
 fn nothing_listening_is_connect_refused_and_the_run_ends_on_time() {
+    let _serial = serial();
     let s = failing_run(dead_addr(), 1.0, 1000);
     only_kind(&s, ErrorKind::ConnectRefused);
     assert!(s.requests.errors >= 2);
@@ -164,12 +200,14 @@ fn nothing_listening_is_connect_refused_and_the_run_ends_on_time() {
 
 #[test]
 fn a_reset_after_the_request_is_reset() {
+    let _serial = serial();
     let server = RawServer::start(Behaviour::Reset);
     only_kind(&failing_run(server.addr, 1.0, 1000), ErrorKind::Reset);
 }
 
 #[test]
 fn a_response_that_never_comes_is_a_timeout() {
+    let _serial = serial();
     let server = RawServer::start(Behaviour::Silent);
     let s = failing_run(server.addr, 1.5, 300);
     only_kind(&s, ErrorKind::Timeout);
@@ -178,6 +216,7 @@ fn a_response_that_never_comes_is_a_timeout() {
 
 #[test]
 fn a_truncated_body_is_closed() {
+    let _serial = serial();
     let server = RawServer::start(Behaviour::AnswerAndClose(
         b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part of it",
     ));
@@ -186,12 +225,14 @@ fn a_truncated_body_is_closed() {
 
 #[test]
 fn a_garbage_status_line_is_a_protocol_error() {
+    let _serial = serial();
     let server = RawServer::start(Behaviour::Answer(b"SSH-2.0-OpenSSH\r\n\r\n"));
     only_kind(&failing_run(server.addr, 1.0, 1000), ErrorKind::Protocol);
 }
 
 #[test]
 fn a_stop_signal_ends_the_run_early_and_marks_it_incomplete() {
+    let _serial = serial();
     let server = TestServer::start(1).unwrap();
     let p = plan(server.addr, "/ping", closed(4, 1), for_secs(30.0));
     let stop = StopSignal::default();
@@ -210,8 +251,13 @@ fn a_stop_signal_ends_the_run_early_and_marks_it_incomplete() {
 
 #[test]
 fn several_urls_share_the_load_round_robin() {
-    let a = RawServer::start(Behaviour::Answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
-    let b = RawServer::start(Behaviour::Answer(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"));
+    let _serial = serial();
+    let a = RawServer::start(Behaviour::Answer(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+    ));
+    let b = RawServer::start(Behaviour::Answer(
+        b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n",
+    ));
     let mut p = plan(a.addr, "/a", open(400.0, 2, 50), for_secs(1.0));
     let mut second = p.requests[0].clone();
     p.endpoints.push(loadlab_run::Endpoint {

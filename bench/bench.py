@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of loadlab against peer load generators on one target.
+
+Each scenario runs loadlab and every peer tool that is installed against the same nginx
+(`worker_processes 1`, `return 200`), nginx pinned to one core and the generator to another,
+alternating tools round by round, and prints ratios to loadlab. Ratios inside one run are
+what hold on a shared, noisy machine; absolute numbers are not comparable across runs.
+
+Add a row: append a Scenario to SCENARIOS with a command builder per tool.
+
+Usage: python3 bench/bench.py [--seconds 10] [--rounds 2] [--only closed-50,open-5000]
+Peers are installed by bench/install-peers.sh into bench/tools (never committed).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ROOT / "bench" / "tools"
+
+
+def find(name):
+    """Path of a tool: bench/tools first, then PATH."""
+    for candidate in [TOOLS / "bin" / name, TOOLS / "node" / "node_modules" / ".bin" / name]:
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which(name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Result:
+    tool: str
+    rps: float
+    cpu_s: float
+    max_rss_mb: float
+    requests: int
+    p50_ms: float = float("nan")
+    p99_ms: float = float("nan")
+    note: str = ""
+
+
+def run_measured(cmd, cpu, timeout, stdout_path):
+    """Runs cmd pinned to `cpu`, returns (returncode, cpu seconds, peak RSS MB, stdout)."""
+    full = (["taskset", "-c", str(cpu)] if cpu is not None else []) + cmd
+    with open(stdout_path, "wb") as out:
+        proc = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.time() > deadline:
+                proc.kill()
+                pid, status, ru = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.05)
+    text = Path(stdout_path).read_text(errors="replace")
+    return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, text
+
+
+# ---------------------------------------------------------------- parsers per tool
+
+def parse_loadlab(text, json_path, secs):
+    s = json.loads(Path(json_path).read_text())
+    done = s["requests"]["completed"]
+    return done / s["duration_s"], done, s["latency_ms"]["p50"], s["latency_ms"]["p99"]
+
+
+def parse_wrk(text, _json, secs):
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    done = int(re.search(r"(\d+) requests in", text).group(1))
+    return rps, done, float("nan"), float("nan")
+
+
+def parse_oha(text, json_path, secs):
+    s = json.loads(Path(json_path).read_text())
+    summary = s["summary"]
+    done = sum(s.get("statusCodeDistribution", {}).values())
+    pct = s.get("latencyPercentiles", {})
+    p50 = pct.get("p50", float("nan")) * 1000
+    p99 = pct.get("p99", float("nan")) * 1000
+    return summary["requestsPerSec"], done, p50, p99
+
+
+def parse_autocannon(text, json_path, secs):
+    s = json.loads(Path(json_path).read_text())
+    done = s["requests"]["total"]
+    return done / s["duration"], done, s["latency"]["p50"], s["latency"]["p99"]
+
+
+def parse_hey(text, _json, secs):
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    total = re.search(r"\[200\]\s+(\d+) responses", text)
+    return rps, int(total.group(1)) if total else 0, float("nan"), float("nan")
+
+
+def parse_vegeta(text, json_path, secs):
+    s = json.loads(Path(json_path).read_text())
+    return s["throughput"], s["requests"], s["latencies"]["50th"] / 1e6, s["latencies"]["99th"] / 1e6
+
+
+def parse_k6(text, json_path, secs):
+    s = json.loads(Path(json_path).read_text())
+    m = s["metrics"]
+    reqs = m["http_reqs"]
+    dur = m["http_req_duration"]
+    return reqs["rate"], int(reqs["count"]), dur.get("med", float("nan")), dur.get("p(99)", float("nan"))
+
+
+# ---------------------------------------------------------------- scenarios
+
+@dataclass
+class Scenario:
+    name: str
+    what: str
+    # tool -> function(url, secs, json_path, tmpdir) -> (argv, parser) ; argv None if n/a
+    tools: dict = field(default_factory=dict)
+
+
+def loadlab_cmd(*flags):
+    binary = str(ROOT / "target" / "release" / "loadlab")
+    return lambda url, secs, j, tmp: ([binary, "run", url, "-t", "1", "-q", "-d", f"{secs}s", "--json", j, *flags], parse_loadlab)
+
+
+def vegeta_cmd(rate):
+    def build(url, secs, j, tmp):
+        vegeta = find("vegeta")
+        script = f"echo 'GET {url}' | {vegeta} attack -rate {rate} -duration {secs}s -max-workers 2000 | {vegeta} report -type json > {j}"
+        return ["sh", "-c", script], parse_vegeta
+    return build
+
+
+def k6_cmd(rate):
+    def build(url, secs, j, tmp):
+        script = Path(tmp) / "k6.js"
+        script.write_text(
+            "import http from 'k6/http';\n"
+            "export const options = { discardResponseBodies: true, summaryTrendStats: ['med','p(99)'],\n"
+            f"  scenarios: {{ a: {{ executor: 'constant-arrival-rate', rate: {rate}, timeUnit: '1s',\n"
+            f"  duration: '{secs}s', preAllocatedVUs: 100, maxVUs: 2000 }} }} }};\n"
+            f"export default function () {{ http.get('{url}'); }}\n"
+        )
+        return [find("k6"), "run", "--quiet", "--summary-export", j, str(script)], parse_k6
+    return build
+
+
+SCENARIOS = [
+    Scenario(
+        "closed-50",
+        "closed model, 50 connections",
+        {
+            "loadlab": loadlab_cmd("-c", "50"),
+            "wrk": lambda url, secs, j, tmp: ([find("wrk"), "-t1", "-c50", f"-d{secs}s", url], parse_wrk),
+            "oha": lambda url, secs, j, tmp: ([find("oha"), "-c", "50", "-z", f"{secs}s", "--no-tui", "--output-format", "json", "-o", j, url], parse_oha),
+            "autocannon": lambda url, secs, j, tmp: (["sh", "-c", f"{find('autocannon')} -c 50 -d {secs} --json {url} > {j} 2>/dev/null"], parse_autocannon),
+            "hey": lambda url, secs, j, tmp: ([find("hey"), "-c", "50", "-z", f"{secs}s", url], parse_hey),
+        },
+    ),
+    Scenario(
+        "open-5000",
+        "open model, 5,000 req/s offered",
+        {
+            "loadlab": loadlab_cmd("-R", "5000"),
+            "vegeta": vegeta_cmd(5000),
+            "k6": k6_cmd(5000),
+        },
+    ),
+    Scenario(
+        "conns-2000",
+        "closed model, 2,000 keep-alive connections (memory)",
+        {
+            "loadlab": loadlab_cmd("-c", "2000"),
+            "wrk": lambda url, secs, j, tmp: ([find("wrk"), "-t1", "-c2000", f"-d{secs}s", url], parse_wrk),
+            "oha": lambda url, secs, j, tmp: ([find("oha"), "-c", "2000", "-z", f"{secs}s", "--no-tui", "--output-format", "json", "-o", j, url], parse_oha),
+        },
+    ),
+]
+
+
+# ---------------------------------------------------------------- nginx
+
+def start_nginx(tmp, port, cpu):
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        sys.exit("error: nginx is missing; run bash bench/install-peers.sh")
+    conf = Path(tmp) / "nginx.conf"
+    (Path(tmp) / "logs").mkdir(exist_ok=True)
+    conf.write_text(
+        f"worker_processes 1;\ndaemon off;\npid {tmp}/nginx.pid;\nerror_log {tmp}/logs/error.log warn;\n"
+        "worker_rlimit_nofile 20000;\nevents { worker_connections 10000; }\n"
+        f"http {{ access_log off; keepalive_requests 10000000; keepalive_timeout 120s;\n"
+        f"  server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 \"ok\"; }} }} }}\n"
+    )
+    cmd = (["taskset", "-c", str(cpu)] if cpu is not None else []) + [nginx, "-p", tmp, "-c", str(conf)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("error: nginx did not start")
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--only", default="", help="comma-separated scenario names")
+    ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
+    args = ap.parse_args()
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (65536, 65536))
+    if not (ROOT / "target" / "release" / "loadlab").exists():
+        subprocess.run(["cargo", "build", "--release", "--locked"], cwd=ROOT, check=True)
+    cores = os.cpu_count() or 1
+    server_cpu, client_cpu = (0, 1) if cores >= 2 else (None, None)
+
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    out_dir = ROOT / "bench" / "runs" / stamp
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = [f"# Benchmark {stamp}\n",
+              f"{args.seconds} s per run, {args.rounds} rounds, nginx pinned to CPU {server_cpu}, "
+              f"generators to CPU {client_cpu}; medians over rounds; `python3 bench/bench.py "
+              f"--seconds {args.seconds} --rounds {args.rounds}`\n"]
+    only = set(filter(None, args.only.split(",")))
+    wanted_tools = set(filter(None, args.tools.split(",")))
+
+    with tempfile.TemporaryDirectory(prefix="loadlab-bench-") as tmp:
+        port = free_port()
+        nginx = start_nginx(tmp, port, server_cpu)
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            for sc in SCENARIOS:
+                if only and sc.name not in only:
+                    continue
+                results = {}
+                for rnd in range(args.rounds):
+                    names = list(sc.tools)
+                    if rnd % 2:
+                        names = [names[0]] + names[1:][::-1]
+                    for tool in names:
+                        if wanted_tools and tool not in wanted_tools and tool != "loadlab":
+                            continue
+                        if tool != "loadlab" and not find(tool):
+                            results.setdefault(tool, []).append(None)
+                            continue
+                        j = str(Path(tmp) / f"{sc.name}-{tool}-{rnd}.json")
+                        argv, parser = sc.tools[tool](url, args.seconds, j, tmp)
+                        raw = out_dir / f"{sc.name}-{tool}-{rnd}.out"
+                        code, cpu, rss, text = run_measured(argv, client_cpu, args.seconds * 3 + 30, raw)
+                        try:
+                            rps, done, p50, p99 = parser(text, j, args.seconds)
+                            if Path(j).exists():
+                                shutil.copy(j, out_dir / f"{sc.name}-{tool}-{rnd}.json")
+                            results.setdefault(tool, []).append(Result(tool, rps, cpu, rss, done, p50, p99))
+                        except Exception as e:  # a peer's output we could not read
+                            print(f"  {sc.name}/{tool}: could not read its output ({e}); see {raw}", file=sys.stderr)
+                            results.setdefault(tool, []).append(None)
+                        time.sleep(1)
+                report.append(table(sc, results))
+                print(report[-1])
+        finally:
+            nginx.terminate()
+            nginx.wait(timeout=10)
+    (out_dir / "README.md").write_text("\n".join(report))
+    print(f"results in {out_dir.relative_to(ROOT)}")
+
+
+def table(sc, results):
+    rows = [f"\n## {sc.name}: {sc.what}\n",
+            "| tool | req/s | CPU µs/req | peak RSS MB | p50 ms | p99 ms | req/s vs loadlab | CPU/req vs loadlab |",
+            "|---|---|---|---|---|---|---|---|"]
+    def agg(tool):
+        rs = [r for r in results.get(tool, []) if r]
+        if not rs:
+            return None
+        return Result(tool, median([r.rps for r in rs]),
+                      median([r.cpu_s / max(r.requests, 1) for r in rs]) * 1e6,
+                      max(r.max_rss_mb for r in rs), int(median([r.requests for r in rs])),
+                      median([r.p50_ms for r in rs]), median([r.p99_ms for r in rs]))
+    base = agg("loadlab")
+    for tool in sc.tools:
+        a = agg(tool)
+        if a is None:
+            rows.append(f"| {tool} | not installed or failed | | | | | | |")
+            continue
+        ratio_rps = a.rps / base.rps if base else float("nan")
+        ratio_cpu = a.cpu_s / base.cpu_s if base else float("nan")
+        rows.append(f"| {tool} | {a.rps:,.0f} | {a.cpu_s:.2f} | {a.max_rss_mb:.1f} | {a.p50_ms:.2f} | {a.p99_ms:.2f} | {ratio_rps:.2f} | {ratio_cpu:.2f} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    main()

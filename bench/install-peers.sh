@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs nginx and the peer load generators the benchmark compares against, into
+# bench/tools (ignored by git). Each step is skipped when the tool is already there.
+set -uo pipefail
+cd "$(dirname "$0")"
+mkdir -p tools/bin
+export GOBIN="$PWD/tools/bin"
+
+need() { ! command -v "$1" >/dev/null 2>&1 && [ ! -x "tools/bin/$1" ]; }
+
+if need nginx || need wrk; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk
+fi
+need vegeta && go install github.com/tsenart/vegeta/v12@v12.13.0
+need k6 && go install go.k6.io/k6@latest
+need hey && go install github.com/rakyll/hey@latest
+need oha && cargo install --locked oha --root "$PWD/tools"
+[ -x tools/node/node_modules/.bin/autocannon ] || npm install --prefix "$PWD/tools/node" autocannon@8
+echo "peers: $(ls tools/bin | tr '\n' ' ') autocannon"
