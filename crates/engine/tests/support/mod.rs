@@ -75,6 +75,9 @@ pub fn count(n: u64) -> Stop {
 pub enum Behaviour {
     /// Answers every request with these bytes, keeping the connection open.
     Answer(&'static [u8]),
+    /// Answers every request with these bytes after sleeping this long (a thread sleep, so
+    /// the delay is exact to tens of microseconds).
+    AnswerAfter(Duration, &'static [u8]),
     /// Answers the first request with these bytes, then closes the connection.
     AnswerAndClose(&'static [u8]),
     /// Reads the request, then resets the connection (RST).
@@ -140,6 +143,12 @@ fn serve_conn(mut s: TcpStream, behaviour: Behaviour, stop: Arc<AtomicBool>) {
             buf.drain(..end + 4);
             match behaviour {
                 Behaviour::Answer(bytes) => {
+                    if s.write_all(bytes).is_err() {
+                        return;
+                    }
+                }
+                Behaviour::AnswerAfter(delay, bytes) => {
+                    std::thread::sleep(delay);
                     if s.write_all(bytes).is_err() {
                         return;
                     }
