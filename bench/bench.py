@@ -8,7 +8,7 @@ what hold on a shared, noisy machine; absolute numbers are not comparable across
 
 Add a row: append a Scenario to SCENARIOS with a command builder per tool.
 
-Usage: python3 bench/bench.py [--seconds 10] [--rounds 2] [--only closed-50,open-5000]
+Usage: python3 bench/bench.py [--seconds 10] [--rounds 3] [--only closed-50,open-5000]
 Peers are installed by bench/install-peers.sh into bench/tools (never committed).
 """
 
@@ -58,22 +58,24 @@ class Result:
 
 
 def run_measured(cmd, cpu, timeout, stdout_path):
-    """Runs cmd pinned to `cpu`, returns (returncode, cpu seconds, peak RSS MB, stdout)."""
-    full = (["taskset", "-c", str(cpu)] if cpu is not None else []) + cmd
+    """Runs cmd pinned to `cpu`; returns (returncode, cpu seconds, peak RSS MB, stdout).
+
+    CPU and peak RSS come from GNU time, whose small fork is the only thing between it and
+    the tool (Python's own rusage would count the interpreter's forked image in the RSS).
+    """
+    time_file = str(stdout_path) + ".time"
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    full = ["/usr/bin/time", "-f", "%U %S %M", "-o", time_file] + pin + cmd
     with open(stdout_path, "wb") as out:
         proc = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.time() + timeout
-        while True:
-            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.time() > deadline:
-                proc.kill()
-                pid, status, ru = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.05)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
     text = Path(stdout_path).read_text(errors="replace")
-    return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, text
+    user, system, rss_kb = Path(time_file).read_text().split()[-3:]
+    return code, float(user) + float(system), int(rss_kb) / 1024.0, text
 
 
 # ---------------------------------------------------------------- parsers per tool
@@ -223,18 +225,22 @@ def start_nginx(tmp, port, cpu):
 
 def median(xs):
     xs = sorted(xs)
-    return xs[len(xs) // 2] if xs else float("nan")
+    if not xs:
+        return float("nan")
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated scenario names")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     args = ap.parse_args()
 
-    resource.setrlimit(resource.RLIMIT_NOFILE, (65536, 65536))
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if not (ROOT / "target" / "release" / "loadlab").exists():
         subprocess.run(["cargo", "build", "--release", "--locked"], cwd=ROOT, check=True)
     cores = os.cpu_count() or 1

@@ -2,7 +2,6 @@
 //! summary and write the requested files.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 
 use anyhow::{Context, Result};
 use loadlab_engine::StopSignal;
@@ -19,11 +18,12 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
     }
-    if let Some(parent) = a.json.as_deref().and_then(Path::parent) {
-        if !parent.as_os_str().is_empty() && !parent.is_dir() {
+    if let Some(json) = &a.json {
+        let parent = json.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent.filter(|p| !p.is_dir()) {
             anyhow::bail!(
                 "cannot write {}: directory {} does not exist",
-                a.json.as_ref().unwrap().display(),
+                json.display(),
                 parent.display()
             );
         }
