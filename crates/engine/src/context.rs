@@ -10,8 +10,12 @@ use loadlab_run::{ErrorKind, Interval, Plan};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::http1::encode_request;
+use crate::http1::{encode_request, MAX_HEAD_BYTES};
 use crate::schedule::closed::Budget;
+
+/// Size of a thread's read buffer: room for a connection's leftover partial head plus a
+/// large read.
+const SCRATCH_BYTES: usize = MAX_HEAD_BYTES + 64 * 1024;
 
 /// A request waiting for, or on, a connection.
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +92,9 @@ pub struct ThreadCtx {
     pub expected: Option<u64>,
     /// Signalled when `finished` reaches `expected`.
     pub all_done: Notify,
+    /// The thread's read buffer, shared by its connections: a connection borrows it only
+    /// between a readiness event and the end of parsing, never across an await.
+    pub scratch: RefCell<Vec<u8>>,
 }
 
 impl ThreadCtx {
@@ -136,6 +143,7 @@ impl ThreadCtx {
             finished: Cell::new(0),
             expected,
             all_done: Notify::new(),
+            scratch: RefCell::new(vec![0; SCRATCH_BYTES]),
         }
     }
 

@@ -2,6 +2,7 @@
 //! the open model, its share of the arrival schedule; it hands one [`Interval`] per second
 //! to the collector.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -121,9 +122,11 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
         e.connections.set(e.connections.get() + 1);
         spawn_local(drive(ctx.clone(), ep, rotation, open));
     }
-    if let Some((clock, stride)) = clock {
-        spawn_local(schedule(ctx.clone(), clock, index, stride));
-    }
+    let clock = clock.map(|(clock, stride)| {
+        let clock = Rc::new(RefCell::new(clock));
+        spawn_local(schedule(ctx.clone(), clock.clone(), index, stride));
+        clock
+    });
     if expected == Some(0) {
         ctx.all_done.notify_one();
     }
@@ -143,6 +146,15 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
         second += 1;
     }
     let end = Instant::now();
+    if let Some(clock) = clock {
+        // Arrivals due before the end that a late scheduler never released were offered all
+        // the same; they count as offered and dropped, so the schedule's count stays exact.
+        let mut overdue = 0;
+        let end_offset = end.saturating_duration_since(origin);
+        clock.borrow_mut().release_due(end_offset, |_| overdue += 1);
+        ctx.rec.borrow_mut().counts.offered += overdue;
+        ctx.record_dropped(overdue);
+    }
     ctx.drop_all_queued();
     let unfinished = ctx.in_flight.get();
     flush(&ctx, &tx, index, second + 1);
@@ -158,19 +170,23 @@ fn flush(ctx: &ThreadCtx, tx: &Sender<Msg>, index: usize, next_second: u64) {
 
 /// Open model: releases this thread's arrivals at their times; `stride` is the number of
 /// threads, so arrival indices interleave across threads for round-robin over the requests.
-async fn schedule(ctx: Ctx, mut clock: ArrivalClock, first_index: usize, stride: usize) {
+async fn schedule(ctx: Ctx, clock: Rc<RefCell<ArrivalClock>>, first_index: usize, stride: usize) {
     let templates = ctx.requests.len();
     let mut index = first_index;
     let timer = PreciseTimer::new().ok();
     loop {
         let now = Instant::now();
         let offset = now.saturating_duration_since(ctx.origin);
-        clock.release_due(offset, |t| {
-            release(&ctx, ctx.origin + t, now, index % templates);
-            index = index.wrapping_add(stride);
-        });
+        let next = {
+            let mut clock = clock.borrow_mut();
+            clock.release_due(offset, |t| {
+                release(&ctx, ctx.origin + t, now, index % templates);
+                index = index.wrapping_add(stride);
+            });
+            clock.peek()
+        };
         ctx.drop_stale(now);
-        let Some(t) = clock.peek() else { break };
+        let Some(t) = next else { break };
         let next = ctx.origin + t;
         match &timer {
             Some(timer) if timer.sleep_until(next).await.is_ok() => {}
