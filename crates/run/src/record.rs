@@ -204,12 +204,18 @@ pub struct RunData {
 }
 
 impl RunData {
-    /// Requests per second of the arrival schedule, averaged over the run (open model only).
+    /// Requests per second of the arrival schedule, averaged over the scheduled duration
+    /// (over the time actually run when the run stopped early or had no duration); open model
+    /// only.
     pub fn offered_rps(&self) -> Option<f64> {
-        match self.plan.model {
-            crate::Model::Open { .. } => Some(self.totals.counts.offered as f64 / self.secs()),
-            crate::Model::Closed { .. } => None,
-        }
+        let crate::Model::Open { .. } = self.plan.model else {
+            return None;
+        };
+        let secs = match self.plan.stop.duration {
+            Some(d) if self.complete && self.elapsed >= d => d.as_secs_f64(),
+            _ => self.secs(),
+        };
+        Some(self.totals.counts.offered as f64 / secs)
     }
 
     /// Length of the run in seconds, never zero.

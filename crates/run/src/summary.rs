@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::timeline::us_to_ms;
@@ -17,7 +18,7 @@ const BEHIND_RATIO: f64 = 0.98;
 const SATURATED_UTILIZATION: f64 = 0.9;
 
 /// Percentiles and moments of a latency histogram, in milliseconds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LatencyStats {
     /// Smallest value.
     pub min: f64,
@@ -67,7 +68,7 @@ impl LatencyStats {
 }
 
 /// Request counts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Requests {
     /// Requests sent.
     pub sent: u64,
@@ -84,7 +85,7 @@ pub struct Requests {
 }
 
 /// Rates over the run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Throughput {
     /// Completed requests per second.
     pub rps: f64,
@@ -95,7 +96,7 @@ pub struct Throughput {
 }
 
 /// Transport errors by kind.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Errors {
     /// Connection refused.
     pub connect_refused: u64,
@@ -126,7 +127,7 @@ impl Errors {
 }
 
 /// The generator's account of itself.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Generator {
     /// CPU seconds (user + system) the generator used.
     pub cpu_s: f64,
@@ -143,7 +144,7 @@ pub struct Generator {
 }
 
 /// One phase of the load (a plain run has a single phase).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Phase {
     /// Phase name.
     pub name: String,
@@ -160,7 +161,7 @@ pub struct Phase {
 }
 
 /// `summary.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     /// Always [`SUMMARY_SCHEMA`].
     pub schema: String,
@@ -285,4 +286,10 @@ impl Summary {
             phases: vec![phase],
         }
     }
+}
+
+/// The JSON Schema of `summary.json`, generated from these types (kept in
+/// `schemas/summary.v1.json` and checked by a test).
+pub fn summary_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Summary)).expect("a schema serializes")
 }
