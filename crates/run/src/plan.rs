@@ -67,6 +67,19 @@ pub enum Model {
 }
 
 impl Model {
+    /// The open model at a constant `rate_rps` with evenly spaced arrivals, `connections`
+    /// opened at the start and at most `max_connections`.
+    pub fn open(rate_rps: f64, connections: usize, max_connections: usize) -> Model {
+        Model::Open {
+            rate_rps,
+            ramp_to_rps: None,
+            arrival: Arrival::Uniform,
+            connections,
+            max_connections,
+            seed: 1,
+        }
+    }
+
     /// `"closed"` or `"open"`, as in `summary.json`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -144,6 +157,30 @@ pub enum PlanError {
 }
 
 impl Plan {
+    /// A plan of plain `GET path` requests to one address: 10 s timeout, 5 s connect
+    /// timeout, one thread. The demo and the tests start from it.
+    pub fn get(addr: SocketAddr, path: &str, model: Model, stop: Stop) -> Plan {
+        Plan {
+            endpoints: vec![Endpoint {
+                addr,
+                authority: addr.to_string(),
+            }],
+            requests: vec![RequestTemplate {
+                url: format!("http://{addr}{path}"),
+                endpoint: 0,
+                method: "GET".into(),
+                path: path.into(),
+                headers: Vec::new(),
+                body: Vec::new(),
+            }],
+            model,
+            stop,
+            timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            threads: 1,
+        }
+    }
+
     /// Checks the plan's numbers; the engine runs only valid plans.
     pub fn validate(&self) -> Result<(), PlanError> {
         if self.requests.is_empty() || self.endpoints.is_empty() {

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use loadlab_report::{render_comparison, ComparisonRow};
-use loadlab_run::{Arrival, Endpoint, Model, Plan, RequestTemplate, Stop};
+use loadlab_run::{Model, Plan, Stop};
 use loadlab_target::TestServer;
 
 use crate::args::DemoArgs;
@@ -14,39 +14,11 @@ use crate::cmd::run::{execute, interrupt_signal};
 use crate::cmd::Outcome;
 
 fn plan(server: &TestServer, path: &str, model: Model, seconds: u64) -> Plan {
-    Plan {
-        endpoints: vec![Endpoint {
-            addr: server.addr,
-            authority: server.addr.to_string(),
-        }],
-        requests: vec![RequestTemplate {
-            url: server.url(path),
-            endpoint: 0,
-            method: "GET".into(),
-            path: path.into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-        }],
-        model,
-        stop: Stop {
-            duration: Some(Duration::from_secs(seconds)),
-            count: None,
-        },
-        timeout: Duration::from_secs(10),
-        connect_timeout: Duration::from_secs(5),
-        threads: 1,
-    }
-}
-
-fn open(rate: f64, connections: usize, max: usize) -> Model {
-    Model::Open {
-        rate_rps: rate,
-        ramp_to_rps: None,
-        arrival: Arrival::Uniform,
-        connections,
-        max_connections: max,
-        seed: 1,
-    }
+    let stop = Stop {
+        duration: Some(Duration::from_secs(seconds)),
+        count: None,
+    };
+    Plan::get(server.addr, path, model, stop)
 }
 
 /// Runs `loadlab demo`.
@@ -75,7 +47,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         (
             "open 2000/s /delay?ms=20",
             "/delay?ms=20",
-            open(2000.0, 10, 1000),
+            Model::open(2000.0, 10, 1000),
         ),
         (
             "closed c=1 /stall",
@@ -88,12 +60,12 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         (
             "open 200/s c=1 /stall",
             "/stall?every_ms=2000&for_ms=1000",
-            open(200.0, 1, 1),
+            Model::open(200.0, 1, 1),
         ),
         (
             "open 200/s c<=1000 /stall",
             "/stall?every_ms=2000&for_ms=1000",
-            open(200.0, 1, 1000),
+            Model::open(200.0, 1, 1000),
         ),
     ];
     let stop = interrupt_signal()?;

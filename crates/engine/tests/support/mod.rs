@@ -9,28 +9,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use loadlab_run::{Arrival, Endpoint, Model, Plan, RequestTemplate, Stop};
+use loadlab_run::{Model, Plan, Stop};
 
-/// A plan for `path` on `addr` with the given model and stop condition.
+/// A plan for `path` on `addr` with the given model and stop condition, on two threads.
 pub fn plan(addr: SocketAddr, path: &str, model: Model, stop: Stop) -> Plan {
     Plan {
-        endpoints: vec![Endpoint {
-            addr,
-            authority: addr.to_string(),
-        }],
-        requests: vec![RequestTemplate {
-            url: format!("http://{addr}{path}"),
-            endpoint: 0,
-            method: "GET".into(),
-            path: path.into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-        }],
-        model,
-        stop,
-        timeout: Duration::from_secs(10),
-        connect_timeout: Duration::from_secs(2),
         threads: 2,
+        connect_timeout: Duration::from_secs(2),
+        ..Plan::get(addr, path, model, stop)
     }
 }
 
@@ -44,14 +30,7 @@ pub fn closed(connections: usize, pipeline: usize) -> Model {
 
 /// The open model at `rate` with `connections` initial and `max` connections.
 pub fn open(rate: f64, connections: usize, max: usize) -> Model {
-    Model::Open {
-        rate_rps: rate,
-        ramp_to_rps: None,
-        arrival: Arrival::Uniform,
-        connections,
-        max_connections: max,
-        seed: 1,
-    }
+    Model::open(rate, connections, max)
 }
 
 /// Stop after `secs` seconds.
