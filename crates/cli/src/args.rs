@@ -19,7 +19,7 @@ pub struct Cli {
 pub enum Command {
     /// Drive load at one or more URLs (closed model by default, open model with -R).
     Run(Box<RunArgs>),
-    /// Serve the reference service (/ping, /delay?ms=N, /stall, /health).
+    /// Serve the reference service (/ping, /delay, /block, /calc, /heavy, /info, /bbox/*, /turno/NAME, /health).
     Serve(ServeArgs),
     /// Start the reference service in-process and run a short tour against it.
     Demo(DemoArgs),
@@ -108,9 +108,16 @@ pub struct ServeArgs {
     /// Address to bind.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
-    /// Worker threads of the service's runtime (default: the cores available).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// Worker threads of the service's runtime: one by default, like a single-threaded Node
+    /// process or a synchronous gunicorn worker, so blocking endpoints hold the whole process.
+    #[arg(long, default_value = "1", value_parser = positive_count)]
+    pub threads: usize,
+    /// Delay of /bbox/async and /bbox/sync.
+    #[arg(long = "bbox-delay", value_name = "DUR", default_value = "1s", value_parser = positive_duration)]
+    pub bbox_delay: Duration,
+    /// Requests /bbox/sync serves at once; the rest queue.
+    #[arg(long = "bbox-workers", value_name = "N", default_value = "3", value_parser = positive_count)]
+    pub bbox_workers: usize,
 }
 
 /// `loadlab demo` flags.

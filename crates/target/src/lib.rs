@@ -1,112 +1,77 @@
-//! The reference service: endpoints with known costs (`/ping`, `/delay`, `/stall`, `/health`)
-//! that experiments load, served by `loadlab serve` and started in-process by tests.
+//! The reference service: endpoints with known costs (DESIGN §4.3) that experiments load,
+//! served by `loadlab serve` and started in-process by tests.
 //!
-//! It depends on no other loadlab crate, so it behaves the same whoever starts it.
+//! It depends on no other loadlab crate, so it behaves the same whoever starts it. A
+//! "worker" is a runtime thread: endpoints that block (`/block`, `/calc`, `/heavy`) hold it
+//! the way a synchronous server's worker is held; `/delay` and `/bbox/async` do not.
 
+mod endpoints;
+
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use serde::Deserialize;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-/// Longest wait an endpoint accepts, so a typo cannot hold a connection for days.
-const MAX_WAIT_MS: u64 = 600_000;
+/// How the black-box endpoints behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// Delay of `/bbox/async` and `/bbox/sync`.
+    pub bbox_delay: Duration,
+    /// Requests `/bbox/sync` serves at once; the rest queue.
+    pub bbox_workers: usize,
+}
 
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            bbox_delay: Duration::from_millis(1000),
+            bbox_workers: 3,
+        }
+    }
+}
+
+/// State shared by the handlers.
 #[derive(Clone)]
 struct Shared {
     started: Instant,
-}
-
-#[derive(Deserialize)]
-struct DelayQuery {
-    ms: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct StallQuery {
-    every_ms: Option<String>,
-    for_ms: Option<String>,
-}
-
-fn bad_request(reason: String) -> Response {
-    (StatusCode::BAD_REQUEST, reason + "\n").into_response()
-}
-
-fn parse_ms(name: &str, value: Option<&str>, default: Option<u64>) -> Result<u64, String> {
-    match (value, default) {
-        (None, Some(d)) => Ok(d),
-        (None, None) => Err(format!("missing query parameter {name}")),
-        (Some(v), _) => match v.parse::<u64>() {
-            Ok(n) if n <= MAX_WAIT_MS => Ok(n),
-            _ => Err(format!(
-                "{name} must be a whole number of milliseconds from 0 to {MAX_WAIT_MS}, got {v:?}"
-            )),
-        },
-    }
-}
-
-async fn ping() -> &'static str {
-    "pong"
-}
-
-async fn health() -> &'static str {
-    "ok"
-}
-
-/// Waits `ms` milliseconds without holding a worker.
-async fn delay(Query(q): Query<DelayQuery>) -> Response {
-    match parse_ms("ms", q.ms.as_deref(), None) {
-        Ok(ms) => {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            "done".into_response()
-        }
-        Err(reason) => bad_request(reason),
-    }
-}
-
-/// Answers at once except during the last `for_ms` of every `every_ms` period (counted from
-/// the service's start), when it holds each request until the period ends: a periodic freeze,
-/// like a stop-the-world pause.
-async fn stall(State(s): State<Shared>, Query(q): Query<StallQuery>) -> Response {
-    let every = match parse_ms("every_ms", q.every_ms.as_deref(), Some(2000)) {
-        Ok(0) => return bad_request("every_ms must be at least 1".into()),
-        Ok(v) => v,
-        Err(reason) => return bad_request(reason),
-    };
-    let freeze = match parse_ms("for_ms", q.for_ms.as_deref(), Some(1000)) {
-        Ok(v) if v <= every => v,
-        Ok(_) => return bad_request("for_ms must not exceed every_ms".into()),
-        Err(reason) => return bad_request(reason),
-    };
-    let now_ms = s.started.elapsed().as_millis() as u64;
-    let phase = now_ms % every;
-    if phase >= every - freeze {
-        tokio::time::sleep(Duration::from_millis(every - phase)).await;
-    }
-    "ok".into_response()
+    config: ServiceConfig,
+    bbox_sync: Arc<Semaphore>,
+    tickets: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 /// The service's routes.
-pub fn router() -> Router {
+pub fn router(config: ServiceConfig) -> Router {
+    use endpoints::*;
     Router::new()
         .route("/ping", get(ping))
         .route("/health", get(health))
         .route("/delay", get(delay))
+        .route("/block", get(block))
+        .route("/calc", get(calc))
+        .route("/heavy", get(heavy))
+        .route("/info", get(info))
         .route("/stall", get(stall))
+        .route("/bbox/async", get(bbox_async))
+        .route("/bbox/sync", get(bbox_sync))
+        .route("/turno/{name}", get(turno))
+        .fallback(not_found)
         .with_state(Shared {
             started: Instant::now(),
+            config,
+            bbox_sync: Arc::new(Semaphore::new(config.bbox_workers.max(1))),
+            tickets: Arc::new(Mutex::new(HashMap::new())),
         })
 }
 
 /// Serves the reference service on `listener` until the future is dropped.
-pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
-    axum::serve(listener, router()).await
+pub async fn serve(listener: TcpListener, config: ServiceConfig) -> std::io::Result<()> {
+    axum::serve(listener, router(config)).await
 }
 
 /// A reference service running on its own thread and runtime, for tests and the demo.
@@ -120,6 +85,11 @@ pub struct TestServer {
 impl TestServer {
     /// Starts the service on 127.0.0.1 with an ephemeral port, with `threads` worker threads.
     pub fn start(threads: usize) -> std::io::Result<TestServer> {
+        TestServer::start_with(threads, ServiceConfig::default())
+    }
+
+    /// Like [`TestServer::start`], with black-box settings.
+    pub fn start_with(threads: usize, config: ServiceConfig) -> std::io::Result<TestServer> {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
@@ -134,9 +104,10 @@ impl TestServer {
                 rt.block_on(async move {
                     let listener =
                         TcpListener::from_std(std_listener).expect("listener is non-blocking");
-                    let server = axum::serve(listener, router()).with_graceful_shutdown(async {
-                        let _ = rx.await;
-                    });
+                    let server =
+                        axum::serve(listener, router(config)).with_graceful_shutdown(async {
+                            let _ = rx.await;
+                        });
                     let _ = server.await;
                 });
                 rt.shutdown_timeout(Duration::from_millis(100));

@@ -7,12 +7,12 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab serve`.
 pub fn main(a: ServeArgs) -> Result<Outcome> {
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
+    let config = loadlab_target::ServiceConfig {
+        bbox_delay: a.bbox_delay,
+        bbox_workers: a.bbox_workers,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
+        .worker_threads(a.threads)
         .enable_all()
         .build()
         .context("cannot start the service's runtime")?;
@@ -26,9 +26,13 @@ pub fn main(a: ServeArgs) -> Result<Outcome> {
                 )
             })?;
         let addr = listener.local_addr()?;
-        println!("loadlab serve: listening on http://{addr} (endpoints /ping /delay?ms=N /stall /health); Ctrl-C stops");
+        println!(
+            "loadlab serve: listening on http://{addr} (pid {}, {} worker thread(s)); Ctrl-C stops",
+            std::process::id(),
+            a.threads
+        );
         tokio::select! {
-            r = loadlab_target::serve(listener) => r.context("the service stopped")?,
+            r = loadlab_target::serve(listener, config) => r.context("the service stopped")?,
             _ = tokio::signal::ctrl_c() => {}
         }
         Ok(Outcome::Done)

@@ -1,0 +1,203 @@
+//! The handlers, one per endpoint of DESIGN §4.3, with their costs taken from the query.
+
+use std::time::{Duration, Instant as StdInstant};
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+
+use crate::Shared;
+
+/// Longest wait an endpoint accepts, so a typo cannot hold a connection for days.
+const MAX_WAIT_MS: u64 = 600_000;
+/// Most iterations `/calc` accepts (about a minute of CPU).
+const MAX_CALC_N: u64 = 2_000_000_000;
+
+/// Query parameters, all optional; each handler parses what it needs.
+#[derive(Deserialize, Default)]
+pub struct Params {
+    ms: Option<String>,
+    n: Option<String>,
+    log: Option<String>,
+    every_ms: Option<String>,
+    for_ms: Option<String>,
+}
+
+fn bad_request(reason: String) -> Response {
+    (StatusCode::BAD_REQUEST, reason + "\n").into_response()
+}
+
+/// Parses a whole number no larger than `max`, or uses `default` when it is absent.
+fn number(
+    name: &str,
+    value: Option<&str>,
+    default: Option<u64>,
+    max: u64,
+) -> Result<u64, Response> {
+    match (value, default) {
+        (None, Some(d)) => Ok(d),
+        (None, None) => Err(bad_request(format!("missing query parameter {name}"))),
+        (Some(v), _) => match v.parse::<u64>() {
+            Ok(n) if n <= max => Ok(n),
+            _ => Err(bad_request(format!(
+                "{name} must be a whole number from 0 to {max}, got {v:?}"
+            ))),
+        },
+    }
+}
+
+fn millis(name: &str, value: Option<&str>, default: Option<u64>) -> Result<Duration, Response> {
+    number(name, value, default, MAX_WAIT_MS).map(Duration::from_millis)
+}
+
+/// `200 pong`, no work.
+pub async fn ping() -> &'static str {
+    "pong"
+}
+
+/// Readiness.
+pub async fn health() -> &'static str {
+    "ok"
+}
+
+/// Unknown paths.
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /health\n", uri.path()),
+    )
+        .into_response()
+}
+
+/// Waits `ms` milliseconds without holding a worker.
+pub async fn delay(Query(q): Query<Params>) -> Response {
+    match millis("ms", q.ms.as_deref(), None) {
+        Ok(d) => {
+            tokio::time::sleep(d).await;
+            "done".into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+/// Holds its worker `ms` milliseconds with a blocking sleep, like a synchronous server.
+pub async fn block(Query(q): Query<Params>) -> Response {
+    match millis("ms", q.ms.as_deref(), None) {
+        Ok(d) => {
+            std::thread::sleep(d);
+            "done".into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+/// CPU work on the worker: the sum of sin(i) for i in 0..n (seed 001 used 5M..6M).
+pub async fn calc(Query(q): Query<Params>) -> Response {
+    match number("n", q.n.as_deref(), None, MAX_CALC_N) {
+        Ok(n) => {
+            let sum: f64 = (0..n).map(|i| (i as f64).sin()).sum();
+            format!("{sum}").into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+/// Busy-waits `ms` milliseconds on the CPU, holding the worker.
+pub async fn heavy(Query(q): Query<Params>) -> Response {
+    match millis("ms", q.ms.as_deref(), None) {
+        Ok(d) => {
+            let start = StdInstant::now();
+            let mut spins = 0u64;
+            while start.elapsed() < d {
+                spins = std::hint::black_box(spins.wrapping_add(1));
+            }
+            "done".into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+/// Process and OS information as JSON; with `log=1` also written to stdout (seed 004).
+pub async fn info(State(s): State<Shared>, Query(q): Query<Params>) -> Response {
+    let log = match q.log.as_deref() {
+        None | Some("0") | Some("false") => false,
+        Some("1") | Some("true") => true,
+        Some(v) => return bad_request(format!("log must be 0 or 1, got {v:?}")),
+    };
+    let body = serde_json::json!({
+        "pid": std::process::id(),
+        "hostname": read_trimmed("/proc/sys/kernel/hostname"),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "uptime_s": s.started.elapsed().as_secs_f64(),
+        "rss_kb": rss_kb(),
+        "loadavg": read_trimmed("/proc/loadavg"),
+    });
+    if log {
+        println!("{body}");
+    }
+    Json(body).into_response()
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Answers at once except during the last `for_ms` of every `every_ms` period (counted from
+/// the service's start), when it holds each request until the period ends: a periodic freeze,
+/// like a stop-the-world pause.
+pub async fn stall(State(s): State<Shared>, Query(q): Query<Params>) -> Response {
+    let every = match number("every_ms", q.every_ms.as_deref(), Some(2000), MAX_WAIT_MS) {
+        Ok(0) => return bad_request("every_ms must be at least 1".into()),
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let freeze = match number("for_ms", q.for_ms.as_deref(), Some(1000), MAX_WAIT_MS) {
+        Ok(v) if v <= every => v,
+        Ok(_) => return bad_request("for_ms must not exceed every_ms".into()),
+        Err(r) => return r,
+    };
+    let now_ms = s.started.elapsed().as_millis() as u64;
+    let phase = now_ms % every;
+    if phase >= every - freeze {
+        tokio::time::sleep(Duration::from_millis(every - phase)).await;
+    }
+    "ok".into_response()
+}
+
+/// Black box, asynchronous: a fixed delay, any number at once.
+pub async fn bbox_async(State(s): State<Shared>) -> &'static str {
+    tokio::time::sleep(s.config.bbox_delay).await;
+    "ok"
+}
+
+/// Black box, synchronous: a fixed delay, `bbox_workers` at once; the rest queue.
+pub async fn bbox_sync(State(s): State<Shared>) -> Response {
+    let Ok(_permit) = s.bbox_sync.acquire().await else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    };
+    tokio::time::sleep(s.config.bbox_delay).await;
+    "ok".into_response()
+}
+
+/// The next ticket number of queue `name`, from 1, atomically.
+pub async fn turno(State(s): State<Shared>, Path(name): Path<String>) -> Response {
+    if name.is_empty() || name.len() > 128 {
+        return bad_request("the queue name must have 1 to 128 characters".into());
+    }
+    let mut tickets = s.tickets.lock().unwrap_or_else(|e| e.into_inner());
+    let n = tickets.entry(name).or_insert(0);
+    *n += 1;
+    Json(serde_json::json!({ "turno": *n })).into_response()
+}
