@@ -29,26 +29,35 @@ fn bad_request(reason: String) -> Response {
     (StatusCode::BAD_REQUEST, reason + "\n").into_response()
 }
 
+/// A query parameter that cannot be used; answered as a 400 with its reason.
+struct BadRequest(String);
+
+impl IntoResponse for BadRequest {
+    fn into_response(self) -> Response {
+        bad_request(self.0)
+    }
+}
+
 /// Parses a whole number no larger than `max`, or uses `default` when it is absent.
 fn number(
     name: &str,
     value: Option<&str>,
     default: Option<u64>,
     max: u64,
-) -> Result<u64, Response> {
+) -> Result<u64, BadRequest> {
     match (value, default) {
         (None, Some(d)) => Ok(d),
-        (None, None) => Err(bad_request(format!("missing query parameter {name}"))),
+        (None, None) => Err(BadRequest(format!("missing query parameter {name}"))),
         (Some(v), _) => match v.parse::<u64>() {
             Ok(n) if n <= max => Ok(n),
-            _ => Err(bad_request(format!(
+            _ => Err(BadRequest(format!(
                 "{name} must be a whole number from 0 to {max}, got {v:?}"
             ))),
         },
     }
 }
 
-fn millis(name: &str, value: Option<&str>, default: Option<u64>) -> Result<Duration, Response> {
+fn millis(name: &str, value: Option<&str>, default: Option<u64>) -> Result<Duration, BadRequest> {
     number(name, value, default, MAX_WAIT_MS).map(Duration::from_millis)
 }
 
@@ -78,7 +87,7 @@ pub async fn delay(Query(q): Query<Params>) -> Response {
             tokio::time::sleep(d).await;
             "done".into_response()
         }
-        Err(r) => r,
+        Err(e) => e.into_response(),
     }
 }
 
@@ -89,7 +98,7 @@ pub async fn block(Query(q): Query<Params>) -> Response {
             std::thread::sleep(d);
             "done".into_response()
         }
-        Err(r) => r,
+        Err(e) => e.into_response(),
     }
 }
 
@@ -100,7 +109,7 @@ pub async fn calc(Query(q): Query<Params>) -> Response {
             let sum: f64 = (0..n).map(|i| (i as f64).sin()).sum();
             format!("{sum}").into_response()
         }
-        Err(r) => r,
+        Err(e) => e.into_response(),
     }
 }
 
@@ -115,7 +124,7 @@ pub async fn heavy(Query(q): Query<Params>) -> Response {
             }
             "done".into_response()
         }
-        Err(r) => r,
+        Err(e) => e.into_response(),
     }
 }
 
@@ -161,12 +170,12 @@ pub async fn stall(State(s): State<Shared>, Query(q): Query<Params>) -> Response
     let every = match number("every_ms", q.every_ms.as_deref(), Some(2000), MAX_WAIT_MS) {
         Ok(0) => return bad_request("every_ms must be at least 1".into()),
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     let freeze = match number("for_ms", q.for_ms.as_deref(), Some(1000), MAX_WAIT_MS) {
         Ok(v) if v <= every => v,
         Ok(_) => return bad_request("for_ms must not exceed every_ms".into()),
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     let now_ms = s.started.elapsed().as_millis() as u64;
     let phase = now_ms % every;
