@@ -94,6 +94,9 @@ pub struct RunArgs {
     /// Write a run directory: summary.json, timeline.csv, latency.hlog.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
+    #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    pub watch_pid: Vec<i32>,
     /// No live progress line.
     #[arg(short = 'q', long)]
     pub quiet: bool,

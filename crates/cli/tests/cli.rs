@@ -287,3 +287,82 @@ fn ctrl_c_stops_the_run_and_still_writes_a_partial_summary() {
     let on_disk = read_json(&run_dir.join("summary.json"));
     assert_eq!(on_disk["complete"], false);
 }
+
+/// A `loadlab serve` child process, stopped by its PID when dropped.
+struct Served {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Served {
+    fn start(extra: &[&str]) -> Served {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+            .args(["serve", "--port", "0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .split("127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Served { child, port }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
+    let served = Served::start(&[]);
+    let pid = served.child.id().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = loadlab(&[
+        "run",
+        &format!("http://127.0.0.1:{}/heavy?ms=5", served.port),
+        "-c",
+        "4",
+        "-d",
+        "3s",
+        "--watch-pid",
+        &pid,
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = read_json(&run_dir.join("summary.json"));
+    let procs = s["server"]["processes"].as_array().unwrap();
+    let me = procs
+        .iter()
+        .find(|p| p["pid"].to_string() == pid)
+        .expect("the watched pid is in the summary");
+    let cpu = me["cpu_pct_avg"].as_f64().unwrap();
+    assert!(
+        cpu > 50.0,
+        "a server busy-waiting 5 ms per request read {cpu} % CPU"
+    );
+    assert!(me["rss_mb_max"].as_f64().unwrap() > 0.0);
+    let csv = std::fs::read_to_string(run_dir.join("server.csv")).unwrap();
+    assert!(csv.starts_with("second,pid,name,cpu_pct,rss_mb\n"));
+    assert!(csv.lines().count() >= 3, "{csv}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("cpu avg %"), "{stdout}");
+}

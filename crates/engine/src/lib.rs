@@ -197,6 +197,7 @@ pub fn run(
         hlog_lines: collector.hlog,
         unfinished: collector.unfinished,
         generator,
+        server: None,
     })
 }
 

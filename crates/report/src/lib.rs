@@ -146,6 +146,24 @@ pub fn render_summary(s: &Summary) -> String {
     for w in &g.warnings {
         let _ = writeln!(out, "  warning: {w}");
     }
+    if let Some(server) = &s.server {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  {:<8}{:<18}{:>12}{:>12}{:>14}",
+            "pid", "process", "cpu avg %", "cpu max %", "rss max MB"
+        );
+        for p in &server.processes {
+            let _ = writeln!(
+                out,
+                "  {:<8}{:<18}{:>12.1}{:>12.1}{:>14.1}",
+                p.pid, p.name, p.cpu_pct_avg, p.cpu_pct_max, p.rss_mb_max
+            );
+        }
+        if server.processes.is_empty() {
+            let _ = writeln!(out, "  (the watched processes had exited)");
+        }
+    }
     out
 }
 

@@ -39,7 +39,8 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
     write_atomic(path, &json)
 }
 
-/// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`.
+/// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, and `server.csv`
+/// when the lab watched the service's processes.
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|source| RunDirError {
         path: dir.to_path_buf(),
@@ -70,5 +71,12 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
     )
     .expect("writes to a Vec");
     hlog.extend_from_slice(&run.hlog_lines);
-    write_atomic(&dir.join("latency.hlog"), &hlog)
+    write_atomic(&dir.join("latency.hlog"), &hlog)?;
+
+    if let Some(server) = &run.server {
+        let mut csv = Vec::new();
+        server.write_csv(&mut csv).expect("writes to a Vec");
+        write_atomic(&dir.join("server.csv"), &csv)?;
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@ pub mod dir;
 pub mod error_kind;
 pub mod plan;
 pub mod record;
+pub mod server;
 pub mod summary;
 pub mod timeline;
 
@@ -15,5 +16,6 @@ pub use dir::{write_run_dir, write_summary, RunDirError};
 pub use error_kind::ErrorKind;
 pub use plan::{Arrival, Endpoint, Model, Plan, PlanError, RequestTemplate, Stop};
 pub use record::{new_histogram, Counts, GeneratorStats, Interval, RunData};
+pub use server::{ProcessSample, ProcessSeries, ServerData};
 pub use summary::{summary_schema, LatencyStats, Summary, SUMMARY_SCHEMA};
 pub use timeline::TimelineRow;

@@ -201,6 +201,8 @@ pub struct RunData {
     pub unfinished: u64,
     /// The generator's own resource use.
     pub generator: GeneratorStats,
+    /// The service's processes, when the lab watched them.
+    pub server: Option<crate::ServerData>,
 }
 
 impl RunData {

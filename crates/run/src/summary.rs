@@ -160,6 +160,28 @@ pub struct Phase {
     pub latency_ms: LatencyStats,
 }
 
+/// One watched process of the service.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerProcess {
+    /// Command name.
+    pub name: String,
+    /// Process id.
+    pub pid: u32,
+    /// Mean CPU, percent of one core.
+    pub cpu_pct_avg: f64,
+    /// Highest one-second CPU, percent of one core.
+    pub cpu_pct_max: f64,
+    /// Highest resident memory, MB.
+    pub rss_mb_max: f64,
+}
+
+/// The service's processes as the lab saw them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Server {
+    /// One entry per process.
+    pub processes: Vec<ServerProcess>,
+}
+
 /// `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
@@ -191,6 +213,9 @@ pub struct Summary {
     pub generator: Generator,
     /// Phases of the load.
     pub phases: Vec<Phase>,
+    /// The service's processes, when the lab watched them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Server>,
 }
 
 impl Summary {
@@ -284,6 +309,19 @@ impl Summary {
                 warnings,
             },
             phases: vec![phase],
+            server: run.server.as_ref().map(|d| Server {
+                processes: d
+                    .processes
+                    .iter()
+                    .map(|p| ServerProcess {
+                        name: p.name.clone(),
+                        pid: p.pid,
+                        cpu_pct_avg: p.cpu_pct_avg(),
+                        cpu_pct_max: p.cpu_pct_max(),
+                        rss_mb_max: p.rss_mb_max(),
+                    })
+                    .collect(),
+            }),
         }
     }
 }

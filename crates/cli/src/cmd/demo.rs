@@ -73,7 +73,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
     for (i, (label, path, model)) in tour.into_iter().enumerate() {
         println!("  running {label} …");
         let p = plan(&server, path, model, seconds);
-        let (run, summary) = execute(&p, &stop, false)?;
+        let (run, summary) = execute(&p, &stop, false, &[])?;
         let dir = out.join(format!(
             "{}-{}",
             i + 1,

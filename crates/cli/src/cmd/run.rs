@@ -2,6 +2,7 @@
 //! summary and write the requested files.
 
 use std::io::{IsTerminal, Write};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use loadlab_engine::StopSignal;
@@ -30,7 +31,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     }
     let stop = interrupt_signal()?;
     let live = !a.quiet && std::io::stderr().is_terminal();
-    let (run, summary) = execute(&plan, &stop, live)?;
+    let (run, summary) = execute(&plan, &stop, live, &a.watch_pid)?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;
@@ -46,11 +47,22 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     })
 }
 
-/// Runs a plan, showing a live progress line on stderr when `live`, and summarizes it.
-pub fn execute(plan: &Plan, stop: &StopSignal, live: bool) -> Result<(RunData, Summary)> {
+/// Runs a plan, showing a live progress line on stderr when `live` and watching the
+/// processes `watch` (and their children), and summarizes it.
+pub fn execute(
+    plan: &Plan,
+    stop: &StopSignal,
+    live: bool,
+    watch: &[i32],
+) -> Result<(RunData, Summary)> {
+    let sampler = if watch.is_empty() {
+        None
+    } else {
+        Some(loadlab_lab::Sampler::start(watch, Duration::from_secs(1))?)
+    };
     let mut errors = 0u64;
     let mut stderr = std::io::stderr();
-    let run = loadlab_engine::run(plan, stop, |row| {
+    let mut run = loadlab_engine::run(plan, stop, |row| {
         if live {
             errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
             let _ = write!(
@@ -64,6 +76,7 @@ pub fn execute(plan: &Plan, stop: &StopSignal, live: bool) -> Result<(RunData, S
     if live {
         let _ = write!(stderr, "\r\x1b[K");
     }
+    run.server = sampler.map(loadlab_lab::Sampler::finish);
     let summary = Summary::from_run(&run);
     Ok((run, summary))
 }

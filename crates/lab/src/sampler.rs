@@ -1,0 +1,127 @@
+//! Per-process CPU and memory sampler: every interval, reads `/proc` for the watched
+//! processes and all their descendants (lab → run).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use loadlab_run::{ProcessSample, ProcessSeries, ServerData};
+use procfs::process::Process;
+
+/// A process cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    /// No process has this PID (or /proc cannot show it).
+    #[error("no process with pid {0} to watch (is it running, and is /proc mounted?)")]
+    NoSuchProcess(i32),
+}
+
+/// Samples watched processes on its own thread until [`Sampler::finish`].
+pub struct Sampler {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<ServerData>,
+}
+
+/// CPU ticks and when they were read, per PID.
+struct Previous {
+    ticks: u64,
+    at: Instant,
+}
+
+impl Sampler {
+    /// Starts watching `roots` and their descendants, one sample per `interval`.
+    pub fn start(roots: &[i32], interval: Duration) -> Result<Sampler, SamplerError> {
+        for &pid in roots {
+            Process::new(pid)
+                .and_then(|p| p.stat())
+                .map_err(|_| SamplerError::NoSuchProcess(pid))?;
+        }
+        let roots = roots.to_vec();
+        let (stop, stopped) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("loadlab-sampler".into())
+            .spawn(move || sample_loop(&roots, interval, &stopped))
+            .expect("the sampler thread starts");
+        Ok(Sampler { stop, thread })
+    }
+
+    /// Stops sampling and returns every process's series.
+    pub fn finish(self) -> ServerData {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) -> ServerData {
+    let start = Instant::now();
+    let ticks_per_s = procfs::ticks_per_second() as f64;
+    let page = procfs::page_size();
+    let mut previous: HashMap<i32, Previous> = HashMap::new();
+    let mut series: BTreeMap<i32, ProcessSeries> = BTreeMap::new();
+    let mut tick = 0u32;
+    loop {
+        let pids = watched(roots);
+        let now = Instant::now();
+        let second = now.duration_since(start).as_secs();
+        for pid in pids {
+            let Ok(stat) = Process::new(pid).and_then(|p| p.stat()) else {
+                continue;
+            };
+            let ticks = stat.utime + stat.stime;
+            let rss_mb = (stat.rss * page) as f64 / (1024.0 * 1024.0);
+            if let Some(prev) = previous.get(&pid) {
+                let wall = now.duration_since(prev.at).as_secs_f64().max(1e-3);
+                let cpu_pct =
+                    100.0 * (ticks.saturating_sub(prev.ticks)) as f64 / ticks_per_s / wall;
+                series
+                    .entry(pid)
+                    .or_insert_with(|| ProcessSeries {
+                        pid: pid as u32,
+                        name: stat.comm.clone(),
+                        samples: Vec::new(),
+                    })
+                    .samples
+                    .push(ProcessSample {
+                        second,
+                        cpu_pct,
+                        rss_mb,
+                    });
+            }
+            previous.insert(pid, Previous { ticks, at: now });
+        }
+        tick += 1;
+        let next = start + interval * tick;
+        match stopped.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    ServerData {
+        processes: series.into_values().collect(),
+    }
+}
+
+/// The roots that still run and all their descendants.
+fn watched(roots: &[i32]) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    if let Ok(all) = procfs::process::all_processes() {
+        for p in all.flatten() {
+            if let Ok(stat) = p.stat() {
+                children.entry(stat.ppid).or_default().push(stat.pid);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<i32> = roots.to_vec();
+    while let Some(pid) = stack.pop() {
+        if out.contains(&pid) {
+            continue;
+        }
+        out.push(pid);
+        if let Some(kids) = children.get(&pid) {
+            stack.extend(kids);
+        }
+    }
+    out
+}

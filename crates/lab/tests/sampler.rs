@@ -1,0 +1,79 @@
+//! The sampler against real processes this test starts (and stops, by PID).
+
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use loadlab_lab::{Sampler, SamplerError};
+
+/// A child process killed (by its PID) when the guard drops.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(script: &str) -> Guard {
+    Guard(Command::new("sh").arg("-c").arg(script).spawn().unwrap())
+}
+
+#[test]
+fn a_busy_process_reads_about_one_core_and_an_idle_one_about_zero() {
+    // A loop of shell arithmetic (no forks), bounded in count: it ends on its own within
+    // about a minute should the test die before killing it.
+    let busy = spawn("i=0; while [ $i -lt 30000000 ]; do i=$((i+1)); done");
+    let idle = spawn("sleep 20");
+    let sampler = Sampler::start(
+        &[busy.0.id() as i32, idle.0.id() as i32],
+        Duration::from_millis(500),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(3200));
+    let data = sampler.finish();
+    let by_pid = |pid: u32| {
+        data.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .unwrap_or_else(|| panic!("pid {pid} not sampled: {data:?}"))
+    };
+    let b = by_pid(busy.0.id());
+    assert!(b.samples.len() >= 4, "{} samples", b.samples.len());
+    let avg = b.cpu_pct_avg();
+    assert!(
+        (60.0..=110.0).contains(&avg),
+        "busy loop read {avg:.1} % CPU"
+    );
+    assert!(b.rss_mb_max() > 0.0);
+    let i = by_pid(idle.0.id());
+    assert!(
+        i.cpu_pct_max() < 5.0,
+        "sleep read {:.1} % CPU",
+        i.cpu_pct_max()
+    );
+}
+
+#[test]
+fn children_of_a_watched_process_are_watched_too() {
+    let parent = spawn("sleep 20 & sleep 20 & wait");
+    std::thread::sleep(Duration::from_millis(200));
+    let sampler = Sampler::start(&[parent.0.id() as i32], Duration::from_millis(300)).unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let data = sampler.finish();
+    let sleeps = data.processes.iter().filter(|p| p.name == "sleep").count();
+    assert_eq!(sleeps, 2, "{data:?}");
+    assert!(data.processes.iter().any(|p| p.pid == parent.0.id()));
+}
+
+#[test]
+fn a_missing_process_is_a_clear_error() {
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id() as i32;
+    gone.wait().unwrap();
+    match Sampler::start(&[pid], Duration::from_secs(1)) {
+        Err(SamplerError::NoSuchProcess(p)) => assert_eq!(p, pid),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a finished process was accepted"),
+    }
+}

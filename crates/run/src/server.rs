@@ -1,0 +1,107 @@
+//! What the lab saw of the service's processes: CPU and memory per process per second.
+
+use std::io::{self, Write};
+
+/// One reading of one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessSample {
+    /// Second of the sampling, from its start.
+    pub second: u64,
+    /// CPU used since the previous sample, percent of one core.
+    pub cpu_pct: f64,
+    /// Resident memory, MB.
+    pub rss_mb: f64,
+}
+
+/// Every reading of one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessSeries {
+    /// Process id.
+    pub pid: u32,
+    /// Command name.
+    pub name: String,
+    /// Readings in time order.
+    pub samples: Vec<ProcessSample>,
+}
+
+impl ProcessSeries {
+    /// Mean CPU percent over the samples.
+    pub fn cpu_pct_avg(&self) -> f64 {
+        if self.samples.is_empty() {
+            return 0.0;
+        }
+        self.samples.iter().map(|s| s.cpu_pct).sum::<f64>() / self.samples.len() as f64
+    }
+
+    /// Highest CPU percent of any sample.
+    pub fn cpu_pct_max(&self) -> f64 {
+        self.samples.iter().map(|s| s.cpu_pct).fold(0.0, f64::max)
+    }
+
+    /// Highest resident memory of any sample, MB.
+    pub fn rss_mb_max(&self) -> f64 {
+        self.samples.iter().map(|s| s.rss_mb).fold(0.0, f64::max)
+    }
+}
+
+/// The watched processes of a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerData {
+    /// One series per process, by PID.
+    pub processes: Vec<ProcessSeries>,
+}
+
+impl ServerData {
+    /// Writes `server.csv`: one line per process per second.
+    pub fn write_csv(&self, w: &mut impl Write) -> io::Result<()> {
+        writeln!(w, "second,pid,name,cpu_pct,rss_mb")?;
+        for p in &self.processes {
+            for s in &p.samples {
+                writeln!(
+                    w,
+                    "{},{},{},{:.1},{:.2}",
+                    s.second,
+                    p.pid,
+                    p.name.replace(',', "_"),
+                    s.cpu_pct,
+                    s.rss_mb
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_series_summarizes_its_samples() {
+        let p = ProcessSeries {
+            pid: 7,
+            name: "node,app".into(),
+            samples: vec![
+                ProcessSample {
+                    second: 0,
+                    cpu_pct: 50.0,
+                    rss_mb: 10.0,
+                },
+                ProcessSample {
+                    second: 1,
+                    cpu_pct: 100.0,
+                    rss_mb: 12.5,
+                },
+            ],
+        };
+        assert_eq!(p.cpu_pct_avg(), 75.0);
+        assert_eq!(p.cpu_pct_max(), 100.0);
+        assert_eq!(p.rss_mb_max(), 12.5);
+        let mut out = Vec::new();
+        ServerData { processes: vec![p] }
+            .write_csv(&mut out)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().nth(2), Some("1,7,node_app,100.0,12.50"));
+    }
+}
