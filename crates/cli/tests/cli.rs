@@ -352,7 +352,7 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
     let procs = s["server"]["processes"].as_array().unwrap();
     let me = procs
         .iter()
-        .find(|p| p["pid"].to_string() == pid)
+        .find(|p| p["pid"].as_u64() == Some(u64::from(served.child.id())))
         .expect("the watched pid is in the summary");
     let cpu = me["cpu_pct_avg"].as_f64().unwrap();
     assert!(
