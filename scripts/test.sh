@@ -14,6 +14,16 @@ for component in rustfmt clippy; do
   fi
 done
 
+# The topology tests run the real nginx (never the system service: loadlab starts its own).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light
+  else
+    echo "error: nginx is missing; install it with: sudo apt-get install nginx-light" >&2
+    exit 1
+  fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

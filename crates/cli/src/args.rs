@@ -121,6 +121,39 @@ pub struct ServeArgs {
     /// Requests /bbox/sync serves at once; the rest queue.
     #[arg(long = "bbox-workers", value_name = "N", default_value = "3", value_parser = positive_count)]
     pub bbox_workers: usize,
+    /// Worker processes sharing the port (SO_REUSEPORT), like a Node cluster or gunicorn -w N.
+    #[arg(long, default_value = "1", value_parser = positive_count)]
+    pub workers: usize,
+    /// Replicas on their own ports behind a load balancer on --port.
+    #[arg(long, default_value = "1", value_parser = positive_count)]
+    pub replicas: usize,
+    /// Load balancer in front of replicas (builtin: a round-robin TCP proxy, when nginx is missing).
+    #[arg(long, value_enum, default_value = "nginx")]
+    pub lb: LbArg,
+    /// Run your own server instead (it must listen on $PORT), in the same topologies.
+    #[arg(long, value_name = "COMMAND")]
+    pub cmd: Option<String>,
+    /// Path polled for readiness of --cmd servers; any HTTP response counts.
+    #[arg(long = "health-path", default_value = "/health")]
+    pub health_path: String,
+    /// How long a replica may take to answer its first request.
+    #[arg(long = "ready-timeout", value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
+    pub ready_timeout: Duration,
+    /// nginx's connect/send/read timeouts towards the replicas (seed 001 used 60 s).
+    #[arg(long = "proxy-timeout", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
+    pub proxy_timeout: Duration,
+    /// Bind with SO_REUSEPORT (used by worker processes).
+    #[arg(long = "reuse-port", hide = true)]
+    pub reuse_port: bool,
+}
+
+/// Load balancer choice.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LbArg {
+    /// The real nginx.
+    Nginx,
+    /// loadlab's round-robin TCP proxy.
+    Builtin,
 }
 
 /// `loadlab demo` flags.

@@ -1,6 +1,57 @@
-//! The laboratory around the load: watching the service's processes while a run goes on.
-//! Samples land in [`loadlab_run::ServerData`], which summaries and reports read.
+//! The laboratory around the load: the service's topologies (workers, replicas, a load
+//! balancer) started as real processes, and a sampler watching them while a run goes on.
 
+pub mod nginx;
+pub mod process;
+pub mod proxy;
 pub mod sampler;
+pub mod topology;
+
+use std::time::Duration;
 
 pub use sampler::{Sampler, SamplerError};
+pub use topology::{deploy, Deployment, Lb, Topology};
+
+/// A topology could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// nginx is not installed.
+    #[error("nginx is not installed; install it with: apt-get install nginx-light (or use --lb builtin)")]
+    NginxMissing,
+    /// The generated nginx configuration was rejected.
+    #[error("nginx rejected the generated configuration: {0}")]
+    NginxConfig(String),
+    /// The topology's numbers are not usable.
+    #[error("{0}")]
+    Invalid(String),
+    /// A port is taken.
+    #[error("port {0} is in use ({1}); pick another with --port, or --port 0 for a free one")]
+    PortInUse(u16, std::io::Error),
+    /// A process of the topology exited while starting.
+    #[error("{label} exited while starting ({status}); its last stderr lines: {stderr}")]
+    Exited {
+        /// Which process.
+        label: String,
+        /// Its exit status.
+        status: String,
+        /// Its last stderr lines.
+        stderr: String,
+    },
+    /// A process did not answer in time.
+    #[error(
+        "{label} did not answer on port {port} within {after:?}; its last stderr lines: {stderr}"
+    )]
+    NotReady {
+        /// Which process.
+        label: String,
+        /// Where it was polled.
+        port: u16,
+        /// How long we waited.
+        after: Duration,
+        /// Its last stderr lines.
+        stderr: String,
+    },
+    /// Starting a process or writing a file failed.
+    #[error(transparent)]
+    Io(std::io::Error),
+}

@@ -1,31 +1,56 @@
-//! `loadlab serve`: the reference service on a port, until Ctrl-C.
+//! `loadlab serve`: the reference service on a port, or a topology of it (workers, replicas
+//! behind a load balancer, or the user's own command), until Ctrl-C.
+
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::args::ServeArgs;
+use crate::args::{LbArg, ServeArgs};
 use crate::cmd::Outcome;
 
 /// Runs `loadlab serve`.
 pub fn main(a: ServeArgs) -> Result<Outcome> {
+    if a.workers == 1 && a.replicas == 1 && a.cmd.is_none() {
+        serve_here(&a)
+    } else {
+        supervise(&a)
+    }
+}
+
+/// Binds `host:port`, with SO_REUSEPORT when several worker processes share the port.
+fn bind(a: &ServeArgs) -> Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let addr: std::net::SocketAddr = format!("{}:{}", a.host, a.port)
+        .parse()
+        .with_context(|| format!("{}:{} is not an address to listen on", a.host, a.port))?;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if a.reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.bind(&addr.into()).with_context(|| {
+        format!("cannot listen on {addr} (is the port in use? try --port 0 for a free one)")
+    })?;
+    socket.listen(4096)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// The service in this process.
+fn serve_here(a: &ServeArgs) -> Result<Outcome> {
     let config = loadlab_target::ServiceConfig {
         bbox_delay: a.bbox_delay,
         bbox_workers: a.bbox_workers,
     };
+    let listener = bind(a)?;
+    let addr = listener.local_addr()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(a.threads)
         .enable_all()
         .build()
         .context("cannot start the service's runtime")?;
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind((a.host.as_str(), a.port))
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on {}:{} (is the port in use? try --port 0 for a free one)",
-                    a.host, a.port
-                )
-            })?;
-        let addr = listener.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
         println!(
             "loadlab serve: listening on http://{addr} (pid {}, {} worker thread(s)); Ctrl-C stops",
             std::process::id(),
@@ -37,4 +62,50 @@ pub fn main(a: ServeArgs) -> Result<Outcome> {
         }
         Ok(Outcome::Done)
     })
+}
+
+/// A topology of processes, supervised until Ctrl-C or until one of them exits.
+fn supervise(a: &ServeArgs) -> Result<Outcome> {
+    let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
+    let mut serve_args = vec![
+        "--threads".to_string(),
+        a.threads.to_string(),
+        "--bbox-workers".to_string(),
+        a.bbox_workers.to_string(),
+        "--bbox-delay".to_string(),
+        format!("{}ms", a.bbox_delay.as_millis()),
+    ];
+    if a.host != "127.0.0.1" {
+        serve_args.extend(["--host".to_string(), a.host.clone()]);
+    }
+    let topology = loadlab_lab::Topology {
+        workers: a.workers,
+        replicas: a.replicas,
+        lb: match a.lb {
+            LbArg::Nginx => loadlab_lab::Lb::Nginx,
+            LbArg::Builtin => loadlab_lab::Lb::Builtin,
+        },
+        port: a.port,
+        command: a.cmd.clone(),
+        serve_args,
+        health_path: a.health_path.clone(),
+        ready_timeout: a.ready_timeout,
+        proxy_timeout: a.proxy_timeout,
+    };
+    let stop = crate::cmd::run::interrupt_signal()?;
+    let mut deployment = loadlab_lab::deploy(&topology, &exe)?;
+    let pids: Vec<String> = deployment.pids().iter().map(u32::to_string).collect();
+    println!(
+        "loadlab serve: {} (pids {}); Ctrl-C stops",
+        deployment.description,
+        pids.join(" ")
+    );
+    loop {
+        if stop.is_stopped() {
+            return Ok(Outcome::Done);
+        }
+        if let Some(label) = deployment.exited(Duration::from_millis(100)) {
+            anyhow::bail!("{label} exited; stopping the topology");
+        }
+    }
 }

@@ -1,0 +1,143 @@
+//! nginx as the load balancer in front of replicas: loadlab writes its configuration into a
+//! prefix directory of its own and runs it as a child process, never the system service.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::Supervised;
+use crate::LabError;
+
+/// How nginx balances and waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NginxConfig {
+    /// Port nginx listens on (127.0.0.1).
+    pub port: u16,
+    /// Ports of the replicas (127.0.0.1).
+    pub upstreams: Vec<u16>,
+    /// Connect, send and read timeouts towards the replicas (seed 001 used 60 s).
+    pub proxy_timeout: Duration,
+    /// Idle keep-alive connections kept open to the replicas per nginx worker.
+    pub keepalive: usize,
+}
+
+/// The nginx binary, or an error saying how to install it.
+pub fn find_nginx() -> Result<PathBuf, LabError> {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
+        "/usr/sbin",
+        "/usr/local/sbin",
+        "/usr/local/nginx/sbin",
+    ]) {
+        let candidate = Path::new(dir).join("nginx");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    Err(LabError::NginxMissing)
+}
+
+/// Renders nginx.conf for `prefix`: round robin over the upstreams, HTTP/1.1 keep-alive to
+/// them, temporary files and logs inside the prefix.
+pub fn render(config: &NginxConfig, prefix: &Path) -> String {
+    let p = prefix.display();
+    let t = config.proxy_timeout.as_secs().max(1);
+    let mut upstream = String::new();
+    for port in &config.upstreams {
+        let _ = writeln!(upstream, "        server 127.0.0.1:{port};");
+    }
+    format!(
+        "# written by loadlab; started with: nginx -p {p} -c {p}/nginx.conf
+worker_processes auto;
+daemon off;
+pid {p}/nginx.pid;
+error_log {p}/error.log warn;
+events {{
+    worker_connections 10000;
+}}
+http {{
+    access_log off;
+    client_body_temp_path {p}/tmp/body;
+    proxy_temp_path {p}/tmp/proxy;
+    fastcgi_temp_path {p}/tmp/fastcgi;
+    uwsgi_temp_path {p}/tmp/uwsgi;
+    scgi_temp_path {p}/tmp/scgi;
+    keepalive_requests 1000000;
+    upstream replicas {{
+{upstream}        keepalive {keepalive};
+    }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{
+            proxy_pass http://replicas;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_set_header Host $host;
+            proxy_connect_timeout {t}s;
+            proxy_send_timeout {t}s;
+            proxy_read_timeout {t}s;
+        }}
+    }}
+}}
+",
+        keepalive = config.keepalive,
+        port = config.port,
+    )
+}
+
+/// Writes the configuration into `prefix` and checks it with `nginx -t`.
+pub fn prepare(config: &NginxConfig, prefix: &Path) -> Result<PathBuf, LabError> {
+    let nginx = find_nginx()?;
+    std::fs::create_dir_all(prefix.join("tmp")).map_err(LabError::Io)?;
+    let conf = prefix.join("nginx.conf");
+    std::fs::write(&conf, render(config, prefix)).map_err(LabError::Io)?;
+    let check = Command::new(&nginx)
+        .arg("-t")
+        .arg("-q")
+        .arg("-p")
+        .arg(prefix)
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .map_err(LabError::Io)?;
+    if !check.status.success() {
+        return Err(LabError::NginxConfig(
+            String::from_utf8_lossy(&check.stderr)
+                .trim()
+                .replace('\n', " | "),
+        ));
+    }
+    Ok(conf)
+}
+
+/// Starts nginx with a prepared configuration.
+pub fn start(prefix: &Path, conf: &Path) -> Result<Supervised, LabError> {
+    let nginx = find_nginx()?;
+    let mut cmd = Command::new(nginx);
+    cmd.arg("-p").arg(prefix).arg("-c").arg(conf);
+    Supervised::spawn("nginx", cmd).map_err(LabError::Io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_lists_every_replica_and_the_timeouts() {
+        let text = render(
+            &NginxConfig {
+                port: 8080,
+                upstreams: vec![9001, 9002, 9003],
+                proxy_timeout: Duration::from_secs(60),
+                keepalive: 64,
+            },
+            Path::new("/tmp/x"),
+        );
+        for port in [9001, 9002, 9003] {
+            assert!(text.contains(&format!("server 127.0.0.1:{port};")));
+        }
+        assert!(text.contains("listen 127.0.0.1:8080"));
+        assert!(text.contains("proxy_read_timeout 60s;"));
+        assert!(text.contains("pid /tmp/x/nginx.pid;"));
+    }
+}
