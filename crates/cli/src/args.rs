@@ -21,8 +21,21 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Serve the reference service (/ping, /delay, /block, /calc, /heavy, /info, /bbox/*, /turno/NAME, /health).
     Serve(ServeArgs),
+    /// Run every workload of an experiment file against every topology and compare.
+    Lab(LabArgs),
     /// Start the reference service in-process and run a short tour against it.
     Demo(DemoArgs),
+}
+
+/// `loadlab lab` flags.
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// The experiment file (YAML: name, topologies, workloads).
+    #[arg(value_name = "EXPERIMENT.yaml")]
+    pub file: PathBuf,
+    /// Where to write the run directories and comparison.csv (default: ./runs/<name>-<time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// Arrival spacing for the open model.

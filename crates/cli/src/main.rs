@@ -2,6 +2,7 @@
 
 mod args;
 mod cmd;
+mod experiment;
 mod lower;
 
 use std::process::ExitCode;
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd::run::main(*a),
         Command::Serve(a) => cmd::serve::main(a),
+        Command::Lab(a) => cmd::lab::main(a),
         Command::Demo(a) => cmd::demo::main(a),
     };
     match result {
@@ -64,7 +66,7 @@ fn one_line(rendered: &str) -> String {
     }
     let sub = std::env::args()
         .nth(1)
-        .filter(|a| ["run", "serve", "demo"].contains(&a.as_str()));
+        .filter(|a| ["run", "serve", "lab", "demo"].contains(&a.as_str()));
     match sub {
         Some(sub) => format!("{msg} (see loadlab {sub} --help)"),
         None => format!("{msg} (see loadlab --help)"),

@@ -195,3 +195,76 @@ fn a_user_command_runs_in_the_same_topologies() {
     t.interrupt();
     assert_all_gone(&all);
 }
+
+#[test]
+fn a_lab_experiment_runs_every_cell_and_writes_one_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.yaml");
+    std::fs::write(
+        &file,
+        "name: smoke\n\
+         topologies:\n  - { name: one }\n  - { name: two behind proxy, replicas: 2, lb: builtin }\n\
+         workloads:\n  - { name: ping, run: \"/ping -R 100 -d 1s\" }\n  - { name: heavy, run: \"/heavy?ms=2 -c 2 -d 1s\" }\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args([
+            "lab",
+            file.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(out_dir.join("comparison.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 5, "{csv}");
+    assert!(lines[0].starts_with("topology,workload,req/s,min ms,median ms,p95 ms,p99 ms"));
+    let cpu_col = lines[0]
+        .split(',')
+        .position(|h| h == "server cpu %")
+        .unwrap();
+    for row in &lines[1..] {
+        let cpu: f64 = row.split(',').nth(cpu_col).unwrap().parse().unwrap();
+        assert!(cpu >= 0.0, "{row}");
+    }
+    for cell in [
+        "one/ping",
+        "one/heavy",
+        "two-behind-proxy/ping",
+        "two-behind-proxy/heavy",
+    ] {
+        assert!(out_dir.join(cell).join("summary.json").is_file(), "{cell}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("two behind proxy") && stdout.contains("p95 ms"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_experiment_file_names_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(&file, "name: x\ntopologies: []\nworkloads: []\nextra: 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["lab", file.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("bad.yaml") && stderr.contains("extra"),
+        "{stderr}"
+    );
+}

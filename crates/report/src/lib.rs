@@ -206,6 +206,128 @@ pub fn render_comparison(rows: &[ComparisonRow]) -> String {
     out
 }
 
+/// One cell of a lab experiment: a workload run against a topology.
+pub struct LabCell {
+    /// Topology name.
+    pub topology: String,
+    /// Workload name.
+    pub workload: String,
+    /// The run's summary.
+    pub summary: Summary,
+}
+
+/// Server CPU (sum over processes of their mean %) and memory (sum of their peak MB).
+fn server_totals(s: &Summary) -> Option<(f64, f64)> {
+    s.server.as_ref().map(|srv| {
+        (
+            srv.processes.iter().map(|p| p.cpu_pct_avg).sum(),
+            srv.processes.iter().map(|p| p.rss_mb_max).sum(),
+        )
+    })
+}
+
+const LAB_COLUMNS: [&str; 15] = [
+    "topology",
+    "workload",
+    "req/s",
+    "min ms",
+    "median ms",
+    "p95 ms",
+    "p99 ms",
+    "max ms",
+    "requests",
+    "2xx",
+    "4xx",
+    "5xx",
+    "transport errors",
+    "server cpu %",
+    "server rss MB",
+];
+
+fn lab_fields(c: &LabCell) -> Vec<String> {
+    let s = &c.summary;
+    let l = &s.latency_ms;
+    let class = |k: char| -> u64 {
+        s.status
+            .iter()
+            .filter(|(code, _)| code.starts_with(k))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let transport = s.requests.errors - class('4') - class('5');
+    let (cpu, rss) = server_totals(s).map_or(("-".to_string(), "-".to_string()), |(c, r)| {
+        (format!("{c:.0}"), format!("{r:.1}"))
+    });
+    vec![
+        c.topology.clone(),
+        c.workload.clone(),
+        format!("{:.0}", s.throughput.rps),
+        format!("{:.2}", l.min),
+        format!("{:.2}", l.p50),
+        format!("{:.2}", l.p95),
+        format!("{:.2}", l.p99),
+        format!("{:.2}", l.max),
+        s.requests.completed.to_string(),
+        class('2').to_string(),
+        class('4').to_string(),
+        class('5').to_string(),
+        transport.to_string(),
+        cpu,
+        rss,
+    ]
+}
+
+/// The comparison table of a lab experiment, in the form of seed 001's annex.
+pub fn render_lab_table(cells: &[LabCell]) -> String {
+    let rows: Vec<Vec<String>> = cells.iter().map(lab_fields).collect();
+    let widths: Vec<usize> = (0..LAB_COLUMNS.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([LAB_COLUMNS[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let line = |out: &mut String, fields: &[&str]| {
+        out.push(' ');
+        for (i, f) in fields.iter().enumerate() {
+            if i < 2 {
+                let _ = write!(out, " {:<w$}", f, w = widths[i]);
+            } else {
+                let _ = write!(out, " {:>w$}", f, w = widths[i]);
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut out, &LAB_COLUMNS);
+    for r in &rows {
+        let fields: Vec<&str> = r.iter().map(String::as_str).collect();
+        line(&mut out, &fields);
+    }
+    out
+}
+
+/// The same comparison as CSV.
+pub fn lab_csv(cells: &[LabCell]) -> String {
+    let quote = |f: &str| {
+        if f.contains([',', '"']) {
+            format!("\"{}\"", f.replace('"', "\"\""))
+        } else {
+            f.to_string()
+        }
+    };
+    let mut out = LAB_COLUMNS.map(quote).join(",");
+    out.push('\n');
+    for c in cells {
+        let fields: Vec<String> = lab_fields(c).iter().map(|f| quote(f)).collect();
+        out.push_str(&fields.join(","));
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod demo;
+pub mod lab;
 pub mod run;
 pub mod serve;
 

@@ -1,0 +1,120 @@
+//! `loadlab lab EXPERIMENT.yaml`: every workload against every topology, each cell a run
+//! directory, then one comparison table (also as CSV).
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use loadlab_report::{lab_csv, render_lab_table, LabCell};
+
+use crate::args::LabArgs;
+use crate::cmd::run::{execute, interrupt_signal};
+use crate::cmd::Outcome;
+use crate::experiment::{self, split_words, workload_args};
+use crate::lower::plan_from_args;
+
+/// A file-name-safe form of a name.
+fn slug(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Runs `loadlab lab`.
+pub fn main(a: LabArgs) -> Result<Outcome> {
+    let exp = experiment::load(&a.file)?;
+    let out = a.out.unwrap_or_else(|| {
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from("runs").join(format!("{}-{stamp}", slug(&exp.name)))
+    });
+    let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
+    let stop = interrupt_signal()?;
+    println!(
+        "loadlab lab: {} — {} topologies × {} workloads",
+        exp.name,
+        exp.topologies.len(),
+        exp.workloads.len()
+    );
+    if let Some(note) = &exp.note {
+        println!("  {note}");
+    }
+    let mut cells = Vec::new();
+    'topologies: for t in &exp.topologies {
+        let topology = loadlab_lab::Topology {
+            workers: t.workers,
+            replicas: t.replicas,
+            lb: if t.lb == "builtin" {
+                loadlab_lab::Lb::Builtin
+            } else {
+                loadlab_lab::Lb::Nginx
+            },
+            port: 0,
+            command: t.cmd.clone(),
+            serve_args: split_words(t.serve.as_deref().unwrap_or(""))?,
+            health_path: "/health".into(),
+            ready_timeout: Duration::from_secs(15),
+            proxy_timeout: match &t.proxy_timeout {
+                Some(d) => crate::args::parse_duration(d)
+                    .map_err(|e| anyhow::anyhow!("topology {:?}: proxy_timeout {e}", t.name))?,
+                None => Duration::from_secs(60),
+            },
+        };
+        let deployment = loadlab_lab::deploy(&topology, &exe)
+            .with_context(|| format!("topology {:?}", t.name))?;
+        println!("\n  {}: {}", t.name, deployment.description);
+        let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
+        for w in &exp.workloads {
+            let args = workload_args(w, &deployment.url)?;
+            let plan = plan_from_args(&args)?;
+            println!("    running {} …", w.name);
+            let (run, summary) = execute(&plan, &stop, false, &pids)?;
+            let dir = out.join(slug(&t.name)).join(slug(&w.name));
+            loadlab_run::write_run_dir(&dir, &run, &summary)?;
+            cells.push(LabCell {
+                topology: t.name.clone(),
+                workload: w.name.clone(),
+                summary,
+            });
+            if !run.complete {
+                break 'topologies;
+            }
+        }
+    }
+    println!("\n{}", render_lab_table(&cells));
+    std::fs::create_dir_all(&out)?;
+    let csv = out.join("comparison.csv");
+    std::fs::write(&csv, lab_csv(&cells))
+        .with_context(|| format!("cannot write {}", csv.display()))?;
+    println!(
+        "  results in {} (comparison.csv, and one run directory per cell)",
+        out.display()
+    );
+    Ok(if stop.is_stopped() {
+        Outcome::Interrupted
+    } else {
+        Outcome::Done
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_folder_names() {
+        assert_eq!(slug("6 replicas / nginx"), "6-replicas-nginx");
+        assert_eq!(slug("Ping 300/s"), "ping-300-s");
+    }
+}
