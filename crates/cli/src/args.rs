@@ -173,7 +173,7 @@ pub enum LbArg {
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Seconds per run of the tour.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     pub seconds: u64,
     /// Where to write the tour's run directories (default: ./runs/demo-<time>).
     #[arg(long, value_name = "DIR")]

@@ -1,10 +1,11 @@
 //! `loadlab lab EXPERIMENT.yaml`: every workload against every topology, each cell a run
 //! directory, then one comparison table (also as CSV).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use loadlab_engine::StopSignal;
 use loadlab_report::{lab_csv, render_lab_table, LabCell};
 
 use crate::args::LabArgs;
@@ -39,7 +40,6 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
             .map_or(0, |d| d.as_secs());
         PathBuf::from("runs").join(format!("{}-{stamp}", slug(&exp.name)))
     });
-    let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
     let stop = interrupt_signal()?;
     println!(
         "loadlab lab: {} — {} topologies × {} workloads",
@@ -50,48 +50,37 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     if let Some(note) = &exp.note {
         println!("  {note}");
     }
-    let mut cells = Vec::new();
-    'topologies: for t in &exp.topologies {
-        let topology = loadlab_lab::Topology {
-            workers: t.workers,
-            replicas: t.replicas,
-            lb: if t.lb == "builtin" {
-                loadlab_lab::Lb::Builtin
-            } else {
-                loadlab_lab::Lb::Nginx
+    let mut topologies = Vec::new();
+    for t in &exp.topologies {
+        topologies.push((
+            t.name.clone(),
+            loadlab_lab::Topology {
+                workers: t.workers,
+                replicas: t.replicas,
+                lb: if t.lb == "builtin" {
+                    loadlab_lab::Lb::Builtin
+                } else {
+                    loadlab_lab::Lb::Nginx
+                },
+                port: 0,
+                command: t.cmd.clone(),
+                serve_args: split_words(t.serve.as_deref().unwrap_or(""))?,
+                health_path: "/health".into(),
+                ready_timeout: Duration::from_secs(15),
+                proxy_timeout: match &t.proxy_timeout {
+                    Some(d) => crate::args::parse_duration(d)
+                        .map_err(|e| anyhow::anyhow!("topology {:?}: proxy_timeout {e}", t.name))?,
+                    None => Duration::from_secs(60),
+                },
             },
-            port: 0,
-            command: t.cmd.clone(),
-            serve_args: split_words(t.serve.as_deref().unwrap_or(""))?,
-            health_path: "/health".into(),
-            ready_timeout: Duration::from_secs(15),
-            proxy_timeout: match &t.proxy_timeout {
-                Some(d) => crate::args::parse_duration(d)
-                    .map_err(|e| anyhow::anyhow!("topology {:?}: proxy_timeout {e}", t.name))?,
-                None => Duration::from_secs(60),
-            },
-        };
-        let deployment = loadlab_lab::deploy(&topology, &exe)
-            .with_context(|| format!("topology {:?}", t.name))?;
-        println!("\n  {}: {}", t.name, deployment.description);
-        let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
-        for w in &exp.workloads {
-            let args = workload_args(w, &deployment.url)?;
-            let plan = plan_from_args(&args)?;
-            println!("    running {} …", w.name);
-            let (run, summary) = execute(&plan, &stop, false, &pids)?;
-            let dir = out.join(slug(&t.name)).join(slug(&w.name));
-            loadlab_run::write_run_dir(&dir, &run, &summary)?;
-            cells.push(LabCell {
-                topology: t.name.clone(),
-                workload: w.name.clone(),
-                summary,
-            });
-            if !run.complete {
-                break 'topologies;
-            }
-        }
+        ));
     }
+    let workloads: Vec<(String, String)> = exp
+        .workloads
+        .iter()
+        .map(|w| (w.name.clone(), w.run.clone()))
+        .collect();
+    let cells = run_matrix(&topologies, &workloads, &out, &stop)?;
     println!("\n{}", render_lab_table(&cells));
     std::fs::create_dir_all(&out)?;
     let csv = out.join("comparison.csv");
@@ -106,6 +95,44 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     } else {
         Outcome::Done
     })
+}
+
+/// Runs every workload (`loadlab run` flags with paths) against every topology, watching the
+/// topology's processes; each cell goes to `out/<topology>/<workload>/`.
+pub fn run_matrix(
+    topologies: &[(String, loadlab_lab::Topology)],
+    workloads: &[(String, String)],
+    out: &Path,
+    stop: &StopSignal,
+) -> Result<Vec<LabCell>> {
+    let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
+    let mut cells = Vec::new();
+    for (name, topology) in topologies {
+        let deployment =
+            loadlab_lab::deploy(topology, &exe).with_context(|| format!("topology {name:?}"))?;
+        println!("\n  {name}: {}", deployment.description);
+        let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
+        for (workload, flags) in workloads {
+            let spec = experiment::WorkloadSpec {
+                name: workload.clone(),
+                run: flags.clone(),
+            };
+            let plan = plan_from_args(&workload_args(&spec, &deployment.url)?)?;
+            println!("    running {workload} …");
+            let (run, summary) = execute(&plan, stop, false, &pids)?;
+            let dir = out.join(slug(name)).join(slug(workload));
+            loadlab_run::write_run_dir(&dir, &run, &summary)?;
+            cells.push(LabCell {
+                topology: name.clone(),
+                workload: workload.clone(),
+                summary,
+            });
+            if !run.complete {
+                return Ok(cells);
+            }
+        }
+    }
+    Ok(cells)
 }
 
 #[cfg(test)]
