@@ -184,6 +184,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_example_experiment_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                let exp = load(&path).unwrap_or_else(|e| panic!("{e:#}"));
+                assert!(
+                    exp.note.is_some(),
+                    "{} says what it shortens",
+                    path.display()
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen >= 4, "{seen} examples");
+    }
+
+    #[test]
     fn parser_errors_read_as_file_line_col() {
         let p = Path::new("x.yaml");
         assert_eq!(

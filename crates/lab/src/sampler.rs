@@ -61,35 +61,7 @@ fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) 
     let mut series: BTreeMap<i32, ProcessSeries> = BTreeMap::new();
     let mut tick = 0u32;
     loop {
-        let pids = watched(roots);
-        let now = Instant::now();
-        let second = now.duration_since(start).as_secs();
-        for pid in pids {
-            let Ok(stat) = Process::new(pid).and_then(|p| p.stat()) else {
-                continue;
-            };
-            let ticks = stat.utime + stat.stime;
-            let rss_mb = (stat.rss * page) as f64 / (1024.0 * 1024.0);
-            if let Some(prev) = previous.get(&pid) {
-                let wall = now.duration_since(prev.at).as_secs_f64().max(1e-3);
-                let cpu_pct =
-                    100.0 * (ticks.saturating_sub(prev.ticks)) as f64 / ticks_per_s / wall;
-                series
-                    .entry(pid)
-                    .or_insert_with(|| ProcessSeries {
-                        pid: pid as u32,
-                        name: stat.comm.clone(),
-                        samples: Vec::new(),
-                    })
-                    .samples
-                    .push(ProcessSample {
-                        second,
-                        cpu_pct,
-                        rss_mb,
-                    });
-            }
-            previous.insert(pid, Previous { ticks, at: now });
-        }
+        read_all(roots, start, ticks_per_s, page, &mut previous, &mut series);
         tick += 1;
         let next = start + interval * tick;
         match stopped.recv_timeout(next.saturating_duration_since(Instant::now())) {
@@ -97,8 +69,49 @@ fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) 
             Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+    // A last reading, so a run shorter than the interval still gets one sample.
+    read_all(roots, start, ticks_per_s, page, &mut previous, &mut series);
     ServerData {
         processes: series.into_values().collect(),
+    }
+}
+
+/// Reads every watched process once, adding a sample for each one read before.
+fn read_all(
+    roots: &[i32],
+    start: Instant,
+    ticks_per_s: f64,
+    page: u64,
+    previous: &mut HashMap<i32, Previous>,
+    series: &mut BTreeMap<i32, ProcessSeries>,
+) {
+    let pids = watched(roots);
+    let now = Instant::now();
+    let second = now.duration_since(start).as_secs();
+    for pid in pids {
+        let Ok(stat) = Process::new(pid).and_then(|p| p.stat()) else {
+            continue;
+        };
+        let ticks = stat.utime + stat.stime;
+        let rss_mb = (stat.rss * page) as f64 / (1024.0 * 1024.0);
+        if let Some(prev) = previous.get(&pid) {
+            let wall = now.duration_since(prev.at).as_secs_f64().max(1e-3);
+            let cpu_pct = 100.0 * (ticks.saturating_sub(prev.ticks)) as f64 / ticks_per_s / wall;
+            series
+                .entry(pid)
+                .or_insert_with(|| ProcessSeries {
+                    pid: pid as u32,
+                    name: stat.comm.clone(),
+                    samples: Vec::new(),
+                })
+                .samples
+                .push(ProcessSample {
+                    second,
+                    cpu_pct,
+                    rss_mb,
+                });
+        }
+        previous.insert(pid, Previous { ticks, at: now });
     }
 }
 

@@ -218,12 +218,15 @@ pub struct LabCell {
 
 /// Server CPU (sum over processes of their mean %) and memory (sum of their peak MB).
 fn server_totals(s: &Summary) -> Option<(f64, f64)> {
-    s.server.as_ref().map(|srv| {
-        (
-            srv.processes.iter().map(|p| p.cpu_pct_avg).sum(),
-            srv.processes.iter().map(|p| p.rss_mb_max).sum(),
-        )
-    })
+    s.server
+        .as_ref()
+        .filter(|srv| !srv.processes.is_empty())
+        .map(|srv| {
+            (
+                srv.processes.iter().map(|p| p.cpu_pct_avg).sum(),
+                srv.processes.iter().map(|p| p.rss_mb_max).sum(),
+            )
+        })
 }
 
 const LAB_COLUMNS: [&str; 15] = [
