@@ -197,6 +197,70 @@ SCENARIOS = [
 ]
 
 
+# ---------------------------------------------------------------- server scenarios
+# The same load (loadlab, closed model) against different servers, each pinned to one core:
+# how fast is loadlab's reference service next to nginx and a minimal hyper server?
+
+SERVER_LOAD = ["-c", "50", "-p", "10"]  # pipelined, so the one-core generator is not the limit
+
+
+def start_process(cmd, port, cpu):
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    proc = subprocess.Popen(pin + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"error: {cmd[0]} did not start")
+
+
+def hyper_min():
+    """Builds bench/hyper-min once; returns its binary."""
+    manifest = ROOT / "bench" / "hyper-min" / "Cargo.toml"
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)], check=True)
+    return str(ROOT / "bench" / "hyper-min" / "target" / "release" / "hyper-min")
+
+
+SERVERS = {
+    "loadlab serve": lambda port: [str(ROOT / "target" / "release" / "loadlab"), "serve", "--port", str(port)],
+    "nginx": None,  # started by start_nginx with `return 200`
+    "hyper-min": lambda port: [hyper_min(), str(port)],
+}
+
+
+def run_servers(args, out_dir, tmp, server_cpu, client_cpu):
+    results = {}
+    for rnd in range(args.rounds):
+        for name, build in SERVERS.items():
+            port = free_port()
+            sub = Path(tmp) / f"srv-{rnd}-{name.replace(' ', '-')}"
+            sub.mkdir()
+            proc = start_nginx(str(sub), port, server_cpu) if build is None else start_process(build(port), port, server_cpu)
+            try:
+                j = str(sub / "summary.json")
+                argv, parser = loadlab_cmd(*SERVER_LOAD)(f"http://127.0.0.1:{port}/ping", args.seconds, j, tmp)
+                raw = out_dir / f"serve-ping-{name.replace(' ', '-')}-{rnd}.out"
+                code, cpu, rss, text = run_measured(argv, client_cpu, args.seconds * 3 + 30, raw)
+                rps, done, p50, p99 = parser(text, j, args.seconds)
+                results.setdefault(name, []).append(Result(name, rps, cpu, rss, done, p50, p99))
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
+            time.sleep(1)
+    rows = ["\n## serve-ping: loadlab run -c 50 -p 10 against each server, server pinned to one core\n",
+            "| server | req/s | p50 ms | p99 ms | req/s vs loadlab serve |",
+            "|---|---|---|---|---|"]
+    base = median([r.rps for r in results["loadlab serve"]])
+    for name in SERVERS:
+        rs = results[name]
+        rps = median([r.rps for r in rs])
+        rows.append(f"| {name} | {rps:,.0f} | {median([r.p50_ms for r in rs]):.2f} | {median([r.p99_ms for r in rs]):.2f} | {rps / base:.2f} |")
+    return "\n".join(rows)
+
+
 # ---------------------------------------------------------------- nginx
 
 def start_nginx(tmp, port, cpu):
@@ -235,7 +299,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated scenario names")
+    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, conns-2000, serve-ping)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     args = ap.parse_args()
 
@@ -289,6 +353,9 @@ def main():
                             results.setdefault(tool, []).append(None)
                         time.sleep(1)
                 report.append(table(sc, results))
+                print(report[-1])
+            if not only or "serve-ping" in only:
+                report.append(run_servers(args, out_dir, tmp, server_cpu, client_cpu))
                 print(report[-1])
         finally:
             nginx.terminate()

@@ -71,7 +71,18 @@ pub fn router(config: ServiceConfig) -> Router {
 
 /// Serves the reference service on `listener` until the future is dropped.
 pub async fn serve(listener: TcpListener, config: ServiceConfig) -> std::io::Result<()> {
-    axum::serve(listener, router(config)).await
+    axum::serve(no_delay(listener), router(config)).await
+}
+
+/// Accepted connections with Nagle's algorithm off: with pipelined requests, small responses
+/// would otherwise wait for the client's delayed ACK (about 40 ms each).
+fn no_delay(
+    listener: TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
 }
 
 /// A reference service running on its own thread and runtime, for tests and the demo.
@@ -104,8 +115,8 @@ impl TestServer {
                 rt.block_on(async move {
                     let listener =
                         TcpListener::from_std(std_listener).expect("listener is non-blocking");
-                    let server =
-                        axum::serve(listener, router(config)).with_graceful_shutdown(async {
+                    let server = axum::serve(no_delay(listener), router(config))
+                        .with_graceful_shutdown(async {
                             let _ = rx.await;
                         });
                     let _ = server.await;

@@ -173,3 +173,27 @@ fn tickets_increase_atomically_under_concurrency() {
     );
     assert_eq!(get(addr, "/turno/other").1, "{\"turno\":1}");
 }
+
+#[test]
+fn pipelined_requests_are_answered_without_nagle_delays() {
+    let s = TestServer::start(1).unwrap();
+    let mut conn = TcpStream::connect(s.addr).unwrap();
+    conn.set_nodelay(true).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // 50 batches, so the connection is past TCP's quick-ACK start, where Nagle would hide.
+    let start = Instant::now();
+    let batch = "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n".repeat(10);
+    let mut buf = [0u8; 4096];
+    for _ in 0..50 {
+        conn.write_all(batch.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        while got.windows(4).filter(|w| w == b"pong").count() < 10 {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "the connection closed");
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    // With Nagle's algorithm on, most batches wait ~40 ms for a delayed ACK (about 2 s here).
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(500), "50 batches of 10 pipelined pings took {took:?}");
+}
