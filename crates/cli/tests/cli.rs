@@ -360,6 +360,19 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
         "a server busy-waiting 5 ms per request read {cpu} % CPU"
     );
     assert!(me["rss_mb_max"].as_f64().unwrap() > 0.0);
+    let timeline = std::fs::read_to_string(run_dir.join("timeline.csv")).unwrap();
+    let header: Vec<&str> = timeline.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "server_cpu_pct").unwrap();
+    let busy_seconds = timeline
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            l.split(',')
+                .nth(col)
+                .is_some_and(|v| v.parse::<f64>().is_ok_and(|c| c > 50.0))
+        })
+        .count();
+    assert!(busy_seconds >= 1, "{timeline}");
     let csv = std::fs::read_to_string(run_dir.join("server.csv")).unwrap();
     assert!(csv.starts_with("second,pid,name,cpu_pct,rss_mb\n"));
     assert!(csv.lines().count() >= 3, "{csv}");

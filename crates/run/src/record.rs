@@ -220,6 +220,28 @@ impl RunData {
         Some(self.totals.counts.offered as f64 / secs)
     }
 
+    /// Attaches what the lab saw of the service, and adds each second's totals (CPU summed
+    /// over processes, RSS summed) to the timeline.
+    pub fn attach_server(&mut self, server: crate::ServerData) {
+        for row in &mut self.timeline {
+            let samples = server
+                .processes
+                .iter()
+                .filter_map(|p| p.samples.iter().find(|s| s.second == row.second));
+            let (mut cpu, mut rss, mut any) = (0.0, 0.0, false);
+            for s in samples {
+                cpu += s.cpu_pct;
+                rss += s.rss_mb;
+                any = true;
+            }
+            if any {
+                row.server_cpu_pct = Some(cpu);
+                row.server_rss_mb = Some(rss);
+            }
+        }
+        self.server = Some(server);
+    }
+
     /// Length of the run in seconds, never zero.
     pub fn secs(&self) -> f64 {
         self.elapsed.as_secs_f64().max(1e-9)

@@ -31,6 +31,10 @@ pub struct TimelineRow {
     pub service_p99_ms: f64,
     /// 99th percentile schedule lag, ms.
     pub lag_p99_ms: f64,
+    /// CPU of the watched server processes this second, summed, percent of one core.
+    pub server_cpu_pct: Option<f64>,
+    /// Resident memory of the watched server processes this second, summed, MB.
+    pub server_rss_mb: Option<f64>,
 }
 
 pub(crate) fn us_to_ms(us: u64) -> f64 {
@@ -61,6 +65,8 @@ impl TimelineRow {
             p99_ms: pct(&iv.latency, 0.99),
             service_p99_ms: pct(&iv.service, 0.99),
             lag_p99_ms: pct(&iv.lag, 0.99),
+            server_cpu_pct: None,
+            server_rss_mb: None,
         }
     }
 
@@ -72,6 +78,7 @@ impl TimelineRow {
             h.push_str(k.as_str());
         }
         h.push_str(",dropped,in_flight,p50_ms,p99_ms,service_p99_ms,lag_p99_ms");
+        h.push_str(",server_cpu_pct,server_rss_mb");
         h
     }
 
@@ -85,7 +92,7 @@ impl TimelineRow {
         for n in self.status_classes.iter().chain(&self.error_kinds) {
             write!(w, ",{n}")?;
         }
-        writeln!(
+        write!(
             w,
             ",{},{},{:.3},{:.3},{:.3},{:.3}",
             self.dropped,
@@ -94,6 +101,14 @@ impl TimelineRow {
             self.p99_ms,
             self.service_p99_ms,
             self.lag_p99_ms
+        )?;
+        let opt =
+            |v: Option<f64>, digits: usize| v.map_or(String::new(), |x| format!("{x:.digits$}"));
+        writeln!(
+            w,
+            ",{},{}",
+            opt(self.server_cpu_pct, 1),
+            opt(self.server_rss_mb, 2)
         )
     }
 }

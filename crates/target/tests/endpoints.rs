@@ -179,7 +179,8 @@ fn pipelined_requests_are_answered_without_nagle_delays() {
     let s = TestServer::start(1).unwrap();
     let mut conn = TcpStream::connect(s.addr).unwrap();
     conn.set_nodelay(true).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     // 50 batches, so the connection is past TCP's quick-ACK start, where Nagle would hide.
     let start = Instant::now();
     let batch = "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n".repeat(10);
@@ -195,5 +196,8 @@ fn pipelined_requests_are_answered_without_nagle_delays() {
     }
     // With Nagle's algorithm on, most batches wait ~40 ms for a delayed ACK (about 2 s here).
     let took = start.elapsed();
-    assert!(took < Duration::from_millis(500), "50 batches of 10 pipelined pings took {took:?}");
+    assert!(
+        took < Duration::from_millis(500),
+        "50 batches of 10 pipelined pings took {took:?}"
+    );
 }

@@ -76,7 +76,9 @@ pub fn execute(
     if live {
         let _ = write!(stderr, "\r\x1b[K");
     }
-    run.server = sampler.map(loadlab_lab::Sampler::finish);
+    if let Some(sampler) = sampler {
+        run.attach_server(sampler.finish());
+    }
     let summary = Summary::from_run(&run);
     Ok((run, summary))
 }
