@@ -14,6 +14,17 @@ fn loadlab(args: &[&str]) -> Output {
         .expect("loadlab runs")
 }
 
+/// Runs loadlab and insists it succeeded.
+fn loadlab_ok(args: &[&str]) -> Output {
+    let out = loadlab(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).expect("file written")).expect("valid JSON")
 }
@@ -59,7 +70,7 @@ fn the_json_summary_has_every_field_of_the_contract() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("summary.json");
-    let out = loadlab(&[
+    let out = loadlab_ok(&[
         "run",
         &server.url("/ping"),
         "-n",
@@ -69,11 +80,6 @@ fn the_json_summary_has_every_field_of_the_contract() {
         "--json",
         path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let s = read_json(&path);
     for key in loadlab_run::summary_schema()["required"]
         .as_array()
@@ -134,7 +140,7 @@ fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() 
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = loadlab(&[
+    loadlab_ok(&[
         "run",
         &server.url("/ping"),
         "-R",
@@ -144,11 +150,6 @@ fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() 
         "--out",
         run_dir.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let summary = read_json(&run_dir.join("summary.json"));
     assert_eq!(summary["model"], "open");
     let completed = summary["requests"]["completed"].as_u64().unwrap();
@@ -331,7 +332,7 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
     let pid = served.child.id().to_string();
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = loadlab(&[
+    let out = loadlab_ok(&[
         "run",
         &format!("http://127.0.0.1:{}/heavy?ms=5", served.port),
         "-c",
@@ -343,11 +344,6 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
         "--out",
         run_dir.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let s = read_json(&run_dir.join("summary.json"));
     let procs = s["server"]["processes"].as_array().unwrap();
     let me = procs

@@ -109,7 +109,6 @@ pub struct Progress {
 pub struct ResponseParser {
     state: State,
     head_request: bool,
-    started: bool,
 }
 
 impl Default for ResponseParser {
@@ -117,7 +116,6 @@ impl Default for ResponseParser {
         ResponseParser {
             state: State::Head,
             head_request: false,
-            started: false,
         }
     }
 }
@@ -127,12 +125,6 @@ impl ResponseParser {
     pub fn expect(&mut self, head: bool) {
         self.state = State::Head;
         self.head_request = head;
-        self.started = false;
-    }
-
-    /// True once some bytes of the current response were consumed.
-    pub fn started(&self) -> bool {
-        self.started
     }
 
     /// Consumes as much of `buf` as belongs to the current response.
@@ -146,7 +138,6 @@ impl ResponseParser {
                     let mut resp = httparse::Response::new(&mut headers);
                     match resp.parse(rest) {
                         Ok(httparse::Status::Complete(n)) => {
-                            self.started = true;
                             pos += n;
                             let status = resp.code.unwrap_or(0);
                             if (100..200).contains(&status) && status != 101 {
@@ -160,9 +151,6 @@ impl ResponseParser {
                             };
                         }
                         Ok(httparse::Status::Partial) => {
-                            if !rest.is_empty() {
-                                self.started = true;
-                            }
                             if rest.len() >= MAX_HEAD_BYTES {
                                 return Err(ProtocolError::TooLarge);
                             }
@@ -187,7 +175,6 @@ impl ResponseParser {
                     match next {
                         None => {
                             self.state = State::Head;
-                            self.started = false;
                             return Ok(Progress {
                                 consumed: pos,
                                 done: Some(Response { status, close }),
@@ -433,7 +420,6 @@ mod tests {
             .advance(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
             .unwrap();
         assert_eq!(prog.done, None);
-        assert!(p.started());
         assert_eq!(p.finish_at_eof(), None);
     }
 

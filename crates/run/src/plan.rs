@@ -262,11 +262,4 @@ impl Plan {
     pub fn target_urls(&self) -> Vec<String> {
         self.requests.iter().map(|r| r.url.clone()).collect()
     }
-
-    /// Connections the plan starts with.
-    pub fn initial_connections(&self) -> usize {
-        match self.model {
-            Model::Closed { connections, .. } | Model::Open { connections, .. } => connections,
-        }
-    }
 }

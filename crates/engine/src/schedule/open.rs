@@ -42,11 +42,6 @@ impl RateCurve {
         }
     }
 
-    /// Rate at `t` seconds.
-    pub fn rate_at(&self, t: f64) -> f64 {
-        self.start_rps + self.slope() * t
-    }
-
     /// Arrivals expected from 0 to `t` seconds: Λ(t).
     pub fn cumulative(&self, t: f64) -> f64 {
         self.start_rps * t + 0.5 * self.slope() * t * t
@@ -90,8 +85,6 @@ pub struct ArrivalClock {
     next_u: f64,
     /// Arrivals this thread may still release (its share of the run's count).
     remaining: Option<u64>,
-    /// Arrivals released so far by this thread.
-    released: u64,
     rng: fastrand::Rng,
     next: Option<Duration>,
 }
@@ -119,7 +112,6 @@ impl ArrivalClock {
             stride,
             next_u,
             remaining: count,
-            released: 0,
             rng,
             next: None,
         };
@@ -139,17 +131,11 @@ impl ArrivalClock {
         self.next
     }
 
-    /// How many arrivals this thread has released.
-    pub fn released(&self) -> u64 {
-        self.released
-    }
-
     /// Moves past the next arrival.
     pub fn advance(&mut self) {
         if self.next.is_none() {
             return;
         }
-        self.released += 1;
         if let Some(r) = self.remaining.as_mut() {
             *r -= 1;
         }
