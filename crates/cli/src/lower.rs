@@ -4,7 +4,7 @@ use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use loadlab_run::{Arrival, Endpoint, Model, Plan, RequestTemplate, Stop};
+use loadlab_run::{Arrival, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop};
 
 use crate::args::{ArrivalArg, RunArgs};
 
@@ -128,6 +128,10 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let duration = match (a.duration, a.requests) {
+        (None, None) => Some(DEFAULT_DURATION),
+        (d, _) => d,
+    };
     let model = match a.rate {
         None => Model::Closed {
             connections: a
@@ -140,9 +144,14 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
                 bail!("pipelining (-p) applies to the closed model only; drop -p or -R");
             }
             let connections = a.connections.unwrap_or(endpoints.len());
+            // A constant rate lasts until the run stops; a ramp spans the run's duration.
+            let phase = match (a.ramp_to, duration) {
+                (Some(to), Some(d)) => RatePhase::ramp("main", rate, to, d),
+                (Some(_), None) => bail!("--ramp-to needs a duration (-d) to ramp over"),
+                (None, _) => RatePhase::constant("main", rate, None),
+            };
             Model::Open {
-                rate_rps: rate,
-                ramp_to_rps: a.ramp_to,
+                phases: vec![phase],
                 arrival: match a.arrival {
                     ArrivalArg::Uniform => Arrival::Uniform,
                     ArrivalArg::Poisson => Arrival::Poisson,
@@ -154,10 +163,6 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
                 seed: a.seed,
             }
         }
-    };
-    let duration = match (a.duration, a.requests) {
-        (None, None) => Some(DEFAULT_DURATION),
-        (d, _) => d,
     };
     let plan = Plan {
         endpoints,

@@ -44,7 +44,7 @@ pub async fn drive(ctx: Ctx, ep: usize, rotation: usize, preconnect: bool) {
             break;
         }
         let sent_at = Instant::now();
-        ctx.mark_sent(batch.len());
+        ctx.mark_sent(batch.len(), sent_at);
         if conn.is_none() {
             match connect(endpoint, ctx.connect_timeout).await {
                 Ok(stream) => {
@@ -265,7 +265,7 @@ impl Conn {
             }
             return Err((ErrorKind::Closed, *answered));
         }
-        ctx.add_bytes(n);
+        ctx.add_bytes(n, now);
         let mut pos = 0;
         while pos < data.len() {
             let progress = self

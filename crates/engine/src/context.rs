@@ -1,9 +1,10 @@
 //! One generator thread's shared state: its endpoints, work queues and the current second's
 //! record. Everything here lives on one thread (`Rc`, `Cell`), so recording takes no lock.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use loadlab_run::{ErrorKind, Interval, Plan};
@@ -12,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::http1::{encode_request, MAX_HEAD_BYTES};
 use crate::schedule::closed::Budget;
+use crate::worker::Msg;
 
 /// Size of a thread's read buffer: room for a connection's leftover partial head plus a
 /// large read.
@@ -82,8 +84,14 @@ pub struct ThreadCtx {
     pub timeout: Duration,
     /// Connect timeout.
     pub connect_timeout: Duration,
-    /// The current second's record.
+    /// The current second's record; use [`ThreadCtx::rec_at`] to write to it.
     pub rec: RefCell<Interval>,
+    /// When the current second ends.
+    next_boundary: Cell<Instant>,
+    /// This thread's index, for its messages.
+    index: usize,
+    /// Where finished seconds go.
+    tx: Sender<Msg>,
     /// Requests sent and not ended.
     pub in_flight: Cell<u64>,
     /// Requests ended or dropped so far.
@@ -98,13 +106,14 @@ pub struct ThreadCtx {
 }
 
 impl ThreadCtx {
-    /// Builds the state of thread `thread` of `threads`.
+    /// Builds the state of thread `index`, which sends its finished seconds to `tx`.
     pub fn new(
         plan: &Plan,
         origin: Instant,
         source: Source,
         expected: Option<u64>,
         max_connections_per_endpoint: usize,
+        (index, tx): (usize, Sender<Msg>),
     ) -> Self {
         let requests = plan
             .requests
@@ -139,6 +148,9 @@ impl ThreadCtx {
             timeout: plan.timeout,
             connect_timeout: plan.connect_timeout,
             rec: RefCell::new(Interval::new(0)),
+            next_boundary: Cell::new(origin + Duration::from_secs(1)),
+            index,
+            tx,
             in_flight: Cell::new(0),
             finished: Cell::new(0),
             expected,
@@ -147,9 +159,37 @@ impl ThreadCtx {
         }
     }
 
-    /// Counts `n` requests as sent now.
-    pub fn mark_sent(&self, n: usize) {
-        self.rec.borrow_mut().counts.sent += n as u64;
+    /// The record of the second that `now` falls in: seconds that ended before `now` are
+    /// sent to the collector first, so every event counts in the second it happened in.
+    #[inline]
+    pub fn rec_at(&self, now: Instant) -> RefMut<'_, Interval> {
+        if now >= self.next_boundary.get() {
+            self.rotate(now);
+        }
+        self.rec.borrow_mut()
+    }
+
+    /// Sends every second that ended by `now` (empty ones too, so the collector sees each
+    /// second of each thread exactly once).
+    pub fn rotate(&self, now: Instant) {
+        while now >= self.next_boundary.get() {
+            let next = self.rec.borrow().second + 1;
+            self.send_current(next);
+            self.next_boundary
+                .set(self.next_boundary.get() + Duration::from_secs(1));
+        }
+    }
+
+    /// Sends the current (possibly partial) second and starts `next_second`.
+    pub fn send_current(&self, next_second: u64) {
+        let mut iv = self.rec.replace(Interval::new(next_second));
+        iv.in_flight = self.in_flight.get();
+        let _ = self.tx.send(Msg::Interval(self.index, Box::new(iv)));
+    }
+
+    /// Counts `n` requests as sent at `now`.
+    pub fn mark_sent(&self, n: usize, now: Instant) {
+        self.rec_at(now).counts.sent += n as u64;
         self.in_flight.set(self.in_flight.get() + n as u64);
     }
 
@@ -165,7 +205,7 @@ impl ThreadCtx {
     #[inline]
     pub fn record_response(&self, p: &Pending, sent_at: Instant, now: Instant, status: u16) {
         let intended = p.intended.unwrap_or(sent_at);
-        let mut rec = self.rec.borrow_mut();
+        let mut rec = self.rec_at(now);
         rec.counts.record_status(status);
         rec.latency
             .saturating_record(micros(now.saturating_duration_since(intended)));
@@ -176,10 +216,10 @@ impl ThreadCtx {
         self.finish(1);
     }
 
-    /// Counts response bytes read.
+    /// Counts response bytes read at `now`.
     #[inline]
-    pub fn add_bytes(&self, n: usize) {
-        self.rec.borrow_mut().counts.bytes += n as u64;
+    pub fn add_bytes(&self, n: usize, now: Instant) {
+        self.rec_at(now).counts.bytes += n as u64;
     }
 
     /// Records `n` sent requests that ended in a transport error.
@@ -187,7 +227,7 @@ impl ThreadCtx {
         if n == 0 {
             return;
         }
-        let mut rec = self.rec.borrow_mut();
+        let mut rec = self.rec_at(Instant::now());
         for _ in 0..n {
             rec.counts.record_error(kind);
         }
@@ -201,7 +241,7 @@ impl ThreadCtx {
         if n == 0 {
             return;
         }
-        self.rec.borrow_mut().counts.dropped += n;
+        self.rec_at(Instant::now()).counts.dropped += n;
         self.finish(n);
     }
 

@@ -19,7 +19,9 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
-use loadlab_run::{GeneratorStats, Interval, Model, Plan, PlanError, RunData, TimelineRow};
+use loadlab_run::{
+    GeneratorStats, Interval, Model, PhaseRecord, Plan, PlanError, RunData, TimelineRow,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -96,7 +98,7 @@ pub fn run(
     let cpu_before = usage::process_cpu();
     let started_at = SystemTime::now() + STARTUP;
     let origin = Instant::now() + STARTUP;
-    let deadline = plan.stop.duration.map(|d| origin + d);
+    let deadline = plan.scheduled_duration().map(|d| origin + d);
     let (tx, rx) = mpsc::channel();
 
     let (initial, max_total) = match plan.model {
@@ -125,17 +127,16 @@ pub fn run(
                 None,
             ),
             Model::Open {
-                rate_rps,
-                ramp_to_rps,
+                ref phases,
                 arrival,
                 seed,
                 ..
             } => {
-                let duration_s = plan
+                let end_s = plan
                     .stop
                     .duration
                     .map_or(f64::INFINITY, |d| d.as_secs_f64());
-                let curve = RateCurve::new(rate_rps, ramp_to_rps.unwrap_or(rate_rps), duration_s);
+                let curve = RateCurve::from_phases(phases, end_s);
                 let clock = ArrivalClock::new(curve, arrival, index, threads, seed, expected);
                 (Source::Open, Some((clock, threads)))
             }
@@ -161,7 +162,7 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(threads);
+    let mut collector = Collector::new(threads, plan);
     let mut failure = None;
     for msg in rx {
         match msg {
@@ -193,6 +194,7 @@ pub fn run(
         elapsed: collector.elapsed,
         complete: !stop.is_stopped(),
         totals: collector.totals,
+        phases: collector.phases,
         timeline: collector.timeline,
         hlog_lines: collector.hlog,
         unfinished: collector.unfinished,
@@ -207,6 +209,7 @@ struct Collector {
     last_second: Vec<Option<u64>>,
     done: Vec<bool>,
     totals: Interval,
+    phases: Vec<PhaseRecord>,
     timeline: Vec<TimelineRow>,
     hlog: Vec<u8>,
     serializer: V2DeflateSerializer,
@@ -216,8 +219,9 @@ struct Collector {
 }
 
 impl Collector {
-    fn new(threads: usize) -> Self {
+    fn new(threads: usize, plan: &Plan) -> Self {
         Collector {
+            phases: PhaseRecord::for_plan(plan),
             pending: BTreeMap::new(),
             last_second: vec![None; threads],
             done: vec![false; threads],
@@ -267,6 +271,8 @@ impl Collector {
             on_second(&row);
             self.log_interval(&iv);
             self.totals.merge(&iv);
+            let phase = PhaseRecord::index_of(&self.phases, iv.second);
+            self.phases[phase].totals.merge(&iv);
             self.timeline.push(row);
         }
     }

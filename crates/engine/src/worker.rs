@@ -115,6 +115,7 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
         source,
         expected,
         max_connections_per_endpoint,
+        (index, tx),
     ));
     sleep_until(origin).await;
     for (ep, rotation) in connections {
@@ -142,7 +143,7 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        flush(&ctx, &tx, index, second + 1);
+        ctx.rotate(Instant::now());
         second += 1;
     }
     let end = Instant::now();
@@ -152,20 +153,26 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
         let mut overdue = 0;
         let end_offset = end.saturating_duration_since(origin);
         clock.borrow_mut().release_due(end_offset, |_| overdue += 1);
-        ctx.rec.borrow_mut().counts.offered += overdue;
+        ctx.rec_at(end).counts.offered += overdue;
         ctx.record_dropped(overdue);
     }
     ctx.drop_all_queued();
     let unfinished = ctx.in_flight.get();
-    flush(&ctx, &tx, index, second + 1);
+    ctx.rotate(end);
+    // The last, partial second; skipped when nothing happened in it (a run that ends on a
+    // second's boundary would otherwise get an empty trailing row).
+    let (last, idle) = {
+        let rec = ctx.rec.borrow();
+        let c = &rec.counts;
+        (
+            rec.second,
+            c.sent + c.completed + c.offered + c.dropped == 0,
+        )
+    };
+    if !idle || last == 0 {
+        ctx.send_current(last + 1);
+    }
     (end.saturating_duration_since(origin), unfinished)
-}
-
-/// Sends the current second's record and starts the next one.
-fn flush(ctx: &ThreadCtx, tx: &Sender<Msg>, index: usize, next_second: u64) {
-    let mut iv = ctx.rec.replace(Interval::new(next_second));
-    iv.in_flight = ctx.in_flight.get();
-    let _ = tx.send(Msg::Interval(index, Box::new(iv)));
 }
 
 /// Open model: releases this thread's arrivals at their times; `stride` is the number of
@@ -199,7 +206,7 @@ async fn schedule(ctx: Ctx, clock: Rc<RefCell<ArrivalClock>>, first_index: usize
 /// if any, else a new one while under the cap; past the cap it waits in the queue.
 fn release(ctx: &Ctx, intended: Instant, now: Instant, template: usize) {
     {
-        let mut rec = ctx.rec.borrow_mut();
+        let mut rec = ctx.rec_at(now);
         rec.counts.offered += 1;
         rec.lag
             .saturating_record(micros(now.saturating_duration_since(intended)));

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use loadlab_engine::{run, StopSignal};
-use loadlab_run::{ErrorKind, Model, RunData, Summary};
+use loadlab_run::{ErrorKind, Model, RatePhase, RunData, Summary};
 use loadlab_target::TestServer;
 use support::*;
 
@@ -144,8 +144,8 @@ fn a_ramp_follows_its_line_second_by_second() {
     let _serial = serial();
     let server = TestServer::start(1).unwrap();
     let mut p = plan(server.addr, "/ping", open(100.0, 4, 200), for_secs(4.0));
-    if let Model::Open { ramp_to_rps, .. } = &mut p.model {
-        *ramp_to_rps = Some(500.0);
+    if let Model::Open { phases, .. } = &mut p.model {
+        *phases = vec![RatePhase::ramp("up", 100.0, 500.0, Duration::from_secs(4))];
     }
     let (data, _) = run_plan(&p);
     for (second, expected) in [150.0, 250.0, 350.0, 450.0].iter().enumerate() {
@@ -274,4 +274,39 @@ fn several_urls_share_the_load_round_robin() {
     // Each server answers with its own status, so the split is visible in the codes.
     assert_eq!(s.status.get("200"), Some(&200));
     assert_eq!(s.status.get("202"), Some(&200));
+}
+
+#[test]
+fn phases_run_in_order_with_results_per_phase_and_a_pause_sends_nothing() {
+    let _serial = serial();
+    let server = TestServer::start(1).unwrap();
+    let secs = Duration::from_secs;
+    let mut p = plan(server.addr, "/ping", open(1.0, 2, 100), count(0));
+    p.stop = loadlab_run::Stop::default();
+    if let Model::Open { phases, .. } = &mut p.model {
+        *phases = vec![
+            RatePhase::constant("warm", 200.0, Some(secs(2))),
+            RatePhase::pause("quiet", secs(1)),
+            RatePhase::constant("busy", 400.0, Some(secs(2))),
+        ];
+    }
+    let started = Instant::now();
+    let (data, s) = run_plan(&p);
+    assert!(
+        started.elapsed() < secs(7),
+        "the schedule's 5 s bound the run"
+    );
+    assert_eq!(data.totals.counts.offered, 400 + 800);
+    assert_eq!(data.timeline[2].sent, 0, "the pause sends nothing");
+    let names: Vec<&str> = s.phases.iter().map(|ph| ph.name.as_str()).collect();
+    assert_eq!(names, ["warm", "quiet", "busy"]);
+    for (phase, expected) in s.phases.iter().zip([200.0, 0.0, 400.0]) {
+        let offered = phase.offered_rps.unwrap();
+        assert!(
+            (offered - expected).abs() <= 0.05 * expected + 1.0,
+            "{}: offered {offered}/s, expected {expected}",
+            phase.name
+        );
+    }
+    assert!(s.phases[2].latency_ms.p50 > 0.0);
 }

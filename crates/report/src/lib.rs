@@ -146,6 +146,22 @@ pub fn render_summary(s: &Summary) -> String {
     for w in &g.warnings {
         let _ = writeln!(out, "  warning: {w}");
     }
+    if s.phases.len() > 1 {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  {:<16}{:>9}{:>9}{:>10}{:>10}{:>10}{:>10}",
+            "phase", "start s", "length s", "offered/s", "req/s", "p50 ms", "p99 ms"
+        );
+        for p in &s.phases {
+            let offered = p.offered_rps.map_or("-".to_string(), |o| format!("{o:.1}"));
+            let _ = writeln!(
+                out,
+                "  {:<16}{:>9.1}{:>9.1}{:>10}{:>10.1}{:>10.2}{:>10.2}",
+                p.name, p.start_s, p.duration_s, offered, p.rps, p.latency_ms.p50, p.latency_ms.p99
+            );
+        }
+    }
     if let Some(server) = &s.server {
         let _ = writeln!(out);
         let _ = writeln!(

@@ -14,8 +14,8 @@ pub mod timeline;
 
 pub use dir::{write_run_dir, write_summary, RunDirError};
 pub use error_kind::ErrorKind;
-pub use plan::{Arrival, Endpoint, Model, Plan, PlanError, RequestTemplate, Stop};
-pub use record::{new_histogram, Counts, GeneratorStats, Interval, RunData};
+pub use plan::{Arrival, Endpoint, Model, Plan, PlanError, RatePhase, RequestTemplate, Stop};
+pub use record::{new_histogram, Counts, GeneratorStats, Interval, PhaseRecord, RunData};
 pub use server::{ProcessSample, ProcessSeries, ServerData};
 pub use summary::{summary_schema, LatencyStats, Summary, SUMMARY_SCHEMA};
 pub use timeline::TimelineRow;

@@ -39,6 +39,47 @@ pub enum Arrival {
     Poisson,
 }
 
+/// A stretch of open-model load: the rate moves linearly from `start_rps` to `end_rps`
+/// (equal for a constant rate, both zero for a pause).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatePhase {
+    /// Name, for per-phase results.
+    pub name: String,
+    /// Length; `None` only for a constant last phase that lasts until the run stops.
+    pub duration: Option<Duration>,
+    /// Rate at the start, requests per second.
+    pub start_rps: f64,
+    /// Rate at the end, requests per second.
+    pub end_rps: f64,
+}
+
+impl RatePhase {
+    /// A constant rate for `duration` (or until the run stops).
+    pub fn constant(name: &str, rps: f64, duration: Option<Duration>) -> Self {
+        RatePhase {
+            name: name.into(),
+            duration,
+            start_rps: rps,
+            end_rps: rps,
+        }
+    }
+
+    /// A linear ramp over `duration`.
+    pub fn ramp(name: &str, from_rps: f64, to_rps: f64, duration: Duration) -> Self {
+        RatePhase {
+            name: name.into(),
+            duration: Some(duration),
+            start_rps: from_rps,
+            end_rps: to_rps,
+        }
+    }
+
+    /// No arrivals for `duration`.
+    pub fn pause(name: &str, duration: Duration) -> Self {
+        RatePhase::constant(name, 0.0, Some(duration))
+    }
+}
+
 /// The load model.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Model {
@@ -51,10 +92,8 @@ pub enum Model {
     },
     /// Requests scheduled at a rate from a fixed origin, whether or not the server keeps up.
     Open {
-        /// Rate at the start, requests per second.
-        rate_rps: f64,
-        /// Rate at the end of the duration; the rate changes linearly in between.
-        ramp_to_rps: Option<f64>,
+        /// The rate over time, phase after phase.
+        phases: Vec<RatePhase>,
         /// Spacing of arrivals.
         arrival: Arrival,
         /// Connections opened at the start.
@@ -71,8 +110,7 @@ impl Model {
     /// opened at the start and at most `max_connections`.
     pub fn open(rate_rps: f64, connections: usize, max_connections: usize) -> Model {
         Model::Open {
-            rate_rps,
-            ramp_to_rps: None,
+            phases: vec![RatePhase::constant("main", rate_rps, None)],
             arrival: Arrival::Uniform,
             connections,
             max_connections,
@@ -135,6 +173,12 @@ pub enum PlanError {
     /// A ramp needs a duration to ramp over.
     #[error("--ramp-to needs a duration (-d) to ramp over")]
     RampWithoutDuration,
+    /// No phases, or phases that offer nothing.
+    #[error("the open model's phases offer no requests")]
+    NoArrivals,
+    /// An open-ended phase that is not the last.
+    #[error("phase {0:?} has no duration but is not the last phase")]
+    OpenEndedPhase(String),
     /// Pipelining only applies to the closed model.
     #[error("pipelining (-p) applies to the closed model only; drop -p or -R")]
     PipelineInOpenModel,
@@ -218,24 +262,32 @@ impl Plan {
                 }
             }
             Model::Open {
-                rate_rps,
-                ramp_to_rps,
+                phases,
                 connections,
                 max_connections,
                 ..
             } => {
-                if !(rate_rps.is_finite() && *rate_rps > 0.0) {
-                    return Err(PlanError::BadRate("-R", *rate_rps));
-                }
-                if let Some(r) = ramp_to_rps {
-                    if !(r.is_finite() && *r >= 0.0) {
-                        return Err(PlanError::BadRate("--ramp-to", *r));
+                for (i, p) in phases.iter().enumerate() {
+                    for r in [p.start_rps, p.end_rps] {
+                        if !(r.is_finite() && r >= 0.0) {
+                            return Err(PlanError::BadRate("a phase's rate", r));
+                        }
                     }
-                    if self.stop.duration.is_none() {
-                        return Err(PlanError::RampWithoutDuration);
+                    if p.duration.is_none() {
+                        if i + 1 != phases.len() {
+                            return Err(PlanError::OpenEndedPhase(p.name.clone()));
+                        }
+                        if p.start_rps != p.end_rps {
+                            return Err(PlanError::RampWithoutDuration);
+                        }
                     }
                 }
-                if self.stop.duration.is_none() && self.stop.count.is_none() {
+                let offers = phases.iter().any(|p| p.start_rps > 0.0 || p.end_rps > 0.0);
+                if !offers {
+                    return Err(PlanError::NoArrivals);
+                }
+                let bounded = phases.last().is_some_and(|p| p.duration.is_some());
+                if self.stop.duration.is_none() && self.stop.count.is_none() && !bounded {
                     return Err(PlanError::OpenWithoutEnd);
                 }
                 if *max_connections == 0 {
@@ -256,6 +308,40 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// When the run ends by its schedule alone: the stop duration, or the phases' total
+    /// when every phase has one, whichever is shorter.
+    pub fn scheduled_duration(&self) -> Option<Duration> {
+        let phases_total = match &self.model {
+            Model::Open { phases, .. } => {
+                phases.iter().map(|p| p.duration).sum::<Option<Duration>>()
+            }
+            Model::Closed { .. } => None,
+        };
+        match (self.stop.duration, phases_total) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The phases of the load as (name, start, length) in seconds; the closed model and
+    /// open-ended phases have no length of their own.
+    pub fn phase_spans(&self) -> Vec<(String, f64, Option<f64>)> {
+        match &self.model {
+            Model::Closed { .. } => vec![("main".to_string(), 0.0, None)],
+            Model::Open { phases, .. } => {
+                let mut start = 0.0;
+                phases
+                    .iter()
+                    .map(|p| {
+                        let span = (p.name.clone(), start, p.duration.map(|d| d.as_secs_f64()));
+                        start += span.2.unwrap_or(0.0);
+                        span
+                    })
+                    .collect()
+            }
+        }
     }
 
     /// The URLs of the requests, in order.

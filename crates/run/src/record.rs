@@ -179,6 +179,42 @@ pub struct GeneratorStats {
     pub threads: usize,
 }
 
+/// What one phase of the load saw, from the whole seconds that fell in it.
+#[derive(Debug, Clone)]
+pub struct PhaseRecord {
+    /// Phase name.
+    pub name: String,
+    /// Start, seconds from the origin.
+    pub start_s: f64,
+    /// Planned length, seconds (`None`: until the run stopped).
+    pub duration_s: Option<f64>,
+    /// Sum of the intervals of its seconds.
+    pub totals: Interval,
+}
+
+impl PhaseRecord {
+    /// Empty records for a plan's phases.
+    pub fn for_plan(plan: &Plan) -> Vec<PhaseRecord> {
+        plan.phase_spans()
+            .into_iter()
+            .map(|(name, start_s, duration_s)| PhaseRecord {
+                name,
+                start_s,
+                duration_s,
+                totals: Interval::new(0),
+            })
+            .collect()
+    }
+
+    /// Index of the phase that second `second` belongs to (the last that started by then).
+    pub fn index_of(records: &[PhaseRecord], second: u64) -> usize {
+        records
+            .iter()
+            .rposition(|p| p.start_s <= second as f64 + 1e-9)
+            .unwrap_or(0)
+    }
+}
+
 /// Everything a run produced: totals, the per-second timeline, and the interval log.
 #[derive(Debug, Clone)]
 pub struct RunData {
@@ -192,6 +228,8 @@ pub struct RunData {
     pub complete: bool,
     /// Sum of every interval.
     pub totals: Interval,
+    /// The same, per phase of the load.
+    pub phases: Vec<PhaseRecord>,
     /// One row per second.
     pub timeline: Vec<TimelineRow>,
     /// The interval histograms as HdrHistogram log lines (without the header), latency untagged

@@ -265,14 +265,28 @@ impl Summary {
                  generator could not keep its schedule"
             ));
         }
-        let phase = Phase {
-            name: "main".into(),
-            start_s: 0.0,
-            duration_s: secs,
-            offered_rps,
-            rps,
-            latency_ms: latency.clone(),
-        };
+        let open = offered_rps.is_some();
+        let phases = run
+            .phases
+            .iter()
+            .filter(|p| p.start_s < secs)
+            .map(|p| {
+                let length = p
+                    .duration_s
+                    .unwrap_or(f64::INFINITY)
+                    .min(secs - p.start_s)
+                    .max(1e-9);
+                let c = &p.totals.counts;
+                Phase {
+                    name: p.name.clone(),
+                    start_s: p.start_s,
+                    duration_s: length,
+                    offered_rps: open.then(|| c.offered as f64 / length),
+                    rps: c.completed as f64 / length,
+                    latency_ms: LatencyStats::from_histogram(&p.totals.latency),
+                }
+            })
+            .collect();
         Summary {
             schema: SUMMARY_SCHEMA.into(),
             complete: run.complete,
@@ -308,7 +322,7 @@ impl Summary {
                 threads: g.threads,
                 warnings,
             },
-            phases: vec![phase],
+            phases,
             server: run.server.as_ref().map(|d| Server {
                 processes: d
                     .processes

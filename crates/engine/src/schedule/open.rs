@@ -8,32 +8,22 @@
 
 use std::time::Duration;
 
-use loadlab_run::Arrival;
+use loadlab_run::{Arrival, RatePhase};
 
-/// A rate that changes linearly from `start_rps` to `end_rps` over `duration_s` (constant when
-/// they are equal; `duration_s` may be infinite for a constant rate stopped by a count).
+/// One linear stretch of a rate curve.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateCurve {
+struct Segment {
+    /// When it starts, seconds from the origin.
+    start_s: f64,
+    /// How long it lasts (may be infinite for a constant last stretch).
+    duration_s: f64,
     start_rps: f64,
     end_rps: f64,
-    duration_s: f64,
+    /// Arrivals expected before it starts.
+    cum_start: f64,
 }
 
-impl RateCurve {
-    /// A linear ramp; `end_rps` equal to `start_rps` gives a constant rate.
-    pub fn new(start_rps: f64, end_rps: f64, duration_s: f64) -> Self {
-        RateCurve {
-            start_rps,
-            end_rps: if duration_s.is_finite() {
-                end_rps
-            } else {
-                start_rps
-            },
-            duration_s,
-        }
-    }
-
-    /// Slope of the rate, requests per second per second.
+impl Segment {
     fn slope(&self) -> f64 {
         if self.duration_s.is_finite() && self.duration_s > 0.0 {
             (self.end_rps - self.start_rps) / self.duration_s
@@ -42,21 +32,28 @@ impl RateCurve {
         }
     }
 
-    /// Arrivals expected from 0 to `t` seconds: Λ(t).
-    pub fn cumulative(&self, t: f64) -> f64 {
+    /// Arrivals from its start to `t` seconds into it.
+    fn cumulative(&self, t: f64) -> f64 {
+        if t <= 0.0 {
+            return 0.0;
+        }
         self.start_rps * t + 0.5 * self.slope() * t * t
     }
 
-    /// Arrivals expected over the whole curve (infinite for an unbounded constant rate).
-    pub fn total(&self) -> f64 {
-        self.cumulative(self.duration_s)
+    /// Arrivals over the whole segment.
+    fn total(&self) -> f64 {
+        match (self.duration_s.is_infinite(), self.start_rps > 0.0) {
+            (true, true) => f64::INFINITY,
+            (true, false) => 0.0,
+            (false, _) => self.cumulative(self.duration_s),
+        }
     }
 
-    /// The time at which Λ(t) reaches `u`, or `None` past the end of the curve.
+    /// Seconds into the segment at which its own count reaches `u`, if within it.
     ///
     /// Solves `r0·t + a·t²/2 = u` as `t = 2u / (r0 + √(r0² + 2au))`, a form that stays exact
     /// when the slope `a` is zero or tiny and when the ramp starts from zero.
-    pub fn time_of(&self, u: f64) -> Option<f64> {
+    fn time_of(&self, u: f64) -> Option<f64> {
         if u <= 0.0 {
             return Some(0.0);
         }
@@ -71,6 +68,88 @@ impl RateCurve {
         }
         let t = 2.0 * u / denom;
         (t < self.duration_s).then_some(t)
+    }
+}
+
+/// A rate over time made of linear stretches: constant rates, ramps and pauses in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateCurve {
+    segments: Vec<Segment>,
+}
+
+impl RateCurve {
+    /// A single linear ramp; `end_rps` equal to `start_rps` gives a constant rate, and an
+    /// infinite `duration_s` a constant rate stopped by a count.
+    pub fn new(start_rps: f64, end_rps: f64, duration_s: f64) -> Self {
+        let end_rps = if duration_s.is_finite() {
+            end_rps
+        } else {
+            start_rps
+        };
+        RateCurve::from_stretches(&[(start_rps, end_rps, duration_s)])
+    }
+
+    /// The curve of a plan's phases; a phase without a duration lasts until `end_s` (the
+    /// run's duration, or infinity).
+    pub fn from_phases(phases: &[RatePhase], end_s: f64) -> Self {
+        let mut elapsed = 0.0;
+        let stretches: Vec<(f64, f64, f64)> = phases
+            .iter()
+            .map(|p| {
+                let d = p
+                    .duration
+                    .map_or((end_s - elapsed).max(0.0), |d| d.as_secs_f64());
+                elapsed += d;
+                (p.start_rps, p.end_rps, d)
+            })
+            .collect();
+        RateCurve::from_stretches(&stretches)
+    }
+
+    fn from_stretches(stretches: &[(f64, f64, f64)]) -> Self {
+        let mut segments = Vec::with_capacity(stretches.len());
+        let (mut start_s, mut cum) = (0.0, 0.0);
+        for &(start_rps, end_rps, duration_s) in stretches {
+            let seg = Segment {
+                start_s,
+                duration_s,
+                start_rps,
+                end_rps,
+                cum_start: cum,
+            };
+            start_s += duration_s;
+            cum += seg.total();
+            segments.push(seg);
+        }
+        RateCurve { segments }
+    }
+
+    /// Arrivals expected from 0 to `t` seconds: Λ(t).
+    pub fn cumulative(&self, t: f64) -> f64 {
+        let mut total = 0.0;
+        for seg in &self.segments {
+            if t <= seg.start_s {
+                break;
+            }
+            total = seg.cum_start + seg.cumulative((t - seg.start_s).min(seg.duration_s));
+        }
+        total
+    }
+
+    /// Arrivals expected over the whole curve (infinite for an unbounded constant rate).
+    pub fn total(&self) -> f64 {
+        self.segments
+            .last()
+            .map_or(0.0, |s| s.cum_start + s.total())
+    }
+
+    /// The time at which Λ(t) reaches `u`, or `None` past the end of the curve. An arrival
+    /// exactly at a pause's count waits for the next stretch with a rate.
+    pub fn time_of(&self, u: f64) -> Option<f64> {
+        self.segments
+            .iter()
+            .find(|s| u < s.cum_start + s.total() || (u <= s.cum_start && s.start_rps > 0.0))
+            .and_then(|s| s.time_of(u - s.cum_start).map(|t| s.start_s + t))
     }
 }
 
@@ -183,7 +262,7 @@ mod tests {
     #[test]
     fn constant_rate_sends_at_exact_multiples_of_the_interval() {
         let curve = RateCurve::new(100.0, 100.0, 1.0);
-        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        let mut c = ArrivalClock::new(curve.clone(), Arrival::Uniform, 0, 1, 0, None);
         let t = times(&mut c, Duration::from_secs(5));
         assert_eq!(t.len(), 100, "100 req/s for 1 s");
         for (i, d) in t.iter().enumerate() {
@@ -197,11 +276,11 @@ mod tests {
     #[test]
     fn striped_threads_interleave_into_the_single_thread_schedule() {
         let curve = RateCurve::new(300.0, 900.0, 2.0);
-        let mut one = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        let mut one = ArrivalClock::new(curve.clone(), Arrival::Uniform, 0, 1, 0, None);
         let all = times(&mut one, Duration::from_secs(3));
         let mut merged: Vec<Duration> = (0..3)
             .flat_map(|k| {
-                let mut c = ArrivalClock::new(curve, Arrival::Uniform, k, 3, 0, None);
+                let mut c = ArrivalClock::new(curve.clone(), Arrival::Uniform, k, 3, 0, None);
                 times(&mut c, Duration::from_secs(3))
             })
             .collect();
@@ -216,7 +295,7 @@ mod tests {
     fn a_ramp_follows_its_line_second_by_second() {
         // 100 → 1100 req/s over 10 s: second s should hold about 150 + 100·s arrivals.
         let curve = RateCurve::new(100.0, 1100.0, 10.0);
-        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        let mut c = ArrivalClock::new(curve.clone(), Arrival::Uniform, 0, 1, 0, None);
         let t = times(&mut c, Duration::from_secs(20));
         let mut per_second = [0u32; 10];
         for d in &t {
@@ -248,7 +327,7 @@ mod tests {
     #[test]
     fn a_count_caps_the_arrivals_even_without_a_duration() {
         let curve = RateCurve::new(1000.0, 1000.0, f64::INFINITY);
-        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, Some(250));
+        let mut c = ArrivalClock::new(curve.clone(), Arrival::Uniform, 0, 1, 0, Some(250));
         let t = times(&mut c, Duration::from_secs(60));
         assert_eq!(t.len(), 250);
         assert_eq!(c.peek(), None);
@@ -258,7 +337,7 @@ mod tests {
     #[test]
     fn after_a_stall_the_backlog_is_released_at_once_with_its_original_times() {
         let curve = RateCurve::new(200.0, 200.0, 10.0);
-        let mut c = ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None);
+        let mut c = ArrivalClock::new(curve.clone(), Arrival::Uniform, 0, 1, 0, None);
         // The scheduler ran at 0 ms, then not again until 500 ms.
         assert_eq!(times(&mut c, Duration::ZERO).len(), 1);
         let backlog = times(&mut c, Duration::from_millis(500));
@@ -270,12 +349,53 @@ mod tests {
     }
 
     #[test]
+    fn phases_follow_one_another_and_a_pause_sends_nothing() {
+        use std::time::Duration as D;
+        let phases = [
+            RatePhase::constant("warm", 100.0, Some(D::from_secs(2))),
+            RatePhase::pause("quiet", D::from_secs(1)),
+            RatePhase::ramp("up", 100.0, 300.0, D::from_secs(2)),
+            RatePhase::constant("hold", 300.0, None),
+        ];
+        let curve = RateCurve::from_phases(&phases, 7.0);
+        assert!((curve.total() - (200.0 + 0.0 + 400.0 + 600.0)).abs() < 1e-9);
+        let mut c = ArrivalClock::new(curve.clone(), Arrival::Uniform, 0, 1, 0, None);
+        let t = times(&mut c, Duration::from_secs(60));
+        assert_eq!(t.len(), 1200);
+        let in_range = |a: f64, b: f64| {
+            t.iter()
+                .filter(|d| (a..b).contains(&d.as_secs_f64()))
+                .count()
+        };
+        assert_eq!(in_range(0.0, 2.0), 200);
+        assert_eq!(in_range(2.0, 3.0), 0, "the pause sends nothing");
+        assert_eq!(in_range(3.0, 5.0), 400);
+        assert_eq!(in_range(5.0, 7.0), 600);
+        // The first arrival after the pause is at its end, not during it.
+        assert!((t[200].as_secs_f64() - 3.0).abs() < 1e-9, "{:?}", t[200]);
+    }
+
+    #[test]
+    fn a_curve_that_starts_with_a_pause_starts_sending_after_it() {
+        let phases = [
+            RatePhase::pause("wait", Duration::from_secs(1)),
+            RatePhase::constant("go", 10.0, Some(Duration::from_secs(1))),
+        ];
+        let curve = RateCurve::from_phases(&phases, f64::INFINITY);
+        assert_eq!(curve.time_of(0.0), Some(1.0));
+        assert_eq!(curve.time_of(9.0).map(|t| (t * 10.0).round()), Some(19.0));
+        assert_eq!(curve.time_of(10.0), None);
+        assert!((curve.cumulative(1.5) - 5.0).abs() < 1e-9);
+    }
+
+    #[test]
     fn poisson_arrivals_have_the_right_mean_rate_and_are_reproducible() {
         let curve = RateCurve::new(1000.0, 1000.0, 20.0);
         let run = |seed| {
             (0..2)
                 .flat_map(|k| {
-                    let mut c = ArrivalClock::new(curve, Arrival::Poisson, k, 2, seed, None);
+                    let mut c =
+                        ArrivalClock::new(curve.clone(), Arrival::Poisson, k, 2, seed, None);
                     times(&mut c, Duration::from_secs(30))
                 })
                 .count()
