@@ -17,7 +17,7 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Drive load at one or more URLs (closed model by default, open model with -R).
+    /// Drive load at URLs (closed model by default, open with -R) or run a scenario file.
     Run(Box<RunArgs>),
     /// Serve the reference service (/ping, /delay, /block, /calc, /heavy, /info, /bbox/*, /turno/NAME, /health).
     Serve(ServeArgs),
@@ -50,8 +50,9 @@ pub enum ArrivalArg {
 /// `loadlab run` flags.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Target URLs (http://host[:port]/path); several are used round-robin.
-    #[arg(required = true, value_name = "URL")]
+    /// Target URLs (http://host[:port]/path), used round-robin; or one scenario file
+    /// (Artillery YAML, single-request flows for now).
+    #[arg(required = true, value_name = "URL|SCENARIO.yaml")]
     pub urls: Vec<String>,
     /// Connections: kept busy in the closed model, opened at the start in the open model.
     #[arg(short = 'c', long = "connections", value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]

@@ -109,7 +109,7 @@ pub fn load(path: &Path) -> Result<Experiment> {
 }
 
 /// The parser's first line as `file:line:col: message`.
-fn located(path: &Path, message: &str) -> String {
+pub fn located(path: &Path, message: &str) -> String {
     let first = message.lines().next().unwrap_or("invalid YAML");
     let first = first.strip_prefix("error: ").unwrap_or(first);
     let position = first.strip_prefix("line ").and_then(|rest| {

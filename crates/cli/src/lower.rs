@@ -11,7 +11,7 @@ use crate::args::{ArrivalArg, RunArgs};
 /// Closed-model connections when -c is not given (as wrk and autocannon).
 const DEFAULT_CONNECTIONS: usize = 10;
 /// Open-model connection cap when --max-connections is not given.
-const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
 /// Run length when neither -d nor -n is given.
 const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// Connect timeout when --connect-timeout is not given (or the request timeout if shorter).
@@ -78,27 +78,25 @@ fn parse_header(raw: &str) -> Result<(String, String)> {
     Ok((k.to_string(), v.trim().to_string()))
 }
 
-/// Turns `loadlab run` flags into a plan, resolving host names.
-pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
-    let method = a.method.to_ascii_uppercase();
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-        bail!("method {:?} is not an HTTP method", a.method);
-    }
-    let headers = a
-        .headers
-        .iter()
-        .map(|h| parse_header(h))
-        .collect::<Result<Vec<_>>>()?;
-    let body = match (&a.body, &a.body_file) {
-        (Some(b), _) => b.clone().into_bytes(),
-        (None, Some(f)) => std::fs::read(f)
-            .with_context(|| format!("cannot read the body file {}", f.display()))?,
-        (None, None) => Vec::new(),
-    };
+/// One request as flags or a scenario describe it, before its URL is resolved.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    /// Absolute URL.
+    pub url: String,
+    /// HTTP method, upper case.
+    pub method: String,
+    /// Headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
 
+/// Parses and resolves each request's URL; requests to the same address share an endpoint.
+pub fn resolve(specs: &[RequestSpec]) -> Result<(Vec<Endpoint>, Vec<RequestTemplate>)> {
     let mut endpoints: Vec<Endpoint> = Vec::new();
     let mut requests = Vec::new();
-    for raw in &a.urls {
+    for spec in specs {
+        let raw = &spec.url;
         let t = parse_target(raw)?;
         let addr = (t.host.as_str(), t.port)
             .to_socket_addrs()
@@ -118,12 +116,52 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
         requests.push(RequestTemplate {
             url: t.url,
             endpoint,
-            method: method.clone(),
+            method: spec.method.clone(),
             path: t.path,
-            headers: headers.clone(),
-            body: body.clone(),
+            headers: spec.headers.clone(),
+            body: spec.body.clone(),
         });
     }
+    Ok((endpoints, requests))
+}
+
+/// The plan's arrival spacing for the flag's value.
+pub fn arrival(a: ArrivalArg) -> Arrival {
+    match a {
+        ArrivalArg::Uniform => Arrival::Uniform,
+        ArrivalArg::Poisson => Arrival::Poisson,
+    }
+}
+
+/// Turns `loadlab run` flags into a plan, resolving host names.
+pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
+    let method = a.method.to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        bail!("method {:?} is not an HTTP method", a.method);
+    }
+    let headers = a
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>>>()?;
+    let body = match (&a.body, &a.body_file) {
+        (Some(b), _) => b.clone().into_bytes(),
+        (None, Some(f)) => std::fs::read(f)
+            .with_context(|| format!("cannot read the body file {}", f.display()))?,
+        (None, None) => Vec::new(),
+    };
+
+    let specs: Vec<RequestSpec> = a
+        .urls
+        .iter()
+        .map(|url| RequestSpec {
+            url: url.clone(),
+            method: method.clone(),
+            headers: headers.clone(),
+            body: body.clone(),
+        })
+        .collect();
+    let (endpoints, requests) = resolve(&specs)?;
 
     let threads = a
         .threads
@@ -152,10 +190,7 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
             };
             Model::Open {
                 phases: vec![phase],
-                arrival: match a.arrival {
-                    ArrivalArg::Uniform => Arrival::Uniform,
-                    ArrivalArg::Poisson => Arrival::Poisson,
-                },
+                arrival: arrival(a.arrival),
                 connections,
                 max_connections: a
                     .max_connections

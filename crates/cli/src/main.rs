@@ -4,6 +4,7 @@ mod args;
 mod cmd;
 mod experiment;
 mod lower;
+mod scenario;
 
 use std::process::ExitCode;
 

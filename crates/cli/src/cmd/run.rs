@@ -14,7 +14,12 @@ use crate::lower::plan_from_args;
 
 /// Runs `loadlab run`.
 pub fn main(a: RunArgs) -> Result<Outcome> {
-    let plan = plan_from_args(&a)?;
+    let plan = match a.urls.first() {
+        Some(first) if crate::scenario::is_scenario(first) => {
+            crate::scenario::plan_from_scenario(std::path::Path::new(first), &a)?
+        }
+        _ => plan_from_args(&a)?,
+    };
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the output directory {}", dir.display()))?;

@@ -1,0 +1,112 @@
+//! `loadlab run SCENARIO.yaml` with Artillery-format scripts against a real server.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Output, Stdio};
+
+use loadlab_target::TestServer;
+
+fn loadlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The next ticket of queue `name`: one more than the requests it has served.
+fn next_ticket(server: &TestServer, name: &str) -> u64 {
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    write!(
+        s,
+        "GET /turno/{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split("\r\n\r\n").nth(1).unwrap();
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    v["turno"].as_u64().unwrap()
+}
+
+#[test]
+fn an_artillery_script_runs_its_phases_and_weights() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("load.yml");
+    std::fs::write(
+        &file,
+        format!(
+            "config:\n  target: \"{}\"\n  http:\n    timeout: 5\n  phases:\n    - duration: 2\n      arrivalRate: 100\n      name: steady\n    - pause: 1\n    - duration: 1\n      arrivalCount: 50\n      name: burst\nscenarios:\n  - name: often\n    weight: 3\n    flow:\n      - get:\n          url: \"/turno/a\"\n  - name: seldom\n    weight: 1\n    flow:\n      - get:\n          url: \"/turno/b\"\n",
+            server.url("")
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("s.json");
+    let out = loadlab(&[
+        "run",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(s["model"], "open");
+    assert_eq!(
+        s["requests"]["sent"], 250,
+        "100/s × 2 s + a pause + 50 in 1 s"
+    );
+    let names: Vec<&str> = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["steady", "phase 2", "burst"]);
+    assert!(
+        s["phases"][1]["offered_rps"].as_f64().unwrap() < 1.0,
+        "the pause offers nothing"
+    );
+    let a = next_ticket(&server, "a") - 1;
+    let b = next_ticket(&server, "b") - 1;
+    assert_eq!(a + b, 250);
+    assert!(a.abs_diff(3 * b) <= 4, "weights 3:1 gave {a}:{b}");
+}
+
+#[test]
+fn an_unsupported_key_is_an_error_at_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("think.yaml");
+    std::fs::write(
+        &file,
+        "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\n      maxVusers: 10\nscenarios:\n  - flow:\n      - get:\n          url: \"/\"\n",
+    )
+    .unwrap();
+    let out = loadlab(&["run", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("think.yaml:6:7") && stderr.contains("maxVusers"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_multi_step_flow_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("flow.yaml");
+    std::fs::write(
+        &file,
+        "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\nscenarios:\n  - name: two\n    flow:\n      - get:\n          url: \"/a\"\n      - get:\n          url: \"/b\"\n",
+    )
+    .unwrap();
+    let out = loadlab(&["run", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"two\" has 2 steps"), "{stderr}");
+}
