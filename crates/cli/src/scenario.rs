@@ -76,6 +76,31 @@ struct PhaseSpec {
     arrival_count: Option<f64>,
     #[serde(default)]
     pause: Option<Seconds>,
+    /// loadlab's shape: a base rate with periodic spikes.
+    #[serde(default)]
+    spike: Option<SpikeSpec>,
+    /// loadlab's shape: equal steps from one rate to another.
+    #[serde(default)]
+    step: Option<StepSpec>,
+}
+
+/// A base rate with spikes of `length` to `to`, one every `every` (the first at `every`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpikeSpec {
+    base: f64,
+    to: f64,
+    length: Seconds,
+    every: Seconds,
+}
+
+/// `steps` constant rates of equal length, from `from` to `to`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepSpec {
+    from: f64,
+    to: f64,
+    steps: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,33 +138,105 @@ struct RequestSpec {
 /// Most request templates the weights may expand to.
 const MAX_WEIGHT_SUM: u32 = 1000;
 
-fn phase(i: usize, p: &PhaseSpec) -> Result<RatePhase> {
+fn phases_of(i: usize, p: &PhaseSpec) -> Result<Vec<RatePhase>> {
     let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
+    let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
     if let Some(pause) = &p.pause {
         if p.arrival_rate.is_some() || p.arrival_count.is_some() || p.duration.is_some() {
             bail!("phase {name:?}: a pause takes no duration, arrivalRate or arrivalCount");
         }
-        return Ok(RatePhase::pause(&name, pause.duration()?));
+        return Ok(vec![RatePhase::pause(&name, pause.duration()?)]);
     }
     let duration = p
         .duration
         .as_ref()
         .with_context(|| format!("phase {name:?} needs a duration (or is a pause)"))?
         .duration()?;
-    let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
+    let kinds = [
+        p.arrival_rate.is_some() || p.arrival_count.is_some(),
+        p.spike.is_some(),
+        p.step.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        bail!("phase {name:?} needs one of arrivalRate, arrivalCount, spike or step");
+    }
+    if let Some(sp) = &p.spike {
+        let (length, every) = (sp.length.duration()?, sp.every.duration()?);
+        if !(rate_ok(sp.base) && rate_ok(sp.to)) || length >= every {
+            bail!("phase {name:?}: a spike needs rates of at least 0 and a length shorter than its spacing");
+        }
+        return Ok(spikes(&name, sp.base, sp.to, length, every, duration));
+    }
+    if let Some(st) = &p.step {
+        if !(rate_ok(st.from) && rate_ok(st.to)) || st.steps == 0 {
+            bail!("phase {name:?}: steps need rates of at least 0 and at least one step");
+        }
+        let each = duration / st.steps;
+        return Ok((0..st.steps)
+            .map(|k| {
+                let f = if st.steps == 1 {
+                    0.0
+                } else {
+                    f64::from(k) / f64::from(st.steps - 1)
+                };
+                RatePhase::constant(
+                    &format!("{name} step {}", k + 1),
+                    st.from + (st.to - st.from) * f,
+                    Some(each),
+                )
+            })
+            .collect());
+    }
     match (p.arrival_rate, p.ramp_to, p.arrival_count) {
         (Some(r), to, None) if rate_ok(r) && to.is_none_or(rate_ok) => {
-            Ok(RatePhase::ramp(&name, r, to.unwrap_or(r), duration))
+            Ok(vec![RatePhase::ramp(&name, r, to.unwrap_or(r), duration)])
         }
-        (None, None, Some(n)) if rate_ok(n) => Ok(RatePhase::constant(
+        (None, None, Some(n)) if rate_ok(n) => Ok(vec![RatePhase::constant(
             &name,
             n / duration.as_secs_f64(),
             Some(duration),
-        )),
+        )]),
         _ => bail!(
             "phase {name:?} needs arrivalRate (optionally rampTo) or arrivalCount, not negative"
         ),
     }
+}
+
+/// A base rate over `duration` with a spike of `length` at every multiple of `every`.
+fn spikes(
+    name: &str,
+    base: f64,
+    to: f64,
+    length: Duration,
+    every: Duration,
+    duration: Duration,
+) -> Vec<RatePhase> {
+    let mut out = Vec::new();
+    let mut t = Duration::ZERO;
+    let mut k = 1;
+    while t < duration {
+        let spike_at = every * k;
+        let base_end = spike_at.min(duration);
+        if base_end > t {
+            out.push(RatePhase::constant(
+                &format!("{name} base {k}"),
+                base,
+                Some(base_end - t),
+            ));
+        }
+        if spike_at >= duration {
+            break;
+        }
+        let spike_end = (spike_at + length).min(duration);
+        out.push(RatePhase::constant(
+            &format!("{name} spike {k}"),
+            to,
+            Some(spike_end - spike_at),
+        ));
+        t = spike_end;
+        k += 1;
+    }
+    out
 }
 
 /// True when the argument names a scenario file rather than a URL.
@@ -162,14 +259,10 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
         .map_err(|e| anyhow::anyhow!("{}", located(path, &e.to_string())))?;
     let at = |what: String| format!("{}: {what}", path.display());
 
-    let phases = file
-        .config
-        .phases
-        .iter()
-        .enumerate()
-        .map(|(i, p)| phase(i, p))
-        .collect::<Result<Vec<_>>>()
-        .map_err(|e| anyhow::anyhow!(at(e.to_string())))?;
+    let mut phases = Vec::new();
+    for (i, p) in file.config.phases.iter().enumerate() {
+        phases.extend(phases_of(i, p).map_err(|e| anyhow::anyhow!(at(e.to_string())))?);
+    }
 
     let mut urls = Vec::new();
     let mut weighted: Vec<(u32, crate::lower::RequestSpec)> = Vec::new();
@@ -286,5 +379,57 @@ fn gcd(a: u32, b: u32) -> u32 {
         a
     } else {
         gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn seed_000s_spike_test_becomes_base_and_spike_phases() {
+        // Base 100 req/s, 15 s spikes to 1000 every 45 s, over 120 s: two spikes.
+        let p = spikes("s", 100.0, 1000.0, secs(15), secs(45), secs(120));
+        let shape: Vec<(f64, u64)> = p
+            .iter()
+            .map(|ph| (ph.start_rps, ph.duration.unwrap().as_secs()))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (100.0, 45),
+                (1000.0, 15),
+                (100.0, 30),
+                (1000.0, 15),
+                (100.0, 15)
+            ]
+        );
+        assert_eq!(p[1].name, "s spike 1");
+    }
+
+    #[test]
+    fn steps_split_the_duration_evenly_from_one_rate_to_another() {
+        let spec = PhaseSpec {
+            name: Some("up".into()),
+            duration: Some(Seconds::Number(40.0)),
+            arrival_rate: None,
+            ramp_to: None,
+            arrival_count: None,
+            pause: None,
+            spike: None,
+            step: Some(StepSpec {
+                from: 100.0,
+                to: 400.0,
+                steps: 4,
+            }),
+        };
+        let p = phases_of(0, &spec).unwrap();
+        let rates: Vec<f64> = p.iter().map(|ph| ph.start_rps).collect();
+        assert_eq!(rates, vec![100.0, 200.0, 300.0, 400.0]);
+        assert!(p.iter().all(|ph| ph.duration == Some(secs(10))));
     }
 }
