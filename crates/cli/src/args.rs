@@ -21,10 +21,20 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Serve the reference service (/ping, /delay, /block, /calc, /heavy, /info, /bbox/*, /turno/NAME, /health).
     Serve(ServeArgs),
+    /// Check a scenario file without running it, and show the load it describes.
+    Validate(ValidateArgs),
     /// Run every workload of an experiment file against every topology and compare.
     Lab(LabArgs),
     /// Start the reference service in-process and run a short tour against it.
     Demo(DemoArgs),
+}
+
+/// `loadlab validate` flags.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The scenario file (Artillery YAML).
+    #[arg(value_name = "SCENARIO.yaml")]
+    pub file: PathBuf,
 }
 
 /// `loadlab lab` flags.
@@ -108,6 +118,9 @@ pub struct RunArgs {
     /// Write a run directory: summary.json, timeline.csv, latency.hlog.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Scenario files: send the load here instead of to `config.target` (as Artillery's --target).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
     /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,

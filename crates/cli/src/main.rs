@@ -38,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd::run::main(*a),
         Command::Serve(a) => cmd::serve::main(a),
+        Command::Validate(a) => cmd::validate::main(a),
         Command::Lab(a) => cmd::lab::main(a),
         Command::Demo(a) => cmd::demo::main(a),
     };
@@ -67,7 +68,7 @@ fn one_line(rendered: &str) -> String {
     }
     let sub = std::env::args()
         .nth(1)
-        .filter(|a| ["run", "serve", "lab", "demo"].contains(&a.as_str()));
+        .filter(|a| ["run", "serve", "validate", "lab", "demo"].contains(&a.as_str()));
     match sub {
         Some(sub) => format!("{msg} (see loadlab {sub} --help)"),
         None => format!("{msg} (see loadlab --help)"),

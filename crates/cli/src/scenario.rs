@@ -284,8 +284,9 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
             Step::Patch(r) => ("PATCH", r),
             Step::Delete(r) => ("DELETE", r),
         };
+        let target = a.target.as_deref().unwrap_or(&file.config.target);
         let url = if r.url.starts_with('/') {
-            format!("{}{}", file.config.target.trim_end_matches('/'), r.url)
+            format!("{}{}", target.trim_end_matches('/'), r.url)
         } else {
             r.url.clone()
         };

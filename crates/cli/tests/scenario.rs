@@ -110,3 +110,71 @@ fn a_multi_step_flow_is_refused_with_the_reason() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("\"two\" has 2 steps"), "{stderr}");
 }
+
+fn example_scenarios() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_example_scenario_validates() {
+    let files = example_scenarios();
+    assert!(files.len() >= 8, "{files:?}");
+    for f in files {
+        let out = loadlab(&["validate", f.to_str().unwrap()]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            f.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("valid") && stdout.contains("total:"),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn every_short_example_scenario_runs_its_exact_arrivals() {
+    let server = TestServer::start(1).unwrap();
+    let expected = [
+        ("seed-000-endurance.short.yml", 200),
+        ("seed-000-ramp.short.yml", 300),
+        ("seed-000-spike.short.yml", 260),
+        ("seed-001-phases.short.yml", 1100),
+    ];
+    let shorts: Vec<_> = example_scenarios()
+        .into_iter()
+        .filter(|p| p.to_str().unwrap().ends_with(".short.yml"))
+        .collect();
+    assert_eq!(shorts.len(), expected.len());
+    let dir = tempfile::tempdir().unwrap();
+    for (name, sent) in expected {
+        let file = shorts.iter().find(|p| p.ends_with(name)).unwrap();
+        let json = dir.path().join(format!("{name}.json"));
+        let out = loadlab(&[
+            "run",
+            file.to_str().unwrap(),
+            "--target",
+            &server.url(""),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(s["requests"]["sent"], sent, "{name}");
+        assert_eq!(s["requests"]["errors"], 0, "{name}");
+    }
+}

@@ -4,6 +4,7 @@ pub mod demo;
 pub mod lab;
 pub mod run;
 pub mod serve;
+pub mod validate;
 
 /// How a subcommand ended, for the exit code.
 pub enum Outcome {
