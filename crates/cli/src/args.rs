@@ -217,7 +217,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if let Ok(secs) = s.parse::<f64>() {
         return if secs.is_finite() && secs >= 0.0 {
-            Ok(Duration::from_secs_f64(secs))
+            Duration::try_from_secs_f64(secs).map_err(|_| "is too long".into())
         } else {
             Err("must not be negative".into())
         };
@@ -247,6 +247,9 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 
 fn positive_rate(s: &str) -> Result<f64, String> {
     match parse_rate(s)? {
+        r if r > loadlab_run::plan::MAX_RATE_RPS => {
+            Err("must be at most 10,000,000 requests per second".into())
+        }
         r if r > 0.0 => Ok(r),
         _ => Err("must be more than zero requests per second".into()),
     }
@@ -254,6 +257,9 @@ fn positive_rate(s: &str) -> Result<f64, String> {
 
 fn non_negative_rate(s: &str) -> Result<f64, String> {
     match parse_rate(s)? {
+        r if r > loadlab_run::plan::MAX_RATE_RPS => {
+            Err("must be at most 10,000,000 requests per second".into())
+        }
         r if r >= 0.0 => Ok(r),
         _ => Err("must not be negative".into()),
     }

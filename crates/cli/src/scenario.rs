@@ -52,7 +52,8 @@ enum Seconds {
 impl Seconds {
     fn duration(&self) -> Result<Duration> {
         match self {
-            Seconds::Number(s) if s.is_finite() && *s > 0.0 => Ok(Duration::from_secs_f64(*s)),
+            Seconds::Number(s) if s.is_finite() && *s > 0.0 => Duration::try_from_secs_f64(*s)
+                .map_err(|_| anyhow::anyhow!("a duration of {s} s is too long")),
             Seconds::Number(s) => bail!("a duration must be more than zero seconds, got {s}"),
             Seconds::Text(t) => {
                 crate::args::parse_duration(t).map_err(|e| anyhow::anyhow!("{t:?}: {e}"))
@@ -135,6 +136,9 @@ struct RequestSpec {
     body: Option<String>,
 }
 
+/// Most phases a `spike` or `step` shape may expand to.
+const MAX_SHAPE_PHASES: u64 = 10_000;
+
 /// Most request templates the weights may expand to.
 const MAX_WEIGHT_SUM: u32 = 1000;
 
@@ -165,11 +169,22 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Vec<RatePhase>> {
         if !(rate_ok(sp.base) && rate_ok(sp.to)) || length >= every {
             bail!("phase {name:?}: a spike needs rates of at least 0 and a length shorter than its spacing");
         }
+        if duration.as_secs_f64() / every.as_secs_f64() > MAX_SHAPE_PHASES as f64 / 2.0 {
+            bail!(
+                "phase {name:?}: more than {} spikes; space them further apart",
+                MAX_SHAPE_PHASES / 2
+            );
+        }
         return Ok(spikes(&name, sp.base, sp.to, length, every, duration));
     }
     if let Some(st) = &p.step {
-        if !(rate_ok(st.from) && rate_ok(st.to)) || st.steps == 0 {
-            bail!("phase {name:?}: steps need rates of at least 0 and at least one step");
+        if !(rate_ok(st.from) && rate_ok(st.to))
+            || st.steps == 0
+            || u64::from(st.steps) > MAX_SHAPE_PHASES
+        {
+            bail!(
+                "phase {name:?}: steps need rates of at least 0 and 1 to {MAX_SHAPE_PHASES} steps"
+            );
         }
         let each = duration / st.steps;
         return Ok((0..st.steps)
@@ -239,6 +254,17 @@ fn spikes(
     out
 }
 
+/// Parses a scenario's text and its phases; no I/O, so it can be fed anything.
+fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Vec<RatePhase>)> {
+    let file: ScenarioFile = serde_saphyr::from_str(text)
+        .map_err(|e| anyhow::anyhow!("{}", located(path, &e.to_string())))?;
+    let mut phases = Vec::new();
+    for (i, p) in file.config.phases.iter().enumerate() {
+        phases.extend(phases_of(i, p).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+    }
+    Ok((file, phases))
+}
+
 /// True when the argument names a scenario file rather than a URL.
 pub fn is_scenario(arg: &str) -> bool {
     arg.ends_with(".yaml") || arg.ends_with(".yml")
@@ -255,14 +281,8 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the scenario file {}", path.display()))?;
-    let file: ScenarioFile = serde_saphyr::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}", located(path, &e.to_string())))?;
+    let (file, phases) = parse(&text, path)?;
     let at = |what: String| format!("{}: {what}", path.display());
-
-    let mut phases = Vec::new();
-    for (i, p) in file.config.phases.iter().enumerate() {
-        phases.extend(phases_of(i, p).map_err(|e| anyhow::anyhow!(at(e.to_string())))?);
-    }
 
     let mut urls = Vec::new();
     let mut weighted: Vec<(u32, crate::lower::RequestSpec)> = Vec::new();
@@ -389,6 +409,45 @@ mod tests {
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)
+    }
+
+    /// A valid file to mutate.
+    const SEED: &str = "config:\n  target: \"http://127.0.0.1:8080\"\n  http:\n    timeout: 5\n  phases:\n    - duration: 2\n      arrivalRate: 10\n      rampTo: 20\n    - pause: 1\n    - duration: 3\n      spike: { base: 1, to: 9, length: 1, every: 2 }\n    - duration: 4\n      step: { from: 1, to: 4, steps: 4 }\nscenarios:\n  - name: a\n    weight: 2\n    flow:\n      - post:\n          url: \"/x\"\n          json: { k: [1, 2] }\n";
+
+    #[test]
+    fn the_parser_never_panics_on_mangled_or_random_input() {
+        let path = Path::new("fuzz.yaml");
+        assert!(parse(SEED, path).is_ok(), "the seed parses");
+        let mut rng = fastrand::Rng::with_seed(4);
+        let alphabet: &[u8] =
+            b" \n\t:-{}[],\"'#&*!|>%@`0123456789.eE+-abcdefghijklmnopqrstuvwxyz\\\x00\xff";
+        for round in 0..3000 {
+            let mut bytes = SEED.as_bytes().to_vec();
+            if round % 10 == 0 {
+                // Wholly random input.
+                bytes = (0..rng.usize(0..300)).map(|_| rng.u8(..)).collect();
+            } else {
+                // A few mutations of the valid file: replace, insert, delete, duplicate.
+                for _ in 0..rng.usize(1..6) {
+                    let at = rng.usize(0..=bytes.len());
+                    match rng.u8(0..4) {
+                        0 if at < bytes.len() => bytes[at] = alphabet[rng.usize(0..alphabet.len())],
+                        1 => bytes.insert(at, alphabet[rng.usize(0..alphabet.len())]),
+                        2 if at < bytes.len() => {
+                            bytes.remove(at);
+                        }
+                        _ => {
+                            let end = (at + rng.usize(0..40)).min(bytes.len());
+                            let piece = bytes[at..end].to_vec();
+                            bytes.splice(at..at, piece);
+                        }
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            // Either outcome is fine; a panic fails the test.
+            let _ = parse(&text, path);
+        }
     }
 
     #[test]

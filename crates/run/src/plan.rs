@@ -155,6 +155,15 @@ pub struct Plan {
     pub threads: usize,
 }
 
+/// Highest rate a phase may ask for: more than one machine can send, low enough that the
+/// schedule's arithmetic stays exact.
+pub const MAX_RATE_RPS: f64 = 10_000_000.0;
+
+/// Most generator threads a plan may ask for.
+pub const MAX_THREADS: usize = 1024;
+/// Most connections a plan may ask for (each costs a socket and a file descriptor).
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+
 /// A plan that cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PlanError {
@@ -164,8 +173,8 @@ pub enum PlanError {
     /// A count that must be positive is zero.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
-    /// A rate that is not a positive finite number.
-    #[error("{0} must be a positive number of requests per second, got {1}")]
+    /// A rate that is not a finite number from 0 to [`MAX_RATE_RPS`].
+    #[error("{0} must be from 0 to 10,000,000 requests per second, got {1}")]
     BadRate(&'static str, f64),
     /// Neither duration nor count.
     #[error("the open model needs a duration (-d) or a request count (-n)")]
@@ -190,6 +199,9 @@ pub enum PlanError {
         /// Distinct host:port pairs among the targets.
         endpoints: usize,
     },
+    /// A count above what one machine can hold.
+    #[error("{0} must be at most {1}")]
+    TooMany(&'static str, usize),
     /// Max connections below initial connections.
     #[error("--max-connections ({max}) is below -c ({initial})")]
     MaxBelowInitial {
@@ -233,6 +245,20 @@ impl Plan {
         if self.threads == 0 {
             return Err(PlanError::Zero("threads (-t)"));
         }
+        if self.threads > MAX_THREADS {
+            return Err(PlanError::TooMany("threads (-t)", MAX_THREADS));
+        }
+        let (initial, cap) = match &self.model {
+            Model::Closed { connections, .. } => (*connections, *connections),
+            Model::Open {
+                connections,
+                max_connections,
+                ..
+            } => (*connections, *max_connections),
+        };
+        if initial.max(cap) > MAX_CONNECTIONS {
+            return Err(PlanError::TooMany("connections", MAX_CONNECTIONS));
+        }
         if self.stop.count == Some(0) {
             return Err(PlanError::Zero("the request count (-n)"));
         }
@@ -269,7 +295,7 @@ impl Plan {
             } => {
                 for (i, p) in phases.iter().enumerate() {
                     for r in [p.start_rps, p.end_rps] {
-                        if !(r.is_finite() && r >= 0.0) {
+                        if !(r.is_finite() && (0.0..=MAX_RATE_RPS).contains(&r)) {
                             return Err(PlanError::BadRate("a phase's rate", r));
                         }
                     }
