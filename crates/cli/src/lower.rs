@@ -81,6 +81,8 @@ fn parse_header(raw: &str) -> Result<(String, String)> {
 /// One request as flags or a scenario describe it, before its URL is resolved.
 #[derive(Debug, Clone)]
 pub struct RequestSpec {
+    /// Name for per-request results.
+    pub name: String,
     /// Absolute URL.
     pub url: String,
     /// HTTP method, upper case.
@@ -114,6 +116,7 @@ pub fn resolve(specs: &[RequestSpec]) -> Result<(Vec<Endpoint>, Vec<RequestTempl
             }
         };
         requests.push(RequestTemplate {
+            name: spec.name.clone(),
             url: t.url,
             endpoint,
             method: spec.method.clone(),
@@ -155,6 +158,7 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
         .urls
         .iter()
         .map(|url| RequestSpec {
+            name: url.clone(),
             url: url.clone(),
             method: method.clone(),
             headers: headers.clone(),

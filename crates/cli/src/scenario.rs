@@ -335,6 +335,7 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
         weighted.push((
             weight,
             crate::lower::RequestSpec {
+                name: name.clone(),
                 url,
                 method: method.into(),
                 headers,

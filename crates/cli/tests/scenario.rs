@@ -74,6 +74,17 @@ fn an_artillery_script_runs_its_phases_and_weights() {
     let a = next_ticket(&server, "a") - 1;
     let b = next_ticket(&server, "b") - 1;
     assert_eq!(a + b, 250);
+    let by_name = &s["requests_by_name"];
+    let completed = |n: &str| by_name[n]["completed"].as_u64().unwrap();
+    assert_eq!(
+        completed("often") + completed("seldom"),
+        s["requests"]["completed"].as_u64().unwrap()
+    );
+    assert!(
+        completed("often").abs_diff(a) <= 1 && completed("seldom").abs_diff(b) <= 1,
+        "{by_name}"
+    );
+    assert!(by_name["often"]["latency_ms"]["p50"].as_f64().unwrap() > 0.0);
     assert!(a.abs_diff(3 * b) <= 4, "weights 3:1 gave {a}:{b}");
 }
 

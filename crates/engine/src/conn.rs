@@ -52,7 +52,7 @@ pub async fn drive(ctx: Ctx, ep: usize, rotation: usize, preconnect: bool) {
                     backoff = Duration::ZERO;
                 }
                 Err(kind) => {
-                    ctx.record_errors(kind, batch.len());
+                    ctx.record_errors(kind, &batch);
                     // A closed-model connection would otherwise retry in a tight loop; the
                     // open model is already paced by its schedule.
                     if matches!(ctx.source, Source::Closed { .. }) {
@@ -68,7 +68,7 @@ pub async fn drive(ctx: Ctx, ep: usize, rotation: usize, preconnect: bool) {
             Ok(true) => {}
             Ok(false) => conn = None,
             Err((kind, answered)) => {
-                ctx.record_errors(kind, batch.len() - answered);
+                ctx.record_errors(kind, &batch[answered..]);
                 conn = None;
             }
         }

@@ -100,6 +100,10 @@ pub struct ThreadCtx {
     pub expected: Option<u64>,
     /// Signalled when `finished` reaches `expected`.
     pub all_done: Notify,
+    /// Each request's index among the plan's request names.
+    name_of: Vec<usize>,
+    /// Whole-run results per request name, kept only when the plan has several names.
+    pub by_name: Option<RefCell<Vec<Interval>>>,
     /// The thread's read buffer, shared by its connections: a connection borrows it only
     /// between a readiness event and the end of parsing, never across an await.
     pub scratch: RefCell<Vec<u8>>,
@@ -115,6 +119,7 @@ impl ThreadCtx {
         max_connections_per_endpoint: usize,
         (index, tx): (usize, Sender<Msg>),
     ) -> Self {
+        let (names, name_of) = plan.request_names();
         let requests = plan
             .requests
             .iter()
@@ -156,6 +161,9 @@ impl ThreadCtx {
             expected,
             all_done: Notify::new(),
             scratch: RefCell::new(vec![0; SCRATCH_BYTES]),
+            by_name: (names.len() > 1)
+                .then(|| RefCell::new(names.iter().map(|_| Interval::new(0)).collect())),
+            name_of,
         }
     }
 
@@ -207,11 +215,18 @@ impl ThreadCtx {
         let intended = p.intended.unwrap_or(sent_at);
         let mut rec = self.rec_at(now);
         rec.counts.record_status(status);
-        rec.latency
-            .saturating_record(micros(now.saturating_duration_since(intended)));
-        rec.service
-            .saturating_record(micros(now.saturating_duration_since(sent_at)));
+        let latency = micros(now.saturating_duration_since(intended));
+        let service = micros(now.saturating_duration_since(sent_at));
+        rec.latency.saturating_record(latency);
+        rec.service.saturating_record(service);
         drop(rec);
+        if let Some(by_name) = &self.by_name {
+            let mut by_name = by_name.borrow_mut();
+            let r = &mut by_name[self.name_of[p.template]];
+            r.counts.record_status(status);
+            r.latency.saturating_record(latency);
+            r.service.saturating_record(service);
+        }
         self.in_flight.set(self.in_flight.get() - 1);
         self.finish(1);
     }
@@ -222,8 +237,9 @@ impl ThreadCtx {
         self.rec_at(now).counts.bytes += n as u64;
     }
 
-    /// Records `n` sent requests that ended in a transport error.
-    pub fn record_errors(&self, kind: ErrorKind, n: usize) {
+    /// Records sent requests that ended in a transport error.
+    pub fn record_errors(&self, kind: ErrorKind, failed: &[Pending]) {
+        let n = failed.len();
         if n == 0 {
             return;
         }
@@ -232,6 +248,12 @@ impl ThreadCtx {
             rec.counts.record_error(kind);
         }
         drop(rec);
+        if let Some(by_name) = &self.by_name {
+            let mut by_name = by_name.borrow_mut();
+            for p in failed {
+                by_name[self.name_of[p.template]].counts.record_error(kind);
+            }
+        }
         self.in_flight.set(self.in_flight.get() - n as u64);
         self.finish(n as u64);
     }

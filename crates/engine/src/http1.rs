@@ -337,6 +337,7 @@ mod tests {
 
     fn template(method: &str, body: &[u8], headers: &[(&str, &str)]) -> RequestTemplate {
         RequestTemplate {
+            name: "x".into(),
             url: "http://127.0.0.1:8080/x".into(),
             endpoint: 0,
             method: method.into(),

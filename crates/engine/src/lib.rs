@@ -195,6 +195,12 @@ pub fn run(
         complete: !stop.is_stopped(),
         totals: collector.totals,
         phases: collector.phases,
+        by_name: plan
+            .request_names()
+            .0
+            .into_iter()
+            .zip(collector.by_name)
+            .collect(),
         timeline: collector.timeline,
         hlog_lines: collector.hlog,
         unfinished: collector.unfinished,
@@ -210,6 +216,7 @@ struct Collector {
     done: Vec<bool>,
     totals: Interval,
     phases: Vec<PhaseRecord>,
+    by_name: Vec<Interval>,
     timeline: Vec<TimelineRow>,
     hlog: Vec<u8>,
     serializer: V2DeflateSerializer,
@@ -222,6 +229,7 @@ impl Collector {
     fn new(threads: usize, plan: &Plan) -> Self {
         Collector {
             phases: PhaseRecord::for_plan(plan),
+            by_name: Vec::new(),
             pending: BTreeMap::new(),
             last_second: vec![None; threads],
             done: vec![false; threads],
@@ -248,6 +256,13 @@ impl Collector {
     fn end(&mut self, thread: usize, end: worker::ThreadEnd) {
         self.done[thread] = true;
         self.unfinished += end.unfinished;
+        if self.by_name.is_empty() {
+            self.by_name = end.by_name;
+        } else {
+            for (all, mine) in self.by_name.iter_mut().zip(&end.by_name) {
+                all.merge(mine);
+            }
+        }
         self.elapsed = self.elapsed.max(end.elapsed);
         let wall = end.elapsed.as_secs_f64().max(1e-3);
         self.busiest = self.busiest.max(end.cpu.as_secs_f64() / wall);

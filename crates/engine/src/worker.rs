@@ -20,7 +20,7 @@ use crate::schedule::open::ArrivalClock;
 use crate::usage::thread_cpu;
 
 /// What a thread reports when it stops.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ThreadEnd {
     /// CPU time the thread used.
     pub cpu: Duration,
@@ -28,6 +28,8 @@ pub struct ThreadEnd {
     pub elapsed: Duration,
     /// Requests in flight when it stopped.
     pub unfinished: u64,
+    /// Whole-run results per request name (empty when the plan has one name).
+    pub by_name: Vec<Interval>,
 }
 
 /// Messages from generator threads to the collector.
@@ -81,7 +83,7 @@ pub fn run_thread(setup: ThreadSetup) {
         }
     };
     let local = LocalSet::new();
-    let (elapsed, unfinished) = local.block_on(&rt, run_loop(setup));
+    let (elapsed, unfinished, by_name) = local.block_on(&rt, run_loop(setup));
     drop(local);
     drop(rt);
     let _ = tx.send(Msg::End(
@@ -90,11 +92,12 @@ pub fn run_thread(setup: ThreadSetup) {
             cpu: thread_cpu(),
             elapsed,
             unfinished,
+            by_name,
         },
     ));
 }
 
-async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
+async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>) {
     let ThreadSetup {
         index,
         plan,
@@ -172,7 +175,12 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64) {
     if !idle || last == 0 {
         ctx.send_current(last + 1);
     }
-    (end.saturating_duration_since(origin), unfinished)
+    let by_name = ctx
+        .by_name
+        .as_ref()
+        .map(|b| b.replace(Vec::new()))
+        .unwrap_or_default();
+    (end.saturating_duration_since(origin), unfinished, by_name)
 }
 
 /// Open model: releases this thread's arrivals at their times; `stride` is the number of

@@ -265,6 +265,7 @@ fn several_urls_share_the_load_round_robin() {
         authority: b.addr.to_string(),
     });
     second.endpoint = 1;
+    second.name = "/b".into();
     second.path = "/b".into();
     second.url = format!("http://{}/b", b.addr);
     p.requests.push(second);
@@ -274,6 +275,9 @@ fn several_urls_share_the_load_round_robin() {
     // Each server answers with its own status, so the split is visible in the codes.
     assert_eq!(s.status.get("200"), Some(&200));
     assert_eq!(s.status.get("202"), Some(&200));
+    let by_name = &s.requests_by_name;
+    assert_eq!(by_name["/a"].status.get("200"), Some(&200), "{by_name:?}");
+    assert_eq!(by_name["/b"].status.get("202"), Some(&200), "{by_name:?}");
 }
 
 #[test]

@@ -146,6 +146,33 @@ pub fn render_summary(s: &Summary) -> String {
     for w in &g.warnings {
         let _ = writeln!(out, "  warning: {w}");
     }
+    if !s.requests_by_name.is_empty() {
+        let width = s
+            .requests_by_name
+            .keys()
+            .map(String::len)
+            .max()
+            .unwrap_or(4)
+            .max(7);
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  {:<width$}{:>10}{:>9}{:>10}{:>10}{:>10}",
+            "request", "completed", "errors", "p50 ms", "p99 ms", "max ms"
+        );
+        for (name, r) in &s.requests_by_name {
+            let _ = writeln!(
+                out,
+                "  {:<width$}{:>10}{:>9}{:>10.2}{:>10.2}{:>10.2}",
+                name,
+                thousands(r.completed),
+                thousands(r.errors),
+                r.latency_ms.p50,
+                r.latency_ms.p99,
+                r.latency_ms.max
+            );
+        }
+    }
     if s.phases.len() > 1 {
         let _ = writeln!(out);
         let _ = writeln!(

@@ -16,6 +16,8 @@ pub struct Endpoint {
 /// One request as the user described it; the engine encodes it once and reuses the bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTemplate {
+    /// Name for per-request results (the scenario's name, or the URL as given).
+    pub name: String,
     /// The URL as given, for reports.
     pub url: String,
     /// Index into [`Plan::endpoints`].
@@ -222,6 +224,7 @@ impl Plan {
                 authority: addr.to_string(),
             }],
             requests: vec![RequestTemplate {
+                name: path.into(),
                 url: format!("http://{addr}{path}"),
                 endpoint: 0,
                 method: "GET".into(),
@@ -368,6 +371,23 @@ impl Plan {
                     .collect()
             }
         }
+    }
+
+    /// The distinct request names, in first-seen order, and each request's index among them.
+    pub fn request_names(&self) -> (Vec<String>, Vec<usize>) {
+        let mut names: Vec<String> = Vec::new();
+        let index = self
+            .requests
+            .iter()
+            .map(|r| match names.iter().position(|n| *n == r.name) {
+                Some(i) => i,
+                None => {
+                    names.push(r.name.clone());
+                    names.len() - 1
+                }
+            })
+            .collect();
+        (names, index)
     }
 
     /// The URLs of the requests, in order.

@@ -230,6 +230,8 @@ pub struct RunData {
     pub totals: Interval,
     /// The same, per phase of the load.
     pub phases: Vec<PhaseRecord>,
+    /// Whole-run results per request name, when the plan has several names.
+    pub by_name: Vec<(String, Interval)>,
     /// One row per second.
     pub timeline: Vec<TimelineRow>,
     /// The interval histograms as HdrHistogram log lines (without the header), latency untagged

@@ -160,6 +160,21 @@ pub struct Phase {
     pub latency_ms: LatencyStats,
 }
 
+/// Results of the requests of one name (a scenario, or a URL).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NamedRequests {
+    /// Requests ended with a response or a transport error.
+    pub completed: u64,
+    /// Responses with a status below 400.
+    pub ok: u64,
+    /// Completed requests that were not ok.
+    pub errors: u64,
+    /// Responses by status code.
+    pub status: BTreeMap<String, u64>,
+    /// Latency from the intended start.
+    pub latency_ms: LatencyStats,
+}
+
 /// One watched process of the service.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ServerProcess {
@@ -216,6 +231,9 @@ pub struct Summary {
     /// The service's processes, when the lab watched them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<Server>,
+    /// Results per request name, when the run had more than one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests_by_name: BTreeMap<String, NamedRequests>,
 }
 
 impl Summary {
@@ -323,6 +341,24 @@ impl Summary {
                 warnings,
             },
             phases,
+            requests_by_name: run
+                .by_name
+                .iter()
+                .map(|(name, iv)| {
+                    let c = &iv.counts;
+                    let named = NamedRequests {
+                        completed: c.completed,
+                        ok: c.ok,
+                        errors: c.errors(),
+                        status: c
+                            .statuses()
+                            .map(|(code, n)| (code.to_string(), n))
+                            .collect(),
+                        latency_ms: LatencyStats::from_histogram(&iv.latency),
+                    };
+                    (name.clone(), named)
+                })
+                .collect(),
             server: run.server.as_ref().map(|d| Server {
                 processes: d
                     .processes
