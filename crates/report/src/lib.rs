@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use loadlab_run::{ErrorKind, LatencyStats, Summary, TimelineRow};
+use loadlab_run::{LatencyStats, Summary, TimelineRow};
 
 /// Formats an integer with thousands separators: `1234567` → `1,234,567`.
 pub fn thousands(n: u64) -> String {
@@ -30,6 +30,19 @@ pub fn bytes(n: f64) -> String {
         format!("{v:.0} {}", units[u])
     } else {
         format!("{v:.1} {}", units[u])
+    }
+}
+
+/// `name × count` for each non-zero count, or `none` when there is nothing to list.
+fn counted(items: impl Iterator<Item = (String, u64)>, none: &str) -> String {
+    let parts: Vec<String> = items
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} × {}", thousands(n)))
+        .collect();
+    if parts.is_empty() {
+        none.to_string()
+    } else {
+        parts.join("  ")
     }
 }
 
@@ -100,43 +113,19 @@ pub fn render_summary(s: &Summary) -> String {
         thousands(r.dropped),
         thousands(r.unfinished)
     );
-    let codes: Vec<String> = s
-        .status
-        .iter()
-        .map(|(code, n)| format!("{code} × {}", thousands(*n)))
-        .collect();
-    let _ = writeln!(
-        out,
-        "  status       {}",
-        if codes.is_empty() {
-            "no responses".to_string()
-        } else {
-            codes.join("  ")
-        }
+    let codes = counted(
+        s.status.iter().map(|(code, n)| (code.clone(), *n)),
+        "no responses",
     );
-    let e = &s.errors;
-    let kinds: Vec<String> = ErrorKind::ALL
-        .iter()
-        .zip([
-            e.connect_refused,
-            e.connect_timeout,
-            e.reset,
-            e.timeout,
-            e.protocol,
-            e.closed,
-        ])
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, n)| format!("{k} × {}", thousands(n)))
-        .collect();
-    let _ = writeln!(
-        out,
-        "  transport    {}",
-        if kinds.is_empty() {
-            "no errors".to_string()
-        } else {
-            kinds.join("  ")
-        }
+    let _ = writeln!(out, "  status       {codes}");
+    let kinds = counted(
+        s.errors
+            .by_kind()
+            .into_iter()
+            .map(|(k, n)| (k.to_string(), n)),
+        "no errors",
     );
+    let _ = writeln!(out, "  transport    {kinds}");
     let g = &s.generator;
     let _ = writeln!(
         out,

@@ -113,6 +113,18 @@ pub struct Errors {
 }
 
 impl Errors {
+    /// Each kind with its count, in [`ErrorKind::ALL`] order.
+    pub fn by_kind(&self) -> [(ErrorKind, u64); 6] {
+        [
+            (ErrorKind::ConnectRefused, self.connect_refused),
+            (ErrorKind::ConnectTimeout, self.connect_timeout),
+            (ErrorKind::Reset, self.reset),
+            (ErrorKind::Timeout, self.timeout),
+            (ErrorKind::Protocol, self.protocol),
+            (ErrorKind::Closed, self.closed),
+        ]
+    }
+
     fn from_kinds(k: &[u64; 6]) -> Self {
         let at = |e: ErrorKind| k[e.index()];
         Errors {

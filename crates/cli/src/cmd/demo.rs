@@ -13,7 +13,7 @@ use loadlab_run::{Model, Plan, Stop};
 use loadlab_target::TestServer;
 
 use crate::args::DemoArgs;
-use crate::cmd::lab::run_matrix;
+use crate::cmd::lab::{run_matrix, slug};
 use crate::cmd::run::{execute, interrupt_signal};
 use crate::cmd::Outcome;
 
@@ -161,11 +161,7 @@ fn coordinated_omission(
         };
         let plan = Plan::get(server.addr, path, model, stop_at);
         let (run, summary) = execute(&plan, stop, false, &[])?;
-        loadlab_run::write_run_dir(
-            &out.join(label.replace([' ', '/', '='], "_")),
-            &run,
-            &summary,
-        )?;
+        loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {
             label: format!("/stall {label}"),
             summary,

@@ -15,7 +15,7 @@ use crate::experiment::{self, split_words, workload_args};
 use crate::lower::plan_from_args;
 
 /// A file-name-safe form of a name.
-fn slug(name: &str) -> String {
+pub fn slug(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
