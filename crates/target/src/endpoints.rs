@@ -25,12 +25,13 @@ pub struct Params {
     for_ms: Option<String>,
 }
 
-fn bad_request(reason: String) -> Response {
+/// A 400 with a one-line reason.
+pub(crate) fn bad_request(reason: String) -> Response {
     (StatusCode::BAD_REQUEST, reason + "\n").into_response()
 }
 
 /// A query parameter that cannot be used; answered as a 400 with its reason.
-struct BadRequest(String);
+pub(crate) struct BadRequest(String);
 
 impl IntoResponse for BadRequest {
     fn into_response(self) -> Response {
@@ -57,7 +58,12 @@ fn number(
     }
 }
 
-fn millis(name: &str, value: Option<&str>, default: Option<u64>) -> Result<Duration, BadRequest> {
+/// Parses milliseconds up to [`MAX_WAIT_MS`], or uses `default` when absent.
+pub(crate) fn millis(
+    name: &str,
+    value: Option<&str>,
+    default: Option<u64>,
+) -> Result<Duration, BadRequest> {
     number(name, value, default, MAX_WAIT_MS).map(Duration::from_millis)
 }
 
@@ -75,7 +81,7 @@ pub async fn health() -> &'static str {
 pub async fn not_found(uri: axum::http::Uri) -> Response {
     (
         StatusCode::NOT_FOUND,
-        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /health\n", uri.path()),
+        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /site/PAGE, /static/FILE, POST /login, /account, /health\n", uri.path()),
     )
         .into_response()
 }
@@ -117,14 +123,19 @@ pub async fn calc(Query(q): Query<Params>) -> Response {
 pub async fn heavy(Query(q): Query<Params>) -> Response {
     match millis("ms", q.ms.as_deref(), None) {
         Ok(d) => {
-            let start = StdInstant::now();
-            let mut spins = 0u64;
-            while start.elapsed() < d {
-                spins = std::hint::black_box(spins.wrapping_add(1));
-            }
+            busy_wait(d);
             "done".into_response()
         }
         Err(e) => e.into_response(),
+    }
+}
+
+/// Spins on the CPU for `d`, holding the worker.
+pub(crate) fn busy_wait(d: Duration) {
+    let start = StdInstant::now();
+    let mut spins = 0u64;
+    while start.elapsed() < d {
+        spins = std::hint::black_box(spins.wrapping_add(1));
     }
 }
 

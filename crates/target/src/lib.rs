@@ -2,17 +2,19 @@
 //! served by `loadlab serve` and started in-process by tests.
 //!
 //! It depends on no other loadlab crate, so it behaves the same whoever starts it. A
-//! "worker" is a runtime thread: endpoints that block (`/block`, `/calc`, `/heavy`) hold it
-//! the way a synchronous server's worker is held; `/delay` and `/bbox/async` do not.
+//! "worker" is a runtime thread: endpoints that block (`/block`, `/calc`, `/heavy`,
+//! `/site?work_ms=N`) hold it the way a synchronous server's worker is held; `/delay` and
+//! `/bbox/async` do not.
 
 mod endpoints;
+mod web;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -43,6 +45,8 @@ struct Shared {
     config: ServiceConfig,
     bbox_sync: Arc<Semaphore>,
     tickets: Arc<Mutex<HashMap<String, u64>>>,
+    /// Tokens issued by `/login`, to their users.
+    tokens: Arc<Mutex<HashMap<String, String>>>,
 }
 
 /// The service's routes.
@@ -60,12 +64,17 @@ pub fn router(config: ServiceConfig) -> Router {
         .route("/bbox/async", get(bbox_async))
         .route("/bbox/sync", get(bbox_sync))
         .route("/turno/{name}", get(turno))
+        .route("/site/{page}", get(web::site))
+        .route("/static/{file}", get(web::static_file))
+        .route("/login", post(web::login))
+        .route("/account", get(web::account))
         .fallback(not_found)
         .with_state(Shared {
             started: Instant::now(),
             config,
             bbox_sync: Arc::new(Semaphore::new(config.bbox_workers.max(1))),
             tickets: Arc::new(Mutex::new(HashMap::new())),
+            tokens: Arc::new(Mutex::new(HashMap::new())),
         })
 }
 

@@ -201,3 +201,261 @@ fn pipelined_requests_are_answered_without_nagle_delays() {
         "50 batches of 10 pipelined pings took {took:?}"
     );
 }
+
+/// An answer read as bytes: status, header lines, body.
+struct Answer {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    /// The value of header `name` (any case), if present.
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Any request with `Connection: close`: `headers` are whole lines, `body` is sent as is.
+fn request(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body: &str) -> Answer {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for h in headers {
+        req += &format!("{h}\r\n");
+    }
+    req += &format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8(raw[..split].to_vec()).unwrap();
+    Answer {
+        status: head[9..12].parse().unwrap(),
+        body: raw[split + 4..].to_vec(),
+        head,
+    }
+}
+
+/// Every `attr="..."` value in `html`.
+fn attrs<'a>(html: &'a str, attr: &str) -> Vec<&'a str> {
+    let needle = format!("{attr}=\"");
+    html.split(needle.as_str())
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_site_page_is_html_with_four_static_resources() {
+    let s = TestServer::start(1).unwrap();
+    let a = request(s.addr, "GET", "/site/news", &[], "");
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("content-type"), Some("text/html; charset=utf-8"));
+    let html = a.text();
+    assert!(html.starts_with("<!doctype html>"), "{html}");
+    assert!(html.contains("<h1>news</h1>"), "{html}");
+    let mut statics: Vec<&str> = attrs(&html, "href")
+        .into_iter()
+        .chain(attrs(&html, "src"))
+        .filter(|u| u.starts_with("/static/"))
+        .collect();
+    statics.sort();
+    assert_eq!(
+        statics,
+        [
+            "/static/app.js",
+            "/static/logo.png",
+            "/static/news.png",
+            "/static/site.css"
+        ]
+    );
+    let links = attrs(&html, "href");
+    for page in ["/site/home", "/site/news", "/site/about"] {
+        assert!(links.contains(&page), "{page} in {links:?}");
+    }
+    // Every resource the page names is served.
+    for url in statics {
+        assert_eq!(request(s.addr, "GET", url, &[], "").status, 200, "{url}");
+    }
+}
+
+#[test]
+fn a_site_page_busy_waits_work_ms() {
+    let s = TestServer::start(1).unwrap();
+    let start = Instant::now();
+    assert_eq!(get(s.addr, "/site/home?work_ms=100").0, 200);
+    let took = ms(start.elapsed());
+    assert!((100..180).contains(&took), "took {took} ms");
+    let (status, body) = get(s.addr, "/site/home?work_ms=abc");
+    assert_eq!(status, 400);
+    assert_eq!(body.trim_end().lines().count(), 1, "{body}");
+}
+
+#[test]
+fn a_bad_page_name_is_a_404() {
+    let s = TestServer::start(1).unwrap();
+    let long = format!("/site/{}", "a".repeat(33));
+    for path in [
+        "/site/Home",
+        "/site/a_b",
+        "/site/a.html",
+        "/site/%FF",
+        long.as_str(),
+        "/site/",
+        "/site/a/b",
+    ] {
+        let (status, body) = get(s.addr, path);
+        assert_eq!(status, 404, "{path}");
+        assert_eq!(body.trim_end().lines().count(), 1, "{path}: {body}");
+    }
+}
+
+#[test]
+fn static_resources_have_their_content_type_and_are_cacheable() {
+    let s = TestServer::start(1).unwrap();
+    for (path, content_type) in [
+        ("/static/site.css", "text/css"),
+        ("/static/app.js", "text/javascript"),
+        ("/static/logo.png", "image/png"),
+        ("/static/about-2.png", "image/png"),
+    ] {
+        let a = request(s.addr, "GET", path, &[], "");
+        assert_eq!(a.status, 200, "{path}");
+        assert_eq!(a.header("content-type"), Some(content_type), "{path}");
+        assert_eq!(a.header("cache-control"), Some("max-age=3600"), "{path}");
+        assert!(
+            (100..2000).contains(&a.body.len()),
+            "{path}: {} bytes",
+            a.body.len()
+        );
+    }
+    let png = request(s.addr, "GET", "/static/logo.png", &[], "");
+    assert!(png.body.starts_with(b"\x89PNG\r\n\x1a\n"));
+}
+
+#[test]
+fn an_unknown_static_resource_is_a_404() {
+    let s = TestServer::start(1).unwrap();
+    for path in [
+        "/static/site.html",
+        "/static/site",
+        "/static/.css",
+        "/static/Site.css",
+        "/static/a.b.css",
+        "/static/..%2Fetc%2Fpasswd",
+        "/static/",
+    ] {
+        let (status, body) = get(s.addr, path);
+        assert_eq!(status, 404, "{path}");
+        assert_eq!(body.trim_end().lines().count(), 1, "{path}: {body}");
+    }
+}
+
+/// Logs `user` in and returns the token.
+fn login(addr: SocketAddr, user: &str) -> String {
+    let body = serde_json::json!({ "user": user, "password": "secret" }).to_string();
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        &["Content-Type: application/json"],
+        &body,
+    );
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(v["user"], user);
+    v["token"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn login_issues_a_random_token_of_32_hex_digits() {
+    let s = TestServer::start(1).unwrap();
+    let token = login(s.addr, "ana");
+    assert_eq!(token.len(), 32, "{token}");
+    assert!(
+        token
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "{token}"
+    );
+    assert_ne!(login(s.addr, "ana"), token, "a new token per login");
+}
+
+#[test]
+fn the_account_of_a_token_is_its_user() {
+    let s = TestServer::start(1).unwrap();
+    let ana = login(s.addr, "ana");
+    let bob = login(s.addr, "bob");
+    for (token, user) in [(&ana, "ana"), (&bob, "bob")] {
+        let auth = format!("Authorization: Bearer {token}");
+        let a = request(s.addr, "GET", "/account", &[&auth], "");
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(a.header("content-type"), Some("application/json"));
+        let v: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+        assert_eq!(v, serde_json::json!({ "user": user }));
+    }
+}
+
+#[test]
+fn the_account_without_a_known_token_is_a_401() {
+    let s = TestServer::start(1).unwrap();
+    let token = login(s.addr, "ana");
+    let made_up = "0123456789abcdef0123456789abcdef";
+    let made_up_auth = format!("Authorization: Bearer {made_up}");
+    let basic = format!("Authorization: Basic {token}");
+    let no_scheme = format!("Authorization: {token}");
+    for headers in [
+        vec![made_up_auth.as_str()],
+        vec![],
+        vec![basic.as_str()],
+        vec![no_scheme.as_str()],
+        vec!["Authorization: Bearer "],
+    ] {
+        let a = request(s.addr, "GET", "/account", &headers, "");
+        assert_eq!(a.status, 401, "{headers:?}");
+        assert_eq!(
+            a.text().trim_end().lines().count(),
+            1,
+            "{headers:?}: {}",
+            a.text()
+        );
+    }
+}
+
+#[test]
+fn a_bad_login_body_is_a_400_with_a_one_line_reason() {
+    let s = TestServer::start(1).unwrap();
+    for body in [
+        "",
+        "not json",
+        "{\"user\": ",
+        "{\"password\": \"x\"}",
+        "{\"user\": 7}",
+        "{\"user\": \"\"}",
+        "[\"ana\"]",
+    ] {
+        let a = request(
+            s.addr,
+            "POST",
+            "/login",
+            &["Content-Type: application/json"],
+            body,
+        );
+        assert_eq!(a.status, 400, "{body:?}: {}", a.text());
+        assert_eq!(
+            a.text().trim_end().lines().count(),
+            1,
+            "{body:?}: {}",
+            a.text()
+        );
+    }
+}
