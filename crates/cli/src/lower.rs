@@ -216,6 +216,7 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
             .connect_timeout
             .unwrap_or(DEFAULT_CONNECT_TIMEOUT.min(a.timeout)),
         threads,
+        users: None,
     };
     plan.validate()?;
     Ok(plan)

@@ -3,6 +3,7 @@
 mod args;
 mod cmd;
 mod experiment;
+mod flows;
 mod lower;
 mod scenario;
 

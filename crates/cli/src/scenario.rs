@@ -1,17 +1,21 @@
 //! Scenario files in Artillery's format, lowered into one [`Plan`] (flags/YAML → plan).
 //!
-//! This first slice runs scripts whose scenarios are single requests: `config.target`,
-//! `config.phases` (`duration`, `arrivalRate`, `rampTo`, `arrivalCount`, `pause`, `name`),
-//! `config.http.timeout`, and weighted `scenarios` of one `get`/`post`/`put`/`patch`/`delete`
-//! step each. A key outside that set is an error naming it with `file:line:col`, never
-//! silently ignored; multi-step flows (think, capture, loop, variables) come next.
+//! `config` (target, phases, http.timeout, variables, payload) and weighted `scenarios` whose
+//! `flow` is requests, `think` and `loop` steps — or, beyond Artillery, a `markov` chain of
+//! pages. Phases are arrival phases (the open model) or `users` phases (the closed model with
+//! virtual users). A key outside the supported set is an error naming it with
+//! `file:line:col`, never silently ignored (see docs/scenarios.md).
+//!
+//! A file whose scenarios are each a single plain request runs as plain arrivals over kept-alive
+//! connections; anything more runs as virtual users, each with connections of its own.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use loadlab_run::{Model, Plan, RatePhase, Stop};
+use loadlab_run::users::{Payload, PayloadOrder};
+use loadlab_run::{Model, Plan, RatePhase, Stop, UserModel, UserPhase};
 use serde::Deserialize;
 
 use crate::args::RunArgs;
@@ -32,6 +36,51 @@ struct Config {
     phases: Vec<PhaseSpec>,
     #[serde(default)]
     http: Option<HttpConfig>,
+    /// Values for `{{ name }}`; a list gives each user one of them at random.
+    #[serde(default)]
+    variables: BTreeMap<String, serde_json::Value>,
+    /// CSV files whose rows are handed to users.
+    #[serde(default)]
+    payload: Option<OneOrMany<PayloadSpec>>,
+}
+
+/// One item or a list of them, as Artillery accepts for `payload`, `capture` and codes.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    /// A single item.
+    One(T),
+    /// A list.
+    Many(Vec<T>),
+}
+
+impl<T> OneOrMany<T> {
+    /// The items as a slice.
+    pub fn as_slice(&self) -> &[T] {
+        match self {
+            OneOrMany::One(t) => std::slice::from_ref(t),
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// `config.payload`: a CSV file and the variables its columns fill.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PayloadSpec {
+    /// The CSV file, relative to the scenario file.
+    pub path: String,
+    /// Variable names, one per column.
+    pub fields: Vec<String>,
+    /// `random` (default) or `sequence`.
+    #[serde(default)]
+    pub order: Option<String>,
+    /// Skip the first line (a header).
+    #[serde(default)]
+    pub skip_header: bool,
+    /// Column separator (default `,`).
+    #[serde(default)]
+    pub delimiter: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -44,13 +93,16 @@ struct HttpConfig {
 /// Seconds as a number, or a duration such as `2m`.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Seconds {
+pub enum Seconds {
+    /// Seconds.
     Number(f64),
+    /// A duration with its unit.
     Text(String),
 }
 
 impl Seconds {
-    fn duration(&self) -> Result<Duration> {
+    /// The duration, which must be above zero.
+    pub fn duration(&self) -> Result<Duration> {
         match self {
             Seconds::Number(s) if s.is_finite() && *s > 0.0 => Duration::try_from_secs_f64(*s)
                 .map_err(|_| anyhow::anyhow!("a duration of {s} s is too long")),
@@ -82,7 +134,13 @@ struct PhaseSpec {
     spike: Option<SpikeSpec>,
     /// loadlab's shape: equal steps from one rate to another.
     #[serde(default)]
-    step: Option<StepSpec>,
+    step: Option<StepShape>,
+    /// Closed model: virtual users running during the phase.
+    #[serde(default)]
+    users: Option<usize>,
+    /// Closed model: users started (or stopped) per second on the way to `users`.
+    #[serde(default)]
+    spawn_rate: Option<f64>,
 }
 
 /// A base rate with spikes of `length` to `to`, one every `every` (the first at `every`).
@@ -98,7 +156,7 @@ struct SpikeSpec {
 /// `steps` constant rates of equal length, from `from` to `to`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StepSpec {
+struct StepShape {
     from: f64,
     to: f64,
     steps: u32,
@@ -111,30 +169,14 @@ struct ScenarioSpec {
     name: Option<String>,
     #[serde(default)]
     weight: Option<u32>,
-    flow: Vec<Step>,
+    #[serde(default)]
+    flow: Option<Vec<StepSpec>>,
+    /// loadlab's user model: a Markov chain of pages.
+    #[serde(default)]
+    markov: Option<crate::flows::MarkovSpec>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Step {
-    Get(RequestSpec),
-    Post(RequestSpec),
-    Put(RequestSpec),
-    Patch(RequestSpec),
-    Delete(RequestSpec),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RequestSpec {
-    url: String,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    json: Option<serde_json::Value>,
-    #[serde(default)]
-    body: Option<String>,
-}
+use crate::flows::StepSpec;
 
 /// Most phases a `spike` or `step` shape may expand to.
 const MAX_SHAPE_PHASES: u64 = 10_000;
@@ -142,20 +184,73 @@ const MAX_SHAPE_PHASES: u64 = 10_000;
 /// Most request templates the weights may expand to.
 const MAX_WEIGHT_SUM: u32 = 1000;
 
-fn phases_of(i: usize, p: &PhaseSpec) -> Result<Vec<RatePhase>> {
+/// A phase as lowered: arrival rates, a user count, or a pause that fits either model.
+#[derive(Debug, Clone, PartialEq)]
+enum Lowered {
+    Rates(Vec<RatePhase>),
+    Users(UserPhase),
+    Pause(String, Duration),
+}
+
+/// The phases of a file: all arrival phases (open model) or all user phases (closed model).
+#[derive(Debug, Clone, PartialEq)]
+enum Phases {
+    Rates(Vec<RatePhase>),
+    Users(Vec<UserPhase>),
+}
+
+fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered> {
     let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
-    let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
     if let Some(pause) = &p.pause {
-        if p.arrival_rate.is_some() || p.arrival_count.is_some() || p.duration.is_some() {
-            bail!("phase {name:?}: a pause takes no duration, arrivalRate or arrivalCount");
+        if p.arrival_rate.is_some()
+            || p.arrival_count.is_some()
+            || p.duration.is_some()
+            || p.users.is_some()
+        {
+            bail!("phase {name:?}: a pause takes no duration, arrivalRate, arrivalCount or users");
         }
-        return Ok(vec![RatePhase::pause(&name, pause.duration()?)]);
+        return Ok(Lowered::Pause(name, pause.duration()?));
     }
     let duration = p
         .duration
         .as_ref()
         .with_context(|| format!("phase {name:?} needs a duration (or is a pause)"))?
         .duration()?;
+    if let Some(users) = p.users {
+        let other = p.arrival_rate.is_some()
+            || p.arrival_count.is_some()
+            || p.spike.is_some()
+            || p.step.is_some()
+            || p.ramp_to.is_some();
+        if other {
+            bail!("phase {name:?}: users phases (closed model) take no arrival rates");
+        }
+        if users > loadlab_run::plan::MAX_CONNECTIONS {
+            bail!(
+                "phase {name:?}: at most {} users",
+                loadlab_run::plan::MAX_CONNECTIONS
+            );
+        }
+        if let Some(r) = p.spawn_rate {
+            if !(r.is_finite() && r > 0.0) {
+                bail!("phase {name:?}: spawnRate must be more than 0 users per second");
+            }
+        }
+        return Ok(Lowered::Users(UserPhase {
+            name,
+            duration,
+            users,
+            spawn_rate: p.spawn_rate,
+        }));
+    }
+    if p.spawn_rate.is_some() {
+        bail!("phase {name:?}: spawnRate goes with users");
+    }
+    Ok(Lowered::Rates(rate_phases(&name, p, duration)?))
+}
+
+fn rate_phases(name: &str, p: &PhaseSpec, duration: Duration) -> Result<Vec<RatePhase>> {
+    let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
     let kinds = [
         p.arrival_rate.is_some() || p.arrival_count.is_some(),
         p.spike.is_some(),
@@ -175,7 +270,7 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Vec<RatePhase>> {
                 MAX_SHAPE_PHASES / 2
             );
         }
-        return Ok(spikes(&name, sp.base, sp.to, length, every, duration));
+        return Ok(spikes(name, sp.base, sp.to, length, every, duration));
     }
     if let Some(st) = &p.step {
         if !(rate_ok(st.from) && rate_ok(st.to))
@@ -204,10 +299,10 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Vec<RatePhase>> {
     }
     match (p.arrival_rate, p.ramp_to, p.arrival_count) {
         (Some(r), to, None) if rate_ok(r) && to.is_none_or(rate_ok) => {
-            Ok(vec![RatePhase::ramp(&name, r, to.unwrap_or(r), duration)])
+            Ok(vec![RatePhase::ramp(name, r, to.unwrap_or(r), duration)])
         }
         (None, None, Some(n)) if rate_ok(n) => Ok(vec![RatePhase::constant(
-            &name,
+            name,
             n / duration.as_secs_f64(),
             Some(duration),
         )]),
@@ -255,13 +350,49 @@ fn spikes(
 }
 
 /// Parses a scenario's text and its phases; no I/O, so it can be fed anything.
-fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Vec<RatePhase>)> {
+fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases)> {
     let file: ScenarioFile = serde_saphyr::from_str(text)
         .map_err(|e| anyhow::anyhow!("{}", located(path, &e.to_string())))?;
-    let mut phases = Vec::new();
+    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
+    let mut lowered = Vec::new();
     for (i, p) in file.config.phases.iter().enumerate() {
-        phases.extend(phases_of(i, p).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+        lowered.push(phases_of(i, p).map_err(at)?);
     }
+    let users = lowered.iter().any(|l| matches!(l, Lowered::Users(_)));
+    let rates = lowered.iter().any(|l| matches!(l, Lowered::Rates(_)));
+    if users && rates {
+        return Err(at(anyhow::anyhow!(
+            "phases mix users (closed model) with arrival rates (open model); use one kind"
+        )));
+    }
+    let phases = if users {
+        Phases::Users(
+            lowered
+                .into_iter()
+                .map(|l| match l {
+                    Lowered::Users(u) => u,
+                    Lowered::Pause(name, duration) => UserPhase {
+                        name,
+                        duration,
+                        users: 0,
+                        spawn_rate: None,
+                    },
+                    Lowered::Rates(_) => unreachable!("checked above"),
+                })
+                .collect(),
+        )
+    } else {
+        Phases::Rates(
+            lowered
+                .into_iter()
+                .flat_map(|l| match l {
+                    Lowered::Rates(r) => r,
+                    Lowered::Pause(name, d) => vec![RatePhase::pause(&name, d)],
+                    Lowered::Users(_) => unreachable!("checked above"),
+                })
+                .collect(),
+        )
+    };
     Ok((file, phases))
 }
 
@@ -282,103 +413,52 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the scenario file {}", path.display()))?;
     let (file, phases) = parse(&text, path)?;
-    let at = |what: String| format!("{}: {what}", path.display());
-
-    let mut urls = Vec::new();
-    let mut weighted: Vec<(u32, crate::lower::RequestSpec)> = Vec::new();
-    for (i, s) in file.scenarios.iter().enumerate() {
-        let name = s
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("scenario {}", i + 1));
-        let [step] = s.flow.as_slice() else {
-            bail!(at(format!(
-                "scenario {name:?} has {} steps; this version runs one-request flows (think, capture and loop are coming)",
-                s.flow.len()
-            )));
-        };
-        let (method, r) = match step {
-            Step::Get(r) => ("GET", r),
-            Step::Post(r) => ("POST", r),
-            Step::Put(r) => ("PUT", r),
-            Step::Patch(r) => ("PATCH", r),
-            Step::Delete(r) => ("DELETE", r),
-        };
-        let target = a.target.as_deref().unwrap_or(&file.config.target);
-        let url = if r.url.starts_with('/') {
-            format!("{}{}", target.trim_end_matches('/'), r.url)
-        } else {
-            r.url.clone()
-        };
-        let mut headers: Vec<(String, String)> = r.headers.clone().into_iter().collect();
-        let body = match (&r.json, &r.body) {
-            (Some(_), Some(_)) => bail!(at(format!(
-                "scenario {name:?}: give json or body, not both"
-            ))),
-            (Some(j), None) => {
-                if !headers
-                    .iter()
-                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-                {
-                    headers.push(("Content-Type".into(), "application/json".into()));
-                }
-                serde_json::to_vec(j)?
-            }
-            (None, Some(b)) => b.clone().into_bytes(),
-            (None, None) => Vec::new(),
-        };
-        let weight = s.weight.unwrap_or(1);
-        if weight == 0 {
-            continue;
-        }
-        urls.push(url.clone());
-        weighted.push((
-            weight,
-            crate::lower::RequestSpec {
-                name: name.clone(),
-                url,
-                method: method.into(),
-                headers,
-                body,
-            },
-        ));
-    }
-    if weighted.is_empty() {
-        bail!(at("no scenario with a positive weight".into()));
-    }
-    // Weights become repetitions in the round-robin list, reduced by their common divisor.
-    let divisor = weighted.iter().fold(0, |g, (w, _)| gcd(g, *w));
-    let total: u32 = weighted.iter().map(|(w, _)| w / divisor).sum();
-    if total > MAX_WEIGHT_SUM {
-        bail!(at(format!(
-            "scenario weights reduce to {total} slots; keep them under {MAX_WEIGHT_SUM}"
-        )));
-    }
-    let mut specs = Vec::new();
-    let mut remaining: Vec<u32> = weighted.iter().map(|(w, _)| w / divisor).collect();
-    // Interleave (a b a a b …) rather than block, so short phases see the mix too.
-    while remaining.iter().any(|r| *r > 0) {
-        for (i, (_, spec)) in weighted.iter().enumerate() {
-            if remaining[i] > 0 {
-                remaining[i] -= 1;
-                specs.push(spec.clone());
+    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
+    let target = a.target.as_deref().unwrap_or(&file.config.target);
+    let simple = matches!(phases, Phases::Rates(_))
+        && file.config.variables.is_empty()
+        && file.config.payload.is_none()
+        && file.scenarios.iter().all(|s| {
+            s.markov.is_none()
+                && s.flow.as_ref().is_some_and(|f| {
+                    matches!(f.as_slice(), [step] if step.plain_request().is_some())
+                })
+        });
+    let (endpoints, requests, users) = if simple {
+        let (e, r) = plain_requests(&file.scenarios, target).map_err(at)?;
+        (e, r, None)
+    } else {
+        user_model(&file, path, target, a.seed).map_err(at)?
+    };
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let model = match phases {
+        Phases::Rates(phases) => {
+            let connections = a.connections.unwrap_or(endpoints.len());
+            Model::Open {
+                phases,
+                arrival: crate::lower::arrival(a.arrival),
+                connections,
+                max_connections: a
+                    .max_connections
+                    .unwrap_or(crate::lower::DEFAULT_MAX_CONNECTIONS.max(connections)),
+                seed: a.seed,
             }
         }
-    }
-    let (endpoints, requests) = crate::lower::resolve(&specs)?;
-    let connections = a.connections.unwrap_or(endpoints.len());
+        Phases::Users(phases) => {
+            if a.connections.is_some() || a.max_connections.is_some() {
+                return Err(at(anyhow::anyhow!(
+                    "-c and --max-connections do not apply to users phases: each user has its own connections"
+                )));
+            }
+            Model::Users { phases }
+        }
+    };
     let plan = Plan {
         endpoints,
         requests,
-        model: Model::Open {
-            phases,
-            arrival: crate::lower::arrival(a.arrival),
-            connections,
-            max_connections: a
-                .max_connections
-                .unwrap_or(crate::lower::DEFAULT_MAX_CONNECTIONS.max(connections)),
-            seed: a.seed,
-        },
+        model,
         stop: Stop::default(),
         timeout: file
             .config
@@ -387,13 +467,204 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
             .filter(|t| t.is_finite() && *t > 0.0)
             .map_or(a.timeout, Duration::from_secs_f64),
         connect_timeout: a.connect_timeout.unwrap_or(Duration::from_secs(5)),
-        threads: a
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        threads,
+        users,
     };
-    plan.validate()
-        .map_err(|e| anyhow::anyhow!(at(e.to_string())))?;
+    plan.validate().map_err(|e| at(e.into()))?;
     Ok(plan)
+}
+
+/// The scenario names and weights, with defaults; scenarios of weight 0 are left out.
+fn weighted(scenarios: &[ScenarioSpec]) -> Vec<(usize, String, u32)> {
+    scenarios
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let name = s
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("scenario {}", i + 1));
+            (i, name, s.weight.unwrap_or(1))
+        })
+        .filter(|(_, _, w)| *w > 0)
+        .collect()
+}
+
+/// Weights as interleaved repetitions (a b a a …), reduced by their common divisor, so short
+/// stretches of arrivals see the mix too: the item indices in order.
+fn interleave(weights: &[u32]) -> Result<Vec<usize>> {
+    let divisor = weights.iter().fold(0, |g, w| gcd(g, *w));
+    if divisor == 0 {
+        bail!("no scenario with a positive weight");
+    }
+    let total: u32 = weights.iter().map(|w| w / divisor).sum();
+    if total > MAX_WEIGHT_SUM {
+        bail!("scenario weights reduce to {total} slots; keep them under {MAX_WEIGHT_SUM}");
+    }
+    let mut remaining: Vec<u32> = weights.iter().map(|w| w / divisor).collect();
+    let mut out = Vec::new();
+    while remaining.iter().any(|r| *r > 0) {
+        for (i, r) in remaining.iter_mut().enumerate() {
+            if *r > 0 {
+                *r -= 1;
+                out.push(i);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Single-request scenarios as the round-robin list of plain requests.
+fn plain_requests(
+    scenarios: &[ScenarioSpec],
+    target: &str,
+) -> Result<(Vec<loadlab_run::Endpoint>, Vec<loadlab_run::RequestTemplate>)> {
+    let chosen = weighted(scenarios);
+    let mut specs = Vec::new();
+    for (i, name, _) in &chosen {
+        let flow = scenarios[*i].flow.as_deref().unwrap_or_default();
+        let (method, r) = flow[0].plain_request().context("a single request")?;
+        let url = if r.url.starts_with('/') {
+            format!("{}{}", target.trim_end_matches('/'), r.url)
+        } else {
+            r.url.clone()
+        };
+        let (headers, body) = r
+            .headers_and_body()
+            .with_context(|| format!("scenario {name:?}"))?;
+        specs.push(crate::lower::RequestSpec {
+            name: name.clone(),
+            url,
+            method: method.into(),
+            headers,
+            body,
+        });
+    }
+    let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
+    let order: Vec<crate::lower::RequestSpec> = interleave(&weights)?
+        .into_iter()
+        .map(|k| specs[k].clone())
+        .collect();
+    crate::lower::resolve(&order)
+}
+
+/// Flows and chains as a user model, with the plan's endpoints and requests.
+fn user_model(
+    file: &ScenarioFile,
+    path: &Path,
+    target: &str,
+    seed: u64,
+) -> Result<(
+    Vec<loadlab_run::Endpoint>,
+    Vec<loadlab_run::RequestTemplate>,
+    Option<UserModel>,
+)> {
+    let mut variables = Vec::new();
+    for (name, v) in &file.config.variables {
+        let scalar = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => Ok(s.clone()),
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Ok(v.to_string()),
+            _ => bail!("variable {name:?}: values are strings, numbers or booleans"),
+        };
+        let values = match v {
+            serde_json::Value::Array(items) => {
+                items.iter().map(scalar).collect::<Result<Vec<_>>>()?
+            }
+            other => vec![scalar(other)?],
+        };
+        if values.is_empty() {
+            bail!("variable {name:?} has an empty list of values");
+        }
+        variables.push((name.clone(), values));
+    }
+    let mut payloads = Vec::new();
+    if let Some(p) = &file.config.payload {
+        for spec in p.as_slice() {
+            payloads.push(read_payload(spec, path)?);
+        }
+    }
+    let mut defined: std::collections::HashSet<String> =
+        variables.iter().map(|(n, _)| n.clone()).collect();
+    defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
+    let chosen = weighted(&file.scenarios);
+    let mut scenarios = Vec::new();
+    let mut lowering = crate::flows::Lowering::new(target, defined.clone());
+    for (i, name, _) in &chosen {
+        let s = &file.scenarios[*i];
+        // Each scenario sees only the variables defined before it: config, payload, and its
+        // own captures.
+        lowering.defined = defined.clone();
+        scenarios.push(
+            lowering
+                .scenario(name, s.flow.as_deref(), s.markov.as_ref())
+                .with_context(|| format!("scenario {name:?}"))?,
+        );
+    }
+    let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
+    let pattern = interleave(&weights)?;
+    let model = UserModel {
+        scenarios,
+        pattern,
+        variables,
+        payloads,
+        seed,
+    };
+    Ok((lowering.endpoints, lowering.requests, Some(model)))
+}
+
+/// Most rows a payload file may have.
+const MAX_PAYLOAD_ROWS: usize = 10_000_000;
+
+/// Reads a payload CSV file, relative to the scenario file.
+fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload> {
+    let file = scenario
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(&spec.path);
+    let delimiter = match spec.delimiter.as_deref() {
+        None => b',',
+        Some(d) if d.len() == 1 => d.as_bytes()[0],
+        Some(d) => bail!("payload delimiter {d:?} must be one character"),
+    };
+    let order = match spec.order.as_deref() {
+        None | Some("random") => PayloadOrder::Random,
+        Some("sequence") => PayloadOrder::Sequence,
+        Some(o) => bail!("payload order {o:?}: use random or sequence"),
+    };
+    if spec.fields.is_empty() {
+        bail!("payload {}: fields names the variables of its columns", spec.path);
+    }
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(spec.skip_header)
+        .delimiter(delimiter)
+        .flexible(true)
+        .from_path(&file)
+        .with_context(|| format!("cannot read the payload file {}", file.display()))?;
+    let mut rows = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.with_context(|| format!("payload {}", file.display()))?;
+        if record.len() < spec.fields.len() {
+            bail!(
+                "payload {} row {}: {} columns, fields names {}",
+                file.display(),
+                i + 1,
+                record.len(),
+                spec.fields.len()
+            );
+        }
+        rows.push(record.iter().take(spec.fields.len()).map(str::to_string).collect());
+        if rows.len() > MAX_PAYLOAD_ROWS {
+            bail!("payload {} has more than {MAX_PAYLOAD_ROWS} rows", file.display());
+        }
+    }
+    if rows.is_empty() {
+        bail!("payload {} has no rows", file.display());
+    }
+    Ok(Payload {
+        fields: spec.fields.clone(),
+        rows,
+        order,
+    })
 }
 
 fn gcd(a: u32, b: u32) -> u32 {
@@ -482,13 +753,17 @@ mod tests {
             arrival_count: None,
             pause: None,
             spike: None,
-            step: Some(StepSpec {
+            users: None,
+            spawn_rate: None,
+            step: Some(StepShape {
                 from: 100.0,
                 to: 400.0,
                 steps: 4,
             }),
         };
-        let p = phases_of(0, &spec).unwrap();
+        let Lowered::Rates(p) = phases_of(0, &spec).unwrap() else {
+            panic!("a step phase gives rates");
+        };
         let rates: Vec<f64> = p.iter().map(|ph| ph.start_rps).collect();
         assert_eq!(rates, vec![100.0, 200.0, 300.0, 400.0]);
         assert!(p.iter().all(|ph| ph.duration == Some(secs(10))));

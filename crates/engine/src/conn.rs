@@ -64,7 +64,7 @@ pub async fn drive(ctx: Ctx, ep: usize, rotation: usize, preconnect: bool) {
             }
         }
         let c = conn.as_mut().expect("connected above");
-        match c.exchange(&ctx, &batch, sent_at).await {
+        match c.exchange(&ctx, &batch, sent_at, None).await {
             Ok(true) => {}
             Ok(false) => conn = None,
             Err((kind, answered)) => {
@@ -120,7 +120,8 @@ async fn next_work(
     }
 }
 
-async fn connect(endpoint: &EndpointState, timeout: Duration) -> Result<TcpStream, ErrorKind> {
+/// Opens a connection to `endpoint` with Nagle's algorithm off.
+pub async fn connect(endpoint: &EndpointState, timeout: Duration) -> Result<TcpStream, ErrorKind> {
     match tokio::time::timeout(timeout, TcpStream::connect(endpoint.addr)).await {
         Err(_) => Err(ErrorKind::ConnectTimeout),
         Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => Err(ErrorKind::ConnectTimeout),
@@ -144,11 +145,14 @@ fn classify(e: &io::Error) -> ErrorKind {
 /// An open connection with its response parser. It owns no read buffer: reads go into the
 /// thread's scratch buffer, and only the bytes of an incomplete response are kept here, so an
 /// idle connection costs a few hundred bytes.
-struct Conn {
+pub struct Conn {
     stream: TcpStream,
     /// Received bytes of a response not yet complete (usually empty).
     leftover: Vec<u8>,
-    parser: ResponseParser,
+    /// The response parser; virtual users ask it to keep headers and bodies.
+    pub parser: ResponseParser,
+    /// Status of the last response recorded.
+    pub last_status: u16,
     wbuf: Vec<u8>,
     /// Fires no later than the oldest outstanding request's timeout; it is only re-armed when
     /// it fires early, so most requests cost no timer operation.
@@ -157,7 +161,7 @@ struct Conn {
 
 /// Outcome of an exchange: keep the connection (`true`), close it (`false`), or a transport
 /// error with the number of requests answered before it.
-type Exchange = Result<bool, (ErrorKind, usize)>;
+pub type Exchange = Result<bool, (ErrorKind, usize)>;
 
 /// What one read and parse pass achieved.
 enum Pass {
@@ -168,22 +172,31 @@ enum Pass {
 }
 
 impl Conn {
-    fn new(stream: TcpStream) -> Self {
+    /// Wraps an open stream.
+    pub fn new(stream: TcpStream) -> Self {
         Conn {
             stream,
             leftover: Vec::new(),
             parser: ResponseParser::default(),
+            last_status: 0,
             wbuf: Vec::new(),
             timer: Box::pin(sleep_until(Instant::now())),
         }
     }
 
     /// Writes the batch's requests back to back, then reads and records their responses.
-    async fn exchange(&mut self, ctx: &ThreadCtx, batch: &[Pending], sent_at: Instant) -> Exchange {
+    /// `bytes`, when given, is what to write for a batch of one (a request rendered for a
+    /// virtual user) instead of the template's pre-encoded bytes.
+    pub async fn exchange(
+        &mut self,
+        ctx: &ThreadCtx,
+        batch: &[Pending],
+        sent_at: Instant,
+        bytes: Option<&[u8]>,
+    ) -> Exchange {
         let written = if let [one] = batch {
-            self.stream
-                .write_all(&ctx.requests[one.template].bytes)
-                .await
+            let bytes = bytes.unwrap_or(&ctx.requests[one.template].bytes);
+            self.stream.write_all(bytes).await
         } else {
             self.wbuf.clear();
             for p in batch {
@@ -258,6 +271,7 @@ impl Conn {
         if n == 0 {
             if let Some(resp) = self.parser.finish_at_eof() {
                 ctx.record_response(&batch[*answered], sent_at, now, resp.status);
+                self.last_status = resp.status;
                 *answered += 1;
                 if *answered == batch.len() {
                     return Ok(Pass::Done(false));
@@ -275,6 +289,7 @@ impl Conn {
             pos += progress.consumed;
             let Some(resp) = progress.done else { break };
             ctx.record_response(&batch[*answered], sent_at, now, resp.status);
+            self.last_status = resp.status;
             *answered += 1;
             if *answered == batch.len() {
                 self.leftover.clear();

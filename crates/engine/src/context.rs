@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::http1::{encode_request, MAX_HEAD_BYTES};
 use crate::schedule::closed::Budget;
+use crate::user::UsersState;
 use crate::worker::Msg;
 
 /// Size of a thread's read buffer: room for a connection's leftover partial head plus a
@@ -107,6 +108,8 @@ pub struct ThreadCtx {
     /// The thread's read buffer, shared by its connections: a connection borrows it only
     /// between a readiness event and the end of parsing, never across an await.
     pub scratch: RefCell<Vec<u8>>,
+    /// The thread's virtual users, when the plan has a user model.
+    pub users: Option<UsersState>,
 }
 
 impl ThreadCtx {
@@ -117,6 +120,7 @@ impl ThreadCtx {
         source: Source,
         expected: Option<u64>,
         max_connections_per_endpoint: usize,
+        users: Option<UsersState>,
         (index, tx): (usize, Sender<Msg>),
     ) -> Self {
         let (names, name_of) = plan.request_names();
@@ -164,6 +168,7 @@ impl ThreadCtx {
             by_name: (names.len() > 1)
                 .then(|| RefCell::new(names.iter().map(|_| Interval::new(0)).collect())),
             name_of,
+            users,
         }
     }
 
@@ -192,6 +197,7 @@ impl ThreadCtx {
     pub fn send_current(&self, next_second: u64) {
         let mut iv = self.rec.replace(Interval::new(next_second));
         iv.in_flight = self.in_flight.get();
+        iv.users_active = self.users.as_ref().map_or(0, |u| u.active.get());
         let _ = self.tx.send(Msg::Interval(self.index, Box::new(iv)));
     }
 
@@ -285,8 +291,12 @@ impl ThreadCtx {
         }
     }
 
-    /// Open model: requests still queued when the run stops; they count as dropped.
+    /// Open model: requests (or users' arrivals) still queued when the run stops; they count
+    /// as dropped.
     pub fn drop_all_queued(&self) {
+        if let Some(users) = &self.users {
+            self.record_dropped(users.take_queued());
+        }
         for ep in &self.endpoints {
             let n = {
                 let mut q = ep.queue.borrow_mut();

@@ -1,5 +1,5 @@
 //! HTTP/1.1 on the wire: requests encoded once into bytes, responses parsed incrementally
-//! without keeping their bodies.
+//! without keeping their bodies (unless a virtual user needs one, to capture from it).
 //!
 //! Written by hand around `httparse` because the load engine needs what general clients
 //! (hyper, reqwest) do not offer: pipelining several requests per connection, reusing one
@@ -11,6 +11,8 @@ use loadlab_run::RequestTemplate;
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Most headers accepted in one response.
 const MAX_HEADERS: usize = 64;
+/// Most body bytes kept for a virtual user; past this the body is still read, but not kept.
+pub const MAX_KEPT_BODY: usize = 4 * 1024 * 1024;
 
 /// Encodes a request once; the bytes are written as-is for every send.
 pub fn encode_request(t: &RequestTemplate, authority: &str) -> Vec<u8> {
@@ -85,8 +87,9 @@ enum Chunk {
     Trailer,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum State {
+    #[default]
     Head,
     Body {
         status: u16,
@@ -104,23 +107,35 @@ pub struct Progress {
     pub done: Option<Response>,
 }
 
-/// Parses one response at a time from a byte stream; bodies are skipped, not stored.
-#[derive(Debug)]
+/// Parses one response at a time from a byte stream; bodies are skipped, not stored, unless
+/// [`ResponseParser::keep`] asks for the next response's headers and body.
+#[derive(Debug, Default)]
 pub struct ResponseParser {
     state: State,
     head_request: bool,
-}
-
-impl Default for ResponseParser {
-    fn default() -> Self {
-        ResponseParser {
-            state: State::Head,
-            head_request: false,
-        }
-    }
+    keep: bool,
+    kept_headers: Vec<(String, String)>,
+    kept_body: Vec<u8>,
 }
 
 impl ResponseParser {
+    /// Keeps (or stops keeping) the headers and body of the responses that follow; clears what
+    /// was kept before.
+    pub fn keep(&mut self, keep: bool) {
+        self.keep = keep;
+        self.kept_headers.clear();
+        self.kept_body.clear();
+    }
+
+    /// Takes the kept headers (names as sent) and body (at most [`MAX_KEPT_BODY`] bytes) of
+    /// the last response; empty unless keeping.
+    pub fn take_kept(&mut self) -> (Vec<(String, String)>, Vec<u8>) {
+        (
+            std::mem::take(&mut self.kept_headers),
+            std::mem::take(&mut self.kept_body),
+        )
+    }
+
     /// Starts expecting the response to a new request (`head` for a HEAD request: no body).
     pub fn expect(&mut self, head: bool) {
         self.state = State::Head;
@@ -144,6 +159,17 @@ impl ResponseParser {
                                 continue; // an interim response; the real one follows
                             }
                             let (body, close) = inspect_head(&resp, status, self.head_request)?;
+                            if self.keep {
+                                self.kept_body.clear();
+                                self.kept_headers = resp
+                                    .headers
+                                    .iter()
+                                    .map(|h| {
+                                        let v = String::from_utf8_lossy(h.value);
+                                        (h.name.to_string(), v.into_owned())
+                                    })
+                                    .collect();
+                            }
                             self.state = State::Body {
                                 status,
                                 close,
@@ -170,7 +196,12 @@ impl ResponseParser {
                     close,
                     body,
                 } => {
-                    let (used, next) = advance_body(body, rest)?;
+                    let sink = if self.keep && self.kept_body.len() < MAX_KEPT_BODY {
+                        Some(&mut self.kept_body)
+                    } else {
+                        None
+                    };
+                    let (used, next) = advance_body(body, rest, sink)?;
                     pos += used;
                     match next {
                         None => {
@@ -266,15 +297,29 @@ fn contains_token(value: &[u8], token: &str) -> bool {
         .any(|part| part.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
-/// Consumes body bytes; returns how many and the body's next state (`None` when complete).
-fn advance_body(body: Body, buf: &[u8]) -> Result<(usize, Option<Body>), ProtocolError> {
+/// Consumes body bytes, appending the body's content (without chunk framing) to `sink` when
+/// given; returns how many bytes were consumed and the body's next state (`None` when complete).
+fn advance_body(
+    body: Body,
+    buf: &[u8],
+    mut sink: Option<&mut Vec<u8>>,
+) -> Result<(usize, Option<Body>), ProtocolError> {
+    let mut keep = |bytes: &[u8]| {
+        if let Some(sink) = sink.as_mut() {
+            sink.extend_from_slice(bytes);
+        }
+    };
     match body {
         Body::Length(left) => {
             let n = left.min(buf.len() as u64);
+            keep(&buf[..n as usize]);
             let left = left - n;
             Ok((n as usize, (left > 0).then_some(Body::Length(left))))
         }
-        Body::UntilClose => Ok((buf.len(), Some(Body::UntilClose))),
+        Body::UntilClose => {
+            keep(buf);
+            Ok((buf.len(), Some(Body::UntilClose)))
+        }
         Body::Chunked(mut chunk) => {
             let mut pos = 0;
             loop {
@@ -299,6 +344,7 @@ fn advance_body(body: Body, buf: &[u8]) -> Result<(usize, Option<Body>), Protoco
                     },
                     Chunk::Data(left) => {
                         let n = left.min(rest.len() as u64);
+                        keep(&rest[..n as usize]);
                         pos += n as usize;
                         if n < left {
                             return Ok((pos, Some(Body::Chunked(Chunk::Data(left - n)))));
@@ -440,6 +486,32 @@ mod tests {
             p.advance(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
             Err(ProtocolError::Malformed)
         );
+    }
+
+    #[test]
+    fn kept_responses_give_their_headers_and_unframed_bodies() {
+        let input = b"HTTP/1.1 200 OK\r\nX-Token: t1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n";
+        for step in [1, 5, input.len()] {
+            let mut p = ResponseParser::default();
+            p.keep(true);
+            let mut buf: Vec<u8> = Vec::new();
+            let mut done = None;
+            for piece in input.chunks(step) {
+                buf.extend_from_slice(piece);
+                let prog = p.advance(&buf).unwrap();
+                buf.drain(..prog.consumed);
+                done = done.or(prog.done);
+            }
+            assert_eq!(done.map(|r| r.status), Some(200), "step {step}");
+            let (headers, body) = p.take_kept();
+            assert_eq!(body, b"{\"a\":1}", "step {step}");
+            assert_eq!(headers[0], ("X-Token".into(), "t1".into()));
+        }
+        let mut p = ResponseParser::default();
+        p.advance(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
+            .unwrap();
+        let (headers, body) = p.take_kept();
+        assert!(body.is_empty() && headers.is_empty());
     }
 
     #[test]

@@ -6,10 +6,12 @@
 
 mod conn;
 mod context;
+mod html;
 pub mod http1;
 mod precise_timer;
 pub mod schedule;
 mod usage;
+mod user;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -21,6 +23,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use loadlab_run::{
     GeneratorStats, Interval, Model, PhaseRecord, Plan, PlanError, RunData, TimelineRow,
+    UserRecord,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -29,6 +32,7 @@ use crate::context::Source;
 use crate::schedule::closed::Budget;
 use crate::schedule::open::{ArrivalClock, RateCurve};
 use crate::schedule::share_of;
+use crate::schedule::users::UserCurve;
 use crate::worker::{run_thread, Msg, ThreadSetup};
 
 /// Time between starting the threads and the run's origin, so every thread is ready for it.
@@ -71,11 +75,12 @@ impl StopSignal {
 /// least one connection per endpoint) and no more than requests to send.
 fn effective_threads(plan: &Plan) -> usize {
     let endpoints = plan.endpoints.len().max(1);
-    let per_connections = match plan.model {
+    let per_connections = match &plan.model {
         Model::Closed { connections, .. } => connections / endpoints,
         Model::Open {
             max_connections, ..
         } => max_connections / endpoints,
+        Model::Users { phases } => phases.iter().map(|p| p.users).max().unwrap_or(1),
     };
     let mut t = plan.threads.min(per_connections.max(1));
     if let Some(n) = plan.stop.count {
@@ -101,13 +106,15 @@ pub fn run(
     let deadline = plan.scheduled_duration().map(|d| origin + d);
     let (tx, rx) = mpsc::channel();
 
-    let (initial, max_total) = match plan.model {
-        Model::Closed { connections, .. } => (connections, connections),
+    let (initial, max_total) = match &plan.model {
+        Model::Closed { connections, .. } => (*connections, *connections),
         Model::Open {
             connections,
             max_connections,
             ..
-        } => (connections, max_connections),
+        } => (*connections, *max_connections),
+        // Users open their own connections.
+        Model::Users { phases } => (0, phases.iter().map(|p| p.users).max().unwrap_or(1)),
     };
     let max_per_endpoint = max_total.div_ceil(threads * endpoints).max(1);
     let mut connections: Vec<Vec<(usize, usize)>> = vec![Vec::new(); threads];
@@ -119,6 +126,7 @@ pub fn run(
     for (index, conns) in connections.into_iter().enumerate() {
         let expected = plan.stop.count.map(|n| share_of(n, index, threads));
         let (source, clock) = match plan.model {
+            Model::Users { .. } => (Source::Open, None),
             Model::Closed { pipeline, .. } => (
                 Source::Closed {
                     depth: pipeline,
@@ -151,6 +159,10 @@ pub fn run(
             clock,
             expected,
             max_connections_per_endpoint: max_per_endpoint,
+            user_curve: match &plan.model {
+                Model::Users { phases } => Some((UserCurve::new(phases), threads)),
+                _ => None,
+            },
             stop: stop.0.subscribe(),
             tx: tx.clone(),
         };
@@ -201,6 +213,7 @@ pub fn run(
             .into_iter()
             .zip(collector.by_name)
             .collect(),
+        users: plan.users.as_ref().map(|_| collector.users.unwrap_or_default()),
         timeline: collector.timeline,
         hlog_lines: collector.hlog,
         unfinished: collector.unfinished,
@@ -223,6 +236,7 @@ struct Collector {
     unfinished: u64,
     elapsed: Duration,
     busiest: f64,
+    users: Option<UserRecord>,
 }
 
 impl Collector {
@@ -240,6 +254,7 @@ impl Collector {
             unfinished: 0,
             elapsed: Duration::ZERO,
             busiest: 0.0,
+            users: None,
         }
     }
 
@@ -262,6 +277,9 @@ impl Collector {
             for (all, mine) in self.by_name.iter_mut().zip(&end.by_name) {
                 all.merge(mine);
             }
+        }
+        if let Some(mine) = &end.users {
+            self.users.get_or_insert_with(UserRecord::new).merge(mine);
         }
         self.elapsed = self.elapsed.max(end.elapsed);
         let wall = end.elapsed.as_secs_f64().max(1e-3);

@@ -8,7 +8,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadlab_run::{Interval, Plan};
+use loadlab_run::{Interval, Plan, UserRecord};
 use tokio::sync::watch;
 use tokio::task::{spawn_local, LocalSet};
 use tokio::time::{sleep_until, Instant};
@@ -17,6 +17,8 @@ use crate::conn::drive;
 use crate::context::{micros, Ctx, Pending, Source, ThreadCtx};
 use crate::precise_timer::PreciseTimer;
 use crate::schedule::open::ArrivalClock;
+use crate::schedule::users::UserCurve;
+use crate::user::{self, UsersState};
 use crate::usage::thread_cpu;
 
 /// What a thread reports when it stops.
@@ -30,6 +32,8 @@ pub struct ThreadEnd {
     pub unfinished: u64,
     /// Whole-run results per request name (empty when the plan has one name).
     pub by_name: Vec<Interval>,
+    /// The sessions of the thread's virtual users, when the plan has a user model.
+    pub users: Option<UserRecord>,
 }
 
 /// Messages from generator threads to the collector.
@@ -62,6 +66,8 @@ pub struct ThreadSetup {
     pub expected: Option<u64>,
     /// Connection cap per endpoint.
     pub max_connections_per_endpoint: usize,
+    /// User phases: the user count over time, and the number of threads sharing it.
+    pub user_curve: Option<(UserCurve, usize)>,
     /// Becomes true when the run must stop early.
     pub stop: watch::Receiver<bool>,
     /// Where records go.
@@ -83,7 +89,7 @@ pub fn run_thread(setup: ThreadSetup) {
         }
     };
     let local = LocalSet::new();
-    let (elapsed, unfinished, by_name) = local.block_on(&rt, run_loop(setup));
+    let (elapsed, unfinished, by_name, users) = local.block_on(&rt, run_loop(setup));
     drop(local);
     drop(rt);
     let _ = tx.send(Msg::End(
@@ -93,11 +99,12 @@ pub fn run_thread(setup: ThreadSetup) {
             elapsed,
             unfinished,
             by_name,
+            users,
         },
     ));
 }
 
-async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>) {
+async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>, Option<UserRecord>) {
     let ThreadSetup {
         index,
         plan,
@@ -108,16 +115,22 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>) {
         clock,
         expected,
         max_connections_per_endpoint,
+        user_curve,
         mut stop,
         tx,
     } = setup;
     let open = matches!(source, Source::Open);
+    let users = plan.users.as_ref().map(|_| {
+        let cap = max_connections_per_endpoint * plan.endpoints.len();
+        UsersState::new(plan.clone(), cap)
+    });
     let ctx: Ctx = Rc::new(ThreadCtx::new(
         &plan,
         origin,
         source,
         expected,
         max_connections_per_endpoint,
+        users,
         (index, tx),
     ));
     sleep_until(origin).await;
@@ -131,6 +144,9 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>) {
         spawn_local(schedule(ctx.clone(), clock.clone(), index, stride));
         clock
     });
+    if let Some((curve, threads)) = user_curve {
+        spawn_local(user::control(ctx.clone(), curve, index, threads));
+    }
     if expected == Some(0) {
         ctx.all_done.notify_one();
     }
@@ -180,13 +196,18 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>) {
         .as_ref()
         .map(|b| b.replace(Vec::new()))
         .unwrap_or_default();
-    (end.saturating_duration_since(origin), unfinished, by_name)
+    let users = ctx.users.as_ref().map(|u| u.record.take());
+    (
+        end.saturating_duration_since(origin),
+        unfinished,
+        by_name,
+        users,
+    )
 }
 
 /// Open model: releases this thread's arrivals at their times; `stride` is the number of
 /// threads, so arrival indices interleave across threads for round-robin over the requests.
 async fn schedule(ctx: Ctx, clock: Rc<RefCell<ArrivalClock>>, first_index: usize, stride: usize) {
-    let templates = ctx.requests.len();
     let mut index = first_index;
     let timer = PreciseTimer::new().ok();
     loop {
@@ -195,7 +216,7 @@ async fn schedule(ctx: Ctx, clock: Rc<RefCell<ArrivalClock>>, first_index: usize
         let next = {
             let mut clock = clock.borrow_mut();
             clock.release_due(offset, |t| {
-                release(&ctx, ctx.origin + t, now, index % templates);
+                release(&ctx, ctx.origin + t, now, index);
                 index = index.wrapping_add(stride);
             });
             clock.peek()
@@ -210,15 +231,22 @@ async fn schedule(ctx: Ctx, clock: Rc<RefCell<ArrivalClock>>, first_index: usize
     }
 }
 
-/// Queues one arrival for its endpoint and makes sure a connection will take it: an idle one
-/// if any, else a new one while under the cap; past the cap it waits in the queue.
-fn release(ctx: &Ctx, intended: Instant, now: Instant, template: usize) {
+/// Releases arrival `index` (counted across threads): with a user model it is a user starting
+/// a session; otherwise a request of the round robin, queued for its endpoint, and a
+/// connection is made sure to take it — an idle one if any, else a new one while under the
+/// cap; past the cap it waits in the queue.
+fn release(ctx: &Ctx, intended: Instant, now: Instant, index: usize) {
     {
         let mut rec = ctx.rec_at(now);
         rec.counts.offered += 1;
         rec.lag
             .saturating_record(micros(now.saturating_duration_since(intended)));
     }
+    if ctx.users.is_some() {
+        user::arrive(ctx, intended, index as u64);
+        return;
+    }
+    let template = index % ctx.requests.len();
     let ep = ctx.requests[template].endpoint;
     let e = &ctx.endpoints[ep];
     e.queue.borrow_mut().push_back(Pending {

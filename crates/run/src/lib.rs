@@ -10,12 +10,20 @@ pub mod plan;
 pub mod record;
 pub mod server;
 pub mod summary;
+pub mod template;
 pub mod timeline;
+pub mod users;
 
 pub use dir::{write_run_dir, write_summary, RunDirError};
 pub use error_kind::ErrorKind;
-pub use plan::{Arrival, Endpoint, Model, Plan, PlanError, RatePhase, RequestTemplate, Stop};
-pub use record::{new_histogram, Counts, GeneratorStats, Interval, PhaseRecord, RunData};
+pub use plan::{
+    Arrival, Endpoint, Model, Plan, PlanError, RatePhase, RequestTemplate, Stop, UserPhase,
+};
+pub use record::{
+    new_histogram, Counts, GeneratorStats, Interval, PhaseRecord, RunData, UserRecord,
+};
 pub use server::{ProcessSample, ProcessSeries, ServerData};
 pub use summary::{summary_schema, LatencyStats, Summary, SUMMARY_SCHEMA};
+pub use template::{Template, TemplateError};
 pub use timeline::TimelineRow;
+pub use users::UserModel;

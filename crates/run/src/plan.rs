@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::users::UserModel;
+
 /// A host and port that connections are opened to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -82,6 +84,21 @@ impl RatePhase {
     }
 }
 
+/// A stretch of closed-model load with virtual users: during the phase the number of users
+/// moves to `users`, `spawn_rate` users per second (at once when `None`), and each user runs
+/// session after session until the phase's count leaves no room for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserPhase {
+    /// Name, for per-phase results.
+    pub name: String,
+    /// Length.
+    pub duration: Duration,
+    /// Users running once the phase's ramp is done.
+    pub users: usize,
+    /// Users started (or stopped) per second on the way there; `None` for all at once.
+    pub spawn_rate: Option<f64>,
+}
+
 /// The load model.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Model {
@@ -105,6 +122,12 @@ pub enum Model {
         /// Seed of the Poisson arrivals.
         seed: u64,
     },
+    /// A number of virtual users over time, each running the plan's [`UserModel`] session after
+    /// session (Locust's model; the closed model with users instead of connections).
+    Users {
+        /// The user count over time, phase after phase.
+        phases: Vec<UserPhase>,
+    },
 }
 
 impl Model {
@@ -123,7 +146,7 @@ impl Model {
     /// `"closed"` or `"open"`, as in `summary.json`.
     pub fn name(&self) -> &'static str {
         match self {
-            Model::Closed { .. } => "closed",
+            Model::Closed { .. } | Model::Users { .. } => "closed",
             Model::Open { .. } => "open",
         }
     }
@@ -155,6 +178,9 @@ pub struct Plan {
     pub connect_timeout: Duration,
     /// Generator threads, each with its own event loop.
     pub threads: usize,
+    /// What virtual users do; `None` when every arrival or connection sends plain requests
+    /// from [`Plan::requests`] round robin.
+    pub users: Option<UserModel>,
 }
 
 /// Highest rate a phase may ask for: more than one machine can send, low enough that the
@@ -204,6 +230,12 @@ pub enum PlanError {
     /// A count above what one machine can hold.
     #[error("{0} must be at most {1}")]
     TooMany(&'static str, usize),
+    /// User phases without a user model to run.
+    #[error("user phases need scenarios for the users to run")]
+    UsersWithoutModel,
+    /// A phase with no length, a bad user count or spawn rate.
+    #[error("user phase {0:?} needs a duration above zero and a spawn rate above zero")]
+    BadUserPhase(String),
     /// Max connections below initial connections.
     #[error("--max-connections ({max}) is below -c ({initial})")]
     MaxBelowInitial {
@@ -237,6 +269,7 @@ impl Plan {
             timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             threads: 1,
+            users: None,
         }
     }
 
@@ -258,6 +291,10 @@ impl Plan {
                 max_connections,
                 ..
             } => (*connections, *max_connections),
+            Model::Users { phases } => {
+                let most = phases.iter().map(|p| p.users).max().unwrap_or(0);
+                (most, most)
+            }
         };
         if initial.max(cap) > MAX_CONNECTIONS {
             return Err(PlanError::TooMany("connections", MAX_CONNECTIONS));
@@ -273,6 +310,22 @@ impl Plan {
         }
         let endpoints = self.endpoints.len();
         match &self.model {
+            Model::Users { phases } => {
+                if self.users.is_none() {
+                    return Err(PlanError::UsersWithoutModel);
+                }
+                for p in phases {
+                    let rate_ok = p
+                        .spawn_rate
+                        .is_none_or(|r| r.is_finite() && r > 0.0 && r <= MAX_RATE_RPS);
+                    if p.duration.is_zero() || !rate_ok {
+                        return Err(PlanError::BadUserPhase(p.name.clone()));
+                    }
+                }
+                if !phases.iter().any(|p| p.users > 0) {
+                    return Err(PlanError::NoArrivals);
+                }
+            }
             Model::Closed {
                 connections,
                 pipeline,
@@ -346,6 +399,7 @@ impl Plan {
             Model::Open { phases, .. } => {
                 phases.iter().map(|p| p.duration).sum::<Option<Duration>>()
             }
+            Model::Users { phases } => Some(phases.iter().map(|p| p.duration).sum()),
             Model::Closed { .. } => None,
         };
         match (self.stop.duration, phases_total) {
@@ -370,6 +424,17 @@ impl Plan {
                     })
                     .collect()
             }
+            Model::Users { phases } => {
+                let mut start = 0.0;
+                phases
+                    .iter()
+                    .map(|p| {
+                        let span = (p.name.clone(), start, Some(p.duration.as_secs_f64()));
+                        start += p.duration.as_secs_f64();
+                        span
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -390,8 +455,14 @@ impl Plan {
         (names, index)
     }
 
-    /// The URLs of the requests, in order.
+    /// The distinct URLs of the requests, in first-seen order.
     pub fn target_urls(&self) -> Vec<String> {
-        self.requests.iter().map(|r| r.url.clone()).collect()
+        let mut urls: Vec<String> = Vec::new();
+        for r in &self.requests {
+            if !urls.contains(&r.url) {
+                urls.push(r.url.clone());
+            }
+        }
+        urls
     }
 }

@@ -36,6 +36,12 @@ pub struct Counts {
     pub status: Vec<u64>,
     /// Transport errors by kind, indexed by [`ErrorKind::index`].
     pub error_kinds: [u64; 6],
+    /// Virtual-user sessions started.
+    pub users_started: u64,
+    /// Sessions that ran to their end.
+    pub users_completed: u64,
+    /// Sessions ended early by an error, a failed expectation or a failed capture.
+    pub users_failed: u64,
 }
 
 impl Default for Counts {
@@ -49,6 +55,9 @@ impl Default for Counts {
             bytes: 0,
             status: vec![0; STATUS_SLOTS],
             error_kinds: [0; 6],
+            users_started: 0,
+            users_completed: 0,
+            users_failed: 0,
         }
     }
 }
@@ -103,6 +112,9 @@ impl Counts {
         self.dropped += other.dropped;
         self.offered += other.offered;
         self.bytes += other.bytes;
+        self.users_started += other.users_started;
+        self.users_completed += other.users_completed;
+        self.users_failed += other.users_failed;
         for (a, b) in self.status.iter_mut().zip(&other.status) {
             *a += b;
         }
@@ -127,6 +139,8 @@ pub struct Interval {
     pub lag: Histogram<u64>,
     /// Requests in flight (sent, not ended) when the interval closed.
     pub in_flight: u64,
+    /// Virtual users in a session when the interval closed.
+    pub users_active: u64,
 }
 
 impl Interval {
@@ -139,6 +153,7 @@ impl Interval {
             service: new_histogram(),
             lag: new_histogram(),
             in_flight: 0,
+            users_active: 0,
         }
     }
 
@@ -153,6 +168,7 @@ impl Interval {
             .expect("histograms share bounds");
         self.lag.add(&other.lag).expect("histograms share bounds");
         self.in_flight += other.in_flight;
+        self.users_active += other.users_active;
     }
 
     /// Empties the interval for reuse as `second`, keeping its allocations.
@@ -163,6 +179,7 @@ impl Interval {
         self.service.reset();
         self.lag.reset();
         self.in_flight = 0;
+        self.users_active = 0;
     }
 }
 
@@ -243,6 +260,51 @@ pub struct RunData {
     pub generator: GeneratorStats,
     /// The service's processes, when the lab watched them.
     pub server: Option<crate::ServerData>,
+    /// What the virtual users did, when the plan had a user model.
+    pub users: Option<UserRecord>,
+}
+
+/// Whole-run account of the virtual users' sessions.
+#[derive(Debug, Clone)]
+pub struct UserRecord {
+    /// Length of each session that ended (completed or failed), µs.
+    pub sessions: Histogram<u64>,
+    /// Why sessions failed, with counts (e.g. `expect status on login`).
+    pub failures: std::collections::BTreeMap<String, u64>,
+    /// Static resources fetched and resources skipped (on another host).
+    pub static_fetched: u64,
+    /// Resources named by pages but not fetched: on another host, or unparseable.
+    pub static_skipped: u64,
+}
+
+impl UserRecord {
+    /// An empty record.
+    pub fn new() -> Self {
+        UserRecord {
+            sessions: new_histogram(),
+            failures: Default::default(),
+            static_fetched: 0,
+            static_skipped: 0,
+        }
+    }
+
+    /// Adds another thread's record.
+    pub fn merge(&mut self, other: &UserRecord) {
+        self.sessions
+            .add(&other.sessions)
+            .expect("histograms share bounds");
+        for (k, v) in &other.failures {
+            *self.failures.entry(k.clone()).or_default() += v;
+        }
+        self.static_fetched += other.static_fetched;
+        self.static_skipped += other.static_skipped;
+    }
+}
+
+impl Default for UserRecord {
+    fn default() -> Self {
+        UserRecord::new()
+    }
 }
 
 impl RunData {

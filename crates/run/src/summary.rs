@@ -89,7 +89,8 @@ pub struct Requests {
 pub struct Throughput {
     /// Completed requests per second.
     pub rps: f64,
-    /// Scheduled arrivals per second (open model only).
+    /// Scheduled arrivals per second (open model only); with virtual users, an arrival is a
+    /// user starting a session.
     pub offered_rps: Option<f64>,
     /// Response bytes per second.
     pub bytes_per_s: f64,
@@ -187,6 +188,27 @@ pub struct NamedRequests {
     pub latency_ms: LatencyStats,
 }
 
+/// What the virtual users did (runs with scenarios of flows or user models).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Users {
+    /// Sessions started.
+    pub started: u64,
+    /// Sessions that ran to their end.
+    pub completed: u64,
+    /// Sessions ended early (transport error, failed expectation, failed capture).
+    pub failed: u64,
+    /// Why sessions failed, with counts.
+    pub failures: BTreeMap<String, u64>,
+    /// Most users in a session at once (at a second's end).
+    pub max_active: u64,
+    /// Length of the sessions that ended.
+    pub session_ms: LatencyStats,
+    /// Static resources fetched on users' first visits to pages.
+    pub static_fetched: u64,
+    /// Resources pages named but that were not fetched (another host, or not a URL).
+    pub static_skipped: u64,
+}
+
 /// One watched process of the service.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ServerProcess {
@@ -246,6 +268,9 @@ pub struct Summary {
     /// Results per request name, when the run had more than one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub requests_by_name: BTreeMap<String, NamedRequests>,
+    /// Virtual users' sessions, when the run had a user model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<Users>,
 }
 
 impl Summary {
@@ -266,11 +291,17 @@ impl Summary {
         let saturated = g.busiest_thread_utilization > SATURATED_UTILIZATION;
         let mut warnings = Vec::new();
         if let Some(offered) = offered_rps {
-            let achieved = c.sent as f64 / secs;
+            // With virtual users an arrival is a user, who may send many requests.
+            let (started, what) = match run.users {
+                Some(_) => (c.users_started, "users/s"),
+                None => (c.sent, "req/s"),
+            };
+            let achieved = started as f64 / secs;
             if offered > 0.0 && achieved < BEHIND_RATIO * offered {
                 warnings.push(format!(
-                    "the generator sent {achieved:.0} req/s of the {offered:.0} req/s offered \
-                     ({:.1} %): requests waited for connections or the generator fell behind",
+                    "the generator started {achieved:.0} {what} of the {offered:.0} {what} \
+                     offered ({:.1} %): arrivals waited for connections or the generator fell \
+                     behind",
                     100.0 * achieved / offered
                 ));
             }
@@ -371,6 +402,16 @@ impl Summary {
                     (name.clone(), named)
                 })
                 .collect(),
+            users: run.users.as_ref().map(|u| Users {
+                started: c.users_started,
+                completed: c.users_completed,
+                failed: c.users_failed,
+                failures: u.failures.clone(),
+                max_active: run.timeline.iter().map(|r| r.users_active).max().unwrap_or(0),
+                session_ms: LatencyStats::from_histogram(&u.sessions),
+                static_fetched: u.static_fetched,
+                static_skipped: u.static_skipped,
+            }),
             server: run.server.as_ref().map(|d| Server {
                 processes: d
                     .processes

@@ -35,6 +35,12 @@ pub struct TimelineRow {
     pub server_cpu_pct: Option<f64>,
     /// Resident memory of the watched server processes this second, summed, MB.
     pub server_rss_mb: Option<f64>,
+    /// Virtual users in a session at the end of the second.
+    pub users_active: u64,
+    /// Sessions started this second.
+    pub users_started: u64,
+    /// Sessions failed this second.
+    pub users_failed: u64,
 }
 
 pub(crate) fn us_to_ms(us: u64) -> f64 {
@@ -67,6 +73,9 @@ impl TimelineRow {
             lag_p99_ms: pct(&iv.lag, 0.99),
             server_cpu_pct: None,
             server_rss_mb: None,
+            users_active: iv.users_active,
+            users_started: c.users_started,
+            users_failed: c.users_failed,
         }
     }
 
@@ -78,7 +87,7 @@ impl TimelineRow {
             h.push_str(k.as_str());
         }
         h.push_str(",dropped,in_flight,p50_ms,p99_ms,service_p99_ms,lag_p99_ms");
-        h.push_str(",server_cpu_pct,server_rss_mb");
+        h.push_str(",server_cpu_pct,server_rss_mb,users_active,users_started,users_failed");
         h
     }
 
@@ -106,9 +115,12 @@ impl TimelineRow {
             |v: Option<f64>, digits: usize| v.map_or(String::new(), |x| format!("{x:.digits$}"));
         writeln!(
             w,
-            ",{},{}",
+            ",{},{},{},{},{}",
             opt(self.server_cpu_pct, 1),
-            opt(self.server_rss_mb, 2)
+            opt(self.server_rss_mb, 2),
+            self.users_active,
+            self.users_started,
+            self.users_failed
         )
     }
 }

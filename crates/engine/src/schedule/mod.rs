@@ -3,6 +3,7 @@
 
 pub mod closed;
 pub mod open;
+pub mod users;
 
 /// How a run's request count is split across generator threads: thread `k` of `threads` gets
 /// `count / threads`, plus one for the first `count % threads` threads.

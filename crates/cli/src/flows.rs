@@ -1,0 +1,599 @@
+//! Scenario flows and Markov user models as written in scenario files, lowered into the
+//! plan's requests and a [`UserModel`] of steps the engine's virtual users run.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use loadlab_run::users::{
+    Behaviour, Capture, CaptureSource, Chain, ChainState, Expect, RequestStep, Step, Think,
+    UserScenario,
+};
+use loadlab_run::{Endpoint, RequestTemplate, Template};
+use serde::Deserialize;
+
+use crate::scenario::{OneOrMany, Seconds};
+
+/// Most steps a user model may have, loops and states included.
+const MAX_STEPS: usize = 10_000;
+
+/// One step of a flow: a request, a think time, or a loop (Artillery writes `count` beside
+/// `loop`, so a step is a map of optional keys of which exactly one kind is given).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    #[serde(default)]
+    get: Option<RequestSpec>,
+    #[serde(default)]
+    post: Option<RequestSpec>,
+    #[serde(default)]
+    put: Option<RequestSpec>,
+    #[serde(default)]
+    patch: Option<RequestSpec>,
+    #[serde(default)]
+    delete: Option<RequestSpec>,
+    #[serde(default)]
+    think: Option<ThinkSpec>,
+    #[serde(default, rename = "loop")]
+    looped: Option<Vec<StepSpec>>,
+    #[serde(default)]
+    count: Option<u64>,
+}
+
+impl StepSpec {
+    /// The step's request when the step is exactly one plain request (see
+    /// [`RequestSpec::is_plain`]).
+    pub fn plain_request(&self) -> Option<(&'static str, &RequestSpec)> {
+        if self.think.is_some() || self.looped.is_some() || self.count.is_some() {
+            return None;
+        }
+        self.request().ok().flatten().filter(|(_, r)| r.is_plain())
+    }
+
+    /// The step's request and its method, if it is one (and only one) request.
+    fn request(&self) -> Result<Option<(&'static str, &RequestSpec)>> {
+        let all = [
+            ("GET", &self.get),
+            ("POST", &self.post),
+            ("PUT", &self.put),
+            ("PATCH", &self.patch),
+            ("DELETE", &self.delete),
+        ];
+        let mut given = all
+            .iter()
+            .filter_map(|(m, r)| r.as_ref().map(|r| (*m, r)));
+        let first = given.next();
+        if given.next().is_some() {
+            bail!("a step sends one request; split get/post/… into separate steps");
+        }
+        Ok(first)
+    }
+}
+
+/// A request as scenario files write it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    /// Absolute, or a path relative to `config.target`; may hold `{{ }}` after the host.
+    pub url: String,
+    /// Name for the per-request results (default: method and URL as written).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Headers; values may hold `{{ }}`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Query parameters, URL-encoded once rendered.
+    #[serde(default)]
+    pub qs: BTreeMap<String, serde_json::Value>,
+    /// JSON body; its strings may hold `{{ }}`.
+    #[serde(default)]
+    pub json: Option<serde_json::Value>,
+    /// Raw body; may hold `{{ }}`.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Values taken from the response into variables.
+    #[serde(default)]
+    pub capture: Option<OneOrMany<CaptureSpec>>,
+    /// Checks on the response.
+    #[serde(default)]
+    pub expect: Option<OneOrMany<ExpectSpec>>,
+    /// Fetch the resources the page's HTML names on a user's first visit (a browser's first
+    /// load).
+    #[serde(default, rename = "static")]
+    pub fetch_static: bool,
+}
+
+impl RequestSpec {
+    /// True when the request is one fixed request: nothing to render, capture or check.
+    pub fn is_plain(&self) -> bool {
+        !self.url.contains("{{")
+            && self.qs.is_empty()
+            && self.capture.is_none()
+            && self.expect.is_none()
+            && !self.fetch_static
+            && self.name.is_none()
+            && self.headers.values().all(|v| !v.contains("{{"))
+            && self.body.as_ref().is_none_or(|b| !b.contains("{{"))
+            && self.json.as_ref().is_none_or(|j| !j.to_string().contains("{{"))
+    }
+
+    /// The headers (with `Content-Type: application/json` added for a JSON body) and the body.
+    pub fn headers_and_body(&self) -> Result<(Vec<(String, String)>, Vec<u8>)> {
+        let mut headers: Vec<(String, String)> = self.headers.clone().into_iter().collect();
+        for (k, v) in &headers {
+            if k.is_empty() || k.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+                bail!("header name {k:?} is not valid");
+            }
+            if v.contains(['\r', '\n']) {
+                bail!("header {k:?} must not contain line breaks");
+            }
+        }
+        let body = match (&self.json, &self.body) {
+            (Some(_), Some(_)) => bail!("give json or body, not both"),
+            (Some(j), None) => {
+                if !headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+                {
+                    headers.push(("Content-Type".into(), "application/json".into()));
+                }
+                serde_json::to_vec(j)?
+            }
+            (None, Some(b)) => b.clone().into_bytes(),
+            (None, None) => Vec::new(),
+        };
+        Ok((headers, body))
+    }
+}
+
+/// `capture`: a JSONPath query over the body, or a header, into a variable.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureSpec {
+    #[serde(default)]
+    json: Option<String>,
+    #[serde(default)]
+    header: Option<String>,
+    #[serde(rename = "as")]
+    var: String,
+}
+
+/// `expect`: one check per item, as Artillery's expect plugin writes them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExpectSpec {
+    #[serde(default)]
+    status_code: Option<OneOrMany<u16>>,
+    #[serde(default)]
+    content_type: Option<String>,
+}
+
+/// `think`: seconds (Artillery), or a distribution.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ThinkSpec {
+    /// A constant time.
+    Fixed(Seconds),
+    /// A distribution of times.
+    Dist(ThinkDist),
+}
+
+/// A think-time distribution.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThinkDist {
+    #[serde(default)]
+    constant: Option<Seconds>,
+    #[serde(default)]
+    uniform: Option<[Seconds; 2]>,
+    #[serde(default)]
+    exponential: Option<Seconds>,
+}
+
+/// loadlab's user model: states (pages) with transitions that carry probabilities.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkovSpec {
+    /// The first state.
+    start: String,
+    /// The states by name; `end` is the end of the session and cannot be defined.
+    states: BTreeMap<String, StateSpec>,
+}
+
+/// One state of a Markov user model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateSpec {
+    #[serde(default)]
+    get: Option<RequestSpec>,
+    #[serde(default)]
+    post: Option<RequestSpec>,
+    #[serde(default)]
+    think: Option<ThinkSpec>,
+    /// Next state → weight (normalized into probabilities); `end` ends the session.
+    #[serde(default)]
+    next: BTreeMap<String, f64>,
+}
+
+fn seconds(s: &Seconds) -> Result<Duration> {
+    match s {
+        Seconds::Number(n) if *n == 0.0 => Ok(Duration::ZERO),
+        other => other.duration(),
+    }
+}
+
+fn think_of(t: &ThinkSpec) -> Result<Think> {
+    Ok(match t {
+        ThinkSpec::Fixed(s) => Think::Constant(seconds(s)?),
+        ThinkSpec::Dist(d) => match (&d.constant, &d.uniform, &d.exponential) {
+            (Some(c), None, None) => Think::Constant(seconds(c)?),
+            (None, Some([a, b]), None) => {
+                let (a, b) = (seconds(a)?, seconds(b)?);
+                if a > b {
+                    bail!("think: uniform needs [low, high] with low ≤ high");
+                }
+                Think::Uniform(a, b)
+            }
+            (None, None, Some(m)) => Think::Exponential(seconds(m)?),
+            _ => bail!("think takes seconds, or one of constant, uniform [low, high], exponential (its mean)"),
+        },
+    })
+}
+
+/// Builds the plan's requests and the user model's scenarios from scenario specs.
+pub struct Lowering<'a> {
+    /// `config.target`, or `--target`.
+    pub target: &'a str,
+    /// The plan's endpoints, filled as requests name them.
+    pub endpoints: Vec<Endpoint>,
+    /// The plan's requests, one per request step (and one per page's static resources).
+    pub requests: Vec<RequestTemplate>,
+    /// Variables some source defines: config variables, payload fields, captures.
+    pub defined: HashSet<String>,
+    steps: usize,
+}
+
+impl<'a> Lowering<'a> {
+    /// Starts lowering against `target`, with the variables config and payload define.
+    pub fn new(target: &'a str, defined: HashSet<String>) -> Self {
+        Lowering {
+            target,
+            endpoints: Vec::new(),
+            requests: Vec::new(),
+            defined,
+            steps: 0,
+        }
+    }
+
+    /// Lowers one scenario's flow or chain.
+    pub fn scenario(
+        &mut self,
+        name: &str,
+        flow: Option<&[StepSpec]>,
+        markov: Option<&MarkovSpec>,
+    ) -> Result<UserScenario> {
+        let behaviour = match (flow, markov) {
+            (Some(flow), None) => Behaviour::Flow(self.steps(flow)?),
+            (None, Some(m)) => Behaviour::Chain(self.chain(m)?),
+            _ => bail!("scenario {name:?} needs a flow or a markov model (one of them)"),
+        };
+        Ok(UserScenario {
+            name: name.to_string(),
+            behaviour,
+        })
+    }
+
+    fn count_step(&mut self) -> Result<()> {
+        self.steps += 1;
+        if self.steps > MAX_STEPS {
+            bail!("more than {MAX_STEPS} steps; use loop with a count instead of repeating steps");
+        }
+        Ok(())
+    }
+
+    fn steps(&mut self, flow: &[StepSpec]) -> Result<Vec<Step>> {
+        let mut out = Vec::with_capacity(flow.len());
+        for (i, s) in flow.iter().enumerate() {
+            self.count_step()?;
+            let at = |e: anyhow::Error| e.context(format!("flow step {}", i + 1));
+            let request = s.request().map_err(at)?;
+            let kinds = usize::from(request.is_some())
+                + usize::from(s.think.is_some())
+                + usize::from(s.looped.is_some());
+            if kinds != 1 {
+                return Err(at(anyhow::anyhow!(
+                    "a step is one of get/post/put/patch/delete, think, or loop (with count)"
+                )));
+            }
+            if s.count.is_some() && s.looped.is_none() {
+                return Err(at(anyhow::anyhow!("count goes with loop")));
+            }
+            if let Some((method, r)) = request {
+                out.push(Step::Request(self.request(method, r).map_err(at)?));
+            } else if let Some(t) = &s.think {
+                out.push(Step::Think(think_of(t).map_err(at)?));
+            } else if let Some(body) = &s.looped {
+                if body.is_empty() {
+                    return Err(at(anyhow::anyhow!("a loop needs steps")));
+                }
+                let steps = self.steps(body).map_err(at)?;
+                out.push(Step::Loop {
+                    count: s.count,
+                    steps,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn chain(&mut self, m: &MarkovSpec) -> Result<Chain> {
+        if m.states.contains_key("end") {
+            bail!("markov: `end` ends a session and cannot be a state");
+        }
+        let names: Vec<&String> = m.states.keys().collect();
+        let index = |n: &str| -> Result<Option<usize>> {
+            if n == "end" {
+                return Ok(None);
+            }
+            names
+                .iter()
+                .position(|s| *s == n)
+                .map(Some)
+                .with_context(|| format!("markov: no state named {n:?}"))
+        };
+        let start = index(&m.start)?.context("markov: start must be a state, not end")?;
+        let mut states = Vec::new();
+        for (name, st) in &m.states {
+            self.count_step()?;
+            let at = |e: anyhow::Error| e.context(format!("markov state {name:?}"));
+            let request = match (&st.get, &st.post) {
+                (Some(r), None) => Some(self.request("GET", r).map_err(at)?),
+                (None, Some(r)) => Some(self.request("POST", r).map_err(at)?),
+                (None, None) => None,
+                _ => return Err(at(anyhow::anyhow!("a state loads one page: get or post"))),
+            };
+            let think = st.think.as_ref().map(think_of).transpose().map_err(at)?;
+            let mut weights = Vec::new();
+            for (to, w) in &st.next {
+                if !(w.is_finite() && *w >= 0.0) {
+                    return Err(at(anyhow::anyhow!("transition weights must be 0 or more")));
+                }
+                weights.push((index(to).map_err(at)?, *w));
+            }
+            if !st.next.is_empty() && weights.iter().all(|(_, w)| *w == 0.0) {
+                return Err(at(anyhow::anyhow!("every transition weight is 0")));
+            }
+            states.push(ChainState {
+                name: name.clone(),
+                request,
+                think,
+                next: ChainState::transitions(&weights),
+            });
+        }
+        // A cycle of states with no request and no think would spin without end.
+        for (i, s) in states.iter().enumerate() {
+            if s.request.is_none() && s.think.is_none() && s.next.iter().any(|(t, _)| *t == Some(i)) {
+                bail!("markov state {:?} leads to itself without loading a page or thinking", s.name);
+            }
+        }
+        Ok(Chain { start, states })
+    }
+
+    /// Lowers one request step: its endpoint and name into the plan's requests, its templates
+    /// parsed, its captures and expectations checked.
+    fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep> {
+        let (origin, path) = split_url(self.target, &r.url)?;
+        let endpoint = self.endpoint(&origin)?;
+        let (headers, body) = r.headers_and_body()?;
+        let name = r
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{method} {}", r.url));
+        let template = |text: &str| Template::parse(text).map_err(|e| anyhow::anyhow!("{e}"));
+        let path_t = template(&path)?;
+        let header_ts = headers
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), template(v)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let query = r
+            .qs
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                    _ => bail!("qs {k:?}: a value must be a string, number or boolean"),
+                };
+                Ok((k.clone(), template(&text)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let body_t = match &r.json {
+            Some(_) => Template::default(),
+            None => template(&String::from_utf8_lossy(&body))?,
+        };
+        let mut uses: Vec<String> = path_t.variables().map(str::to_string).collect();
+        uses.extend(header_ts.iter().flat_map(|(_, t)| t.variables().map(str::to_string)));
+        uses.extend(query.iter().flat_map(|(_, t)| t.variables().map(str::to_string)));
+        uses.extend(body_t.variables().map(str::to_string));
+        if let Some(j) = &r.json {
+            json_variables(j, &mut uses)?;
+        }
+        if let Some(v) = uses.iter().find(|v| !self.defined.contains(*v)) {
+            bail!("{{{{ {v} }}}} is not defined before this request: define it in config.variables, a payload's fields, or an earlier capture");
+        }
+        let request = self.push_request(&name, &r.url, endpoint, method, &path, &headers, &body);
+        let mut captures = Vec::new();
+        for c in r.capture.iter().flat_map(OneOrMany::as_slice) {
+            let source = match (&c.json, &c.header) {
+                (Some(q), None) => {
+                    serde_json_path::JsonPath::parse(q)
+                        .map_err(|e| anyhow::anyhow!("capture json {q:?} is not a JSONPath query: {e}"))?;
+                    CaptureSource::Json(q.clone())
+                }
+                (None, Some(h)) => CaptureSource::Header(h.clone()),
+                _ => bail!("capture {:?} needs json (a JSONPath) or header, one of them", c.var),
+            };
+            self.defined.insert(c.var.clone());
+            captures.push(Capture {
+                source,
+                var: c.var.clone(),
+            });
+        }
+        let mut expects = Vec::new();
+        for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
+            match (&e.status_code, &e.content_type) {
+                (Some(codes), None) => {
+                    let codes = codes.as_slice().to_vec();
+                    if codes.iter().any(|c| !(100..1000).contains(c)) {
+                        bail!("expect statusCode: codes are from 100 to 999");
+                    }
+                    expects.push(Expect::Status(codes));
+                }
+                (None, Some(ct)) => expects.push(Expect::ContentType(ct.clone())),
+                _ => bail!("each expect item is one of statusCode or contentType"),
+            }
+        }
+        let static_resources = r.fetch_static.then(|| {
+            self.push_request(
+                &format!("{name} static"),
+                &r.url,
+                endpoint,
+                "GET",
+                &path,
+                &[],
+                &[],
+            )
+        });
+        Ok(RequestStep {
+            request,
+            path: path_t,
+            query,
+            headers: header_ts,
+            body: body_t,
+            json: r.json.clone(),
+            captures,
+            expects,
+            static_resources,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_request(
+        &mut self,
+        name: &str,
+        url: &str,
+        endpoint: usize,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> usize {
+        let url = if url.starts_with('/') {
+            format!("{}{url}", self.target.trim_end_matches('/'))
+        } else {
+            url.to_string()
+        };
+        self.requests.push(RequestTemplate {
+            name: name.to_string(),
+            url,
+            endpoint,
+            method: method.to_string(),
+            path: path.to_string(),
+            headers: headers.to_vec(),
+            body: body.to_vec(),
+        });
+        self.requests.len() - 1
+    }
+
+    fn endpoint(&mut self, origin: &str) -> Result<usize> {
+        let spec = crate::lower::RequestSpec {
+            name: origin.to_string(),
+            url: format!("{origin}/"),
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        let (eps, _) = crate::lower::resolve(std::slice::from_ref(&spec))?;
+        let ep = eps.into_iter().next().context("the URL has no address")?;
+        Ok(match self.endpoints.iter().position(|e| e.addr == ep.addr) {
+            Some(i) => i,
+            None => {
+                self.endpoints.push(ep);
+                self.endpoints.len() - 1
+            }
+        })
+    }
+}
+
+/// Splits a request URL into its origin (`http://host:port`) and its path template; relative
+/// URLs take the target's origin and path prefix.
+fn split_url(target: &str, url: &str) -> Result<(String, String)> {
+    let absolute = if url.starts_with('/') {
+        format!("{}{url}", target.trim_end_matches('/'))
+    } else {
+        url.to_string()
+    };
+    let after_scheme = absolute
+        .find("://")
+        .map(|i| i + 3)
+        .with_context(|| format!("{url:?} is neither a path starting with / nor an http:// URL"))?;
+    let path_at = absolute[after_scheme..]
+        .find(['/', '?'])
+        .map_or(absolute.len(), |i| after_scheme + i);
+    let (origin, path) = absolute.split_at(path_at);
+    if origin.contains("{{") {
+        bail!("{url:?}: templates may appear in the path, not in the scheme or host");
+    }
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    Ok((origin.to_string(), path))
+}
+
+/// Collects the variables a JSON body's strings read; fails on a malformed template.
+fn json_variables(v: &serde_json::Value, out: &mut Vec<String>) -> Result<()> {
+    match v {
+        serde_json::Value::String(s) => {
+            let t = Template::parse(s).map_err(|e| anyhow::anyhow!("{e}"))?;
+            out.extend(t.variables().map(str::to_string));
+        }
+        serde_json::Value::Array(items) => {
+            for i in items {
+                json_variables(i, out)?;
+            }
+        }
+        serde_json::Value::Object(m) => {
+            for i in m.values() {
+                json_variables(i, out)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_origin_and_path_template() {
+        let t = "http://127.0.0.1:8080";
+        assert_eq!(
+            split_url(t, "/users/{{ id }}").unwrap(),
+            ("http://127.0.0.1:8080".to_string(), "/users/{{ id }}".to_string())
+        );
+        assert_eq!(
+            split_url(t, "http://127.0.0.1:9/x?a={{ b }}").unwrap(),
+            ("http://127.0.0.1:9".to_string(), "/x?a={{ b }}".to_string())
+        );
+        assert_eq!(
+            split_url("http://h:1/base", "/p").unwrap().1,
+            "/base/p".to_string()
+        );
+        assert!(split_url(t, "http://{{ host }}/x").is_err());
+        assert!(split_url(t, "x").is_err());
+    }
+}

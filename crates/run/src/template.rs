@@ -1,0 +1,216 @@
+//! Text with `{{ name }}` placeholders, as Artillery writes them: parsed once when the plan is
+//! built, rendered for every request a virtual user sends.
+//!
+//! Besides variables, two of Artillery's functions are understood: `{{ $randomNumber(a, b) }}`
+//! (an integer from `a` to `b`, both included) and `{{ $randomString(n) }}` (`n` letters and
+//! digits).
+
+use std::fmt::Write;
+
+/// Longest string `$randomString(n)` may produce.
+const MAX_RANDOM_STRING: usize = 4096;
+
+/// One piece of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    /// Text copied as is.
+    Text(String),
+    /// The value of a variable.
+    Var(String),
+    /// `$randomNumber(min, max)`.
+    RandomNumber(i64, i64),
+    /// `$randomString(len)`.
+    RandomString(usize),
+}
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Template {
+    parts: Vec<Part>,
+}
+
+/// A template that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// `{{` without its `}}`.
+    #[error("{0:?} opens a placeholder with {{{{ but never closes it with }}}}")]
+    Unclosed(String),
+    /// An empty or malformed placeholder.
+    #[error("{{{{ {0} }}}} is not a variable name or a known function ($randomNumber(a, b), $randomString(n))")]
+    Bad(String),
+}
+
+impl Template {
+    /// Parses `text`; `{{ name }}` is a variable, everything else is literal.
+    pub fn parse(text: &str) -> Result<Template, TemplateError> {
+        let mut parts = Vec::new();
+        let mut rest = text;
+        while let Some(open) = rest.find("{{") {
+            if open > 0 {
+                parts.push(Part::Text(rest[..open].to_string()));
+            }
+            let after = &rest[open + 2..];
+            let close = after
+                .find("}}")
+                .ok_or_else(|| TemplateError::Unclosed(text.to_string()))?;
+            parts.push(placeholder(after[..close].trim())?);
+            rest = &after[close + 2..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Text(rest.to_string()));
+        }
+        Ok(Template { parts })
+    }
+
+    /// A template of literal text only.
+    pub fn literal(text: &str) -> Template {
+        Template {
+            parts: if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![Part::Text(text.to_string())]
+            },
+        }
+    }
+
+    /// True when rendering always gives the same text (no placeholder).
+    pub fn is_literal(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+    }
+
+    /// True when the template renders to nothing.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// The variables the template reads, in order.
+    pub fn variables(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Var(v) => Some(v.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Appends the rendered text to `out`; `lookup` gives a variable's value (an unset
+    /// variable renders as nothing, as in Artillery).
+    pub fn render<'a>(
+        &self,
+        lookup: impl Fn(&str) -> Option<&'a str>,
+        rng: &mut fastrand::Rng,
+        out: &mut String,
+    ) {
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.push_str(t),
+                Part::Var(v) => out.push_str(lookup(v).unwrap_or("")),
+                Part::RandomNumber(a, b) => {
+                    let _ = write!(out, "{}", rng.i64(*a..=*b));
+                }
+                Part::RandomString(n) => {
+                    out.extend((0..*n).map(|_| rng.alphanumeric()));
+                }
+            }
+        }
+    }
+}
+
+/// Parses what stands between `{{` and `}}`.
+fn placeholder(inner: &str) -> Result<Part, TemplateError> {
+    let bad = || TemplateError::Bad(inner.to_string());
+    if let Some(call) = inner.strip_prefix('$') {
+        let (name, args) = call
+            .strip_suffix(')')
+            .and_then(|c| c.split_once('('))
+            .ok_or_else(bad)?;
+        let args: Vec<&str> = args.split(',').map(str::trim).collect();
+        return match (name.trim(), args.as_slice()) {
+            ("randomNumber", [a, b]) => {
+                let (a, b) = (
+                    a.parse::<i64>().map_err(|_| bad())?,
+                    b.parse::<i64>().map_err(|_| bad())?,
+                );
+                if a > b {
+                    return Err(bad());
+                }
+                Ok(Part::RandomNumber(a, b))
+            }
+            ("randomString", [n]) => match n.parse::<usize>() {
+                Ok(n) if n <= MAX_RANDOM_STRING => Ok(Part::RandomString(n)),
+                _ => Err(bad()),
+            },
+            _ => Err(bad()),
+        };
+    }
+    let valid = !inner.is_empty()
+        && inner
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if valid {
+        Ok(Part::Var(inner.to_string()))
+    } else {
+        Err(bad())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(t: &Template, vars: &[(&str, &str)]) -> String {
+        let mut out = String::new();
+        let mut rng = fastrand::Rng::with_seed(1);
+        t.render(
+            |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| *v),
+            &mut rng,
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn variables_are_replaced_and_text_kept() {
+        let t = Template::parse("/users/{{ id }}/x?t={{token}}&z=1").unwrap();
+        assert_eq!(t.variables().collect::<Vec<_>>(), vec!["id", "token"]);
+        assert!(!t.is_literal());
+        assert_eq!(
+            render(&t, &[("id", "42"), ("token", "abc")]),
+            "/users/42/x?t=abc&z=1"
+        );
+        assert_eq!(render(&t, &[("id", "42")]), "/users/42/x?t=&z=1");
+        assert!(Template::parse("/plain").unwrap().is_literal());
+    }
+
+    #[test]
+    fn functions_stay_in_range() {
+        let t = Template::parse("{{ $randomNumber(3, 5) }}-{{ $randomString(8) }}").unwrap();
+        let mut rng = fastrand::Rng::with_seed(9);
+        for _ in 0..200 {
+            let mut out = String::new();
+            t.render(|_| None, &mut rng, &mut out);
+            let (n, s) = out.split_once('-').unwrap();
+            assert!((3..=5).contains(&n.parse::<i64>().unwrap()), "{out}");
+            assert_eq!(s.len(), 8);
+            assert!(s.chars().all(|c| c.is_ascii_alphanumeric()));
+        }
+    }
+
+    #[test]
+    fn malformed_placeholders_are_refused() {
+        for bad in [
+            "{{ }}",
+            "{{ a b }}",
+            "{{ $nope(1) }}",
+            "{{ $randomNumber(5, 1) }}",
+            "{{ $randomString(99999) }}",
+        ] {
+            assert!(
+                matches!(Template::parse(bad), Err(TemplateError::Bad(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Template::parse("/x/{{ id"),
+            Err(TemplateError::Unclosed(_))
+        ));
+    }
+}

@@ -1,0 +1,394 @@
+//! Virtual users: what one user does in a session — a flow of steps (requests, think times,
+//! loops) or a walk over a Markov chain of pages — and the data it draws on (variables,
+//! payload rows). Scenario files lower into a [`UserModel`]; the engine runs one session per
+//! arrival (open model) or per user slot (user phases).
+
+use std::time::Duration;
+
+use crate::template::Template;
+
+/// What the users of a run do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserModel {
+    /// The scenarios, each with its share of the users.
+    pub scenarios: Vec<UserScenario>,
+    /// Which scenario user `k` runs: `pattern[k % pattern.len()]`, the weights laid out as
+    /// interleaved repetitions so every stretch of users sees the mix.
+    pub pattern: Vec<usize>,
+    /// `config.variables`: each user takes one value of each (a list gives one at random).
+    pub variables: Vec<(String, Vec<String>)>,
+    /// `config.payload`: each user takes one row of each.
+    pub payloads: Vec<Payload>,
+    /// Seed of every user's random choices (think times, transitions, random rows).
+    pub seed: u64,
+}
+
+/// One scenario: a name and a behaviour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserScenario {
+    /// Name, for reports.
+    pub name: String,
+    /// What a user of this scenario does.
+    pub behaviour: Behaviour,
+}
+
+/// A user's behaviour.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Behaviour {
+    /// Steps in order, once.
+    Flow(Vec<Step>),
+    /// A walk over a Markov chain of pages until it reaches its end.
+    Chain(Chain),
+}
+
+/// One step of a flow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Send a request and wait for its response.
+    Request(RequestStep),
+    /// Wait, as a person reading.
+    Think(Think),
+    /// Run `steps` `count` times (forever when `None`: until the run stops).
+    Loop {
+        /// Repetitions.
+        count: Option<u64>,
+        /// The body of the loop.
+        steps: Vec<Step>,
+    },
+}
+
+/// A request a user sends: the parts that may hold `{{ }}` placeholders, and what to take from
+/// and check in the response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestStep {
+    /// Index into the plan's requests: its endpoint, method and name for the results.
+    pub request: usize,
+    /// Path, with any query written into the URL.
+    pub path: Template,
+    /// Query parameters added to the path (`qs`), their values URL-encoded once rendered.
+    pub query: Vec<(String, Template)>,
+    /// Headers, in order.
+    pub headers: Vec<(String, Template)>,
+    /// Raw body (empty for none).
+    pub body: Template,
+    /// JSON body, whose strings are templates rendered for each send (so a value stays
+    /// properly quoted whatever it holds); takes the place of `body` when set.
+    pub json: Option<serde_json::Value>,
+    /// Values taken from the response into variables.
+    pub captures: Vec<Capture>,
+    /// Checks on the response; a failed one ends the session as failed.
+    pub expects: Vec<Expect>,
+    /// When set, the first time a user loads this page the resources its HTML names
+    /// (`img src`, stylesheet `link href`, `script src`) are fetched too, and recorded under
+    /// this request index.
+    pub static_resources: Option<usize>,
+}
+
+impl RequestStep {
+    /// True when the response body must be kept (to capture from it, or to find resources).
+    pub fn needs_body(&self) -> bool {
+        self.static_resources.is_some()
+            || self
+                .captures
+                .iter()
+                .any(|c| matches!(c.source, CaptureSource::Json(_)))
+    }
+}
+
+/// A value taken from a response into a variable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capture {
+    /// Where the value comes from.
+    pub source: CaptureSource,
+    /// The variable it goes into.
+    pub var: String,
+}
+
+/// Where a captured value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaptureSource {
+    /// A JSONPath query (RFC 9535) over the JSON body; the first match is taken.
+    Json(String),
+    /// A response header, by name (case-insensitive).
+    Header(String),
+}
+
+/// A check on a response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expect {
+    /// The status is one of these.
+    Status(Vec<u16>),
+    /// The `Content-Type` header contains this text (case-insensitive).
+    ContentType(String),
+}
+
+/// A think time: how long a user waits between steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Think {
+    /// Always the same.
+    Constant(Duration),
+    /// Uniform between two bounds.
+    Uniform(Duration, Duration),
+    /// Exponential with this mean (memoryless, as arrivals of a Poisson process).
+    Exponential(Duration),
+}
+
+/// Longest think time an exponential draw may give, as a multiple of its mean; the tail past it
+/// (e^-20) never matters for load and would only stall a session.
+const EXPONENTIAL_CAP: f64 = 20.0;
+
+impl Think {
+    /// Draws one think time.
+    pub fn sample(&self, rng: &mut fastrand::Rng) -> Duration {
+        match *self {
+            Think::Constant(d) => d,
+            Think::Uniform(a, b) => a + (b.saturating_sub(a)).mul_f64(rng.f64()),
+            Think::Exponential(mean) => {
+                // 1 - U lies in (0, 1], so the logarithm is finite.
+                let draw = -(1.0 - rng.f64()).ln();
+                mean.mul_f64(draw.min(EXPONENTIAL_CAP))
+            }
+        }
+    }
+
+    /// The mean think time.
+    pub fn mean(&self) -> Duration {
+        match *self {
+            Think::Constant(d) | Think::Exponential(d) => d,
+            Think::Uniform(a, b) => (a + b) / 2,
+        }
+    }
+}
+
+/// A Markov chain of pages: a user starts at `start`, does the state's request (if any), thinks,
+/// and moves to a next state drawn from the state's transitions, until it reaches the end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chain {
+    /// The first state.
+    pub start: usize,
+    /// The states.
+    pub states: Vec<ChainState>,
+}
+
+/// One state of a [`Chain`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainState {
+    /// Name, for reports.
+    pub name: String,
+    /// The page this state loads; `None` for a state that only routes (instantaneous).
+    pub request: Option<RequestStep>,
+    /// Think time after the request.
+    pub think: Option<Think>,
+    /// Next states with their cumulative probabilities (the last is 1); `None` is the end of
+    /// the session. No transitions means the end.
+    pub next: Vec<(Option<usize>, f64)>,
+}
+
+impl ChainState {
+    /// Builds the cumulative transition table from weights (any non-negative numbers, at
+    /// least one positive); `None` as a target is the end.
+    pub fn transitions(weights: &[(Option<usize>, f64)]) -> Vec<(Option<usize>, f64)> {
+        let total: f64 = weights.iter().map(|(_, w)| w).sum();
+        let mut acc = 0.0;
+        let mut out: Vec<(Option<usize>, f64)> = weights
+            .iter()
+            .filter(|(_, w)| *w > 0.0)
+            .map(|(to, w)| {
+                acc += w / total;
+                (*to, acc)
+            })
+            .collect();
+        if let Some(last) = out.last_mut() {
+            last.1 = 1.0;
+        }
+        out
+    }
+}
+
+impl Chain {
+    /// The state after `state`, drawn from its transitions; `None` when the session ends.
+    pub fn next(&self, state: usize, rng: &mut fastrand::Rng) -> Option<usize> {
+        let u = rng.f64();
+        let next = &self.states[state].next;
+        next.iter()
+            .find(|(_, cum)| u < *cum)
+            .or(next.last())
+            .and_then(|(to, _)| *to)
+    }
+
+    /// Each state's long-run share of visits for a user that restarts at `start` whenever it
+    /// reaches the end: the stationary distribution of the chain with the end wired back to the
+    /// start, found by power iteration.
+    pub fn stationary(&self) -> Vec<f64> {
+        let n = self.states.len();
+        let mut p = vec![1.0 / n as f64; n];
+        for _ in 0..10_000 {
+            let mut q = vec![0.0; n];
+            for (i, s) in self.states.iter().enumerate() {
+                let mut prev = 0.0;
+                if s.next.is_empty() {
+                    q[self.start] += p[i];
+                }
+                for (to, cum) in &s.next {
+                    q[to.unwrap_or(self.start)] += p[i] * (cum - prev);
+                    prev = *cum;
+                }
+            }
+            // Averaging with the last step makes periodic chains converge too.
+            for (a, b) in p.iter_mut().zip(&q) {
+                *a = 0.5 * *a + 0.5 * b;
+            }
+        }
+        p
+    }
+}
+
+/// How payload rows are handed to users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadOrder {
+    /// A row at random for each user.
+    Random,
+    /// Row `k % rows` for user `k`: in order, wrapping around.
+    Sequence,
+}
+
+/// Rows of a CSV file, each user taking one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    /// Variable names of the columns.
+    pub fields: Vec<String>,
+    /// The rows (each as long as `fields`).
+    pub rows: Vec<Vec<String>>,
+    /// How rows are handed out.
+    pub order: PayloadOrder,
+}
+
+impl Payload {
+    /// The row user `user` takes.
+    pub fn row(&self, user: u64, rng: &mut fastrand::Rng) -> &[String] {
+        let i = match self.order {
+            PayloadOrder::Sequence => (user % self.rows.len() as u64) as usize,
+            PayloadOrder::Random => rng.usize(..self.rows.len()),
+        };
+        &self.rows[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(name: &str, next: &[(Option<usize>, f64)]) -> ChainState {
+        ChainState {
+            name: name.into(),
+            request: None,
+            think: None,
+            next: ChainState::transitions(next),
+        }
+    }
+
+    /// Seed 002's shape: home leads to news, about or legal; about routes on; legal is rare
+    /// and some users leave.
+    fn site() -> Chain {
+        Chain {
+            start: 0,
+            states: vec![
+                state("home", &[(Some(1), 0.5), (Some(2), 0.3), (Some(0), 0.2)]),
+                state("news", &[(Some(0), 0.6), (Some(1), 0.3), (None, 0.1)]),
+                state("about", &[(Some(3), 0.1), (Some(0), 0.9)]),
+                state("legal", &[(None, 1.0)]),
+            ],
+        }
+    }
+
+    #[test]
+    fn weights_become_cumulative_probabilities() {
+        let t = ChainState::transitions(&[(Some(0), 5.0), (Some(1), 0.0), (None, 5.0)]);
+        assert_eq!(t, vec![(Some(0), 0.5), (None, 1.0)]);
+    }
+
+    #[test]
+    fn visit_frequencies_match_the_stationary_distribution() {
+        let chain = site();
+        let pi = chain.stationary();
+        assert!((pi.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut visits = [0u64; 4];
+        let mut s = chain.start;
+        let steps = 1_000_000;
+        for _ in 0..steps {
+            visits[s] += 1;
+            s = chain.next(s, &mut rng).unwrap_or(chain.start);
+        }
+        for (i, v) in visits.iter().enumerate() {
+            let seen = *v as f64 / steps as f64;
+            assert!(
+                (seen - pi[i]).abs() < 0.005,
+                "state {i}: visited {seen:.4}, stationary {:.4}",
+                pi[i]
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_seed_walks_the_same_path() {
+        let chain = site();
+        let walk = |seed| {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut s = Some(chain.start);
+            let mut path = Vec::new();
+            while let Some(i) = s {
+                path.push(i);
+                if path.len() > 1000 {
+                    break;
+                }
+                s = chain.next(i, &mut rng);
+            }
+            path
+        };
+        assert_eq!(walk(3), walk(3));
+        assert_ne!(walk(3), walk(4));
+    }
+
+    #[test]
+    fn think_times_have_their_means() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        let n = 200_000;
+        for think in [
+            Think::Constant(Duration::from_millis(500)),
+            Think::Uniform(Duration::from_millis(200), Duration::from_millis(800)),
+            Think::Exponential(Duration::from_millis(500)),
+        ] {
+            let total: f64 = (0..n).map(|_| think.sample(&mut rng).as_secs_f64()).sum();
+            let mean = total / n as f64;
+            assert!((mean - 0.5).abs() < 0.01, "{think:?}: mean {mean}");
+        }
+        let u = Think::Uniform(Duration::from_millis(200), Duration::from_millis(800));
+        assert!((0..10_000).all(|_| {
+            let d = u.sample(&mut rng);
+            d >= Duration::from_millis(200) && d <= Duration::from_millis(800)
+        }));
+    }
+
+    #[test]
+    fn payload_rows_go_in_order_or_at_random() {
+        let p = Payload {
+            fields: vec!["user".into()],
+            rows: (0..3).map(|i| vec![format!("u{i}")]).collect(),
+            order: PayloadOrder::Sequence,
+        };
+        let mut rng = fastrand::Rng::with_seed(1);
+        let seq: Vec<&str> = (0..5).map(|k| p.row(k, &mut rng)[0].as_str()).collect();
+        assert_eq!(seq, vec!["u0", "u1", "u2", "u0", "u1"]);
+        let r = Payload {
+            order: PayloadOrder::Random,
+            ..p
+        };
+        let mut seen = [false; 3];
+        for k in 0..100 {
+            let v = &r.row(k, &mut rng)[0];
+            seen[v[1..].parse::<usize>().unwrap()] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
+    }
+}
