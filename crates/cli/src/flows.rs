@@ -14,6 +14,9 @@ use serde::Deserialize;
 
 use crate::scenario::{OneOrMany, Seconds};
 
+/// Request headers, in order.
+pub type Headers = Vec<(String, String)>;
+
 /// Most steps a user model may have, loops and states included.
 const MAX_STEPS: usize = 10_000;
 
@@ -59,9 +62,7 @@ impl StepSpec {
             ("PATCH", &self.patch),
             ("DELETE", &self.delete),
         ];
-        let mut given = all
-            .iter()
-            .filter_map(|(m, r)| r.as_ref().map(|r| (*m, r)));
+        let mut given = all.iter().filter_map(|(m, r)| r.as_ref().map(|r| (*m, r)));
         let first = given.next();
         if given.next().is_some() {
             bail!("a step sends one request; split get/post/… into separate steps");
@@ -114,14 +115,20 @@ impl RequestSpec {
             && self.name.is_none()
             && self.headers.values().all(|v| !v.contains("{{"))
             && self.body.as_ref().is_none_or(|b| !b.contains("{{"))
-            && self.json.as_ref().is_none_or(|j| !j.to_string().contains("{{"))
+            && self
+                .json
+                .as_ref()
+                .is_none_or(|j| !j.to_string().contains("{{"))
     }
 
     /// The headers (with `Content-Type: application/json` added for a JSON body) and the body.
-    pub fn headers_and_body(&self) -> Result<(Vec<(String, String)>, Vec<u8>)> {
-        let mut headers: Vec<(String, String)> = self.headers.clone().into_iter().collect();
+    pub fn headers_and_body(&self) -> Result<(Headers, Vec<u8>)> {
+        let mut headers: Headers = self.headers.clone().into_iter().collect();
         for (k, v) in &headers {
-            if k.is_empty() || k.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+            if k.is_empty()
+                || k.bytes()
+                    .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+            {
                 bail!("header name {k:?} is not valid");
             }
             if v.contains(['\r', '\n']) {
@@ -372,8 +379,12 @@ impl<'a> Lowering<'a> {
         }
         // A cycle of states with no request and no think would spin without end.
         for (i, s) in states.iter().enumerate() {
-            if s.request.is_none() && s.think.is_none() && s.next.iter().any(|(t, _)| *t == Some(i)) {
-                bail!("markov state {:?} leads to itself without loading a page or thinking", s.name);
+            if s.request.is_none() && s.think.is_none() && s.next.iter().any(|(t, _)| *t == Some(i))
+            {
+                bail!(
+                    "markov state {:?} leads to itself without loading a page or thinking",
+                    s.name
+                );
             }
         }
         Ok(Chain { start, states })
@@ -395,25 +406,32 @@ impl<'a> Lowering<'a> {
             .iter()
             .map(|(k, v)| Ok((k.clone(), template(v)?)))
             .collect::<Result<Vec<_>>>()?;
-        let query = r
-            .qs
-            .iter()
-            .map(|(k, v)| {
-                let text = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
-                    _ => bail!("qs {k:?}: a value must be a string, number or boolean"),
-                };
-                Ok((k.clone(), template(&text)?))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let query =
+            r.qs.iter()
+                .map(|(k, v)| {
+                    let text = match v {
+                        serde_json::Value::String(s) => s.clone(),
+                        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                        _ => bail!("qs {k:?}: a value must be a string, number or boolean"),
+                    };
+                    Ok((k.clone(), template(&text)?))
+                })
+                .collect::<Result<Vec<_>>>()?;
         let body_t = match &r.json {
             Some(_) => Template::default(),
             None => template(&String::from_utf8_lossy(&body))?,
         };
         let mut uses: Vec<String> = path_t.variables().map(str::to_string).collect();
-        uses.extend(header_ts.iter().flat_map(|(_, t)| t.variables().map(str::to_string)));
-        uses.extend(query.iter().flat_map(|(_, t)| t.variables().map(str::to_string)));
+        uses.extend(
+            header_ts
+                .iter()
+                .flat_map(|(_, t)| t.variables().map(str::to_string)),
+        );
+        uses.extend(
+            query
+                .iter()
+                .flat_map(|(_, t)| t.variables().map(str::to_string)),
+        );
         uses.extend(body_t.variables().map(str::to_string));
         if let Some(j) = &r.json {
             json_variables(j, &mut uses)?;
@@ -426,12 +444,16 @@ impl<'a> Lowering<'a> {
         for c in r.capture.iter().flat_map(OneOrMany::as_slice) {
             let source = match (&c.json, &c.header) {
                 (Some(q), None) => {
-                    serde_json_path::JsonPath::parse(q)
-                        .map_err(|e| anyhow::anyhow!("capture json {q:?} is not a JSONPath query: {e}"))?;
+                    serde_json_path::JsonPath::parse(q).map_err(|e| {
+                        anyhow::anyhow!("capture json {q:?} is not a JSONPath query: {e}")
+                    })?;
                     CaptureSource::Json(q.clone())
                 }
                 (None, Some(h)) => CaptureSource::Header(h.clone()),
-                _ => bail!("capture {:?} needs json (a JSONPath) or header, one of them", c.var),
+                _ => bail!(
+                    "capture {:?} needs json (a JSONPath) or header, one of them",
+                    c.var
+                ),
             };
             self.defined.insert(c.var.clone());
             captures.push(Capture {
@@ -515,13 +537,15 @@ impl<'a> Lowering<'a> {
         };
         let (eps, _) = crate::lower::resolve(std::slice::from_ref(&spec))?;
         let ep = eps.into_iter().next().context("the URL has no address")?;
-        Ok(match self.endpoints.iter().position(|e| e.addr == ep.addr) {
-            Some(i) => i,
-            None => {
-                self.endpoints.push(ep);
-                self.endpoints.len() - 1
-            }
-        })
+        Ok(
+            match self.endpoints.iter().position(|e| e.addr == ep.addr) {
+                Some(i) => i,
+                None => {
+                    self.endpoints.push(ep);
+                    self.endpoints.len() - 1
+                }
+            },
+        )
     }
 }
 
@@ -583,7 +607,10 @@ mod tests {
         let t = "http://127.0.0.1:8080";
         assert_eq!(
             split_url(t, "/users/{{ id }}").unwrap(),
-            ("http://127.0.0.1:8080".to_string(), "/users/{{ id }}".to_string())
+            (
+                "http://127.0.0.1:8080".to_string(),
+                "/users/{{ id }}".to_string()
+            )
         );
         assert_eq!(
             split_url(t, "http://127.0.0.1:9/x?a={{ b }}").unwrap(),

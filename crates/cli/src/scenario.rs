@@ -352,7 +352,7 @@ fn spikes(
 /// Parses a scenario's text and its phases; no I/O, so it can be fed anything.
 fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases)> {
     let file: ScenarioFile = serde_saphyr::from_str(text)
-        .map_err(|e| anyhow::anyhow!("{}", located(path, &e.to_string())))?;
+        .map_err(|e| anyhow::anyhow!("{}", located(path, &plain_untagged(&e.to_string()))))?;
     let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
     let mut lowered = Vec::new();
     for (i, p) in file.config.phases.iter().enumerate() {
@@ -396,6 +396,28 @@ fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases)> {
     Ok((file, phases))
 }
 
+/// serde's message for a value that fits none of an untagged enum's shapes names the Rust
+/// type; this says what the key accepts instead.
+fn plain_untagged(message: &str) -> String {
+    let accepts = [
+        (
+            "enum ThinkSpec",
+            "think takes seconds (2, 0.5, \"500ms\") or one of { constant: S }, { uniform: [LOW, HIGH] }, { exponential: MEAN }",
+        ),
+        ("enum Seconds", "expected seconds (2, 0.5) or a duration such as \"2m\""),
+        ("enum OneOrMany", "expected one item or a list of them"),
+    ];
+    for (ty, says) in accepts {
+        if message.contains(ty) {
+            let (head, _) = message
+                .split_once("data did not match")
+                .unwrap_or((message, ""));
+            return format!("{head}{says}");
+        }
+    }
+    message.to_string()
+}
+
 /// True when the argument names a scenario file rather than a URL.
 pub fn is_scenario(arg: &str) -> bool {
     arg.ends_with(".yaml") || arg.ends_with(".yml")
@@ -420,9 +442,9 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
         && file.config.payload.is_none()
         && file.scenarios.iter().all(|s| {
             s.markov.is_none()
-                && s.flow.as_ref().is_some_and(|f| {
-                    matches!(f.as_slice(), [step] if step.plain_request().is_some())
-                })
+                && s.flow.as_ref().is_some_and(
+                    |f| matches!(f.as_slice(), [step] if step.plain_request().is_some()),
+                )
         });
     let (endpoints, requests, users) = if simple {
         let (e, r) = plain_requests(&file.scenarios, target).map_err(at)?;
@@ -518,7 +540,10 @@ fn interleave(weights: &[u32]) -> Result<Vec<usize>> {
 fn plain_requests(
     scenarios: &[ScenarioSpec],
     target: &str,
-) -> Result<(Vec<loadlab_run::Endpoint>, Vec<loadlab_run::RequestTemplate>)> {
+) -> Result<(
+    Vec<loadlab_run::Endpoint>,
+    Vec<loadlab_run::RequestTemplate>,
+)> {
     let chosen = weighted(scenarios);
     let mut specs = Vec::new();
     for (i, name, _) in &chosen {
@@ -617,10 +642,7 @@ const MAX_PAYLOAD_ROWS: usize = 10_000_000;
 
 /// Reads a payload CSV file, relative to the scenario file.
 fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload> {
-    let file = scenario
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(&spec.path);
+    let file = scenario.parent().unwrap_or(Path::new(".")).join(&spec.path);
     let delimiter = match spec.delimiter.as_deref() {
         None => b',',
         Some(d) if d.len() == 1 => d.as_bytes()[0],
@@ -632,7 +654,10 @@ fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload> {
         Some(o) => bail!("payload order {o:?}: use random or sequence"),
     };
     if spec.fields.is_empty() {
-        bail!("payload {}: fields names the variables of its columns", spec.path);
+        bail!(
+            "payload {}: fields names the variables of its columns",
+            spec.path
+        );
     }
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(spec.skip_header)
@@ -652,9 +677,18 @@ fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload> {
                 spec.fields.len()
             );
         }
-        rows.push(record.iter().take(spec.fields.len()).map(str::to_string).collect());
+        rows.push(
+            record
+                .iter()
+                .take(spec.fields.len())
+                .map(str::to_string)
+                .collect(),
+        );
         if rows.len() > MAX_PAYLOAD_ROWS {
-            bail!("payload {} has more than {MAX_PAYLOAD_ROWS} rows", file.display());
+            bail!(
+                "payload {} has more than {MAX_PAYLOAD_ROWS} rows",
+                file.display()
+            );
         }
     }
     if rows.is_empty() {

@@ -22,8 +22,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use loadlab_run::{
-    GeneratorStats, Interval, Model, PhaseRecord, Plan, PlanError, RunData, TimelineRow,
-    UserRecord,
+    GeneratorStats, Interval, Model, PhaseRecord, Plan, PlanError, RunData, TimelineRow, UserRecord,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -213,7 +212,10 @@ pub fn run(
             .into_iter()
             .zip(collector.by_name)
             .collect(),
-        users: plan.users.as_ref().map(|_| collector.users.unwrap_or_default()),
+        users: plan
+            .users
+            .as_ref()
+            .map(|_| collector.users.unwrap_or_default()),
         timeline: collector.timeline,
         hlog_lines: collector.hlog,
         unfinished: collector.unfinished,

@@ -11,9 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadlab_run::users::{
-    Behaviour, CaptureSource, Expect, RequestStep, Step, Think, UserModel,
-};
+use loadlab_run::users::{Behaviour, CaptureSource, Expect, RequestStep, Step, Think, UserModel};
 use loadlab_run::{ErrorKind, Plan, RequestTemplate, UserRecord};
 use serde_json_path::JsonPath;
 use tokio::sync::Notify;
@@ -51,6 +49,8 @@ pub struct UsersState {
     begun: Cell<u64>,
     /// Wakes thinking users when the target drops.
     changed: Notify,
+    /// Open model: signalled when the last session task ends.
+    idle: Notify,
     /// Whole-run account of the sessions.
     pub record: RefCell<UserRecord>,
 }
@@ -83,12 +83,23 @@ impl UsersState {
             alive: RefCell::new(Vec::new()),
             begun: Cell::new(0),
             changed: Notify::new(),
+            idle: Notify::new(),
             record: RefCell::new(UserRecord::new()),
         }
     }
 
     fn model(&self) -> &UserModel {
-        self.plan.users.as_ref().expect("users run only with a user model")
+        self.plan
+            .users
+            .as_ref()
+            .expect("users run only with a user model")
+    }
+
+    /// Open model: resolves once no session is running or waiting.
+    pub async fn drained(&self) {
+        while self.tasks.get() > 0 {
+            self.idle.notified().await;
+        }
     }
 
     /// Open model: arrivals still waiting when the run stops.
@@ -155,6 +166,9 @@ async fn open_sessions(ctx: Ctx, intended: Instant, index: u64) {
     }
     let u = users(&ctx);
     u.tasks.set(u.tasks.get() - 1);
+    if u.tasks.get() == 0 {
+        u.idle.notify_waiters();
+    }
 }
 
 /// User phases: keeps this thread's share of the wanted users running, following the curve.
@@ -401,9 +415,8 @@ impl<'a> Session<'a> {
         for e in &step.expects {
             let ok = match e {
                 Expect::Status(codes) => codes.contains(&status),
-                Expect::ContentType(ct) => header("content-type").is_some_and(|v| {
-                    v.to_ascii_lowercase().contains(&ct.to_ascii_lowercase())
-                }),
+                Expect::ContentType(ct) => header("content-type")
+                    .is_some_and(|v| v.to_ascii_lowercase().contains(&ct.to_ascii_lowercase())),
             };
             if !ok {
                 let what = match e {
@@ -566,7 +579,12 @@ impl<'a> Session<'a> {
         let conn = self.conns[ep].as_mut().expect("connected above");
         conn.parser.keep(keep);
         let outcome = conn
-            .exchange(self.ctx, std::slice::from_ref(&pending), sent_at, Some(bytes))
+            .exchange(
+                self.ctx,
+                std::slice::from_ref(&pending),
+                sent_at,
+                Some(bytes),
+            )
             .await;
         match outcome {
             Ok(alive) => {
@@ -619,7 +637,9 @@ fn render_json<'v>(
             }
             Err(_) => doc.clone(),
         },
-        Value::Array(items) => Value::Array(items.iter().map(|v| render_json(v, lookup, rng)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| render_json(v, lookup, rng)).collect())
+        }
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| (k.clone(), render_json(v, lookup, rng)))

@@ -18,8 +18,8 @@ use crate::context::{micros, Ctx, Pending, Source, ThreadCtx};
 use crate::precise_timer::PreciseTimer;
 use crate::schedule::open::ArrivalClock;
 use crate::schedule::users::UserCurve;
-use crate::user::{self, UsersState};
 use crate::usage::thread_cpu;
+use crate::user::{self, UsersState};
 
 /// What a thread reports when it stops.
 #[derive(Debug, Clone)]
@@ -151,13 +151,17 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>, Option<U
         ctx.all_done.notify_one();
     }
     let mut second = 0u64;
+    let mut interrupted = false;
     loop {
         let boundary = origin + Duration::from_secs(second + 1);
         let wake = deadline.map_or(boundary, |d| d.min(boundary));
         tokio::select! {
             _ = sleep_until(wake) => {}
             _ = ctx.all_done.notified() => break,
-            _ = stop.changed() => break,
+            _ = stop.changed() => {
+                interrupted = true;
+                break;
+            }
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -165,16 +169,37 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>, Option<U
         ctx.rotate(Instant::now());
         second += 1;
     }
-    let end = Instant::now();
+    let schedule_end = Instant::now();
+    let open_users = clock.is_some() && ctx.users.is_some();
     if let Some(clock) = clock {
         // Arrivals due before the end that a late scheduler never released were offered all
         // the same; they count as offered and dropped, so the schedule's count stays exact.
         let mut overdue = 0;
-        let end_offset = end.saturating_duration_since(origin);
+        let end_offset = schedule_end.saturating_duration_since(origin);
         clock.borrow_mut().release_due(end_offset, |_| overdue += 1);
-        ctx.rec_at(end).counts.offered += overdue;
+        ctx.rec_at(schedule_end).counts.offered += overdue;
         ctx.record_dropped(overdue);
     }
+    if open_users && !interrupted {
+        // As Artillery does, users who arrived let their sessions finish; for at most the
+        // request timeout, so a session that loops forever cannot hold the run.
+        let grace = schedule_end + ctx.timeout;
+        let users = ctx.users.as_ref().expect("checked above");
+        loop {
+            let boundary = origin + Duration::from_secs(second + 1);
+            tokio::select! {
+                _ = sleep_until(boundary.min(grace)) => {}
+                _ = users.drained() => break,
+                _ = stop.changed() => break,
+            }
+            if Instant::now() >= grace {
+                break;
+            }
+            ctx.rotate(Instant::now());
+            second += 1;
+        }
+    }
+    let end = Instant::now();
     ctx.drop_all_queued();
     let unfinished = ctx.in_flight.get();
     ctx.rotate(end);

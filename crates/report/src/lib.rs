@@ -68,9 +68,15 @@ fn latency_row(out: &mut String, label: &str, l: &LatencyStats) {
 
 /// One line describing the load: model, shape and targets.
 pub fn headline(s: &Summary) -> String {
-    let shape = match s.throughput.offered_rps {
-        Some(r) => format!("open model, {r:.0} req/s offered"),
-        None => "closed model".to_string(),
+    let unit = if s.users.is_some() {
+        "users/s"
+    } else {
+        "req/s"
+    };
+    let shape = match (s.throughput.offered_rps, &s.users) {
+        (Some(r), _) => format!("open model, {r:.0} {unit} offered"),
+        (None, Some(u)) => format!("closed model, up to {} users", u.max_active),
+        (None, None) => "closed model".to_string(),
     };
     format!("{shape}, {:.2} s, {}", s.duration_s, s.targets.join(" "))
 }
@@ -94,7 +100,10 @@ pub fn render_summary(s: &Summary) -> String {
     let t = &s.throughput;
     let offered = t
         .offered_rps
-        .map(|o| format!("   offered {o:.1}"))
+        .map(|o| match s.users {
+            Some(_) => format!("   offered {o:.1} users/s"),
+            None => format!("   offered {o:.1}"),
+        })
         .unwrap_or_default();
     let _ = writeln!(
         out,
@@ -113,6 +122,30 @@ pub fn render_summary(s: &Summary) -> String {
         thousands(r.dropped),
         thousands(r.unfinished)
     );
+    if let Some(u) = &s.users {
+        let _ = writeln!(
+            out,
+            "  users        started {}  completed {}  failed {}  most at once {}  session p50 {:.2} ms  p99 {:.2} ms",
+            thousands(u.started),
+            thousands(u.completed),
+            thousands(u.failed),
+            thousands(u.max_active),
+            u.session_ms.p50,
+            u.session_ms.p99
+        );
+        if u.static_fetched + u.static_skipped > 0 {
+            let _ = writeln!(
+                out,
+                "  static       fetched {}  skipped {} (on other hosts)",
+                thousands(u.static_fetched),
+                thousands(u.static_skipped)
+            );
+        }
+        let failures = counted(u.failures.iter().map(|(why, n)| (why.clone(), *n)), "");
+        if !failures.is_empty() {
+            let _ = writeln!(out, "  failed by    {failures}");
+        }
+    }
     let codes = counted(
         s.status.iter().map(|(code, n)| (code.clone(), *n)),
         "no responses",

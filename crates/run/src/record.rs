@@ -315,11 +315,17 @@ impl RunData {
         let crate::Model::Open { .. } = self.plan.model else {
             return None;
         };
-        let secs = match self.plan.stop.duration {
+        Some(self.totals.counts.offered as f64 / self.schedule_secs())
+    }
+
+    /// Length of the arrival schedule that ran, seconds: the scheduled duration for a complete
+    /// run (sessions still running after the last arrival may lengthen the run; rates of the
+    /// offer are over the schedule, not that drain), else the time actually run.
+    pub fn schedule_secs(&self) -> f64 {
+        match self.plan.scheduled_duration() {
             Some(d) if self.complete && self.elapsed >= d => d.as_secs_f64(),
             _ => self.secs(),
-        };
-        Some(self.totals.counts.offered as f64 / secs)
+        }
     }
 
     /// Attaches what the lab saw of the service, and adds each second's totals (CPU summed

@@ -296,7 +296,7 @@ impl Summary {
                 Some(_) => (c.users_started, "users/s"),
                 None => (c.sent, "req/s"),
             };
-            let achieved = started as f64 / secs;
+            let achieved = started as f64 / run.schedule_secs();
             if offered > 0.0 && achieved < BEHIND_RATIO * offered {
                 warnings.push(format!(
                     "the generator started {achieved:.0} {what} of the {offered:.0} {what} \
@@ -407,7 +407,12 @@ impl Summary {
                 completed: c.users_completed,
                 failed: c.users_failed,
                 failures: u.failures.clone(),
-                max_active: run.timeline.iter().map(|r| r.users_active).max().unwrap_or(0),
+                max_active: run
+                    .timeline
+                    .iter()
+                    .map(|r| r.users_active)
+                    .max()
+                    .unwrap_or(0),
                 session_ms: LatencyStats::from_histogram(&u.sessions),
                 static_fetched: u.static_fetched,
                 static_skipped: u.static_skipped,

@@ -1,11 +1,12 @@
 //! `loadlab validate SCENARIO.yaml`: checks a scenario without running it and shows the load
-//! it describes, phase by phase.
+//! it describes: phase by phase, and what each scenario's users do.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Parser;
-use loadlab_run::Model;
+use loadlab_run::users::{Behaviour, Chain, Step, Think};
+use loadlab_run::{Model, Plan};
 
 use crate::args::{Cli, Command, ValidateArgs};
 use crate::cmd::Outcome;
@@ -20,37 +21,188 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
     };
     let plan = crate::scenario::plan_from_scenario(&path, &run_args)?;
     println!("{shown}: valid");
-    let urls = plan.target_urls();
+    match &plan.users {
+        None => print_round_robin(&plan),
+        Some(model) => {
+            println!(
+                "  virtual users, each with its own connections; scenarios by weight: {}",
+                model.pattern.len()
+            );
+            for (i, sc) in model.scenarios.iter().enumerate() {
+                let share = model.pattern.iter().filter(|k| **k == i).count() as f64
+                    / model.pattern.len() as f64;
+                println!("  scenario {:?} ({:.0} % of users)", sc.name, 100.0 * share);
+                match &sc.behaviour {
+                    Behaviour::Flow(steps) => print_steps(&plan, steps, 4),
+                    Behaviour::Chain(chain) => print_chain(&plan, chain),
+                }
+            }
+            if !model.payloads.is_empty() {
+                for p in &model.payloads {
+                    println!(
+                        "  payload: {} rows of {} ({:?} order)",
+                        p.rows.len(),
+                        p.fields.join(", "),
+                        p.order
+                    );
+                }
+            }
+        }
+    }
+    match &plan.model {
+        Model::Open { phases, .. } => {
+            let what = if plan.users.is_some() {
+                "users"
+            } else {
+                "arrivals"
+            };
+            println!(
+                "  {:<24}{:>9}{:>9}{:>10}{:>10}{:>11}",
+                "phase", "start s", "length s", "from/s", "to/s", what
+            );
+            let (mut start, mut total) = (0.0, 0.0);
+            for p in phases {
+                let len = p.duration.map_or(0.0, |d| d.as_secs_f64());
+                let arrivals = (p.start_rps + p.end_rps) / 2.0 * len;
+                println!(
+                    "  {:<24}{:>9.1}{:>9.1}{:>10.1}{:>10.1}{:>11.0}",
+                    p.name, start, len, p.start_rps, p.end_rps, arrivals
+                );
+                start += len;
+                total += arrivals;
+            }
+            println!(
+                "  total: {total:.0} {what} over {start:.1} s; timeout {:?}",
+                plan.timeout
+            );
+        }
+        Model::Users { phases } => {
+            println!(
+                "  {:<24}{:>9}{:>9}{:>9}{:>14}",
+                "phase", "start s", "length s", "users", "spawn/s"
+            );
+            let mut start = 0.0;
+            for p in phases {
+                let len = p.duration.as_secs_f64();
+                let rate = p
+                    .spawn_rate
+                    .map_or("at once".to_string(), |r| format!("{r:.1}"));
+                println!(
+                    "  {:<24}{:>9.1}{:>9.1}{:>9}{:>14}",
+                    p.name, start, len, p.users, rate
+                );
+                start += len;
+            }
+            let most = phases.iter().map(|p| p.users).max().unwrap_or(0);
+            println!(
+                "  total: up to {most} users over {start:.1} s (closed model); timeout {:?}",
+                plan.timeout
+            );
+        }
+        Model::Closed { .. } => {}
+    }
+    Ok(Outcome::Done)
+}
+
+/// Plain requests: the round-robin list with its repetitions.
+fn print_round_robin(plan: &Plan) {
+    let urls: Vec<&String> = plan.requests.iter().map(|r| &r.url).collect();
     println!(
         "  requests (round robin, weights as repetitions): {}",
         urls.len()
     );
-    let mut distinct: Vec<&String> = urls.iter().collect();
-    distinct.dedup();
-    for u in distinct {
-        let n = urls.iter().filter(|x| *x == u).count();
+    for u in plan.target_urls() {
+        let n = urls.iter().filter(|x| ***x == u).count();
         println!("    {u} × {n}");
     }
-    if let Model::Open { phases, .. } = &plan.model {
-        println!(
-            "  {:<24}{:>9}{:>9}{:>10}{:>10}{:>11}",
-            "phase", "start s", "length s", "from/s", "to/s", "arrivals"
-        );
-        let (mut start, mut total) = (0.0, 0.0);
-        for p in phases {
-            let len = p.duration.map_or(0.0, |d| d.as_secs_f64());
-            let arrivals = (p.start_rps + p.end_rps) / 2.0 * len;
-            println!(
-                "  {:<24}{:>9.1}{:>9.1}{:>10.1}{:>10.1}{:>11.0}",
-                p.name, start, len, p.start_rps, p.end_rps, arrivals
-            );
-            start += len;
-            total += arrivals;
+}
+
+fn think_text(t: &Think) -> String {
+    match t {
+        Think::Constant(d) => format!("{:.2} s", d.as_secs_f64()),
+        Think::Uniform(a, b) => format!("{:.2}–{:.2} s", a.as_secs_f64(), b.as_secs_f64()),
+        Think::Exponential(m) => format!("exponential, mean {:.2} s", m.as_secs_f64()),
+    }
+}
+
+fn print_steps(plan: &Plan, steps: &[Step], indent: usize) {
+    let pad = " ".repeat(indent);
+    for s in steps {
+        match s {
+            Step::Request(r) => {
+                let t = &plan.requests[r.request];
+                let mut extra = Vec::new();
+                if !r.captures.is_empty() {
+                    let vars: Vec<&str> = r.captures.iter().map(|c| c.var.as_str()).collect();
+                    extra.push(format!("captures {}", vars.join(", ")));
+                }
+                if !r.expects.is_empty() {
+                    extra.push(format!("{} expectation(s)", r.expects.len()));
+                }
+                if r.static_resources.is_some() {
+                    extra.push("static resources on first visit".into());
+                }
+                let extra = if extra.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", extra.join("; "))
+                };
+                println!("{pad}{} {}{extra}", t.method, t.url);
+            }
+            Step::Think(t) => println!("{pad}think {}", think_text(t)),
+            Step::Loop { count, steps } => {
+                match count {
+                    Some(n) => println!("{pad}loop × {n}:"),
+                    None => println!("{pad}loop until the run ends:"),
+                }
+                print_steps(plan, steps, indent + 2);
+            }
         }
+    }
+}
+
+/// A chain's states with their pages, think times and transitions, and the share of visits
+/// each gets in the long run (its stationary distribution).
+fn print_chain(plan: &Plan, chain: &Chain) {
+    let pi = chain.stationary();
+    println!(
+        "    {:<14}{:>9}  {:<38}{:<26}next",
+        "state", "visits %", "page", "think"
+    );
+    for (i, s) in chain.states.iter().enumerate() {
+        let page = s.request.as_ref().map_or("-".to_string(), |r| {
+            let t = &plan.requests[r.request];
+            let star = if r.static_resources.is_some() {
+                " +static"
+            } else {
+                ""
+            };
+            format!("{} {}{star}", t.method, t.path)
+        });
+        let think = s.think.as_ref().map_or("-".to_string(), think_text);
+        let mut prev = 0.0;
+        let next: Vec<String> = s
+            .next
+            .iter()
+            .map(|(to, cum)| {
+                let p = cum - prev;
+                prev = *cum;
+                let name = to.map_or("end", |k| chain.states[k].name.as_str());
+                format!("{name} {:.0} %", 100.0 * p)
+            })
+            .collect();
+        let next = if next.is_empty() {
+            "end".to_string()
+        } else {
+            next.join(", ")
+        };
         println!(
-            "  total: {total:.0} arrivals over {start:.1} s; timeout {:?}",
-            plan.timeout
+            "    {:<14}{:>9.1}  {:<38}{:<26}{next}",
+            s.name,
+            100.0 * pi[i],
+            page,
+            think
         );
     }
-    Ok(Outcome::Done)
+    println!("    start: {}", chain.states[chain.start].name);
 }

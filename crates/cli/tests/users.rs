@@ -1,0 +1,370 @@
+//! Virtual users from scenario files (flows with payload, captures, templates, expectations
+//! and loops; Markov user models with static resources; users phases) against the real
+//! reference service on 127.0.0.1.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use loadlab_target::TestServer;
+use serde_json::Value;
+
+fn loadlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Runs a scenario file against `server` and returns its summary.
+fn run(file: &Path, server: &TestServer) -> Value {
+    let json = file.with_extension("json");
+    let out = loadlab(&[
+        "run",
+        file.to_str().unwrap(),
+        "--target",
+        &server.url(""),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+/// The next ticket of queue `name`: one more than the requests it has served.
+fn next_ticket(server: &TestServer, name: &str) -> u64 {
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    write!(
+        s,
+        "GET /turno/{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split("\r\n\r\n").nth(1).unwrap();
+    let v: Value = serde_json::from_str(body).unwrap();
+    v["turno"].as_u64().unwrap()
+}
+
+fn completed(s: &Value, name: &str) -> u64 {
+    s["requests_by_name"][name]["completed"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {name:?} in {}", s["requests_by_name"]))
+}
+
+#[test]
+fn flows_log_in_with_payload_rows_and_use_every_captured_token() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("users.csv"),
+        "name,pw\nana,1\nbob,2\ncid,3\n",
+    )
+    .unwrap();
+    let file = dir.path().join("login.yml");
+    // 60 users over 2 s: 45 log in (weight 3), take a token and use it three times on
+    // /account and on a counter named after their payload row; 15 only ping.
+    std::fs::write(
+        &file,
+        r#"config:
+  target: "http://127.0.0.1:9"
+  phases:
+    - duration: 2
+      arrivalRate: 30
+  payload:
+    path: users.csv
+    fields: [username, password]
+    skipHeader: true
+    order: sequence
+scenarios:
+  - name: member
+    weight: 3
+    flow:
+      - post:
+          url: "/login"
+          json: { user: "{{ username }}", password: "{{ password }}" }
+          capture:
+            json: "$.token"
+            as: token
+          expect:
+            - statusCode: 200
+            - contentType: json
+      - think: 0.05
+      - loop:
+          - get:
+              url: "/account"
+              headers:
+                Authorization: "Bearer {{ token }}"
+              expect:
+                - statusCode: 200
+          - get:
+              url: "/turno/u-{{ username }}"
+              qs: { note: "a b&c" }
+        count: 3
+  - name: visitor
+    flow:
+      - get:
+          url: "/ping"
+          name: ping
+"#,
+    )
+    .unwrap();
+    let s = run(&file, &server);
+    let users = &s["users"];
+    assert_eq!(users["started"], 60, "{users}");
+    assert_eq!(users["completed"], 60, "{users}");
+    assert_eq!(users["failed"], 0, "{users}");
+    assert_eq!(completed(&s, "POST /login"), 45);
+    assert_eq!(
+        s["requests_by_name"]["GET /account"]["status"]["200"], 135,
+        "every captured token was accepted"
+    );
+    assert_eq!(completed(&s, "ping"), 15, "weights 3:1");
+    // Users 0..59 take rows in order; the members among them are the users k with k % 4 != 3.
+    let mut expected = [0u64; 3];
+    for k in (0..60u64).filter(|k| k % 4 != 3) {
+        expected[(k % 3) as usize] += 3;
+    }
+    for (row, name) in ["ana", "bob", "cid"].iter().enumerate() {
+        assert_eq!(
+            next_ticket(&server, &format!("u-{name}")) - 1,
+            expected[row],
+            "{name}'s counter"
+        );
+    }
+    assert_eq!(s["errors"]["reset"], 0);
+    assert_eq!(s["requests"]["errors"], 0);
+}
+
+#[test]
+fn failed_expectations_captures_and_connections_end_sessions_with_their_reason() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fail.yml");
+    // 10 users each of three kinds: a 404 fails its expectation, a missing JSON field fails
+    // its capture, and a closed port fails to connect; none reaches its second step.
+    std::fs::write(
+        &file,
+        r#"config:
+  target: "http://127.0.0.1:9"
+  phases:
+    - duration: 1
+      arrivalCount: 30
+scenarios:
+  - name: missing
+    flow:
+      - get:
+          url: "/nowhere"
+          expect:
+            statusCode: [200, 201]
+      - get: { url: "/ping", name: after missing }
+  - name: nocapture
+    flow:
+      - get:
+          url: "/info"
+          capture:
+            - json: "$.no_such_field"
+              as: x
+      - get: { url: "/ping?x={{ x }}", name: after capture }
+  - name: refused
+    flow:
+      - get:
+          url: "http://127.0.0.1:1/ping"
+      - get: { url: "/ping", name: after refused }
+"#,
+    )
+    .unwrap();
+    let s = run(&file, &server);
+    let users = &s["users"];
+    assert_eq!(users["started"], 30, "{users}");
+    assert_eq!(users["failed"], 30, "{users}");
+    let failures = &users["failures"];
+    assert_eq!(
+        failures["expect statusCode on GET /nowhere"], 10,
+        "{failures}"
+    );
+    assert_eq!(failures["capture x on GET /info"], 10, "{failures}");
+    assert_eq!(
+        failures["connect_refused on GET http://127.0.0.1:1/ping"], 10,
+        "{failures}"
+    );
+    assert_eq!(s["errors"]["connect_refused"], 10);
+    assert!(s["requests_by_name"]
+        .get("after missing")
+        .is_none_or(|v| v["completed"] == 0));
+    assert_eq!(s["status"]["404"], 10);
+}
+
+#[test]
+fn static_resources_are_fetched_once_per_user_per_page() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("static.yml");
+    // Each of 12 users loads home three times and news once: 4 resources per page, fetched on
+    // the first visit of each page only.
+    std::fs::write(
+        &file,
+        r#"config:
+  target: "http://127.0.0.1:9"
+  phases:
+    - duration: 1
+      arrivalCount: 12
+scenarios:
+  - flow:
+      - loop:
+          - get: { url: "/site/home", static: true }
+        count: 3
+      - get: { url: "/site/news", static: true }
+"#,
+    )
+    .unwrap();
+    let s = run(&file, &server);
+    assert_eq!(completed(&s, "GET /site/home"), 36);
+    assert_eq!(completed(&s, "GET /site/home static"), 48);
+    assert_eq!(completed(&s, "GET /site/news static"), 48);
+    assert_eq!(s["users"]["static_fetched"], 96);
+    assert_eq!(s["users"]["static_skipped"], 0);
+    assert_eq!(s["requests"]["errors"], 0);
+}
+
+#[test]
+fn users_phases_hold_their_user_counts() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("users.yml");
+    std::fs::write(
+        &file,
+        r#"config:
+  target: "http://127.0.0.1:9"
+  phases:
+    - { name: three, duration: 2, users: 3 }
+    - { name: seven, duration: 2, users: 7 }
+    - { name: two, duration: 2, users: 2 }
+scenarios:
+  - flow:
+      - get: { url: "/delay?ms=20" }
+      - think: 0.03
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.path().join("run");
+    let out = loadlab(&[
+        "run",
+        file.to_str().unwrap(),
+        "--target",
+        &server.url(""),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["model"], "closed");
+    assert_eq!(s["users"]["max_active"], 7);
+    let csv = std::fs::read_to_string(out_dir.join("timeline.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "users_active").unwrap();
+    let active: Vec<u64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(col).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(&active[..6], &[3, 3, 7, 7, 2, 2], "{csv}");
+    // A user's cycle is ~50 ms (20 ms delay + 30 ms think): about 20 requests/s per user.
+    let rps: Vec<f64> = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rps"].as_f64().unwrap())
+        .collect();
+    for (rate, users) in rps.iter().zip([3.0, 7.0, 2.0]) {
+        let per_user = rate / users;
+        assert!((12.0..=21.0).contains(&per_user), "{rps:?}");
+    }
+}
+
+#[test]
+fn seed_002s_user_model_walks_its_chain_with_static_resources() {
+    let server = TestServer::start(1).unwrap();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/scenarios/seed-002-site.short.yml");
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("site.yml");
+    std::fs::copy(&file, &copy).unwrap();
+    let s = run(&copy, &server);
+    let users = &s["users"];
+    assert!(users["started"].as_u64().unwrap() >= 10, "{users}");
+    assert_eq!(users["failed"], 0, "{users}");
+    assert_eq!(users["max_active"], 4, "{users}");
+    assert_eq!(s["requests"]["errors"], 0);
+    // Every session starts at home, so home's resources come once per session (4 each).
+    let started = users["started"].as_u64().unwrap();
+    let home_static = completed(&s, "GET /site/home static");
+    assert!(
+        home_static.abs_diff(4 * started) <= 4 * 4,
+        "{home_static} for {started} sessions"
+    );
+    // Home is the most visited page, as the chain's stationary distribution says (35 %).
+    let home = completed(&s, "GET /site/home");
+    for page in ["news", "events", "institution", "contact"] {
+        assert!(home > completed(&s, &format!("GET /site/{page}")), "{page}");
+    }
+}
+
+#[test]
+fn scenario_mistakes_are_one_line_errors_naming_the_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\nscenarios:\n  - flow:\n      - get:\n          url: \"/\"\n          captur: { json: \"$.a\", as: a }\n",
+            "captur",
+        ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\nscenarios:\n  - flow:\n      - get:\n          url: \"/x/{{ token }}\"\n",
+            "{{ token }} is not defined",
+        ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      users: 2\n    - duration: 1\n      arrivalRate: 3\nscenarios:\n  - flow:\n      - get: { url: \"/\" }\n",
+            "mix users",
+        ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\nscenarios:\n  - markov:\n      start: a\n      states:\n        a: { get: { url: \"/\" }, next: { b: 1 } }\n",
+            "no state named \"b\"",
+        ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\nscenarios:\n  - flow:\n      - get:\n          url: \"/\"\n          capture: { json: \"$[\", as: a }\n",
+            "not a JSONPath query",
+        ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\n  payload: { path: missing.csv, fields: [a] }\nscenarios:\n  - flow:\n      - get: { url: \"/{{ a }}\" }\n",
+            "cannot read the payload file",
+        ),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let file = dir.path().join(format!("bad{i}.yml"));
+        std::fs::write(&file, text).unwrap();
+        let out = loadlab(&["validate", file.to_str().unwrap()]);
+        assert!(!out.status.success(), "case {i}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "case {i}: {stderr}");
+        assert!(stderr.contains(needle), "case {i}: {stderr}");
+        assert!(
+            stderr.contains(&format!("bad{i}.yml")),
+            "case {i}: {stderr}"
+        );
+    }
+    // An unknown key inside a flow step is located.
+    let out = loadlab(&["validate", dir.path().join("bad0.yml").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad0.yml:10:11"), "{stderr}");
+}
