@@ -230,6 +230,18 @@ fn seconds(s: &Seconds) -> Result<Duration> {
 }
 
 fn think_of(t: &ThinkSpec) -> Result<Think> {
+    let think = think_kind(t)?;
+    let longest = match think {
+        Think::Constant(d) | Think::Exponential(d) => d,
+        Think::Uniform(_, b) => b,
+    };
+    if longest > loadlab_run::plan::MAX_DURATION {
+        bail!("think times are at most a year");
+    }
+    Ok(think)
+}
+
+fn think_kind(t: &ThinkSpec) -> Result<Think> {
     Ok(match t {
         ThinkSpec::Fixed(s) => Think::Constant(seconds(s)?),
         ThinkSpec::Dist(d) => match (&d.constant, &d.uniform, &d.exponential) {

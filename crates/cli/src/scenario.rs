@@ -434,7 +434,13 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the scenario file {}", path.display()))?;
-    let (file, phases) = parse(&text, path)?;
+    plan_from_text(&text, path, a)
+}
+
+/// Lowers a scenario's text (read from `path`, which payload paths are relative to) into a
+/// plan.
+fn plan_from_text(text: &str, path: &Path, a: &RunArgs) -> Result<Plan> {
+    let (file, phases) = parse(text, path)?;
     let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
     let target = a.target.as_deref().unwrap_or(&file.config.target);
     let simple = matches!(phases, Phases::Rates(_))
@@ -625,6 +631,9 @@ fn user_model(
                 .with_context(|| format!("scenario {name:?}"))?,
         );
     }
+    if lowering.requests.is_empty() {
+        bail!("the scenarios send no request; add a get, post, put, patch or delete step");
+    }
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
     let pattern = interleave(&weights)?;
     let model = UserModel {
@@ -720,20 +729,34 @@ mod tests {
     /// A valid file to mutate.
     const SEED: &str = "config:\n  target: \"http://127.0.0.1:8080\"\n  http:\n    timeout: 5\n  phases:\n    - duration: 2\n      arrivalRate: 10\n      rampTo: 20\n    - pause: 1\n    - duration: 3\n      spike: { base: 1, to: 9, length: 1, every: 2 }\n    - duration: 4\n      step: { from: 1, to: 4, steps: 4 }\nscenarios:\n  - name: a\n    weight: 2\n    flow:\n      - post:\n          url: \"/x\"\n          json: { k: [1, 2] }\n";
 
+    /// A file of users phases with every flow and Markov feature, to mutate.
+    const USERS_SEED: &str = "config:\n  target: \"http://127.0.0.1:8080\"\n  variables:\n    v: [a, 2]\n  phases:\n    - { duration: 2, users: 3, spawnRate: 2 }\n    - pause: 1\nscenarios:\n  - name: f\n    weight: 2\n    flow:\n      - post:\n          url: \"/login?x={{ v }}\"\n          json: { user: \"{{ v }}-{{ $randomNumber(1, 9) }}\" }\n          capture: [{ json: \"$.token\", as: t }, { header: X-A, as: h }]\n          expect: [{ statusCode: [200, 201] }, { contentType: json }]\n      - think: { uniform: [0.1, 0.2] }\n      - loop:\n          - get: { url: \"/a/{{ t }}\", qs: { q: \"{{ h }}\" }, headers: { A: \"{{ t }}\" }, static: true }\n          - think: 0.5\n        count: 3\n  - name: m\n    markov:\n      start: r\n      states:\n        r: { next: { p: 1 } }\n        p: { get: { url: \"/p\", static: true }, think: { exponential: 1 }, next: { p: 0.5, end: 0.5 } }\n";
+
     #[test]
     fn the_parser_never_panics_on_mangled_or_random_input() {
         let path = Path::new("fuzz.yaml");
         assert!(parse(SEED, path).is_ok(), "the seed parses");
+        assert!(parse(USERS_SEED, path).is_ok(), "the users seed parses");
+        // Either outcome is fine; a panic fails the test.
+        mutations(SEED, 3000, |text| {
+            let _ = parse(text, path);
+        });
+        mutations(USERS_SEED, 3000, |text| {
+            let _ = parse(text, path);
+        });
+    }
+
+    /// Mutates `seed` a few bytes at a time (or replaces it with random bytes every tenth
+    /// round) and hands each text to `check`.
+    fn mutations(seed: &str, rounds: usize, mut check: impl FnMut(&str)) {
         let mut rng = fastrand::Rng::with_seed(4);
         let alphabet: &[u8] =
             b" \n\t:-{}[],\"'#&*!|>%@`0123456789.eE+-abcdefghijklmnopqrstuvwxyz\\\x00\xff";
-        for round in 0..3000 {
-            let mut bytes = SEED.as_bytes().to_vec();
+        for round in 0..rounds {
+            let mut bytes = seed.as_bytes().to_vec();
             if round % 10 == 0 {
-                // Wholly random input.
                 bytes = (0..rng.usize(0..300)).map(|_| rng.u8(..)).collect();
             } else {
-                // A few mutations of the valid file: replace, insert, delete, duplicate.
                 for _ in 0..rng.usize(1..6) {
                     let at = rng.usize(0..=bytes.len());
                     match rng.u8(0..4) {
@@ -750,10 +773,28 @@ mod tests {
                     }
                 }
             }
-            let text = String::from_utf8_lossy(&bytes);
-            // Either outcome is fine; a panic fails the test.
-            let _ = parse(&text, path);
+            check(&String::from_utf8_lossy(&bytes));
         }
+    }
+
+    #[test]
+    fn lowering_flows_and_chains_never_panics_on_mangled_files() {
+        let path = Path::new("fuzz.yaml");
+        let crate::args::Command::Run(args) =
+            <crate::args::Cli as clap::Parser>::try_parse_from(["loadlab", "run", "fuzz.yaml"])
+                .unwrap()
+                .command
+        else {
+            unreachable!("parsed as a run");
+        };
+        let plan = plan_from_text(USERS_SEED, path, &args).unwrap();
+        assert!(plan.users.is_some(), "the seed runs as users");
+        mutations(USERS_SEED, 3000, |text| {
+            // Only loopback addresses: a mangled host name would wait on a resolver.
+            if text.matches("://").count() == 1 && text.contains("http://127.0.0.1:") {
+                let _ = plan_from_text(text, path, &args);
+            }
+        });
     }
 
     #[test]

@@ -368,3 +368,43 @@ fn scenario_mistakes_are_one_line_errors_naming_the_place() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad0.yml:10:11"), "{stderr}");
 }
+
+#[test]
+fn durations_past_a_year_are_refused_before_they_reach_a_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "    - duration: 1e19\n      users: 1\n",
+            "      - get: { url: \"/\" }\n",
+            "longer than a year",
+        ),
+        (
+            "    - duration: 1e19\n      arrivalRate: 1\n",
+            "      - get: { url: \"/\" }\n",
+            "longer than a year",
+        ),
+        (
+            "    - duration: 1\n      arrivalRate: 1\n",
+            "      - get: { url: \"/\" }\n      - think: 1e18\n",
+            "at most a year",
+        ),
+        (
+            "    - duration: 1\n      arrivalRate: 1\n",
+            "      - think: 1\n",
+            "send no request",
+        ),
+    ];
+    for (i, (phase, flow, needle)) in cases.iter().enumerate() {
+        let file = dir.path().join(format!("long{i}.yml"));
+        std::fs::write(
+            &file,
+            format!("config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n{phase}scenarios:\n  - flow:\n{flow}"),
+        )
+        .unwrap();
+        let out = loadlab(&["run", file.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "case {i}");
+        assert!(!stderr.contains("panicked"), "case {i}: {stderr}");
+        assert!(stderr.contains(needle), "case {i}: {stderr}");
+    }
+}

@@ -115,6 +115,7 @@ pub fn run(
         // Users open their own connections.
         Model::Users { phases } => (0, phases.iter().map(|p| p.users).max().unwrap_or(1)),
     };
+    let initial = if plan.users.is_some() { 0 } else { initial };
     let max_per_endpoint = max_total.div_ceil(threads * endpoints).max(1);
     let mut connections: Vec<Vec<(usize, usize)>> = vec![Vec::new(); threads];
     for c in 0..initial {

@@ -187,6 +187,10 @@ pub struct Plan {
 /// schedule's arithmetic stays exact.
 pub const MAX_RATE_RPS: f64 = 10_000_000.0;
 
+/// Longest duration a plan may name (a phase, the run, a timeout, a think time): a year, far
+/// past any test, short enough that adding it to a clock reading cannot overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Most generator threads a plan may ask for.
 pub const MAX_THREADS: usize = 1024;
 /// Most connections a plan may ask for (each costs a socket and a file descriptor).
@@ -230,6 +234,9 @@ pub enum PlanError {
     /// A count above what one machine can hold.
     #[error("{0} must be at most {1}")]
     TooMany(&'static str, usize),
+    /// A duration past [`MAX_DURATION`].
+    #[error("{0} is longer than a year; give a shorter one")]
+    TooLong(&'static str),
     /// User phases without a user model to run.
     #[error("user phases need scenarios for the users to run")]
     UsersWithoutModel,
@@ -307,6 +314,21 @@ impl Plan {
         }
         if self.timeout.is_zero() {
             return Err(PlanError::Zero("the timeout (--timeout)"));
+        }
+        let too_long = |d: Option<Duration>| d.is_some_and(|d| d > MAX_DURATION);
+        if too_long(self.stop.duration) {
+            return Err(PlanError::TooLong("the duration (-d)"));
+        }
+        if too_long(Some(self.timeout)) || too_long(Some(self.connect_timeout)) {
+            return Err(PlanError::TooLong("a timeout"));
+        }
+        let phases_long = match &self.model {
+            Model::Open { phases, .. } => phases.iter().any(|p| too_long(p.duration)),
+            Model::Users { phases } => phases.iter().any(|p| too_long(Some(p.duration))),
+            Model::Closed { .. } => false,
+        };
+        if phases_long || too_long(self.scheduled_duration()) {
+            return Err(PlanError::TooLong("a phase, or the phases together,"));
         }
         let endpoints = self.endpoints.len();
         match &self.model {
