@@ -1,33 +1,12 @@
 //! The `loadlab` binary as a user meets it: bad input, the files it writes, Ctrl-C.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use loadlab_target::TestServer;
-
-fn loadlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadlab"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("loadlab runs")
-}
-
-/// Runs loadlab and insists it succeeded.
-fn loadlab_ok(args: &[&str]) -> Output {
-    let out = loadlab(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(path).expect("file written")).expect("valid JSON")
-}
+use support::{loadlab, loadlab_ok, read_json};
 
 #[test]
 fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {

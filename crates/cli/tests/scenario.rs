@@ -1,33 +1,9 @@
 //! `loadlab run SCENARIO.yaml` with Artillery-format scripts against a real server.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Output, Stdio};
+mod support;
 
 use loadlab_target::TestServer;
-
-fn loadlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadlab"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-/// The next ticket of queue `name`: one more than the requests it has served.
-fn next_ticket(server: &TestServer, name: &str) -> u64 {
-    let mut s = TcpStream::connect(server.addr).unwrap();
-    write!(
-        s,
-        "GET /turno/{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let body = out.split("\r\n\r\n").nth(1).unwrap();
-    let v: serde_json::Value = serde_json::from_str(body).unwrap();
-    v["turno"].as_u64().unwrap()
-}
+use support::{loadlab, next_ticket, run_scenario};
 
 #[test]
 fn an_artillery_script_runs_its_phases_and_weights() {
@@ -157,21 +133,9 @@ fn every_short_example_scenario_runs_its_exact_arrivals() {
     let dir = tempfile::tempdir().unwrap();
     for (name, sent) in expected {
         let file = shorts.iter().find(|p| p.ends_with(name)).unwrap();
-        let json = dir.path().join(format!("{name}.json"));
-        let out = loadlab(&[
-            "run",
-            file.to_str().unwrap(),
-            "--target",
-            &server.url(""),
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let copy = dir.path().join(name);
+        std::fs::copy(file, &copy).unwrap();
+        let s = run_scenario(&copy, &server, &[]);
         assert_eq!(s["requests"]["sent"], sent, "{name}");
         assert_eq!(s["requests"]["errors"], 0, "{name}");
     }

@@ -2,54 +2,25 @@
 //! and loops; Markov user models with static resources; users phases) against the real
 //! reference service on 127.0.0.1.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
 use loadlab_target::TestServer;
 use serde_json::Value;
-
-fn loadlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadlab"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+use support::{loadlab, next_ticket, read_json, run_scenario};
 
 /// Runs a scenario file against `server` and returns its summary.
 fn run(file: &Path, server: &TestServer) -> Value {
-    let json = file.with_extension("json");
-    let out = loadlab(&[
-        "run",
-        file.to_str().unwrap(),
-        "--target",
-        &server.url(""),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+    run_scenario(file, server, &[])
 }
 
-/// The next ticket of queue `name`: one more than the requests it has served.
-fn next_ticket(server: &TestServer, name: &str) -> u64 {
-    let mut s = TcpStream::connect(server.addr).unwrap();
-    write!(
-        s,
-        "GET /turno/{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let body = out.split("\r\n\r\n").nth(1).unwrap();
-    let v: Value = serde_json::from_str(body).unwrap();
-    v["turno"].as_u64().unwrap()
+/// Writes `text` as `scenario.yml` in a new temporary folder.
+fn scenario(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("scenario.yml");
+    std::fs::write(&file, text).unwrap();
+    (dir, file)
 }
 
 fn completed(s: &Value, name: &str) -> u64 {
@@ -61,17 +32,9 @@ fn completed(s: &Value, name: &str) -> u64 {
 #[test]
 fn flows_log_in_with_payload_rows_and_use_every_captured_token() {
     let server = TestServer::start(1).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("users.csv"),
-        "name,pw\nana,1\nbob,2\ncid,3\n",
-    )
-    .unwrap();
-    let file = dir.path().join("login.yml");
     // 60 users over 2 s: 45 log in (weight 3), take a token and use it three times on
     // /account and on a counter named after their payload row; 15 only ping.
-    std::fs::write(
-        &file,
+    let (dir, file) = scenario(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -113,6 +76,10 @@ scenarios:
           url: "/ping"
           name: ping
 "#,
+    );
+    std::fs::write(
+        dir.path().join("users.csv"),
+        "name,pw\nana,1\nbob,2\ncid,3\n",
     )
     .unwrap();
     let s = run(&file, &server);
@@ -145,12 +112,9 @@ scenarios:
 #[test]
 fn failed_expectations_captures_and_connections_end_sessions_with_their_reason() {
     let server = TestServer::start(1).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("fail.yml");
     // 10 users each of three kinds: a 404 fails its expectation, a missing JSON field fails
     // its capture, and a closed port fails to connect; none reaches its second step.
-    std::fs::write(
-        &file,
+    let (_dir, file) = scenario(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -178,8 +142,7 @@ scenarios:
           url: "http://127.0.0.1:1/ping"
       - get: { url: "/ping", name: after refused }
 "#,
-    )
-    .unwrap();
+    );
     let s = run(&file, &server);
     let users = &s["users"];
     assert_eq!(users["started"], 30, "{users}");
@@ -204,12 +167,9 @@ scenarios:
 #[test]
 fn static_resources_are_fetched_once_per_user_per_page() {
     let server = TestServer::start(1).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("static.yml");
     // Each of 12 users loads home three times and news once: 4 resources per page, fetched on
     // the first visit of each page only.
-    std::fs::write(
-        &file,
+    let (_dir, file) = scenario(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -222,8 +182,7 @@ scenarios:
         count: 3
       - get: { url: "/site/news", static: true }
 "#,
-    )
-    .unwrap();
+    );
     let s = run(&file, &server);
     assert_eq!(completed(&s, "GET /site/home"), 36);
     assert_eq!(completed(&s, "GET /site/home static"), 48);
@@ -236,10 +195,7 @@ scenarios:
 #[test]
 fn users_phases_hold_their_user_counts() {
     let server = TestServer::start(1).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("users.yml");
-    std::fs::write(
-        &file,
+    let (dir, file) = scenario(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -251,24 +207,10 @@ scenarios:
       - get: { url: "/delay?ms=20" }
       - think: 0.03
 "#,
-    )
-    .unwrap();
-    let out_dir = dir.path().join("run");
-    let out = loadlab(&[
-        "run",
-        file.to_str().unwrap(),
-        "--target",
-        &server.url(""),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
-    let s: Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+    let out_dir = dir.path().join("run");
+    run_scenario(&file, &server, &["--out", out_dir.to_str().unwrap()]);
+    let s = read_json(&out_dir.join("summary.json"));
     assert_eq!(s["model"], "closed");
     assert_eq!(s["users"]["max_active"], 7);
     let csv = std::fs::read_to_string(out_dir.join("timeline.csv")).unwrap();

@@ -33,7 +33,7 @@ pub struct UsersState {
     plan: Arc<Plan>,
     /// Compiled JSONPath queries of the captures, by their text.
     json_paths: HashMap<String, JsonPath>,
-    /// Users in a session now.
+    /// Users now: sessions running (open model), or user slots running (user phases).
     pub active: Cell<u64>,
     /// Open model: session tasks alive (running or about to), bounded by `cap`.
     tasks: Cell<u64>,
@@ -174,9 +174,10 @@ async fn open_sessions(ctx: Ctx, intended: Instant, index: u64) {
 /// User phases: keeps this thread's share of the wanted users running, following the curve.
 pub async fn control(ctx: Ctx, curve: UserCurve, thread: usize, threads: usize) {
     loop {
-        let t = Instant::now()
-            .saturating_duration_since(ctx.origin)
-            .as_secs_f64();
+        let now = Instant::now();
+        // Seconds that ended before this change are sent first, with the count they had.
+        ctx.rotate(now);
+        let t = now.saturating_duration_since(ctx.origin).as_secs_f64();
         let target = share_of(curve.users_at(t), thread, threads);
         let u = users(&ctx);
         u.target.set(target);
@@ -202,6 +203,8 @@ pub async fn control(ctx: Ctx, curve: UserCurve, thread: usize, threads: usize) 
 
 /// One user slot: sessions back to back while the slot is within the target.
 async fn run_slot(ctx: Ctx, slot: usize, thread: usize, threads: usize) {
+    let u = users(&ctx);
+    u.active.set(u.active.get() + 1);
     let mut backoff = Duration::ZERO;
     while (slot as u64) < users(&ctx).target.get() {
         let u = users(&ctx);
@@ -216,7 +219,9 @@ async fn run_slot(ctx: Ctx, slot: usize, thread: usize, threads: usize) {
         }
         tokio::task::yield_now().await;
     }
-    users(&ctx).alive.borrow_mut()[slot] = false;
+    let u = users(&ctx);
+    u.alive.borrow_mut()[slot] = false;
+    u.active.set(u.active.get() - 1);
 }
 
 /// Why a session ended early.
@@ -232,10 +237,15 @@ async fn session(ctx: &Ctx, index: u64, intended: Option<Instant>, slot: Option<
     let u = users(ctx);
     let start = Instant::now();
     ctx.rec_at(start).counts.users_started += 1;
-    u.active.set(u.active.get() + 1);
+    // A slot's user stays active between its sessions; an arrival is active for its session.
+    if slot.is_none() {
+        u.active.set(u.active.get() + 1);
+    }
     let result = Session::new(ctx, u, index, intended, slot).run().await;
     let now = Instant::now();
-    u.active.set(u.active.get() - 1);
+    if slot.is_none() {
+        u.active.set(u.active.get() - 1);
+    }
     let length = micros(now.saturating_duration_since(intended.unwrap_or(start)));
     let mut record = u.record.borrow_mut();
     match result {

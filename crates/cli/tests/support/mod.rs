@@ -1,0 +1,70 @@
+//! Helpers the `loadlab` binary's tests share: running it, reading what it wrote, and asking
+//! the reference service's counters what it served.
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use loadlab_target::TestServer;
+use serde_json::Value;
+
+/// Runs the `loadlab` binary with `args` and no standard input.
+pub fn loadlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("loadlab runs")
+}
+
+/// Runs loadlab and insists it succeeded.
+pub fn loadlab_ok(args: &[&str]) -> Output {
+    let out = loadlab(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A JSON file loadlab wrote.
+pub fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("file written")).expect("valid JSON")
+}
+
+/// Runs a scenario file against `server` (with `extra` flags) and returns its summary, written
+/// beside the file.
+pub fn run_scenario(file: &Path, server: &TestServer, extra: &[&str]) -> Value {
+    let json = file.with_extension("json");
+    let target = server.url("");
+    let mut args = vec![
+        "run",
+        file.to_str().unwrap(),
+        "--target",
+        &target,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    loadlab_ok(&args);
+    read_json(&json)
+}
+
+/// The next ticket of queue `name`: one more than the requests it has served.
+pub fn next_ticket(server: &TestServer, name: &str) -> u64 {
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    write!(
+        s,
+        "GET /turno/{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split("\r\n\r\n").nth(1).unwrap();
+    let v: Value = serde_json::from_str(body).unwrap();
+    v["turno"].as_u64().unwrap()
+}
