@@ -23,7 +23,7 @@ pub use record::{
     new_histogram, Counts, GeneratorStats, Interval, PhaseRecord, RunData, UserRecord,
 };
 pub use server::{ProcessSample, ProcessSeries, ServerData};
-pub use summary::{summary_schema, LatencyStats, Summary, SUMMARY_SCHEMA};
+pub use summary::{summary_schema, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};
 pub use template::{Template, TemplateError};
 pub use timeline::TimelineRow;
 pub use users::UserModel;

@@ -231,6 +231,19 @@ pub struct Server {
     pub processes: Vec<ServerProcess>,
 }
 
+/// One thing the analysis noticed about a run, in a sentence, with the numbers behind it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Finding {
+    /// What kind of finding: `saturation`, `rising_latency`, `climbing_in_flight`, `littles_law`,
+    /// `service_demand`, `generator`, `spike_recovery`.
+    pub kind: String,
+    /// The sentence.
+    pub message: String,
+    /// The numbers behind it, by name.
+    #[serde(default)]
+    pub values: BTreeMap<String, f64>,
+}
+
 /// `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
@@ -271,6 +284,9 @@ pub struct Summary {
     /// Virtual users' sessions, when the run had a user model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<Users>,
+    /// What the analysis noticed, one sentence each.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
 }
 
 impl Summary {
@@ -402,6 +418,7 @@ impl Summary {
                     (name.clone(), named)
                 })
                 .collect(),
+            findings: Vec::new(),
             users: run.users.as_ref().map(|u| Users {
                 started: c.users_started,
                 completed: c.users_completed,

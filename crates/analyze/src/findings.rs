@@ -1,0 +1,448 @@
+//! Findings: what a run's numbers mean, one sentence each with the numbers behind it —
+//! saturation, queues building, Little's law, the service demand and the capacity it implies
+//! (seed 002's 1000/T per CPU), the generator's own limits, and how long a spike took to pass.
+
+use std::collections::BTreeMap;
+
+use loadlab_run::{Finding, Model, RunData, Summary, TimelineRow};
+
+/// Achieved/offered ratio under which an open-model run counts as saturated.
+const SATURATED: f64 = 0.95;
+/// Growth of the median from the first to the last third that counts as rising.
+const RISING: f64 = 1.5;
+/// Smallest rise that counts, ms.
+const RISING_MS: f64 = 1.0;
+/// Latency within this factor of the base counts as recovered after a spike.
+const RECOVERED: f64 = 1.2;
+
+fn finding(kind: &str, message: String, values: &[(&str, f64)]) -> Finding {
+    Finding {
+        kind: kind.into(),
+        message,
+        values: values
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The findings of a run; `cores` is the number of CPUs the service could use (for the
+/// capacity that the service demand implies).
+pub fn findings(run: &RunData, s: &Summary, cores: usize) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let rows = &run.timeline;
+    saturation(run, s, &mut out);
+    for (name, start, length) in run.plan.phase_spans() {
+        let end = length.map_or(f64::INFINITY, |l| start + l);
+        let phase: Vec<&TimelineRow> = rows
+            .iter()
+            .filter(|r| r.second as f64 >= start && (r.second as f64) < end)
+            .collect();
+        let label = if run.plan.phase_spans().len() > 1 {
+            format!(" in phase {name:?}")
+        } else {
+            String::new()
+        };
+        trends(&phase, &label, &mut out);
+    }
+    littles_law(run, s, &mut out);
+    service_demand(run, s, cores, &mut out);
+    if s.generator.saturated || s.generator.schedule_lag_ms_p99 > 5.0 {
+        out.push(finding(
+            "generator",
+            format!(
+                "the generator itself was near its limit (busiest thread {}, schedule lag p99 \
+                 {:.1} ms): the service may have more to give; add generator threads (-t) or a \
+                 core of its own",
+                if s.generator.saturated {
+                    "saturated"
+                } else {
+                    "busy"
+                },
+                s.generator.schedule_lag_ms_p99
+            ),
+            &[("schedule_lag_ms_p99", s.generator.schedule_lag_ms_p99)],
+        ));
+    }
+    spike_recovery(run, &mut out);
+    out
+}
+
+fn saturation(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
+    let (Some(offered), Model::Open { .. }) = (s.throughput.offered_rps, &run.plan.model) else {
+        return;
+    };
+    if run.users.is_some() || offered <= 0.0 {
+        return;
+    }
+    let achieved = s.requests.completed as f64 / run.schedule_secs();
+    if achieved < SATURATED * offered {
+        out.push(finding(
+            "saturation",
+            format!(
+                "saturated: the service completed {achieved:.0} req/s of the {offered:.0} \
+                 offered ({:.0} %); past its capacity the rest waited, timed out or was dropped",
+                100.0 * achieved / offered
+            ),
+            &[("achieved_rps", achieved), ("offered_rps", offered)],
+        ));
+    }
+}
+
+/// Latency rising and requests in flight climbing from the first third of `rows` to the
+/// last (the first second, a warm-up, left out).
+fn trends(rows: &[&TimelineRow], label: &str, out: &mut Vec<Finding>) {
+    let rows: Vec<&&TimelineRow> = rows.iter().skip(1).filter(|r| r.completed > 0).collect();
+    if rows.len() < 6 {
+        return;
+    }
+    let third = rows.len() / 3;
+    let (first, last) = (&rows[..third], &rows[rows.len() - third..]);
+    let p50 = |rs: &[&&TimelineRow]| median(rs.iter().map(|r| r.p50_ms).collect());
+    let (a, b) = (p50(first), p50(last));
+    if b > RISING * a + RISING_MS {
+        out.push(finding(
+            "rising_latency",
+            format!(
+                "latency rose through the run{label}: median {a:.1} ms in the first third, \
+                 {b:.1} ms in the last; a queue was building, so no steady state was reached"
+            ),
+            &[("p50_first_ms", a), ("p50_last_ms", b)],
+        ));
+    }
+    let flight =
+        |rs: &[&&TimelineRow]| mean(&rs.iter().map(|r| r.in_flight as f64).collect::<Vec<_>>());
+    let (a, b) = (flight(first), flight(last));
+    if b > 2.0 * a && b > 10.0 {
+        out.push(finding(
+            "climbing_in_flight",
+            format!(
+                "requests in flight climbed{label} from {a:.0} to {b:.0} on average: arrivals \
+                 outpaced answers"
+            ),
+            &[("in_flight_first", a), ("in_flight_last", b)],
+        ));
+    }
+}
+
+fn littles_law(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
+    if s.requests.completed == 0 {
+        return;
+    }
+    let x = s.throughput.rps;
+    let r = s.latency_ms.mean / 1000.0;
+    let l = x * r;
+    let measured = mean(
+        &run.timeline
+            .iter()
+            .map(|row| row.in_flight as f64)
+            .collect::<Vec<_>>(),
+    );
+    let context = match &run.plan.model {
+        Model::Closed { connections, .. } if l >= 0.9 * *connections as f64 => format!(
+            ": all {connections} connections were busy, so the load was set by the service's speed"
+        ),
+        Model::Closed { connections, .. } => format!(
+            " of {connections} connections: the rest of the time went to the generator or the network"
+        ),
+        _ => String::from(": the concurrency the service had to hold"),
+    };
+    out.push(finding(
+        "littles_law",
+        format!(
+            "on average {l:.1} requests were in flight ({x:.0} req/s × {:.2} ms, Little's law){context}",
+            r * 1000.0
+        ),
+        &[
+            ("in_flight", l),
+            ("throughput_rps", x),
+            ("latency_mean_ms", r * 1000.0),
+            ("in_flight_sampled", measured),
+        ],
+    ));
+}
+
+fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Finding>) {
+    let cpu_s: f64 = run
+        .timeline
+        .iter()
+        .filter_map(|r| r.server_cpu_pct)
+        .sum::<f64>()
+        / 100.0;
+    if run.server.is_none() || s.requests.completed == 0 || cpu_s <= 0.0 {
+        return;
+    }
+    let demand_ms = 1000.0 * cpu_s / s.requests.completed as f64;
+    let max_rps = cores as f64 * 1000.0 / demand_ms;
+    let utilization = s.throughput.rps * demand_ms / 1000.0 / cores as f64;
+    out.push(finding(
+        "service_demand",
+        format!(
+            "each request took {demand_ms:.2} ms of server CPU ({cpu_s:.1} CPU-s over {} \
+             requests); with {cores} core(s) the service can serve at most ~{max_rps:.0} req/s \
+             (cores / demand), and it ran at {:.0} % of that (utilization law U = X·D)",
+            s.requests.completed,
+            100.0 * utilization
+        ),
+        &[
+            ("demand_ms", demand_ms),
+            ("cpu_s", cpu_s),
+            ("predicted_max_rps", max_rps),
+            ("utilization", utilization),
+            ("cores", cores as f64),
+        ],
+    ));
+}
+
+/// For each spike phase (a `spike` shape's phases are named `… spike k`), how long after it
+/// ended the median latency took to return near the base before it.
+fn spike_recovery(run: &RunData, out: &mut Vec<Finding>) {
+    let spans = run.plan.phase_spans();
+    for (i, (name, start, length)) in spans.iter().enumerate() {
+        let Some(length) = length else { continue };
+        if !name.contains(" spike ") || i == 0 {
+            continue;
+        }
+        let (_, base_start, base_len) = &spans[i - 1];
+        let base_end = base_start + base_len.unwrap_or(0.0);
+        let row_p50 = |from: f64, to: f64| -> Vec<(f64, f64)> {
+            run.timeline
+                .iter()
+                .filter(|r| r.completed > 0)
+                .filter(|r| r.second as f64 >= from && (r.second as f64) < to)
+                .map(|r| (r.second as f64, r.p50_ms))
+                .collect()
+        };
+        let base = median(
+            row_p50(*base_start + 1.0, base_end)
+                .iter()
+                .map(|r| r.1)
+                .collect(),
+        );
+        if base <= 0.0 {
+            continue;
+        }
+        let end = start + length;
+        let after = row_p50(end, f64::INFINITY);
+        let back = after
+            .iter()
+            .find(|(_, p)| *p <= RECOVERED * base + RISING_MS)
+            .map(|(sec, _)| sec - end);
+        let message = match back {
+            Some(0.0) => format!(
+                "{name}: latency was back at the base ({base:.1} ms median) as soon as the spike ended"
+            ),
+            Some(t) => format!(
+                "{name}: latency took {t:.0} s after the spike to return to the base ({base:.1} ms median)"
+            ),
+            None => format!(
+                "{name}: latency did not return to the base ({base:.1} ms median) before the run ended"
+            ),
+        };
+        let mut values = vec![("base_p50_ms", base)];
+        if let Some(t) = back {
+            values.push(("recovery_s", t));
+        }
+        out.push(finding("spike_recovery", message, &values));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::time::{Duration, SystemTime};
+
+    use loadlab_run::{
+        GeneratorStats, Interval, PhaseRecord, Plan, ProcessSample, ProcessSeries, RatePhase,
+        ServerData, Stop,
+    };
+
+    use super::*;
+
+    fn row(second: u64, completed: u64, p50_ms: f64, in_flight: u64) -> TimelineRow {
+        TimelineRow::from_interval(&{
+            let mut iv = Interval::new(second);
+            iv.counts.completed = completed;
+            iv.counts.ok = completed;
+            iv.in_flight = in_flight;
+            if completed > 0 {
+                iv.latency.record((p50_ms * 1000.0) as u64).unwrap();
+            }
+            iv
+        })
+    }
+
+    /// A run of `rows` under `model`, its totals built from the rows (each second's requests at
+    /// its median latency).
+    fn run(model: Model, rows: Vec<TimelineRow>, offered_per_s: u64) -> RunData {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let plan = Plan::get(addr, "/x", model, Stop::default());
+        let mut totals = Interval::new(0);
+        for r in &rows {
+            totals.counts.completed += r.completed;
+            totals.counts.ok += r.completed;
+            totals.counts.offered += offered_per_s;
+            totals
+                .latency
+                .record_n((r.p50_ms * 1000.0) as u64, r.completed.max(1))
+                .unwrap();
+        }
+        let secs = rows.len() as u64;
+        RunData {
+            phases: PhaseRecord::for_plan(&plan),
+            plan,
+            started_at: SystemTime::now(),
+            elapsed: Duration::from_secs(secs),
+            complete: true,
+            totals,
+            by_name: Vec::new(),
+            timeline: rows,
+            hlog_lines: Vec::new(),
+            unfinished: 0,
+            generator: GeneratorStats::default(),
+            server: None,
+            users: None,
+        }
+    }
+
+    fn open(phases: Vec<RatePhase>) -> Model {
+        Model::Open {
+            phases,
+            arrival: loadlab_run::Arrival::Uniform,
+            connections: 1,
+            max_connections: 100,
+            seed: 1,
+        }
+    }
+
+    fn kinds(f: &[Finding]) -> Vec<&str> {
+        f.iter().map(|f| f.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn an_overloaded_open_run_is_saturated_with_a_queue_building() {
+        let rows = (0..12)
+            .map(|s| row(s, 60, 10.0 + 80.0 * s as f64, 5 + 20 * s))
+            .collect();
+        let r = run(
+            open(vec![RatePhase::constant(
+                "main",
+                100.0,
+                Some(Duration::from_secs(12)),
+            )]),
+            rows,
+            100,
+        );
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        assert_eq!(
+            kinds(&f),
+            vec![
+                "saturation",
+                "rising_latency",
+                "climbing_in_flight",
+                "littles_law"
+            ]
+        );
+        assert_eq!(f[0].values["achieved_rps"], 60.0);
+        assert!(
+            f[0].message.contains("60 req/s of the 100 offered (60 %)"),
+            "{}",
+            f[0].message
+        );
+        assert!(f[1].values["p50_last_ms"] > 4.0 * f[1].values["p50_first_ms"]);
+    }
+
+    #[test]
+    fn a_steady_run_only_gets_littles_law() {
+        let rows = (0..10).map(|s| row(s, 1000, 20.0, 20)).collect();
+        let r = run(
+            open(vec![RatePhase::constant("main", 1000.0, None)]),
+            rows,
+            1000,
+        );
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        assert_eq!(kinds(&f), vec!["littles_law"]);
+        // 1000 req/s × 20 ms = 20 in flight.
+        assert!((f[0].values["in_flight"] - 20.0).abs() < 0.2, "{:?}", f[0]);
+    }
+
+    #[test]
+    fn server_cpu_gives_the_service_demand_and_its_capacity() {
+        let rows: Vec<TimelineRow> = (0..10)
+            .map(|s| {
+                let mut r = row(s, 1000, 1.0, 1);
+                r.server_cpu_pct = Some(50.0);
+                r
+            })
+            .collect();
+        let mut r = run(
+            open(vec![RatePhase::constant("main", 1000.0, None)]),
+            rows,
+            1000,
+        );
+        r.server = Some(ServerData {
+            processes: vec![ProcessSeries {
+                pid: 1,
+                name: "svc".into(),
+                samples: vec![ProcessSample {
+                    second: 0,
+                    cpu_pct: 50.0,
+                    rss_mb: 1.0,
+                }],
+            }],
+        });
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        let d = f.iter().find(|f| f.kind == "service_demand").unwrap();
+        // 5 CPU-s over 10,000 requests: 0.5 ms each; 2 cores serve at most 4,000 req/s.
+        assert!((d.values["demand_ms"] - 0.5).abs() < 1e-9, "{d:?}");
+        assert!((d.values["predicted_max_rps"] - 4000.0).abs() < 1e-6);
+        assert!((d.values["utilization"] - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_spike_reports_how_long_latency_took_to_come_back() {
+        let s10 = Some(Duration::from_secs(10));
+        let s5 = Some(Duration::from_secs(5));
+        let phases = vec![
+            RatePhase::constant("t base 1", 100.0, s10),
+            RatePhase::constant("t spike 1", 1000.0, s5),
+            RatePhase::constant("t base 2", 100.0, s10),
+        ];
+        // Base 10 ms; 400 ms in the spike; 300, 200, 100 then 11 ms after it.
+        let mut p50 = vec![10.0; 10];
+        p50.extend([400.0; 5]);
+        p50.extend([
+            300.0, 200.0, 100.0, 11.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0,
+        ]);
+        let rows = p50
+            .iter()
+            .enumerate()
+            .map(|(s, p)| row(s as u64, 100, *p, 1))
+            .collect();
+        let r = run(open(phases), rows, 100);
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        let spike = f.iter().find(|f| f.kind == "spike_recovery").unwrap();
+        assert_eq!(spike.values["recovery_s"], 3.0, "{spike:?}");
+        assert!(spike.message.contains("took 3 s"));
+    }
+}
