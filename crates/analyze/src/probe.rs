@@ -14,9 +14,11 @@ use serde::Serialize;
 
 use crate::usl::Usl;
 
-/// The concurrencies the probe climbs: every count up to 8 (worker counts are small and must
-/// be exact), then about 1.5× a step.
-pub const LADDER: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32, 48, 64];
+/// The concurrencies the probe climbs: every count up to 12 (worker counts are small and must
+/// be exact), then about 1.3× a step.
+pub const LADDER: &[usize] = &[
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 20, 24, 32, 40, 48, 64,
+];
 
 /// What one step measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -257,7 +259,7 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
             usl,
         });
     }
-    let k = ((x_max * s_ms / 1000.0).round() as usize).max(1);
+    let k = workers(steps, x_max * s_ms / 1000.0);
     let plateau_cpu = steps
         .iter()
         .filter(|s| s.concurrency > k)
@@ -298,6 +300,31 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         ),
         usl,
     })
+}
+
+/// p99 over the service time alone (the median at one connection) that marks the first
+/// queued request: it waits a whole service time, so it takes about twice as long.
+const P99_JUMP: f64 = 1.6;
+
+/// The worker count. The first step whose p99 jumps marks the first queued request (it waits
+/// a whole service time), so the workers are at least the concurrency before it and fewer than
+/// its own: exact on the ladder's consecutive counts, where the throughput estimate still
+/// carries the warm-up of short steps. Between farther steps, and without a jump, `X_max · S`
+/// rounded (kept within the jump's range). A jump before throughput nears its plateau is noise.
+fn workers(steps: &[ProbeStep], from_throughput: f64) -> usize {
+    let by_x = (from_throughput.round() as usize).max(1);
+    let Some(alone) = steps.iter().find(|s| s.concurrency == 1) else {
+        return by_x;
+    };
+    let x_max = steps.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
+    // A jump counts only once throughput is near its plateau: earlier p99 noise is no queue.
+    let jump = steps
+        .windows(2)
+        .find(|w| w[1].p99_ms >= P99_JUMP * alone.p50_ms && w[0].throughput_rps >= 0.8 * x_max);
+    match jump {
+        Some(w) => by_x.clamp(w[0].concurrency, w[1].concurrency - 1),
+        None => by_x,
+    }
 }
 
 #[cfg(test)]
@@ -351,6 +378,20 @@ mod tests {
     }
 
     #[test]
+    fn the_p99_jump_corrects_a_throughput_that_short_steps_overestimate() {
+        // Short steps leave out the queue's build-up: throughput reads 8 % high, X·S = 8.6.
+        let mut steps = synthetic(Some(8), 20.0, 1.0, 12);
+        for s in &mut steps {
+            s.throughput_rps *= 1.08;
+        }
+        let v = verdict(&steps).unwrap();
+        assert_eq!(v.workers, Some(8), "{v:?}");
+        // A p99 outlier at 2 connections, far from the plateau, is noise.
+        steps[1].p99_ms *= 3.0;
+        assert_eq!(verdict(&steps).unwrap().workers, Some(8));
+    }
+
+    #[test]
     fn an_asynchronous_service_has_no_worker_limit() {
         let v = verdict(&synthetic(None, 1100.0, 0.0, 16)).unwrap();
         assert_eq!(v.kind, Kind::Async);
@@ -394,6 +435,10 @@ mod tests {
             }
         }
         assert_eq!(ran, vec![1, 2, 3, 4, 5]);
+        assert_eq!(
+            LADDER.windows(2).take_while(|w| w[1] == w[0] + 1).count(),
+            11
+        );
     }
 
     #[test]

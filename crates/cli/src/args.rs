@@ -27,6 +27,90 @@ pub enum Command {
     Lab(LabArgs),
     /// Start the reference service in-process and run a short tour against it.
     Demo(DemoArgs),
+    /// Characterize a black box: sync or async, its workers, its service time.
+    Probe(ProbeArgs),
+    /// Find the highest constant arrival rate whose steady state meets an SLO.
+    Capacity(CapacityArgs),
+    /// Compare run directories side by side, with the noise between them.
+    Compare(CompareArgs),
+}
+
+/// `loadlab probe` flags.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The URL to probe (GET).
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Longest time the probe may take.
+    #[arg(long = "max-time", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
+    pub max_time: Duration,
+    /// Highest concurrency tried.
+    #[arg(long = "max-concurrency", value_name = "N", default_value = "64", value_parser = positive_count)]
+    pub max_concurrency: usize,
+    /// Stop when a step's median latency passes this.
+    #[arg(long = "max-latency", value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
+    pub max_latency: Duration,
+    /// A request not answered this long after its send counts as a timeout.
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = positive_duration)]
+    pub timeout: Duration,
+    /// Watch this process and its children (CPU) to tell CPU-bound from synchronous.
+    #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    pub watch_pid: Vec<i32>,
+    /// Write the verdict and its steps as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `loadlab capacity` flags.
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// The URL to load (GET).
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// The objective, e.g. 'p99<300ms,errors<1%'.
+    #[arg(long, value_name = "SLO")]
+    pub slo: String,
+    /// Longest time the search may take.
+    #[arg(long = "max-time", value_name = "DUR", default_value = "120s", value_parser = positive_duration)]
+    pub max_time: Duration,
+    /// Each rate's warm-up, discarded (and reported).
+    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = positive_duration)]
+    pub warmup: Duration,
+    /// Each rate's measured steady state.
+    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = positive_duration)]
+    pub step: Duration,
+    /// First rate tried (default: what one connection achieves).
+    #[arg(long, value_name = "RATE", value_parser = positive_rate, allow_negative_numbers = true)]
+    pub start: Option<f64>,
+    /// Highest rate tried.
+    #[arg(long = "max-rate", value_name = "RATE", default_value = "200000", value_parser = positive_rate, allow_negative_numbers = true)]
+    pub max_rate: f64,
+    /// Stop when the failing rate is within this fraction of the passing one.
+    #[arg(long, value_name = "FRACTION", default_value = "0.05")]
+    pub tolerance: f64,
+    /// A request not answered this long after its send counts as a timeout.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
+    pub timeout: Duration,
+    /// Most connections open at once.
+    #[arg(long = "max-connections", value_name = "N", default_value = "1000", value_parser = positive_count)]
+    pub max_connections: usize,
+    /// Generator threads (default: the cores this process may use).
+    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive_count)]
+    pub threads: Option<usize>,
+    /// Write the result and its steps as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `loadlab compare` flags.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Run directories (from --out, lab or demo); the first is the baseline.
+    #[arg(required = true, num_args = 2.., value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Write the comparison as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// `loadlab validate` flags.

@@ -128,6 +128,31 @@ pub fn resolve(specs: &[RequestSpec]) -> Result<(Vec<Endpoint>, Vec<RequestTempl
     Ok((endpoints, requests))
 }
 
+/// A plan of `GET url` requests under `model` until `stop`, on one generator thread: what the
+/// probe and the capacity search run step by step.
+pub fn plan_for_url(url: &str, model: Model, stop: Stop, timeout: Duration) -> Result<Plan> {
+    let spec = RequestSpec {
+        name: url.to_string(),
+        url: url.to_string(),
+        method: "GET".into(),
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    let (endpoints, requests) = resolve(std::slice::from_ref(&spec))?;
+    let plan = Plan {
+        endpoints,
+        requests,
+        model,
+        stop,
+        timeout,
+        connect_timeout: DEFAULT_CONNECT_TIMEOUT.min(timeout),
+        threads: 1,
+        users: None,
+    };
+    plan.validate()?;
+    Ok(plan)
+}
+
 /// The plan's arrival spacing for the flag's value.
 pub fn arrival(a: ArrivalArg) -> Arrival {
     match a {

@@ -6,6 +6,7 @@ mod experiment;
 mod flows;
 mod lower;
 mod scenario;
+mod stepping;
 
 use std::process::ExitCode;
 
@@ -19,6 +20,8 @@ const EXIT_INTERRUPTED: u8 = 130;
 const EXIT_FAILURE: u8 = 1;
 /// Exit code for flags clap rejects.
 const EXIT_USAGE: u8 = 2;
+/// Exit code of `loadlab capacity` when no rate met the objective.
+const EXIT_NOT_MET: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -42,10 +45,14 @@ fn main() -> ExitCode {
         Command::Validate(a) => cmd::validate::main(a),
         Command::Lab(a) => cmd::lab::main(a),
         Command::Demo(a) => cmd::demo::main(a),
+        Command::Probe(a) => cmd::probe::main(a),
+        Command::Capacity(a) => cmd::capacity::main(a),
+        Command::Compare(a) => cmd::compare::main(a),
     };
     match result {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,
         Ok(cmd::Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Ok(cmd::Outcome::NotMet) => ExitCode::from(EXIT_NOT_MET),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_FAILURE)
@@ -67,9 +74,12 @@ fn one_line(rendered: &str) -> String {
             msg.push_str(next);
         }
     }
-    let sub = std::env::args()
-        .nth(1)
-        .filter(|a| ["run", "serve", "validate", "lab", "demo"].contains(&a.as_str()));
+    let sub = std::env::args().nth(1).filter(|a| {
+        [
+            "run", "serve", "validate", "lab", "demo", "probe", "capacity", "compare",
+        ]
+        .contains(&a.as_str())
+    });
     match sub {
         Some(sub) => format!("{msg} (see loadlab {sub} --help)"),
         None => format!("{msg} (see loadlab --help)"),

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use loadlab_target::TestServer;
-use support::{loadlab, loadlab_ok, read_json};
+use support::{loadlab, loadlab_ok, read_json, Served};
 
 #[test]
 fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {
@@ -276,43 +276,6 @@ fn ctrl_c_stops_the_run_and_still_writes_a_partial_summary() {
     assert_eq!(on_disk["complete"], false);
 }
 
-/// A `loadlab serve` child process, stopped by its PID when dropped.
-struct Served {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Served {
-    fn start(extra: &[&str]) -> Served {
-        use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
-            .args(["serve", "--port", "0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .split("127.0.0.1:")
-            .nth(1)
-            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
-        Served { child, port }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
     let served = Served::start(&[]);
@@ -361,4 +324,14 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
     assert!(csv.lines().count() >= 3, "{csv}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("cpu avg %"), "{stdout}");
+    // 5 ms of busy-waiting per request: the service demand finding reads about 5 ms of CPU.
+    let demand = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "service_demand")
+        .expect("a service demand finding");
+    let ms = demand["values"]["demand_ms"].as_f64().unwrap();
+    assert!((3.5..=8.0).contains(&ms), "{demand}");
+    assert!(stdout.contains("findings"), "{stdout}");
 }

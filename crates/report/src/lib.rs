@@ -229,6 +229,13 @@ pub fn render_summary(s: &Summary) -> String {
             let _ = writeln!(out, "  (the watched processes had exited)");
         }
     }
+    if !s.findings.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  findings");
+        for f in &s.findings {
+            let _ = writeln!(out, "  - {}", f.message);
+        }
+    }
     out
 }
 

@@ -1,5 +1,5 @@
 //! Run directories on disk: `summary.json`, `timeline.csv` and `latency.hlog`, each written
-//! atomically (to a temporary name, then renamed).
+//! atomically (to a temporary name, then renamed), and read back for comparisons.
 
 use std::fs;
 use std::io::{self, Write};
@@ -79,4 +79,79 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
         write_atomic(&dir.join("server.csv"), &csv)?;
     }
     Ok(())
+}
+
+/// A run directory that cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadRunError {
+    /// A file is missing or unreadable.
+    #[error("cannot read {path}: {source}; is it a run directory (from --out, lab or demo)?")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: io::Error,
+    },
+    /// `summary.json` is not a loadlab summary.
+    #[error("{path} is not a loadlab summary: {reason}")]
+    Summary {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A run read back from its directory: the summary and the per-second timeline's columns.
+#[derive(Debug, Clone)]
+pub struct SavedRun {
+    /// `summary.json`.
+    pub summary: Summary,
+    /// `timeline.csv`'s column names.
+    pub columns: Vec<String>,
+    /// Its rows, as numbers (an empty field reads as NaN).
+    pub rows: Vec<Vec<f64>>,
+}
+
+impl SavedRun {
+    /// One column of the timeline, by name (empty when the run has no such column).
+    pub fn column(&self, name: &str) -> Vec<f64> {
+        match self.columns.iter().position(|c| c == name) {
+            Some(i) => self.rows.iter().filter_map(|r| r.get(i).copied()).collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Reads a run directory's `summary.json` and `timeline.csv`.
+pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        fs::read_to_string(&path).map_err(|source| ReadRunError::Io { path, source })
+    };
+    let text = read("summary.json")?;
+    let summary: Summary = serde_json::from_str(&text).map_err(|e| ReadRunError::Summary {
+        path: dir.join("summary.json"),
+        reason: e.to_string(),
+    })?;
+    let csv = read("timeline.csv")?;
+    let mut lines = csv.lines();
+    let columns: Vec<String> = lines
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let rows = lines
+        .map(|l| {
+            l.split(',')
+                .map(|f| f.trim().parse::<f64>().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    Ok(SavedRun {
+        summary,
+        columns,
+        rows,
+    })
 }

@@ -14,7 +14,7 @@ pub mod template;
 pub mod timeline;
 pub mod users;
 
-pub use dir::{write_run_dir, write_summary, RunDirError};
+pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
 pub use error_kind::ErrorKind;
 pub use plan::{
     Arrival, Endpoint, Model, Plan, PlanError, RatePhase, RequestTemplate, Stop, UserPhase,

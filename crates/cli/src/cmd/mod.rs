@@ -1,7 +1,10 @@
 //! One module per subcommand.
 
+pub mod capacity;
+pub mod compare;
 pub mod demo;
 pub mod lab;
+pub mod probe;
 pub mod run;
 pub mod serve;
 pub mod validate;
@@ -12,4 +15,6 @@ pub enum Outcome {
     Done,
     /// Ctrl-C stopped it; partial results were written.
     Interrupted,
+    /// It ran, and found that no load met the objective (`loadlab capacity`).
+    NotMet,
 }

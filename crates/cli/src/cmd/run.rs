@@ -84,8 +84,14 @@ pub fn execute(
     if let Some(sampler) = sampler {
         run.attach_server(sampler.finish());
     }
-    let summary = Summary::from_run(&run);
+    let mut summary = Summary::from_run(&run);
+    summary.findings = loadlab_analyze::findings(&run, &summary, cores());
     Ok((run, summary))
+}
+
+/// CPUs this machine offers: what a service on it could use, for the findings' capacity.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The process-wide stop signal, raised by the first Ctrl-C; a second Ctrl-C exits at once.

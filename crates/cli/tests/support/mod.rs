@@ -68,3 +68,43 @@ pub fn next_ticket(server: &TestServer, name: &str) -> u64 {
     let v: Value = serde_json::from_str(body).unwrap();
     v["turno"].as_u64().unwrap()
 }
+
+/// A `loadlab serve` child process, stopped by its PID when dropped.
+pub struct Served {
+    /// The child process.
+    pub child: std::process::Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl Served {
+    /// Starts `loadlab serve --port 0` with `extra` flags and reads its port.
+    pub fn start(extra: &[&str]) -> Served {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+            .args(["serve", "--port", "0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .split("127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Served { child, port }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,65 @@
+//! What the probe and the capacity search share: one quiet engine run per step, and waiting
+//! between steps for the service to drain what the last step left queued.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use loadlab_engine::StopSignal;
+use loadlab_run::{Model, Plan, RunData, Stop, Summary};
+
+use crate::lower::plan_for_url;
+
+/// Longest wait for a service to drain between steps.
+const MAX_DRAIN: Duration = Duration::from_secs(15);
+
+/// Runs one step's plan without a progress line, watching `watch`.
+pub fn run_step(plan: &Plan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
+    crate::cmd::run::execute(plan, stop, false, watch)
+}
+
+/// The latency of one request alone, ms (`None` when it failed).
+pub fn one_request_ms(url: &str, timeout: Duration, stop: &StopSignal) -> Result<Option<f64>> {
+    let plan = plan_for_url(
+        url,
+        Model::Closed {
+            connections: 1,
+            pipeline: 1,
+        },
+        Stop {
+            duration: None,
+            count: Some(1),
+        },
+        timeout,
+    )?;
+    let (_, s) = run_step(&plan, stop, &[])?;
+    Ok((s.requests.ok == 1).then_some(s.latency_ms.max))
+}
+
+/// Waits until one request alone is answered within 1.5 × `base_ms` (+1 ms) again — the queue
+/// the last step left has drained — or for at most 15 s. Returns how long it waited.
+pub fn drain(url: &str, base_ms: f64, timeout: Duration, stop: &StopSignal) -> Result<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < MAX_DRAIN && !stop.is_stopped() {
+        match one_request_ms(url, timeout, stop)? {
+            Some(ms) if ms <= 1.5 * base_ms + 1.0 => break,
+            _ => std::thread::sleep(Duration::from_millis(base_ms.clamp(10.0, 1000.0) as u64)),
+        }
+    }
+    Ok(started.elapsed())
+}
+
+/// Summed CPU of the watched processes over a step, percent of one core.
+pub fn server_cpu(s: &Summary) -> Option<f64> {
+    s.server
+        .as_ref()
+        .map(|sv| sv.processes.iter().map(|p| p.cpu_pct_avg).sum())
+}
+
+/// Percent of completed requests that failed.
+pub fn error_pct(s: &Summary) -> f64 {
+    if s.requests.completed == 0 {
+        0.0
+    } else {
+        100.0 * s.requests.errors as f64 / s.requests.completed as f64
+    }
+}

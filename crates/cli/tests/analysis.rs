@@ -1,0 +1,238 @@
+//! `loadlab probe`, `loadlab capacity`, `loadlab compare` and the findings of a run, against
+//! the reference service's black boxes on 127.0.0.1.
+
+mod support;
+
+use std::time::Duration;
+
+use loadlab_target::{ServiceConfig, TestServer};
+use serde_json::Value;
+use support::{loadlab, loadlab_ok, read_json, Served};
+
+/// A reference service whose `/bbox/sync` serves `workers` at once, each for `delay_ms`.
+fn black_box(workers: usize, delay_ms: u64) -> TestServer {
+    TestServer::start_with(
+        1,
+        ServiceConfig {
+            bbox_delay: Duration::from_millis(delay_ms),
+            bbox_workers: workers,
+        },
+    )
+    .unwrap()
+}
+
+fn probe(url: &str, extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("probe.json");
+    let mut args = vec!["probe", url, "--json", json.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    loadlab_ok(&args);
+    read_json(&json)
+}
+
+#[test]
+fn the_probe_counts_a_synchronous_black_boxs_workers_and_service_time() {
+    for (workers, delay_ms) in [(2, 100), (4, 60)] {
+        let server = black_box(workers, delay_ms);
+        let v = probe(&server.url("/bbox/sync"), &[]);
+        assert_eq!(v["kind"], "sync", "{v}");
+        assert_eq!(v["workers"], workers, "{v}");
+        let s = v["service_time_ms"].as_f64().unwrap();
+        assert!(
+            (s - delay_ms as f64).abs() <= 0.1 * delay_ms as f64,
+            "service time {s} for {delay_ms} ms"
+        );
+        let x = v["max_throughput_rps"].as_f64().unwrap();
+        let want = workers as f64 * 1000.0 / delay_ms as f64;
+        assert!((x - want).abs() <= 0.15 * want, "{x} req/s for {want}");
+        assert!(
+            v["steps"].as_array().unwrap().len() <= workers + 3,
+            "it stops soon after the plateau: {v}"
+        );
+        assert!(v["usl"]["sigma"].is_number(), "{v}");
+    }
+}
+
+#[test]
+fn the_probe_finds_no_limit_on_an_asynchronous_black_box() {
+    let server = black_box(2, 100);
+    let v = probe(&server.url("/bbox/async"), &["--max-concurrency", "12"]);
+    assert_eq!(v["kind"], "async", "{v}");
+    assert!(v["workers"].is_null());
+    assert!(v["stopped_because"]
+        .as_str()
+        .unwrap()
+        .contains("bound of 12"));
+}
+
+#[test]
+fn the_probe_calls_a_busy_single_worker_cpu_bound_when_it_watches_the_cpu() {
+    let served = Served::start(&[]);
+    let pid = served.child.id().to_string();
+    let url = format!("http://127.0.0.1:{}/heavy?ms=40", served.port);
+    let v = probe(&url, &["--watch-pid", &pid]);
+    assert_eq!(v["kind"], "cpu", "{v}");
+    assert_eq!(v["workers"], 1, "{v}");
+    // Without the CPU it is one synchronous worker (a blocking sleep would look the same).
+    let v = probe(&url, &[]);
+    assert_eq!(
+        (v["kind"].as_str(), v["workers"].as_u64()),
+        (Some("sync"), Some(1)),
+        "{v}"
+    );
+}
+
+#[test]
+fn capacity_finds_k_over_d_and_never_more() {
+    // 4 workers of 50 ms: 80 req/s at most.
+    let server = black_box(4, 50);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("capacity.json");
+    let out = loadlab(&[
+        "capacity",
+        &server.url("/bbox/sync"),
+        "--slo",
+        "p99<200ms,errors<1%",
+        "--warmup",
+        "1s",
+        "--step",
+        "2s",
+        "--max-time",
+        "80s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = read_json(&json);
+    let found = v["max_rate_rps"].as_f64().unwrap();
+    assert!(
+        (68.0..=84.0).contains(&found),
+        "found {found} req/s for a capacity of 80: {v}"
+    );
+    let broke = v["broke_at_rps"].as_f64().unwrap();
+    assert!(broke > found && broke <= found * 1.06, "{v}");
+    let steps = v["steps"].as_array().unwrap();
+    assert!(steps.iter().all(|s| s["warmup_s"] == 1.0), "{v}");
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["meets"] == false && s["rate_rps"].as_f64().unwrap() > 80.0),
+        "{v}"
+    );
+}
+
+#[test]
+fn capacity_exits_3_when_no_rate_meets_the_objective() {
+    let server = black_box(1, 100);
+    let out = loadlab(&[
+        "capacity",
+        &server.url("/bbox/sync"),
+        "--slo",
+        "p99<50ms",
+        "--warmup",
+        "500ms",
+        "--step",
+        "1s",
+        "--max-time",
+        "20s",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("capacity     none"), "{stdout}");
+    let bad = loadlab(&["capacity", &server.url("/ping"), "--slo", "p99<fast"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("write it like"));
+}
+
+#[test]
+fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
+    // One worker of 20 ms serves 50 req/s; 100 are offered.
+    let server = black_box(1, 20);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let out = loadlab_ok(&[
+        "run",
+        &server.url("/bbox/sync"),
+        "-R",
+        "100",
+        "-d",
+        "8s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let s = read_json(&json);
+    let kinds: Vec<&str> = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    for want in [
+        "saturation",
+        "rising_latency",
+        "climbing_in_flight",
+        "littles_law",
+    ] {
+        assert!(kinds.contains(&want), "{want} missing from {kinds:?}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("saturated: the service completed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn compare_says_which_differences_are_more_than_noise() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (fast, slow) = (dir.path().join("fast"), dir.path().join("slow"));
+    for (path, ms) in [(&fast, 5), (&slow, 20)] {
+        loadlab_ok(&[
+            "run",
+            &server.url(&format!("/delay?ms={ms}")),
+            "-R",
+            "50",
+            "-d",
+            "4s",
+            "-q",
+            "--out",
+            path.to_str().unwrap(),
+        ]);
+    }
+    let json = dir.path().join("compare.json");
+    let out = loadlab_ok(&[
+        "compare",
+        fast.to_str().unwrap(),
+        slow.to_str().unwrap(),
+        fast.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let v = read_json(&json);
+    assert_eq!(v["baseline"], "fast");
+    let slower = &v["versus"][0];
+    assert_eq!(slower["p50"]["significant"], true, "{v}");
+    let ratio = slower["p50"]["ratio"].as_f64().unwrap();
+    assert!((3.0..=4.5).contains(&ratio), "{ratio}");
+    let same = &v["versus"][1];
+    assert_eq!(same["p50"]["significant"], false, "{v}");
+    assert_eq!(same["throughput_ratio"], 1.0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("differs") && stdout.contains("within noise"),
+        "{stdout}"
+    );
+    let missing = loadlab(&["compare", fast.to_str().unwrap(), "/nonexistent/run"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("is it a run directory"));
+}
