@@ -189,22 +189,25 @@ fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Findin
         return;
     }
     let demand_ms = 1000.0 * cpu_s / s.requests.completed as f64;
-    let max_rps = cores as f64 * 1000.0 / demand_ms;
-    let utilization = s.throughput.rps * demand_ms / 1000.0 / cores as f64;
+    let per_core = 1000.0 / demand_ms;
+    let max_rps = cores as f64 * per_core;
+    let busy_cores = s.throughput.rps * demand_ms / 1000.0;
     out.push(finding(
         "service_demand",
         format!(
             "each request took {demand_ms:.2} ms of server CPU ({cpu_s:.1} CPU-s over {} \
-             requests); with {cores} core(s) the service can serve at most ~{max_rps:.0} req/s \
-             (cores / demand), and it ran at {:.0} % of that (utilization law U = X·D)",
-            s.requests.completed,
-            100.0 * utilization
+             requests): the service can serve at most ~{per_core:.0} req/s per core it keeps \
+             busy (1000/D, seed 002's 1000/T), ~{max_rps:.0} req/s on all {cores} core(s); it \
+             kept {busy_cores:.2} core(s) busy (utilization law U = X·D)",
+            s.requests.completed
         ),
         &[
             ("demand_ms", demand_ms),
             ("cpu_s", cpu_s),
+            ("max_rps_per_core", per_core),
             ("predicted_max_rps", max_rps),
-            ("utilization", utilization),
+            ("busy_cores", busy_cores),
+            ("utilization", busy_cores / cores as f64),
             ("cores", cores as f64),
         ],
     ));
@@ -415,6 +418,8 @@ mod tests {
         // 5 CPU-s over 10,000 requests: 0.5 ms each; 2 cores serve at most 4,000 req/s.
         assert!((d.values["demand_ms"] - 0.5).abs() < 1e-9, "{d:?}");
         assert!((d.values["predicted_max_rps"] - 4000.0).abs() < 1e-6);
+        assert!((d.values["max_rps_per_core"] - 2000.0).abs() < 1e-6);
+        assert!((d.values["busy_cores"] - 0.5).abs() < 1e-9);
         assert!((d.values["utilization"] - 0.25).abs() < 1e-9);
     }
 

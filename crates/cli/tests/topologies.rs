@@ -248,6 +248,10 @@ fn a_lab_experiment_runs_every_cell_and_writes_one_comparison() {
         stdout.contains("two behind proxy") && stdout.contains("p95 ms"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("heavy: 1 → 2 processes gave ×") && stdout.contains("(ideal ×2)"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -98,6 +98,18 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
     ];
     let cells = run_matrix(&topologies, &workloads, &out.join("replicas"), &stop)?;
     println!("\n{}", render_lab_table(&cells));
+    println!("  findings on calc (every run's summary.json has its own):");
+    for c in cells.iter().filter(|c| c.workload.starts_with("calc")) {
+        for f in c.summary.findings.iter().filter(|f| {
+            ["saturation", "rising_latency", "service_demand"].contains(&f.kind.as_str())
+        }) {
+            println!("  - {}: {}", c.topology, f.message);
+        }
+    }
+
+    if !stop.is_stopped() {
+        black_box(&stop)?;
+    }
 
     let co = if stop.is_stopped() {
         Vec::new()
@@ -118,7 +130,10 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
          \x20 replicas add nothing where nothing is saturated (seed 001's finding).\n\
          - calc is CPU work: at 1.5× one replica's capacity its queue and latency grow through the\n\
          \x20 run; 3 replicas share it across the cores (seed 000's breaking points). The server\n\
-         \x20 cpu % column is the sum over the replicas' processes, sampled from /proc.\n\
+         \x20 cpu % column is the sum over the replicas' processes, sampled from /proc; the service\n\
+         \x20 demand (CPU per request) gives the rate the cores can serve at most (seed 002's 1000/T).\n\
+         - the black box: p99 doubles at 4 connections while throughput stays at 3 / 200 ms, so it\n\
+         \x20 has 3 workers (seed 000 found this by hand with ab -c 1..4).\n\
          - /stall: one closed connection (like most load tools) sends nothing while the server is\n\
          \x20 frozen, so its p99 hides the freeze; the open model counts from each request's\n\
          \x20 scheduled start and shows it, and its service latency (svc p99, from the actual send)\n\
@@ -133,6 +148,33 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
     } else {
         Outcome::Done
     })
+}
+
+/// Seed 000's black box: `/bbox/sync` with 3 workers of 200 ms, counted by the probe.
+fn black_box(stop: &loadlab_engine::StopSignal) -> Result<()> {
+    let server = TestServer::start_with(
+        1,
+        loadlab_target::ServiceConfig {
+            bbox_delay: Duration::from_millis(200),
+            bbox_workers: 3,
+        },
+    )
+    .context("cannot start the reference service")?;
+    println!(
+        "\n  and a black box: /bbox/sync (3 workers of 200 ms inside); loadlab probe counts them"
+    );
+    let limits = loadlab_analyze::probe::ProbeLimits {
+        max_time: Duration::from_secs(30),
+        ..Default::default()
+    };
+    crate::cmd::probe::probe(
+        &server.url("/bbox/sync"),
+        &limits,
+        Duration::from_secs(10),
+        &[],
+        stop,
+    )?;
+    Ok(())
 }
 
 /// The same freezing server measured by one closed connection and by the open model.

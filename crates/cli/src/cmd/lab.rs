@@ -82,6 +82,9 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         .collect();
     let cells = run_matrix(&topologies, &workloads, &out, &stop)?;
     println!("\n{}", render_lab_table(&cells));
+    for line in scalability(&topologies, &workloads, &cells) {
+        println!("  {line}");
+    }
     std::fs::create_dir_all(&out)?;
     let csv = out.join("comparison.csv");
     std::fs::write(&csv, lab_csv(&cells))
@@ -133,6 +136,57 @@ pub fn run_matrix(
         }
     }
     Ok(cells)
+}
+
+/// For each workload run on topologies of different sizes (replicas × workers processes), how
+/// throughput scaled: the ratio to the smallest topology against the ideal, and with three
+/// sizes or more the Universal Scalability Law fitted with its predicted peak.
+fn scalability(
+    topologies: &[(String, loadlab_lab::Topology)],
+    workloads: &[(String, String)],
+    cells: &[LabCell],
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (workload, _) in workloads {
+        let mut points: Vec<(f64, f64)> = topologies
+            .iter()
+            .filter_map(|(name, t)| {
+                let cell = cells
+                    .iter()
+                    .find(|c| c.topology == *name && c.workload == *workload)?;
+                Some(((t.replicas * t.workers) as f64, cell.summary.throughput.rps))
+            })
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        points.dedup_by(|a, b| a.0 == b.0);
+        let (Some(first), Some(last)) = (points.first(), points.last()) else {
+            continue;
+        };
+        if points.len() < 2 || first.1 <= 0.0 {
+            continue;
+        }
+        let mut line = format!(
+            "{workload}: {:.0} → {:.0} processes gave ×{:.2} throughput (ideal ×{:.0})",
+            first.0,
+            last.0,
+            last.1 / first.1,
+            last.0 / first.0
+        );
+        // The law's N is processes; normalized so one process is where it starts.
+        let scaled: Vec<(f64, f64)> = points.iter().map(|(n, x)| (n / first.0, *x)).collect();
+        if let Some(law) = loadlab_analyze::Usl::fit(&scaled) {
+            line.push_str(&format!("; USL σ = {:.3}, κ = {:.4}", law.sigma, law.kappa));
+            if let Some(peak) = law.peak_concurrency() {
+                line.push_str(&format!(
+                    ", peak near {:.0} processes ({:.0} req/s)",
+                    peak * first.0,
+                    law.throughput(peak)
+                ));
+            }
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! with K workers, or CPU-bound), the service time and the top throughput, with the steps as
 //! evidence — what seed 000 did by hand with `ab -c 1..4`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use loadlab_analyze::probe::{next_step, verdict, Next, ProbeLimits, ProbeStep, Verdict};
+use loadlab_engine::StopSignal;
 use loadlab_run::{Model, Stop};
 use serde::Serialize;
 
@@ -43,15 +44,48 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
         ..ProbeLimits::default()
     };
     let stop = crate::cmd::run::interrupt_signal()?;
+    println!(
+        "loadlab probe {}: closed-model steps at rising concurrency (up to {} connections, {:.0} s)",
+        a.url,
+        limits.max_concurrency,
+        limits.max_time.as_secs_f64()
+    );
+    let (steps, v, reason) = probe(&a.url, &limits, a.timeout, &a.watch_pid, &stop)?;
+    if let Some(path) = &a.json {
+        let report = ProbeReport {
+            url: &a.url,
+            verdict: v.as_ref(),
+            stopped_because: &reason,
+            steps: &steps,
+        };
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if stop.is_stopped() {
+        Outcome::Interrupted
+    } else {
+        Outcome::Done
+    })
+}
+
+/// Probes `url` step by step, printing each step and the verdict; returns the steps, the
+/// verdict and why the probe stopped.
+pub fn probe(
+    url: &str,
+    limits: &ProbeLimits,
+    timeout: Duration,
+    watch: &[i32],
+    stop: &StopSignal,
+) -> Result<(Vec<ProbeStep>, Option<Verdict>, String)> {
     let started = Instant::now();
     let mut steps: Vec<ProbeStep> = Vec::new();
-    println!("loadlab probe {}: closed-model steps at rising concurrency (up to {} connections, {:.0} s)", a.url, limits.max_concurrency, limits.max_time.as_secs_f64());
     println!(
         "  {:>11}{:>12}{:>11}{:>11}{:>10}{:>10}",
         "connections", "req/s", "p50 ms", "p99 ms", "errors %", "cpu %"
     );
     let reason = loop {
-        let (concurrency, duration) = match next_step(&steps, started.elapsed(), &limits) {
+        let (concurrency, duration) = match next_step(&steps, started.elapsed(), limits) {
             Next::Run {
                 concurrency,
                 duration,
@@ -59,10 +93,10 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
             Next::Stop(why) => break why,
         };
         if let Some(first) = steps.first() {
-            drain(&a.url, first.p50_ms, a.timeout, &stop)?;
+            drain(url, first.p50_ms, timeout, stop)?;
         }
         let plan = plan_for_url(
-            &a.url,
+            url,
             Model::Closed {
                 connections: concurrency,
                 pipeline: 1,
@@ -71,9 +105,9 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
                 duration: Some(duration),
                 count: None,
             },
-            a.timeout,
+            timeout,
         )?;
-        let (_, s) = run_step(&plan, &stop, &a.watch_pid)?;
+        let (_, s) = run_step(&plan, stop, watch)?;
         // Little's law in a closed loop without think time: X = c / R, exact even when a
         // slow service completes only a few requests in the step.
         let throughput = if s.latency_ms.mean > 0.0 {
@@ -139,20 +173,5 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
         }
         None => println!("\n  verdict      none: no step at one connection completed a request"),
     }
-    if let Some(path) = &a.json {
-        let report = ProbeReport {
-            url: &a.url,
-            verdict: v.as_ref(),
-            stopped_because: &reason,
-            steps: &steps,
-        };
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(if stop.is_stopped() {
-        Outcome::Interrupted
-    } else {
-        Outcome::Done
-    })
+    Ok((steps, v, reason))
 }
