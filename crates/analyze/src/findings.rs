@@ -179,27 +179,28 @@ fn littles_law(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
 }
 
 fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Finding>) {
-    let cpu_s: f64 = run
+    // CPU and requests over the same seconds: those the sampler read (it may miss the first
+    // or last partial second of a run).
+    let sampled = run
         .timeline
         .iter()
-        .filter_map(|r| r.server_cpu_pct)
-        .sum::<f64>()
-        / 100.0;
-    if run.server.is_none() || s.requests.completed == 0 || cpu_s <= 0.0 {
+        .filter_map(|r| r.server_cpu_pct.map(|c| (c, r.completed)));
+    let (cpu_pct, requests) = sampled.fold((0.0, 0u64), |(c, n), (rc, rn)| (c + rc, n + rn));
+    let cpu_s = cpu_pct / 100.0;
+    if run.server.is_none() || requests == 0 || cpu_s <= 0.0 {
         return;
     }
-    let demand_ms = 1000.0 * cpu_s / s.requests.completed as f64;
+    let demand_ms = 1000.0 * cpu_s / requests as f64;
     let per_core = 1000.0 / demand_ms;
     let max_rps = cores as f64 * per_core;
     let busy_cores = s.throughput.rps * demand_ms / 1000.0;
     out.push(finding(
         "service_demand",
         format!(
-            "each request took {demand_ms:.2} ms of server CPU ({cpu_s:.1} CPU-s over {} \
-             requests): the service can serve at most ~{per_core:.0} req/s per core it keeps \
-             busy (1000/D, seed 002's 1000/T), ~{max_rps:.0} req/s on all {cores} core(s); it \
-             kept {busy_cores:.2} core(s) busy (utilization law U = X·D)",
-            s.requests.completed
+            "each request took {demand_ms:.2} ms of server CPU ({cpu_s:.1} CPU-s over \
+             {requests} requests): the service can serve at most ~{per_core:.0} req/s per core \
+             it keeps busy (1000/D, seed 002's 1000/T), ~{max_rps:.0} req/s on all {cores} \
+             core(s); it kept {busy_cores:.2} core(s) busy (utilization law U = X·D)"
         ),
         &[
             ("demand_ms", demand_ms),

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use loadlab_engine::StopSignal;
 use loadlab_run::{Model, Plan, RunData, Stop, Summary};
 
@@ -62,4 +62,10 @@ pub fn error_pct(s: &Summary) -> f64 {
     } else {
         100.0 * s.requests.errors as f64 / s.requests.completed as f64
     }
+}
+
+/// Writes `value` as pretty JSON to `path` (`--json` of probe, capacity and compare).
+pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }

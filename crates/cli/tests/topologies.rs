@@ -1,77 +1,15 @@
 //! `loadlab serve` topologies as real processes: workers sharing a port, replicas behind
 //! nginx and behind the built-in proxy, a user command that fails, and clean-up on Ctrl-C.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A supervising `loadlab serve`, interrupted (SIGINT, by PID) and awaited when dropped.
-struct Topology {
-    child: Child,
-    url_port: u16,
-    pids: Vec<u32>,
-}
-
-impl Topology {
-    fn start(args: &[&str]) -> Topology {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
-            .args(["serve", "--port", "0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .split("http://127.0.0.1:")
-            .nth(1)
-            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no URL in {line:?}"));
-        let pids = line
-            .split("(pids ")
-            .nth(1)
-            .and_then(|r| r.split(')').next())
-            .map(|p| p.split(' ').map(|x| x.parse().unwrap()).collect())
-            .unwrap_or_else(|| panic!("no pids in {line:?}"));
-        Topology {
-            child,
-            url_port: port,
-            pids,
-        }
-    }
-
-    /// Sends SIGINT and waits for the supervisor to exit.
-    fn interrupt(&mut self) -> Option<i32> {
-        // SAFETY: signals the child we spawned, by its PID.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
-        }
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(15) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        panic!("the supervisor did not stop after SIGINT");
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            self.interrupt();
-        }
-    }
-}
+use support::Served;
 
 /// `GET /info` on a new connection; the answering process's pid.
 fn info_pid(port: u16) -> u32 {
@@ -126,9 +64,9 @@ fn assert_all_gone(pids: &[u32]) {
 
 #[test]
 fn workers_share_one_port_and_every_one_answers() {
-    let mut t = Topology::start(&["--workers", "3"]);
+    let mut t = Served::start(&["--workers", "3"]);
     assert_eq!(t.pids.len(), 3);
-    let by_pid = answers(t.url_port, 60);
+    let by_pid = answers(t.port, 60);
     assert_eq!(by_pid.len(), 3, "answers by pid: {by_pid:?}");
     for pid in by_pid.keys() {
         assert!(t.pids.contains(pid));
@@ -139,9 +77,9 @@ fn workers_share_one_port_and_every_one_answers() {
 
 #[test]
 fn replicas_behind_nginx_take_turns() {
-    let mut t = Topology::start(&["--replicas", "3", "--lb", "nginx"]);
+    let mut t = Served::start(&["--replicas", "3", "--lb", "nginx"]);
     assert_eq!(t.pids.len(), 4, "3 replicas and nginx");
-    let by_pid = answers(t.url_port, 30);
+    let by_pid = answers(t.port, 30);
     assert_eq!(by_pid.len(), 3, "answers by pid: {by_pid:?}");
     // Each nginx worker keeps its own round-robin position, so turns are even only roughly.
     assert!(by_pid.values().all(|n| *n >= 5), "round robin: {by_pid:?}");
@@ -152,8 +90,8 @@ fn replicas_behind_nginx_take_turns() {
 
 #[test]
 fn replicas_behind_the_builtin_proxy_take_turns_by_connection() {
-    let mut t = Topology::start(&["--replicas", "2", "--lb", "builtin"]);
-    let by_pid = answers(t.url_port, 10);
+    let mut t = Served::start(&["--replicas", "2", "--lb", "builtin"]);
+    let by_pid = answers(t.port, 10);
     assert_eq!(by_pid.len(), 2, "answers by pid: {by_pid:?}");
     assert!(by_pid.values().all(|n| *n == 5), "round robin: {by_pid:?}");
     let all = t.pids.clone();
@@ -188,8 +126,8 @@ fn a_command_that_exits_at_once_gives_a_clear_error_with_its_stderr() {
 fn a_user_command_runs_in_the_same_topologies() {
     // Two replicas of a user command: here loadlab's own service, started through $PORT.
     let cmd = format!("exec {} serve --port $PORT", env!("CARGO_BIN_EXE_loadlab"));
-    let mut t = Topology::start(&["--cmd", &cmd, "--replicas", "2", "--lb", "builtin"]);
-    let by_pid = answers(t.url_port, 4);
+    let mut t = Served::start(&["--cmd", &cmd, "--replicas", "2", "--lb", "builtin"]);
+    let by_pid = answers(t.port, 4);
     assert_eq!(by_pid.len(), 2, "answers by pid: {by_pid:?}");
     let all = t.pids.clone();
     t.interrupt();

@@ -171,9 +171,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
             stopped_because: &reason,
             steps: &steps,
         };
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        crate::stepping::write_json(path, &report)?;
     }
     Ok(if stop.is_stopped() {
         Outcome::Interrupted

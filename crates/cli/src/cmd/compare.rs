@@ -2,7 +2,7 @@
 //! against the first (the baseline), saying for the median and p99 whether the difference is
 //! more than the run-to-run noise (a bootstrap over each run's per-second values).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use loadlab_analyze::compare::{difference, Difference};
 use loadlab_report::{render_lab_table, LabCell};
 use loadlab_run::read_run_dir;
@@ -96,9 +96,7 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
             runs: runs.iter().map(|(_, r)| r.summary.clone()).collect(),
             versus,
         };
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        crate::stepping::write_json(path, &report)?;
     }
     Ok(Outcome::Done)
 }

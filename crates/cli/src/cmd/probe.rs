@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use loadlab_analyze::probe::{next_step, verdict, Next, ProbeLimits, ProbeStep, Verdict};
 use loadlab_engine::StopSignal;
 use loadlab_run::{Model, Stop};
@@ -58,9 +58,7 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
             stopped_because: &reason,
             steps: &steps,
         };
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        crate::stepping::write_json(path, &report)?;
     }
     Ok(if stop.is_stopped() {
         Outcome::Interrupted

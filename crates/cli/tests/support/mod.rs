@@ -69,16 +69,19 @@ pub fn next_ticket(server: &TestServer, name: &str) -> u64 {
     v["turno"].as_u64().unwrap()
 }
 
-/// A `loadlab serve` child process, stopped by its PID when dropped.
+/// A `loadlab serve` child process (one service, or a supervisor of a topology), interrupted
+/// with SIGINT by its PID and awaited when dropped.
 pub struct Served {
     /// The child process.
     pub child: std::process::Child,
-    /// The port it listens on.
+    /// The port its front listens on.
     pub port: u16,
+    /// The service's processes, as its first line lists them.
+    pub pids: Vec<u32>,
 }
 
 impl Served {
-    /// Starts `loadlab serve --port 0` with `extra` flags and reads its port.
+    /// Starts `loadlab serve --port 0` with `extra` flags and reads the port and pids it prints.
     pub fn start(extra: &[&str]) -> Served {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
@@ -86,6 +89,7 @@ impl Served {
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -98,13 +102,37 @@ impl Served {
             .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        Served { child, port }
+        let pids = line
+            .split("(pids ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .map(|p| p.split(' ').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_default();
+        Served { child, port, pids }
+    }
+
+    /// Sends SIGINT and waits (up to 15 s) for the process to exit; its exit code.
+    pub fn interrupt(&mut self) -> Option<i32> {
+        // SAFETY: signals the child we spawned, by its PID.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(15) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        panic!("loadlab serve did not stop after SIGINT");
     }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.interrupt();
+        }
     }
 }
