@@ -1,4 +1,8 @@
-//! Terminal output: the live one-line progress display and the end-of-run summary tables.
+//! Reports: the live one-line progress display and the end-of-run tables in the terminal,
+//! SVG charts, and the self-contained HTML report.
+
+pub mod chart;
+pub mod html;
 
 use std::fmt::Write;
 

@@ -102,7 +102,8 @@ pub enum ReadRunError {
     },
 }
 
-/// A run read back from its directory: the summary and the per-second timeline's columns.
+/// A run read back from its directory: the summary, the per-second timeline's columns, the
+/// watched processes and the whole run's latency histogram.
 #[derive(Debug, Clone)]
 pub struct SavedRun {
     /// `summary.json`.
@@ -111,6 +112,11 @@ pub struct SavedRun {
     pub columns: Vec<String>,
     /// Its rows, as numbers (an empty field reads as NaN).
     pub rows: Vec<Vec<f64>>,
+    /// `server.csv`, when the run watched processes.
+    pub server: Option<crate::ServerData>,
+    /// The latency from the intended start of every interval in `latency.hlog`, merged (µs);
+    /// `None` when the log is missing or unreadable.
+    pub latency: Option<hdrhistogram::Histogram<u64>>,
 }
 
 impl SavedRun {
@@ -121,9 +127,77 @@ impl SavedRun {
             None => Vec::new(),
         }
     }
+
+    /// The timeline as rows.
+    pub fn timeline(&self) -> Vec<TimelineRow> {
+        self.rows
+            .iter()
+            .map(|r| {
+                TimelineRow::from_columns(|name| {
+                    self.columns
+                        .iter()
+                        .position(|c| c == name)
+                        .and_then(|i| r.get(i).copied())
+                        .unwrap_or(f64::NAN)
+                })
+            })
+            .collect()
+    }
 }
 
-/// Reads a run directory's `summary.json` and `timeline.csv`.
+/// Reads `server.csv` (second,pid,name,cpu_pct,rss_mb) into per-process series.
+fn read_server_csv(text: &str) -> crate::ServerData {
+    let mut processes: Vec<crate::ProcessSeries> = Vec::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let [second, pid, name, cpu, rss] = f.as_slice() else {
+            continue;
+        };
+        let (Ok(second), Ok(pid)) = (second.parse::<u64>(), pid.parse::<u32>()) else {
+            continue;
+        };
+        let sample = crate::ProcessSample {
+            second,
+            cpu_pct: cpu.parse().unwrap_or(0.0),
+            rss_mb: rss.parse().unwrap_or(0.0),
+        };
+        match processes.iter_mut().find(|p| p.pid == pid) {
+            Some(p) => p.samples.push(sample),
+            None => processes.push(crate::ProcessSeries {
+                pid,
+                name: name.to_string(),
+                samples: vec![sample],
+            }),
+        }
+    }
+    crate::ServerData { processes }
+}
+
+/// Merges the untagged (latency from the intended start) intervals of an interval log.
+fn read_latency_log(bytes: &[u8]) -> Option<hdrhistogram::Histogram<u64>> {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let mut total = crate::new_histogram();
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(bytes) {
+        let Ok(LogEntry::Interval(iv)) = entry else {
+            continue;
+        };
+        if iv.tag().is_some() {
+            continue;
+        }
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(iv.encoded_histogram())
+            .ok()?;
+        let h: hdrhistogram::Histogram<u64> = de.deserialize(&mut raw.as_slice()).ok()?;
+        total.add(&h).ok()?;
+    }
+    Some(total)
+}
+
+/// Reads a run directory's `summary.json` and `timeline.csv`, and `server.csv` and
+/// `latency.hlog` when present.
 pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
     let read = |name: &str| {
         let path = dir.join(name);
@@ -149,9 +223,17 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
                 .collect()
         })
         .collect();
+    let server = fs::read_to_string(dir.join("server.csv"))
+        .ok()
+        .map(|t| read_server_csv(&t));
+    let latency = fs::read(dir.join("latency.hlog"))
+        .ok()
+        .and_then(|b| read_latency_log(&b));
     Ok(SavedRun {
         summary,
         columns,
         rows,
+        server,
+        latency,
     })
 }

@@ -37,6 +37,10 @@ pub struct TimelineRow {
     pub server_rss_mb: Option<f64>,
     /// Virtual users in a session at the end of the second.
     pub users_active: u64,
+    /// 90th percentile latency of the second's requests, ms.
+    pub p90_ms: f64,
+    /// Highest latency of the second's requests, ms.
+    pub max_ms: f64,
     /// Sessions started this second.
     pub users_started: u64,
     /// Sessions failed this second.
@@ -74,6 +78,12 @@ impl TimelineRow {
             server_cpu_pct: None,
             server_rss_mb: None,
             users_active: iv.users_active,
+            p90_ms: pct(&iv.latency, 0.9),
+            max_ms: if iv.latency.is_empty() {
+                0.0
+            } else {
+                us_to_ms(iv.latency.max())
+            },
             users_started: c.users_started,
             users_failed: c.users_failed,
         }
@@ -88,6 +98,7 @@ impl TimelineRow {
         }
         h.push_str(",dropped,in_flight,p50_ms,p99_ms,service_p99_ms,lag_p99_ms");
         h.push_str(",server_cpu_pct,server_rss_mb,users_active,users_started,users_failed");
+        h.push_str(",p90_ms,max_ms");
         h
     }
 
@@ -115,13 +126,60 @@ impl TimelineRow {
             |v: Option<f64>, digits: usize| v.map_or(String::new(), |x| format!("{x:.digits$}"));
         writeln!(
             w,
-            ",{},{},{},{},{}",
+            ",{},{},{},{},{},{:.3},{:.3}",
             opt(self.server_cpu_pct, 1),
             opt(self.server_rss_mb, 2),
             self.users_active,
             self.users_started,
-            self.users_failed
+            self.users_failed,
+            self.p90_ms,
+            self.max_ms
         )
+    }
+}
+
+impl TimelineRow {
+    /// A row read back from `timeline.csv`: `value(column)` gives a column's number (NaN when
+    /// empty or missing); columns a file lacks read as zero (or `None`).
+    pub fn from_columns(value: impl Fn(&str) -> f64) -> Self {
+        let n = |c: &str| {
+            let v = value(c);
+            if v.is_finite() && v >= 0.0 {
+                v as u64
+            } else {
+                0
+            }
+        };
+        let f = |c: &str| {
+            let v = value(c);
+            if v.is_finite() {
+                v
+            } else {
+                0.0
+            }
+        };
+        let o = |c: &str| Some(value(c)).filter(|v| v.is_finite());
+        TimelineRow {
+            second: n("second"),
+            offered: n("offered"),
+            sent: n("sent"),
+            completed: n("completed"),
+            status_classes: ["s1xx", "s2xx", "s3xx", "s4xx", "s5xx"].map(n),
+            error_kinds: ErrorKind::ALL.map(|k| n(k.as_str())),
+            dropped: n("dropped"),
+            in_flight: n("in_flight"),
+            p50_ms: f("p50_ms"),
+            p99_ms: f("p99_ms"),
+            service_p99_ms: f("service_p99_ms"),
+            lag_p99_ms: f("lag_p99_ms"),
+            server_cpu_pct: o("server_cpu_pct"),
+            server_rss_mb: o("server_rss_mb"),
+            users_active: n("users_active"),
+            users_started: n("users_started"),
+            users_failed: n("users_failed"),
+            p90_ms: f("p90_ms"),
+            max_ms: f("max_ms"),
+        }
     }
 }
 

@@ -1,0 +1,397 @@
+//! The HTML report: one self-contained file (its styles inside, its charts inline SVG, nothing
+//! fetched) rendered from one template, for one run or several overlaid on the same axes.
+
+use hdrhistogram::Histogram;
+use loadlab_run::{RunData, SavedRun, ServerData, Summary, TimelineRow};
+use minijinja::{context, Environment, Value};
+use serde::Serialize;
+
+use crate::chart::{Band, Chart, Series, XScale};
+
+/// The report's template (styles included).
+const TEMPLATE: &str = include_str!("report.html");
+
+/// Width and height of each chart, pixels.
+const CHART_SIZE: (u32, u32) = (920, 300);
+
+/// One run as the report shows it.
+#[derive(Debug, Clone)]
+pub struct RunView {
+    /// Its name on the charts and tables (a folder name, a lab cell).
+    pub label: String,
+    /// The summary.
+    pub summary: Summary,
+    /// The per-second timeline.
+    pub rows: Vec<TimelineRow>,
+    /// The watched processes, if any.
+    pub server: Option<ServerData>,
+    /// The whole run's latency histogram (µs), for the percentile spectrum.
+    pub latency: Option<Histogram<u64>>,
+}
+
+impl RunView {
+    /// A run read back from its directory.
+    pub fn from_saved(label: &str, saved: &SavedRun) -> Self {
+        RunView {
+            label: label.to_string(),
+            summary: saved.summary.clone(),
+            rows: saved.timeline(),
+            server: saved.server.clone(),
+            latency: saved.latency.clone(),
+        }
+    }
+
+    /// A run just made.
+    pub fn from_run(label: &str, run: &RunData, summary: &Summary) -> Self {
+        RunView {
+            label: label.to_string(),
+            summary: summary.clone(),
+            rows: run.timeline.clone(),
+            server: run.server.clone(),
+            latency: Some(run.totals.latency.clone()),
+        }
+    }
+}
+
+/// The series of `runs`, each named `name` (prefixed with the run's label when there are
+/// several), from a per-second value.
+fn per_second(
+    runs: &[RunView],
+    name: &str,
+    value: impl Fn(&RunView, &TimelineRow) -> Option<f64>,
+) -> Vec<Series> {
+    runs.iter()
+        .map(|r| {
+            let points: Vec<(f64, f64)> = r
+                .rows
+                .iter()
+                .filter_map(|row| value(r, row).map(|v| (row.second as f64, v)))
+                .collect();
+            Series::new(series_name(runs, r, name), points)
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
+}
+
+fn series_name(runs: &[RunView], r: &RunView, name: &str) -> String {
+    if runs.len() > 1 {
+        format!("{}: {name}", r.label)
+    } else {
+        name.to_string()
+    }
+}
+
+/// Percentiles of a histogram for the spectrum: dense towards the tail, as HdrHistogram's
+/// plotter draws it.
+pub fn spectrum(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut p = 0.0;
+    while p < 99.9999 {
+        out.push((p, h.value_at_quantile(p / 100.0) as f64 / 1000.0));
+        // Ten points per decade of 1/(1 − p).
+        let tail = 100.0 - p;
+        p = 100.0 - tail / 10f64.powf(0.1);
+    }
+    out.push((99.9999, h.max() as f64 / 1000.0));
+    out
+}
+
+/// The report's charts for `runs`, overlaid on shared axes; phases of the first run shaded.
+pub fn charts(runs: &[RunView]) -> Vec<Chart> {
+    let bands: Vec<Band> = runs
+        .first()
+        .filter(|r| r.summary.phases.len() > 1)
+        .map(|r| {
+            r.summary
+                .phases
+                .iter()
+                .map(|p| Band {
+                    from: p.start_s,
+                    to: p.start_s + p.duration_s,
+                    label: p.name.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let chart = |id: &str, title: &str, y: &str, series: Vec<Series>| Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: "seconds".into(),
+        y_label: y.into(),
+        series,
+        bands: bands.clone(),
+        x_scale: XScale::Linear,
+        y_log: false,
+    };
+    let mut throughput = per_second(runs, "offered", |r, row| {
+        r.summary.throughput.offered_rps.map(|_| row.offered as f64)
+    });
+    throughput.extend(per_second(runs, "achieved", |_, row| {
+        Some(row.completed as f64)
+    }));
+    let mut latency = Vec::new();
+    for (name, get) in [
+        ("p50", (|row: &TimelineRow| row.p50_ms) as fn(&TimelineRow) -> f64),
+        ("p90", |row| row.p90_ms),
+        ("p99", |row| row.p99_ms),
+        ("max", |row| row.max_ms),
+    ] {
+        latency.extend(per_second(runs, name, |_, row| {
+            (row.completed > 0).then(|| get(row))
+        }));
+    }
+    let mut errors = Vec::new();
+    for (k, kind) in loadlab_run::ErrorKind::ALL.iter().enumerate() {
+        if runs
+            .iter()
+            .any(|r| r.rows.iter().any(|row| row.error_kinds[k] > 0))
+        {
+            errors.extend(per_second(runs, kind.as_str(), |_, row| {
+                Some(row.error_kinds[k] as f64)
+            }));
+        }
+    }
+    for (class, label) in [(3, "4xx"), (4, "5xx")] {
+        if runs
+            .iter()
+            .any(|r| r.rows.iter().any(|row| row.status_classes[class] > 0))
+        {
+            errors.extend(per_second(runs, label, |_, row| {
+                Some(row.status_classes[class] as f64)
+            }));
+        }
+    }
+    let mut in_flight = per_second(runs, "in flight", |_, row| Some(row.in_flight as f64));
+    in_flight.extend(per_second(runs, "users", |r, row| {
+        r.summary.users.as_ref().map(|_| row.users_active as f64)
+    }));
+    let mut cpu = Vec::new();
+    let mut rss = Vec::new();
+    for r in runs {
+        for p in r.server.iter().flat_map(|s| &s.processes) {
+            let name = series_name(runs, r, &format!("{} {}", p.name, p.pid));
+            cpu.push(Series::new(
+                name.clone(),
+                p.samples
+                    .iter()
+                    .map(|s| (s.second as f64, s.cpu_pct))
+                    .collect(),
+            ));
+            rss.push(Series::new(
+                name,
+                p.samples
+                    .iter()
+                    .map(|s| (s.second as f64, s.rss_mb))
+                    .collect(),
+            ));
+        }
+    }
+    let spectra: Vec<Series> = runs
+        .iter()
+        .filter_map(|r| {
+            let h = r.latency.as_ref()?;
+            Some(Series::new(series_name(runs, r, "latency"), spectrum(h)))
+        })
+        .collect();
+    let mut out = vec![
+        chart("throughput", "Requests per second", "req/s", throughput),
+        chart(
+            "latency",
+            "Latency from the intended start, per second",
+            "ms",
+            latency,
+        ),
+        chart(
+            "errors",
+            "Errors per second, by kind and status class",
+            "per second",
+            errors,
+        ),
+        chart("in-flight", "Requests in flight", "requests", in_flight),
+    ];
+    if !cpu.is_empty() {
+        out.push(chart("server-cpu", "Server CPU, per process", "% of a core", cpu));
+        out.push(chart("server-rss", "Server memory, per process", "MB", rss));
+    }
+    out.push(Chart {
+        id: "spectrum".into(),
+        title: "Latency by percentile (whole run)".into(),
+        x_label: "percentile".into(),
+        y_label: "ms".into(),
+        series: spectra,
+        bands: Vec::new(),
+        x_scale: XScale::Percentile,
+        y_log: true,
+    });
+    out
+}
+
+/// What the template shows of one run.
+#[derive(Serialize)]
+struct RunContext<'a> {
+    label: &'a str,
+    headline: String,
+    s: &'a Summary,
+    statuses: String,
+    errors: String,
+}
+
+/// Renders the report of `runs` (one run, or several to compare) as one HTML document.
+pub fn render_html(title: &str, runs: &[RunView]) -> String {
+    let mut env = Environment::new();
+    env.add_template("report.html", TEMPLATE)
+        .expect("the report template parses");
+    let charts: Vec<Value> = charts(runs)
+        .iter()
+        .map(|c| {
+            let (w, h) = CHART_SIZE;
+            Value::from_safe_string(c.to_svg(w, h))
+        })
+        .collect();
+    let views: Vec<RunContext> = runs
+        .iter()
+        .map(|r| RunContext {
+            label: &r.label,
+            headline: crate::headline(&r.summary),
+            s: &r.summary,
+            statuses: r
+                .summary
+                .status
+                .iter()
+                .map(|(c, n)| format!("{c} × {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            errors: r
+                .summary
+                .errors
+                .by_kind()
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| format!("{k} × {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+        .collect();
+    env.get_template("report.html")
+        .and_then(|t| {
+            t.render(context! {
+                title => title,
+                runs => Value::from(minijinja::value::Serde(&views)),
+                charts => charts,
+                version => env!("CARGO_PKG_VERSION"),
+            })
+        })
+        .expect("the report template renders")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::time::{Duration, SystemTime};
+
+    use loadlab_run::{
+        GeneratorStats, Interval, Model, PhaseRecord, Plan, RatePhase, RunData, Stop,
+    };
+
+    use super::*;
+
+    /// A run of `secs` seconds at 100 req/s; `errors` makes every request a reset instead.
+    fn run(secs: u64, errors: bool) -> (RunData, Summary) {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let model = Model::Open {
+            phases: vec![
+                RatePhase::constant("warm", 100.0, Some(Duration::from_secs(secs / 2))),
+                RatePhase::constant("hot", 100.0, Some(Duration::from_secs(secs - secs / 2))),
+            ],
+            arrival: loadlab_run::Arrival::Uniform,
+            connections: 1,
+            max_connections: 10,
+            seed: 1,
+        };
+        let plan = Plan::get(addr, "/x", model, Stop::default());
+        let mut totals = Interval::new(0);
+        let mut timeline = Vec::new();
+        for s in 0..secs {
+            let mut iv = Interval::new(s);
+            for i in 0..100u64 {
+                iv.counts.offered += 1;
+                iv.counts.sent += 1;
+                if errors {
+                    iv.counts.record_error(loadlab_run::ErrorKind::Reset);
+                } else {
+                    iv.counts.record_status(200);
+                    iv.latency.record(1000 + 10 * i).unwrap();
+                }
+            }
+            timeline.push(TimelineRow::from_interval(&iv));
+            totals.merge(&iv);
+        }
+        let run = RunData {
+            phases: PhaseRecord::for_plan(&plan),
+            plan,
+            started_at: SystemTime::now(),
+            elapsed: Duration::from_secs(secs),
+            complete: true,
+            totals,
+            by_name: Vec::new(),
+            timeline,
+            hlog_lines: Vec::new(),
+            unfinished: 0,
+            generator: GeneratorStats::default(),
+            server: None,
+            users: None,
+        };
+        let summary = Summary::from_run(&run);
+        (run, summary)
+    }
+
+    #[test]
+    fn a_report_has_every_chart_with_its_series_and_the_tables() {
+        let (r, s) = run(10, false);
+        let html = render_html("ping", &[RunView::from_run("ping", &r, &s)]);
+        for id in ["throughput", "latency", "errors", "in-flight", "spectrum"] {
+            assert!(html.contains(&format!("<svg id=\"{id}\"")), "{id}");
+        }
+        for series in ["offered", "achieved", "p50", "p90", "p99", "max", "latency"] {
+            assert!(html.contains(&format!("data-series=\"{series}\"")), "{series}");
+        }
+        assert!(html.contains("<td>warm</td>") && html.contains("<td>hot</td>"));
+        assert!(!html.contains("http://") || !html.contains("src=\"http"), "nothing fetched");
+        assert!(html.contains("no data"), "no errors: the errors chart says so");
+    }
+
+    #[test]
+    fn a_run_of_only_errors_and_an_overlay_of_two_runs_render() {
+        let (bad, bs) = run(4, true);
+        let html = render_html("errors", &[RunView::from_run("bad", &bad, &bs)]);
+        assert!(html.contains("data-series=\"reset\""));
+        assert!(html.contains("reset × 400"));
+        let (good, gs) = run(6, false);
+        let html = render_html(
+            "two",
+            &[
+                RunView::from_run("good", &good, &gs),
+                RunView::from_run("bad", &bad, &bs),
+            ],
+        );
+        assert!(html.contains("data-series=\"good: achieved\""));
+        assert!(html.contains("data-series=\"bad: achieved\""));
+        assert_eq!(html.matches("<section class=\"run\"").count(), 2);
+    }
+
+    #[test]
+    fn the_spectrum_runs_from_the_median_region_to_the_tail() {
+        let mut h = loadlab_run::new_histogram();
+        for v in 1..=10_000u64 {
+            h.record(v).unwrap();
+        }
+        let s = spectrum(&h);
+        assert_eq!(s[0].0, 0.0);
+        assert!(s.iter().any(|(p, _)| (*p - 99.0).abs() < 0.01));
+        assert!(s.windows(2).all(|w| w[1].0 > w[0].0 && w[1].1 >= w[0].1));
+        assert!((s.last().unwrap().1 - 10.0).abs() < 0.01, "{:?}", s.last());
+    }
+}
