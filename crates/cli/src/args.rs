@@ -33,6 +33,23 @@ pub enum Command {
     Capacity(CapacityArgs),
     /// Compare run directories side by side, with the noise between them.
     Compare(CompareArgs),
+    /// Write the HTML report of run directories (several are overlaid on the same axes).
+    Report(ReportArgs),
+}
+
+/// `loadlab report` flags.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run directories (from --out, lab or demo).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Where to write the report (default: RUN_DIR/report.html for one run, ./report.html for
+    /// several).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Also write the main charts as one image (.png or .svg).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// `loadlab probe` flags.
@@ -111,6 +128,9 @@ pub struct CompareArgs {
     /// Write the comparison as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write an HTML report overlaying the runs.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `loadlab validate` flags.
@@ -130,6 +150,9 @@ pub struct LabArgs {
     /// Where to write the run directories and comparison.csv (default: ./runs/<name>-<time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also write report.html overlaying every cell.
+    #[arg(long)]
+    pub html: bool,
 }
 
 /// Arrival spacing for the open model.
@@ -208,6 +231,12 @@ pub struct RunArgs {
     /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,
+    /// Write report.html into the --out directory.
+    #[arg(long, requires = "out")]
+    pub html: bool,
+    /// Write the main charts as one image (.png or .svg).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// No live progress line.
     #[arg(short = 'q', long)]
     pub quiet: bool,

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         Command::Probe(a) => cmd::probe::main(a),
         Command::Capacity(a) => cmd::capacity::main(a),
         Command::Compare(a) => cmd::compare::main(a),
+        Command::Report(a) => cmd::report::main(a),
     };
     match result {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,
@@ -76,7 +77,7 @@ fn one_line(rendered: &str) -> String {
     }
     let sub = std::env::args().nth(1).filter(|a| {
         [
-            "run", "serve", "validate", "lab", "demo", "probe", "capacity", "compare",
+            "run", "serve", "validate", "lab", "demo", "probe", "capacity", "compare", "report",
         ]
         .contains(&a.as_str())
     });

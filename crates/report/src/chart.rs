@@ -74,7 +74,7 @@ pub struct Chart {
 }
 
 const MARGIN_LEFT: f64 = 64.0;
-const MARGIN_RIGHT: f64 = 16.0;
+const MARGIN_RIGHT: f64 = 30.0;
 const MARGIN_TOP: f64 = 48.0;
 const MARGIN_BOTTOM: f64 = 44.0;
 /// Most points drawn per series: beyond this, long runs are reduced per pixel column (the
@@ -196,7 +196,9 @@ impl Chart {
         }
         let (mut x_min, mut x_max) = finite
             .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.0), b.max(p.0)));
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+                (a.min(p.0), b.max(p.0))
+            });
         if self.x_scale == XScale::Percentile {
             x_min = 0.0;
             x_max = x_max.max(percentile_x(99.0));
@@ -221,15 +223,17 @@ impl Chart {
         let sx = |x: f64| px0 + (x - x_min) / (x_max - x_min) * (px1 - px0);
         let sy = |y: f64| py0 - (y - y_min) / (y_max - y_min) * (py0 - py1);
 
-        for b in &self.bands {
+        // Every other phase is shaded, so neighbours stay apart; each is labelled.
+        for (i, b) in self.bands.iter().enumerate() {
             let (a, z) = (sx(xs(b.from)), sx(xs(b.to)));
+            let fill = if i % 2 == 0 { "#f3f3f3" } else { "#ffffff" };
             let _ = write!(
                 svg,
-                r##"<g class="band"><rect x="{a:.1}" y="{py1}" width="{:.1}" height="{:.1}" fill="#f2f2f2" stroke="#dddddd"/><text x="{:.1}" y="{:.1}" fill="#666" font-size="10">{}</text></g>"##,
+                r##"<g class="band"><rect x="{a:.1}" y="{py1}" width="{:.1}" height="{:.1}" fill="{fill}"/><line x1="{a:.1}" x2="{a:.1}" y1="{py1}" y2="{py0}" stroke="#cccccc" stroke-dasharray="3 3"/><text x="{:.1}" y="{:.1}" fill="#666" font-size="10">{}</text></g>"##,
                 (z - a).max(0.0),
                 py0 - py1,
                 a + 3.0,
-                py1 + 11.0,
+                py1 + 11.0 + 11.0 * (i % 2) as f64,
                 escape(&b.label)
             );
         }
@@ -363,7 +367,10 @@ mod tests {
     fn a_chart_has_one_path_per_series_with_its_name() {
         let svg = chart(vec![
             Series::new("offered", (0..10).map(|s| (s as f64, 100.0)).collect()),
-            Series::new("achieved", (0..10).map(|s| (s as f64, 90.0 + s as f64)).collect()),
+            Series::new(
+                "achieved",
+                (0..10).map(|s| (s as f64, 90.0 + s as f64)).collect(),
+            ),
         ])
         .to_svg(800, 300);
         assert!(svg.starts_with("<svg id=\"rps\""));

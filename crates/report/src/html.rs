@@ -65,7 +65,8 @@ fn per_second(
             let points: Vec<(f64, f64)> = r
                 .rows
                 .iter()
-                .filter_map(|row| value(r, row).map(|v| (row.second as f64, v)))
+                // A second's value is drawn at its middle, inside its phase's band.
+                .filter_map(|row| value(r, row).map(|v| (row.second as f64 + 0.5, v)))
                 .collect();
             Series::new(series_name(runs, r, name), points)
         })
@@ -134,7 +135,10 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
     }));
     let mut latency = Vec::new();
     for (name, get) in [
-        ("p50", (|row: &TimelineRow| row.p50_ms) as fn(&TimelineRow) -> f64),
+        (
+            "p50",
+            (|row: &TimelineRow| row.p50_ms) as fn(&TimelineRow) -> f64,
+        ),
         ("p90", |row| row.p90_ms),
         ("p99", |row| row.p99_ms),
         ("max", |row| row.max_ms),
@@ -177,14 +181,14 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
                 name.clone(),
                 p.samples
                     .iter()
-                    .map(|s| (s.second as f64, s.cpu_pct))
+                    .map(|s| (s.second as f64 + 0.5, s.cpu_pct))
                     .collect(),
             ));
             rss.push(Series::new(
                 name,
                 p.samples
                     .iter()
-                    .map(|s| (s.second as f64, s.rss_mb))
+                    .map(|s| (s.second as f64 + 0.5, s.rss_mb))
                     .collect(),
             ));
         }
@@ -213,7 +217,12 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
         chart("in-flight", "Requests in flight", "requests", in_flight),
     ];
     if !cpu.is_empty() {
-        out.push(chart("server-cpu", "Server CPU, per process", "% of a core", cpu));
+        out.push(chart(
+            "server-cpu",
+            "Server CPU, per process",
+            "% of a core",
+            cpu,
+        ));
         out.push(chart("server-rss", "Server memory, per process", "MB", rss));
     }
     out.push(Chart {
@@ -356,11 +365,20 @@ mod tests {
             assert!(html.contains(&format!("<svg id=\"{id}\"")), "{id}");
         }
         for series in ["offered", "achieved", "p50", "p90", "p99", "max", "latency"] {
-            assert!(html.contains(&format!("data-series=\"{series}\"")), "{series}");
+            assert!(
+                html.contains(&format!("data-series=\"{series}\"")),
+                "{series}"
+            );
         }
         assert!(html.contains("<td>warm</td>") && html.contains("<td>hot</td>"));
-        assert!(!html.contains("http://") || !html.contains("src=\"http"), "nothing fetched");
-        assert!(html.contains("no data"), "no errors: the errors chart says so");
+        assert!(
+            !html.contains("http://") || !html.contains("src=\"http"),
+            "nothing fetched"
+        );
+        assert!(
+            html.contains("no data"),
+            "no errors: the errors chart says so"
+        );
     }
 
     #[test]

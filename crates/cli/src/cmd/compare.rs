@@ -90,6 +90,13 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
             p99,
         });
     }
+    if let Some(path) = &a.html {
+        let views: Vec<loadlab_report::html::RunView> = runs
+            .iter()
+            .map(|(label, run)| loadlab_report::html::RunView::from_saved(label, run))
+            .collect();
+        crate::cmd::report::write_html(path, &format!("{base_label} compared"), &views)?;
+    }
     if let Some(path) = &a.json {
         let report = CompareReport {
             baseline: base_label.clone(),

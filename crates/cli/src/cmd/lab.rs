@@ -89,9 +89,20 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     let csv = out.join("comparison.csv");
     std::fs::write(&csv, lab_csv(&cells))
         .with_context(|| format!("cannot write {}", csv.display()))?;
+    if a.html {
+        let mut views = Vec::new();
+        for c in &cells {
+            let dir = out.join(slug(&c.topology)).join(slug(&c.workload));
+            let saved = loadlab_run::read_run_dir(&dir)?;
+            let label = format!("{} / {}", c.topology, c.workload);
+            views.push(loadlab_report::html::RunView::from_saved(&label, &saved));
+        }
+        crate::cmd::report::write_html(&out.join("report.html"), &exp.name, &views)?;
+    }
     println!(
-        "  results in {} (comparison.csv, and one run directory per cell)",
-        out.display()
+        "  results in {} (comparison.csv, {}one run directory per cell)",
+        out.display(),
+        if a.html { "report.html, " } else { "" }
     );
     Ok(if stop.is_stopped() {
         Outcome::Interrupted

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod demo;
 pub mod lab;
 pub mod probe;
+pub mod report;
 pub mod run;
 pub mod serve;
 pub mod validate;

@@ -20,6 +20,9 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         }
         _ => plan_from_args(&a)?,
     };
+    if let Some(plot) = &a.plot {
+        crate::cmd::report::plot_is_png(plot)?;
+    }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
@@ -41,9 +44,21 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;
     }
+    let label = a.out.as_deref().map_or_else(
+        || plan.target_urls().join(" "),
+        crate::cmd::report::label_of,
+    );
+    let view = loadlab_report::html::RunView::from_run(&label, &run, &summary);
     if let Some(dir) = &a.out {
         loadlab_run::write_run_dir(dir, &run, &summary)?;
+        if a.html {
+            crate::cmd::report::write_html(&dir.join("report.html"), &label, &[view.clone()])?;
+        }
         println!("  results in   {}", dir.display());
+    }
+    if let Some(plot) = &a.plot {
+        crate::cmd::report::write_plot(plot, &label, &[view])?;
+        println!("  plot         {}", plot.display());
     }
     Ok(if run.complete {
         Outcome::Done
