@@ -52,7 +52,11 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     if let Some(dir) = &a.out {
         loadlab_run::write_run_dir(dir, &run, &summary)?;
         if a.html {
-            crate::cmd::report::write_html(&dir.join("report.html"), &label, &[view.clone()])?;
+            crate::cmd::report::write_html(
+                &dir.join("report.html"),
+                &label,
+                std::slice::from_ref(&view),
+            )?;
         }
         println!("  results in   {}", dir.display());
     }
