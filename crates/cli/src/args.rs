@@ -153,6 +153,13 @@ pub struct LabArgs {
     /// Also write report.html overlaying every cell.
     #[arg(long)]
     pub html: bool,
+    /// Serve a live dashboard (charts every second, a stop button, /metrics) at ADDR
+    /// (default 127.0.0.1 on a free port, printed at the start).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]
+    pub dashboard: Option<String>,
+    /// Keep the dashboard up this long after the run ends (to read its last numbers).
+    #[arg(long = "dashboard-keep", value_name = "DUR", requires = "dashboard", default_value = "0s", value_parser = parse_duration)]
+    pub dashboard_keep: Duration,
 }
 
 /// Arrival spacing for the open model.
@@ -231,6 +238,13 @@ pub struct RunArgs {
     /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,
+    /// Serve a live dashboard (charts every second, a stop button, /metrics) at ADDR
+    /// (default 127.0.0.1 on a free port, printed at the start).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]
+    pub dashboard: Option<String>,
+    /// Keep the dashboard up this long after the run ends (to read its last numbers).
+    #[arg(long = "dashboard-keep", value_name = "DUR", requires = "dashboard", default_value = "0s", value_parser = parse_duration)]
+    pub dashboard_keep: Duration,
     /// Write report.html into the --out directory.
     #[arg(long, requires = "out")]
     pub html: bool,

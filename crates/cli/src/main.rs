@@ -2,6 +2,7 @@
 
 mod args;
 mod cmd;
+mod dashboard;
 mod experiment;
 mod flows;
 mod lower;

@@ -14,7 +14,7 @@ const MAX_DRAIN: Duration = Duration::from_secs(15);
 
 /// Runs one step's plan without a progress line, watching `watch`.
 pub fn run_step(plan: &Plan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
-    crate::cmd::run::execute(plan, stop, false, watch)
+    crate::cmd::run::execute(plan, stop, false, watch, None)
 }
 
 /// The latency of one request alone, ms (`None` when it failed).

@@ -88,12 +88,12 @@ fn effective_threads(plan: &Plan) -> usize {
     t.max(1)
 }
 
-/// Runs `plan` to its end (or until `stop`), calling `on_second` with each second's row as
-/// soon as every thread has reported it.
+/// Runs `plan` to its end (or until `stop`), calling `on_second` with each second's row and
+/// merged interval as soon as every thread has reported it.
 pub fn run(
     plan: &Plan,
     stop: &StopSignal,
-    mut on_second: impl FnMut(&TimelineRow),
+    mut on_second: impl FnMut(&TimelineRow, &Interval),
 ) -> Result<RunData, EngineError> {
     plan.validate()?;
     let threads = effective_threads(plan);
@@ -297,14 +297,14 @@ impl Collector {
             .all(|(done, last)| *done || last.is_some_and(|l| l >= second))
     }
 
-    fn finalize_ready(&mut self, on_second: &mut impl FnMut(&TimelineRow)) {
+    fn finalize_ready(&mut self, on_second: &mut impl FnMut(&TimelineRow, &Interval)) {
         while let Some((&second, _)) = self.pending.first_key_value() {
             if !self.ready(second) {
                 break;
             }
             let iv = self.pending.remove(&second).expect("key exists");
             let row = TimelineRow::from_interval(&iv);
-            on_second(&row);
+            on_second(&row, &iv);
             self.log_interval(&iv);
             self.totals.merge(&iv);
             let phase = PhaseRecord::index_of(&self.phases, iv.second);

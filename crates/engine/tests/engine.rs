@@ -20,7 +20,7 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 fn run_plan(p: &loadlab_run::Plan) -> (RunData, Summary) {
-    let data = run(p, &StopSignal::default(), |_| {}).expect("the run starts");
+    let data = run(p, &StopSignal::default(), |_, _| {}).expect("the run starts");
     let summary = Summary::from_run(&data);
     (data, summary)
 }
@@ -238,7 +238,7 @@ fn a_stop_signal_ends_the_run_early_and_marks_it_incomplete() {
     let stop = StopSignal::default();
     let trigger = stop.clone();
     let started = Instant::now();
-    let data = run(&p, &stop, move |row| {
+    let data = run(&p, &stop, move |row, _| {
         if row.second >= 1 {
             trigger.stop();
         }

@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod html;
+pub mod live;
 pub mod plot;
 
 use std::fmt::Write;

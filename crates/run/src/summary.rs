@@ -245,7 +245,7 @@ pub struct Finding {
 }
 
 /// `summary.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     /// Always [`SUMMARY_SCHEMA`].
     pub schema: String,

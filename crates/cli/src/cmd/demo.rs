@@ -96,7 +96,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         ("1 replica".to_string(), topology(1)),
         ("3 replicas".to_string(), topology(3)),
     ];
-    let cells = run_matrix(&topologies, &workloads, &out.join("replicas"), &stop)?;
+    let cells = run_matrix(&topologies, &workloads, &out.join("replicas"), &stop, None)?;
     println!("\n{}", render_lab_table(&cells));
     println!("  findings on calc (every run's summary.json has its own):");
     for c in cells.iter().filter(|c| c.workload.starts_with("calc")) {
@@ -202,7 +202,7 @@ fn coordinated_omission(
             count: None,
         };
         let plan = Plan::get(server.addr, path, model, stop_at);
-        let (run, summary) = execute(&plan, stop, false, &[])?;
+        let (run, summary) = execute(&plan, stop, false, &[], None)?;
         loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {
             label: format!("/stall {label}"),

@@ -80,7 +80,15 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         .iter()
         .map(|w| (w.name.clone(), w.run.clone()))
         .collect();
-    let cells = run_matrix(&topologies, &workloads, &out, &stop)?;
+    let dashboard = match &a.dashboard {
+        Some(addr) => {
+            let d = crate::dashboard::Dashboard::start(addr, stop.clone())?;
+            println!("  dashboard  http://{}/", d.addr);
+            Some(d)
+        }
+        None => None,
+    };
+    let cells = run_matrix(&topologies, &workloads, &out, &stop, dashboard.as_ref())?;
     println!("\n{}", render_lab_table(&cells));
     for line in scalability(&topologies, &workloads, &cells) {
         println!("  {line}");
@@ -104,6 +112,9 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         out.display(),
         if a.html { "report.html, " } else { "" }
     );
+    if let Some(d) = dashboard {
+        d.close(a.dashboard_keep);
+    }
     Ok(if stop.is_stopped() {
         Outcome::Interrupted
     } else {
@@ -118,6 +129,7 @@ pub fn run_matrix(
     workloads: &[(String, String)],
     out: &Path,
     stop: &StopSignal,
+    dashboard: Option<&crate::dashboard::Dashboard>,
 ) -> Result<Vec<LabCell>> {
     let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
     let mut cells = Vec::new();
@@ -133,7 +145,13 @@ pub fn run_matrix(
             };
             let plan = plan_from_args(&workload_args(&spec, &deployment.url)?)?;
             println!("    running {workload} …");
-            let (run, summary) = execute(&plan, stop, false, &pids)?;
+            if let Some(d) = dashboard {
+                d.begin(
+                    &format!("{name} / {workload}"),
+                    matches!(plan.model, loadlab_run::Model::Open { .. }),
+                );
+            }
+            let (run, summary) = execute(&plan, stop, false, &pids, dashboard)?;
             let dir = out.join(slug(name)).join(slug(workload));
             loadlab_run::write_run_dir(&dir, &run, &summary)?;
             cells.push(LabCell {

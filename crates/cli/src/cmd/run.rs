@@ -39,7 +39,21 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     }
     let stop = interrupt_signal()?;
     let live = !a.quiet && std::io::stderr().is_terminal();
-    let (run, summary) = execute(&plan, &stop, live, &a.watch_pid)?;
+    let dashboard = match &a.dashboard {
+        Some(addr) => {
+            let d = crate::dashboard::Dashboard::start(addr, stop.clone())?;
+            println!("  dashboard    http://{}/", d.addr);
+            Some(d)
+        }
+        None => None,
+    };
+    if let Some(d) = &dashboard {
+        d.begin(
+            &plan.target_urls().join(" "),
+            matches!(plan.model, loadlab_run::Model::Open { .. }),
+        );
+    }
+    let (run, summary) = execute(&plan, &stop, live, &a.watch_pid, dashboard.as_ref())?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;
@@ -64,6 +78,9 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         crate::cmd::report::write_plot(plot, &label, &[view])?;
         println!("  plot         {}", plot.display());
     }
+    if let Some(d) = dashboard {
+        d.close(a.dashboard_keep);
+    }
     Ok(if run.complete {
         Outcome::Done
     } else {
@@ -78,6 +95,7 @@ pub fn execute(
     stop: &StopSignal,
     live: bool,
     watch: &[i32],
+    dashboard: Option<&crate::dashboard::Dashboard>,
 ) -> Result<(RunData, Summary)> {
     let sampler = if watch.is_empty() {
         None
@@ -86,7 +104,10 @@ pub fn execute(
     };
     let mut errors = 0u64;
     let mut stderr = std::io::stderr();
-    let mut run = loadlab_engine::run(plan, stop, |row| {
+    let mut run = loadlab_engine::run(plan, stop, |row, iv| {
+        if let Some(d) = dashboard {
+            d.add(row, iv);
+        }
         if live {
             errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
             let _ = write!(
@@ -105,6 +126,9 @@ pub fn execute(
     }
     let mut summary = Summary::from_run(&run);
     summary.findings = loadlab_analyze::findings(&run, &summary, cores());
+    if let Some(d) = dashboard {
+        d.finish(&summary);
+    }
     Ok((run, summary))
 }
 
