@@ -24,6 +24,24 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   fi
 fi
 
+# The browser tests open the HTML report and the live dashboard in Debian's Chromium, driven by
+# Playwright from a virtualenv of their own (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "error: chromium is missing; install it with: sudo apt-get install chromium" >&2
+    exit 1
+  fi
+fi
+venv=target/browser-venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check -r tests/browser/requirements.txt
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \
+  "$venv/bin/python" -m pytest -q tests/browser

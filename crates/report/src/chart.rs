@@ -199,9 +199,13 @@ impl Chart {
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
                 (a.min(p.0), b.max(p.0))
             });
-        if self.x_scale == XScale::Percentile {
-            x_min = 0.0;
-            x_max = x_max.max(percentile_x(99.0));
+        match self.x_scale {
+            XScale::Percentile => {
+                x_min = 0.0;
+                x_max = x_max.max(percentile_x(99.0));
+            }
+            // Time starts at the run's origin.
+            XScale::Linear => x_min = x_min.min(0.0),
         }
         for b in &self.bands {
             x_min = x_min.min(xs(b.from));

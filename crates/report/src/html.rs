@@ -143,8 +143,9 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
         ("p99", |row| row.p99_ms),
         ("max", |row| row.max_ms),
     ] {
+        // Only seconds with responses have latencies (transport errors have none).
         latency.extend(per_second(runs, name, |_, row| {
-            (row.completed > 0).then(|| get(row))
+            (row.status_classes.iter().sum::<u64>() > 0).then(|| get(row))
         }));
     }
     let mut errors = Vec::new();

@@ -1,0 +1,161 @@
+"""The HTML report and the live dashboard in a real headless Chromium (Debian's, driven by
+Playwright), against the real loadlab binary and reference service on 127.0.0.1.
+
+Screenshots go to target/browser/. scripts/test.sh installs what this needs.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[2]
+LOADLAB = os.environ.get("LOADLAB_BIN", str(ROOT / "target" / "debug" / "loadlab"))
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+SHOTS = ROOT / "target" / "browser"
+
+
+def loadlab(*args, timeout=120):
+    """Runs loadlab to its end; fails the test on a non-zero exit."""
+    out = subprocess.run([LOADLAB, *args], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def service():
+    """`loadlab serve` on a free port; stopped by its PID."""
+    proc = subprocess.Popen(
+        [LOADLAB, "serve", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    line = proc.stdout.readline()
+    port = int(re.search(r"127\.0\.0\.1:(\d+)", line).group(1))
+    yield f"http://127.0.0.1:{port}"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def open_page(browser, url):
+    """A page at `url`, with the console errors and page errors it raises collected."""
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    return page, errors
+
+
+def series(page, chart):
+    """The series names drawn in the chart with that id."""
+    return page.eval_on_selector_all(
+        f"svg#{chart} path.series", "els => els.map(e => e.dataset.series)"
+    )
+
+
+def test_the_report_of_a_run_draws_every_chart(browser, service, tmp_path):
+    out = tmp_path / "ping"
+    loadlab("run", f"{service}/ping", "-R", "200", "-d", "3s", "-q", "--out", str(out), "--html")
+    page, errors = open_page(browser, (out / "report.html").as_uri())
+    assert series(page, "throughput") == ["offered", "achieved"]
+    assert series(page, "latency") == ["p50", "p90", "p99", "max"]
+    assert series(page, "spectrum") == ["latency"]
+    assert page.locator("svg#errors text.empty").count() == 1, "no errors: the chart says so"
+    points = page.eval_on_selector(
+        "svg#throughput path[data-series=achieved]", "e => Number(e.dataset.points)"
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert points == len((out / "timeline.csv").read_text().splitlines()) - 1
+    assert page.locator("section.run table.summary").inner_text().find(
+        str(summary["requests"]["completed"])
+    ) >= 0
+    page.screenshot(path=str(SHOTS / "report.png"), full_page=True)
+    assert errors == []
+
+
+def test_the_report_of_a_run_with_only_errors_renders(browser, tmp_path):
+    out = tmp_path / "refused"
+    # Nothing listens on port 1: every request is refused.
+    loadlab("run", "http://127.0.0.1:1/", "-R", "50", "-d", "2s", "-q", "--out", str(out), "--html")
+    page, errors = open_page(browser, (out / "report.html").as_uri())
+    assert "connect_refused" in series(page, "errors")
+    assert page.locator("svg#latency text.empty").count() == 1
+    assert "connect_refused" in page.locator("section.run").inner_text()
+    page.screenshot(path=str(SHOTS / "report-errors.png"), full_page=True)
+    assert errors == []
+
+
+def metrics(url):
+    """The samples of the dashboard's /metrics, parsed by Prometheus' own text-format parser
+    (which names a counter's family without its `_total`)."""
+    text = urllib.request.urlopen(f"{url}metrics", timeout=10).read().decode()
+    return [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+def value(samples, name, **labels):
+    for s in samples:
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    raise KeyError(f"{name} {labels}")
+
+
+def test_the_live_dashboard_updates_stops_the_run_and_exports_metrics(browser, service, tmp_path):
+    out = tmp_path / "live"
+    proc = subprocess.Popen(
+        [LOADLAB, "run", f"{service}/delay?ms=5", "-R", "100", "-d", "60s", "-q",
+         "--out", str(out), "--dashboard", "--dashboard-keep", "6s"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+/)", line).group(1)
+        page, errors = open_page(browser, url)
+        page.wait_for_function("Number(document.body.dataset.updates || 0) >= 3", timeout=15000)
+        assert series(page, "throughput") == ["offered", "achieved"]
+        assert "p99" in series(page, "latency")
+        during = metrics(url)
+        assert value(during, "loadlab_run_complete") == 0
+        page.screenshot(path=str(SHOTS / "dashboard.png"), full_page=True)
+        started = time.monotonic()
+        page.click("#stop")
+        page.wait_for_function("document.body.dataset.done === 'true'", timeout=15000)
+        assert time.monotonic() - started < 10, "the stop button ends the run at once"
+        assert page.locator("#state").inner_text() == "done"
+        after = metrics(url)
+        assert errors == []
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=15)
+    assert code == 130, "a run stopped early exits as interrupted"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False
+    assert value(after, "loadlab_run_complete") == 1
+    responses = sum(s.value for s in after if s.name == "loadlab_responses_total")
+    assert responses == sum(summary["status"].values())
+    assert value(after, "loadlab_responses_total", status="200") == summary["status"]["200"]
+    for kind, n in summary["errors"].items():
+        assert value(after, "loadlab_transport_errors_total", kind=kind) == n
+    assert value(after, "loadlab_requests_sent_total") == summary["requests"]["sent"]
+    assert value(after, "loadlab_latency_seconds_count") == sum(summary["status"].values())
+    # The 5 ms delay: nearly every response under 50 ms, none under 5 ms.
+    assert value(after, "loadlab_latency_seconds_bucket", le="0.001") == 0
+    total = value(after, "loadlab_latency_seconds_bucket", le="+Inf")
+    assert value(after, "loadlab_latency_seconds_bucket", le="0.05") >= 0.95 * total
