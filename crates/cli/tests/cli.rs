@@ -335,3 +335,80 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
     assert!((3.5..=8.0).contains(&ms), "{demand}");
     assert!(stdout.contains("findings"), "{stdout}");
 }
+
+#[test]
+fn html_reports_and_plots_are_written_for_runs_and_overlays() {
+    let served = Served::start(&[]);
+    let pid = served.child.id().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let png = dir.path().join("a.png");
+    let url = format!("http://127.0.0.1:{}/ping", served.port);
+    loadlab_ok(&[
+        "run",
+        &url,
+        "-R",
+        "100",
+        "-d",
+        "2s",
+        "-q",
+        "--watch-pid",
+        &pid,
+        "--out",
+        a.to_str().unwrap(),
+        "--html",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(a.join("report.html")).unwrap();
+    for id in [
+        "throughput",
+        "latency",
+        "errors",
+        "in-flight",
+        "server-cpu",
+        "server-rss",
+        "spectrum",
+    ] {
+        assert!(html.contains(&format!("<svg id=\"{id}\"")), "{id}");
+    }
+    assert!(
+        html.contains(&format!("data-series=\"loadlab {pid}\"")),
+        "the watched process"
+    );
+    let image = std::fs::read(&png).unwrap();
+    assert_eq!(&image[..8], b"\x89PNG\r\n\x1a\n");
+    loadlab_ok(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-d",
+        "1s",
+        "-q",
+        "--out",
+        b.to_str().unwrap(),
+    ]);
+    let both = dir.path().join("both.html");
+    let svg = dir.path().join("both.svg");
+    loadlab_ok(&[
+        "report",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--out",
+        both.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&both).unwrap();
+    assert!(
+        html.contains("data-series=\"a: achieved\"")
+            && html.contains("data-series=\"b: achieved\"")
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let bad = loadlab(&["run", &url, "-d", "1s", "--plot", "x.gif"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("name the image .png or .svg"));
+    let bad = loadlab(&["run", &url, "-d", "1s", "--html"]);
+    assert!(!bad.status.success(), "--html needs --out");
+}
