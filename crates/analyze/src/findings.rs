@@ -270,59 +270,32 @@ fn spike_recovery(run: &RunData, out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
 
-    use loadlab_run::{
-        GeneratorStats, Interval, PhaseRecord, Plan, ProcessSample, ProcessSeries, RatePhase,
-        ServerData, Stop,
-    };
+    use loadlab_run::{Interval, Plan, ProcessSample, ProcessSeries, RatePhase, ServerData, Stop};
 
     use super::*;
 
-    fn row(second: u64, completed: u64, p50_ms: f64, in_flight: u64) -> TimelineRow {
-        TimelineRow::from_interval(&{
-            let mut iv = Interval::new(second);
-            iv.counts.completed = completed;
-            iv.counts.ok = completed;
-            iv.in_flight = in_flight;
-            if completed > 0 {
-                iv.latency.record((p50_ms * 1000.0) as u64).unwrap();
-            }
-            iv
-        })
+    /// One second: `completed` responses at `p50_ms`, `in_flight` left at its end.
+    fn second(second: u64, completed: u64, p50_ms: f64, in_flight: u64) -> Interval {
+        let mut iv = Interval::new(second);
+        iv.in_flight = in_flight;
+        for _ in 0..completed {
+            iv.counts.record_status(200);
+        }
+        iv.latency
+            .record_n((p50_ms * 1000.0) as u64, completed.max(1))
+            .unwrap();
+        iv
     }
 
-    /// A run of `rows` under `model`, its totals built from the rows (each second's requests at
-    /// its median latency).
-    fn run(model: Model, rows: Vec<TimelineRow>, offered_per_s: u64) -> RunData {
+    /// A run of these seconds under `model`, each offering `offered_per_s` arrivals.
+    fn run(model: Model, mut seconds: Vec<Interval>, offered_per_s: u64) -> RunData {
         let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        let plan = Plan::get(addr, "/x", model, Stop::default());
-        let mut totals = Interval::new(0);
-        for r in &rows {
-            totals.counts.completed += r.completed;
-            totals.counts.ok += r.completed;
-            totals.counts.offered += offered_per_s;
-            totals
-                .latency
-                .record_n((r.p50_ms * 1000.0) as u64, r.completed.max(1))
-                .unwrap();
+        for iv in &mut seconds {
+            iv.counts.offered = offered_per_s;
         }
-        let secs = rows.len() as u64;
-        RunData {
-            phases: PhaseRecord::for_plan(&plan),
-            plan,
-            started_at: SystemTime::now(),
-            elapsed: Duration::from_secs(secs),
-            complete: true,
-            totals,
-            by_name: Vec::new(),
-            timeline: rows,
-            hlog_lines: Vec::new(),
-            unfinished: 0,
-            generator: GeneratorStats::default(),
-            server: None,
-            users: None,
-        }
+        RunData::from_intervals(Plan::get(addr, "/x", model, Stop::default()), &seconds)
     }
 
     fn open(phases: Vec<RatePhase>) -> Model {
@@ -342,7 +315,7 @@ mod tests {
     #[test]
     fn an_overloaded_open_run_is_saturated_with_a_queue_building() {
         let rows = (0..12)
-            .map(|s| row(s, 60, 10.0 + 80.0 * s as f64, 5 + 20 * s))
+            .map(|s| second(s, 60, 10.0 + 80.0 * s as f64, 5 + 20 * s))
             .collect();
         let r = run(
             open(vec![RatePhase::constant(
@@ -375,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_steady_run_only_gets_littles_law() {
-        let rows = (0..10).map(|s| row(s, 1000, 20.0, 20)).collect();
+        let rows = (0..10).map(|s| second(s, 1000, 20.0, 20)).collect();
         let r = run(
             open(vec![RatePhase::constant("main", 1000.0, None)]),
             rows,
@@ -390,18 +363,15 @@ mod tests {
 
     #[test]
     fn server_cpu_gives_the_service_demand_and_its_capacity() {
-        let rows: Vec<TimelineRow> = (0..10)
-            .map(|s| {
-                let mut r = row(s, 1000, 1.0, 1);
-                r.server_cpu_pct = Some(50.0);
-                r
-            })
-            .collect();
+        let rows = (0..10).map(|s| second(s, 1000, 1.0, 1)).collect();
         let mut r = run(
             open(vec![RatePhase::constant("main", 1000.0, None)]),
             rows,
             1000,
         );
+        for row in &mut r.timeline {
+            row.server_cpu_pct = Some(50.0);
+        }
         r.server = Some(ServerData {
             processes: vec![ProcessSeries {
                 pid: 1,
@@ -442,7 +412,7 @@ mod tests {
         let rows = p50
             .iter()
             .enumerate()
-            .map(|(s, p)| row(s as u64, 100, *p, 1))
+            .map(|(s, p)| second(s as u64, 100, *p, 1))
             .collect();
         let r = run(open(phases), rows, 100);
         let s = Summary::from_run(&r);

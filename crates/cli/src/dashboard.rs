@@ -34,6 +34,16 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
+    /// Starts a dashboard when `addr` is given, and prints where.
+    pub fn start_if(addr: Option<&str>, stop: &StopSignal) -> Result<Option<Dashboard>> {
+        let Some(addr) = addr else {
+            return Ok(None);
+        };
+        let d = Dashboard::start(addr, stop.clone())?;
+        println!("  dashboard    http://{}/", d.addr);
+        Ok(Some(d))
+    }
+
     /// Binds `addr` (port 0 picks a free one) and serves the page; its stop button raises
     /// `stop`.
     pub fn start(addr: &str, stop: StopSignal) -> Result<Dashboard> {

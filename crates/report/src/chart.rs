@@ -241,34 +241,28 @@ impl Chart {
                 escape(&b.label)
             );
         }
-        // Y ticks and grid.
-        if self.y_log {
-            let mut e = y_min;
-            while e <= y_max + 1e-9 {
-                let y = sy(e);
-                let _ = write!(
-                    svg,
-                    r##"<line x1="{px0}" x2="{px1}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                    px0 - 6.0,
-                    y + 4.0,
-                    tick_label(10f64.powf(e))
-                );
-                e += 1.0;
-            }
+        // Y ticks and grid: decades on a log scale, round steps on a linear one.
+        let y_ticks: Vec<(f64, f64)> = if self.y_log {
+            let decades = (y_max - y_min).round().max(0.0) as usize;
+            (0..=decades)
+                .map(|k| (y_min + k as f64, 10f64.powf(y_min + k as f64)))
+                .collect()
         } else {
             let step = nice_step(y_max - y_min, 5.0);
-            let mut v = 0.0;
-            while v <= y_max + 1e-9 {
-                let y = sy(v);
-                let _ = write!(
-                    svg,
-                    r##"<line x1="{px0}" x2="{px1}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                    px0 - 6.0,
-                    y + 4.0,
-                    tick_label(v)
-                );
-                v += step;
-            }
+            let count = ((y_max + 1e-9) / step).floor().max(0.0) as usize;
+            (0..=count)
+                .map(|k| (k as f64 * step, k as f64 * step))
+                .collect()
+        };
+        for (at, label) in y_ticks {
+            let y = sy(at);
+            let _ = write!(
+                svg,
+                r##"<line x1="{px0}" x2="{px1}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                px0 - 6.0,
+                y + 4.0,
+                tick_label(label)
+            );
         }
         // X ticks.
         let x_ticks: Vec<(f64, String)> = match self.x_scale {

@@ -300,11 +300,9 @@ pub fn render_html(title: &str, runs: &[RunView]) -> String {
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
 
-    use loadlab_run::{
-        GeneratorStats, Interval, Model, PhaseRecord, Plan, RatePhase, RunData, Stop,
-    };
+    use loadlab_run::{Interval, Model, Plan, RatePhase, RunData, Stop};
 
     use super::*;
 
@@ -322,38 +320,23 @@ mod tests {
             seed: 1,
         };
         let plan = Plan::get(addr, "/x", model, Stop::default());
-        let mut totals = Interval::new(0);
-        let mut timeline = Vec::new();
-        for s in 0..secs {
-            let mut iv = Interval::new(s);
-            for i in 0..100u64 {
-                iv.counts.offered += 1;
-                iv.counts.sent += 1;
-                if errors {
-                    iv.counts.record_error(loadlab_run::ErrorKind::Reset);
-                } else {
-                    iv.counts.record_status(200);
-                    iv.latency.record(1000 + 10 * i).unwrap();
+        let seconds: Vec<Interval> = (0..secs)
+            .map(|s| {
+                let mut iv = Interval::new(s);
+                for i in 0..100u64 {
+                    iv.counts.offered += 1;
+                    iv.counts.sent += 1;
+                    if errors {
+                        iv.counts.record_error(loadlab_run::ErrorKind::Reset);
+                    } else {
+                        iv.counts.record_status(200);
+                        iv.latency.record(1000 + 10 * i).unwrap();
+                    }
                 }
-            }
-            timeline.push(TimelineRow::from_interval(&iv));
-            totals.merge(&iv);
-        }
-        let run = RunData {
-            phases: PhaseRecord::for_plan(&plan),
-            plan,
-            started_at: SystemTime::now(),
-            elapsed: Duration::from_secs(secs),
-            complete: true,
-            totals,
-            by_name: Vec::new(),
-            timeline,
-            hlog_lines: Vec::new(),
-            unfinished: 0,
-            generator: GeneratorStats::default(),
-            server: None,
-            users: None,
-        };
+                iv
+            })
+            .collect();
+        let run = RunData::from_intervals(plan, &seconds);
         let summary = Summary::from_run(&run);
         (run, summary)
     }

@@ -308,6 +308,36 @@ impl Default for UserRecord {
 }
 
 impl RunData {
+    /// A complete run assembled from its per-second intervals under `plan`, as the engine's
+    /// collector assembles one: totals, phases and the timeline (for analysis and report tests,
+    /// and for replaying recorded seconds).
+    pub fn from_intervals(plan: Plan, intervals: &[Interval]) -> RunData {
+        let mut totals = Interval::new(0);
+        let mut phases = PhaseRecord::for_plan(&plan);
+        let mut timeline = Vec::with_capacity(intervals.len());
+        for iv in intervals {
+            totals.merge(iv);
+            let phase = PhaseRecord::index_of(&phases, iv.second);
+            phases[phase].totals.merge(iv);
+            timeline.push(TimelineRow::from_interval(iv));
+        }
+        RunData {
+            plan,
+            started_at: SystemTime::now(),
+            elapsed: Duration::from_secs(intervals.len() as u64),
+            complete: true,
+            totals,
+            phases,
+            by_name: Vec::new(),
+            timeline,
+            hlog_lines: Vec::new(),
+            unfinished: 0,
+            generator: GeneratorStats::default(),
+            server: None,
+            users: None,
+        }
+    }
+
     /// Requests per second of the arrival schedule, averaged over the scheduled duration
     /// (over the time actually run when the run stopped early or had no duration); open model
     /// only.

@@ -80,14 +80,7 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         .iter()
         .map(|w| (w.name.clone(), w.run.clone()))
         .collect();
-    let dashboard = match &a.dashboard {
-        Some(addr) => {
-            let d = crate::dashboard::Dashboard::start(addr, stop.clone())?;
-            println!("  dashboard  http://{}/", d.addr);
-            Some(d)
-        }
-        None => None,
-    };
+    let dashboard = crate::dashboard::Dashboard::start_if(a.dashboard.as_deref(), &stop)?;
     let cells = run_matrix(&topologies, &workloads, &out, &stop, dashboard.as_ref())?;
     println!("\n{}", render_lab_table(&cells));
     for line in scalability(&topologies, &workloads, &cells) {

@@ -39,14 +39,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     }
     let stop = interrupt_signal()?;
     let live = !a.quiet && std::io::stderr().is_terminal();
-    let dashboard = match &a.dashboard {
-        Some(addr) => {
-            let d = crate::dashboard::Dashboard::start(addr, stop.clone())?;
-            println!("  dashboard    http://{}/", d.addr);
-            Some(d)
-        }
-        None => None,
-    };
+    let dashboard = crate::dashboard::Dashboard::start_if(a.dashboard.as_deref(), &stop)?;
     if let Some(d) = &dashboard {
         d.begin(
             &plan.target_urls().join(" "),
