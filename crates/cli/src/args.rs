@@ -175,7 +175,7 @@ pub enum ArrivalArg {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Target URLs (http://host[:port]/path), used round-robin; or one scenario file
-    /// (Artillery YAML, single-request flows for now).
+    /// (Artillery YAML with flows, users phases or Markov user models).
     #[arg(required = true, value_name = "URL|SCENARIO.yaml")]
     pub urls: Vec<String>,
     /// Connections: kept busy in the closed model, opened at the start in the open model.
