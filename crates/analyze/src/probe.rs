@@ -116,10 +116,13 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
     if plateaued(steps) {
         return Next::Stop("throughput stopped growing for two steps".into());
     }
-    let Some(&next) = LADDER
+    // Past the ladder's end, about 1.3× a step.
+    let next = LADDER
         .iter()
-        .find(|c| **c > last.concurrency && **c <= limits.max_concurrency)
-    else {
+        .copied()
+        .find(|c| *c > last.concurrency)
+        .unwrap_or_else(|| (last.concurrency as f64 * 1.3).ceil() as usize);
+    let Some(next) = Some(next).filter(|c| *c <= limits.max_concurrency) else {
         return Next::Stop(format!(
             "reached the probe's bound of {} connections",
             limits.max_concurrency
@@ -466,6 +469,17 @@ mod tests {
         assert!(matches!(
             next_step(&async_steps, Duration::ZERO, &limits),
             Next::Stop(w) if w.contains("bound of 64")
+        ));
+        let wider = ProbeLimits {
+            max_concurrency: 100,
+            ..limits.clone()
+        };
+        assert!(matches!(
+            next_step(&async_steps, Duration::ZERO, &wider),
+            Next::Run {
+                concurrency: 84,
+                ..
+            }
         ));
     }
 }

@@ -61,8 +61,8 @@ pub struct ProbeArgs {
     /// Longest time the probe may take.
     #[arg(long = "max-time", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
     pub max_time: Duration,
-    /// Highest concurrency tried.
-    #[arg(long = "max-concurrency", value_name = "N", default_value = "64", value_parser = positive_count)]
+    /// Highest concurrency tried (at most 100,000).
+    #[arg(long = "max-concurrency", value_name = "N", default_value = "64", value_parser = concurrency_bound)]
     pub max_concurrency: usize,
     /// Stop when a step's median latency passes this.
     #[arg(long = "max-latency", value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
@@ -327,6 +327,14 @@ fn positive_count(s: &str) -> Result<usize, String> {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(_) => Err("must be a whole number of at least 1".into()),
+    }
+}
+
+/// The probe's highest concurrency: 1 to 100,000.
+fn concurrency_bound(s: &str) -> Result<usize, String> {
+    match positive_count(s)? {
+        n if n > 100_000 => Err("must be at most 100,000".into()),
+        n => Ok(n),
     }
 }
 

@@ -291,11 +291,15 @@ impl<'a> Lowering<'a> {
         flow: Option<&[StepSpec]>,
         markov: Option<&MarkovSpec>,
     ) -> Result<UserScenario> {
+        let before = self.requests.len();
         let behaviour = match (flow, markov) {
             (Some(flow), None) => Behaviour::Flow(self.steps(flow)?),
             (None, Some(m)) => Behaviour::Chain(self.chain(m)?),
             _ => bail!("scenario {name:?} needs a flow or a markov model (one of them)"),
         };
+        if self.requests.len() == before {
+            bail!("sends no request; add a get, post, put, patch or delete step");
+        }
         Ok(UserScenario {
             name: name.to_string(),
             behaviour,
@@ -335,7 +339,13 @@ impl<'a> Lowering<'a> {
                 if body.is_empty() {
                     return Err(at(anyhow::anyhow!("a loop needs steps")));
                 }
+                let before = self.requests.len();
                 let steps = self.steps(body).map_err(at)?;
+                if s.count.is_none() && self.requests.len() == before {
+                    return Err(at(anyhow::anyhow!(
+                        "a loop without count runs until the run ends, so it needs a request in it"
+                    )));
+                }
                 out.push(Step::Loop {
                     count: s.count,
                     steps,
@@ -361,6 +371,14 @@ impl<'a> Lowering<'a> {
                 .with_context(|| format!("markov: no state named {n:?}"))
         };
         let start = index(&m.start)?.context("markov: start must be a state, not end")?;
+        // A walk's order is random: any state's capture may come before any other's use.
+        for st in m.states.values() {
+            for r in [&st.get, &st.post].into_iter().flatten() {
+                for c in r.capture.iter().flat_map(OneOrMany::as_slice) {
+                    self.defined.insert(c.var.clone());
+                }
+            }
+        }
         let mut states = Vec::new();
         for (name, st) in &m.states {
             self.count_step()?;
@@ -390,13 +408,25 @@ impl<'a> Lowering<'a> {
             });
         }
         // A cycle of states with no request and no think would spin without end.
-        for (i, s) in states.iter().enumerate() {
-            if s.request.is_none() && s.think.is_none() && s.next.iter().any(|(t, _)| *t == Some(i))
-            {
-                bail!(
-                    "markov state {:?} leads to itself without loading a page or thinking",
-                    s.name
-                );
+        let idle = |i: usize| states[i].request.is_none() && states[i].think.is_none();
+        for from in (0..states.len()).filter(|i| idle(*i)) {
+            // Depth-first over idle states only: reaching `from` again is a cycle.
+            let mut stack = vec![from];
+            let mut seen = vec![false; states.len()];
+            while let Some(i) = stack.pop() {
+                for (to, _) in &states[i].next {
+                    let Some(to) = *to else { continue };
+                    if to == from {
+                        bail!(
+                            "markov state {:?} can come back to itself through states that load no page and do not think; a walk would never end",
+                            states[from].name
+                        );
+                    }
+                    if idle(to) && !seen[to] {
+                        seen[to] = true;
+                        stack.push(to);
+                    }
+                }
             }
         }
         Ok(Chain { start, states })

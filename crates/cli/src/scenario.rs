@@ -493,7 +493,10 @@ fn plan_from_text(text: &str, path: &Path, a: &RunArgs) -> Result<Plan> {
             .http
             .and_then(|h| h.timeout)
             .filter(|t| t.is_finite() && *t > 0.0)
-            .map_or(a.timeout, Duration::from_secs_f64),
+            .map_or(Ok(a.timeout), |t| {
+                Duration::try_from_secs_f64(t)
+                    .map_err(|_| at(anyhow::anyhow!("config.http.timeout of {t} s is too long")))
+            })?,
         connect_timeout: a.connect_timeout.unwrap_or(Duration::from_secs(5)),
         threads,
         users,
@@ -630,9 +633,6 @@ fn user_model(
                 .scenario(name, s.flow.as_deref(), s.markov.as_ref())
                 .with_context(|| format!("scenario {name:?}"))?,
         );
-    }
-    if lowering.requests.is_empty() {
-        bail!("the scenarios send no request; add a get, post, put, patch or delete step");
     }
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
     let pattern = interleave(&weights)?;

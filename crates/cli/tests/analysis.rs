@@ -134,7 +134,7 @@ fn capacity_exits_3_when_no_rate_meets_the_objective() {
         "--slo",
         "p99<50ms",
         "--warmup",
-        "500ms",
+        "1s",
         "--step",
         "1s",
         "--max-time",
@@ -151,6 +151,16 @@ fn capacity_exits_3_when_no_rate_meets_the_objective() {
     let bad = loadlab(&["capacity", &server.url("/ping"), "--slo", "p99<fast"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("write it like"));
+    let bad = loadlab(&[
+        "capacity",
+        &server.url("/ping"),
+        "--slo",
+        "p99<1s",
+        "--warmup",
+        "1500ms",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("whole seconds"));
 }
 
 #[test]

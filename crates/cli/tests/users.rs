@@ -291,6 +291,18 @@ fn scenario_mistakes_are_one_line_errors_naming_the_place() {
             "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\n  payload: { path: missing.csv, fields: [a] }\nscenarios:\n  - flow:\n      - get: { url: \"/{{ a }}\" }\n",
             "cannot read the payload file",
         ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      users: 1\nscenarios:\n  - flow:\n      - get: { url: \"/\" }\n  - name: idle\n    flow:\n      - think: 1\n",
+            "scenario \"idle\": sends no request",
+        ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      users: 1\nscenarios:\n  - flow:\n      - get: { url: \"/\" }\n      - loop:\n          - think: 0\n",
+            "needs a request in it",
+        ),
+        (
+            "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      users: 1\nscenarios:\n  - markov:\n      start: a\n      states:\n        a: { next: { b: 1 } }\n        b: { next: { a: 0.5, c: 0.5 } }\n        c: { get: { url: \"/\" } }\n",
+            "come back to itself",
+        ),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let file = dir.path().join(format!("bad{i}.yml"));
@@ -333,10 +345,22 @@ fn durations_past_a_year_are_refused_before_they_reach_a_clock() {
         (
             "    - duration: 1\n      arrivalRate: 1\n",
             "      - think: 1\n",
-            "send no request",
+            "sends no request",
         ),
     ];
-    for (i, (phase, flow, needle)) in cases.iter().enumerate() {
+    let more = [
+        (
+            "    - duration: 1\n      users: 1\n      spawnRate: 1e-20\n",
+            "      - get: { url: \"/\" }\n",
+            "at least one user a year",
+        ),
+        (
+            "    - duration: 1\n      arrivalRate: 1\n  http:\n    timeout: 1e20\n",
+            "      - get: { url: \"/\" }\n",
+            "too long",
+        ),
+    ];
+    for (i, (phase, flow, needle)) in cases.iter().chain(more.iter()).enumerate() {
         let file = dir.path().join(format!("long{i}.yml"));
         std::fs::write(
             &file,
@@ -349,4 +373,117 @@ fn durations_past_a_year_are_refused_before_they_reach_a_clock() {
         assert!(!stderr.contains("panicked"), "case {i}: {stderr}");
         assert!(stderr.contains(needle), "case {i}: {stderr}");
     }
+}
+
+#[test]
+fn a_markov_state_may_use_a_capture_of_a_state_named_after_it() {
+    // `account` sorts before `login`, which captures its token: valid, whatever the order.
+    let (_dir, file) = scenario(
+        "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\nscenarios:\n  - markov:\n      start: login\n      states:\n        login:\n          post: { url: \"/login\", json: { user: u }, capture: { json: \"$.token\", as: token } }\n          next: { account: 1 }\n        account:\n          get: { url: \"/account\", headers: { Authorization: \"Bearer {{ token }}\" } }\n",
+    );
+    let out = loadlab(&["validate", file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn users_phases_keep_the_scenario_mix_on_several_threads() {
+    let server = TestServer::start(1).unwrap();
+    // Weights 1:1 with 3 users on 2 threads: each slot alternates from its own offset.
+    let (_dir, file) = scenario(
+        r#"config:
+  target: "http://127.0.0.1:9"
+  phases:
+    - { duration: 3, users: 3 }
+scenarios:
+  - name: a
+    flow:
+      - get: { url: "/delay?ms=10", name: a }
+  - name: b
+    flow:
+      - get: { url: "/delay?ms=10", name: b }
+"#,
+    );
+    let s = run_scenario(&file, &server, &["-t", "2"]);
+    let (a, b) = (completed(&s, "a") as f64, completed(&s, "b") as f64);
+    assert!(a > 50.0 && b > 50.0, "{a} {b}");
+    assert!((a / b - 1.0).abs() < 0.15, "a {a} b {b}: a 1:1 mix");
+}
+
+/// A server that answers one request per connection and then closes it quietly after 50 ms,
+/// as servers with a short keep-alive timeout do; it stops when dropped.
+struct ClosingServer {
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClosingServer {
+    fn start() -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    continue;
+                };
+                std::thread::spawn(move || {
+                    conn.set_nonblocking(false).unwrap();
+                    let mut buf = [0u8; 4096];
+                    if conn.read(&mut buf).unwrap_or(0) > 0 {
+                        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                });
+            }
+        });
+        ClosingServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ClosingServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn a_kept_alive_connection_closed_during_a_think_is_replaced_not_failed() {
+    let server = ClosingServer::start();
+    let (_dir, file) = scenario(&format!(
+        "config:\n  target: \"http://{}\"\n  phases:\n    - duration: 1\n      arrivalCount: 5\nscenarios:\n  - flow:\n      - get: {{ url: \"/a\" }}\n      - think: 0.2\n      - get: {{ url: \"/b\" }}\n",
+        server.addr
+    ));
+    let json = file.with_extension("json");
+    let out = loadlab(&[
+        "run",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = read_json(&json);
+    assert_eq!(s["users"]["completed"], 5, "{}", s["users"]);
+    assert_eq!(s["requests"]["ok"], 10);
+    assert_eq!(s["requests"]["errors"], 0, "{}", s["errors"]);
 }

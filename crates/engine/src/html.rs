@@ -8,6 +8,7 @@
 /// The resource URLs `html` names, in order, each once; `data:` URLs are left out.
 pub fn resource_urls(html: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let bytes = html.as_bytes();
     let mut pos = 0;
     while let Some(lt) = html[pos..].find('<') {
@@ -36,18 +37,26 @@ pub fn resource_urls(html: &str) -> Vec<String> {
             _ => None,
         };
         if let Some(url) = url.map(str::trim) {
-            let data = url.len() >= 5 && url[..5].eq_ignore_ascii_case("data:");
-            if !url.is_empty() && !data && !out.iter().any(|u| u == url) {
+            let data = url
+                .as_bytes()
+                .get(..5)
+                .is_some_and(|b| b.eq_ignore_ascii_case(b"data:"));
+            if !url.is_empty() && !data && seen.insert(url.to_string()) {
                 out.push(url.to_string());
             }
         }
         if name == "script" {
             // A script's text is not markup: skip to its closing tag.
-            let lower = html[pos..].to_ascii_lowercase();
-            pos = lower.find("</script").map_or(html.len(), |n| pos + n + 1);
+            pos = find_ascii_ci(&bytes[pos..], b"</script").map_or(html.len(), |n| pos + n + 1);
         }
     }
     out
+}
+
+/// Where `needle` (ASCII) first occurs in `hay`, ignoring ASCII case; no copy of `hay`.
+fn find_ascii_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// Reads the attributes of a tag from `from` (just after its name) to its `>`; returns them
@@ -95,7 +104,10 @@ fn attributes(html: &str, from: usize) -> (Vec<(String, String)>, usize) {
             }
         }
         if key.is_empty() {
-            i += 1;
+            // A stray character where a name should be: step over it whole.
+            if i < b.len() && i == key_start {
+                i += html[i..].chars().next().map_or(1, char::len_utf8);
+            }
         } else {
             attrs.push((key, decode_entities(&value)));
         }
@@ -150,9 +162,15 @@ mod tests {
             "<<<>>>",
             "<img src='/ü.png'>",
             "ü<ü",
+            "<img src=\"/café.png\">",
+            "<img src=\"/caf\">",
+            "<div =\"x\"é>",
+            "<div =é>",
+            "<a é=1 =\"\"ü>",
         ] {
             let _ = resource_urls(html);
         }
         assert_eq!(resource_urls("<img src=\"/a.png"), vec!["/a.png"]);
+        assert_eq!(resource_urls("<img src=\"/café.png\">"), vec!["/café.png"]);
     }
 }

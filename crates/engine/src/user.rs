@@ -150,12 +150,28 @@ pub fn arrive(ctx: &Ctx, intended: Instant, index: u64) {
     }
 }
 
+/// Gives back a session task's place when the task ends, however it ends.
+struct TaskGuard(Ctx);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        let u = users(&self.0);
+        u.tasks.set(u.tasks.get().saturating_sub(1));
+        if u.tasks.get() == 0 {
+            u.idle.notify_waiters();
+        }
+    }
+}
+
 /// Runs a session, then the sessions of waiting arrivals while there are any (dropping those
 /// that waited past the timeout).
 async fn open_sessions(ctx: Ctx, intended: Instant, index: u64) {
+    let _place = TaskGuard(ctx.clone());
     let mut next = Some((intended, index));
     while let Some((intended, index)) = next {
-        session(&ctx, index, Some(intended), None).await;
+        let pattern = &users(&ctx).model().pattern;
+        let scenario = pattern[(index % pattern.len() as u64) as usize];
+        session(&ctx, index, scenario, Some(intended), None).await;
         next = loop {
             let popped = users(&ctx).queue.borrow_mut().pop_front();
             match popped {
@@ -163,11 +179,6 @@ async fn open_sessions(ctx: Ctx, intended: Instant, index: u64) {
                 other => break other,
             }
         };
-    }
-    let u = users(&ctx);
-    u.tasks.set(u.tasks.get() - 1);
-    if u.tasks.get() == 0 {
-        u.idle.notify_waiters();
     }
 }
 
@@ -194,24 +205,50 @@ pub async fn control(ctx: Ctx, curve: UserCurve, thread: usize, threads: usize) 
             }
         }
         u.changed.notify_waiters();
-        let Some(next) = curve.next_change(t) else {
+        let Some(next) = curve
+            .next_change(t)
+            .and_then(|n| Duration::try_from_secs_f64(n).ok())
+            .and_then(|n| ctx.origin.checked_add(n))
+        else {
             break;
         };
-        sleep_until(ctx.origin + Duration::from_secs_f64(next)).await;
+        sleep_until(next).await;
     }
 }
 
-/// One user slot: sessions back to back while the slot is within the target.
+/// Marks a user slot free and its user gone when the slot's task ends, however it ends.
+struct SlotGuard(Ctx, usize);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let u = users(&self.0);
+        if let Some(alive) = u.alive.borrow_mut().get_mut(self.1) {
+            *alive = false;
+        }
+        u.active.set(u.active.get().saturating_sub(1));
+    }
+}
+
+/// One user slot: sessions back to back while the slot is within the target. Each new session
+/// is a new visitor (new variables, payload row and connections); slot `g` (numbered across
+/// threads) runs the scenario pattern from its own offset, so the mix holds at any user count.
 async fn run_slot(ctx: Ctx, slot: usize, thread: usize, threads: usize) {
     let u = users(&ctx);
     u.active.set(u.active.get() + 1);
+    let _slot = SlotGuard(ctx.clone(), slot);
+    let global = (slot * threads + thread) as u64;
     let mut backoff = Duration::ZERO;
+    let mut sessions = 0u64;
     while (slot as u64) < users(&ctx).target.get() {
         let u = users(&ctx);
         let index = u.begun.get() * threads as u64 + thread as u64;
         u.begun.set(u.begun.get() + 1);
-        if session(&ctx, index, None, Some(slot)).await {
-            // Every session failing to connect would otherwise spin.
+        let pattern = &u.model().pattern;
+        let scenario = pattern[((global + sessions) % pattern.len() as u64) as usize];
+        sessions += 1;
+        let ended = session(&ctx, index, scenario, None, Some(slot)).await;
+        if ended.transport_failure || ended.sent == 0 {
+            // Sessions that cannot connect, or send nothing, would otherwise spin.
             backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_BACKOFF);
             sleep(backoff).await;
         } else {
@@ -219,9 +256,14 @@ async fn run_slot(ctx: Ctx, slot: usize, thread: usize, threads: usize) {
         }
         tokio::task::yield_now().await;
     }
-    let u = users(&ctx);
-    u.alive.borrow_mut()[slot] = false;
-    u.active.set(u.active.get() - 1);
+}
+
+/// How a session went, for its slot.
+struct Ended {
+    /// It ended by a transport error.
+    transport_failure: bool,
+    /// Requests it sent.
+    sent: u64,
 }
 
 /// Why a session ended early.
@@ -232,23 +274,40 @@ enum End {
     Stopped,
 }
 
-/// Runs one session of user `index` and records it; true when it ended by a transport error.
-async fn session(ctx: &Ctx, index: u64, intended: Option<Instant>, slot: Option<usize>) -> bool {
+/// Counts an arrival's user as active while its session runs, however it ends.
+struct ActiveGuard<'a>(&'a UsersState);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.active.set(self.0.active.get().saturating_sub(1));
+    }
+}
+
+/// Runs one session of user `index` on `scenario` and records it.
+async fn session(
+    ctx: &Ctx,
+    index: u64,
+    scenario: usize,
+    intended: Option<Instant>,
+    slot: Option<usize>,
+) -> Ended {
     let u = users(ctx);
     let start = Instant::now();
     ctx.rec_at(start).counts.users_started += 1;
     // A slot's user stays active between its sessions; an arrival is active for its session.
-    if slot.is_none() {
+    let active = slot.is_none().then(|| {
         u.active.set(u.active.get() + 1);
-    }
-    let result = Session::new(ctx, u, index, intended, slot).run().await;
+        ActiveGuard(u)
+    });
+    let mut s = Session::new(ctx, u, index, intended, slot);
+    let result = s.run(scenario).await;
+    let sent = s.sent;
+    drop(s);
+    drop(active);
     let now = Instant::now();
-    if slot.is_none() {
-        u.active.set(u.active.get() - 1);
-    }
     let length = micros(now.saturating_duration_since(intended.unwrap_or(start)));
     let mut record = u.record.borrow_mut();
-    match result {
+    let transport_failure = match result {
         Ok(()) => {
             ctx.rec_at(now).counts.users_completed += 1;
             record.sessions.saturating_record(length);
@@ -261,6 +320,10 @@ async fn session(ctx: &Ctx, index: u64, intended: Option<Instant>, slot: Option<
             transport
         }
         Err(End::Stopped) => false,
+    };
+    Ended {
+        transport_failure,
+        sent,
     }
 }
 
@@ -279,8 +342,8 @@ struct Session<'a> {
     next_intended: Option<Instant>,
     open: bool,
     slot: Option<usize>,
-    /// The user's index: which scenario it runs and which payload row it takes.
-    index: u64,
+    /// Requests sent so far.
+    sent: u64,
 }
 
 type Steps<'s> = Pin<Box<dyn Future<Output = Result<(), End>> + 's>>;
@@ -320,14 +383,13 @@ impl<'a> Session<'a> {
             next_intended: intended,
             open: intended.is_some(),
             slot,
-            index,
+            sent: 0,
         }
     }
 
-    async fn run(mut self) -> Result<(), End> {
+    async fn run(&mut self, scenario: usize) -> Result<(), End> {
         let model = self.users.model();
-        let pattern = &model.pattern;
-        let scenario = &model.scenarios[pattern[(self.index % pattern.len() as u64) as usize]];
+        let scenario = &model.scenarios[scenario];
         match &scenario.behaviour {
             Behaviour::Flow(steps) => self.steps(steps).await,
             Behaviour::Chain(chain) => {
@@ -577,38 +639,53 @@ impl<'a> Session<'a> {
         let pending = Pending { intended, template };
         let sent_at = Instant::now();
         self.ctx.mark_sent(1, sent_at);
-        if self.conns[ep].is_none() {
-            match connect(&self.ctx.endpoints[ep], self.ctx.connect_timeout).await {
-                Ok(stream) => self.conns[ep] = Some(Conn::new(stream)),
-                Err(kind) => {
+        self.sent += 1;
+        // A kept-alive connection the server closed while the user thought fails before any
+        // byte of the answer; like a browser, the request then goes once more on a new one.
+        let mut retried = false;
+        loop {
+            let reused = self.conns[ep].is_some();
+            if !reused {
+                match connect(&self.ctx.endpoints[ep], self.ctx.connect_timeout).await {
+                    Ok(stream) => self.conns[ep] = Some(Conn::new(stream)),
+                    Err(kind) => {
+                        self.ctx.record_errors(kind, &[pending]);
+                        return Err(kind);
+                    }
+                }
+            }
+            let conn = self.conns[ep].as_mut().expect("connected above");
+            conn.parser.keep(keep);
+            let outcome = conn
+                .exchange(
+                    self.ctx,
+                    std::slice::from_ref(&pending),
+                    sent_at,
+                    Some(bytes),
+                )
+                .await;
+            match outcome {
+                Ok(alive) => {
+                    let status = conn.last_status;
+                    let (headers, body) = conn.parser.take_kept();
+                    if !alive {
+                        self.conns[ep] = None;
+                    }
+                    return Ok((status, headers, body));
+                }
+                Err((kind, 0))
+                    if reused
+                        && !retried
+                        && matches!(kind, ErrorKind::Closed | ErrorKind::Reset) =>
+                {
+                    self.conns[ep] = None;
+                    retried = true;
+                }
+                Err((kind, _)) => {
                     self.ctx.record_errors(kind, &[pending]);
+                    self.conns[ep] = None;
                     return Err(kind);
                 }
-            }
-        }
-        let conn = self.conns[ep].as_mut().expect("connected above");
-        conn.parser.keep(keep);
-        let outcome = conn
-            .exchange(
-                self.ctx,
-                std::slice::from_ref(&pending),
-                sent_at,
-                Some(bytes),
-            )
-            .await;
-        match outcome {
-            Ok(alive) => {
-                let status = conn.last_status;
-                let (headers, body) = conn.parser.take_kept();
-                if !alive {
-                    self.conns[ep] = None;
-                }
-                Ok((status, headers, body))
-            }
-            Err((kind, _)) => {
-                self.ctx.record_errors(kind, &[pending]);
-                self.conns[ep] = None;
-                Err(kind)
             }
         }
     }

@@ -241,7 +241,9 @@ pub enum PlanError {
     #[error("user phases need scenarios for the users to run")]
     UsersWithoutModel,
     /// A phase with no length, a bad user count or spawn rate.
-    #[error("user phase {0:?} needs a duration above zero and a spawn rate above zero")]
+    #[error(
+        "user phase {0:?} needs a duration above zero and a spawn rate of at least one user a year"
+    )]
     BadUserPhase(String),
     /// Max connections below initial connections.
     #[error("--max-connections ({max}) is below -c ({initial})")]
@@ -337,9 +339,11 @@ impl Plan {
                     return Err(PlanError::UsersWithoutModel);
                 }
                 for p in phases {
+                    // At least one user per MAX_DURATION: slower would never move.
+                    let slowest = 1.0 / MAX_DURATION.as_secs_f64();
                     let rate_ok = p
                         .spawn_rate
-                        .is_none_or(|r| r.is_finite() && r > 0.0 && r <= MAX_RATE_RPS);
+                        .is_none_or(|r| r.is_finite() && r >= slowest && r <= MAX_RATE_RPS);
                     if p.duration.is_zero() || !rate_ok {
                         return Err(PlanError::BadUserPhase(p.name.clone()));
                     }

@@ -35,6 +35,10 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     if !(a.tolerance > 0.0 && a.tolerance < 1.0) {
         bail!("--tolerance must be between 0 and 1, such as 0.05");
     }
+    // Results are kept per whole second, so phases must fall on seconds.
+    if a.warmup.subsec_nanos() != 0 || a.step.subsec_nanos() != 0 {
+        bail!("--warmup and --step are whole seconds, such as 2s and 5s");
+    }
     let stop = crate::cmd::run::interrupt_signal()?;
     let started = Instant::now();
     let base_ms = one_request_ms(&a.url, a.timeout, &stop)?

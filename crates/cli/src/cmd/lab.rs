@@ -106,6 +106,10 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         if a.html { "report.html, " } else { "" }
     );
     if let Some(d) = dashboard {
+        // The page follows the lab cell by cell and says done only now.
+        if let Some(last) = cells.last() {
+            d.finish(&last.summary);
+        }
         d.close(a.dashboard_keep);
     }
     Ok(if stop.is_stopped() {

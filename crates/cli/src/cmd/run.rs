@@ -72,6 +72,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         println!("  plot         {}", plot.display());
     }
     if let Some(d) = dashboard {
+        d.finish(&summary);
         d.close(a.dashboard_keep);
     }
     Ok(if run.complete {
@@ -119,9 +120,6 @@ pub fn execute(
     }
     let mut summary = Summary::from_run(&run);
     summary.findings = loadlab_analyze::findings(&run, &summary, cores());
-    if let Some(d) = dashboard {
-        d.finish(&summary);
-    }
     Ok((run, summary))
 }
 
