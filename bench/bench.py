@@ -164,6 +164,44 @@ def k6_cmd(rate):
     return build
 
 
+USERS_RATE = 1000  # users arriving per second in the users-flow row
+USERS_REQUESTS = 3  # requests each user sends, on its own connection
+
+
+def loadlab_users_cmd():
+    """loadlab running a scenario file: each arriving user sends 3 requests on a connection of
+    its own (Artillery's and k6's virtual users, not pooled arrivals)."""
+    def build(url, secs, j, tmp):
+        flow = Path(tmp) / "users.yml"
+        flow.write_text(
+            "config:\n  target: \"http://127.0.0.1:9\"\n"
+            f"  phases:\n    - duration: {secs}\n      arrivalRate: {USERS_RATE}\n"
+            "scenarios:\n  - flow:\n      - loop:\n          - get: { url: \"/\" }\n"
+            f"        count: {USERS_REQUESTS}\n"
+        )
+        binary = str(ROOT / "target" / "release" / "loadlab")
+        base = url.rstrip("/")
+        return [binary, "run", str(flow), "--target", base, "-t", "1", "-q", "--json", j], parse_loadlab
+    return build
+
+
+def k6_users_cmd():
+    """k6's constant-arrival-rate: each iteration (a user) sends 3 requests; no connection
+    reuse across iterations, so each user has its own, as in loadlab."""
+    def build(url, secs, j, tmp):
+        script = Path(tmp) / "k6-users.js"
+        script.write_text(
+            "import http from 'k6/http';\n"
+            "export const options = { discardResponseBodies: true, noVUConnectionReuse: true,\n"
+            "  summaryTrendStats: ['med','p(99)'],\n"
+            f"  scenarios: {{ a: {{ executor: 'constant-arrival-rate', rate: {USERS_RATE}, timeUnit: '1s',\n"
+            f"  duration: '{secs}s', preAllocatedVUs: 100, maxVUs: 2000 }} }} }};\n"
+            f"export default function () {{ for (let i = 0; i < {USERS_REQUESTS}; i++) http.get('{url}'); }}\n"
+        )
+        return [find("k6"), "run", "--quiet", "--summary-export", j, str(script)], parse_k6
+    return build
+
+
 SCENARIOS = [
     Scenario(
         "closed-50",
@@ -183,6 +221,14 @@ SCENARIOS = [
             "loadlab": loadlab_cmd("-R", "5000"),
             "vegeta": vegeta_cmd(5000),
             "k6": k6_cmd(5000),
+        },
+    ),
+    Scenario(
+        "users-flow",
+        f"open model, {USERS_RATE} users/s, each {USERS_REQUESTS} requests on its own connection",
+        {
+            "loadlab": loadlab_users_cmd(),
+            "k6": k6_users_cmd(),
         },
     ),
     Scenario(
@@ -299,7 +345,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, conns-2000, serve-ping)")
+    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, serve-ping)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     args = ap.parse_args()
 
