@@ -3,7 +3,7 @@
 mod support;
 
 use loadlab_target::TestServer;
-use support::{loadlab, next_ticket, run_scenario};
+use support::{loadlab, loadlab_ok, next_ticket, read_json, run_scenario};
 
 #[test]
 fn an_artillery_script_runs_its_phases_and_weights() {
@@ -19,18 +19,13 @@ fn an_artillery_script_runs_its_phases_and_weights() {
     )
     .unwrap();
     let json = dir.path().join("s.json");
-    let out = loadlab(&[
+    loadlab_ok(&[
         "run",
         file.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let s = read_json(&json);
     assert_eq!(s["model"], "open");
     assert_eq!(
         s["requests"]["sent"], 250,

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, next_ticket, read_json, run_scenario};
+use support::{loadlab, loadlab_ok, next_ticket, read_json, run_scenario};
 
 /// Runs a scenario file against `server` and returns its summary.
 fn run(file: &Path, server: &TestServer) -> Value {
@@ -471,17 +471,12 @@ fn a_kept_alive_connection_closed_during_a_think_is_replaced_not_failed() {
         server.addr
     ));
     let json = file.with_extension("json");
-    let out = loadlab(&[
+    loadlab_ok(&[
         "run",
         file.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let s = read_json(&json);
     assert_eq!(s["users"]["completed"], 5, "{}", s["users"]);
     assert_eq!(s["requests"]["ok"], 10);
