@@ -137,9 +137,11 @@ class Scenario:
     tools: dict = field(default_factory=dict)
 
 
+LOADLAB = str(ROOT / "target" / "release" / "loadlab")
+
+
 def loadlab_cmd(*flags):
-    binary = str(ROOT / "target" / "release" / "loadlab")
-    return lambda url, secs, j, tmp: ([binary, "run", url, "-t", "1", "-q", "-d", f"{secs}s", "--json", j, *flags], parse_loadlab)
+    return lambda url, secs, j, tmp: ([LOADLAB, "run", url, "-t", "1", "-q", "-d", f"{secs}s", "--json", j, *flags], parse_loadlab)
 
 
 def vegeta_cmd(rate):
@@ -150,15 +152,18 @@ def vegeta_cmd(rate):
     return build
 
 
-def k6_cmd(rate):
+def k6_cmd(rate, requests=1, own_connections=False):
+    """k6's constant-arrival-rate executor: each iteration sends `requests` GETs; with
+    `own_connections` no connection is reused across iterations (a user per iteration)."""
     def build(url, secs, j, tmp):
-        script = Path(tmp) / "k6.js"
+        script = Path(tmp) / f"k6-{rate}-{requests}.js"
+        reuse = " noVUConnectionReuse: true," if own_connections else ""
         script.write_text(
             "import http from 'k6/http';\n"
-            "export const options = { discardResponseBodies: true, summaryTrendStats: ['med','p(99)'],\n"
+            f"export const options = {{ discardResponseBodies: true,{reuse} summaryTrendStats: ['med','p(99)'],\n"
             f"  scenarios: {{ a: {{ executor: 'constant-arrival-rate', rate: {rate}, timeUnit: '1s',\n"
             f"  duration: '{secs}s', preAllocatedVUs: 100, maxVUs: 2000 }} }} }};\n"
-            f"export default function () {{ http.get('{url}'); }}\n"
+            f"export default function () {{ for (let i = 0; i < {requests}; i++) http.get('{url}'); }}\n"
         )
         return [find("k6"), "run", "--quiet", "--summary-export", j, str(script)], parse_k6
     return build
@@ -179,26 +184,8 @@ def loadlab_users_cmd():
             "scenarios:\n  - flow:\n      - loop:\n          - get: { url: \"/\" }\n"
             f"        count: {USERS_REQUESTS}\n"
         )
-        binary = str(ROOT / "target" / "release" / "loadlab")
         base = url.rstrip("/")
-        return [binary, "run", str(flow), "--target", base, "-t", "1", "-q", "--json", j], parse_loadlab
-    return build
-
-
-def k6_users_cmd():
-    """k6's constant-arrival-rate: each iteration (a user) sends 3 requests; no connection
-    reuse across iterations, so each user has its own, as in loadlab."""
-    def build(url, secs, j, tmp):
-        script = Path(tmp) / "k6-users.js"
-        script.write_text(
-            "import http from 'k6/http';\n"
-            "export const options = { discardResponseBodies: true, noVUConnectionReuse: true,\n"
-            "  summaryTrendStats: ['med','p(99)'],\n"
-            f"  scenarios: {{ a: {{ executor: 'constant-arrival-rate', rate: {USERS_RATE}, timeUnit: '1s',\n"
-            f"  duration: '{secs}s', preAllocatedVUs: 100, maxVUs: 2000 }} }} }};\n"
-            f"export default function () {{ for (let i = 0; i < {USERS_REQUESTS}; i++) http.get('{url}'); }}\n"
-        )
-        return [find("k6"), "run", "--quiet", "--summary-export", j, str(script)], parse_k6
+        return [LOADLAB, "run", str(flow), "--target", base, "-t", "1", "-q", "--json", j], parse_loadlab
     return build
 
 
@@ -228,7 +215,7 @@ SCENARIOS = [
         f"open model, {USERS_RATE} users/s, each {USERS_REQUESTS} requests on its own connection",
         {
             "loadlab": loadlab_users_cmd(),
-            "k6": k6_users_cmd(),
+            "k6": k6_cmd(USERS_RATE, USERS_REQUESTS, own_connections=True),
         },
     ),
     Scenario(

@@ -570,24 +570,7 @@ impl<'a> Lowering<'a> {
     }
 
     fn endpoint(&mut self, origin: &str) -> Result<usize> {
-        let spec = crate::lower::RequestSpec {
-            name: origin.to_string(),
-            url: format!("{origin}/"),
-            method: "GET".into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-        };
-        let (eps, _) = crate::lower::resolve(std::slice::from_ref(&spec))?;
-        let ep = eps.into_iter().next().context("the URL has no address")?;
-        Ok(
-            match self.endpoints.iter().position(|e| e.addr == ep.addr) {
-                Some(i) => i,
-                None => {
-                    self.endpoints.push(ep);
-                    self.endpoints.len() - 1
-                }
-            },
-        )
+        crate::lower::endpoint_index(&mut self.endpoints, &format!("{origin}/"))
     }
 }
 

@@ -93,28 +93,39 @@ pub struct RequestSpec {
     pub body: Vec<u8>,
 }
 
+/// Parses and resolves a URL; returns the index of its endpoint in `endpoints` (added when no
+/// endpoint has its address yet) and the parsed URL.
+fn endpoint_of(endpoints: &mut Vec<Endpoint>, raw: &str) -> Result<(usize, Target)> {
+    let t = parse_target(raw)?;
+    let addr = (t.host.as_str(), t.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve the host of {raw:?}"))?
+        .next()
+        .with_context(|| format!("the host of {raw:?} has no address"))?;
+    let index = match endpoints.iter().position(|e| e.addr == addr) {
+        Some(i) => i,
+        None => {
+            endpoints.push(Endpoint {
+                addr,
+                authority: t.authority.clone(),
+            });
+            endpoints.len() - 1
+        }
+    };
+    Ok((index, t))
+}
+
+/// The endpoint of `url` in `endpoints`, added when new (scenario flows resolve their origins).
+pub fn endpoint_index(endpoints: &mut Vec<Endpoint>, url: &str) -> Result<usize> {
+    endpoint_of(endpoints, url).map(|(i, _)| i)
+}
+
 /// Parses and resolves each request's URL; requests to the same address share an endpoint.
 pub fn resolve(specs: &[RequestSpec]) -> Result<(Vec<Endpoint>, Vec<RequestTemplate>)> {
     let mut endpoints: Vec<Endpoint> = Vec::new();
     let mut requests = Vec::new();
     for spec in specs {
-        let raw = &spec.url;
-        let t = parse_target(raw)?;
-        let addr = (t.host.as_str(), t.port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve the host of {raw:?}"))?
-            .next()
-            .with_context(|| format!("the host of {raw:?} has no address"))?;
-        let endpoint = match endpoints.iter().position(|e| e.addr == addr) {
-            Some(i) => i,
-            None => {
-                endpoints.push(Endpoint {
-                    addr,
-                    authority: t.authority.clone(),
-                });
-                endpoints.len() - 1
-            }
-        };
+        let (endpoint, t) = endpoint_of(&mut endpoints, &spec.url)?;
         requests.push(RequestTemplate {
             name: spec.name.clone(),
             url: t.url,
