@@ -299,13 +299,7 @@ mod tests {
     }
 
     fn open(phases: Vec<RatePhase>) -> Model {
-        Model::Open {
-            phases,
-            arrival: loadlab_run::Arrival::Uniform,
-            connections: 1,
-            max_connections: 100,
-            seed: 1,
-        }
+        Model::open_phases(phases, 1, 100)
     }
 
     fn kinds(f: &[Finding]) -> Vec<&str> {

@@ -4,7 +4,9 @@ use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use loadlab_run::{Arrival, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop};
+use loadlab_run::{
+    Arrival, Arrivals, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop, ValidPlan,
+};
 
 use crate::args::{ArrivalArg, RunArgs};
 
@@ -139,9 +141,15 @@ pub fn resolve(specs: &[RequestSpec]) -> Result<(Vec<Endpoint>, Vec<RequestTempl
     Ok((endpoints, requests))
 }
 
-/// A plan of `GET url` requests under `model` until `stop`, on one generator thread: what the
-/// probe and the capacity search run step by step.
-pub fn plan_for_url(url: &str, model: Model, stop: Stop, timeout: Duration) -> Result<Plan> {
+/// A plan of `GET url` requests under `model` until `stop`, on `threads` generator threads:
+/// what the probe and the capacity search run step by step.
+pub fn plan_for_url(
+    url: &str,
+    model: Model,
+    stop: Stop,
+    timeout: Duration,
+    threads: usize,
+) -> Result<ValidPlan> {
     let spec = RequestSpec {
         name: url.to_string(),
         url: url.to_string(),
@@ -157,11 +165,9 @@ pub fn plan_for_url(url: &str, model: Model, stop: Stop, timeout: Duration) -> R
         stop,
         timeout,
         connect_timeout: DEFAULT_CONNECT_TIMEOUT.min(timeout),
-        threads: 1,
-        users: None,
+        threads,
     };
-    plan.validate()?;
-    Ok(plan)
+    Ok(plan.check()?)
 }
 
 /// The plan's arrival spacing for the flag's value.
@@ -173,7 +179,7 @@ pub fn arrival(a: ArrivalArg) -> Arrival {
 }
 
 /// Turns `loadlab run` flags into a plan, resolving host names.
-pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
+pub fn plan_from_args(a: &RunArgs) -> Result<ValidPlan> {
     let method = a.method.to_ascii_uppercase();
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
         bail!("method {:?} is not an HTTP method", a.method);
@@ -231,11 +237,13 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
             Model::Open {
                 phases: vec![phase],
                 arrival: arrival(a.arrival),
-                connections,
-                max_connections: a
-                    .max_connections
-                    .unwrap_or(DEFAULT_MAX_CONNECTIONS.max(connections)),
                 seed: a.seed,
+                arrivals: Arrivals::Requests {
+                    connections,
+                    max_connections: a
+                        .max_connections
+                        .unwrap_or(DEFAULT_MAX_CONNECTIONS.max(connections)),
+                },
             }
         }
     };
@@ -252,10 +260,8 @@ pub fn plan_from_args(a: &RunArgs) -> Result<Plan> {
             .connect_timeout
             .unwrap_or(DEFAULT_CONNECT_TIMEOUT.min(a.timeout)),
         threads,
-        users: None,
     };
-    plan.validate()?;
-    Ok(plan)
+    Ok(plan.check()?)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use loadlab_run::users::{Payload, PayloadOrder};
-use loadlab_run::{Model, Plan, RatePhase, Stop, UserModel, UserPhase};
+use loadlab_run::{Arrivals, Model, Plan, RatePhase, Stop, UserModel, UserPhase, ValidPlan};
 use serde::Deserialize;
 
 use crate::args::RunArgs;
@@ -425,7 +425,7 @@ pub fn is_scenario(arg: &str) -> bool {
 
 /// Reads a scenario file and lowers it, with the run flags that still apply (connections,
 /// threads, arrival spacing, seed), into a plan.
-pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
+pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<ValidPlan> {
     if a.rate.is_some() || a.ramp_to.is_some() || a.duration.is_some() || a.requests.is_some() {
         bail!("-R, --ramp-to, -d and -n come from the scenario's phases; drop them");
     }
@@ -439,7 +439,7 @@ pub fn plan_from_scenario(path: &Path, a: &RunArgs) -> Result<Plan> {
 
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to) into a
 /// plan.
-fn plan_from_text(text: &str, path: &Path, a: &RunArgs) -> Result<Plan> {
+fn plan_from_text(text: &str, path: &Path, a: &RunArgs) -> Result<ValidPlan> {
     let (file, phases) = parse(text, path)?;
     let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
     let target = a.target.as_deref().unwrap_or(&file.config.target);
@@ -464,14 +464,23 @@ fn plan_from_text(text: &str, path: &Path, a: &RunArgs) -> Result<Plan> {
     let model = match phases {
         Phases::Rates(phases) => {
             let connections = a.connections.unwrap_or(endpoints.len());
+            let max_connections = a
+                .max_connections
+                .unwrap_or(crate::lower::DEFAULT_MAX_CONNECTIONS.max(connections));
             Model::Open {
                 phases,
                 arrival: crate::lower::arrival(a.arrival),
-                connections,
-                max_connections: a
-                    .max_connections
-                    .unwrap_or(crate::lower::DEFAULT_MAX_CONNECTIONS.max(connections)),
                 seed: a.seed,
+                arrivals: match users {
+                    Some(users) => Arrivals::Sessions {
+                        users,
+                        max_sessions: max_connections,
+                    },
+                    None => Arrivals::Requests {
+                        connections,
+                        max_connections,
+                    },
+                },
             }
         }
         Phases::Users(phases) => {
@@ -480,7 +489,10 @@ fn plan_from_text(text: &str, path: &Path, a: &RunArgs) -> Result<Plan> {
                     "-c and --max-connections do not apply to users phases: each user has its own connections"
                 )));
             }
-            Model::Users { phases }
+            Model::Users {
+                phases,
+                users: users.context("users phases run virtual users")?,
+            }
         }
     };
     let plan = Plan {
@@ -499,10 +511,8 @@ fn plan_from_text(text: &str, path: &Path, a: &RunArgs) -> Result<Plan> {
             })?,
         connect_timeout: a.connect_timeout.unwrap_or(Duration::from_secs(5)),
         threads,
-        users,
     };
-    plan.validate().map_err(|e| at(e.into()))?;
-    Ok(plan)
+    plan.check().map_err(|e| at(e.into()))
 }
 
 /// The scenario names and weights, with defaults; scenarios of weight 0 are left out.
@@ -788,7 +798,7 @@ mod tests {
             unreachable!("parsed as a run");
         };
         let plan = plan_from_text(USERS_SEED, path, &args).unwrap();
-        assert!(plan.users.is_some(), "the seed runs as users");
+        assert!(plan.model.users().is_some(), "the seed runs as users");
         mutations(USERS_SEED, 3000, |text| {
             // Only loopback addresses: a mangled host name would wait on a resolver.
             if text.matches("://").count() == 1 && text.contains("http://127.0.0.1:") {

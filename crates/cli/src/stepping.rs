@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use loadlab_engine::StopSignal;
-use loadlab_run::{Model, Plan, RunData, Stop, Summary};
+use loadlab_run::{Model, RunData, Stop, Summary, ValidPlan};
 
 use crate::lower::plan_for_url;
 
@@ -13,7 +13,7 @@ use crate::lower::plan_for_url;
 const MAX_DRAIN: Duration = Duration::from_secs(15);
 
 /// Runs one step's plan without a progress line, watching `watch`.
-pub fn run_step(plan: &Plan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
+pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
     crate::cmd::run::execute(plan, stop, false, watch, None)
 }
 
@@ -30,6 +30,7 @@ pub fn one_request_ms(url: &str, timeout: Duration, stop: &StopSignal) -> Result
             count: Some(1),
         },
         timeout,
+        1,
     )?;
     let (_, s) = run_step(&plan, stop, &[])?;
     Ok((s.requests.ok == 1).then_some(s.latency_ms.max))

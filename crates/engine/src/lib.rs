@@ -22,7 +22,8 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use loadlab_run::{
-    GeneratorStats, Interval, Model, PhaseRecord, Plan, PlanError, RunData, TimelineRow, UserRecord,
+    Arrivals, GeneratorStats, Interval, Model, PhaseRecord, Plan, RunData, TimelineRow, UserRecord,
+    ValidPlan,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -40,9 +41,6 @@ const STARTUP: Duration = Duration::from_millis(20);
 /// The engine could not run the plan.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The plan is invalid.
-    #[error(transparent)]
-    Plan(#[from] PlanError),
     /// A generator thread or its event loop could not start.
     #[error("cannot start a generator thread: {0}")]
     Thread(std::io::Error),
@@ -74,12 +72,15 @@ impl StopSignal {
 /// least one connection per endpoint) and no more than requests to send.
 fn effective_threads(plan: &Plan) -> usize {
     let endpoints = plan.endpoints.len().max(1);
+    let (_, most) = plan.model.connection_bounds();
     let per_connections = match &plan.model {
-        Model::Closed { connections, .. } => connections / endpoints,
         Model::Open {
-            max_connections, ..
-        } => max_connections / endpoints,
-        Model::Users { phases } => phases.iter().map(|p| p.users).max().unwrap_or(1),
+            arrivals: Arrivals::Requests { .. },
+            ..
+        }
+        | Model::Closed { .. } => most / endpoints,
+        // Sessions and users open their own connections.
+        _ => most,
     };
     let mut t = plan.threads.min(per_connections.max(1));
     if let Some(n) = plan.stop.count {
@@ -91,11 +92,11 @@ fn effective_threads(plan: &Plan) -> usize {
 /// Runs `plan` to its end (or until `stop`), calling `on_second` with each second's row and
 /// merged interval as soon as every thread has reported it.
 pub fn run(
-    plan: &Plan,
+    plan: &ValidPlan,
     stop: &StopSignal,
     mut on_second: impl FnMut(&TimelineRow, &Interval),
 ) -> Result<RunData, EngineError> {
-    plan.validate()?;
+    let plan: &Plan = plan;
     let threads = effective_threads(plan);
     let endpoints = plan.endpoints.len();
     let plan_arc = Arc::new(plan.clone());
@@ -105,17 +106,7 @@ pub fn run(
     let deadline = plan.scheduled_duration().map(|d| origin + d);
     let (tx, rx) = mpsc::channel();
 
-    let (initial, max_total) = match &plan.model {
-        Model::Closed { connections, .. } => (*connections, *connections),
-        Model::Open {
-            connections,
-            max_connections,
-            ..
-        } => (*connections, *max_connections),
-        // Users open their own connections.
-        Model::Users { phases } => (0, phases.iter().map(|p| p.users).max().unwrap_or(1)),
-    };
-    let initial = if plan.users.is_some() { 0 } else { initial };
+    let (initial, max_total) = plan.model.connection_bounds();
     let max_per_endpoint = max_total.div_ceil(threads * endpoints).max(1);
     let mut connections: Vec<Vec<(usize, usize)>> = vec![Vec::new(); threads];
     for c in 0..initial {
@@ -160,7 +151,7 @@ pub fn run(
             expected,
             max_connections_per_endpoint: max_per_endpoint,
             user_curve: match &plan.model {
-                Model::Users { phases } => Some((UserCurve::new(phases), threads)),
+                Model::Users { ref phases, .. } => Some((UserCurve::new(phases), threads)),
                 _ => None,
             },
             stop: stop.0.subscribe(),
@@ -214,8 +205,8 @@ pub fn run(
             .zip(collector.by_name)
             .collect(),
         users: plan
-            .users
-            .as_ref()
+            .model
+            .users()
             .map(|_| collector.users.unwrap_or_default()),
         timeline: collector.timeline,
         hlog_lines: collector.hlog,

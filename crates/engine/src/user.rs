@@ -59,7 +59,7 @@ impl UsersState {
     /// The state of one thread, allowed `cap` sessions at once in the open model.
     pub fn new(plan: Arc<Plan>, cap: usize) -> Self {
         let mut json_paths = HashMap::new();
-        if let Some(model) = &plan.users {
+        if let Some(model) = plan.model.users() {
             for step in request_steps(model) {
                 for c in &step.captures {
                     if let CaptureSource::Json(q) = &c.source {
@@ -90,8 +90,8 @@ impl UsersState {
 
     fn model(&self) -> &UserModel {
         self.plan
-            .users
-            .as_ref()
+            .model
+            .users()
             .expect("users run only with a user model")
     }
 

@@ -120,7 +120,7 @@ async fn run_loop(setup: ThreadSetup) -> (Duration, u64, Vec<Interval>, Option<U
         tx,
     } = setup;
     let open = matches!(source, Source::Open);
-    let users = plan.users.as_ref().map(|_| {
+    let users = plan.model.users().map(|_| {
         let cap = max_connections_per_endpoint * plan.endpoints.len();
         UsersState::new(plan.clone(), cap)
     });

@@ -20,7 +20,8 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 fn run_plan(p: &loadlab_run::Plan) -> (RunData, Summary) {
-    let data = run(p, &StopSignal::default(), |_, _| {}).expect("the run starts");
+    let plan = p.clone().check().expect("a valid plan");
+    let data = run(&plan, &StopSignal::default(), |_, _| {}).expect("the run starts");
     let summary = Summary::from_run(&data);
     (data, summary)
 }
@@ -234,7 +235,9 @@ fn a_garbage_status_line_is_a_protocol_error() {
 fn a_stop_signal_ends_the_run_early_and_marks_it_incomplete() {
     let _serial = serial();
     let server = TestServer::start(1).unwrap();
-    let p = plan(server.addr, "/ping", closed(4, 1), for_secs(30.0));
+    let p = plan(server.addr, "/ping", closed(4, 1), for_secs(30.0))
+        .check()
+        .unwrap();
     let stop = StopSignal::default();
     let trigger = stop.clone();
     let started = Instant::now();

@@ -309,16 +309,14 @@ mod tests {
     /// A run of `secs` seconds at 100 req/s; `errors` makes every request a reset instead.
     fn run(secs: u64, errors: bool) -> (RunData, Summary) {
         let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        let model = Model::Open {
-            phases: vec![
+        let model = Model::open_phases(
+            vec![
                 RatePhase::constant("warm", 100.0, Some(Duration::from_secs(secs / 2))),
                 RatePhase::constant("hot", 100.0, Some(Duration::from_secs(secs - secs / 2))),
             ],
-            arrival: loadlab_run::Arrival::Uniform,
-            connections: 1,
-            max_connections: 10,
-            seed: 1,
-        };
+            1,
+            10,
+        );
         let plan = Plan::get(addr, "/x", model, Stop::default());
         let seconds: Vec<Interval> = (0..secs)
             .map(|s| {

@@ -17,7 +17,8 @@ pub mod users;
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
 pub use error_kind::ErrorKind;
 pub use plan::{
-    Arrival, Endpoint, Model, Plan, PlanError, RatePhase, RequestTemplate, Stop, UserPhase,
+    defaults, Arrival, Arrivals, Endpoint, Model, Plan, PlanError, RatePhase, RequestTemplate,
+    Stop, UserPhase, ValidPlan,
 };
 pub use record::{
     new_histogram, Counts, GeneratorStats, Interval, PhaseRecord, RunData, UserRecord,

@@ -99,7 +99,26 @@ pub struct UserPhase {
     pub spawn_rate: Option<f64>,
 }
 
-/// The load model.
+/// What each arrival of the open model starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrivals {
+    /// One request of the plan's round robin, sent over a pool of kept-alive connections.
+    Requests {
+        /// Connections opened at the start.
+        connections: usize,
+        /// Connections that may be open at once; past that requests wait.
+        max_connections: usize,
+    },
+    /// One virtual user running one session of the model, with connections of its own.
+    Sessions {
+        /// What the users do.
+        users: UserModel,
+        /// Sessions that may run at once; past that arrivals wait.
+        max_sessions: usize,
+    },
+}
+
+/// The load model, with the parameters that belong to it and no others.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Model {
     /// A fixed number of connections, each sending its next request when the last answered.
@@ -109,37 +128,60 @@ pub enum Model {
         /// HTTP/1.1 requests written back to back on a connection before reading.
         pipeline: usize,
     },
-    /// Requests scheduled at a rate from a fixed origin, whether or not the server keeps up.
+    /// Arrivals scheduled at a rate from a fixed origin, whether or not the server keeps up.
     Open {
         /// The rate over time, phase after phase.
         phases: Vec<RatePhase>,
         /// Spacing of arrivals.
         arrival: Arrival,
-        /// Connections opened at the start.
-        connections: usize,
-        /// Connections that may be open at once; past that requests wait.
-        max_connections: usize,
         /// Seed of the Poisson arrivals.
         seed: u64,
+        /// What each arrival starts: a request, or a user's session.
+        arrivals: Arrivals,
     },
-    /// A number of virtual users over time, each running the plan's [`UserModel`] session after
-    /// session (Locust's model; the closed model with users instead of connections).
+    /// A number of virtual users over time, each running the model session after session
+    /// (Locust's model; the closed model with users instead of connections).
     Users {
         /// The user count over time, phase after phase.
         phases: Vec<UserPhase>,
+        /// What the users do.
+        users: UserModel,
     },
 }
 
 impl Model {
+    /// The closed model: `connections` kept busy, `pipeline` requests written at a time.
+    pub fn closed(connections: usize, pipeline: usize) -> Model {
+        Model::Closed {
+            connections,
+            pipeline,
+        }
+    }
+
     /// The open model at a constant `rate_rps` with evenly spaced arrivals, `connections`
     /// opened at the start and at most `max_connections`.
     pub fn open(rate_rps: f64, connections: usize, max_connections: usize) -> Model {
-        Model::Open {
-            phases: vec![RatePhase::constant("main", rate_rps, None)],
-            arrival: Arrival::Uniform,
+        Model::open_phases(
+            vec![RatePhase::constant("main", rate_rps, None)],
             connections,
             max_connections,
+        )
+    }
+
+    /// The open model over `phases` with evenly spaced arrivals, each a plain request.
+    pub fn open_phases(
+        phases: Vec<RatePhase>,
+        connections: usize,
+        max_connections: usize,
+    ) -> Model {
+        Model::Open {
+            phases,
+            arrival: Arrival::Uniform,
             seed: 1,
+            arrivals: Arrivals::Requests {
+                connections,
+                max_connections,
+            },
         }
     }
 
@@ -148,6 +190,38 @@ impl Model {
         match self {
             Model::Closed { .. } | Model::Users { .. } => "closed",
             Model::Open { .. } => "open",
+        }
+    }
+
+    /// What the virtual users do, when the model runs users rather than plain requests.
+    pub fn users(&self) -> Option<&UserModel> {
+        match self {
+            Model::Users { users, .. }
+            | Model::Open {
+                arrivals: Arrivals::Sessions { users, .. },
+                ..
+            } => Some(users),
+            _ => None,
+        }
+    }
+
+    /// Connections (or users, or sessions) open at the start, and at most at once.
+    pub fn connection_bounds(&self) -> (usize, usize) {
+        match self {
+            Model::Closed { connections, .. } => (*connections, *connections),
+            Model::Open {
+                arrivals:
+                    Arrivals::Requests {
+                        connections,
+                        max_connections,
+                    },
+                ..
+            } => (*connections, *max_connections),
+            Model::Open {
+                arrivals: Arrivals::Sessions { max_sessions, .. },
+                ..
+            } => (0, *max_sessions),
+            Model::Users { phases, .. } => (0, phases.iter().map(|p| p.users).max().unwrap_or(0)),
         }
     }
 }
@@ -178,9 +252,39 @@ pub struct Plan {
     pub connect_timeout: Duration,
     /// Generator threads, each with its own event loop.
     pub threads: usize,
-    /// What virtual users do; `None` when every arrival or connection sends plain requests
-    /// from [`Plan::requests`] round robin.
-    pub users: Option<UserModel>,
+}
+
+/// The defaults every input falls back on (flags, scenario files, experiment workloads, the
+/// analysis steps): one table, so a plan means the same whatever it was written in.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// Closed-model connections when none are given (as wrk and autocannon).
+    pub const CONNECTIONS: usize = 10;
+    /// Open-model cap on connections (or sessions) open at once.
+    pub const MAX_CONNECTIONS: usize = 1000;
+    /// Requests written at a time on a closed-model connection.
+    pub const PIPELINE: usize = 1;
+    /// Run length when neither a duration nor a count is given.
+    pub const DURATION: Duration = Duration::from_secs(10);
+    /// Longest wait for a response, from its send.
+    pub const TIMEOUT: Duration = Duration::from_secs(10);
+    /// Longest wait for a TCP connect; never longer than the request timeout.
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Seed of Poisson arrivals and of virtual users' random choices.
+    pub const SEED: u64 = 1;
+    /// HTTP method.
+    pub const METHOD: &str = "GET";
+
+    /// The connect timeout for a request timeout when none is given.
+    pub fn connect_timeout(timeout: Duration) -> Duration {
+        CONNECT_TIMEOUT.min(timeout)
+    }
+
+    /// Generator threads when none are given: the cores this process may use.
+    pub fn threads() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
 }
 
 /// Highest rate a phase may ask for: more than one machine can send, low enough that the
@@ -237,9 +341,6 @@ pub enum PlanError {
     /// A duration past [`MAX_DURATION`].
     #[error("{0} is longer than a year; give a shorter one")]
     TooLong(&'static str),
-    /// User phases without a user model to run.
-    #[error("user phases need scenarios for the users to run")]
-    UsersWithoutModel,
     /// A phase with no length, a bad user count or spawn rate.
     #[error(
         "user phase {0:?} needs a duration above zero and a spawn rate of at least one user a year"
@@ -256,8 +357,8 @@ pub enum PlanError {
 }
 
 impl Plan {
-    /// A plan of plain `GET path` requests to one address: 10 s timeout, 5 s connect
-    /// timeout, one thread. The demo and the tests start from it.
+    /// A plan of plain `GET path` requests to one address on one thread, with the default
+    /// timeouts: what the demo and the tests start from (nothing to resolve).
     pub fn get(addr: SocketAddr, path: &str, model: Model, stop: Stop) -> Plan {
         Plan {
             endpoints: vec![Endpoint {
@@ -275,15 +376,19 @@ impl Plan {
             }],
             model,
             stop,
-            timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(5),
+            timeout: defaults::TIMEOUT,
+            connect_timeout: defaults::connect_timeout(defaults::TIMEOUT),
             threads: 1,
-            users: None,
         }
     }
 
-    /// Checks the plan's numbers; the engine runs only valid plans.
-    pub fn validate(&self) -> Result<(), PlanError> {
+    /// Checks the plan's numbers, once: only a [`ValidPlan`] runs.
+    pub fn check(self) -> Result<ValidPlan, PlanError> {
+        self.validate()?;
+        Ok(ValidPlan(self))
+    }
+
+    fn validate(&self) -> Result<(), PlanError> {
         if self.requests.is_empty() || self.endpoints.is_empty() {
             return Err(PlanError::NoTargets);
         }
@@ -293,18 +398,7 @@ impl Plan {
         if self.threads > MAX_THREADS {
             return Err(PlanError::TooMany("threads (-t)", MAX_THREADS));
         }
-        let (initial, cap) = match &self.model {
-            Model::Closed { connections, .. } => (*connections, *connections),
-            Model::Open {
-                connections,
-                max_connections,
-                ..
-            } => (*connections, *max_connections),
-            Model::Users { phases } => {
-                let most = phases.iter().map(|p| p.users).max().unwrap_or(0);
-                (most, most)
-            }
-        };
+        let (initial, cap) = self.model.connection_bounds();
         if initial.max(cap) > MAX_CONNECTIONS {
             return Err(PlanError::TooMany("connections", MAX_CONNECTIONS));
         }
@@ -326,7 +420,7 @@ impl Plan {
         }
         let phases_long = match &self.model {
             Model::Open { phases, .. } => phases.iter().any(|p| too_long(p.duration)),
-            Model::Users { phases } => phases.iter().any(|p| too_long(Some(p.duration))),
+            Model::Users { phases, .. } => phases.iter().any(|p| too_long(Some(p.duration))),
             Model::Closed { .. } => false,
         };
         if phases_long || too_long(self.scheduled_duration()) {
@@ -334,10 +428,7 @@ impl Plan {
         }
         let endpoints = self.endpoints.len();
         match &self.model {
-            Model::Users { phases } => {
-                if self.users.is_none() {
-                    return Err(PlanError::UsersWithoutModel);
-                }
+            Model::Users { phases, .. } => {
                 for p in phases {
                     // At least one user per MAX_DURATION: slower would never move.
                     let slowest = 1.0 / MAX_DURATION.as_secs_f64();
@@ -370,10 +461,7 @@ impl Plan {
                 }
             }
             Model::Open {
-                phases,
-                connections,
-                max_connections,
-                ..
+                phases, arrivals, ..
             } => {
                 for (i, p) in phases.iter().enumerate() {
                     for r in [p.start_rps, p.end_rps] {
@@ -398,18 +486,21 @@ impl Plan {
                 if self.stop.duration.is_none() && self.stop.count.is_none() && !bounded {
                     return Err(PlanError::OpenWithoutEnd);
                 }
-                if *max_connections == 0 {
+                let (connections, max_connections) = self.model.connection_bounds();
+                if max_connections == 0 {
                     return Err(PlanError::Zero("--max-connections"));
                 }
                 if max_connections < connections {
                     return Err(PlanError::MaxBelowInitial {
-                        initial: *connections,
-                        max: *max_connections,
+                        initial: connections,
+                        max: max_connections,
                     });
                 }
-                if *max_connections < endpoints {
+                // Sessions open their own connections, to whichever hosts their steps name.
+                let pooled = matches!(arrivals, Arrivals::Requests { .. });
+                if pooled && max_connections < endpoints {
                     return Err(PlanError::TooFewConnections {
-                        connections: *max_connections,
+                        connections: max_connections,
                         endpoints,
                     });
                 }
@@ -425,7 +516,7 @@ impl Plan {
             Model::Open { phases, .. } => {
                 phases.iter().map(|p| p.duration).sum::<Option<Duration>>()
             }
-            Model::Users { phases } => Some(phases.iter().map(|p| p.duration).sum()),
+            Model::Users { phases, .. } => Some(phases.iter().map(|p| p.duration).sum()),
             Model::Closed { .. } => None,
         };
         match (self.stop.duration, phases_total) {
@@ -450,7 +541,7 @@ impl Plan {
                     })
                     .collect()
             }
-            Model::Users { phases } => {
+            Model::Users { phases, .. } => {
                 let mut start = 0.0;
                 phases
                     .iter()
@@ -490,5 +581,24 @@ impl Plan {
             }
         }
         urls
+    }
+}
+
+/// A plan whose numbers were checked ([`Plan::check`]): the only kind the engine runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidPlan(Plan);
+
+impl ValidPlan {
+    /// The plan itself, to keep with its results.
+    pub fn into_inner(self) -> Plan {
+        self.0
+    }
+}
+
+impl std::ops::Deref for ValidPlan {
+    type Target = Plan;
+
+    fn deref(&self) -> &Plan {
+        &self.0
     }
 }

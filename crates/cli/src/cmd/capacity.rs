@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use loadlab_analyze::capacity::{bracket, judge, next_rate, RateStep, Search};
 use loadlab_analyze::Slo;
-use loadlab_run::{Arrival, Model, RatePhase, Stop};
+use loadlab_run::{Model, RatePhase, Stop};
 use serde::Serialize;
 
 use crate::args::CapacityArgs;
@@ -80,22 +80,20 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
         if !steps.is_empty() {
             drain(&a.url, base_ms, a.timeout, &stop)?;
         }
-        let mut plan = plan_for_url(
+        let plan = plan_for_url(
             &a.url,
-            Model::Open {
-                phases: vec![
+            Model::open_phases(
+                vec![
                     RatePhase::constant("warm-up", rate, Some(a.warmup)),
                     RatePhase::constant("measured", rate, Some(a.step)),
                 ],
-                arrival: Arrival::Uniform,
-                connections: 1,
-                max_connections: a.max_connections,
-                seed: 1,
-            },
+                1,
+                a.max_connections,
+            ),
             Stop::default(),
             a.timeout,
+            threads,
         )?;
-        plan.threads = threads;
         let (run, _) = run_step(&plan, &stop, &[])?;
         if stop.is_stopped() {
             break "interrupted".to_string();

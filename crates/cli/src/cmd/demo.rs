@@ -201,7 +201,7 @@ fn coordinated_omission(
             duration: Some(Duration::from_secs(secs)),
             count: None,
         };
-        let plan = Plan::get(server.addr, path, model, stop_at);
+        let plan = Plan::get(server.addr, path, model, stop_at).check()?;
         let (run, summary) = execute(&plan, stop, false, &[], None)?;
         loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {

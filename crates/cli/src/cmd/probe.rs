@@ -36,6 +36,7 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
         },
         Stop::default(),
         a.timeout,
+        1,
     )?;
     let limits = ProbeLimits {
         max_concurrency: a.max_concurrency,
@@ -104,6 +105,7 @@ pub fn probe(
                 count: None,
             },
             timeout,
+            1,
         )?;
         let (_, s) = run_step(&plan, stop, watch)?;
         // Little's law in a closed loop without think time: X = c / R, exact even when a

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use loadlab_engine::StopSignal;
-use loadlab_run::{Plan, RunData, Summary};
+use loadlab_run::{RunData, Summary, ValidPlan};
 
 use crate::args::RunArgs;
 use crate::cmd::Outcome;
@@ -85,7 +85,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
 /// Runs a plan, showing a live progress line on stderr when `live` and watching the
 /// processes `watch` (and their children), and summarizes it.
 pub fn execute(
-    plan: &Plan,
+    plan: &ValidPlan,
     stop: &StopSignal,
     live: bool,
     watch: &[i32],

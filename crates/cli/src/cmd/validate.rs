@@ -21,7 +21,7 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
     };
     let plan = crate::scenario::plan_from_scenario(&path, &run_args)?;
     println!("{shown}: valid");
-    match &plan.users {
+    match plan.model.users() {
         None => print_round_robin(&plan),
         Some(model) => {
             println!(
@@ -51,7 +51,7 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
     }
     match &plan.model {
         Model::Open { phases, .. } => {
-            let what = if plan.users.is_some() {
+            let what = if plan.model.users().is_some() {
                 "users"
             } else {
                 "arrivals"
@@ -76,7 +76,7 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
                 plan.timeout
             );
         }
-        Model::Users { phases } => {
+        Model::Users { phases, .. } => {
             println!(
                 "  {:<24}{:>9}{:>9}{:>9}{:>14}",
                 "phase", "start s", "length s", "users", "spawn/s"
