@@ -7,6 +7,7 @@ pub mod capacity;
 pub mod compare;
 pub mod findings;
 pub mod probe;
+pub mod scaling;
 pub mod slo;
 pub mod usl;
 

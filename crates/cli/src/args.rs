@@ -1,9 +1,15 @@
-//! Command-line flags, as clap parses them; `lower` turns them into a plan.
+//! Command-line flags, as clap parses them: the load flags of `loadlab run` are
+//! [`LoadFlags`] from the input crate, which lowers them into a plan; the rest say what each
+//! subcommand does with it.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use loadlab_input::values::{
+    concurrency_bound, parse_duration, positive_count, positive_duration, positive_rate,
+};
+use loadlab_input::LoadFlags;
 
 /// A load-testing laboratory for HTTP services.
 #[derive(Debug, Parser)]
@@ -162,79 +168,18 @@ pub struct LabArgs {
     pub dashboard_keep: Duration,
 }
 
-/// Arrival spacing for the open model.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum ArrivalArg {
-    /// Evenly spaced.
-    Uniform,
-    /// Exponential gaps (a Poisson process).
-    Poisson,
-}
-
-/// `loadlab run` flags.
+/// `loadlab run` flags: the load ([`LoadFlags`]) and where its results go.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Target URLs (http://host[:port]/path), used round-robin; or one scenario file
-    /// (Artillery YAML with flows, users phases or Markov user models).
-    #[arg(required = true, value_name = "URL|SCENARIO.yaml")]
-    pub urls: Vec<String>,
-    /// Connections: kept busy in the closed model, opened at the start in the open model.
-    #[arg(short = 'c', long = "connections", value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]
-    pub connections: Option<usize>,
-    /// Length of the run (e.g. 10s, 1m, 500ms; a bare number is seconds). Default 10s unless -n.
-    #[arg(short = 'd', long = "duration", value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
-    pub duration: Option<Duration>,
-    /// Stop after exactly COUNT requests have ended.
-    #[arg(short = 'n', long = "requests", value_name = "COUNT", value_parser = positive_u64, allow_negative_numbers = true)]
-    pub requests: Option<u64>,
-    /// Open model: schedule requests at RATE per second from a fixed origin.
-    #[arg(short = 'R', long = "rate", value_name = "RATE", value_parser = positive_rate, allow_negative_numbers = true)]
-    pub rate: Option<f64>,
-    /// Open model: ramp linearly from -R to RATE2 over the duration.
-    #[arg(long = "ramp-to", value_name = "RATE2", requires = "rate", value_parser = non_negative_rate, allow_negative_numbers = true)]
-    pub ramp_to: Option<f64>,
-    /// Open model: spacing of arrivals.
-    #[arg(long, value_enum, default_value = "uniform", requires = "rate")]
-    pub arrival: ArrivalArg,
-    /// Open model: most connections open at once; past that, requests wait.
-    #[arg(long = "max-connections", value_name = "N", requires = "rate", value_parser = positive_count, allow_negative_numbers = true)]
-    pub max_connections: Option<usize>,
-    /// Closed model: HTTP/1.1 requests pipelined per connection.
-    #[arg(short = 'p', long = "pipeline", value_name = "DEPTH", default_value = "1", value_parser = positive_count, allow_negative_numbers = true)]
-    pub pipeline: usize,
-    /// Generator threads (default: the cores this process may use).
-    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]
-    pub threads: Option<usize>,
-    /// A request not answered this long after its send counts as a timeout.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration, allow_negative_numbers = true)]
-    pub timeout: Duration,
-    /// A TCP connect not done this long after it began counts as connect_timeout.
-    #[arg(long = "connect-timeout", value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
-    pub connect_timeout: Option<Duration>,
-    /// HTTP method.
-    #[arg(short = 'm', long = "method", default_value = "GET")]
-    pub method: String,
-    /// Request header 'Name: value' (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "'K: V'")]
-    pub headers: Vec<String>,
-    /// Request body.
-    #[arg(short = 'b', long = "body", conflicts_with = "body_file")]
-    pub body: Option<String>,
-    /// Request body read from a file.
-    #[arg(long = "body-file", value_name = "FILE")]
-    pub body_file: Option<PathBuf>,
-    /// Seed for Poisson arrivals.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// The load.
+    #[command(flatten)]
+    pub load: LoadFlags,
     /// Write summary.json to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write a run directory: summary.json, timeline.csv, latency.hlog.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Scenario files: send the load here instead of to `config.target` (as Artillery's --target).
-    #[arg(long, value_name = "URL")]
-    pub target: Option<String>,
     /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,
@@ -319,110 +264,4 @@ pub struct DemoArgs {
     /// Where to write the tour's run directories (default: ./runs/demo-<time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-/// A whole number of at least 1 (connections, threads, depth).
-fn positive_count(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err("must be a whole number of at least 1".into()),
-    }
-}
-
-/// The probe's highest concurrency: 1 to 100,000.
-fn concurrency_bound(s: &str) -> Result<usize, String> {
-    match positive_count(s)? {
-        n if n > 100_000 => Err("must be at most 100,000".into()),
-        n => Ok(n),
-    }
-}
-
-/// A whole number of at least 1, possibly large (request counts).
-fn positive_u64(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err("must be a whole number of at least 1".into()),
-    }
-}
-
-/// A duration such as `10s`, `1m30s` or `250ms`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>() {
-        return if secs.is_finite() && secs >= 0.0 {
-            Duration::try_from_secs_f64(secs).map_err(|_| "is too long".into())
-        } else {
-            Err("must not be negative".into())
-        };
-    }
-    humantime::parse_duration(s).map_err(|_| "expected a duration such as 10s, 2m or 500ms".into())
-}
-
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    match parse_duration(s)? {
-        d if d.is_zero() => Err("must be longer than zero".into()),
-        d => Ok(d),
-    }
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.strip_suffix(['k', 'K']) {
-        Some(n) => (n, 1000.0),
-        None => (t, 1.0),
-    };
-    num.parse::<f64>()
-        .ok()
-        .filter(|r| r.is_finite())
-        .map(|r| r * mult)
-        .ok_or_else(|| "expected requests per second, such as 500 or 2.5k".into())
-}
-
-fn positive_rate(s: &str) -> Result<f64, String> {
-    match parse_rate(s)? {
-        r if r > loadlab_run::plan::MAX_RATE_RPS => {
-            Err("must be at most 10,000,000 requests per second".into())
-        }
-        r if r > 0.0 => Ok(r),
-        _ => Err("must be more than zero requests per second".into()),
-    }
-}
-
-fn non_negative_rate(s: &str) -> Result<f64, String> {
-    match parse_rate(s)? {
-        r if r > loadlab_run::plan::MAX_RATE_RPS => {
-            Err("must be at most 10,000,000 requests per second".into())
-        }
-        r if r >= 0.0 => Ok(r),
-        _ => Err("must not be negative".into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_accept_units_and_bare_seconds() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("-3").is_err());
-        assert!(positive_duration("0s").is_err());
-    }
-
-    #[test]
-    fn rates_and_counts_reject_zero_and_negatives() {
-        assert_eq!(positive_rate("2.5k"), Ok(2500.0));
-        assert!(positive_rate("0").is_err());
-        assert!(positive_rate("-5").is_err());
-        assert_eq!(non_negative_rate("0"), Ok(0.0));
-        assert!(positive_count("0").is_err());
-        assert!(positive_count("-1").is_err());
-        assert_eq!(positive_u64("1000"), Ok(1000));
-    }
 }

@@ -1,13 +1,8 @@
-//! The `loadlab` binary: parses flags and hands each subcommand to its module in `cmd/`.
+//! The `loadlab` binary: parses flags and hands each subcommand to its module in `cmd/`, which
+//! calls the library crates (input → plan, harness → runs, report → output) and prints.
 
 mod args;
 mod cmd;
-mod dashboard;
-mod experiment;
-mod flows;
-mod lower;
-mod scenario;
-mod stepping;
 
 use std::process::ExitCode;
 

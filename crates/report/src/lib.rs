@@ -2,9 +2,11 @@
 //! SVG charts, and the self-contained HTML report.
 
 pub mod chart;
+pub mod files;
 pub mod html;
 pub mod live;
 pub mod plot;
+pub mod probe;
 
 use std::fmt::Write;
 

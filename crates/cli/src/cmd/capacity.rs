@@ -10,10 +10,10 @@ use loadlab_analyze::Slo;
 use loadlab_run::{Model, RatePhase, Stop};
 use serde::Serialize;
 
+use loadlab_harness::steps::{drain, one_request_ms, run_step};
+
 use crate::args::CapacityArgs;
 use crate::cmd::Outcome;
-use crate::lower::plan_for_url;
-use crate::stepping::{drain, one_request_ms, run_step};
 
 /// `--json`: the rate found, the objective, where it broke, and every step.
 #[derive(Serialize)]
@@ -39,7 +39,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     if a.warmup.subsec_nanos() != 0 || a.step.subsec_nanos() != 0 {
         bail!("--warmup and --step are whole seconds, such as 2s and 5s");
     }
-    let stop = crate::cmd::run::interrupt_signal()?;
+    let stop = loadlab_harness::interrupt_signal()?;
     let started = Instant::now();
     let base_ms = one_request_ms(&a.url, a.timeout, &stop)?
         .with_context(|| format!("{} did not answer one request with a success; check the URL and that the service is up", a.url))?;
@@ -54,9 +54,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
         max_rps: a.max_rate,
         tolerance: a.tolerance,
     };
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = a.threads.unwrap_or_else(loadlab_run::defaults::threads);
     println!(
         "loadlab capacity {}: SLO {} (warm-up {:?} discarded, {:?} measured per rate)",
         a.url, slo, a.warmup, a.step
@@ -80,7 +78,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
         if !steps.is_empty() {
             drain(&a.url, base_ms, a.timeout, &stop)?;
         }
-        let plan = plan_for_url(
+        let plan = loadlab_input::lower::url(
             &a.url,
             Model::open_phases(
                 vec![
@@ -173,7 +171,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
             stopped_because: &reason,
             steps: &steps,
         };
-        crate::stepping::write_json(path, &report)?;
+        loadlab_report::files::write_json(path, &report)?;
     }
     Ok(if stop.is_stopped() {
         Outcome::Interrupted

@@ -33,10 +33,7 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
     let mut runs = Vec::new();
     for dir in &a.runs {
         let run = read_run_dir(dir)?;
-        let label = dir.file_name().map_or_else(
-            || dir.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
+        let label = loadlab_report::files::label_of(dir);
         runs.push((label, run));
     }
     let cells: Vec<LabCell> = runs
@@ -95,7 +92,7 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
             .iter()
             .map(|(label, run)| loadlab_report::html::RunView::from_saved(label, run))
             .collect();
-        crate::cmd::report::write_html(path, &format!("{base_label} compared"), &views)?;
+        loadlab_report::files::write_html(path, &format!("{base_label} compared"), &views)?;
     }
     if let Some(path) = &a.json {
         let report = CompareReport {
@@ -103,7 +100,7 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
             runs: runs.iter().map(|(_, r)| r.summary.clone()).collect(),
             versus,
         };
-        crate::stepping::write_json(path, &report)?;
+        loadlab_report::files::write_json(path, &report)?;
     }
     Ok(Outcome::Done)
 }

@@ -12,9 +12,11 @@ use loadlab_report::{render_comparison, render_lab_table, ComparisonRow};
 use loadlab_run::{Model, Plan, Stop};
 use loadlab_target::TestServer;
 
+use loadlab_harness::{execute, interrupt_signal, run_matrix, slug};
+use loadlab_input::experiment::split_words;
+use loadlab_input::{LoadFlags, Workload};
+
 use crate::args::DemoArgs;
-use crate::cmd::lab::{run_matrix, slug};
-use crate::cmd::run::{execute, interrupt_signal};
 use crate::cmd::Outcome;
 
 /// Work per `/calc` request in the tour (about 20 ms of one core on a recent x86 machine).
@@ -96,6 +98,14 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         ("1 replica".to_string(), topology(1)),
         ("3 replicas".to_string(), topology(3)),
     ];
+    let workloads = workloads
+        .into_iter()
+        .map(|(name, run)| {
+            let flags = LoadFlags::parse_words(&split_words(&run)?)
+                .map_err(|e| anyhow::anyhow!("demo workload {name:?}: {e}"))?;
+            Ok(Workload { name, flags })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let cells = run_matrix(&topologies, &workloads, &out.join("replicas"), &stop, None)?;
     println!("\n{}", render_lab_table(&cells));
     println!("  findings on calc (every run's summary.json has its own):");
@@ -167,7 +177,7 @@ fn black_box(stop: &loadlab_engine::StopSignal) -> Result<()> {
         max_time: Duration::from_secs(30),
         ..Default::default()
     };
-    crate::cmd::probe::probe(
+    loadlab_harness::probe::print_probe(
         &server.url("/bbox/sync"),
         &limits,
         Duration::from_secs(10),
@@ -186,13 +196,7 @@ fn coordinated_omission(
     let server = TestServer::start(1).context("cannot start the reference service")?;
     let path = "/stall?every_ms=2000&for_ms=1000";
     let runs = [
-        (
-            "closed c=1",
-            Model::Closed {
-                connections: 1,
-                pipeline: 1,
-            },
-        ),
+        ("closed c=1", Model::closed(1, 1)),
         ("open 200/s c=1", Model::open(200.0, 1, 1)),
     ];
     let mut rows = Vec::new();

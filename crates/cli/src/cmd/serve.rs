@@ -92,7 +92,7 @@ fn supervise(a: &ServeArgs) -> Result<Outcome> {
         ready_timeout: a.ready_timeout,
         proxy_timeout: a.proxy_timeout,
     };
-    let stop = crate::cmd::run::interrupt_signal()?;
+    let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;
     let pids: Vec<String> = deployment.pids().iter().map(u32::to_string).collect();
     println!(

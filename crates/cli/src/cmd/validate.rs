@@ -4,22 +4,18 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::Parser;
+use loadlab_input::Overrides;
 use loadlab_run::users::{Behaviour, Chain, Step, Think};
 use loadlab_run::{Model, Plan};
 
-use crate::args::{Cli, Command, ValidateArgs};
+use crate::args::ValidateArgs;
 use crate::cmd::Outcome;
 
 /// Runs `loadlab validate`.
 pub fn main(a: ValidateArgs) -> Result<Outcome> {
     let path: PathBuf = a.file;
     let shown = path.display().to_string();
-    let Command::Run(run_args) = Cli::try_parse_from(["loadlab", "run", shown.as_str()])?.command
-    else {
-        unreachable!("parsed as a run");
-    };
-    let plan = crate::scenario::plan_from_scenario(&path, &run_args)?;
+    let plan = loadlab_input::lower::scenario(&path, &Overrides::default())?;
     println!("{shown}: valid");
     match plan.model.users() {
         None => print_round_robin(&plan),

@@ -10,15 +10,18 @@
 //! ```
 //!
 //! A workload's `run` is `loadlab run` flags with the URL given as a path on the topology's
-//! front; the same flags users already know.
+//! front; the same flags users already know, parsed once when the file is read into
+//! [`LoadFlags`], and lowered against each topology's front by [`crate::lower::workload`].
 
 use std::path::Path;
 
+use std::time::Duration;
+
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 use serde::Deserialize;
 
-use crate::args::{Cli, Command, RunArgs};
+use crate::flags::LoadFlags;
+use crate::yaml::located;
 
 /// A whole experiment file.
 #[derive(Debug, Deserialize)]
@@ -33,6 +36,29 @@ pub struct Experiment {
     pub topologies: Vec<TopologySpec>,
     /// Loads run against each topology.
     pub workloads: Vec<WorkloadSpec>,
+}
+
+/// An experiment file read and checked: each workload's flags parsed, each topology ready to
+/// deploy.
+#[derive(Debug)]
+pub struct Checked {
+    /// Name, used for the results folder.
+    pub name: String,
+    /// What the original report ran, when this file shortens it.
+    pub note: Option<String>,
+    /// Systems under test, by name.
+    pub topologies: Vec<(String, loadlab_lab::Topology)>,
+    /// Loads, by name.
+    pub workloads: Vec<Workload>,
+}
+
+/// One load of an experiment, its flags parsed.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Name in the comparison table.
+    pub name: String,
+    /// The flags; URLs are paths on the topology's front.
+    pub flags: LoadFlags,
 }
 
 /// One system under test.
@@ -80,7 +106,11 @@ fn nginx() -> String {
 }
 
 /// Reads and checks an experiment file; errors name the file and, for YAML, line and column.
-pub fn load(path: &Path) -> Result<Experiment> {
+pub fn load(path: &Path) -> Result<Checked, crate::InputError> {
+    read(path).map_err(|e| crate::InputError::Experiment(format!("{e:#}")))
+}
+
+fn read(path: &Path) -> Result<Checked> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the experiment file {}", path.display()))?;
     let exp: Experiment = serde_saphyr::from_str(&text)
@@ -91,33 +121,62 @@ pub fn load(path: &Path) -> Result<Experiment> {
             path.display()
         );
     }
+    let mut topologies = Vec::new();
     for t in &exp.topologies {
-        if !matches!(t.lb.as_str(), "nginx" | "builtin") {
-            bail!(
-                "{}: topology {:?}: lb must be nginx or builtin, got {:?}",
-                path.display(),
-                t.name,
-                t.lb
-            );
-        }
+        let topology = t
+            .topology()
+            .with_context(|| format!("{}: topology {:?}", path.display(), t.name))?;
+        topologies.push((t.name.clone(), topology));
     }
+    let mut workloads = Vec::new();
     for w in &exp.workloads {
-        workload_args(w, "http://127.0.0.1:1")
+        let flags = w
+            .flags()
             .with_context(|| format!("{}: workload {:?}", path.display(), w.name))?;
+        workloads.push(Workload {
+            name: w.name.clone(),
+            flags,
+        });
     }
-    Ok(exp)
+    Ok(Checked {
+        name: exp.name,
+        note: exp.note,
+        topologies,
+        workloads,
+    })
 }
 
-/// The parser's first line as `file:line:col: message`.
-pub fn located(path: &Path, message: &str) -> String {
-    let first = message.lines().next().unwrap_or("invalid YAML");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    let position = first.strip_prefix("line ").and_then(|rest| {
-        let (line, rest) = rest.split_once(" column ")?;
-        let (col, msg) = rest.split_once(": ")?;
-        Some(format!("{}:{line}:{col}: {msg}", path.display()))
-    });
-    position.unwrap_or_else(|| format!("{}: {first}", path.display()))
+impl TopologySpec {
+    /// The topology to deploy: loadlab's service (or the user's command) on a free port.
+    pub fn topology(&self) -> Result<loadlab_lab::Topology> {
+        let lb = match self.lb.as_str() {
+            "nginx" => loadlab_lab::Lb::Nginx,
+            "builtin" => loadlab_lab::Lb::Builtin,
+            other => bail!("lb must be nginx or builtin, got {other:?}"),
+        };
+        Ok(loadlab_lab::Topology {
+            workers: self.workers,
+            replicas: self.replicas,
+            lb,
+            port: 0,
+            command: self.cmd.clone(),
+            serve_args: split_words(self.serve.as_deref().unwrap_or(""))?,
+            health_path: "/health".into(),
+            ready_timeout: Duration::from_secs(15),
+            proxy_timeout: match &self.proxy_timeout {
+                Some(d) => crate::values::parse_duration(d)
+                    .map_err(|e| anyhow::anyhow!("proxy_timeout {e}"))?,
+                None => Duration::from_secs(60),
+            },
+        })
+    }
+}
+
+impl WorkloadSpec {
+    /// The workload's `run` as load flags (paths stand for URLs on the topology's front).
+    pub fn flags(&self) -> Result<LoadFlags> {
+        LoadFlags::parse_words(&split_words(&self.run)?).map_err(|e| anyhow::anyhow!("{e}"))
+    }
 }
 
 /// Splits a flag string on whitespace, keeping single- or double-quoted parts together.
@@ -155,30 +214,6 @@ pub fn split_words(s: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The workload's flags as `loadlab run` arguments aimed at `front` (paths become URLs).
-pub fn workload_args(w: &WorkloadSpec, front: &str) -> Result<RunArgs> {
-    let words = split_words(&w.run)?;
-    let mut argv = vec!["loadlab".to_string(), "run".to_string()];
-    argv.extend(words.into_iter().map(|word| {
-        if word.starts_with('/') {
-            format!("{front}{word}")
-        } else {
-            word
-        }
-    }));
-    let cli = Cli::try_parse_from(&argv).map_err(|e| {
-        let rendered = e.render().to_string();
-        anyhow::anyhow!(
-            "{}",
-            rendered.lines().next().unwrap_or("invalid flags").trim()
-        )
-    })?;
-    match cli.command {
-        Command::Run(a) => Ok(*a),
-        _ => unreachable!("parsed as a run"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,16 +238,6 @@ mod tests {
     }
 
     #[test]
-    fn parser_errors_read_as_file_line_col() {
-        let p = Path::new("x.yaml");
-        assert_eq!(
-            located(p, "error: line 4 column 1: unknown field `extra`\n  |"),
-            "x.yaml:4:1: unknown field `extra`"
-        );
-        assert_eq!(located(p, "something else"), "x.yaml: something else");
-    }
-
-    #[test]
     fn words_split_on_spaces_and_keep_quotes() {
         assert_eq!(
             split_words("/ping -H 'X-A: b c' -d 10s").unwrap(),
@@ -227,13 +252,15 @@ mod tests {
             name: "x".into(),
             run: "/delay?ms=5 -R 300 -d 10s".into(),
         };
-        let a = workload_args(&w, "http://127.0.0.1:8080").unwrap();
-        assert_eq!(a.urls, vec!["http://127.0.0.1:8080/delay?ms=5"]);
-        assert_eq!(a.rate, Some(300.0));
+        let flags = w.flags().unwrap();
+        assert_eq!(flags.urls, vec!["/delay?ms=5"]);
+        assert_eq!(flags.rate, Some(300.0));
+        let plan = crate::lower::workload(&flags, "http://127.0.0.1:8080").unwrap();
+        assert_eq!(plan.target_urls(), vec!["http://127.0.0.1:8080/delay?ms=5"]);
         let bad = WorkloadSpec {
             name: "y".into(),
             run: "/ping -c 0".into(),
         };
-        assert!(workload_args(&bad, "http://127.0.0.1:1").is_err());
+        assert!(bad.flags().is_err());
     }
 }

@@ -12,7 +12,7 @@ use loadlab_run::users::{
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use serde::Deserialize;
 
-use crate::scenario::{OneOrMany, Seconds};
+use crate::yaml::{OneOrMany, Seconds};
 
 /// Request headers, in order.
 pub type Headers = Vec<(String, String)>;
@@ -570,7 +570,7 @@ impl<'a> Lowering<'a> {
     }
 
     fn endpoint(&mut self, origin: &str) -> Result<usize> {
-        crate::lower::endpoint_index(&mut self.endpoints, &format!("{origin}/"))
+        crate::target::endpoint_index(&mut self.endpoints, &format!("{origin}/"))
     }
 }
 

@@ -3,23 +3,22 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use loadlab_engine::StopSignal;
 use loadlab_run::{Model, RunData, Stop, Summary, ValidPlan};
 
-use crate::lower::plan_for_url;
+use crate::Result;
 
 /// Longest wait for a service to drain between steps.
 const MAX_DRAIN: Duration = Duration::from_secs(15);
 
 /// Runs one step's plan without a progress line, watching `watch`.
 pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
-    crate::cmd::run::execute(plan, stop, false, watch, None)
+    crate::execute(plan, stop, false, watch, None)
 }
 
 /// The latency of one request alone, ms (`None` when it failed).
 pub fn one_request_ms(url: &str, timeout: Duration, stop: &StopSignal) -> Result<Option<f64>> {
-    let plan = plan_for_url(
+    let plan = loadlab_input::lower::url(
         url,
         Model::Closed {
             connections: 1,
@@ -63,10 +62,4 @@ pub fn error_pct(s: &Summary) -> f64 {
     } else {
         100.0 * s.requests.errors as f64 / s.requests.completed as f64
     }
-}
-
-/// Writes `value` as pretty JSON to `path` (`--json` of probe, capacity and compare).
-pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }

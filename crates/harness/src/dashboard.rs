@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
@@ -15,6 +14,8 @@ use axum::{Json, Router};
 use loadlab_engine::StopSignal;
 use loadlab_report::live::Live;
 use loadlab_run::{Interval, Summary, TimelineRow};
+
+use crate::{HarnessError, Result};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -47,10 +48,19 @@ impl Dashboard {
     /// Binds `addr` (port 0 picks a free one) and serves the page; its stop button raises
     /// `stop`.
     pub fn start(addr: &str, stop: StopSignal) -> Result<Dashboard> {
-        let listener = std::net::TcpListener::bind(addr)
-            .with_context(|| format!("cannot listen on {addr} for the dashboard; give --dashboard=127.0.0.1:PORT with a free port"))?;
-        listener.set_nonblocking(true)?;
-        let bound = listener.local_addr()?;
+        let sys = |what: &str| {
+            let what = what.to_string();
+            move |e| HarnessError::system(what, e)
+        };
+        let listener = std::net::TcpListener::bind(addr).map_err(sys(&format!(
+            "cannot listen on {addr} for the dashboard; give --dashboard=127.0.0.1:PORT with a free port"
+        )))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(sys("cannot set up the dashboard's socket"))?;
+        let bound = listener
+            .local_addr()
+            .map_err(sys("cannot set up the dashboard's socket"))?;
         let shared = Shared {
             live: Arc::new(Mutex::new(Live::new("", false))),
             title: Arc::new(Mutex::new(String::new())),
@@ -66,7 +76,7 @@ impl Dashboard {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .context("cannot start the dashboard's event loop")?;
+            .map_err(sys("cannot start the dashboard's event loop"))?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("loadlab-dashboard".into())
@@ -82,7 +92,7 @@ impl Dashboard {
                         .await;
                 });
             })
-            .context("cannot start the dashboard's thread")?;
+            .map_err(sys("cannot start the dashboard's thread"))?;
         Ok(Dashboard {
             shared,
             addr: bound,

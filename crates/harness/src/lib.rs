@@ -1,0 +1,63 @@
+//! loadlab's jobs as the subcommands run them (plan → engine → run, with the lab watching):
+//! one plan run with its servers sampled, its findings and Ctrl-C ([`execute`]); the live
+//! dashboard ([`dashboard`]); an experiment's matrix of topologies × workloads ([`matrix`]);
+//! and the stepped runs of the probe and the capacity search ([`steps`], [`probe`]).
+//! Subcommands parse, call one of these, and print.
+
+pub mod dashboard;
+pub mod execute;
+pub mod interrupt;
+pub mod matrix;
+pub mod probe;
+pub mod steps;
+
+pub use dashboard::Dashboard;
+pub use execute::{cores, execute};
+pub use interrupt::interrupt_signal;
+pub use matrix::{run_matrix, slug};
+
+/// A job that could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The engine could not run the plan.
+    #[error(transparent)]
+    Engine(#[from] loadlab_engine::EngineError),
+    /// The watched processes could not be sampled.
+    #[error(transparent)]
+    Sampler(#[from] loadlab_lab::SamplerError),
+    /// A topology could not be started.
+    #[error("topology {name:?}: {source}")]
+    Topology {
+        /// The topology's name.
+        name: String,
+        /// Why.
+        source: loadlab_lab::LabError,
+    },
+    /// A plan could not be made.
+    #[error(transparent)]
+    Input(#[from] loadlab_input::InputError),
+    /// A run directory could not be written.
+    #[error(transparent)]
+    RunDir(#[from] loadlab_run::RunDirError),
+    /// The operating system refused something (a thread, a socket, a signal handler).
+    #[error("{what}: {source}")]
+    System {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+impl HarnessError {
+    /// An operating-system failure while doing `what`.
+    pub fn system(what: impl Into<String>, source: std::io::Error) -> Self {
+        HarnessError::System {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// The result of a job.
+pub type Result<T> = std::result::Result<T, HarnessError>;

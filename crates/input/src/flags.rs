@@ -1,0 +1,119 @@
+//! The flags of `loadlab run` that shape the load, as one typed input: the command line and
+//! an experiment's workloads parse into [`LoadFlags`], and [`crate::lower`] turns them into a
+//! plan. A new load flag is a field here and a line in the lowering.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, ValueEnum};
+
+use crate::values::{
+    non_negative_rate, positive_count, positive_duration, positive_rate, positive_u64,
+};
+
+/// Arrival spacing for the open model.
+#[derive(Debug, Clone, Copy, Default, ValueEnum, PartialEq, Eq)]
+pub enum ArrivalArg {
+    /// Evenly spaced.
+    #[default]
+    Uniform,
+    /// Exponential gaps (a Poisson process).
+    Poisson,
+}
+
+/// The flags of `loadlab run` that shape the load (the rest say where results go); an
+/// experiment's workload is written in the same flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LoadFlags {
+    /// Target URLs (http://host[:port]/path), used round-robin; or one scenario file
+    /// (Artillery YAML with flows, users phases or Markov user models).
+    #[arg(required = true, value_name = "URL|SCENARIO.yaml")]
+    pub urls: Vec<String>,
+    /// Connections: kept busy in the closed model, opened at the start in the open model.
+    #[arg(short = 'c', long = "connections", value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]
+    pub connections: Option<usize>,
+    /// Length of the run (e.g. 10s, 1m, 500ms; a bare number is seconds). Default 10s unless -n.
+    #[arg(short = 'd', long = "duration", value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
+    pub duration: Option<Duration>,
+    /// Stop after exactly COUNT requests have ended.
+    #[arg(short = 'n', long = "requests", value_name = "COUNT", value_parser = positive_u64, allow_negative_numbers = true)]
+    pub requests: Option<u64>,
+    /// Open model: schedule requests at RATE per second from a fixed origin.
+    #[arg(short = 'R', long = "rate", value_name = "RATE", value_parser = positive_rate, allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// Open model: ramp linearly from -R to RATE2 over the duration.
+    #[arg(long = "ramp-to", value_name = "RATE2", requires = "rate", value_parser = non_negative_rate, allow_negative_numbers = true)]
+    pub ramp_to: Option<f64>,
+    /// Open model: spacing of arrivals [default: uniform].
+    #[arg(long, value_enum, requires = "rate")]
+    pub arrival: Option<ArrivalArg>,
+    /// Open model: most connections open at once; past that, requests wait.
+    #[arg(long = "max-connections", value_name = "N", requires = "rate", value_parser = positive_count, allow_negative_numbers = true)]
+    pub max_connections: Option<usize>,
+    /// Closed model: HTTP/1.1 requests pipelined per connection [default: 1].
+    #[arg(short = 'p', long = "pipeline", value_name = "DEPTH", value_parser = positive_count, allow_negative_numbers = true)]
+    pub pipeline: Option<usize>,
+    /// Generator threads (default: the cores this process may use).
+    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]
+    pub threads: Option<usize>,
+    /// A request not answered this long after its send counts as a timeout [default: 10s].
+    #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
+    pub timeout: Option<Duration>,
+    /// A TCP connect not done this long after it began counts as connect_timeout.
+    #[arg(long = "connect-timeout", value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
+    pub connect_timeout: Option<Duration>,
+    /// HTTP method [default: GET].
+    #[arg(short = 'm', long = "method")]
+    pub method: Option<String>,
+    /// Request header 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "'K: V'")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(short = 'b', long = "body", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body read from a file.
+    #[arg(long = "body-file", value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+    /// Seed for Poisson arrivals and virtual users' random choices [default: 1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Scenario files: send the load here instead of to `config.target` (as Artillery's --target).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+}
+
+/// Load flags alone, as an experiment file's workload writes them (`/ping -R 300 -d 10s`).
+#[derive(Debug, Parser)]
+#[command(no_binary_name = true, disable_help_flag = true)]
+struct WorkloadCommand {
+    #[command(flatten)]
+    flags: LoadFlags,
+}
+
+impl LoadFlags {
+    /// Parses a workload's words (paths stand for URLs on the topology's front); the message
+    /// of a refusal is clap's first line.
+    pub fn parse_words(words: &[String]) -> Result<LoadFlags, String> {
+        WorkloadCommand::try_parse_from(words)
+            .map(|c| c.flags)
+            .map_err(|e| {
+                let rendered = e.render().to_string();
+                rendered
+                    .lines()
+                    .next()
+                    .unwrap_or("invalid flags")
+                    .trim()
+                    .to_string()
+            })
+    }
+
+    /// True when the flags name a scenario file rather than URLs.
+    pub fn is_scenario(&self) -> bool {
+        self.urls.first().is_some_and(|u| is_scenario(u))
+    }
+}
+
+/// True when the argument names a scenario file rather than a URL.
+pub fn is_scenario(arg: &str) -> bool {
+    arg.ends_with(".yaml") || arg.ends_with(".yml")
+}

@@ -1,0 +1,333 @@
+//! The one lowering: each kind of input (run flags, a scenario file, an experiment workload,
+//! an analysis step's URL) becomes a checked [`ValidPlan`] here, and every default comes from
+//! [`loadlab_run::defaults`]. A new flag or scenario key is read in its parser and used here,
+//! nowhere else.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use loadlab_run::{
+    defaults, Arrival, Arrivals, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop, ValidPlan,
+};
+
+use crate::flags::{ArrivalArg, LoadFlags};
+use crate::scenario::{self, Phases};
+use crate::target::{parse_header, resolve, RequestSpec};
+use crate::InputError;
+
+/// The run flags a scenario file still takes: its phases, target and timeout come from the
+/// file, these from the command line (each `None` falls back on the file or the defaults).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Send the load here instead of `config.target` (Artillery's `--target`).
+    pub target: Option<String>,
+    /// Generator threads.
+    pub threads: Option<usize>,
+    /// Open model: connections opened at the start.
+    pub connections: Option<usize>,
+    /// Open model: most connections (or sessions) at once.
+    pub max_connections: Option<usize>,
+    /// Open model: spacing of arrivals.
+    pub arrival: Option<ArrivalArg>,
+    /// Seed of Poisson arrivals and of the users' random choices.
+    pub seed: Option<u64>,
+    /// Request timeout when the file gives none.
+    pub timeout: Option<Duration>,
+    /// Connect timeout.
+    pub connect_timeout: Option<Duration>,
+}
+
+/// A plan's parts before the defaults fill what the input left open.
+struct Parts {
+    endpoints: Vec<Endpoint>,
+    requests: Vec<RequestTemplate>,
+    model: Model,
+    stop: Stop,
+    timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+    threads: Option<usize>,
+}
+
+/// Fills the defaults and checks the plan: the one place a plan is made.
+fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
+    let timeout = p.timeout.unwrap_or(defaults::TIMEOUT);
+    Plan {
+        endpoints: p.endpoints,
+        requests: p.requests,
+        model: p.model,
+        stop: p.stop,
+        timeout,
+        connect_timeout: p
+            .connect_timeout
+            .unwrap_or_else(|| defaults::connect_timeout(timeout)),
+        threads: p.threads.unwrap_or_else(defaults::threads),
+    }
+    .check()
+}
+
+/// The plan's arrival spacing for the flag's value.
+fn arrival(a: Option<ArrivalArg>) -> Arrival {
+    match a.unwrap_or_default() {
+        ArrivalArg::Uniform => Arrival::Uniform,
+        ArrivalArg::Poisson => Arrival::Poisson,
+    }
+}
+
+/// `loadlab run` flags: URLs, or one scenario file with the flags that still apply to it.
+pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
+    if f.is_scenario() {
+        if f.rate.is_some() || f.ramp_to.is_some() || f.duration.is_some() || f.requests.is_some() {
+            return Err(InputError::Flags(
+                "-R, --ramp-to, -d and -n come from the scenario's phases; drop them".into(),
+            ));
+        }
+        if f.urls.len() != 1 {
+            return Err(InputError::Flags(
+                "give one scenario file and no URLs".into(),
+            ));
+        }
+        let overrides = Overrides {
+            target: f.target.clone(),
+            threads: f.threads,
+            connections: f.connections,
+            max_connections: f.max_connections,
+            arrival: f.arrival,
+            seed: f.seed,
+            timeout: f.timeout,
+            connect_timeout: f.connect_timeout,
+        };
+        return scenario(Path::new(&f.urls[0]), &overrides);
+    }
+    urls(f).map_err(InputError::flags)
+}
+
+/// An experiment's workload: load flags whose URLs are paths on the topology's `front`
+/// (`http://127.0.0.1:PORT`).
+pub fn workload(f: &LoadFlags, front: &str) -> Result<ValidPlan, InputError> {
+    let mut f = f.clone();
+    for url in &mut f.urls {
+        if url.starts_with('/') {
+            *url = format!("{front}{url}");
+        }
+    }
+    urls(&f).map_err(InputError::flags)
+}
+
+/// `GET url` under `model` until `stop`, on `threads` generator threads: what the probe and
+/// the capacity search run step by step.
+pub fn url(
+    url: &str,
+    model: Model,
+    stop: Stop,
+    timeout: Duration,
+    threads: usize,
+) -> Result<ValidPlan, InputError> {
+    let spec = RequestSpec {
+        name: url.to_string(),
+        url: url.to_string(),
+        method: defaults::METHOD.into(),
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    let (endpoints, requests) = resolve(std::slice::from_ref(&spec)).map_err(InputError::flags)?;
+    Ok(finish(Parts {
+        endpoints,
+        requests,
+        model,
+        stop,
+        timeout: Some(timeout),
+        connect_timeout: None,
+        threads: Some(threads),
+    })?)
+}
+
+/// A scenario file, read from `path`, with the run flags that still apply to it.
+pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the scenario file {}", path.display()))
+        .map_err(InputError::scenario)?;
+    scenario_text(&text, path, o).map_err(InputError::scenario)
+}
+
+/// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
+fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
+    let seed = o.seed.unwrap_or(defaults::SEED);
+    let sc = scenario::from_text(text, path, o.target.as_deref(), seed)?;
+    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
+    let model = match sc.phases {
+        Phases::Rates(phases) => {
+            let connections = o.connections.unwrap_or(sc.endpoints.len());
+            let max_connections = o
+                .max_connections
+                .unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
+            Model::Open {
+                phases,
+                arrival: arrival(o.arrival),
+                seed,
+                arrivals: match sc.users {
+                    Some(users) => Arrivals::Sessions {
+                        users,
+                        max_sessions: max_connections,
+                    },
+                    None => Arrivals::Requests {
+                        connections,
+                        max_connections,
+                    },
+                },
+            }
+        }
+        Phases::Users(phases) => {
+            if o.connections.is_some() || o.max_connections.is_some() {
+                return Err(at(anyhow::anyhow!(
+                    "-c and --max-connections do not apply to users phases: each user has its own connections"
+                )));
+            }
+            Model::Users {
+                phases,
+                users: sc.users.context("users phases run virtual users")?,
+            }
+        }
+    };
+    finish(Parts {
+        endpoints: sc.endpoints,
+        requests: sc.requests,
+        model,
+        stop: Stop::default(),
+        timeout: sc.timeout.or(o.timeout),
+        connect_timeout: o.connect_timeout,
+        threads: o.threads,
+    })
+    .map_err(|e| at(e.into()))
+}
+
+/// URLs with their method, headers and body, under the closed or open model the flags say.
+fn urls(f: &LoadFlags) -> Result<ValidPlan> {
+    let given = f.method.as_deref().unwrap_or(defaults::METHOD);
+    let method = given.to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        bail!("method {given:?} is not an HTTP method");
+    }
+    let headers = f
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>>>()?;
+    let body = match (&f.body, &f.body_file) {
+        (Some(b), _) => b.clone().into_bytes(),
+        (None, Some(file)) => std::fs::read(file)
+            .with_context(|| format!("cannot read the body file {}", file.display()))?,
+        (None, None) => Vec::new(),
+    };
+    let specs: Vec<RequestSpec> = f
+        .urls
+        .iter()
+        .map(|url| RequestSpec {
+            name: url.clone(),
+            url: url.clone(),
+            method: method.clone(),
+            headers: headers.clone(),
+            body: body.clone(),
+        })
+        .collect();
+    let (endpoints, requests) = resolve(&specs)?;
+
+    let duration = match (f.duration, f.requests) {
+        (None, None) => Some(defaults::DURATION),
+        (d, _) => d,
+    };
+    let pipeline = f.pipeline.unwrap_or(defaults::PIPELINE);
+    let model = match f.rate {
+        None => Model::Closed {
+            connections: f
+                .connections
+                .unwrap_or(defaults::CONNECTIONS.max(endpoints.len())),
+            pipeline,
+        },
+        Some(rate) => {
+            if pipeline > 1 {
+                bail!("pipelining (-p) applies to the closed model only; drop -p or -R");
+            }
+            let connections = f.connections.unwrap_or(endpoints.len());
+            // A constant rate lasts until the run stops; a ramp spans the run's duration.
+            let phase = match (f.ramp_to, duration) {
+                (Some(to), Some(d)) => RatePhase::ramp("main", rate, to, d),
+                (Some(_), None) => bail!("--ramp-to needs a duration (-d) to ramp over"),
+                (None, _) => RatePhase::constant("main", rate, None),
+            };
+            Model::Open {
+                phases: vec![phase],
+                arrival: arrival(f.arrival),
+                seed: f.seed.unwrap_or(defaults::SEED),
+                arrivals: Arrivals::Requests {
+                    connections,
+                    max_connections: f
+                        .max_connections
+                        .unwrap_or(defaults::MAX_CONNECTIONS.max(connections)),
+                },
+            }
+        }
+    };
+    Ok(finish(Parts {
+        endpoints,
+        requests,
+        model,
+        stop: Stop {
+            duration,
+            count: f.requests,
+        },
+        timeout: f.timeout,
+        connect_timeout: f.connect_timeout,
+        threads: f.threads,
+    })?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzz::{mutations, USERS_SEED};
+
+    #[test]
+    fn lowering_flows_and_chains_never_panics_on_mangled_files() {
+        let path = Path::new("fuzz.yaml");
+        let flags = Overrides::default();
+        let plan = scenario_text(USERS_SEED, path, &flags).unwrap();
+        assert!(plan.model.users().is_some(), "the seed runs as users");
+        mutations(USERS_SEED, 3000, |text| {
+            // Only loopback addresses: a mangled host name would wait on a resolver.
+            if text.matches("://").count() == 1 && text.contains("http://127.0.0.1:") {
+                let _ = scenario_text(text, path, &flags);
+            }
+        });
+    }
+
+    #[test]
+    fn every_input_falls_back_on_the_same_defaults() {
+        let from_flags = urls(&LoadFlags {
+            urls: vec!["http://127.0.0.1:1/x".into()],
+            timeout: Some(Duration::from_secs(2)),
+            ..LoadFlags::default()
+        })
+        .unwrap();
+        let text = "config:\n  target: \"http://127.0.0.1:1\"\n  http:\n    timeout: 2\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
+        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default()).unwrap();
+        let from_url = url(
+            "http://127.0.0.1:1/x",
+            Model::closed(1, 1),
+            Stop::default(),
+            Duration::from_secs(2),
+            1,
+        )
+        .unwrap();
+        for p in [&from_flags, &from_file, &from_url] {
+            assert_eq!(p.timeout, Duration::from_secs(2));
+            assert_eq!(
+                p.connect_timeout,
+                Duration::from_secs(2),
+                "capped at the timeout"
+            );
+        }
+        assert_eq!(from_flags.threads, defaults::threads());
+        assert_eq!(from_file.threads, defaults::threads());
+    }
+}

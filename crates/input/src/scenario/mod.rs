@@ -1,0 +1,311 @@
+//! Scenario files in Artillery's format, parsed and lowered into a plan's parts (the
+//! endpoints, the requests, the phases and the user model).
+//!
+//! `config` (target, phases, http.timeout, variables, payload) and weighted `scenarios` whose
+//! `flow` is requests, `think` and `loop` steps — or, beyond Artillery, a `markov` chain of
+//! pages. Phases are arrival phases (the open model) or `users` phases (the closed model with
+//! virtual users). A key outside the supported set is an error naming it with
+//! `file:line:col`, never silently ignored (see docs/scenarios.md).
+//!
+//! A file whose scenarios are each a single plain request runs as plain arrivals over kept-alive
+//! connections; anything more runs as virtual users, each with connections of its own.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+mod flows;
+mod payload;
+mod phases;
+
+use anyhow::{bail, Context, Result};
+use loadlab_run::UserModel;
+use serde::Deserialize;
+
+use self::flows::{MarkovSpec, StepSpec};
+use self::payload::{read_payload, PayloadSpec};
+use self::phases::PhaseSpec;
+pub use self::phases::Phases;
+use crate::yaml::{located, plain_untagged, OneOrMany};
+
+/// A whole scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    config: Config,
+    scenarios: Vec<ScenarioSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    target: String,
+    phases: Vec<PhaseSpec>,
+    #[serde(default)]
+    http: Option<HttpConfig>,
+    /// Values for `{{ name }}`; a list gives each user one of them at random.
+    #[serde(default)]
+    variables: BTreeMap<String, serde_json::Value>,
+    /// CSV files whose rows are handed to users.
+    #[serde(default)]
+    payload: Option<OneOrMany<PayloadSpec>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpConfig {
+    /// Seconds, as in Artillery.
+    timeout: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioSpec {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    weight: Option<u32>,
+    #[serde(default)]
+    flow: Option<Vec<StepSpec>>,
+    /// loadlab's user model: a Markov chain of pages.
+    #[serde(default)]
+    markov: Option<MarkovSpec>,
+}
+
+/// Most request templates the weights may expand to.
+const MAX_WEIGHT_SUM: u32 = 1000;
+
+/// Parses a scenario's text and its phases; no I/O, so it can be fed anything.
+fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases)> {
+    let file: ScenarioFile = serde_saphyr::from_str(text)
+        .map_err(|e| anyhow::anyhow!("{}", located(path, &plain_untagged(&e.to_string()))))?;
+    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
+    let phases = phases::lower(&file.config.phases).map_err(at)?;
+    Ok((file, phases))
+}
+
+/// A scenario file lowered into the parts of a plan; [`crate::lower::scenario`] adds the run's
+/// flags and the defaults.
+#[derive(Debug)]
+pub struct Scenario {
+    /// Where connections go.
+    pub endpoints: Vec<loadlab_run::Endpoint>,
+    /// The requests: the round robin of plain requests, or every request step of the users.
+    pub requests: Vec<loadlab_run::RequestTemplate>,
+    /// Arrival phases or user phases.
+    pub phases: Phases,
+    /// What virtual users do; `None` when every scenario is one plain request.
+    pub users: Option<UserModel>,
+    /// `config.http.timeout`, when given.
+    pub timeout: Option<Duration>,
+}
+
+/// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
+/// the load to `target` instead of `config.target` when given; `seed` seeds the users.
+pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Result<Scenario> {
+    let (file, phases) = parse(text, path)?;
+    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
+    let target = target.unwrap_or(&file.config.target);
+    let simple = matches!(phases, Phases::Rates(_))
+        && file.config.variables.is_empty()
+        && file.config.payload.is_none()
+        && file.scenarios.iter().all(|s| {
+            s.markov.is_none()
+                && s.flow.as_ref().is_some_and(
+                    |f| matches!(f.as_slice(), [step] if step.plain_request().is_some()),
+                )
+        });
+    let (endpoints, requests, users) = if simple {
+        let (e, r) = plain_requests(&file.scenarios, target).map_err(at)?;
+        (e, r, None)
+    } else {
+        user_model(&file, path, target, seed).map_err(at)?
+    };
+    let timeout = file
+        .config
+        .http
+        .as_ref()
+        .and_then(|h| h.timeout)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map(|t| {
+            Duration::try_from_secs_f64(t)
+                .map_err(|_| at(anyhow::anyhow!("config.http.timeout of {t} s is too long")))
+        })
+        .transpose()?;
+    Ok(Scenario {
+        endpoints,
+        requests,
+        phases,
+        users,
+        timeout,
+    })
+}
+
+/// The scenario names and weights, with defaults; scenarios of weight 0 are left out.
+fn weighted(scenarios: &[ScenarioSpec]) -> Vec<(usize, String, u32)> {
+    scenarios
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let name = s
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("scenario {}", i + 1));
+            (i, name, s.weight.unwrap_or(1))
+        })
+        .filter(|(_, _, w)| *w > 0)
+        .collect()
+}
+
+/// Weights as interleaved repetitions (a b a a …), reduced by their common divisor, so short
+/// stretches of arrivals see the mix too: the item indices in order.
+fn interleave(weights: &[u32]) -> Result<Vec<usize>> {
+    let divisor = weights.iter().fold(0, |g, w| gcd(g, *w));
+    if divisor == 0 {
+        bail!("no scenario with a positive weight");
+    }
+    let total: u32 = weights.iter().map(|w| w / divisor).sum();
+    if total > MAX_WEIGHT_SUM {
+        bail!("scenario weights reduce to {total} slots; keep them under {MAX_WEIGHT_SUM}");
+    }
+    let mut remaining: Vec<u32> = weights.iter().map(|w| w / divisor).collect();
+    let mut out = Vec::new();
+    while remaining.iter().any(|r| *r > 0) {
+        for (i, r) in remaining.iter_mut().enumerate() {
+            if *r > 0 {
+                *r -= 1;
+                out.push(i);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Single-request scenarios as the round-robin list of plain requests.
+fn plain_requests(
+    scenarios: &[ScenarioSpec],
+    target: &str,
+) -> Result<(
+    Vec<loadlab_run::Endpoint>,
+    Vec<loadlab_run::RequestTemplate>,
+)> {
+    let chosen = weighted(scenarios);
+    let mut specs = Vec::new();
+    for (i, name, _) in &chosen {
+        let flow = scenarios[*i].flow.as_deref().unwrap_or_default();
+        let (method, r) = flow[0].plain_request().context("a single request")?;
+        let url = if r.url.starts_with('/') {
+            format!("{}{}", target.trim_end_matches('/'), r.url)
+        } else {
+            r.url.clone()
+        };
+        let (headers, body) = r
+            .headers_and_body()
+            .with_context(|| format!("scenario {name:?}"))?;
+        specs.push(crate::target::RequestSpec {
+            name: name.clone(),
+            url,
+            method: method.into(),
+            headers,
+            body,
+        });
+    }
+    let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
+    let order: Vec<crate::target::RequestSpec> = interleave(&weights)?
+        .into_iter()
+        .map(|k| specs[k].clone())
+        .collect();
+    crate::target::resolve(&order)
+}
+
+/// Flows and chains as a user model, with the plan's endpoints and requests.
+fn user_model(
+    file: &ScenarioFile,
+    path: &Path,
+    target: &str,
+    seed: u64,
+) -> Result<(
+    Vec<loadlab_run::Endpoint>,
+    Vec<loadlab_run::RequestTemplate>,
+    Option<UserModel>,
+)> {
+    let mut variables = Vec::new();
+    for (name, v) in &file.config.variables {
+        let scalar = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => Ok(s.clone()),
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Ok(v.to_string()),
+            _ => bail!("variable {name:?}: values are strings, numbers or booleans"),
+        };
+        let values = match v {
+            serde_json::Value::Array(items) => {
+                items.iter().map(scalar).collect::<Result<Vec<_>>>()?
+            }
+            other => vec![scalar(other)?],
+        };
+        if values.is_empty() {
+            bail!("variable {name:?} has an empty list of values");
+        }
+        variables.push((name.clone(), values));
+    }
+    let mut payloads = Vec::new();
+    if let Some(p) = &file.config.payload {
+        for spec in p.as_slice() {
+            payloads.push(read_payload(spec, path)?);
+        }
+    }
+    let mut defined: std::collections::HashSet<String> =
+        variables.iter().map(|(n, _)| n.clone()).collect();
+    defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
+    let chosen = weighted(&file.scenarios);
+    let mut scenarios = Vec::new();
+    let mut lowering = flows::Lowering::new(target, defined.clone());
+    for (i, name, _) in &chosen {
+        let s = &file.scenarios[*i];
+        // Each scenario sees only the variables defined before it: config, payload, and its
+        // own captures.
+        lowering.defined = defined.clone();
+        scenarios.push(
+            lowering
+                .scenario(name, s.flow.as_deref(), s.markov.as_ref())
+                .with_context(|| format!("scenario {name:?}"))?,
+        );
+    }
+    let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
+    let pattern = interleave(&weights)?;
+    let model = UserModel {
+        scenarios,
+        pattern,
+        variables,
+        payloads,
+        seed,
+    };
+    Ok((lowering.endpoints, lowering.requests, Some(model)))
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzz::{mutations, SEED, USERS_SEED};
+
+    #[test]
+    fn the_parser_never_panics_on_mangled_or_random_input() {
+        let path = Path::new("fuzz.yaml");
+        assert!(parse(SEED, path).is_ok(), "the seed parses");
+        assert!(parse(USERS_SEED, path).is_ok(), "the users seed parses");
+        // Either outcome is fine; a panic fails the test.
+        mutations(SEED, 3000, |text| {
+            let _ = parse(text, path);
+        });
+        mutations(USERS_SEED, 3000, |text| {
+            let _ = parse(text, path);
+        });
+    }
+}

@@ -1,0 +1,327 @@
+//! A scenario file's `config.phases` as written (arrival rates, counts, pauses, spikes,
+//! steps, users) and their lowering into the plan's rate phases or user phases.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use loadlab_run::{RatePhase, UserPhase};
+use serde::Deserialize;
+
+use crate::yaml::Seconds;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PhaseSpec {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    duration: Option<Seconds>,
+    #[serde(default)]
+    arrival_rate: Option<f64>,
+    #[serde(default)]
+    ramp_to: Option<f64>,
+    #[serde(default)]
+    arrival_count: Option<f64>,
+    #[serde(default)]
+    pause: Option<Seconds>,
+    /// loadlab's shape: a base rate with periodic spikes.
+    #[serde(default)]
+    spike: Option<SpikeSpec>,
+    /// loadlab's shape: equal steps from one rate to another.
+    #[serde(default)]
+    step: Option<StepShape>,
+    /// Closed model: virtual users running during the phase.
+    #[serde(default)]
+    users: Option<usize>,
+    /// Closed model: users started (or stopped) per second on the way to `users`.
+    #[serde(default)]
+    spawn_rate: Option<f64>,
+}
+
+/// A base rate with spikes of `length` to `to`, one every `every` (the first at `every`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpikeSpec {
+    base: f64,
+    to: f64,
+    length: Seconds,
+    every: Seconds,
+}
+
+/// `steps` constant rates of equal length, from `from` to `to`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepShape {
+    from: f64,
+    to: f64,
+    steps: u32,
+}
+
+/// Most phases a `spike` or `step` shape may expand to.
+const MAX_SHAPE_PHASES: u64 = 10_000;
+
+/// A phase as lowered: arrival rates, a user count, or a pause that fits either model.
+#[derive(Debug, Clone, PartialEq)]
+enum Lowered {
+    Rates(Vec<RatePhase>),
+    Users(UserPhase),
+    Pause(String, Duration),
+}
+
+/// The phases of a file: all arrival phases (open model) or all user phases (closed model).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Phases {
+    /// Arrival rates, phase after phase.
+    Rates(Vec<RatePhase>),
+    /// User counts, phase after phase.
+    Users(Vec<UserPhase>),
+}
+
+/// The phases of a file: all arrival phases (the open model) or all user phases (the closed
+/// model with virtual users); pauses fit either.
+pub fn lower(specs: &[PhaseSpec]) -> Result<Phases> {
+    let mut lowered = Vec::new();
+    for (i, p) in specs.iter().enumerate() {
+        lowered.push(phases_of(i, p)?);
+    }
+    let users = lowered.iter().any(|l| matches!(l, Lowered::Users(_)));
+    let rates = lowered.iter().any(|l| matches!(l, Lowered::Rates(_)));
+    if users && rates {
+        bail!("phases mix users (closed model) with arrival rates (open model); use one kind");
+    }
+    let phases = if users {
+        Phases::Users(
+            lowered
+                .into_iter()
+                .map(|l| match l {
+                    Lowered::Users(u) => u,
+                    Lowered::Pause(name, duration) => UserPhase {
+                        name,
+                        duration,
+                        users: 0,
+                        spawn_rate: None,
+                    },
+                    Lowered::Rates(_) => unreachable!("checked above"),
+                })
+                .collect(),
+        )
+    } else {
+        Phases::Rates(
+            lowered
+                .into_iter()
+                .flat_map(|l| match l {
+                    Lowered::Rates(r) => r,
+                    Lowered::Pause(name, d) => vec![RatePhase::pause(&name, d)],
+                    Lowered::Users(_) => unreachable!("checked above"),
+                })
+                .collect(),
+        )
+    };
+    Ok(phases)
+}
+
+fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered> {
+    let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
+    if let Some(pause) = &p.pause {
+        if p.arrival_rate.is_some()
+            || p.arrival_count.is_some()
+            || p.duration.is_some()
+            || p.users.is_some()
+        {
+            bail!("phase {name:?}: a pause takes no duration, arrivalRate, arrivalCount or users");
+        }
+        return Ok(Lowered::Pause(name, pause.duration()?));
+    }
+    let duration = p
+        .duration
+        .as_ref()
+        .with_context(|| format!("phase {name:?} needs a duration (or is a pause)"))?
+        .duration()?;
+    if let Some(users) = p.users {
+        let other = p.arrival_rate.is_some()
+            || p.arrival_count.is_some()
+            || p.spike.is_some()
+            || p.step.is_some()
+            || p.ramp_to.is_some();
+        if other {
+            bail!("phase {name:?}: users phases (closed model) take no arrival rates");
+        }
+        if users > loadlab_run::plan::MAX_CONNECTIONS {
+            bail!(
+                "phase {name:?}: at most {} users",
+                loadlab_run::plan::MAX_CONNECTIONS
+            );
+        }
+        if let Some(r) = p.spawn_rate {
+            if !(r.is_finite() && r > 0.0) {
+                bail!("phase {name:?}: spawnRate must be more than 0 users per second");
+            }
+        }
+        return Ok(Lowered::Users(UserPhase {
+            name,
+            duration,
+            users,
+            spawn_rate: p.spawn_rate,
+        }));
+    }
+    if p.spawn_rate.is_some() {
+        bail!("phase {name:?}: spawnRate goes with users");
+    }
+    Ok(Lowered::Rates(rate_phases(&name, p, duration)?))
+}
+
+fn rate_phases(name: &str, p: &PhaseSpec, duration: Duration) -> Result<Vec<RatePhase>> {
+    let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
+    let kinds = [
+        p.arrival_rate.is_some() || p.arrival_count.is_some(),
+        p.spike.is_some(),
+        p.step.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        bail!("phase {name:?} needs one of arrivalRate, arrivalCount, spike or step");
+    }
+    if let Some(sp) = &p.spike {
+        let (length, every) = (sp.length.duration()?, sp.every.duration()?);
+        if !(rate_ok(sp.base) && rate_ok(sp.to)) || length >= every {
+            bail!("phase {name:?}: a spike needs rates of at least 0 and a length shorter than its spacing");
+        }
+        if duration.as_secs_f64() / every.as_secs_f64() > MAX_SHAPE_PHASES as f64 / 2.0 {
+            bail!(
+                "phase {name:?}: more than {} spikes; space them further apart",
+                MAX_SHAPE_PHASES / 2
+            );
+        }
+        return Ok(spikes(name, sp.base, sp.to, length, every, duration));
+    }
+    if let Some(st) = &p.step {
+        if !(rate_ok(st.from) && rate_ok(st.to))
+            || st.steps == 0
+            || u64::from(st.steps) > MAX_SHAPE_PHASES
+        {
+            bail!(
+                "phase {name:?}: steps need rates of at least 0 and 1 to {MAX_SHAPE_PHASES} steps"
+            );
+        }
+        let each = duration / st.steps;
+        return Ok((0..st.steps)
+            .map(|k| {
+                let f = if st.steps == 1 {
+                    0.0
+                } else {
+                    f64::from(k) / f64::from(st.steps - 1)
+                };
+                RatePhase::constant(
+                    &format!("{name} step {}", k + 1),
+                    st.from + (st.to - st.from) * f,
+                    Some(each),
+                )
+            })
+            .collect());
+    }
+    match (p.arrival_rate, p.ramp_to, p.arrival_count) {
+        (Some(r), to, None) if rate_ok(r) && to.is_none_or(rate_ok) => {
+            Ok(vec![RatePhase::ramp(name, r, to.unwrap_or(r), duration)])
+        }
+        (None, None, Some(n)) if rate_ok(n) => Ok(vec![RatePhase::constant(
+            name,
+            n / duration.as_secs_f64(),
+            Some(duration),
+        )]),
+        _ => bail!(
+            "phase {name:?} needs arrivalRate (optionally rampTo) or arrivalCount, not negative"
+        ),
+    }
+}
+
+/// A base rate over `duration` with a spike of `length` at every multiple of `every`.
+fn spikes(
+    name: &str,
+    base: f64,
+    to: f64,
+    length: Duration,
+    every: Duration,
+    duration: Duration,
+) -> Vec<RatePhase> {
+    let mut out = Vec::new();
+    let mut t = Duration::ZERO;
+    let mut k = 1;
+    while t < duration {
+        let spike_at = every * k;
+        let base_end = spike_at.min(duration);
+        if base_end > t {
+            out.push(RatePhase::constant(
+                &format!("{name} base {k}"),
+                base,
+                Some(base_end - t),
+            ));
+        }
+        if spike_at >= duration {
+            break;
+        }
+        let spike_end = (spike_at + length).min(duration);
+        out.push(RatePhase::constant(
+            &format!("{name} spike {k}"),
+            to,
+            Some(spike_end - spike_at),
+        ));
+        t = spike_end;
+        k += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn seed_000s_spike_test_becomes_base_and_spike_phases() {
+        // Base 100 req/s, 15 s spikes to 1000 every 45 s, over 120 s: two spikes.
+        let p = spikes("s", 100.0, 1000.0, secs(15), secs(45), secs(120));
+        let shape: Vec<(f64, u64)> = p
+            .iter()
+            .map(|ph| (ph.start_rps, ph.duration.unwrap().as_secs()))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (100.0, 45),
+                (1000.0, 15),
+                (100.0, 30),
+                (1000.0, 15),
+                (100.0, 15)
+            ]
+        );
+        assert_eq!(p[1].name, "s spike 1");
+    }
+
+    #[test]
+    fn steps_split_the_duration_evenly_from_one_rate_to_another() {
+        let spec = PhaseSpec {
+            name: Some("up".into()),
+            duration: Some(Seconds::Number(40.0)),
+            arrival_rate: None,
+            ramp_to: None,
+            arrival_count: None,
+            pause: None,
+            spike: None,
+            users: None,
+            spawn_rate: None,
+            step: Some(StepShape {
+                from: 100.0,
+                to: 400.0,
+                steps: 4,
+            }),
+        };
+        let Lowered::Rates(p) = phases_of(0, &spec).unwrap() else {
+            panic!("a step phase gives rates");
+        };
+        let rates: Vec<f64> = p.iter().map(|ph| ph.start_rps).collect();
+        assert_eq!(rates, vec![100.0, 200.0, 300.0, 400.0]);
+        assert!(p.iter().all(|ph| ph.duration == Some(secs(10))));
+    }
+}

@@ -1,0 +1,175 @@
+//! Target URLs and headers as users write them, parsed and resolved into the plan's
+//! endpoints and requests.
+
+use std::net::ToSocketAddrs;
+
+use anyhow::{bail, Context, Result};
+use loadlab_run::{Endpoint, RequestTemplate};
+
+/// A parsed target URL.
+pub struct Target {
+    /// The URL, normalized.
+    pub url: String,
+    /// Host name or address.
+    pub host: String,
+    /// Port (80 when not given).
+    pub port: u16,
+    /// `host[:port]` for the Host header.
+    pub authority: String,
+    /// Path and query.
+    pub path: String,
+}
+
+/// Parses an `http://` URL; other schemes are refused with what to write instead.
+pub fn parse_target(raw: &str) -> Result<Target> {
+    let url = url::Url::parse(raw).map_err(|e| {
+        anyhow::anyhow!("{raw:?} is not a URL ({e}); write it as http://host[:port]/path")
+    })?;
+    match url.scheme() {
+        "http" => {}
+        "https" => bail!(
+            "{raw:?}: https is not supported yet; loadlab speaks plain HTTP/1.1 (use http://)"
+        ),
+        other => bail!("{raw:?}: unsupported scheme {other:?}; use http://"),
+    }
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .with_context(|| format!("{raw:?} has no host"))?
+        .to_string();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let authority = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.clone(),
+    };
+    let mut path = url.path().to_string();
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    Ok(Target {
+        url: url.to_string(),
+        host,
+        port,
+        authority,
+        path,
+    })
+}
+
+/// Parses a `Name: value` header.
+pub fn parse_header(raw: &str) -> Result<(String, String)> {
+    let (k, v) = raw
+        .split_once(':')
+        .with_context(|| format!("header {raw:?} must look like 'Name: value'"))?;
+    let k = k.trim();
+    if k.is_empty()
+        || k.bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        bail!("header {raw:?} has an invalid name");
+    }
+    if v.bytes().any(|b| b == b'\r' || b == b'\n') {
+        bail!("header {raw:?} must not contain line breaks");
+    }
+    Ok((k.to_string(), v.trim().to_string()))
+}
+
+/// One request as flags or a scenario describe it, before its URL is resolved.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    /// Name for per-request results.
+    pub name: String,
+    /// Absolute URL.
+    pub url: String,
+    /// HTTP method, upper case.
+    pub method: String,
+    /// Headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+/// Parses and resolves a URL; returns the index of its endpoint in `endpoints` (added when no
+/// endpoint has its address yet) and the parsed URL.
+pub fn endpoint_of(endpoints: &mut Vec<Endpoint>, raw: &str) -> Result<(usize, Target)> {
+    let t = parse_target(raw)?;
+    let addr = (t.host.as_str(), t.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve the host of {raw:?}"))?
+        .next()
+        .with_context(|| format!("the host of {raw:?} has no address"))?;
+    let index = match endpoints.iter().position(|e| e.addr == addr) {
+        Some(i) => i,
+        None => {
+            endpoints.push(Endpoint {
+                addr,
+                authority: t.authority.clone(),
+            });
+            endpoints.len() - 1
+        }
+    };
+    Ok((index, t))
+}
+
+/// The endpoint of `url` in `endpoints`, added when new (scenario flows resolve their origins).
+pub fn endpoint_index(endpoints: &mut Vec<Endpoint>, url: &str) -> Result<usize> {
+    endpoint_of(endpoints, url).map(|(i, _)| i)
+}
+
+/// Parses and resolves each request's URL; requests to the same address share an endpoint.
+pub fn resolve(specs: &[RequestSpec]) -> Result<(Vec<Endpoint>, Vec<RequestTemplate>)> {
+    let mut endpoints: Vec<Endpoint> = Vec::new();
+    let mut requests = Vec::new();
+    for spec in specs {
+        let (endpoint, t) = endpoint_of(&mut endpoints, &spec.url)?;
+        requests.push(RequestTemplate {
+            name: spec.name.clone(),
+            url: t.url,
+            endpoint,
+            method: spec.method.clone(),
+            path: t.path,
+            headers: spec.headers.clone(),
+            body: spec.body.clone(),
+        });
+    }
+    Ok((endpoints, requests))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_keep_path_and_query_and_default_port() {
+        let t = parse_target("http://127.0.0.1/a/b?x=1&y=2").unwrap();
+        assert_eq!(t.port, 80);
+        assert_eq!(t.authority, "127.0.0.1");
+        assert_eq!(t.path, "/a/b?x=1&y=2");
+        let t = parse_target("http://localhost:8080").unwrap();
+        assert_eq!(t.path, "/");
+        assert_eq!(t.authority, "localhost:8080");
+    }
+
+    #[test]
+    fn bad_urls_and_schemes_are_refused_with_a_reason() {
+        let e = parse_target("not a url").err().unwrap().to_string();
+        assert!(e.contains("is not a URL"), "{e}");
+        let e = parse_target("https://127.0.0.1/")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("https is not supported"), "{e}");
+        let e = parse_target("ftp://127.0.0.1/").err().unwrap().to_string();
+        assert!(e.contains("unsupported scheme"), "{e}");
+    }
+
+    #[test]
+    fn headers_need_a_name_and_a_colon() {
+        assert_eq!(
+            parse_header("X-Token:  abc ").unwrap(),
+            ("X-Token".to_string(), "abc".to_string())
+        );
+        assert!(parse_header("no colon").is_err());
+        assert!(parse_header(": empty").is_err());
+    }
+}

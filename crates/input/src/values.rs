@@ -1,0 +1,112 @@
+//! Flag values as users type them (counts, durations such as `10s`, rates such as `2.5k`),
+//! checked when clap parses them, so a bad value is refused before anything runs.
+
+use std::time::Duration;
+
+use loadlab_run::plan::MAX_RATE_RPS;
+
+/// A whole number of at least 1 (connections, threads, depth).
+pub fn positive_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("must be a whole number of at least 1".into()),
+    }
+}
+
+/// The probe's highest concurrency: 1 to 100,000.
+pub fn concurrency_bound(s: &str) -> Result<usize, String> {
+    match positive_count(s)? {
+        n if n > 100_000 => Err("must be at most 100,000".into()),
+        n => Ok(n),
+    }
+}
+
+/// A whole number of at least 1, possibly large (request counts).
+pub fn positive_u64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("must be a whole number of at least 1".into()),
+    }
+}
+
+/// A duration such as `10s`, `1m30s` or `250ms`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        return if secs.is_finite() && secs >= 0.0 {
+            Duration::try_from_secs_f64(secs).map_err(|_| "is too long".into())
+        } else {
+            Err("must not be negative".into())
+        };
+    }
+    humantime::parse_duration(s).map_err(|_| "expected a duration such as 10s, 2m or 500ms".into())
+}
+
+/// A duration above zero.
+pub fn positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be longer than zero".into()),
+        d => Ok(d),
+    }
+}
+
+/// Requests per second, such as `500` or `2.5k`.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.strip_suffix(['k', 'K']) {
+        Some(n) => (n, 1000.0),
+        None => (t, 1.0),
+    };
+    num.parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite())
+        .map(|r| r * mult)
+        .ok_or_else(|| "expected requests per second, such as 500 or 2.5k".into())
+}
+
+/// A rate above zero, at most [`MAX_RATE_RPS`].
+pub fn positive_rate(s: &str) -> Result<f64, String> {
+    match parse_rate(s)? {
+        r if r > MAX_RATE_RPS => Err("must be at most 10,000,000 requests per second".into()),
+        r if r > 0.0 => Ok(r),
+        _ => Err("must be more than zero requests per second".into()),
+    }
+}
+
+/// A rate of zero or more, at most [`MAX_RATE_RPS`].
+pub fn non_negative_rate(s: &str) -> Result<f64, String> {
+    match parse_rate(s)? {
+        r if r > MAX_RATE_RPS => Err("must be at most 10,000,000 requests per second".into()),
+        r if r >= 0.0 => Ok(r),
+        _ => Err("must not be negative".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_units_and_bare_seconds() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("-3").is_err());
+        assert!(positive_duration("0s").is_err());
+    }
+
+    #[test]
+    fn rates_and_counts_reject_zero_and_negatives() {
+        assert_eq!(positive_rate("2.5k"), Ok(2500.0));
+        assert!(positive_rate("0").is_err());
+        assert!(positive_rate("-5").is_err());
+        assert_eq!(non_negative_rate("0"), Ok(0.0));
+        assert!(positive_count("0").is_err());
+        assert!(positive_count("-1").is_err());
+        assert_eq!(positive_u64("1000"), Ok(1000));
+    }
+}

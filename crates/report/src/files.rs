@@ -1,0 +1,77 @@
+//! Report files other commands write beside their runs: the HTML report, the charts as one
+//! image, and JSON results; each refuses a bad name before anything runs.
+
+use std::path::Path;
+
+use crate::html::{render_html, RunView};
+use crate::plot::{plot_svg, png, PlotError};
+
+/// A report file that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The plot's name is neither `.png` nor `.svg`.
+    #[error("--plot {0}: name the image .png or .svg")]
+    PlotName(String),
+    /// The image could not be drawn.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+    /// The value could not be written as JSON.
+    #[error("cannot write JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), FileError> {
+    std::fs::write(path, bytes).map_err(|source| FileError::Write {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// A run's name in reports: its folder's name.
+pub fn label_of(dir: &Path) -> String {
+    dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// Writes the HTML report of `views` to `path`.
+pub fn write_html(path: &Path, title: &str, views: &[RunView]) -> Result<(), FileError> {
+    write(path, render_html(&format!("loadlab: {title}"), views))
+}
+
+/// True for a `.png` plot, false for `.svg`; any other name is refused.
+pub fn plot_is_png(path: &Path) -> Result<bool, FileError> {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("svg") => Ok(false),
+        Some("png") => Ok(true),
+        _ => Err(FileError::PlotName(path.display().to_string())),
+    }
+}
+
+/// Writes the main charts of `views` as one image, SVG or PNG by the file's extension.
+pub fn write_plot(path: &Path, title: &str, views: &[RunView]) -> Result<(), FileError> {
+    let svg = plot_svg(title, views);
+    let bytes = if plot_is_png(path)? {
+        png(&svg)?
+    } else {
+        svg.into_bytes()
+    };
+    write(path, bytes)
+}
+
+/// Writes `value` as pretty JSON to `path` (`--json` of probe, capacity and compare).
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), FileError> {
+    write(path, serde_json::to_string_pretty(value)? + "\n")
+}
