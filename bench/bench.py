@@ -144,6 +144,14 @@ def loadlab_cmd(*flags):
     return lambda url, secs, j, tmp: ([LOADLAB, "run", url, "-t", "1", "-q", "-d", f"{secs}s", "--json", j, *flags], parse_loadlab)
 
 
+def with_binary(build, binary):
+    """The same loadlab command run with another loadlab binary."""
+    def rebuilt(url, secs, j, tmp):
+        argv, parser = build(url, secs, j, tmp)
+        return [binary if a == LOADLAB else a for a in argv], parser
+    return rebuilt
+
+
 def vegeta_cmd(rate):
     def build(url, secs, j, tmp):
         vegeta = find("vegeta")
@@ -334,6 +342,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, serve-ping)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
+    ap.add_argument("--baseline", default="", help="another loadlab binary (an older build) run as 'loadlab-baseline' in every row loadlab runs in, to compare builds in one run")
     args = ap.parse_args()
 
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -361,15 +370,17 @@ def main():
             for sc in SCENARIOS:
                 if only and sc.name not in only:
                     continue
+                if args.baseline and "loadlab" in sc.tools:
+                    sc.tools["loadlab-baseline"] = with_binary(sc.tools["loadlab"], args.baseline)
                 results = {}
                 for rnd in range(args.rounds):
                     names = list(sc.tools)
                     if rnd % 2:
                         names = [names[0]] + names[1:][::-1]
                     for tool in names:
-                        if wanted_tools and tool not in wanted_tools and tool != "loadlab":
+                        if wanted_tools and tool not in wanted_tools and not tool.startswith("loadlab"):
                             continue
-                        if tool != "loadlab" and not find(tool):
+                        if not tool.startswith("loadlab") and not find(tool):
                             results.setdefault(tool, []).append(None)
                             continue
                         j = str(Path(tmp) / f"{sc.name}-{tool}-{rnd}.json")

@@ -42,6 +42,7 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+python3 scripts/module-cycles.py
 cargo test --workspace --locked
 LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \
   "$venv/bin/python" -m pytest -q tests/browser
