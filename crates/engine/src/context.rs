@@ -12,9 +12,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::http1::{encode_request, MAX_HEAD_BYTES};
+use crate::msg::Msg;
 use crate::schedule::closed::Budget;
-use crate::user::UsersState;
-use crate::worker::Msg;
+use crate::user_state::UsersState;
 
 /// Size of a thread's read buffer: room for a connection's leftover partial head plus a
 /// large read.

@@ -8,10 +8,12 @@ mod conn;
 mod context;
 mod html;
 pub mod http1;
+mod msg;
 mod precise_timer;
 pub mod schedule;
 mod usage;
 mod user;
+mod user_state;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -29,11 +31,12 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::context::Source;
+use crate::msg::{Msg, ThreadEnd};
 use crate::schedule::closed::Budget;
 use crate::schedule::open::{ArrivalClock, RateCurve};
 use crate::schedule::share_of;
 use crate::schedule::users::UserCurve;
-use crate::worker::{run_thread, Msg, ThreadSetup};
+use crate::worker::{run_thread, ThreadSetup};
 
 /// Time between starting the threads and the run's origin, so every thread is ready for it.
 const STARTUP: Duration = Duration::from_millis(20);
@@ -262,7 +265,7 @@ impl Collector {
         }
     }
 
-    fn end(&mut self, thread: usize, end: worker::ThreadEnd) {
+    fn end(&mut self, thread: usize, end: ThreadEnd) {
         self.done[thread] = true;
         self.unfinished += end.unfinished;
         if self.by_name.is_empty() {

@@ -4,17 +4,13 @@
 //! user's first visit. Arrivals of the open model start sessions; user phases keep slots of
 //! users running session after session.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
-use loadlab_run::users::{Behaviour, CaptureSource, Expect, RequestStep, Step, Think, UserModel};
-use loadlab_run::{ErrorKind, Plan, RequestTemplate, UserRecord};
-use serde_json_path::JsonPath;
-use tokio::sync::Notify;
+use loadlab_run::users::{Behaviour, CaptureSource, Expect, RequestStep, Step, Think};
+use loadlab_run::{ErrorKind, Plan, RequestTemplate};
 use tokio::task::spawn_local;
 use tokio::time::{sleep, sleep_until, Instant};
 
@@ -24,115 +20,10 @@ use crate::html::resource_urls;
 use crate::http1::encode_request;
 use crate::schedule::share_of;
 use crate::schedule::users::UserCurve;
+use crate::user_state::UsersState;
 
 /// Longest pause between sessions of a user slot whose sessions fail to connect.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
-/// One thread's virtual users.
-pub struct UsersState {
-    plan: Arc<Plan>,
-    /// Compiled JSONPath queries of the captures, by their text.
-    json_paths: HashMap<String, JsonPath>,
-    /// Users now: sessions running (open model), or user slots running (user phases).
-    pub active: Cell<u64>,
-    /// Open model: session tasks alive (running or about to), bounded by `cap`.
-    tasks: Cell<u64>,
-    /// Open model: most sessions at once; later arrivals wait in `queue`.
-    cap: u64,
-    /// Open model: arrivals waiting for a session to end (intended start, user index).
-    queue: RefCell<VecDeque<(Instant, u64)>>,
-    /// User phases: slots this thread should run now.
-    target: Cell<u64>,
-    /// User phases: which slots have a task.
-    alive: RefCell<Vec<bool>>,
-    /// User phases: sessions begun by this thread, for user indices.
-    begun: Cell<u64>,
-    /// Wakes thinking users when the target drops.
-    changed: Notify,
-    /// Open model: signalled when the last session task ends.
-    idle: Notify,
-    /// Whole-run account of the sessions.
-    pub record: RefCell<UserRecord>,
-}
-
-impl UsersState {
-    /// The state of one thread, allowed `cap` sessions at once in the open model.
-    pub fn new(plan: Arc<Plan>, cap: usize) -> Self {
-        let mut json_paths = HashMap::new();
-        if let Some(model) = plan.model.users() {
-            for step in request_steps(model) {
-                for c in &step.captures {
-                    if let CaptureSource::Json(q) = &c.source {
-                        // The plan was checked when it was built; a query that still fails to
-                        // parse makes its capture fail, with its text as the reason.
-                        if let Ok(path) = JsonPath::parse(q) {
-                            json_paths.insert(q.clone(), path);
-                        }
-                    }
-                }
-            }
-        }
-        UsersState {
-            plan,
-            json_paths,
-            active: Cell::new(0),
-            tasks: Cell::new(0),
-            cap: cap.max(1) as u64,
-            queue: RefCell::new(VecDeque::new()),
-            target: Cell::new(0),
-            alive: RefCell::new(Vec::new()),
-            begun: Cell::new(0),
-            changed: Notify::new(),
-            idle: Notify::new(),
-            record: RefCell::new(UserRecord::new()),
-        }
-    }
-
-    fn model(&self) -> &UserModel {
-        self.plan
-            .model
-            .users()
-            .expect("users run only with a user model")
-    }
-
-    /// Open model: resolves once no session is running or waiting.
-    pub async fn drained(&self) {
-        while self.tasks.get() > 0 {
-            self.idle.notified().await;
-        }
-    }
-
-    /// Open model: arrivals still waiting when the run stops.
-    pub fn take_queued(&self) -> u64 {
-        let mut q = self.queue.borrow_mut();
-        let n = q.len() as u64;
-        q.clear();
-        n
-    }
-}
-
-/// Every request step of a model, loops and chains included.
-pub fn request_steps(model: &UserModel) -> Vec<&RequestStep> {
-    fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a RequestStep>) {
-        for s in steps {
-            match s {
-                Step::Request(r) => out.push(r),
-                Step::Think(_) => {}
-                Step::Loop { steps, .. } => walk(steps, out),
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for sc in &model.scenarios {
-        match &sc.behaviour {
-            Behaviour::Flow(steps) => walk(steps, &mut out),
-            Behaviour::Chain(chain) => {
-                out.extend(chain.states.iter().filter_map(|s| s.request.as_ref()))
-            }
-        }
-    }
-    out
-}
 
 fn users(ctx: &ThreadCtx) -> &UsersState {
     ctx.users.as_ref().expect("a thread of a user-model plan")

@@ -15,36 +15,13 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::conn::drive;
 use crate::context::{micros, Ctx, Pending, Source, ThreadCtx};
+use crate::msg::{Msg, ThreadEnd};
 use crate::precise_timer::PreciseTimer;
 use crate::schedule::open::ArrivalClock;
 use crate::schedule::users::UserCurve;
 use crate::usage::thread_cpu;
-use crate::user::{self, UsersState};
-
-/// What a thread reports when it stops.
-#[derive(Debug, Clone)]
-pub struct ThreadEnd {
-    /// CPU time the thread used.
-    pub cpu: Duration,
-    /// Time from the origin to the thread's stop.
-    pub elapsed: Duration,
-    /// Requests in flight when it stopped.
-    pub unfinished: u64,
-    /// Whole-run results per request name (empty when the plan has one name).
-    pub by_name: Vec<Interval>,
-    /// The sessions of the thread's virtual users, when the plan has a user model.
-    pub users: Option<UserRecord>,
-}
-
-/// Messages from generator threads to the collector.
-pub enum Msg {
-    /// A second's record from thread `.0`.
-    Interval(usize, Box<Interval>),
-    /// Thread `.0` stopped.
-    End(usize, ThreadEnd),
-    /// Thread `.0` could not start its event loop.
-    Failed(usize, std::io::Error),
-}
+use crate::user;
+use crate::user_state::UsersState;
 
 /// Everything one thread needs to run its share of the plan.
 pub struct ThreadSetup {
