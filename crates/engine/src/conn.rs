@@ -1,128 +1,229 @@
-//! The connection driver: one task per connection that takes work, writes requests, reads
-//! and records responses, and reconnects after failures. One loop serves both models; the
-//! work source and the pipeline depth are its parameters.
+//! Connections and the HTTP exchange (above the recorder, below the pooled connection loop and
+//! the virtual users): what a thread's connections share ([`Wire`]), opening a connection,
+//! writing a batch and reading and recording its responses, and the one [`send`] step every
+//! caller uses: connect if needed, exchange, record transport errors, drop a closed connection.
 
+use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use loadlab_run::ErrorKind;
+use loadlab_run::{ErrorKind, Plan};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{sleep, sleep_until, Instant, Sleep};
 
-use crate::context::{Ctx, EndpointState, Pending, Source, ThreadCtx};
-use crate::http1::ResponseParser;
+use crate::http1::{encode_request, ResponseParser, MAX_HEAD_BYTES};
+use crate::record::{Pending, Recorder};
 
-/// Longest pause between reconnect attempts in the closed model.
+/// Size of a thread's read buffer: room for a connection's leftover partial head plus a
+/// large read.
+const SCRATCH_BYTES: usize = MAX_HEAD_BYTES + 64 * 1024;
+
+/// First pause after a failure to connect, doubled after each further failure.
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+
+/// Longest pause between attempts to connect: closed-model connections between reconnects,
+/// user slots between sessions that fail.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// Runs one connection of endpoint `ep` until the run stops or the work runs out.
-/// `rotation` staggers which of the endpoint's requests each closed-model connection starts
-/// with; `preconnect` opens the connection before the first request arrives.
-pub async fn drive(ctx: Ctx, ep: usize, rotation: usize, preconnect: bool) {
-    let endpoint = &ctx.endpoints[ep];
-    let depth = match &ctx.source {
-        Source::Closed { depth, .. } => *depth,
-        Source::Open => 1,
-    };
-    let mut batch: Vec<Pending> = Vec::with_capacity(depth);
-    let mut rotation = rotation;
-    let mut conn: Option<Conn> = None;
-    let mut backoff = Duration::ZERO;
-    if preconnect {
-        conn = connect(endpoint, ctx.connect_timeout)
+/// A pre-encoded request.
+pub struct Encoded {
+    /// The bytes written for each send.
+    pub bytes: Vec<u8>,
+    /// HEAD requests get responses without bodies.
+    pub head: bool,
+    /// Index of the endpoint it goes to.
+    pub endpoint: usize,
+}
+
+/// What one thread's connections share: its recorder, the plan's requests encoded once, where
+/// to connect, the timeouts, and one read buffer.
+pub struct Wire {
+    /// The thread's recorder.
+    pub rec: Recorder,
+    /// Encoded requests, indexed like the plan's.
+    pub requests: Vec<Encoded>,
+    /// Each endpoint's address, indexed like the plan's endpoints.
+    addrs: Vec<SocketAddr>,
+    /// Request timeout.
+    pub timeout: Duration,
+    /// Connect timeout.
+    connect_timeout: Duration,
+    /// The thread's read buffer, shared by its connections: a connection borrows it only
+    /// between a readiness event and the end of parsing, never across an await.
+    scratch: RefCell<Vec<u8>>,
+}
+
+impl Wire {
+    /// The connection state of a thread that records with `rec`.
+    pub fn new(plan: &Plan, rec: Recorder) -> Self {
+        let requests = plan
+            .requests
+            .iter()
+            .map(|r| Encoded {
+                bytes: encode_request(r, &plan.endpoints[r.endpoint].authority),
+                head: r.method == "HEAD",
+                endpoint: r.endpoint,
+            })
+            .collect();
+        Wire {
+            rec,
+            requests,
+            addrs: plan.endpoints.iter().map(|e| e.addr).collect(),
+            timeout: plan.timeout,
+            connect_timeout: plan.connect_timeout,
+            scratch: RefCell::new(vec![0; SCRATCH_BYTES]),
+        }
+    }
+
+    /// The number of endpoints.
+    pub fn endpoints(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Opens a connection to endpoint `ep`, or `None` if that fails (the failure is not
+    /// recorded: nothing was sent on it yet).
+    pub async fn preconnect(&self, ep: usize) -> Option<Conn> {
+        connect(&self.addrs[ep], self.connect_timeout)
             .await
             .ok()
-            .map(Conn::new);
+            .map(Conn::new)
     }
-    loop {
-        batch.clear();
-        if !next_work(&ctx, endpoint, &mut batch, depth, &mut rotation).await {
-            break;
+}
+
+/// A request rendered for one send by a virtual user, instead of a template's pre-encoded
+/// bytes.
+#[derive(Clone, Copy)]
+pub struct Rendered<'a> {
+    /// What to write.
+    pub bytes: &'a [u8],
+    /// Keep the response's headers and body (for expectations, captures, static resources).
+    pub keep: bool,
+}
+
+/// The last response of a batch: its status and, for a [`Rendered`] request that asked to
+/// keep them, its headers (names as sent) and body.
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// Headers, when kept.
+    pub headers: Vec<(String, String)>,
+    /// Body (at most [`crate::http1::MAX_KEPT_BODY`] bytes), when kept.
+    pub body: Vec<u8>,
+}
+
+/// Why a batch did not get all its answers; the requests left unanswered are already recorded.
+#[derive(Debug, Clone, Copy)]
+pub enum Failed {
+    /// No connection could be opened.
+    Connect(ErrorKind),
+    /// The connection failed during the exchange.
+    Exchange(ErrorKind),
+}
+
+impl Failed {
+    /// The kind of the failure.
+    pub fn kind(self) -> ErrorKind {
+        match self {
+            Failed::Connect(kind) | Failed::Exchange(kind) => kind,
         }
+    }
+}
+
+/// Sends `batch` to endpoint `ep` on `conn`, opening it first when there is none: counts the
+/// batch as sent, exchanges it, records the requests a failure left unanswered, and drops the
+/// connection when it failed or the server closed it. A [`Rendered`] request (a batch of one)
+/// is written instead of its template's bytes and, as a browser does, goes once more on a new
+/// connection when a kept-alive one turns out closed before any byte of its answer.
+///
+/// Written as a function returning an `async move` block rather than an `async fn`: an
+/// `async fn` keeps a second copy of its arguments in its state, which would make every pooled
+/// connection's task outgrow the size class it had before this step was shared.
+#[allow(clippy::manual_async_fn)]
+pub fn send<'a>(
+    wire: &'a Wire,
+    conn: &'a mut Option<Conn>,
+    ep: usize,
+    batch: &'a [Pending],
+    rendered: Option<Rendered<'a>>,
+) -> impl Future<Output = Result<Answer, Failed>> + 'a {
+    async move {
         let sent_at = Instant::now();
-        ctx.mark_sent(batch.len(), sent_at);
-        if conn.is_none() {
-            match connect(endpoint, ctx.connect_timeout).await {
-                Ok(stream) => {
-                    conn = Some(Conn::new(stream));
-                    backoff = Duration::ZERO;
-                }
-                Err(kind) => {
-                    ctx.record_errors(kind, &batch);
-                    // A closed-model connection would otherwise retry in a tight loop; the
-                    // open model is already paced by its schedule.
-                    if matches!(ctx.source, Source::Closed { .. }) {
-                        backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_BACKOFF);
-                        sleep(backoff).await;
+        wire.rec.mark_sent(batch.len(), sent_at);
+        let mut retry = rendered.is_some();
+        loop {
+            let reused = conn.is_some();
+            if !reused {
+                match connect(&wire.addrs[ep], wire.connect_timeout).await {
+                    Ok(stream) => *conn = Some(Conn::new(stream)),
+                    Err(kind) => {
+                        wire.rec.record_errors(kind, batch);
+                        return Err(Failed::Connect(kind));
                     }
-                    continue;
                 }
             }
-        }
-        let c = conn.as_mut().expect("connected above");
-        match c.exchange(&ctx, &batch, sent_at, None).await {
-            Ok(true) => {}
-            Ok(false) => conn = None,
-            Err((kind, answered)) => {
-                ctx.record_errors(kind, &batch[answered..]);
-                conn = None;
+            let c = conn.as_mut().expect("connected above");
+            if let Some(r) = rendered {
+                c.parser.keep(r.keep);
+            }
+            match c
+                .exchange(wire, batch, sent_at, rendered.map(|r| r.bytes))
+                .await
+            {
+                Ok(alive) => {
+                    let (headers, body) = match rendered {
+                        Some(_) => c.parser.take_kept(),
+                        None => Default::default(),
+                    };
+                    let answer = Answer {
+                        status: c.last_status,
+                        headers,
+                        body,
+                    };
+                    if !alive {
+                        *conn = None;
+                    }
+                    return Ok(answer);
+                }
+                // A kept-alive connection the server closed while the user thought.
+                Err((ErrorKind::Closed | ErrorKind::Reset, 0)) if reused && retry => {
+                    *conn = None;
+                    retry = false;
+                }
+                Err((kind, answered)) => {
+                    wire.rec.record_errors(kind, &batch[answered..]);
+                    *conn = None;
+                    return Err(Failed::Exchange(kind));
+                }
             }
         }
     }
-    endpoint
-        .connections
-        .set(endpoint.connections.get().saturating_sub(1));
 }
 
-/// Fills `batch` with the next requests to send; false when there is no more work.
-async fn next_work(
-    ctx: &ThreadCtx,
-    endpoint: &EndpointState,
-    batch: &mut Vec<Pending>,
-    depth: usize,
-    rotation: &mut usize,
-) -> bool {
-    match &ctx.source {
-        Source::Closed { budget, .. } => {
-            let n = budget.take(depth);
-            let templates = &endpoint.templates;
-            for _ in 0..n {
-                batch.push(Pending {
-                    intended: None,
-                    template: templates[*rotation % templates.len()],
-                });
-                *rotation = rotation.wrapping_add(1);
-            }
-            n > 0
-        }
-        Source::Open => loop {
-            let next = endpoint.queue.borrow_mut().pop_front();
-            match next {
-                Some(p) => {
-                    if p.intended.is_some_and(|t| t + ctx.timeout < Instant::now()) {
-                        ctx.record_dropped(1);
-                        continue;
-                    }
-                    batch.push(p);
-                    return true;
-                }
-                None => {
-                    // The scheduler decrements `idle` when it wakes us.
-                    endpoint.idle.set(endpoint.idle.get() + 1);
-                    endpoint.work.notified().await;
-                }
-            }
-        },
+/// The pause before trying again after failures to connect: 10 ms, doubling up to one second.
+#[derive(Debug, Default)]
+pub struct Backoff(Duration);
+
+impl Backoff {
+    /// Waits the next, longer pause.
+    pub async fn pause(&mut self) {
+        self.0 = (self.0 * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
+        sleep(self.0).await;
+    }
+
+    /// Starts over after a success.
+    pub fn reset(&mut self) {
+        self.0 = Duration::ZERO;
     }
 }
 
-/// Opens a connection to `endpoint` with Nagle's algorithm off.
-pub async fn connect(endpoint: &EndpointState, timeout: Duration) -> Result<TcpStream, ErrorKind> {
-    match tokio::time::timeout(timeout, TcpStream::connect(endpoint.addr)).await {
+/// Opens a connection to `addr` with Nagle's algorithm off.
+async fn connect(addr: &SocketAddr, timeout: Duration) -> Result<TcpStream, ErrorKind> {
+    match tokio::time::timeout(timeout, TcpStream::connect(*addr)).await {
         Err(_) => Err(ErrorKind::ConnectTimeout),
         Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => Err(ErrorKind::ConnectTimeout),
         Ok(Err(_)) => Err(ErrorKind::ConnectRefused),
@@ -150,9 +251,9 @@ pub struct Conn {
     /// Received bytes of a response not yet complete (usually empty).
     leftover: Vec<u8>,
     /// The response parser; virtual users ask it to keep headers and bodies.
-    pub parser: ResponseParser,
+    parser: ResponseParser,
     /// Status of the last response recorded.
-    pub last_status: u16,
+    last_status: u16,
     wbuf: Vec<u8>,
     /// Fires no later than the oldest outstanding request's timeout; it is only re-armed when
     /// it fires early, so most requests cost no timer operation.
@@ -161,7 +262,7 @@ pub struct Conn {
 
 /// Outcome of an exchange: keep the connection (`true`), close it (`false`), or a transport
 /// error with the number of requests answered before it.
-pub type Exchange = Result<bool, (ErrorKind, usize)>;
+type Exchange = Result<bool, (ErrorKind, usize)>;
 
 /// What one read and parse pass achieved.
 enum Pass {
@@ -173,7 +274,7 @@ enum Pass {
 
 impl Conn {
     /// Wraps an open stream.
-    pub fn new(stream: TcpStream) -> Self {
+    fn new(stream: TcpStream) -> Self {
         Conn {
             stream,
             leftover: Vec::new(),
@@ -187,32 +288,33 @@ impl Conn {
     /// Writes the batch's requests back to back, then reads and records their responses.
     /// `bytes`, when given, is what to write for a batch of one (a request rendered for a
     /// virtual user) instead of the template's pre-encoded bytes.
-    pub async fn exchange(
+    async fn exchange(
         &mut self,
-        ctx: &ThreadCtx,
+        wire: &Wire,
         batch: &[Pending],
         sent_at: Instant,
         bytes: Option<&[u8]>,
     ) -> Exchange {
         let written = if let [one] = batch {
-            let bytes = bytes.unwrap_or(&ctx.requests[one.template].bytes);
+            let bytes = bytes.unwrap_or(&wire.requests[one.template].bytes);
             self.stream.write_all(bytes).await
         } else {
             self.wbuf.clear();
             for p in batch {
-                self.wbuf.extend_from_slice(&ctx.requests[p.template].bytes);
+                self.wbuf
+                    .extend_from_slice(&wire.requests[p.template].bytes);
             }
             self.stream.write_all(&self.wbuf).await
         };
         if let Err(e) = written {
             return Err((classify(&e), 0));
         }
-        let deadline = sent_at + ctx.timeout;
+        let deadline = sent_at + wire.timeout;
         let mut answered = 0;
-        self.parser.expect(ctx.requests[batch[0].template].head);
+        self.parser.expect(wire.requests[batch[0].template].head);
         loop {
             let pass =
-                poll_fn(|cx| self.poll_pass(cx, ctx, batch, sent_at, deadline, &mut answered))
+                poll_fn(|cx| self.poll_pass(cx, wire, batch, sent_at, deadline, &mut answered))
                     .await?;
             if let Pass::Done(keep) = pass {
                 return Ok(keep);
@@ -228,20 +330,20 @@ impl Conn {
     fn poll_pass(
         &mut self,
         cx: &mut Context<'_>,
-        ctx: &ThreadCtx,
+        wire: &Wire,
         batch: &[Pending],
         sent_at: Instant,
         deadline: Instant,
         answered: &mut usize,
     ) -> Poll<Result<Pass, (ErrorKind, usize)>> {
-        let mut scratch = ctx.scratch.borrow_mut();
+        let mut scratch = wire.scratch.borrow_mut();
         let kept = self.leftover.len();
         scratch[..kept].copy_from_slice(&self.leftover);
         let mut buf = ReadBuf::new(&mut scratch[kept..]);
         match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
             Poll::Ready(Ok(())) => {
                 let n = buf.filled().len();
-                Poll::Ready(self.parse(ctx, &scratch[..kept + n], n, batch, sent_at, answered))
+                Poll::Ready(self.parse(wire, &scratch[..kept + n], n, batch, sent_at, answered))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err((classify(&e), *answered))),
             Poll::Pending => {
@@ -260,7 +362,7 @@ impl Conn {
     /// means the peer closed) and keeps the bytes of an incomplete one.
     fn parse(
         &mut self,
-        ctx: &ThreadCtx,
+        wire: &Wire,
         data: &[u8],
         n: usize,
         batch: &[Pending],
@@ -270,7 +372,8 @@ impl Conn {
         let now = Instant::now();
         if n == 0 {
             if let Some(resp) = self.parser.finish_at_eof() {
-                ctx.record_response(&batch[*answered], sent_at, now, resp.status);
+                wire.rec
+                    .record_response(&batch[*answered], sent_at, now, resp.status);
                 self.last_status = resp.status;
                 *answered += 1;
                 if *answered == batch.len() {
@@ -279,7 +382,7 @@ impl Conn {
             }
             return Err((ErrorKind::Closed, *answered));
         }
-        ctx.add_bytes(n, now);
+        wire.rec.add_bytes(n, now);
         let mut pos = 0;
         while pos < data.len() {
             let progress = self
@@ -288,7 +391,8 @@ impl Conn {
                 .map_err(|_| (ErrorKind::Protocol, *answered))?;
             pos += progress.consumed;
             let Some(resp) = progress.done else { break };
-            ctx.record_response(&batch[*answered], sent_at, now, resp.status);
+            wire.rec
+                .record_response(&batch[*answered], sent_at, now, resp.status);
             self.last_status = resp.status;
             *answered += 1;
             if *answered == batch.len() {
@@ -299,7 +403,7 @@ impl Conn {
                 return Err((ErrorKind::Closed, *answered));
             }
             self.parser
-                .expect(ctx.requests[batch[*answered].template].head);
+                .expect(wire.requests[batch[*answered].template].head);
         }
         self.leftover.clear();
         self.leftover.extend_from_slice(&data[pos..]);

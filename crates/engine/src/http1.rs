@@ -1,5 +1,6 @@
-//! HTTP/1.1 on the wire: requests encoded once into bytes, responses parsed incrementally
-//! without keeping their bodies (unless a virtual user needs one, to capture from it).
+//! HTTP/1.1 on the wire (a leaf of the bottom layer, used by the connections): requests
+//! encoded once into bytes, responses parsed incrementally without keeping their bodies
+//! (unless a virtual user needs one, to capture from it).
 //!
 //! Written by hand around `httparse` because the load engine needs what general clients
 //! (hyper, reqwest) do not offer: pipelining several requests per connection, reusing one

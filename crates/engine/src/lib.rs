@@ -1,19 +1,30 @@
 //! The load engine: executes a [`Plan`] with one event loop per generator thread and turns
-//! what happened into [`RunData`] (plan → engine → records → run).
+//! what happened into [`RunData`] (plan → engine → records → run). This file is its top
+//! layer: [`run`] starts the threads, and the collector merges what they record.
 //!
 //! Threads record into their own per-second [`Interval`]s and hand them over once a second;
 //! the collector merges them in order, so no request ever takes a lock.
+//!
+//! The layers, each using only those below it:
+//! - scheduling, pure or leaves: `schedule`, `http1`, `precise_timer`, `usage`;
+//! - recording: `record`, the per-thread recorder and the messages to the collector;
+//! - connections: `conn`, connections, the HTTP exchange and the one send step;
+//! - work: `pool` (pooled connections of the closed and open models), `session` (virtual
+//!   users) and `pace` (the open model's arrivals), none using another;
+//! - the thread: `mode` (its state by the plan's model), then `worker` (its event loop and
+//!   once-a-second loop);
+//! - `run` and the collector, here.
 
 mod conn;
-mod context;
-mod html;
 pub mod http1;
-mod msg;
+mod mode;
+mod pace;
+mod pool;
 mod precise_timer;
+mod record;
 pub mod schedule;
+mod session;
 mod usage;
-mod user;
-mod user_state;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -30,12 +41,9 @@ use loadlab_run::{
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::context::Source;
-use crate::msg::{Msg, ThreadEnd};
-use crate::schedule::closed::Budget;
-use crate::schedule::open::{ArrivalClock, RateCurve};
+use crate::mode::Load;
+use crate::record::{Msg, ThreadEnd};
 use crate::schedule::share_of;
-use crate::schedule::users::UserCurve;
 use crate::worker::{run_thread, ThreadSetup};
 
 /// Time between starting the threads and the run's origin, so every thread is ready for it.
@@ -103,6 +111,7 @@ pub fn run(
     let threads = effective_threads(plan);
     let endpoints = plan.endpoints.len();
     let plan_arc = Arc::new(plan.clone());
+    let load = Load::of(plan);
     let cpu_before = usage::process_cpu();
     let started_at = SystemTime::now() + STARTUP;
     let origin = Instant::now() + STARTUP;
@@ -119,44 +128,16 @@ pub fn run(
     let mut handles = Vec::with_capacity(threads);
     for (index, conns) in connections.into_iter().enumerate() {
         let expected = plan.stop.count.map(|n| share_of(n, index, threads));
-        let (source, clock) = match plan.model {
-            Model::Users { .. } => (Source::Open, None),
-            Model::Closed { pipeline, .. } => (
-                Source::Closed {
-                    depth: pipeline,
-                    budget: Budget::new(expected),
-                },
-                None,
-            ),
-            Model::Open {
-                ref phases,
-                arrival,
-                seed,
-                ..
-            } => {
-                let end_s = plan
-                    .stop
-                    .duration
-                    .map_or(f64::INFINITY, |d| d.as_secs_f64());
-                let curve = RateCurve::from_phases(phases, end_s);
-                let clock = ArrivalClock::new(curve, arrival, index, threads, seed, expected);
-                (Source::Open, Some((clock, threads)))
-            }
-        };
         let setup = ThreadSetup {
             index,
+            threads,
             plan: plan_arc.clone(),
+            load: load.clone(),
             origin,
             deadline,
             connections: conns,
-            source,
-            clock,
             expected,
             max_connections_per_endpoint: max_per_endpoint,
-            user_curve: match &plan.model {
-                Model::Users { ref phases, .. } => Some((UserCurve::new(phases), threads)),
-                _ => None,
-            },
             stop: stop.0.subscribe(),
             tx: tx.clone(),
         };

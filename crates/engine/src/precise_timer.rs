@@ -1,5 +1,5 @@
-//! A sub-millisecond timer for the open-model scheduler: a Linux `timerfd` watched by the
-//! event loop.
+//! A sub-millisecond timer for the open model's pacer (a leaf of the bottom layer): a Linux
+//! `timerfd` watched by the event loop.
 //!
 //! Written by hand because tokio's timer wheel has one-millisecond resolution: arrivals every
 //! 200 µs would be released in bursts up to a millisecond late, and that lateness would be

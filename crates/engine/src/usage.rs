@@ -1,4 +1,5 @@
-//! The generator's own CPU time and peak memory, from `getrusage(2)`.
+//! The generator's own CPU time and peak memory, from `getrusage(2)` (a leaf of the bottom
+//! layer, read by the thread loop and by `run`).
 
 use std::time::Duration;
 

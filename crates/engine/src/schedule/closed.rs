@@ -1,5 +1,6 @@
-//! Closed-model scheduler: each connection sends its next request as soon as the previous ones
-//! answered, optionally pipelining, until the thread's share of the request count is used up.
+//! Closed-model scheduler (scheduling layer, pure): each connection sends its next request as
+//! soon as the previous ones answered, optionally pipelining, until the thread's share of the
+//! request count is used up.
 
 use std::cell::Cell;
 

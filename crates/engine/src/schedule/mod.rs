@@ -1,5 +1,6 @@
-//! Schedulers: when each request should start. Pure functions of time, tested with made-up
-//! clocks; the connection driver asks them for work.
+//! Schedulers (the bottom layer: pure, using nothing else of the engine): when each request
+//! should start. Pure functions of time, tested with made-up clocks; the pooled connections,
+//! the pacer and the user slots ask them for work.
 
 pub mod closed;
 pub mod open;

@@ -1,5 +1,6 @@
-//! Open-model scheduler: turns a rate curve into absolute send times from a fixed origin, so
-//! timer jitter never accumulates and a late thread catches up at once (plan → engine).
+//! Open-model scheduler (scheduling layer, pure): turns a rate curve into absolute send times
+//! from a fixed origin, so timer jitter never accumulates and a late thread catches up at once
+//! (plan → engine).
 //!
 //! The `i`-th arrival happens when the cumulative rate Λ(t) reaches `u_i`: `u_i = i` for evenly
 //! spaced arrivals, a running sum of exponential gaps for Poisson arrivals. Threads share the

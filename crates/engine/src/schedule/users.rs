@@ -1,5 +1,5 @@
-//! User-phase scheduler: how many virtual users should be running at each moment, as Locust
-//! steps its user count. Each phase moves the count from where the last one left it to its own
+//! User-phase scheduler (scheduling layer, pure): how many virtual users should be running at
+//! each moment, as Locust steps its user count. Each phase moves the count from where the last one left it to its own
 //! number, `spawn_rate` users per second (at once without a rate).
 
 use loadlab_run::UserPhase;

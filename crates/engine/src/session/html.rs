@@ -1,5 +1,6 @@
-//! The static resources a browser fetches on a page's first load: `img src`, `script src` and
-//! stylesheet `link href`, read from the page's HTML.
+//! The static resources a browser fetches on a page's first load (a leaf of the sessions
+//! layer, used by `statics`): `img src`, `script src` and stylesheet `link href`, read from
+//! the page's HTML.
 //!
 //! Written by hand rather than with an HTML5 parser: only three tag/attribute pairs matter, the
 //! scan runs on every first visit of every virtual user, and a full parser (html5ever and its

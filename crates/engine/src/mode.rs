@@ -1,0 +1,253 @@
+//! A thread's state by the plan's model (thread-loop layer, above the pooled connections and
+//! the virtual users): what the model asks of every thread, solved once per run ([`Load`]),
+//! and one thread's state in that mode ([`Mode`]), with the tasks each mode starts.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use loadlab_run::users::UserModel;
+use loadlab_run::{Arrival, Arrivals, Model, Plan, UserRecord};
+use tokio::task::spawn_local;
+use tokio::time::Instant;
+
+use crate::conn::Wire;
+use crate::pace::pace;
+use crate::pool::{self, Budgeted, Pool, Queues};
+use crate::record::Recorder;
+use crate::schedule::open::{ArrivalClock, RateCurve};
+use crate::schedule::users::UserCurve;
+use crate::session::{self, Slots, Users};
+
+/// The open model's arrival schedule, shared by every thread.
+#[derive(Clone)]
+pub struct OpenSchedule {
+    curve: RateCurve,
+    arrival: Arrival,
+    seed: u64,
+}
+
+impl OpenSchedule {
+    /// Thread `index`'s share of the arrivals, at most `expected` of them.
+    fn clock(&self, (index, threads): (usize, usize), expected: Option<u64>) -> ArrivalClock {
+        let curve = self.curve.clone();
+        ArrivalClock::new(curve, self.arrival, index, threads, self.seed, expected)
+    }
+}
+
+/// What the plan's model asks of every thread, solved once per run.
+#[derive(Clone)]
+pub enum Load {
+    /// Closed model: keep the connections busy, `pipeline` requests at a time.
+    Closed {
+        /// Pipeline depth.
+        pipeline: usize,
+    },
+    /// Open model: each arrival is a request on the pooled connections.
+    OpenRequests(OpenSchedule),
+    /// Open model: each arrival is a user's session.
+    OpenSessions(OpenSchedule, Arc<UserModel>),
+    /// User phases: a number of users over time, session after session.
+    Users(UserCurve, Arc<UserModel>),
+}
+
+impl Load {
+    /// The load of `plan`'s model.
+    pub fn of(plan: &Plan) -> Load {
+        match &plan.model {
+            Model::Closed { pipeline, .. } => Load::Closed {
+                pipeline: *pipeline,
+            },
+            Model::Open {
+                phases,
+                arrival,
+                seed,
+                arrivals,
+            } => {
+                let end_s = plan
+                    .stop
+                    .duration
+                    .map_or(f64::INFINITY, |d| d.as_secs_f64());
+                let schedule = OpenSchedule {
+                    curve: RateCurve::from_phases(phases, end_s),
+                    arrival: *arrival,
+                    seed: *seed,
+                };
+                match arrivals {
+                    Arrivals::Requests { .. } => Load::OpenRequests(schedule),
+                    Arrivals::Sessions { users, .. } => {
+                        Load::OpenSessions(schedule, Arc::new(users.clone()))
+                    }
+                }
+            }
+            Model::Users { phases, users } => {
+                Load::Users(UserCurve::new(phases), Arc::new(users.clone()))
+            }
+        }
+    }
+}
+
+/// A thread's state in its mode: each mode holds what it runs on and nothing else.
+pub enum Mode {
+    /// Closed model: pooled connections drawing on the thread's budget, `depth` at a time.
+    Closed(Rc<Pool<Budgeted>>),
+    /// Open model, requests: the arrival clock, and pooled connections taking the released
+    /// requests from the endpoint queues.
+    OpenRequests {
+        /// This thread's arrivals, shared with its pacer.
+        clock: Rc<RefCell<ArrivalClock>>,
+        /// The connections and their queues.
+        pool: Rc<Pool<Queues>>,
+    },
+    /// Open model, sessions: the arrival clock, and the users it starts.
+    OpenSessions {
+        /// This thread's arrivals, shared with its pacer.
+        clock: Rc<RefCell<ArrivalClock>>,
+        /// The arriving users.
+        arrivals: Rc<session::Arrivals>,
+    },
+    /// User phases: the user curve, and the slots of users it keeps running.
+    Users {
+        /// The user count over time.
+        curve: UserCurve,
+        /// The user slots.
+        slots: Rc<Slots>,
+    },
+}
+
+impl Mode {
+    /// The state of thread `thread.0` of `thread.1` that records with `rec`; `expected` is its
+    /// share of the run's count.
+    pub fn new(
+        plan: &Arc<Plan>,
+        load: Load,
+        rec: Recorder,
+        thread: (usize, usize),
+        expected: Option<u64>,
+        max_connections_per_endpoint: usize,
+    ) -> Mode {
+        let wire = Wire::new(plan, rec);
+        match load {
+            Load::Closed { pipeline } => Mode::Closed(Rc::new(Pool {
+                wire,
+                work: Budgeted::new(plan, expected, pipeline),
+            })),
+            Load::OpenRequests(schedule) => Mode::OpenRequests {
+                clock: Rc::new(RefCell::new(schedule.clock(thread, expected))),
+                pool: Rc::new(Pool {
+                    wire,
+                    work: Queues::new(plan, max_connections_per_endpoint),
+                }),
+            },
+            Load::OpenSessions(schedule, model) => {
+                let users = Users::new(plan.clone(), model, wire);
+                let cap = max_connections_per_endpoint * plan.endpoints.len();
+                Mode::OpenSessions {
+                    clock: Rc::new(RefCell::new(schedule.clock(thread, expected))),
+                    arrivals: Rc::new(session::Arrivals::new(users, cap)),
+                }
+            }
+            Load::Users(curve, model) => Mode::Users {
+                curve,
+                slots: Rc::new(Slots::new(Users::new(plan.clone(), model, wire))),
+            },
+        }
+    }
+
+    /// What the thread's connections share, with its recorder.
+    pub fn wire(&self) -> &Wire {
+        match self {
+            Mode::Closed(pool) => &pool.wire,
+            Mode::OpenRequests { pool, .. } => &pool.wire,
+            Mode::OpenSessions { arrivals, .. } => &arrivals.users.wire,
+            Mode::Users { slots, .. } => &slots.users.wire,
+        }
+    }
+
+    /// Starts the mode's tasks: the initial `connections` ((endpoint, rotation) pairs), the
+    /// pacer of the open model's arrivals, or the control of the user slots.
+    pub fn start(&self, connections: Vec<(usize, usize)>, (index, threads): (usize, usize)) {
+        match self {
+            Mode::Closed(pool) => {
+                for (ep, rotation) in connections {
+                    spawn_local(pool::drive(pool.clone(), ep, rotation, false));
+                }
+            }
+            Mode::OpenRequests { clock, pool } => {
+                for (ep, _) in connections {
+                    pool.open(ep);
+                }
+                let (clock, pool) = (clock.clone(), pool.clone());
+                spawn_local(async move {
+                    let release = |intended, i| pool.release(intended, i);
+                    let drop_stale = |now| pool.drop_stale(now);
+                    pace(
+                        &pool.wire.rec,
+                        &clock,
+                        (index, threads),
+                        release,
+                        drop_stale,
+                    )
+                    .await;
+                });
+            }
+            Mode::OpenSessions { clock, arrivals } => {
+                let (clock, arrivals) = (clock.clone(), arrivals.clone());
+                spawn_local(async move {
+                    let arrive = |intended, i: usize| arrivals.arrive(intended, i as u64);
+                    let rec = &arrivals.users.wire.rec;
+                    pace(rec, &clock, (index, threads), arrive, |_| {}).await;
+                });
+            }
+            Mode::Users { curve, slots } => {
+                spawn_local(session::control(
+                    slots.clone(),
+                    curve.clone(),
+                    index,
+                    threads,
+                ));
+            }
+        }
+    }
+
+    /// Open model: arrivals due before `end` that a late pacer never released were offered
+    /// all the same; they count as offered and dropped, so the schedule's count stays exact.
+    pub fn end_schedule(&self, end: Instant) {
+        let (Mode::OpenRequests { clock, .. } | Mode::OpenSessions { clock, .. }) = self else {
+            return;
+        };
+        let rec = &self.wire().rec;
+        let mut overdue = 0;
+        let end_offset = end.saturating_duration_since(rec.origin);
+        clock.borrow_mut().release_due(end_offset, |_| overdue += 1);
+        rec.rec_at(end).counts.offered += overdue;
+        rec.record_dropped(overdue);
+    }
+
+    /// Open model: requests, or users' arrivals, still queued when the run stops; they count
+    /// as dropped.
+    pub fn drop_queued(&self) {
+        match self {
+            Mode::OpenRequests { pool, .. } => pool.drop_queued(),
+            Mode::OpenSessions { arrivals, .. } => arrivals.drop_queued(),
+            Mode::Closed(_) | Mode::Users { .. } => {}
+        }
+    }
+
+    /// Open model with sessions: the users, whose sessions may finish after the schedule.
+    pub fn arrivals(&self) -> Option<&session::Arrivals> {
+        match self {
+            Mode::OpenSessions { arrivals, .. } => Some(arrivals),
+            _ => None,
+        }
+    }
+
+    /// The account of the users' sessions, with a user model.
+    pub fn take_user_record(&self) -> Option<UserRecord> {
+        match self {
+            Mode::OpenSessions { arrivals, .. } => Some(arrivals.users.record.take()),
+            Mode::Users { slots, .. } => Some(slots.users.record.take()),
+            Mode::Closed(_) | Mode::OpenRequests { .. } => None,
+        }
+    }
+}

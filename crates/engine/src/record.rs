@@ -1,0 +1,236 @@
+//! The per-thread recorder (recording layer, above scheduling and below connections): the
+//! current second's [`Interval`], its rotation to the collector, the in-flight, finished and
+//! active-user counters, and whole-run results per request name. It lives on one thread
+//! (`Cell`, `RefCell`), so recording takes no lock.
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use loadlab_run::{ErrorKind, Interval, Plan, UserRecord};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// A request waiting for, or on, a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Pending {
+    /// When it should have started (the open model's schedule); `None` in the closed model,
+    /// where a request's intended start is its actual send.
+    pub intended: Option<Instant>,
+    /// Index into the plan's requests.
+    pub template: usize,
+}
+
+/// What a thread reports when it stops.
+#[derive(Debug, Clone)]
+pub struct ThreadEnd {
+    /// CPU time the thread used.
+    pub cpu: Duration,
+    /// Time from the origin to the thread's stop.
+    pub elapsed: Duration,
+    /// Requests in flight when it stopped.
+    pub unfinished: u64,
+    /// Whole-run results per request name (empty when the plan has one name).
+    pub by_name: Vec<Interval>,
+    /// The sessions of the thread's virtual users, when the plan has a user model.
+    pub users: Option<UserRecord>,
+}
+
+/// Messages from generator threads to the collector.
+pub enum Msg {
+    /// A second's record from thread `.0`.
+    Interval(usize, Box<Interval>),
+    /// Thread `.0` stopped.
+    End(usize, ThreadEnd),
+    /// Thread `.0` could not start its event loop.
+    Failed(usize, std::io::Error),
+}
+
+/// One generator thread's record of what happened, second by second.
+pub struct Recorder {
+    /// The run's origin, shared by every thread.
+    pub origin: Instant,
+    /// The current second's record; use [`Recorder::rec_at`] to write to it.
+    current: RefCell<Interval>,
+    /// When the current second ends.
+    next_boundary: Cell<Instant>,
+    /// This thread's index, for its messages.
+    index: usize,
+    /// Where finished seconds go.
+    tx: Sender<Msg>,
+    /// Requests sent and not ended.
+    pub in_flight: Cell<u64>,
+    /// Requests ended or dropped so far.
+    finished: Cell<u64>,
+    /// This thread's share of the run's count, if the run has one.
+    expected: Option<u64>,
+    /// Signalled when the requests ended or dropped reach `expected`.
+    pub all_done: Notify,
+    /// Virtual users now: sessions running (open model), or user slots running (user phases).
+    pub users_active: Cell<u64>,
+    /// Each request's index among the plan's request names.
+    name_of: Vec<usize>,
+    /// Whole-run results per request name, kept only when the plan has several names.
+    by_name: Option<RefCell<Vec<Interval>>>,
+}
+
+impl Recorder {
+    /// The recorder of thread `index`, which sends its finished seconds to `tx`; `expected`
+    /// is the thread's share of the run's count.
+    pub fn new(
+        plan: &Plan,
+        origin: Instant,
+        expected: Option<u64>,
+        (index, tx): (usize, Sender<Msg>),
+    ) -> Self {
+        let (names, name_of) = plan.request_names();
+        Recorder {
+            origin,
+            current: RefCell::new(Interval::new(0)),
+            next_boundary: Cell::new(origin + Duration::from_secs(1)),
+            index,
+            tx,
+            in_flight: Cell::new(0),
+            finished: Cell::new(0),
+            expected,
+            all_done: Notify::new(),
+            users_active: Cell::new(0),
+            by_name: (names.len() > 1)
+                .then(|| RefCell::new(names.iter().map(|_| Interval::new(0)).collect())),
+            name_of,
+        }
+    }
+
+    /// The record of the second that `now` falls in: seconds that ended before `now` are
+    /// sent to the collector first, so every event counts in the second it happened in.
+    #[inline]
+    pub fn rec_at(&self, now: Instant) -> RefMut<'_, Interval> {
+        if now >= self.next_boundary.get() {
+            self.rotate(now);
+        }
+        self.current.borrow_mut()
+    }
+
+    /// Sends every second that ended by `now` (empty ones too, so the collector sees each
+    /// second of each thread exactly once).
+    pub fn rotate(&self, now: Instant) {
+        while now >= self.next_boundary.get() {
+            let next = self.current.borrow().second + 1;
+            self.send_current(next);
+            self.next_boundary
+                .set(self.next_boundary.get() + Duration::from_secs(1));
+        }
+    }
+
+    /// Sends the current (possibly partial) second and starts `next_second`.
+    fn send_current(&self, next_second: u64) {
+        let mut iv = self.current.replace(Interval::new(next_second));
+        iv.in_flight = self.in_flight.get();
+        iv.users_active = self.users_active.get();
+        let _ = self.tx.send(Msg::Interval(self.index, Box::new(iv)));
+    }
+
+    /// Sends every second up to `end`, then the last, partial one; the partial second is
+    /// skipped when nothing happened in it (a run that ends on a second's boundary would
+    /// otherwise get an empty trailing row).
+    pub fn flush(&self, end: Instant) {
+        self.rotate(end);
+        let (last, idle) = {
+            let rec = self.current.borrow();
+            let c = &rec.counts;
+            (
+                rec.second,
+                c.sent + c.completed + c.offered + c.dropped == 0,
+            )
+        };
+        if !idle || last == 0 {
+            self.send_current(last + 1);
+        }
+    }
+
+    /// Takes the whole-run results per request name (empty when the plan has one name).
+    pub fn take_by_name(&self) -> Vec<Interval> {
+        self.by_name
+            .as_ref()
+            .map(|b| b.replace(Vec::new()))
+            .unwrap_or_default()
+    }
+
+    /// Counts `n` requests as sent at `now`.
+    pub fn mark_sent(&self, n: usize, now: Instant) {
+        self.rec_at(now).counts.sent += n as u64;
+        self.in_flight.set(self.in_flight.get() + n as u64);
+    }
+
+    fn finish(&self, n: u64) {
+        let f = self.finished.get() + n;
+        self.finished.set(f);
+        if self.expected == Some(f) {
+            self.all_done.notify_one();
+        }
+    }
+
+    /// Records a response that ended at `now`.
+    #[inline]
+    pub fn record_response(&self, p: &Pending, sent_at: Instant, now: Instant, status: u16) {
+        let intended = p.intended.unwrap_or(sent_at);
+        let mut rec = self.rec_at(now);
+        rec.counts.record_status(status);
+        let latency = micros(now.saturating_duration_since(intended));
+        let service = micros(now.saturating_duration_since(sent_at));
+        rec.latency.saturating_record(latency);
+        rec.service.saturating_record(service);
+        drop(rec);
+        if let Some(by_name) = &self.by_name {
+            let mut by_name = by_name.borrow_mut();
+            let r = &mut by_name[self.name_of[p.template]];
+            r.counts.record_status(status);
+            r.latency.saturating_record(latency);
+            r.service.saturating_record(service);
+        }
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.finish(1);
+    }
+
+    /// Counts response bytes read at `now`.
+    #[inline]
+    pub fn add_bytes(&self, n: usize, now: Instant) {
+        self.rec_at(now).counts.bytes += n as u64;
+    }
+
+    /// Records sent requests that ended in a transport error.
+    pub fn record_errors(&self, kind: ErrorKind, failed: &[Pending]) {
+        let n = failed.len();
+        if n == 0 {
+            return;
+        }
+        let mut rec = self.rec_at(Instant::now());
+        for _ in 0..n {
+            rec.counts.record_error(kind);
+        }
+        drop(rec);
+        if let Some(by_name) = &self.by_name {
+            let mut by_name = by_name.borrow_mut();
+            for p in failed {
+                by_name[self.name_of[p.template]].counts.record_error(kind);
+            }
+        }
+        self.in_flight.set(self.in_flight.get() - n as u64);
+        self.finish(n as u64);
+    }
+
+    /// Records `n` requests dropped before they were sent.
+    pub fn record_dropped(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.rec_at(Instant::now()).counts.dropped += n;
+        self.finish(n);
+    }
+}
+
+/// A duration in whole microseconds, at least 1 (the histograms' lowest value).
+#[inline]
+pub fn micros(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}

@@ -1,0 +1,121 @@
+//! Expectations and captures of virtual users' requests (sessions layer): whether a step needs
+//! its response kept, checking the response against the step's expectations, and taking its
+//! captures (headers, JSONPath queries on the body) into the user's variables.
+
+use std::collections::HashMap;
+
+use loadlab_run::users::{Behaviour, CaptureSource, Expect, RequestStep, Step, UserModel};
+use serde_json_path::JsonPath;
+
+use crate::conn::Answer;
+
+/// A model's JSONPath capture queries, compiled once per thread, by their text.
+pub struct JsonPaths(HashMap<String, JsonPath>);
+
+impl JsonPaths {
+    /// Compiles the JSONPath queries of `model`'s captures.
+    pub fn compile(model: &UserModel) -> Self {
+        let mut json_paths = HashMap::new();
+        for step in request_steps(model) {
+            for c in &step.captures {
+                if let CaptureSource::Json(q) = &c.source {
+                    // The plan was checked when it was built; a query that still fails to
+                    // parse makes its capture fail, with its text as the reason.
+                    if let Ok(path) = JsonPath::parse(q) {
+                        json_paths.insert(q.clone(), path);
+                    }
+                }
+            }
+        }
+        JsonPaths(json_paths)
+    }
+}
+
+/// Every request step of a model, loops and chains included.
+fn request_steps(model: &UserModel) -> Vec<&RequestStep> {
+    fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a RequestStep>) {
+        for s in steps {
+            match s {
+                Step::Request(r) => out.push(r),
+                Step::Think(_) => {}
+                Step::Loop { steps, .. } => walk(steps, out),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for sc in &model.scenarios {
+        match &sc.behaviour {
+            Behaviour::Flow(steps) => walk(steps, &mut out),
+            Behaviour::Chain(chain) => {
+                out.extend(chain.states.iter().filter_map(|s| s.request.as_ref()))
+            }
+        }
+    }
+    out
+}
+
+/// True when `step` needs its response's headers or body: for its static resources, its
+/// captures or a content-type expectation.
+pub fn needs_response(step: &RequestStep) -> bool {
+    step.needs_body()
+        || !step.captures.is_empty()
+        || step
+            .expects
+            .iter()
+            .any(|e| matches!(e, Expect::ContentType(_)))
+}
+
+/// Checks `answer` to `step` (a request named `name`) against the step's expectations, then
+/// takes its captures into `vars`; the error is the failure's reason for the report.
+pub fn check(
+    step: &RequestStep,
+    name: &str,
+    answer: &Answer,
+    vars: &mut HashMap<String, String>,
+    json_paths: &JsonPaths,
+) -> Result<(), String> {
+    let header = |wanted: &str| {
+        answer
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(wanted))
+            .map(|(_, v)| v.as_str())
+    };
+    for e in &step.expects {
+        let ok = match e {
+            Expect::Status(codes) => codes.contains(&answer.status),
+            Expect::ContentType(ct) => header("content-type")
+                .is_some_and(|v| v.to_ascii_lowercase().contains(&ct.to_ascii_lowercase())),
+        };
+        if !ok {
+            let what = match e {
+                Expect::Status(_) => "statusCode",
+                Expect::ContentType(_) => "contentType",
+            };
+            return Err(format!("expect {what} on {name}"));
+        }
+    }
+    let mut json: Option<Option<serde_json::Value>> = None;
+    for c in &step.captures {
+        let value = match &c.source {
+            CaptureSource::Header(h) => header(h).map(str::to_string),
+            CaptureSource::Json(q) => {
+                let doc = json.get_or_insert_with(|| serde_json::from_slice(&answer.body).ok());
+                match (doc.as_ref(), json_paths.0.get(q)) {
+                    (Some(doc), Some(path)) => path.query(doc).first().map(|v| match v {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    }),
+                    _ => None,
+                }
+            }
+        };
+        match value {
+            Some(v) => {
+                vars.insert(c.var.clone(), v);
+            }
+            None => return Err(format!("capture {} on {name}", c.var)),
+        }
+    }
+    Ok(())
+}

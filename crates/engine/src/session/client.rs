@@ -1,0 +1,48 @@
+//! A virtual user's connections (sessions layer): one per endpoint, opened on first use, and
+//! the send of one rendered request on them through the shared send step.
+
+use std::future::Future;
+
+use crate::conn::{self, Answer, Conn, Failed, Rendered, Wire};
+use crate::record::Pending;
+
+/// One user's connections during a session.
+pub struct Client {
+    /// One connection per endpoint, opened on first use.
+    conns: Vec<Option<Conn>>,
+    /// Requests sent so far.
+    pub sent: u64,
+}
+
+impl Client {
+    /// A user with no connection yet to any of `wire`'s endpoints.
+    pub fn new(wire: &Wire) -> Self {
+        Client {
+            conns: (0..wire.endpoints()).map(|_| None).collect(),
+            sent: 0,
+        }
+    }
+
+    /// Sends `bytes`, rendered for `pending`, on the connection to its endpoint and records the
+    /// outcome; the answer has the status and, when `keep`, the response's headers and body.
+    ///
+    /// It hands back the shared step's future itself rather than awaiting it in a future of
+    /// its own, which would add a frame to every session's state.
+    pub fn send<'s>(
+        &'s mut self,
+        wire: &'s Wire,
+        pending: &'s Pending,
+        bytes: &'s [u8],
+        keep: bool,
+    ) -> impl Future<Output = Result<Answer, Failed>> + 's {
+        let ep = wire.requests[pending.template].endpoint;
+        self.sent += 1;
+        conn::send(
+            wire,
+            &mut self.conns[ep],
+            ep,
+            std::slice::from_ref(pending),
+            Some(Rendered { bytes, keep }),
+        )
+    }
+}

@@ -1,0 +1,108 @@
+//! Request rendering for virtual users (sessions layer): a request step's path, query,
+//! headers and body (a JSON document included) rendered from its templates and the user's
+//! variables, then encoded for the wire.
+
+use std::collections::HashMap;
+
+use loadlab_run::users::RequestStep;
+use loadlab_run::RequestTemplate;
+
+use crate::http1::encode_request;
+
+/// Renders request step `step` (of template `t`, sent to `authority`) with the user's `vars`
+/// into bytes, and the path it was sent to.
+pub fn render(
+    step: &RequestStep,
+    t: &RequestTemplate,
+    authority: &str,
+    vars: &HashMap<String, String>,
+    rng: &mut fastrand::Rng,
+) -> (Vec<u8>, String) {
+    let lookup = |k: &str| vars.get(k).map(String::as_str);
+    let mut raw = String::new();
+    step.path.render(lookup, rng, &mut raw);
+    let mut path = request_target(&raw);
+    for (k, v) in &step.query {
+        path.push(if path.contains('?') { '&' } else { '?' });
+        let mut value = String::new();
+        v.render(lookup, rng, &mut value);
+        path.extend(url::form_urlencoded::byte_serialize(k.as_bytes()));
+        path.push('=');
+        path.extend(url::form_urlencoded::byte_serialize(value.as_bytes()));
+    }
+    let headers = step
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            let mut value = String::new();
+            v.render(lookup, rng, &mut value);
+            // A captured value must not be able to end the header line.
+            value.retain(|c| c != '\r' && c != '\n');
+            (k.clone(), value)
+        })
+        .collect();
+    let body = match &step.json {
+        Some(doc) => {
+            let rendered = render_json(doc, &lookup, rng);
+            serde_json::to_vec(&rendered).unwrap_or_default()
+        }
+        None => {
+            let mut b = String::new();
+            step.body.render(lookup, rng, &mut b);
+            b.into_bytes()
+        }
+    };
+    let req = RequestTemplate {
+        path: path.clone(),
+        headers,
+        body,
+        ..t.clone()
+    };
+    let bytes = encode_request(&req, authority);
+    (bytes, path)
+}
+
+/// A rendered path made safe for the request line: bytes that may not appear there (spaces,
+/// controls, non-ASCII) are percent-encoded.
+fn request_target(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for b in raw.bytes() {
+        if b <= b' ' || b >= 0x7f || b == b'"' {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(b as char);
+        }
+    }
+    if !out.starts_with('/') {
+        out.insert(0, '/');
+    }
+    out
+}
+
+/// A JSON document with every string rendered as a template.
+fn render_json<'v>(
+    doc: &serde_json::Value,
+    lookup: &impl Fn(&str) -> Option<&'v str>,
+    rng: &mut fastrand::Rng,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match doc {
+        Value::String(s) if s.contains("{{") => match loadlab_run::Template::parse(s) {
+            Ok(t) => {
+                let mut out = String::new();
+                t.render(lookup, rng, &mut out);
+                Value::String(out)
+            }
+            Err(_) => doc.clone(),
+        },
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| render_json(v, lookup, rng)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), render_json(v, lookup, rng)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}

@@ -1,0 +1,39 @@
+//! What one thread's virtual users share, whichever way their sessions start (sessions
+//! layer): the thread's connection state and recorder, the plan's requests, the user model,
+//! the compiled capture queries and the whole-run account of the sessions.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use loadlab_run::users::UserModel;
+use loadlab_run::{Plan, UserRecord};
+
+use crate::conn::Wire;
+use crate::session::checks::JsonPaths;
+
+/// One thread's virtual users.
+pub struct Users {
+    /// The thread's connection state and recorder.
+    pub wire: Wire,
+    /// The plan: its requests and endpoints.
+    pub plan: Arc<Plan>,
+    /// What the users do.
+    pub model: Arc<UserModel>,
+    /// The compiled JSONPath queries of the model's captures.
+    pub json_paths: JsonPaths,
+    /// Whole-run account of the sessions.
+    pub record: RefCell<UserRecord>,
+}
+
+impl Users {
+    /// The users of a thread that connects and records with `wire`, doing what `model` says.
+    pub fn new(plan: Arc<Plan>, model: Arc<UserModel>, wire: Wire) -> Self {
+        Users {
+            wire,
+            plan,
+            json_paths: JsonPaths::compile(&model),
+            model,
+            record: RefCell::new(UserRecord::new()),
+        }
+    }
+}
