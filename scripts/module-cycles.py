@@ -24,10 +24,18 @@ def module_of(src: Path, file: Path) -> tuple:
 
 
 def body_without_tests(text: str) -> str:
-    """The code of a file: no trailing test module, no comments (doc links are not imports)."""
+    """The code of a file with its doc comments (rustdoc resolves their links as paths, so a
+    link is an edge too): no trailing test module, no plain `//` comments."""
     cut = text.find("#[cfg(test)]\nmod tests")
     code = text if cut < 0 else text[:cut]
-    return "\n".join(line.split("//")[0] for line in code.splitlines())
+    lines = []
+    for line in code.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith("///") or stripped.startswith("//!"):
+            lines.append(line)
+        else:
+            lines.append(line.split("//")[0])
+    return "\n".join(lines)
 
 
 def edges_of(src: Path):

@@ -11,7 +11,7 @@
 //!
 //! A workload's `run` is `loadlab run` flags with the URL given as a path on the topology's
 //! front; the same flags users already know, parsed once when the file is read into
-//! [`LoadFlags`], and lowered against each topology's front by [`crate::lower::workload`].
+//! [`LoadFlags`], and lowered against each topology's front by the lowering (`lower::workload`).
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
 //! The flags of `loadlab run` that shape the load, as one typed input: the command line and
-//! an experiment's workloads parse into [`LoadFlags`], and [`crate::lower`] turns them into a
+//! an experiment's workloads parse into [`LoadFlags`], and the lowering (`lower.rs`) turns them into a
 //! plan. A new load flag is a field here and a line in the lowering.
 
 use std::path::PathBuf;

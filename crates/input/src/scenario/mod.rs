@@ -84,7 +84,7 @@ fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases)> {
     Ok((file, phases))
 }
 
-/// A scenario file lowered into the parts of a plan; [`crate::lower::scenario`] adds the run's
+/// A scenario file lowered into the parts of a plan; the lowering (`lower.rs`) adds the run's
 /// flags and the defaults.
 #[derive(Debug)]
 pub struct Scenario {
