@@ -75,14 +75,10 @@ impl Load {
                 };
                 match arrivals {
                     Arrivals::Requests { .. } => Load::OpenRequests(schedule),
-                    Arrivals::Sessions { users, .. } => {
-                        Load::OpenSessions(schedule, Arc::new(users.clone()))
-                    }
+                    Arrivals::Sessions { users, .. } => Load::OpenSessions(schedule, users.clone()),
                 }
             }
-            Model::Users { phases, users } => {
-                Load::Users(UserCurve::new(phases), Arc::new(users.clone()))
-            }
+            Model::Users { phases, users } => Load::Users(UserCurve::new(phases), users.clone()),
         }
     }
 }

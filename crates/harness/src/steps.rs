@@ -20,10 +20,7 @@ pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(R
 pub fn one_request_ms(url: &str, timeout: Duration, stop: &StopSignal) -> Result<Option<f64>> {
     let plan = loadlab_input::lower::url(
         url,
-        Model::Closed {
-            connections: 1,
-            pipeline: 1,
-        },
+        Model::closed(1, 1),
         Stop {
             duration: None,
             count: Some(1),

@@ -23,10 +23,10 @@ use serde::Deserialize;
 use crate::flags::LoadFlags;
 use crate::yaml::located;
 
-/// A whole experiment file.
+/// A whole experiment file, as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Experiment {
+struct ExperimentFile {
     /// Name, used for the results folder.
     pub name: String,
     /// What the original report ran, when this file shortens it (shown before the run).
@@ -41,7 +41,7 @@ pub struct Experiment {
 /// An experiment file read and checked: each workload's flags parsed, each topology ready to
 /// deploy.
 #[derive(Debug)]
-pub struct Checked {
+pub struct Experiment {
     /// Name, used for the results folder.
     pub name: String,
     /// What the original report ran, when this file shortens it.
@@ -106,14 +106,14 @@ fn nginx() -> String {
 }
 
 /// Reads and checks an experiment file; errors name the file and, for YAML, line and column.
-pub fn load(path: &Path) -> Result<Checked, crate::InputError> {
+pub fn load(path: &Path) -> Result<Experiment, crate::InputError> {
     read(path).map_err(|e| crate::InputError::Experiment(format!("{e:#}")))
 }
 
-fn read(path: &Path) -> Result<Checked> {
+fn read(path: &Path) -> Result<Experiment> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the experiment file {}", path.display()))?;
-    let exp: Experiment = serde_saphyr::from_str(&text)
+    let exp: ExperimentFile = serde_saphyr::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}", located(path, &e.to_string())))?;
     if exp.topologies.is_empty() || exp.workloads.is_empty() {
         bail!(
@@ -138,7 +138,7 @@ fn read(path: &Path) -> Result<Checked> {
             flags,
         });
     }
-    Ok(Checked {
+    Ok(Experiment {
         name: exp.name,
         note: exp.note,
         topologies,

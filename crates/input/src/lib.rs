@@ -18,7 +18,7 @@ mod yaml;
 #[cfg(test)]
 mod fuzz;
 
-pub use experiment::{Checked as Experiment, Workload};
+pub use experiment::{Experiment, Workload};
 pub use flags::{is_scenario, ArrivalArg, LoadFlags};
 pub use lower::Overrides;
 

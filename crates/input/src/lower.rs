@@ -4,6 +4,7 @@
 //! nowhere else.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -167,7 +168,7 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
                 seed,
                 arrivals: match sc.users {
                     Some(users) => Arrivals::Sessions {
-                        users,
+                        users: Arc::new(users),
                         max_sessions: max_connections,
                     },
                     None => Arrivals::Requests {
@@ -185,7 +186,7 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
             }
             Model::Users {
                 phases,
-                users: sc.users.context("users phases run virtual users")?,
+                users: Arc::new(sc.users.context("users phases run virtual users")?),
             }
         }
     };

@@ -2,6 +2,7 @@
 //! [`Plan`]; the engine executes it and nothing else.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::users::UserModel;
@@ -111,8 +112,8 @@ pub enum Arrivals {
     },
     /// One virtual user running one session of the model, with connections of its own.
     Sessions {
-        /// What the users do.
-        users: UserModel,
+        /// What the users do (shared, not copied, by every generator thread).
+        users: Arc<UserModel>,
         /// Sessions that may run at once; past that arrivals wait.
         max_sessions: usize,
     },
@@ -144,8 +145,8 @@ pub enum Model {
     Users {
         /// The user count over time, phase after phase.
         phases: Vec<UserPhase>,
-        /// What the users do.
-        users: UserModel,
+        /// What the users do (shared, not copied, by every generator thread).
+        users: Arc<UserModel>,
     },
 }
 

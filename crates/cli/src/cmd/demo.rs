@@ -13,8 +13,8 @@ use loadlab_run::{Model, Plan, Stop};
 use loadlab_target::TestServer;
 
 use loadlab_harness::{execute, interrupt_signal, run_matrix, slug};
-use loadlab_input::experiment::split_words;
-use loadlab_input::{LoadFlags, Workload};
+use loadlab_input::experiment::WorkloadSpec;
+use loadlab_input::Workload;
 
 use crate::args::DemoArgs;
 use crate::cmd::Outcome;
@@ -101,8 +101,12 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
     let workloads = workloads
         .into_iter()
         .map(|(name, run)| {
-            let flags = LoadFlags::parse_words(&split_words(&run)?)
-                .map_err(|e| anyhow::anyhow!("demo workload {name:?}: {e}"))?;
+            let flags = WorkloadSpec {
+                name: name.clone(),
+                run,
+            }
+            .flags()
+            .with_context(|| format!("demo workload {name:?}"))?;
             Ok(Workload { name, flags })
         })
         .collect::<Result<Vec<_>>>()?;
