@@ -1,10 +1,13 @@
-//! Findings: what a run's numbers mean, one sentence each with the numbers behind it —
-//! saturation, queues building, Little's law, the service demand and the capacity it implies
-//! (seed 002's 1000/T per CPU), the generator's own limits, and how long a spike took to pass.
+//! Findings: what a run's numbers mean, one sentence each with the numbers behind it and what
+//! to look at next — errors, saturation, queues building, idle connections or a connection cap
+//! reached (Little's law), the service demand and the capacity it implies (seed 002's 1000/T
+//! per CPU), the generator's own limits, and how long a spike took to pass. A finding appears
+//! only when it tells the user something to act on: a run whose requests mostly failed gets the
+//! errors and nothing about the latency of those failures.
 
 use std::collections::BTreeMap;
 
-use loadlab_run::{Finding, Model, RunData, Summary, TimelineRow};
+use loadlab_run::{Arrivals, Finding, Model, RunData, Summary, TimelineRow};
 
 /// Achieved/offered ratio under which an open-model run counts as saturated.
 const SATURATED: f64 = 0.95;
@@ -14,11 +17,22 @@ const RISING: f64 = 1.5;
 const RISING_MS: f64 = 1.0;
 /// Latency within this factor of the base counts as recovered after a spike.
 const RECOVERED: f64 = 1.2;
+/// Share of failed requests over which the errors get a finding.
+const ERRORS_WORTH_SAYING: f64 = 0.01;
+/// Share of successful requests under which latency and throughput findings say nothing (they
+/// would describe how fast the service failed).
+const MOSTLY_OK: f64 = 0.5;
+/// Share of a closed model's connections that, left idle on average, means the generator or
+/// the network set the pace rather than the service.
+const IDLE_CONNECTIONS: f64 = 0.8;
+/// Share of the open model's connection cap that, in use on average, means the cap binds.
+const NEAR_CAP: f64 = 0.8;
 
-fn finding(kind: &str, message: String, values: &[(&str, f64)]) -> Finding {
+fn finding(kind: &str, message: String, next: &str, values: &[(&str, f64)]) -> Finding {
     Finding {
         kind: kind.into(),
         message,
+        next: next.into(),
         values: values
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
@@ -46,30 +60,35 @@ fn mean(v: &[f64]) -> f64 {
 /// capacity that the service demand implies).
 pub fn findings(run: &RunData, s: &Summary, cores: usize) -> Vec<Finding> {
     let mut out = Vec::new();
-    let rows = &run.timeline;
-    saturation(run, s, &mut out);
-    for (name, start, length) in run.plan.phase_spans() {
-        let end = length.map_or(f64::INFINITY, |l| start + l);
-        let phase: Vec<&TimelineRow> = rows
-            .iter()
-            .filter(|r| r.second as f64 >= start && (r.second as f64) < end)
-            .collect();
-        let label = if run.plan.phase_spans().len() > 1 {
-            format!(" in phase {name:?}")
-        } else {
-            String::new()
-        };
-        trends(&phase, &label, &mut out);
+    errors(run, s, &mut out);
+    let mostly_ok =
+        s.requests.completed > 0 && s.requests.ok as f64 >= MOSTLY_OK * s.requests.completed as f64;
+    if mostly_ok {
+        saturation(run, s, &mut out);
+        let spans = run.plan.phase_spans();
+        for (name, start, length) in &spans {
+            let end = length.map_or(f64::INFINITY, |l| start + l);
+            let phase: Vec<&TimelineRow> = run
+                .timeline
+                .iter()
+                .filter(|r| r.second as f64 >= *start && (r.second as f64) < end)
+                .collect();
+            let label = if spans.len() > 1 {
+                format!(" in phase {name:?}")
+            } else {
+                String::new()
+            };
+            trends(&phase, &label, &run.plan.model, &mut out);
+        }
+        littles_law(run, s, &mut out);
+        service_demand(run, s, cores, &mut out);
     }
-    littles_law(run, s, &mut out);
-    service_demand(run, s, cores, &mut out);
     if s.generator.saturated || s.generator.schedule_lag_ms_p99 > 5.0 {
         out.push(finding(
             "generator",
             format!(
                 "the generator itself was near its limit (busiest thread {}, schedule lag p99 \
-                 {:.1} ms): the service may have more to give; add generator threads (-t) or a \
-                 core of its own",
+                 {:.1} ms): the service may have more to give",
                 if s.generator.saturated {
                     "saturated"
                 } else {
@@ -77,11 +96,100 @@ pub fn findings(run: &RunData, s: &Summary, cores: usize) -> Vec<Finding> {
                 },
                 s.generator.schedule_lag_ms_p99
             ),
+            "add generator threads (-t) or give the generator a core of its own, then run again",
             &[("schedule_lag_ms_p99", s.generator.schedule_lag_ms_p99)],
         ));
     }
-    spike_recovery(run, &mut out);
+    if mostly_ok {
+        spike_recovery(run, &mut out);
+    }
     out
+}
+
+/// Failed requests, when more than 1 % failed (or any was dropped), with the commonest cause
+/// and where to look for it.
+fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
+    let failed = s.requests.errors + s.requests.dropped;
+    let total = s.requests.completed + s.requests.dropped;
+    if total == 0 || (failed as f64) <= ERRORS_WORTH_SAYING * total as f64 && s.requests.dropped == 0
+    {
+        return;
+    }
+    // Causes by count: transport errors by kind, HTTP statuses of 400 and over, and drops.
+    let mut causes: Vec<(String, u64)> = s
+        .errors
+        .by_kind()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| (k.as_str().replace('_', " "), *n))
+        .collect();
+    causes.extend(
+        s.status
+            .iter()
+            .filter(|(code, n)| code.parse::<u16>().is_ok_and(|c| c >= 400) && **n > 0)
+            .map(|(code, n)| (format!("HTTP {code}"), *n)),
+    );
+    if s.requests.dropped > 0 {
+        causes.push(("dropped (no free connection)".into(), s.requests.dropped));
+    }
+    causes.sort_by(|a, b| b.1.cmp(&a.1));
+    let Some((top, _)) = causes.first() else {
+        return;
+    };
+    let addr = run
+        .plan
+        .endpoints
+        .first()
+        .map_or(String::from("the target"), |e| e.addr.to_string());
+    let next = if top == "connect refused" {
+        format!(
+            "nothing accepted connections at {addr}: check that the service is up and listening \
+             on that port; if only some were refused, its listen backlog overflowed"
+        )
+    } else if top == "connect timeout" {
+        format!("connections to {addr} did not open in time: check the address and any firewall")
+    } else if top == "timeout" {
+        "the service is past its capacity or stalled: find the rate it sustains with \
+         `loadlab capacity`, or raise --timeout if such answers are expected"
+            .into()
+    } else if top == "reset" || top == "closed" {
+        "the service closed connections under load: read its logs for crashes, restarts or \
+         connection limits (a proxy's keep-alive or max-connections settings)"
+            .into()
+    } else if top == "protocol" {
+        "the answers were not valid HTTP/1.1: check that the port serves plain HTTP".into()
+    } else if top == "HTTP 429" || top == "HTTP 503" {
+        "the service shed load past a cap: that cap is its capacity; compare it with the rate \
+         offered"
+            .into()
+    } else if top.starts_with("HTTP 5") {
+        "the service failed: read its logs (a proxy's 502 or 504 means the upstream failed or \
+         was too slow)"
+            .into()
+    } else if top.starts_with("dropped") {
+        "raise --max-connections, or lower the rate: every connection was busy".into()
+    } else {
+        "the requests are wrong for this service: check the URL, method, headers and body".into()
+    };
+    let listed = causes
+        .iter()
+        .take(3)
+        .map(|(c, n)| format!("{n} {c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    out.push(finding(
+        "errors",
+        format!(
+            "{failed} of {total} requests failed ({:.1} %): {listed}",
+            100.0 * failed as f64 / total as f64
+        ),
+        &next,
+        &[
+            ("failed", failed as f64),
+            ("total", total as f64),
+            ("error_pct", 100.0 * failed as f64 / total as f64),
+        ],
+    ));
 }
 
 fn saturation(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
@@ -100,6 +208,8 @@ fn saturation(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
                  offered ({:.0} %); past its capacity the rest waited, timed out or was dropped",
                 100.0 * achieved / offered
             ),
+            "find the highest rate that meets your objective with `loadlab capacity URL --slo …`; \
+             `loadlab probe URL` tells whether workers or the CPU limit it",
             &[("achieved_rps", achieved), ("offered_rps", offered)],
         ));
     }
@@ -107,7 +217,7 @@ fn saturation(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
 
 /// Latency rising and requests in flight climbing from the first third of `rows` to the
 /// last (the first second, a warm-up, left out).
-fn trends(rows: &[&TimelineRow], label: &str, out: &mut Vec<Finding>) {
+fn trends(rows: &[&TimelineRow], label: &str, model: &Model, out: &mut Vec<Finding>) {
     let rows: Vec<&&TimelineRow> = rows.iter().skip(1).filter(|r| r.completed > 0).collect();
     if rows.len() < 6 {
         return;
@@ -117,12 +227,26 @@ fn trends(rows: &[&TimelineRow], label: &str, out: &mut Vec<Finding>) {
     let p50 = |rs: &[&&TimelineRow]| median(rs.iter().map(|r| r.p50_ms).collect());
     let (a, b) = (p50(first), p50(last));
     if b > RISING * a + RISING_MS {
+        // With a fixed number of clients a queue cannot grow: the service itself slowed down.
+        let (why, next) = match model {
+            Model::Closed { .. } => (
+                "the service slowed down under a constant number of clients",
+                "watch its CPU and memory (--watch-pid) for a leak, garbage collection or a \
+                 resource filling up",
+            ),
+            _ => (
+                "a queue was building, so no steady state was reached",
+                "the load is past what the service sustains: lower the rate, or find the \
+                 highest steady one with `loadlab capacity`",
+            ),
+        };
         out.push(finding(
             "rising_latency",
             format!(
                 "latency rose through the run{label}: median {a:.1} ms in the first third, \
-                 {b:.1} ms in the last; a queue was building, so no steady state was reached"
+                 {b:.1} ms in the last; {why}"
             ),
+            next,
             &[("p50_first_ms", a), ("p50_last_ms", b)],
         ));
     }
@@ -136,46 +260,68 @@ fn trends(rows: &[&TimelineRow], label: &str, out: &mut Vec<Finding>) {
                 "requests in flight climbed{label} from {a:.0} to {b:.0} on average: arrivals \
                  outpaced answers"
             ),
+            "the service's concurrency limit (workers, a pool, a proxy's upstream connections) \
+             is below what this rate needs: `loadlab probe URL` counts its workers",
             &[("in_flight_first", a), ("in_flight_last", b)],
         ));
     }
 }
 
+/// Little's law (L = X·R), said only when it points at a limit: a closed model whose
+/// connections sat idle (the generator or the network set the pace, not the service), or an
+/// open model that needed most of its connection cap.
 fn littles_law(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
-    if s.requests.completed == 0 {
-        return;
-    }
     let x = s.throughput.rps;
     let r = s.latency_ms.mean / 1000.0;
     let l = x * r;
-    let measured = mean(
-        &run.timeline
-            .iter()
-            .map(|row| row.in_flight as f64)
-            .collect::<Vec<_>>(),
+    if l <= 0.0 {
+        return;
+    }
+    let values = [
+        ("in_flight", l),
+        ("throughput_rps", x),
+        ("latency_mean_ms", r * 1000.0),
+    ];
+    let said = format!(
+        "on average {l:.1} requests were in flight ({x:.0} req/s × {:.2} ms, Little's law)",
+        r * 1000.0
     );
-    let context = match &run.plan.model {
-        Model::Closed { connections, .. } if l >= 0.9 * *connections as f64 => format!(
-            ": all {connections} connections were busy, so the load was set by the service's speed"
-        ),
-        Model::Closed { connections, .. } => format!(
-            " of {connections} connections: the rest of the time went to the generator or the network"
-        ),
-        _ => String::from(": the concurrency the service had to hold"),
-    };
-    out.push(finding(
-        "littles_law",
-        format!(
-            "on average {l:.1} requests were in flight ({x:.0} req/s × {:.2} ms, Little's law){context}",
-            r * 1000.0
-        ),
-        &[
-            ("in_flight", l),
-            ("throughput_rps", x),
-            ("latency_mean_ms", r * 1000.0),
-            ("in_flight_sampled", measured),
-        ],
-    ));
+    match &run.plan.model {
+        Model::Closed {
+            connections,
+            pipeline,
+        } if l < IDLE_CONNECTIONS * (connections * pipeline) as f64 => {
+            let slots = connections * pipeline;
+            let idle = 100.0 * (1.0 - l / slots as f64);
+            out.push(finding(
+                "littles_law",
+                format!(
+                    "{said} of {slots} the connections could hold: they waited {idle:.0} % of \
+                     the time on the generator or the network, so the service was not what set \
+                     the pace"
+                ),
+                "check the generator's CPU in this summary; add threads (-t) or pipelining (-p), \
+                 or run the generator on another machine",
+                &values,
+            ));
+        }
+        Model::Open {
+            arrivals: Arrivals::Requests {
+                max_connections, ..
+            },
+            ..
+        } if l >= NEAR_CAP * *max_connections as f64 => out.push(finding(
+            "littles_law",
+            format!(
+                "{said}: {:.0} % of the cap of {max_connections} connections",
+                100.0 * l / *max_connections as f64
+            ),
+            "raise --max-connections, or arrivals will wait for a connection (and count as \
+             dropped after their timeout)",
+            &values,
+        )),
+        _ => {}
+    }
 }
 
 fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Finding>) {
@@ -194,6 +340,14 @@ fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Findin
     let per_core = 1000.0 / demand_ms;
     let max_rps = cores as f64 * per_core;
     let busy_cores = s.throughput.rps * demand_ms / 1000.0;
+    let utilization = busy_cores / cores as f64;
+    let next = if utilization >= 0.8 {
+        "the CPU is the bottleneck: profile the service to see where it goes, or give it more \
+         cores or replicas"
+    } else {
+        "the CPU was not the limit here; if throughput stopped growing, look for a worker cap, \
+         a lock or I/O (`loadlab probe URL`)"
+    };
     out.push(finding(
         "service_demand",
         format!(
@@ -202,13 +356,14 @@ fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Findin
              it keeps busy (1000/D, seed 002's 1000/T), ~{max_rps:.0} req/s on all {cores} \
              core(s); it kept {busy_cores:.2} core(s) busy (utilization law U = X·D)"
         ),
+        next,
         &[
             ("demand_ms", demand_ms),
             ("cpu_s", cpu_s),
             ("max_rps_per_core", per_core),
             ("predicted_max_rps", max_rps),
             ("busy_cores", busy_cores),
-            ("utilization", busy_cores / cores as f64),
+            ("utilization", utilization),
             ("cores", cores as f64),
         ],
     ));
@@ -259,11 +414,22 @@ fn spike_recovery(run: &RunData, out: &mut Vec<Finding>) {
                 "{name}: latency did not return to the base ({base:.1} ms median) before the run ended"
             ),
         };
+        let next = match back {
+            Some(0.0) => "the service absorbed this spike: try a higher or longer one",
+            Some(_) => {
+                "a backlog took that long to drain: look at what queues in the service (worker \
+                 pools, retries, connection pools) and how fast it scales"
+            }
+            None => {
+                "the service did not recover: look for a backlog that never drains (retries, \
+                 a stuck pool) in its logs and metrics"
+            }
+        };
         let mut values = vec![("base_p50_ms", base)];
         if let Some(t) = back {
             values.push(("recovery_s", t));
         }
-        out.push(finding("spike_recovery", message, &values));
+        out.push(finding("spike_recovery", message, next, &values));
     }
 }
 
@@ -272,7 +438,9 @@ mod tests {
     use std::net::SocketAddr;
     use std::time::Duration;
 
-    use loadlab_run::{Interval, Plan, ProcessSample, ProcessSeries, RatePhase, ServerData, Stop};
+    use loadlab_run::{
+        ErrorKind, Interval, Plan, ProcessSample, ProcessSeries, RatePhase, ServerData, Stop,
+    };
 
     use super::*;
 
@@ -324,13 +492,9 @@ mod tests {
         let f = findings(&r, &s, 2);
         assert_eq!(
             kinds(&f),
-            vec![
-                "saturation",
-                "rising_latency",
-                "climbing_in_flight",
-                "littles_law"
-            ]
+            vec!["saturation", "rising_latency", "climbing_in_flight"]
         );
+        assert!(f.iter().all(|f| !f.next.is_empty()), "{f:?}");
         assert_eq!(f[0].values["achieved_rps"], 60.0);
         assert!(
             f[0].message.contains("60 req/s of the 100 offered (60 %)"),
@@ -341,7 +505,7 @@ mod tests {
     }
 
     #[test]
-    fn a_steady_run_only_gets_littles_law() {
+    fn a_steady_run_within_its_limits_has_nothing_to_say() {
         let rows = (0..10).map(|s| second(s, 1000, 20.0, 20)).collect();
         let r = run(
             open(vec![RatePhase::constant("main", 1000.0, None)]),
@@ -349,10 +513,73 @@ mod tests {
             1000,
         );
         let s = Summary::from_run(&r);
+        assert_eq!(kinds(&findings(&r, &s, 2)), Vec::<&str>::new());
+        // Closed, every connection busy: the service set the pace, as it should.
+        let rows = (0..10).map(|s| second(s, 500, 20.0, 10)).collect();
+        let r = run(Model::closed(10, 1), rows, 0);
+        let s = Summary::from_run(&r);
+        assert_eq!(kinds(&findings(&r, &s, 2)), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn littles_law_speaks_only_of_idle_connections_or_a_cap_reached() {
+        // 50 connections, 500 req/s × 20 ms = 10 in flight: 80 % of the time idle.
+        let rows = (0..10).map(|s| second(s, 500, 20.0, 10)).collect();
+        let r = run(Model::closed(50, 1), rows, 0);
+        let s = Summary::from_run(&r);
         let f = findings(&r, &s, 2);
         assert_eq!(kinds(&f), vec!["littles_law"]);
-        // 1000 req/s × 20 ms = 20 in flight.
-        assert!((f[0].values["in_flight"] - 20.0).abs() < 0.2, "{:?}", f[0]);
+        assert!((f[0].values["in_flight"] - 10.0).abs() < 0.2, "{:?}", f[0]);
+        assert!(f[0].message.contains("80 % of the time"), "{}", f[0].message);
+        // Open, 1000 req/s × 90 ms = 90 in flight of a cap of 100.
+        let rows = (0..10).map(|s| second(s, 1000, 90.0, 90)).collect();
+        let r = run(
+            Model::open_phases(vec![RatePhase::constant("main", 1000.0, None)], 1, 100),
+            rows,
+            1000,
+        );
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        assert_eq!(kinds(&f), vec!["littles_law"]);
+        assert!(f[0].next.contains("--max-connections"), "{:?}", f[0]);
+    }
+
+    #[test]
+    fn a_run_where_every_connection_was_refused_gets_only_its_errors() {
+        let rows = (0..10)
+            .map(|sec| {
+                let mut iv = Interval::new(sec);
+                for _ in 0..200 {
+                    iv.counts.record_error(ErrorKind::ConnectRefused);
+                }
+                iv.latency.record_n(50, 200).unwrap();
+                iv
+            })
+            .collect();
+        let r = run(Model::closed(10, 1), rows, 0);
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        assert_eq!(kinds(&f), vec!["errors"]);
+        assert!(
+            f[0].message
+                .contains("2000 of 2000 requests failed (100.0 %): 2000 connect refused"),
+            "{}",
+            f[0].message
+        );
+        assert!(f[0].next.contains("127.0.0.1:9"), "{}", f[0].next);
+        // One failure in a thousand is not worth a line.
+        let rows = (0..10)
+            .map(|sec| {
+                let mut iv = second(sec, 1000, 5.0, 5);
+                if sec == 3 {
+                    iv.counts.record_status(500);
+                }
+                iv
+            })
+            .collect();
+        let r = run(Model::closed(5, 1), rows, 0);
+        let s = Summary::from_run(&r);
+        assert_eq!(kinds(&findings(&r, &s, 2)), Vec::<&str>::new());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! [`LoadFlags`] from the input crate, which lowers them into a plan; the rest say what each
 //! subcommand does with it.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,6 +11,38 @@ use loadlab_input::values::{
     concurrency_bound, parse_duration, positive_count, positive_duration, positive_rate,
 };
 use loadlab_input::LoadFlags;
+
+/// The command line with `--dashboard ADDR` (a space, as users write it) rewritten as
+/// `--dashboard=ADDR`. The flag's value is optional, so clap needs the `=`; without this the
+/// address would be taken for the URL. A next argument counts as an address when it has no
+/// scheme and no `/` and ends in `:PORT` (URLs always have a scheme; scenario files have no
+/// port), so `--dashboard run.yaml` and `--dashboard http://…` keep their meaning.
+pub fn join_dashboard_addr(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    let mut args = args.into_iter().peekable();
+    while let Some(arg) = args.next() {
+        let addr = (arg == "--dashboard")
+            .then(|| args.next_if(|next| next.to_str().is_some_and(is_listen_addr)))
+            .flatten();
+        match addr {
+            Some(addr) => {
+                let mut joined = OsString::from("--dashboard=");
+                joined.push(addr);
+                out.push(joined);
+            }
+            None => out.push(arg),
+        }
+    }
+    out
+}
+
+/// True for `HOST:PORT` and `[IPV6]:PORT`: what a listening address looks like.
+fn is_listen_addr(s: &str) -> bool {
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return false;
+    };
+    !host.is_empty() && !s.contains('/') && !host.starts_with('-') && port.parse::<u16>().is_ok()
+}
 
 /// A load-testing laboratory for HTTP services.
 #[derive(Debug, Parser)]
@@ -264,4 +297,47 @@ pub struct DemoArgs {
     /// Where to write the tour's run directories (default: ./runs/demo-<time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn joined(args: &[&str]) -> Vec<String> {
+        join_dashboard_addr(args.iter().map(OsString::from))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_dashboard_address_after_a_space_is_joined_to_its_flag() {
+        let url = "http://127.0.0.1:8080/ping";
+        assert_eq!(
+            joined(&["loadlab", "run", "--dashboard", "127.0.0.1:9000", url]),
+            ["loadlab", "run", "--dashboard=127.0.0.1:9000", url]
+        );
+        assert_eq!(
+            joined(&["loadlab", "run", "--dashboard", "[::1]:0", url]),
+            ["loadlab", "run", "--dashboard=[::1]:0", url]
+        );
+        assert_eq!(
+            joined(&["loadlab", "run", "--dashboard", "localhost:9000", url]),
+            ["loadlab", "run", "--dashboard=localhost:9000", url]
+        );
+        // The URL, a scenario file and another flag are not addresses.
+        for next in [url, "scenario.yaml", "-c", "dir/a:1"] {
+            let args = ["loadlab", "run", "--dashboard", next];
+            assert_eq!(joined(&args), args, "{next}");
+        }
+        let parsed =
+            Cli::try_parse_from(join_dashboard_addr(
+                ["loadlab", "run", "--dashboard", "127.0.0.1:0", url].map(OsString::from),
+            ))
+            .unwrap();
+        let Command::Run(run) = parsed.command else {
+            panic!("not a run")
+        };
+        assert_eq!(run.dashboard.as_deref(), Some("127.0.0.1:0"));
+    }
 }

@@ -20,7 +20,7 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_NOT_MET: u8 = 3;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(args::join_dashboard_addr(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind as K;

@@ -181,12 +181,7 @@ fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
         .iter()
         .map(|f| f["kind"].as_str().unwrap())
         .collect();
-    for want in [
-        "saturation",
-        "rising_latency",
-        "climbing_in_flight",
-        "littles_law",
-    ] {
+    for want in ["saturation", "rising_latency", "climbing_in_flight"] {
         assert!(kinds.contains(&want), "{want} missing from {kinds:?}");
     }
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -242,6 +242,9 @@ pub fn render_summary(s: &Summary) -> String {
         let _ = writeln!(out, "  findings");
         for f in &s.findings {
             let _ = writeln!(out, "  - {}", f.message);
+            if !f.next.is_empty() {
+                let _ = writeln!(out, "    next: {}", f.next);
+            }
         }
     }
     out

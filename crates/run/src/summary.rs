@@ -234,11 +234,14 @@ pub struct Server {
 /// One thing the analysis noticed about a run, in a sentence, with the numbers behind it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Finding {
-    /// What kind of finding: `saturation`, `rising_latency`, `climbing_in_flight`, `littles_law`,
-    /// `service_demand`, `generator`, `spike_recovery`.
+    /// What kind of finding: `errors`, `saturation`, `rising_latency`, `climbing_in_flight`,
+    /// `littles_law`, `service_demand`, `generator`, `spike_recovery`.
     pub kind: String,
     /// The sentence.
     pub message: String,
+    /// What to look at or try next.
+    #[serde(default)]
+    pub next: String,
     /// The numbers behind it, by name.
     #[serde(default)]
     pub values: BTreeMap<String, f64>,
