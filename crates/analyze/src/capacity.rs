@@ -1,11 +1,57 @@
 //! The capacity search, as pure functions of the steps run so far: the highest constant
-//! arrival rate whose steady state meets an objective. Bracket (double the rate until a step
-//! fails), then bisect (geometric mean of the highest passing and lowest failing rates) until
-//! they are within the tolerance.
+//! arrival rate whose steady state meets an objective. A quick closed-loop climb (doubling the
+//! connections until throughput stops growing) gives the service's plateau, the first rate
+//! tried; then bracket (halve or double the rate until one step passes and one fails) and
+//! bisect (geometric mean of the highest passing and lowest failing rates) until they are
+//! within the tolerance.
+//!
+//! A step is judged by the requests that arrived in its measured window: they must have been
+//! served (completed, or still in flight as any steady state has λ·W requests), the latency
+//! objective met, and the median steady.
 
 use serde::Serialize;
 
+use crate::probe::{first_step, step_of, Next, ProbeStep, CYCLES};
 use crate::slo::Slo;
+
+/// Gain under which a doubling of the connections counts as the plateau.
+const PLATEAU_GAIN: f64 = 1.10;
+
+/// The next step of the climb to the service's plateau: one connection, then twice as many
+/// each step until one gains less than 10 % throughput, fails, or would pass
+/// `max_concurrency`. `None` when the climb is over.
+pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next> {
+    let Some(last) = steps.last() else {
+        return Some(first_step());
+    };
+    if last.requests == 0 || last.error_pct > 1.0 {
+        return None;
+    }
+    let best_before = steps[..steps.len() - 1]
+        .iter()
+        .map(|s| s.throughput_rps)
+        .fold(0.0, f64::max);
+    if steps.len() > 1 && last.throughput_rps < PLATEAU_GAIN * best_before {
+        return None;
+    }
+    let next = last.concurrency * 2;
+    (next <= max_concurrency).then(|| step_of(next, last.mean_ms * 2.0, CYCLES))
+}
+
+/// The plateau the climb found, req/s: the throughput of the fewest connections that came
+/// within 10 % of the best step. Steps far past the knee read high: their first requests all
+/// queue at once, and a short step's mean latency keeps some of that start.
+pub fn plateau_rps(steps: &[ProbeStep]) -> Option<f64> {
+    let ok: Vec<&ProbeStep> = steps
+        .iter()
+        .filter(|s| s.requests > 0 && s.error_pct <= 1.0)
+        .collect();
+    let best = ok.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
+    ok.iter()
+        .filter(|s| s.throughput_rps * PLATEAU_GAIN >= best)
+        .min_by_key(|s| s.concurrency)
+        .map(|s| s.throughput_rps)
+}
 
 /// What one rate's steady state measured (after its warm-up).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -14,6 +60,11 @@ pub struct RateStep {
     pub rate_rps: f64,
     /// Completed requests per second in the measured part.
     pub achieved_rps: f64,
+    /// Arrivals per second in the measured part (the schedule's, exact).
+    pub arrived_rps: f64,
+    /// Arrivals per second that were served: completed, or in flight as a steady state keeps
+    /// λ·W of them.
+    pub served_rps: f64,
     /// Median latency from the intended start, ms.
     pub p50_ms: f64,
     /// 99th percentile, ms.
@@ -55,20 +106,49 @@ pub fn rising(p50_per_second: &[f64]) -> bool {
     last > RISING * first + RISING_MS
 }
 
-/// Judges a measured step against the objective: the bounds it broke, a rising latency, or a
-/// rate it could not serve.
-#[allow(clippy::too_many_arguments)]
+/// What a rate step's measured window saw.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// Arrivals the schedule made in the window.
+    pub arrivals: u64,
+    /// Requests that ended (answered or failed) in the window.
+    pub completed: u64,
+    /// Length of the window, seconds.
+    pub seconds: f64,
+    /// Requests in flight in a steady state at this rate: λ·W (Little's law), with W the
+    /// latency of one request alone (the window's own latency would grow with an overload's
+    /// backlog and excuse it).
+    pub in_flight: f64,
+}
+
+impl Window {
+    /// Arrivals per second.
+    pub fn arrived_rps(&self) -> f64 {
+        self.arrivals as f64 / self.seconds
+    }
+
+    /// Arrivals per second that were served. A window's completions fall short of its arrivals
+    /// by the growth of the backlog across it; a steady state still has λ·W requests in flight
+    /// at the window's end (those that arrived in the last W seconds), so they count as served.
+    /// Past capacity the backlog grows by (λ − μ) per second and the shortfall shows.
+    pub fn served_rps(&self) -> f64 {
+        (self.completed as f64 + self.in_flight).min(self.arrivals as f64) / self.seconds
+    }
+}
+
+/// Judges a measured step against the objective: the bounds it broke, a rising latency, or
+/// arrivals it did not serve.
 pub fn judge(
     slo: &Slo,
-    rate_rps: f64,
-    achieved_rps: f64,
+    window: &Window,
     latency_at: impl Fn(f64) -> f64,
     error_pct: f64,
     p50_per_second: &[f64],
 ) -> Vec<String> {
     let mut broken = slo.violations(&latency_at, error_pct);
-    if achieved_rps < SERVED * rate_rps {
-        broken.push(format!("served {achieved_rps:.1} of {rate_rps:.1} req/s"));
+    let (arrived, served) = (window.arrived_rps(), window.served_rps());
+    if served < SERVED * arrived {
+        broken.push(format!("served {served:.1} of {arrived:.1} req/s"));
     }
     if rising(p50_per_second) {
         broken.push("latency kept rising (a queue was building)".into());
@@ -145,6 +225,8 @@ mod tests {
         RateStep {
             rate_rps: rate,
             achieved_rps: rate.min(capacity),
+            arrived_rps: rate,
+            served_rps: rate.min(capacity),
             p50_ms: 10.0,
             p99_ms: if meets { 20.0 } else { 900.0 },
             error_pct: 0.0,
@@ -210,8 +292,97 @@ mod tests {
             "sub-ms jitter is not a trend"
         );
         let slo = Slo::parse("p99<300ms,errors<1%").unwrap();
-        let broken = judge(&slo, 100.0, 80.0, |_| 50.0, 0.0, &[50.0, 50.0, 51.0]);
-        assert_eq!(broken, vec!["served 80.0 of 100.0 req/s".to_string()]);
-        assert!(judge(&slo, 100.0, 99.5, |_| 50.0, 0.0, &[50.0, 50.0, 51.0]).is_empty());
+        let window = |arrivals, completed, in_flight| Window {
+            arrivals,
+            completed,
+            seconds: 10.0,
+            in_flight,
+        };
+        let broken = judge(
+            &slo,
+            &window(1000, 800, 5.0),
+            |_| 50.0,
+            0.0,
+            &[50.0, 50.0, 51.0],
+        );
+        assert_eq!(broken, vec!["served 80.5 of 100.0 req/s".to_string()]);
+        assert!(judge(
+            &slo,
+            &window(1000, 995, 5.0),
+            |_| 50.0,
+            0.0,
+            &[50.0, 50.0, 51.0]
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_slow_service_at_a_low_rate_is_served_though_a_request_is_always_in_flight() {
+        // The box: 5 workers of 389 ms (12.9 req/s). At 2.6 req/s for 5 s, 13 requests
+        // arrive and 12 end in the window: one is always in flight (2.6 × 0.389 = 1.0).
+        let slo = Slo::parse("p99<778ms").unwrap();
+        let low = Window {
+            arrivals: 13,
+            completed: 12,
+            seconds: 5.0,
+            in_flight: 2.6 * 0.389,
+        };
+        assert!((low.served_rps() - 2.6).abs() < 1e-9);
+        assert!(judge(&slo, &low, |_| 389.0, 0.0, &[389.0; 5]).is_empty());
+        // At 15 req/s the backlog grows by 2.1 a second: 64 of 75 end in the window.
+        let over = Window {
+            arrivals: 75,
+            completed: 64,
+            seconds: 5.0,
+            in_flight: 15.0 * 0.389,
+        };
+        let broken = judge(
+            &slo,
+            &over,
+            |_| 700.0,
+            0.0,
+            &[810.0, 970.0, 1150.0, 1320.0, 1480.0],
+        );
+        assert!(
+            broken.iter().any(|b| b.starts_with("served 14.0 of 15.0")),
+            "{broken:?}"
+        );
+        assert!(broken.iter().any(|b| b.contains("rising")), "{broken:?}");
+    }
+
+    #[test]
+    fn the_climb_to_the_plateau_doubles_until_a_step_gains_less_than_ten_percent() {
+        let step = |c: usize, x: f64| ProbeStep {
+            concurrency: c,
+            throughput_rps: x,
+            p50_ms: 100.0,
+            p99_ms: 120.0,
+            mean_ms: c as f64 * 1000.0 / x,
+            requests: 50,
+            error_pct: 0.0,
+            server_cpu_pct: None,
+        };
+        // 5 workers of 389 ms: 2.6 req/s per connection up to 12.9; far past the knee a short
+        // step reads 7 % high.
+        let service = |c: usize| {
+            let x = (c.min(5) as f64) / 0.389;
+            step(c, if c > 10 { x * 1.07 } else { x })
+        };
+        let mut steps = Vec::new();
+        while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 1000) {
+            steps.push(service(concurrency));
+        }
+        let ran: Vec<usize> = steps.iter().map(|s| s.concurrency).collect();
+        assert_eq!(ran, vec![1, 2, 4, 8, 16]);
+        assert!((plateau_rps(&steps).unwrap() - 5.0 / 0.389).abs() < 1e-9);
+        // The bound stops it, and a failing step ends it.
+        let mut steps = Vec::new();
+        while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 4) {
+            steps.push(step(concurrency, concurrency as f64 * 10.0));
+        }
+        assert_eq!(steps.len(), 3);
+        let mut failing = step(2, 20.0);
+        failing.error_pct = 50.0;
+        assert!(plateau_step(&[step(1, 10.0), failing], 64).is_none());
     }
 }

@@ -111,7 +111,8 @@ pub fn findings(run: &RunData, s: &Summary, cores: usize) -> Vec<Finding> {
 fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
     let failed = s.requests.errors + s.requests.dropped;
     let total = s.requests.completed + s.requests.dropped;
-    if total == 0 || (failed as f64) <= ERRORS_WORTH_SAYING * total as f64 && s.requests.dropped == 0
+    if total == 0
+        || (failed as f64) <= ERRORS_WORTH_SAYING * total as f64 && s.requests.dropped == 0
     {
         return;
     }
@@ -132,7 +133,7 @@ fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
     if s.requests.dropped > 0 {
         causes.push(("dropped (no free connection)".into(), s.requests.dropped));
     }
-    causes.sort_by(|a, b| b.1.cmp(&a.1));
+    causes.sort_by_key(|c| std::cmp::Reverse(c.1));
     let Some((top, _)) = causes.first() else {
         return;
     };
@@ -530,7 +531,11 @@ mod tests {
         let f = findings(&r, &s, 2);
         assert_eq!(kinds(&f), vec!["littles_law"]);
         assert!((f[0].values["in_flight"] - 10.0).abs() < 0.2, "{:?}", f[0]);
-        assert!(f[0].message.contains("80 % of the time"), "{}", f[0].message);
+        assert!(
+            f[0].message.contains("80 % of the time"),
+            "{}",
+            f[0].message
+        );
         // Open, 1000 req/s × 90 ms = 90 in flight of a cap of 100.
         let rows = (0..10).map(|s| second(s, 1000, 90.0, 90)).collect();
         let r = run(

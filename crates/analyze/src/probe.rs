@@ -5,8 +5,10 @@
 //! The reasoning: in a closed loop with c clients and no think time, throughput is
 //! `X = c / R` (Little's law). A service that takes S per request on K workers answers with
 //! `R ≈ S` while `c ≤ K` (X grows as c/S) and queues past that: X stays at K/S and R grows as
-//! cS/K — one request in K+1 waits a whole S, so p99 doubles at c = K+1. Hence
-//! `K ≈ X_max · S`. An asynchronous service keeps R ≈ S and X ≈ c/S as far as the probe goes.
+//! cS/K — one request in K+1 waits a whole S, so p99 doubles at c = K+1. The probe observes K
+//! as the last concurrency before that jump, stepping back to the concurrencies between two
+//! steps when the jump falls between them (a worker count is observed, not rounded from
+//! `X_max · S`). An asynchronous service keeps R ≈ S and X ≈ c/S as far as the probe goes.
 
 use std::time::Duration;
 
@@ -68,12 +70,20 @@ impl Default for ProbeLimits {
 /// What to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
-    /// Run this concurrency for this long.
+    /// Run this concurrency until this many requests have completed — every request of a step
+    /// completes, so its latencies are not cut short at its end — or for at most `max_duration`.
     Run {
         /// Connections.
         concurrency: usize,
-        /// Length of the step.
+        /// Requests the step sends, each to completion; `None` for the first step, which runs
+        /// for `duration` (one connection queues nothing, so a request cut at its end biases
+        /// nothing).
+        requests: Option<u64>,
+        /// The step's expected length, as the probe's time budget counts it.
         duration: Duration,
+        /// The most the step may take (a safety bound: a step cut by it loses its last
+        /// requests' latencies).
+        max_duration: Duration,
     },
     /// Stop, and why.
     Stop(String),
@@ -83,37 +93,103 @@ pub enum Next {
 const MIN_STEP: Duration = Duration::from_millis(1000);
 const MAX_STEP: Duration = Duration::from_secs(8);
 /// Latency cycles a step should hold, so each client sends several requests.
-const CYCLES: f64 = 5.0;
+pub(crate) const CYCLES: f64 = 5.0;
 /// Throughput gain under which a step counts as no gain.
 const FLAT: f64 = 1.10;
 
-/// The next step, given the steps so far and the time they took.
+/// The next step, given the steps so far (in the order they ran) and the time they took.
+///
+/// The probe climbs the [`LADDER`] until throughput stops growing, the errors, the latency, the
+/// concurrency bound or the time says stop; then, when the p99 jump that marks the first queued
+/// request fell between two steps more than one connection apart, it steps back and bisects
+/// between them until the worker count is observed between consecutive concurrencies.
 pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> Next {
-    let Some(last) = steps.last() else {
-        return Next::Run {
-            concurrency: 1,
-            duration: MIN_STEP,
-        };
+    let climb = climb(steps);
+    let stopped = match climb_next(&climb, elapsed, limits) {
+        // Still climbing: no step has gone back down yet.
+        run @ Next::Run { .. } if climb.len() == steps.len() => return run,
+        Next::Run { .. } => String::from("throughput stopped growing for two steps"),
+        Next::Stop(why) => why,
     };
-    if last.error_pct > limits.max_error_pct {
-        return Next::Stop(format!(
+    if let Some(last) = steps.last().filter(|_| climb.len() < steps.len()) {
+        if let Some(why) = failed(last, limits) {
+            return Next::Stop(why);
+        }
+    }
+    if climb.first().is_none_or(|s| s.requests == 0) {
+        return Next::Stop(stopped);
+    }
+    let sorted = by_concurrency(steps);
+    let Some((below, above)) = jump(&sorted).filter(|(b, a)| a.concurrency > b.concurrency + 1)
+    else {
+        return Next::Stop(stopped);
+    };
+    let concurrency = (below.concurrency + above.concurrency) / 2;
+    // The step above the gap bounds its latency.
+    let run = step_of(concurrency, above.mean_ms, CYCLES * 2.0);
+    match run {
+        Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
+            "{stopped}; no time left to try the concurrencies between {} and {}",
+            below.concurrency, above.concurrency
+        )),
+        run => run,
+    }
+}
+
+/// The steps that went higher than every step before them: the climb, without the steps back.
+fn climb(steps: &[ProbeStep]) -> Vec<ProbeStep> {
+    let mut top = 0;
+    steps
+        .iter()
+        .filter(|s| {
+            let higher = s.concurrency > top;
+            top = top.max(s.concurrency);
+            higher
+        })
+        .cloned()
+        .collect()
+}
+
+/// The steps sorted by concurrency (the last measure of a concurrency tried twice).
+fn by_concurrency(steps: &[ProbeStep]) -> Vec<&ProbeStep> {
+    let mut sorted: Vec<&ProbeStep> = steps.iter().rev().collect();
+    sorted.sort_by_key(|s| s.concurrency);
+    sorted.dedup_by_key(|s| s.concurrency);
+    sorted
+}
+
+/// Why a step ends the probe: too many errors, nothing completed, or the median over its bound.
+fn failed(step: &ProbeStep, limits: &ProbeLimits) -> Option<String> {
+    if step.error_pct > limits.max_error_pct {
+        return Some(format!(
             "{:.1} % of the requests failed at concurrency {}",
-            last.error_pct, last.concurrency
+            step.error_pct, step.concurrency
         ));
     }
-    if last.requests == 0 {
-        return Next::Stop(format!(
+    if step.requests == 0 {
+        return Some(format!(
             "no request completed at concurrency {} within its step",
-            last.concurrency
+            step.concurrency
         ));
     }
-    if last.p50_ms > limits.max_latency_ms {
-        return Next::Stop(format!(
+    if step.p50_ms > limits.max_latency_ms {
+        return Some(format!(
             "the median latency passed {:.0} ms at concurrency {}",
-            limits.max_latency_ms, last.concurrency
+            limits.max_latency_ms, step.concurrency
         ));
     }
-    if plateaued(steps) {
+    None
+}
+
+/// The climb's next step: the ladder's next concurrency, or why the climb ends.
+fn climb_next(climb: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> Next {
+    let Some(last) = climb.last() else {
+        return first_step();
+    };
+    if let Some(why) = failed(last, limits) {
+        return Next::Stop(why);
+    }
+    if plateaued(climb) {
         return Next::Stop("throughput stopped growing for two steps".into());
     }
     // Past the ladder's end, about 1.3× a step.
@@ -122,24 +198,61 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
         .copied()
         .find(|c| *c > last.concurrency)
         .unwrap_or_else(|| (last.concurrency as f64 * 1.3).ceil() as usize);
-    let Some(next) = Some(next).filter(|c| *c <= limits.max_concurrency) else {
+    if next > limits.max_concurrency {
         return Next::Stop(format!(
             "reached the probe's bound of {} connections",
             limits.max_concurrency
         ));
-    };
+    }
     // Expect latency to grow with concurrency at worst in proportion.
-    let expected_ms = last.mean_ms * next as f64 / last.concurrency as f64;
-    let duration = Duration::from_secs_f64(CYCLES * expected_ms / 1000.0).clamp(MIN_STEP, MAX_STEP);
-    if elapsed + duration > limits.max_time {
-        return Next::Stop(format!(
+    let run = step_of(
+        next,
+        last.mean_ms * next as f64 / last.concurrency as f64,
+        cycles(climb),
+    );
+    match run {
+        Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
             "the probe's time ({:.0} s) is up",
             limits.max_time.as_secs_f64()
-        ));
+        )),
+        run => run,
     }
+}
+
+/// The first step: one connection for [`MIN_STEP`].
+pub(crate) fn first_step() -> Next {
     Next::Run {
-        concurrency: next,
+        concurrency: 1,
+        requests: None,
+        duration: MIN_STEP,
+        max_duration: MIN_STEP,
+    }
+}
+
+/// Latencies per connection a step should hold: [`CYCLES`], twice that once requests queue
+/// (past the first p99 jump). A counted step's last requests end with fewer than all its
+/// connections busy, which a queued service answers faster; more cycles dilute that end.
+fn cycles(climb: &[ProbeStep]) -> f64 {
+    let sorted: Vec<&ProbeStep> = climb.iter().collect();
+    if jump(&sorted).is_some() {
+        CYCLES * 2.0
+    } else {
+        CYCLES
+    }
+}
+
+/// A step of `concurrency` connections whose requests are expected to take `expected_ms`:
+/// enough requests for `cycles` latencies per connection, and for at least [`MIN_STEP`] and at
+/// most [`MAX_STEP`] of them.
+pub(crate) fn step_of(concurrency: usize, expected_ms: f64, cycles: f64) -> Next {
+    let expected_s = (expected_ms / 1000.0).max(1e-6);
+    let duration = Duration::from_secs_f64(cycles * expected_s).clamp(MIN_STEP, MAX_STEP);
+    let cycles = (duration.as_secs_f64() / expected_s).max(1.0);
+    Next::Run {
+        concurrency,
+        requests: Some((concurrency as f64 * cycles).ceil() as u64),
         duration,
+        max_duration: duration * 3 + MIN_STEP,
     }
 }
 
@@ -172,17 +285,24 @@ pub struct Verdict {
     pub kind: Kind,
     /// Workers (requests served at once), for `sync` and `cpu`.
     pub workers: Option<usize>,
+    /// True when the worker count was observed: p99 jumped between K and K + 1 connections.
+    /// False when it was estimated from `X · S` (the probe ran out of time or steps).
+    pub workers_observed: bool,
     /// Service time at minimum load (median latency with one connection), ms.
     pub service_time_ms: f64,
-    /// Highest throughput seen, requests per second.
+    /// Throughput at the plateau (`sync`, `cpu`: the median of the steps from the worker count
+    /// on) or the highest seen (`async`), requests per second.
     pub max_throughput_rps: f64,
+    /// True when throughput stays flat past the worker count (within 5 %): a hard limit, which
+    /// the USL's smooth curve does not describe.
+    pub hard_limit: bool,
     /// The sentence that explains the verdict with its numbers.
     pub explanation: String,
     /// The Universal Scalability Law fitted to the steps, when there are enough.
     pub usl: Option<UslFit>,
 }
 
-/// The USL fitted to a probe, with its predicted peak.
+/// The USL fitted to a probe, with its predicted peak and how well it fits.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UslFit {
     /// The law's parameters.
@@ -192,50 +312,41 @@ pub struct UslFit {
     pub peak_concurrency: Option<f64>,
     /// Throughput at the peak (or the law's limit as concurrency grows), req/s.
     pub peak_throughput_rps: f64,
+    /// Share of the steps' throughput variance the law explains (1 − SSres/SStot).
+    pub r_squared: f64,
+    /// True when the law explains the steps (R² ≥ 0.95) and the service has no hard limit:
+    /// only then is its line worth reading.
+    pub explains: bool,
 }
 
 /// Server CPU over which a plateau counts as CPU-bound, percent of one core per worker.
 const CPU_SATURATED_PCT: f64 = 80.0;
 /// Share of perfect scaling (c/S) under which a step is no longer scaling.
 const SCALING: f64 = 0.8;
+/// R² from which the USL counts as explaining the steps.
+const USL_EXPLAINS: f64 = 0.95;
+/// Spread around the plateau within which it counts as flat (a hard limit).
+const FLAT_PLATEAU: f64 = 0.05;
 
 /// What the steps say. `None` without a step at concurrency 1.
 pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
-    let first = steps
-        .iter()
-        .find(|s| s.concurrency == 1 && s.requests > 0)?;
+    let sorted: Vec<&ProbeStep> = by_concurrency(steps)
+        .into_iter()
+        .filter(|s| s.requests > 0)
+        .collect();
+    let first = sorted.iter().find(|s| s.concurrency == 1)?;
     let s_ms = first.p50_ms.max(1e-3);
     let ideal = |c: usize| c as f64 * 1000.0 / s_ms;
-    let best = steps
+    let x_max = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
+    let last = sorted.last()?;
+    let points: Vec<(f64, f64)> = sorted
         .iter()
-        .filter(|s| s.requests > 0)
-        .max_by(|a, b| a.throughput_rps.total_cmp(&b.throughput_rps))?;
-    let x_max = best.throughput_rps;
-    let last = steps.iter().rev().find(|s| s.requests > 0)?;
-    let usl = Usl::fit(
-        &steps
-            .iter()
-            .filter(|s| s.requests > 0)
-            .map(|s| (s.concurrency as f64, s.throughput_rps))
-            .collect::<Vec<_>>(),
-    )
-    .map(|law| {
-        let peak = law.peak_concurrency();
-        let peak_x = match peak {
-            Some(n) => law.throughput(n),
-            None if law.sigma > 0.0 => law.lambda / law.sigma,
-            None => f64::INFINITY,
-        };
-        UslFit {
-            law,
-            peak_concurrency: peak,
-            peak_throughput_rps: peak_x,
-        }
-    });
+        .map(|s| (s.concurrency as f64, s.throughput_rps))
+        .collect();
     let scaling = last.throughput_rps / ideal(last.concurrency);
     // Still growing at the end: the last step gained at least half of what its extra
     // connections would give a service with no limit.
-    let growing = match steps.iter().rev().filter(|s| s.requests > 0).nth(1) {
+    let growing = match sorted.iter().rev().nth(1) {
         Some(prev) => {
             let more = last.concurrency as f64 / prev.concurrency as f64;
             last.throughput_rps >= prev.throughput_rps * (1.0 + 0.5 * (more - 1.0))
@@ -246,8 +357,10 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         return Some(Verdict {
             kind: Kind::Async,
             workers: None,
+            workers_observed: false,
             service_time_ms: s_ms,
             max_throughput_rps: x_max,
+            hard_limit: false,
             explanation: format!(
                 "asynchronous: at {} connections the median latency is still {:.1} ms \
                  (S = {s_ms:.1} ms alone) and throughput {:.0} req/s is {:.0} % of {} × 1/S; \
@@ -259,17 +372,33 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
                 last.concurrency,
                 last.concurrency
             ),
-            usl,
+            usl: usl_fit(&points, false),
         });
     }
-    let k = workers(steps, x_max * s_ms / 1000.0);
-    let plateau_cpu = steps
+    let (k, observed) = workers(&sorted, x_max * s_ms / 1000.0);
+    // The plateau: the steps from K connections on, by their median (the highest step's noise
+    // would read high).
+    let plateau_steps: Vec<f64> = sorted
+        .iter()
+        .filter(|s| s.concurrency >= k)
+        .map(|s| s.throughput_rps)
+        .collect();
+    let plateau = if plateau_steps.is_empty() {
+        x_max
+    } else {
+        median(&plateau_steps)
+    };
+    let hard_limit = plateau_steps.len() >= 2
+        && plateau_steps
+            .iter()
+            .all(|x| (x - plateau).abs() <= FLAT_PLATEAU * plateau);
+    let plateau_cpu = sorted
         .iter()
         .filter(|s| s.concurrency > k)
         .filter_map(|s| s.server_cpu_pct)
         .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
     let cpu = plateau_cpu.is_some_and(|c| c >= CPU_SATURATED_PCT * k as f64);
-    let after = steps.iter().find(|s| s.concurrency == k + 1);
+    let after = sorted.iter().find(|s| s.concurrency == k + 1);
     let doubling = after.map_or(String::new(), |a| {
         format!(
             "; at {} connections p99 is {:.1} ms ({:.1}× S)",
@@ -278,6 +407,11 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
             a.p99_ms / s_ms
         )
     });
+    let count = if observed {
+        format!("{k}")
+    } else {
+        format!("about {k}")
+    };
     let (kind, what) = if cpu {
         (
             Kind::Cpu,
@@ -289,44 +423,92 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     } else {
         (
             Kind::Sync,
-            format!("synchronous with {k} worker(s): throughput plateaus at"),
+            format!("synchronous with {count} worker(s): throughput plateaus at"),
         )
     };
     Some(Verdict {
         kind,
         workers: Some(k),
+        workers_observed: observed,
         service_time_ms: s_ms,
-        max_throughput_rps: x_max,
+        max_throughput_rps: plateau,
+        hard_limit,
         explanation: format!(
-            "{what} {x_max:.1} req/s ≈ {k} / S (S = {s_ms:.1} ms), and latency grows with \
+            "{what} {plateau:.1} req/s ≈ {k} / S (S = {s_ms:.1} ms), and latency grows with \
              each connection past {k}{doubling}"
         ),
-        usl,
+        usl: usl_fit(&points, hard_limit),
     })
+}
+
+/// The USL fitted to the steps' (concurrency, throughput), with its R²; it `explains` them only
+/// when it fits well and the service has no hard limit.
+fn usl_fit(points: &[(f64, f64)], hard_limit: bool) -> Option<UslFit> {
+    let law = Usl::fit(points)?;
+    let peak = law.peak_concurrency();
+    let peak_x = match peak {
+        Some(n) => law.throughput(n),
+        None if law.sigma > 0.0 => law.lambda / law.sigma,
+        None => f64::INFINITY,
+    };
+    let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+    let ss_tot: f64 = points.iter().map(|p| (p.1 - mean).powi(2)).sum();
+    let ss_res: f64 = points
+        .iter()
+        .map(|p| (p.1 - law.throughput(p.0)).powi(2))
+        .sum();
+    let r_squared = if ss_tot > 0.0 {
+        1.0 - ss_res / ss_tot
+    } else {
+        0.0
+    };
+    Some(UslFit {
+        law,
+        peak_concurrency: peak,
+        peak_throughput_rps: peak_x,
+        r_squared,
+        explains: !hard_limit && r_squared >= USL_EXPLAINS,
+    })
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// p99 over the service time alone (the median at one connection) that marks the first
 /// queued request: it waits a whole service time, so it takes about twice as long.
 const P99_JUMP: f64 = 1.6;
 
-/// The worker count. The first step whose p99 jumps marks the first queued request (it waits
-/// a whole service time), so the workers are at least the concurrency before it and fewer than
-/// its own: exact on the ladder's consecutive counts, where the throughput estimate still
-/// carries the warm-up of short steps. Between farther steps, and without a jump, `X_max · S`
-/// rounded (kept within the jump's range). A jump before throughput nears its plateau is noise.
-fn workers(steps: &[ProbeStep], from_throughput: f64) -> usize {
-    let by_x = (from_throughput.round() as usize).max(1);
-    let Some(alone) = steps.iter().find(|s| s.concurrency == 1) else {
-        return by_x;
-    };
-    let x_max = steps.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
-    // A jump counts only once throughput is near its plateau: earlier p99 noise is no queue.
-    let jump = steps
+/// The two neighbouring steps (by concurrency) between which p99 first jumps, once throughput
+/// is near its plateau (earlier p99 noise is no queue): the workers are at least the lower
+/// step's concurrency and fewer than the upper's.
+fn jump<'a>(sorted: &[&'a ProbeStep]) -> Option<(&'a ProbeStep, &'a ProbeStep)> {
+    let alone = sorted.iter().find(|s| s.concurrency == 1)?;
+    let x_max = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
+    sorted
         .windows(2)
-        .find(|w| w[1].p99_ms >= P99_JUMP * alone.p50_ms && w[0].throughput_rps >= 0.8 * x_max);
-    match jump {
-        Some(w) => by_x.clamp(w[0].concurrency, w[1].concurrency - 1),
-        None => by_x,
+        .find(|w| w[1].p99_ms >= P99_JUMP * alone.p50_ms && w[0].throughput_rps >= 0.8 * x_max)
+        .map(|w| (w[0], w[1]))
+}
+
+/// The worker count, and whether it was observed: the concurrency just below the p99 jump when
+/// the jump lies between consecutive concurrencies. Otherwise `X_max · S` rounded (kept within
+/// the jump's range), not observed.
+fn workers(sorted: &[&ProbeStep], from_throughput: f64) -> (usize, bool) {
+    let by_x = (from_throughput.round() as usize).max(1);
+    match jump(sorted) {
+        Some((below, above)) if above.concurrency == below.concurrency + 1 => {
+            (below.concurrency, true)
+        }
+        Some((below, above)) => (by_x.clamp(below.concurrency, above.concurrency - 1), false),
+        None => (by_x, false),
     }
 }
 
@@ -334,8 +516,30 @@ fn workers(steps: &[ProbeStep], from_throughput: f64) -> usize {
 mod tests {
     use super::*;
 
-    /// The steps a service with `workers` workers (None: unlimited) of `s_ms` would give, with
-    /// a CPU figure per busy worker.
+    /// What a step at `c` connections measures on a service with `workers` workers (None:
+    /// unlimited) of `s_ms`, with a CPU figure per busy worker.
+    fn step_at(workers: Option<usize>, s_ms: f64, cpu_per_worker: f64, c: usize) -> ProbeStep {
+        let k = workers.unwrap_or(usize::MAX).min(c) as f64;
+        let x = k * 1000.0 / s_ms;
+        let mean = c as f64 * 1000.0 / x;
+        let queued = c as f64 > k;
+        ProbeStep {
+            concurrency: c,
+            throughput_rps: x,
+            p50_ms: if queued { mean.max(s_ms) } else { s_ms },
+            p99_ms: if queued {
+                2.0 * s_ms * (c as f64 / k).ceil()
+            } else {
+                s_ms * 1.05
+            },
+            mean_ms: mean,
+            requests: 100,
+            error_pct: 0.0,
+            server_cpu_pct: Some(cpu_per_worker * k),
+        }
+    }
+
+    /// The steps of the ladder up to `upto`, as [`step_at`] measures them.
     fn synthetic(
         workers: Option<usize>,
         s_ms: f64,
@@ -345,27 +549,162 @@ mod tests {
         LADDER
             .iter()
             .take_while(|c| **c <= upto)
+            .map(|&c| step_at(workers, s_ms, cpu_per_worker, c))
+            .collect()
+    }
+
+    /// Runs the probe's logic against `service`, each step taking its expected duration; the
+    /// steps in the order they ran and why the probe stopped.
+    fn drive(
+        service: impl Fn(usize) -> ProbeStep,
+        limits: &ProbeLimits,
+    ) -> (Vec<ProbeStep>, String) {
+        let mut steps = Vec::new();
+        let mut elapsed = Duration::ZERO;
+        loop {
+            match next_step(&steps, elapsed, limits) {
+                Next::Run {
+                    concurrency,
+                    duration,
+                    requests,
+                    max_duration,
+                } => {
+                    assert!(duration >= MIN_STEP && duration <= MAX_STEP);
+                    assert!(max_duration >= duration);
+                    assert!(requests.is_none_or(|n| n >= concurrency as u64));
+                    elapsed += duration;
+                    steps.push(service(concurrency));
+                    assert!(steps.len() < 60, "the probe must end");
+                }
+                Next::Stop(why) => return (steps, why),
+            }
+        }
+    }
+
+    fn ran(steps: &[ProbeStep]) -> Vec<usize> {
+        steps.iter().map(|s| s.concurrency).collect()
+    }
+
+    #[test]
+    fn a_jump_between_two_steps_is_narrowed_until_the_workers_are_observed() {
+        // The issue's box: 12 workers of 314 ms, its queued steps reading 4 % high, so that
+        // X·S at 14 connections is 12.5 and rounding said 13.
+        let limits = ProbeLimits::default();
+        let service = |c: usize| {
+            let mut s = step_at(Some(12), 314.0, 1.0, c);
+            if c > 12 {
+                s.throughput_rps *= 1.04;
+            }
+            s
+        };
+        let (steps, why) = drive(service, &limits);
+        assert!(why.contains("stopped growing"), "{why}");
+        let order = ran(&steps);
+        assert_eq!(&order[order.len() - 3..], &[14, 16, 13], "{order:?}");
+        let v = verdict(&steps).unwrap();
+        assert_eq!(
+            (v.kind, v.workers, v.workers_observed),
+            (Kind::Sync, Some(12), true)
+        );
+        // The plateau is the median of the steps from 12 on, not the highest one's noise.
+        assert!(
+            (v.max_throughput_rps - 12.0 * 1000.0 / 314.0 * 1.04).abs() < 0.5,
+            "{v:?}"
+        );
+        // Past the ladder's consecutive counts, every worker count is observed exactly.
+        for k in [13, 15, 17, 18, 22, 27, 35, 45] {
+            let wide = ProbeLimits {
+                max_concurrency: 100,
+                max_time: Duration::from_secs(300),
+                ..ProbeLimits::default()
+            };
+            let (steps, _) = drive(|c| step_at(Some(k), 50.0, 1.0, c), &wide);
+            let v = verdict(&steps).unwrap();
+            assert_eq!(
+                (v.workers, v.workers_observed),
+                (Some(k), true),
+                "{:?}",
+                ran(&steps)
+            );
+            assert!(steps.len() <= LADDER.len() + 6, "{:?}", ran(&steps));
+        }
+    }
+
+    #[test]
+    fn without_time_to_step_back_the_worker_count_is_an_estimate_and_says_so() {
+        let service = |c: usize| step_at(Some(12), 314.0, 1.0, c);
+        // The time the climb takes, from the durations the probe asks for.
+        let mut climbed = Vec::new();
+        let mut elapsed = Duration::ZERO;
+        let limits = ProbeLimits::default();
+        while let Next::Run {
+            concurrency,
+            duration,
+            ..
+        } = next_step(&climbed, elapsed, &limits)
+        {
+            if climbed
+                .iter()
+                .any(|s: &ProbeStep| s.concurrency > concurrency)
+            {
+                break;
+            }
+            elapsed += duration;
+            climbed.push(service(concurrency));
+        }
+        let tight = ProbeLimits {
+            max_time: elapsed + Duration::from_millis(100),
+            ..ProbeLimits::default()
+        };
+        let (steps, why) = drive(service, &tight);
+        assert!(
+            why.contains("no time left to try the concurrencies between 12 and 14"),
+            "{why}"
+        );
+        assert!(!ran(&steps).contains(&13));
+        let v = verdict(&steps).unwrap();
+        assert_eq!((v.workers, v.workers_observed), (Some(12), false), "{v:?}");
+        assert!(v.explanation.contains("about 12"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn a_hard_limit_is_said_as_such_and_the_usl_only_when_it_explains_the_steps() {
+        let v = verdict(&synthetic(Some(12), 314.0, 1.0, 20)).unwrap();
+        assert!(v.hard_limit, "{v:?}");
+        let usl = v.usl.unwrap();
+        assert!(!usl.explains, "{usl:?}");
+        // A service that degrades as the USL says: contention and coherency, no hard cap.
+        let law = Usl {
+            lambda: 100.0,
+            sigma: 0.05,
+            kappa: 0.002,
+        };
+        let steps: Vec<ProbeStep> = LADDER
+            .iter()
+            .take_while(|c| **c <= 48)
             .map(|&c| {
-                let k = workers.unwrap_or(usize::MAX).min(c) as f64;
-                let x = k * 1000.0 / s_ms;
+                let x = law.throughput(c as f64);
                 let mean = c as f64 * 1000.0 / x;
-                let queued = c as f64 > k;
                 ProbeStep {
                     concurrency: c,
                     throughput_rps: x,
-                    p50_ms: if queued { mean.max(s_ms) } else { s_ms },
-                    p99_ms: if queued {
-                        2.0 * s_ms * (c as f64 / k).ceil()
-                    } else {
-                        s_ms * 1.05
-                    },
+                    p50_ms: mean,
+                    p99_ms: mean * 1.2,
                     mean_ms: mean,
                     requests: 100,
                     error_pct: 0.0,
-                    server_cpu_pct: Some(cpu_per_worker * k),
+                    server_cpu_pct: None,
                 }
             })
-            .collect()
+            .collect();
+        let v = verdict(&steps).unwrap();
+        assert!(!v.hard_limit, "{v:?}");
+        let usl = v.usl.unwrap();
+        assert!(usl.explains && usl.r_squared > 0.99, "{usl:?}");
+        assert!(
+            (usl.peak_concurrency.unwrap() - 21.8).abs() < 1.0,
+            "{usl:?}"
+        );
     }
 
     #[test]
@@ -421,6 +760,7 @@ mod tests {
                 Next::Run {
                     concurrency,
                     duration,
+                    ..
                 } => {
                     assert!(duration >= MIN_STEP && duration <= MAX_STEP);
                     ran.push(concurrency);

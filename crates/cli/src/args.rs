@@ -135,7 +135,7 @@ pub struct CapacityArgs {
     /// Each rate's measured steady state.
     #[arg(long, value_name = "DUR", default_value = "5s", value_parser = positive_duration)]
     pub step: Duration,
-    /// First rate tried (default: what one connection achieves).
+    /// First rate tried (default: the plateau of a quick closed-loop climb).
     #[arg(long, value_name = "RATE", value_parser = positive_rate, allow_negative_numbers = true)]
     pub start: Option<f64>,
     /// Highest rate tried.
@@ -330,11 +330,10 @@ mod tests {
             let args = ["loadlab", "run", "--dashboard", next];
             assert_eq!(joined(&args), args, "{next}");
         }
-        let parsed =
-            Cli::try_parse_from(join_dashboard_addr(
-                ["loadlab", "run", "--dashboard", "127.0.0.1:0", url].map(OsString::from),
-            ))
-            .unwrap();
+        let parsed = Cli::try_parse_from(join_dashboard_addr(
+            ["loadlab", "run", "--dashboard", "127.0.0.1:0", url].map(OsString::from),
+        ))
+        .unwrap();
         let Command::Run(run) = parsed.command else {
             panic!("not a run")
         };

@@ -37,6 +37,7 @@ fn the_probe_counts_a_synchronous_black_boxs_workers_and_service_time() {
         let v = probe(&server.url("/bbox/sync"), &[]);
         assert_eq!(v["kind"], "sync", "{v}");
         assert_eq!(v["workers"], workers, "{v}");
+        assert_eq!(v["workers_observed"], true, "{v}");
         let s = v["service_time_ms"].as_f64().unwrap();
         assert!(
             (s - delay_ms as f64).abs() <= 0.1 * delay_ms as f64,
@@ -50,6 +51,28 @@ fn the_probe_counts_a_synchronous_black_boxs_workers_and_service_time() {
             "it stops soon after the plateau: {v}"
         );
         assert!(v["usl"]["sigma"].is_number(), "{v}");
+    }
+}
+
+#[test]
+fn the_probe_observes_the_workers_of_a_slow_box_and_of_one_wider_than_the_ladders_steps() {
+    // A slow service: 5 workers of 300 ms. A wide one: 14 workers, between the ladder's 14 and
+    // 16, where the probe must step back to 15 to see the jump.
+    for (workers, delay_ms) in [(5, 300), (14, 50)] {
+        let server = black_box(workers, delay_ms);
+        let v = probe(&server.url("/bbox/sync"), &[]);
+        assert_eq!(
+            (v["kind"].as_str(), v["workers"].as_u64()),
+            (Some("sync"), Some(workers as u64)),
+            "{v}"
+        );
+        assert_eq!(v["workers_observed"], true, "{v}");
+        // The plateau, from the steps past the knee, within 3 % of K/S.
+        let x = v["max_throughput_rps"].as_f64().unwrap();
+        let want = workers as f64 * 1000.0 / v["service_time_ms"].as_f64().unwrap();
+        assert!((x - want).abs() <= 0.03 * want, "{x} req/s for {want}: {v}");
+        assert_eq!(v["hard_limit"], true, "{v}");
+        assert_eq!(v["usl"]["explains"], false, "{v}");
     }
 }
 
@@ -118,6 +141,68 @@ fn capacity_finds_k_over_d_and_never_more() {
             .any(|s| s["meets"] == false && s["rate_rps"].as_f64().unwrap() > 80.0),
         "{v}"
     );
+}
+
+#[test]
+fn capacity_on_a_slow_service_starts_at_its_plateau_and_finds_k_over_s() {
+    // 5 workers of 320 ms: 15.6 req/s. Every rate from one connection's 3.1 req/s used to
+    // "break" on the request still in flight at the window's end.
+    let server = black_box(5, 320);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("capacity.json");
+    loadlab_ok(&[
+        "capacity",
+        &server.url("/bbox/sync"),
+        "--slo",
+        "p99<640ms",
+        "--max-time",
+        "150s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let v = read_json(&json);
+    let capacity = 5.0 * 1000.0 / 320.0;
+    let found = v["max_rate_rps"].as_f64().unwrap();
+    assert!(
+        found >= 0.85 * capacity && found <= 1.05 * capacity,
+        "found {found} req/s for a capacity of {capacity}: {v}"
+    );
+    let plateau = v["plateau_rps"].as_f64().unwrap();
+    assert!((plateau - capacity).abs() <= 0.1 * capacity, "{v}");
+    assert_eq!(v["steps"][0]["rate_rps"].as_f64(), Some(plateau), "{v}");
+}
+
+#[test]
+fn a_run_whose_connections_were_all_refused_says_only_that() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let out = loadlab(&[
+        "run",
+        &format!("http://127.0.0.1:{port}/"),
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let s = read_json(&json);
+    let kinds: Vec<&str> = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["errors"], "{s}");
+    let next = s["findings"][0]["next"].as_str().unwrap();
+    assert!(next.contains(&format!("127.0.0.1:{port}")), "{next}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("Little"), "{stdout}");
 }
 
 #[test]

@@ -5,9 +5,8 @@ use std::time::{Duration, Instant};
 
 use loadlab_analyze::probe::{next_step, verdict, Next, ProbeLimits, ProbeStep, Verdict};
 use loadlab_engine::StopSignal;
-use loadlab_run::{Model, Stop};
 
-use crate::steps::{drain, error_pct, run_step, server_cpu};
+use crate::steps::{closed_step, drain};
 use crate::Result;
 
 /// What a probe found: its steps, the verdict, and why it stopped.
@@ -33,44 +32,19 @@ pub fn probe(
     let started = Instant::now();
     let mut steps: Vec<ProbeStep> = Vec::new();
     let reason = loop {
-        let (concurrency, duration) = match next_step(&steps, started.elapsed(), limits) {
+        let (concurrency, requests, duration) = match next_step(&steps, started.elapsed(), limits) {
             Next::Run {
                 concurrency,
-                duration,
-            } => (concurrency, duration),
+                requests,
+                max_duration,
+                ..
+            } => (concurrency, requests, max_duration),
             Next::Stop(why) => break why,
         };
         if let Some(first) = steps.first() {
             drain(url, first.p50_ms, timeout, stop)?;
         }
-        let plan = loadlab_input::lower::url(
-            url,
-            Model::closed(concurrency, 1),
-            Stop {
-                duration: Some(duration),
-                count: None,
-            },
-            timeout,
-            1,
-        )?;
-        let (_, s) = run_step(&plan, stop, watch)?;
-        // Little's law in a closed loop without think time: X = c / R, exact even when a
-        // slow service completes only a few requests in the step.
-        let throughput = if s.latency_ms.mean > 0.0 {
-            concurrency as f64 * 1000.0 / s.latency_ms.mean
-        } else {
-            s.throughput.rps
-        };
-        let step = ProbeStep {
-            concurrency,
-            throughput_rps: throughput,
-            p50_ms: s.latency_ms.p50,
-            p99_ms: s.latency_ms.p99,
-            mean_ms: s.latency_ms.mean,
-            requests: s.requests.completed,
-            error_pct: error_pct(&s),
-            server_cpu_pct: server_cpu(&s),
-        };
+        let step = closed_step(url, concurrency, requests, duration, timeout, stop, watch)?;
         on_step(&step);
         steps.push(step);
         if stop.is_stopped() {
@@ -98,7 +72,9 @@ pub fn print_probe(
         println!("{}", loadlab_report::probe::step_line(step));
     })?;
     let verdict = probed.verdict.as_ref();
-    for line in loadlab_report::probe::verdict_lines(verdict, &probed.stopped_because) {
+    for line in
+        loadlab_report::probe::verdict_lines(verdict, &probed.steps, &probed.stopped_because)
+    {
         println!("{line}");
     }
     Ok(probed)

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use loadlab_analyze::probe::ProbeStep;
 use loadlab_engine::StopSignal;
 use loadlab_run::{Model, RunData, Stop, Summary, ValidPlan};
 
@@ -14,6 +15,48 @@ const MAX_DRAIN: Duration = Duration::from_secs(15);
 /// Runs one step's plan without a progress line, watching `watch`.
 pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
     crate::execute(plan, stop, false, watch, None)
+}
+
+/// One closed-model step of `concurrency` connections and no think time: `requests` requests
+/// (each to completion) or, without a count, until `duration`; at most `duration` either way.
+pub fn closed_step(
+    url: &str,
+    concurrency: usize,
+    requests: Option<u64>,
+    duration: Duration,
+    timeout: Duration,
+    stop: &StopSignal,
+    watch: &[i32],
+) -> Result<ProbeStep> {
+    let plan = loadlab_input::lower::url(
+        url,
+        Model::closed(concurrency, 1),
+        Stop {
+            duration: Some(duration),
+            count: requests,
+        },
+        timeout,
+        1,
+    )?;
+    let (_, s) = run_step(&plan, stop, watch)?;
+    // Little's law in a closed loop without think time: X = c / R, exact even when a slow
+    // service completes only a few requests in the step, because every request of a counted
+    // step completes: none of the longest (queued) ones is cut off at its end.
+    let throughput = if s.latency_ms.mean > 0.0 {
+        concurrency as f64 * 1000.0 / s.latency_ms.mean
+    } else {
+        s.throughput.rps
+    };
+    Ok(ProbeStep {
+        concurrency,
+        throughput_rps: throughput,
+        p50_ms: s.latency_ms.p50,
+        p99_ms: s.latency_ms.p99,
+        mean_ms: s.latency_ms.mean,
+        requests: s.requests.completed,
+        error_pct: error_pct(&s),
+        server_cpu_pct: server_cpu(&s),
+    })
 }
 
 /// The latency of one request alone, ms (`None` when it failed).

@@ -1,6 +1,6 @@
 //! The probe's terminal table: a header, one line per step, and the verdict in words.
 
-use loadlab_analyze::probe::{ProbeStep, Verdict};
+use loadlab_analyze::probe::{ProbeStep, UslFit, Verdict};
 
 /// The header of the steps' table.
 pub fn header() -> String {
@@ -24,38 +24,74 @@ pub fn step_line(step: &ProbeStep) -> String {
     )
 }
 
-/// Why the probe stopped, then the verdict, its reason and the USL fit, as lines.
-pub fn verdict_lines(verdict: Option<&Verdict>, stopped_because: &str) -> Vec<String> {
+/// Why the probe stopped, then the verdict, its reason, and the hard limit or the USL fit, as
+/// lines; `steps` are the probe's steps.
+pub fn verdict_lines(
+    verdict: Option<&Verdict>,
+    steps: &[ProbeStep],
+    stopped_because: &str,
+) -> Vec<String> {
     let mut lines = vec![format!("  stopped: {stopped_because}")];
     let Some(v) = verdict else {
         lines.push("\n  verdict      none: no step at one connection completed a request".into());
         return lines;
     };
-    let workers = v
-        .workers
-        .map_or("no limit found".to_string(), |k| format!("{k} worker(s)"));
+    let workers = match (v.workers, v.workers_observed) {
+        (Some(k), true) => format!("{k} worker(s)"),
+        (Some(k), false) => format!("about {k} worker(s) (not observed between two steps)"),
+        (None, _) => "no limit found".to_string(),
+    };
+    let rate = if v.workers.is_some() {
+        "plateau"
+    } else {
+        "max"
+    };
     lines.push(format!(
-        "\n  verdict      {:?}, {workers}, service time {:.1} ms, max {:.1} req/s",
+        "\n  verdict      {:?}, {workers}, service time {:.1} ms, {rate} {:.1} req/s",
         v.kind, v.service_time_ms, v.max_throughput_rps
     ));
     lines.push(format!("  why          {}", v.explanation));
-    if let Some(u) = &v.usl {
-        let peak = u.peak_concurrency.map_or(
-            format!(
-                "no peak (throughput levels off towards {:.1} req/s)",
-                u.peak_throughput_rps
-            ),
-            |n| {
-                format!(
-                    "peak at {n:.1} connections, {:.1} req/s",
-                    u.peak_throughput_rps
-                )
-            },
-        );
+    if let (true, Some(k)) = (v.hard_limit, v.workers) {
         lines.push(format!(
-            "  USL          σ = {:.3} (contention), κ = {:.5} (coherency): {peak}",
-            u.law.sigma, u.law.kappa
+            "  limit        hard limit at {k}: throughput flat at {:.1} req/s from {k} connections \
+             on (a cap, not the gradual slowdown the USL describes)",
+            v.max_throughput_rps
         ));
+    } else if let Some(u) = &v.usl {
+        lines.push(usl_line(u, max_concurrency(steps)));
     }
     lines
+}
+
+/// The USL's line: its parameters, how well it fits, and its peak — or that it does not
+/// explain the steps.
+fn usl_line(u: &UslFit, tried: usize) -> String {
+    if !u.explains {
+        return format!(
+            "  USL          does not explain these steps (R² = {:.2}): no scalability prediction",
+            u.r_squared
+        );
+    }
+    let peak = match u.peak_concurrency {
+        None => format!(
+            "no peak (throughput levels off towards {:.1} req/s)",
+            u.peak_throughput_rps
+        ),
+        Some(n) if n > tried as f64 => format!(
+            "peak at {n:.1} connections, {:.1} req/s (beyond the {tried} tried: an extrapolation)",
+            u.peak_throughput_rps
+        ),
+        Some(n) => format!(
+            "peak at {n:.1} connections, {:.1} req/s",
+            u.peak_throughput_rps
+        ),
+    };
+    format!(
+        "  USL          σ = {:.3} (contention), κ = {:.5} (coherency), R² = {:.3}: {peak}",
+        u.law.sigma, u.law.kappa, u.r_squared
+    )
+}
+
+fn max_concurrency(steps: &[ProbeStep]) -> usize {
+    steps.iter().map(|s| s.concurrency).max().unwrap_or(0)
 }

@@ -1,16 +1,20 @@
 //! `loadlab capacity URL --slo …`: the highest constant arrival rate whose steady state meets
-//! the objective. Each rate runs as one open-model run of two phases — a warm-up, discarded
-//! and reported, then the measured part — bracketed, then bisected.
+//! the objective. A quick closed-loop climb finds the service's plateau, the first rate tried;
+//! each rate runs as one open-model run of two phases — a warm-up, discarded and reported,
+//! then the measured part — bracketed, then bisected.
 
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use loadlab_analyze::capacity::{bracket, judge, next_rate, RateStep, Search};
+use loadlab_analyze::capacity::{
+    bracket, judge, next_rate, plateau_rps, plateau_step, RateStep, Search, Window,
+};
+use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
 use loadlab_run::{Model, RatePhase, Stop};
 use serde::Serialize;
 
-use loadlab_harness::steps::{drain, one_request_ms, run_step};
+use loadlab_harness::steps::{closed_step, drain, one_request_ms, run_step};
 
 use crate::args::CapacityArgs;
 use crate::cmd::Outcome;
@@ -20,6 +24,8 @@ use crate::cmd::Outcome;
 struct CapacityReport<'a> {
     url: &'a str,
     max_rate_rps: Option<f64>,
+    /// Throughput of the closed-loop climb, the first rate tried (absent with `--start`).
+    plateau_rps: Option<f64>,
     slo: &'a Slo,
     broke_at_rps: Option<f64>,
     /// Latency at the highest passing rate.
@@ -43,9 +49,19 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     let started = Instant::now();
     let base_ms = one_request_ms(&a.url, a.timeout, &stop)?
         .with_context(|| format!("{} did not answer one request with a success; check the URL and that the service is up", a.url))?;
-    // One connection's rate is a safe first step: any service serves that much.
+    println!(
+        "loadlab capacity {}: SLO {} (warm-up {:?} discarded, {:?} measured per rate)",
+        a.url, slo, a.warmup, a.step
+    );
+    let plateau = match a.start {
+        Some(_) => None,
+        None => climb_to_plateau(&a, base_ms, &stop)?,
+    };
+    // Without a plateau (the climb failed at once), one connection's rate: any service serves
+    // that much.
     let start = a
         .start
+        .or(plateau)
         .unwrap_or(1000.0 / base_ms.max(0.01))
         .min(a.max_rate);
     let search = Search {
@@ -55,10 +71,6 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
         tolerance: a.tolerance,
     };
     let threads = a.threads.unwrap_or_else(loadlab_run::defaults::threads);
-    println!(
-        "loadlab capacity {}: SLO {} (warm-up {:?} discarded, {:?} measured per rate)",
-        a.url, slo, a.warmup, a.step
-    );
     println!(
         "  {:>10}{:>11}{:>10}{:>10}{:>10}  verdict",
         "rate/s", "served/s", "p50 ms", "p99 ms", "errors %"
@@ -114,16 +126,30 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
             100.0 * c.errors() as f64 / c.completed as f64
         };
         let warm = a.warmup.as_secs_f64();
+        let in_window = |second: u64| second as f64 >= warm && (second as f64) < warm + secs;
+        let window = Window {
+            arrivals: run
+                .timeline
+                .iter()
+                .filter(|r| in_window(r.second))
+                .map(|r| r.offered)
+                .sum(),
+            completed: c.completed,
+            seconds: secs,
+            in_flight: rate * base_ms / 1000.0,
+        };
         let per_second: Vec<f64> = run
             .timeline
             .iter()
             .filter(|r| r.second as f64 >= warm && r.completed > 0)
             .map(|r| r.p50_ms)
             .collect();
-        let broken = judge(&slo, rate, achieved, at, errors, &per_second);
+        let broken = judge(&slo, &window, at, errors, &per_second);
         let step = RateStep {
             rate_rps: rate,
             achieved_rps: achieved,
+            arrived_rps: window.arrived_rps(),
+            served_rps: window.served_rps(),
             p50_ms: at(50.0),
             p99_ms: at(99.0),
             error_pct: errors,
@@ -135,7 +161,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
         println!(
             "  {:>10.1}{:>11.1}{:>10.2}{:>10.2}{:>10.2}  {}",
             step.rate_rps,
-            step.achieved_rps,
+            step.served_rps,
             step.p50_ms,
             step.p99_ms,
             step.error_pct,
@@ -164,6 +190,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
         let report = CapacityReport {
             url: &a.url,
             max_rate_rps: lo,
+            plateau_rps: plateau,
             slo: &slo,
             broke_at_rps: hi,
             p50_ms: at_lo.map(|s| s.p50_ms),
@@ -180,4 +207,49 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     } else {
         Outcome::NotMet
     })
+}
+
+/// The closed-loop climb to the service's plateau (connections doubled until throughput stops
+/// growing, within `--max-connections` and a third of `--max-time`), printed as it goes; its
+/// throughput, or `None` when no step completed.
+fn climb_to_plateau(
+    a: &CapacityArgs,
+    base_ms: f64,
+    stop: &loadlab_engine::StopSignal,
+) -> Result<Option<f64>> {
+    let started = Instant::now();
+    let budget = a.max_time / 3;
+    let mut steps: Vec<ProbeStep> = Vec::new();
+    while let Some(Next::Run {
+        concurrency,
+        requests,
+        duration,
+        max_duration,
+    }) = plateau_step(&steps, a.max_connections)
+    {
+        if started.elapsed() + duration > budget || stop.is_stopped() {
+            break;
+        }
+        if !steps.is_empty() {
+            drain(&a.url, base_ms, a.timeout, stop)?;
+        }
+        steps.push(closed_step(
+            &a.url,
+            concurrency,
+            requests,
+            max_duration,
+            a.timeout,
+            stop,
+            &[],
+        )?);
+    }
+    let plateau = plateau_rps(&steps);
+    if let Some(x) = plateau {
+        println!(
+            "  plateau      {x:.1} req/s in a closed loop of up to {} connections ({:.0} s): the first rate tried",
+            steps.last().map_or(0, |s| s.concurrency),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(plateau)
 }
