@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Checks probe and capacity on black boxes whose parameters are drawn at random.
+
+Each box is `loadlab serve` with `--bbox-workers K --bbox-delay S` (K in 2-12, S in 50-400 ms,
+seeded), on 127.0.0.1. For each: `loadlab probe` (its worker count must be K, observed, and its
+plateau near K/S) and `loadlab capacity --slo 'p99<2S'` (within 15 % of K/S, never above
+1.05 x K/S, the search within 150 s). Prints one row per box and a verdict line; writes the
+rows as JSON next to the other bench runs.
+
+Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--binary target/release/loadlab]
+Minutes, not seconds: this belongs in bench/, not in the tests.
+"""
+
+import argparse
+import datetime
+import json
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port, seconds=10):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def run_json(cmd, timeout):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        started = time.time()
+        subprocess.run(cmd + ["--json", out.name], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=timeout)
+        took = time.time() - started
+        return json.loads(Path(out.name).read_text()), took
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--boxes", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "loadlab"))
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    rows = []
+    print("| K | S ms | K/S | probe K | observed | plateau | plateau/(K/S) | probe s "
+          "| capacity | capacity/(K/S) | capacity s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for _ in range(a.boxes):
+        k, s_ms = rng.randint(2, 12), rng.randint(50, 400)
+        port = free_port()
+        server = subprocess.Popen([a.binary, "serve", "--port", str(port), "--bbox-workers",
+                                   str(k), "--bbox-delay", f"{s_ms}ms"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(port)
+            url = f"http://127.0.0.1:{port}/bbox/sync"
+            probe, probe_s = run_json([a.binary, "probe", url], 120)
+            cap, cap_s = run_json([a.binary, "capacity", url, "--slo", f"p99<{2 * s_ms}ms",
+                                   "--max-time", "150s"], 200)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        ks = k * 1000.0 / s_ms
+        found = cap.get("max_rate_rps") or 0.0
+        row = dict(workers=k, service_ms=s_ms, k_over_s=ks, probe_workers=probe.get("workers"),
+                   observed=probe.get("workers_observed"), plateau=probe.get("max_throughput_rps"),
+                   probe_s=probe_s, capacity=found, capacity_s=cap_s)
+        rows.append(row)
+        print(f"| {k} | {s_ms} | {ks:.1f} | {row['probe_workers']} | {row['observed']} "
+              f"| {row['plateau']:.1f} | {row['plateau'] / ks:.3f} | {probe_s:.0f} "
+              f"| {found:.1f} | {found / ks:.3f} | {cap_s:.0f} |", flush=True)
+    ok = [r["probe_workers"] == r["workers"] and r["observed"]
+          and 0.85 <= r["capacity"] / r["k_over_s"] <= 1.05 and r["capacity_s"] <= 150
+          for r in rows]
+    print(f"\n{sum(ok)} of {len(rows)} boxes: exact observed worker count, capacity within "
+          f"0.85-1.05 x K/S, search within 150 s")
+    out = ROOT / "bench" / "runs" / datetime.date.today().isoformat()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "analysis-sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
