@@ -55,15 +55,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--boxes", type=int, default=6)
     ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--box", action="append", default=[], help="K:S_MS, a box to add to the random ones")
     ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "loadlab"))
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    rows = []
-    print("| K | S ms | K/S | probe K | observed | plateau | plateau/(K/S) | probe s "
-          "| capacity | capacity/(K/S) | capacity s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for _ in range(a.boxes):
-        k, s_ms = rng.randint(2, 12), rng.randint(50, 400)
+    rows, lines = [], []
+
+    def say(line):
+        print(line, flush=True)
+        lines.append(line)
+
+    say(f"# analysis sweep: {a.boxes} random black boxes, seed {a.seed}\n")
+    say("| K | S ms | K/S | probe K | observed | plateau | plateau/(K/S) | probe s "
+        "| capacity | capacity/(K/S) | capacity s |")
+    say("|---|---|---|---|---|---|---|---|---|---|---|")
+    boxes = [tuple(int(x) for x in b.split(":")) for b in a.box]
+    boxes += [(rng.randint(2, 12), rng.randint(50, 400)) for _ in range(a.boxes)]
+    for k, s_ms in boxes:
         port = free_port()
         server = subprocess.Popen([a.binary, "serve", "--port", str(port), "--bbox-workers",
                                    str(k), "--bbox-delay", f"{s_ms}ms"],
@@ -83,17 +91,19 @@ def main():
                    observed=probe.get("workers_observed"), plateau=probe.get("max_throughput_rps"),
                    probe_s=probe_s, capacity=found, capacity_s=cap_s)
         rows.append(row)
-        print(f"| {k} | {s_ms} | {ks:.1f} | {row['probe_workers']} | {row['observed']} "
-              f"| {row['plateau']:.1f} | {row['plateau'] / ks:.3f} | {probe_s:.0f} "
-              f"| {found:.1f} | {found / ks:.3f} | {cap_s:.0f} |", flush=True)
+        say(f"| {k} | {s_ms} | {ks:.1f} | {row['probe_workers']} | {row['observed']} "
+            f"| {row['plateau']:.1f} | {row['plateau'] / ks:.3f} | {probe_s:.0f} "
+            f"| {found:.1f} | {found / ks:.3f} | {cap_s:.0f} |")
     ok = [r["probe_workers"] == r["workers"] and r["observed"]
           and 0.85 <= r["capacity"] / r["k_over_s"] <= 1.05 and r["capacity_s"] <= 150
           for r in rows]
-    print(f"\n{sum(ok)} of {len(rows)} boxes: exact observed worker count, capacity within "
-          f"0.85-1.05 x K/S, search within 150 s")
-    out = ROOT / "bench" / "runs" / datetime.date.today().isoformat()
+    say(f"\n{sum(ok)} of {len(rows)} boxes: exact observed worker count, capacity within "
+        f"0.85-1.05 x K/S, search within 150 s")
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    out = ROOT / "bench" / "runs" / f"{stamp}-analysis-sweep"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "analysis-sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out / "README.md").write_text("\n".join(lines) + "\n")
     return 0 if all(ok) else 1
 
 
