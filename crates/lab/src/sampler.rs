@@ -27,6 +27,9 @@ pub struct Sampler {
 struct Previous {
     ticks: u64,
     at: Instant,
+    /// Ticks and time at the start of the last sample's interval, to stretch it over a short
+    /// last reading.
+    sample_from: Option<(u64, Instant)>,
 }
 
 impl Sampler {
@@ -61,7 +64,15 @@ fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) 
     let mut series: BTreeMap<i32, ProcessSeries> = BTreeMap::new();
     let mut tick = 0u32;
     loop {
-        read_all(roots, start, ticks_per_s, page, &mut previous, &mut series);
+        read_all(
+            roots,
+            start,
+            ticks_per_s,
+            page,
+            &mut previous,
+            &mut series,
+            None,
+        );
         tick += 1;
         let next = start + interval * tick;
         match stopped.recv_timeout(next.saturating_duration_since(Instant::now())) {
@@ -69,14 +80,25 @@ fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) 
             Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    // A last reading, so a run shorter than the interval still gets one sample.
-    read_all(roots, start, ticks_per_s, page, &mut previous, &mut series);
+    // A last reading, so a run shorter than the interval still gets one sample. One much
+    // shorter than the interval would weigh as much as a whole one in the average, with the
+    // few clock ticks it holds: it extends the sample before it instead.
+    read_all(
+        roots,
+        start,
+        ticks_per_s,
+        page,
+        &mut previous,
+        &mut series,
+        Some(interval / 2),
+    );
     ServerData {
         processes: series.into_values().collect(),
     }
 }
 
-/// Reads every watched process once, adding a sample for each one read before.
+/// Reads every watched process once, adding a sample for each one read before; a reading less
+/// than `merge_under` after the last one extends that last sample instead.
 fn read_all(
     roots: &[i32],
     start: Instant,
@@ -84,6 +106,7 @@ fn read_all(
     page: u64,
     previous: &mut HashMap<i32, Previous>,
     series: &mut BTreeMap<i32, ProcessSeries>,
+    merge_under: Option<Duration>,
 ) {
     let pids = watched(roots);
     let now = Instant::now();
@@ -94,24 +117,44 @@ fn read_all(
         };
         let ticks = stat.utime + stat.stime;
         let rss_mb = (stat.rss * page) as f64 / (1024.0 * 1024.0);
+        let mut sample_from = None;
         if let Some(prev) = previous.get(&pid) {
-            let wall = now.duration_since(prev.at).as_secs_f64().max(1e-3);
-            let cpu_pct = 100.0 * (ticks.saturating_sub(prev.ticks)) as f64 / ticks_per_s / wall;
-            series
+            let short = merge_under.is_some_and(|m| now.duration_since(prev.at) < m);
+            let last = series.get_mut(&pid).and_then(|s| s.samples.last_mut());
+            let (from_ticks, from_at) = match (short, last, prev.sample_from) {
+                (true, Some(_), Some(from)) => from,
+                _ => (prev.ticks, prev.at),
+            };
+            let wall = now.duration_since(from_at).as_secs_f64().max(1e-3);
+            let cpu_pct = 100.0 * (ticks.saturating_sub(from_ticks)) as f64 / ticks_per_s / wall;
+            let samples = &mut series
                 .entry(pid)
                 .or_insert_with(|| ProcessSeries {
                     pid: pid as u32,
                     name: stat.comm.clone(),
                     samples: Vec::new(),
                 })
-                .samples
-                .push(ProcessSample {
-                    second,
-                    cpu_pct,
-                    rss_mb,
-                });
+                .samples;
+            // A merged reading keeps the second of the sample it extends.
+            let second = match from_at != prev.at {
+                true => samples.pop().map_or(second, |s| s.second),
+                false => second,
+            };
+            samples.push(ProcessSample {
+                second,
+                cpu_pct,
+                rss_mb,
+            });
+            sample_from = Some((from_ticks, from_at));
         }
-        previous.insert(pid, Previous { ticks, at: now });
+        previous.insert(
+            pid,
+            Previous {
+                ticks,
+                at: now,
+                sample_from,
+            },
+        );
     }
 }
 
