@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell, RefMut};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use loadlab_run::{ErrorKind, Interval, Plan, UserRecord};
+use loadlab_run::{ConnectStats, ErrorKind, Interval, Plan, UserRecord};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -38,6 +38,8 @@ pub struct ThreadEnd {
 
 /// Messages from generator threads to the collector.
 pub enum Msg {
+    /// A thread opened its initial connections and waits for the origin.
+    Connected(ConnectStats),
     /// A second's record from thread `.0`.
     Interval(usize, Box<Interval>),
     /// Thread `.0` stopped.
