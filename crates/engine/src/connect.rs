@@ -34,10 +34,18 @@ pub async fn open_paced(
 ) -> (Vec<Initial>, ConnectStats) {
     let start = Instant::now();
     let mut attempts = JoinSet::new();
-    let mut conns: Vec<Option<Conn>> = wanted.iter().map(|_| None).collect();
+    // Filled in place, so no second list of connections is alive at once with this one.
+    let mut initial: Vec<Initial> = wanted
+        .iter()
+        .map(|&(ep, rotation)| Initial {
+            ep,
+            rotation,
+            conn: None,
+        })
+        .collect();
     let mut keep = |joined: Result<(usize, Option<Conn>), _>| {
         if let Ok((i, conn)) = joined {
-            conns[i] = conn;
+            initial[i].conn = conn;
         }
     };
     for (i, &(ep, _)) in wanted.iter().enumerate() {
@@ -55,7 +63,7 @@ pub async fn open_paced(
     while let Some(joined) = attempts.join_next().await {
         keep(joined);
     }
-    let opened = conns.iter().filter(|c| c.is_some()).count() as u64;
+    let opened = initial.iter().filter(|c| c.conn.is_some()).count() as u64;
     let stats = ConnectStats {
         connections: wanted.len() as u64,
         opened,
@@ -67,10 +75,5 @@ pub async fn open_paced(
         },
         ..ConnectStats::default()
     };
-    let initial = wanted
-        .iter()
-        .zip(conns)
-        .map(|(&(ep, rotation), conn)| Initial { ep, rotation, conn })
-        .collect();
     (initial, stats)
 }

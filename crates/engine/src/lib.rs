@@ -123,7 +123,7 @@ pub fn run(
     let plan_arc = Arc::new(plan.clone());
     let limits = limits::prepare(plan, threads)?;
     let load = Load::of(plan);
-    let cpu_before = usage::process_cpu();
+    let mut cpu_before = usage::process_cpu();
     let (tx, rx) = mpsc::channel();
     let (origin_tx, origin_rx) = watch::channel(None);
 
@@ -184,6 +184,7 @@ pub fn run(
         }
         if connecting == Some(0) {
             connecting = None;
+            cpu_before = usage::process_cpu();
             started_at = SystemTime::now() + STARTUP;
             origin_tx.send_replace(Some(Instant::now() + STARTUP));
         }

@@ -24,7 +24,7 @@ pub struct Pending {
 /// What a thread reports when it stops.
 #[derive(Debug, Clone)]
 pub struct ThreadEnd {
-    /// CPU time the thread used.
+    /// CPU time the thread used from the origin (its connects before it not counted).
     pub cpu: Duration,
     /// Time from the origin to the thread's stop.
     pub elapsed: Duration,

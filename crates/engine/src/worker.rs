@@ -63,13 +63,14 @@ pub fn run_thread(setup: ThreadSetup) {
     let mut end = local.block_on(&rt, run_loop(setup));
     drop(local);
     drop(rt);
-    end.cpu = thread_cpu();
+    end.cpu = thread_cpu().saturating_sub(end.cpu);
     let _ = tx.send(Msg::End(index, end));
 }
 
 /// Opens the thread's initial connections, then runs its mode from the origin to the end of
-/// the run; the CPU time of the end it returns is left for the caller to measure once the
-/// event loop is gone.
+/// the run. The CPU time of the end it returns is the thread's at the origin: the caller
+/// subtracts it from the thread's total once the event loop is gone, so the connects are not
+/// counted in the load's CPU.
 async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
     let ThreadSetup {
         index,
@@ -95,6 +96,7 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
         Err(_) => Instant::now(),
     };
     let deadline = plan.scheduled_duration().map(|d| origin + d);
+    let cpu_at_origin = thread_cpu();
     let rec = Recorder::new(&plan, origin, expected, (index, tx));
     let mode = Mode::new(
         &plan,
@@ -134,7 +136,7 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
     let unfinished = rec.in_flight.get();
     rec.flush(end);
     ThreadEnd {
-        cpu: Duration::ZERO,
+        cpu: cpu_at_origin,
         elapsed: end.saturating_duration_since(origin),
         unfinished,
         by_name: rec.take_by_name(),

@@ -186,11 +186,12 @@ impl Interval {
 /// The generator's account of itself.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GeneratorStats {
-    /// User + system CPU the generator process used during the run, seconds.
+    /// User + system CPU the generator process used from the run's origin (not the connects
+    /// before it), seconds.
     pub cpu_s: f64,
     /// Peak resident memory of the generator process, MB.
     pub max_rss_mb: f64,
-    /// Busiest generator thread's CPU time over the run's wall time (0–1).
+    /// Busiest generator thread's CPU time over the run's wall time, both from the origin (0–1).
     pub busiest_thread_utilization: f64,
     /// Threads the engine ran.
     pub threads: usize,

@@ -142,7 +142,7 @@ impl Errors {
 /// The generator's account of itself.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Generator {
-    /// CPU seconds (user + system) the generator used.
+    /// CPU seconds (user + system) the generator used during the load (not the connects before it).
     pub cpu_s: f64,
     /// Peak resident memory, MB.
     pub max_rss_mb: f64,
