@@ -238,6 +238,184 @@ SCENARIOS = [
 ]
 
 
+# ---------------------------------------------------------------- connection scenarios
+# Many keep-alive connections, closed model: req/s, RSS per connection and connect errors.
+# A process here may hold at most the hard RLIMIT_NOFILE of files (20,000 on the machine
+# these rows were written on, and root cannot raise it: no CAP_SYS_RESOURCE), so a row past
+# what one process holds splits its connections over several processes of each tool, run
+# at once and summed. loadlab's processes all go to one nginx port, each from its own local
+# source addresses (--source-addr 127.0.0.x); wrk cannot bind a source address, so its
+# processes go to one nginx port each, which keeps every destination under the ~28,000
+# ephemeral ports one source address has.
+
+FILE_SLACK = 100  # files a generator process holds besides its connections
+SOURCES_PER_PROCESS = 2  # local addresses per loadlab process (fewer ports in use each: faster connects)
+CONNECT_RATE = 10_000  # connections per second, all of a row's loadlab processes together
+CONNS_TIMEOUT = "60s"  # with 100,000 connections a closed-model cycle takes seconds
+
+
+@dataclass
+class ConnsRow:
+    name: str
+    connections: int
+
+
+CONNS_ROWS = [ConnsRow("conns-19000", 19_000), ConnsRow("conns-20000", 20_000), ConnsRow("conns-100000", 100_000)]
+
+
+def conns_processes(connections):
+    """Processes of one tool that hold `connections`: as few as the file limit allows."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    per = max(hard - FILE_SLACK, 1) if hard != resource.RLIM_INFINITY else connections
+    return -(-connections // per)
+
+
+def start_nginx_conns(tmp, ports, cpu, connections):
+    """nginx for a connection row: enough workers that each stays under the file limit, every
+    port `reuseport` so the kernel spreads connections evenly over the workers."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    per_worker = min(hard, 1_000_000) - 100
+    workers = max(2, -(-connections * 5 // (per_worker * 4)))  # a quarter spare for unevenness
+    conf = Path(tmp) / "nginx-conns.conf"
+    (Path(tmp) / "logs").mkdir(exist_ok=True)
+    listens = "".join(f" listen 127.0.0.1:{p} backlog=4096 reuseport;" for p in ports)
+    conf.write_text(
+        f"worker_processes {workers};\ndaemon off;\npid {tmp}/nginx-conns.pid;\nerror_log {tmp}/logs/error-conns.log warn;\n"
+        f"worker_rlimit_nofile {min(hard, 1_000_000)};\nevents {{ worker_connections {per_worker}; }}\n"
+        "http { access_log off; keepalive_requests 10000000; keepalive_timeout 300s;\n"
+        f"  server {{{listens} location / {{ return 200 \"ok\"; }} }} }}\n"
+    )
+    cmd = (["taskset", "-c", str(cpu)] if cpu is not None else []) + [nginx, "-p", tmp, "-c", str(conf)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", ports[0]), timeout=0.2).close()
+            return proc, workers
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("error: nginx did not start")
+
+
+def conns_commands(tool, row, procs, ports, secs, tmp, rnd):
+    """One argv and JSON path per process of `tool` for `row`."""
+    shares = [row.connections // procs + (1 if i < row.connections % procs else 0) for i in range(procs)]
+    out = []
+    for i, c in enumerate(shares):
+        j = str(Path(tmp) / f"{row.name}-{tool}-{rnd}-{i}.json")
+        if tool == "loadlab":
+            first = 2 + i * SOURCES_PER_PROCESS
+            sources = f"127.0.0.{first}-127.0.0.{first + SOURCES_PER_PROCESS - 1}"
+            argv = [LOADLAB, "run", f"http://127.0.0.1:{ports[0]}/", "-t", "1", "-q", "-c", str(c),
+                    "-d", f"{secs}s", "--timeout", CONNS_TIMEOUT, "--source-addr", sources,
+                    "--connect-rate", str(CONNECT_RATE // procs), "--json", j]
+        else:
+            argv = [find("wrk"), "-t1", f"-c{c}", f"-d{secs}s", "--timeout", CONNS_TIMEOUT,
+                    f"http://127.0.0.1:{ports[i % len(ports)]}/"]
+        out.append((argv, j))
+    return out
+
+
+def run_parallel(cmds, cpu, timeout, raw_prefix):
+    """Runs every argv at once, each under GNU time and pinned to `cpu`; returns per process
+    (returncode, cpu s, peak RSS MB, stdout), and the wall time until the last one ended."""
+    started = time.monotonic()
+    procs = []
+    for k, (argv, _) in enumerate(cmds):
+        raw = f"{raw_prefix}-{k}.out"
+        pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+        full = ["/usr/bin/time", "-f", "%U %S %M", "-o", raw + ".time"] + pin + argv
+        out = open(raw, "wb")
+        procs.append((subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), out, raw))
+    deadline = time.monotonic() + timeout
+    results = []
+    for proc, out, raw in procs:
+        try:
+            code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        out.close()
+        user, system, rss_kb = Path(raw + ".time").read_text().split()[-3:]
+        results.append((code, float(user) + float(system), int(rss_kb) / 1024.0, Path(raw).read_text(errors="replace")))
+    return results, time.monotonic() - started
+
+
+def conns_result(tool, cmds, measured):
+    """Sums one tool's processes: req/s, requests, RSS, connect errors, connect time."""
+    rps = done = rss = cpu = errors = 0.0
+    connect_s = 0.0
+    for (argv, j), (code, c, r, text) in zip(cmds, measured):
+        cpu += c
+        rss += r
+        if tool == "loadlab":
+            s = json.loads(Path(j).read_text())
+            rps += s["requests"]["completed"] / s["duration_s"]
+            done += s["requests"]["completed"]
+            e = s["errors"]
+            errors += e["connect_refused"] + e["connect_timeout"] + s["generator"]["connect"]["failed"]
+            connect_s = max(connect_s, s["generator"]["connect"]["duration_s"])
+        else:
+            rps += float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+            done += int(re.search(r"(\d+) requests in", text).group(1))
+            m = re.search(r"Socket errors: connect (\d+)", text)
+            errors += int(m.group(1)) if m else 0
+    return {"rps": rps, "requests": int(done), "rss_mb": rss, "cpu_s": cpu, "connect_errors": int(errors), "connect_s": connect_s}
+
+
+def run_conns(args, out_dir, tmp, server_cpu, client_cpu, rows):
+    report = []
+    procs_cap = 8  # processes a row may start per tool (memory and one client core)
+    for row in rows:
+        procs = conns_processes(row.connections)
+        lines = [f"\n## {row.name}: closed model, {row.connections:,} keep-alive connections\n"]
+        if procs > procs_cap:
+            lines.append(f"not run: {row.connections:,} connections need {procs} processes of each tool under this "
+                         f"machine's file limit, more than {procs_cap}")
+            report.append("\n".join(lines))
+            print(report[-1])
+            continue
+        wrk_ports = max(procs, -(-row.connections // 25_000))
+        ports = [free_port() for _ in range(wrk_ports)]
+        nginx, workers = start_nginx_conns(tmp, ports, server_cpu, row.connections)
+        lines.append(f"{procs} process(es) of each tool at once, summed; nginx {workers} workers on one core. "
+                     f"loadlab: `-t 1 --timeout {CONNS_TIMEOUT} --connect-rate {CONNECT_RATE // procs}`, "
+                     f"{SOURCES_PER_PROCESS} source addresses per process, all to one port; "
+                     f"wrk: `-t1 --timeout {CONNS_TIMEOUT}`, one port per process (it cannot bind a source address).\n")
+        lines += ["| tool | round | req/s | requests | connect errors | peak RSS MB (sum) | RSS KB/conn | CPU µs/req | connect s (before load) | wall s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        try:
+            for rnd in range(args.rounds):
+                for tool in ["loadlab", "wrk"]:
+                    if tool != "loadlab" and (args.tools and tool not in args.tools.split(",") or not find(tool)):
+                        continue
+                    cmds = conns_commands(tool, row, procs, ports, args.seconds, tmp, rnd)
+                    # wrk connects inside its duration, and slowly past ~14,000 connections to one
+                    # destination from one address (the kernel's port search), so it gets longer.
+                    timeout = args.seconds * 3 + row.connections / (CONNECT_RATE if tool == "loadlab" else 1000) + 60
+                    measured, wall = run_parallel(cmds, client_cpu, timeout, str(out_dir / f"{row.name}-{tool}-{rnd}"))
+                    try:
+                        r = conns_result(tool, cmds, measured)
+                    except Exception as e:  # output we could not read
+                        lines.append(f"| {tool} | {rnd} | failed: {e} | | | | | | | {wall:.1f} |")
+                        continue
+                    for _, j in cmds:
+                        if Path(j).exists():
+                            shutil.copy(j, out_dir / Path(j).name)
+                    connect = f"{r['connect_s']:.2f}" if tool == "loadlab" else "(in its duration)"
+                    lines.append(f"| {tool} | {rnd} | {r['rps']:,.0f} | {r['requests']:,} | {r['connect_errors']:,} | "
+                                 f"{r['rss_mb']:.1f} | {r['rss_mb'] * 1024 / row.connections:.2f} | "
+                                 f"{r['cpu_s'] / max(r['requests'], 1) * 1e6:.1f} | {connect} | {wall:.1f} |")
+                    time.sleep(2)
+        finally:
+            nginx.terminate()
+            nginx.wait(timeout=30)
+        report.append("\n".join(lines))
+        print(report[-1])
+    return "\n".join(report)
+
+
 # ---------------------------------------------------------------- server scenarios
 # The same load (loadlab, closed model) against different servers, each pinned to one core:
 # how fast is loadlab's reference service next to nginx and a minimal hyper server?
@@ -340,7 +518,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, serve-ping)")
+    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, serve-ping; "
+                    "conns-19000, conns-20000, conns-100000 run only when named)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     ap.add_argument("--baseline", default="", help="another loadlab binary (an older build) run as 'loadlab-baseline' in every row loadlab runs in, to compare builds in one run")
     args = ap.parse_args()
@@ -398,6 +577,9 @@ def main():
                         time.sleep(1)
                 report.append(table(sc, results))
                 print(report[-1])
+            conns = [r for r in CONNS_ROWS if r.name in only]
+            if conns:
+                report.append(run_conns(args, out_dir, tmp, server_cpu, client_cpu, conns))
             if not only or "serve-ping" in only:
                 report.append(run_servers(args, out_dir, tmp, server_cpu, client_cpu))
                 print(report[-1])

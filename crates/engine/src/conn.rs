@@ -1,19 +1,20 @@
 //! Connections and the HTTP exchange (above the recorder, below the pooled connection loop and
-//! the virtual users): what a thread's connections share ([`Wire`]), opening a connection,
-//! writing a batch and reading and recording its responses, and the one [`send`] step every
+//! the virtual users): what a thread's connections share ([`Wire`]), opening a connection
+//! ([`Dialer`], bound to the plan's source addresses round-robin), writing a batch and reading and recording its responses, and the one [`send`] step every
 //! caller uses: connect if needed, exchange, record transport errors, drop a closed connection.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use loadlab_run::{ErrorKind, Plan};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::{sleep, sleep_until, Instant, Sleep};
 
 use crate::http1::{encode_request, ResponseParser, MAX_HEAD_BYTES};
@@ -40,27 +41,70 @@ pub struct Encoded {
     pub endpoint: usize,
 }
 
-/// What one thread's connections share: its recorder, the plan's requests encoded once, where
-/// to connect, the timeouts, and one read buffer.
+/// Opens a thread's connections: where to, from which local address, within which timeout.
+pub struct Dialer {
+    /// Each endpoint's address, indexed like the plan's endpoints.
+    addrs: Vec<SocketAddr>,
+    /// Local addresses to bind to, round-robin; empty for the system's choice.
+    sources: Vec<IpAddr>,
+    /// The source the next connection binds to.
+    next_source: Cell<usize>,
+    /// Connect timeout.
+    timeout: Duration,
+}
+
+impl Dialer {
+    /// The dialer of thread `index`: threads start at different sources so that the round
+    /// robin spreads over all of them whatever the number of threads.
+    pub fn new(plan: &Plan, index: usize) -> Self {
+        Dialer {
+            addrs: plan.endpoints.iter().map(|e| e.addr).collect(),
+            sources: plan.source_addrs.clone(),
+            next_source: Cell::new(index),
+            timeout: plan.connect_timeout,
+        }
+    }
+
+    /// The number of endpoints.
+    pub fn endpoints(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Opens a connection to endpoint `ep`, from the next source address if the plan has any.
+    pub async fn dial(&self, ep: usize) -> Result<Conn, ErrorKind> {
+        let source = match self.sources.len() {
+            0 => None,
+            n => {
+                let i = self.next_source.get();
+                self.next_source.set(i.wrapping_add(1));
+                Some(self.sources[i % n])
+            }
+        };
+        connect(self.addrs[ep], source, self.timeout)
+            .await
+            .map(Conn::new)
+    }
+}
+
+/// What one thread's connections share: its recorder, the plan's requests encoded once, how
+/// to connect, the request timeout, and one read buffer.
 pub struct Wire {
     /// The thread's recorder.
     pub rec: Recorder,
     /// Encoded requests, indexed like the plan's.
     pub requests: Vec<Encoded>,
-    /// Each endpoint's address, indexed like the plan's endpoints.
-    addrs: Vec<SocketAddr>,
+    /// Opens the connections.
+    pub dialer: Rc<Dialer>,
     /// Request timeout.
     pub timeout: Duration,
-    /// Connect timeout.
-    connect_timeout: Duration,
     /// The thread's read buffer, shared by its connections: a connection borrows it only
     /// between a readiness event and the end of parsing, never across an await.
     scratch: RefCell<Vec<u8>>,
 }
 
 impl Wire {
-    /// The connection state of a thread that records with `rec`.
-    pub fn new(plan: &Plan, rec: Recorder) -> Self {
+    /// The connection state of a thread that records with `rec` and connects with `dialer`.
+    pub fn new(plan: &Plan, rec: Recorder, dialer: Rc<Dialer>) -> Self {
         let requests = plan
             .requests
             .iter()
@@ -73,25 +117,15 @@ impl Wire {
         Wire {
             rec,
             requests,
-            addrs: plan.endpoints.iter().map(|e| e.addr).collect(),
+            dialer,
             timeout: plan.timeout,
-            connect_timeout: plan.connect_timeout,
             scratch: RefCell::new(vec![0; SCRATCH_BYTES]),
         }
     }
 
     /// The number of endpoints.
     pub fn endpoints(&self) -> usize {
-        self.addrs.len()
-    }
-
-    /// Opens a connection to endpoint `ep`, or `None` if that fails (the failure is not
-    /// recorded: nothing was sent on it yet).
-    pub async fn preconnect(&self, ep: usize) -> Option<Conn> {
-        connect(&self.addrs[ep], self.connect_timeout)
-            .await
-            .ok()
-            .map(Conn::new)
+        self.dialer.endpoints()
     }
 }
 
@@ -158,8 +192,8 @@ pub fn send<'a>(
         loop {
             let reused = conn.is_some();
             if !reused {
-                match connect(&wire.addrs[ep], wire.connect_timeout).await {
-                    Ok(stream) => *conn = Some(Conn::new(stream)),
+                match wire.dialer.dial(ep).await {
+                    Ok(c) => *conn = Some(c),
                     Err(kind) => {
                         wire.rec.record_errors(kind, batch);
                         return Err(Failed::Connect(kind));
@@ -221,9 +255,25 @@ impl Backoff {
     }
 }
 
-/// Opens a connection to `addr` with Nagle's algorithm off.
-async fn connect(addr: &SocketAddr, timeout: Duration) -> Result<TcpStream, ErrorKind> {
-    match tokio::time::timeout(timeout, TcpStream::connect(*addr)).await {
+/// Opens a connection to `addr`, bound to `source` when given, with Nagle's algorithm off.
+async fn connect(
+    addr: SocketAddr,
+    source: Option<IpAddr>,
+    timeout: Duration,
+) -> Result<TcpStream, ErrorKind> {
+    let attempt = async {
+        let Some(source) = source else {
+            return TcpStream::connect(addr).await;
+        };
+        let socket = match addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        bind_address_no_port(&socket);
+        socket.bind(SocketAddr::new(source, 0))?;
+        socket.connect(addr).await
+    };
+    match tokio::time::timeout(timeout, attempt).await {
         Err(_) => Err(ErrorKind::ConnectTimeout),
         Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => Err(ErrorKind::ConnectTimeout),
         Ok(Err(_)) => Err(ErrorKind::ConnectRefused),
@@ -232,6 +282,29 @@ async fn connect(addr: &SocketAddr, timeout: Duration) -> Result<TcpStream, Erro
             Ok(s)
         }
     }
+}
+
+/// Asks the kernel to pick the local port of a bound socket at connect time rather than at
+/// bind time (`IP_BIND_ADDRESS_NO_PORT`), so a source address's ports are shared across
+/// destinations as they are without a bind. Failing to set it only costs that sharing.
+fn bind_address_no_port(socket: &TcpSocket) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt on a socket we own, with a correctly sized int option.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_BIND_ADDRESS_NO_PORT,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = socket;
 }
 
 /// Maps an I/O failure on an established connection to its kind.

@@ -6,9 +6,10 @@
 //! the collector merges them in order, so no request ever takes a lock.
 //!
 //! The layers, each using only those below it:
-//! - scheduling, pure or leaves: `schedule`, `http1`, `precise_timer`, `usage`;
+//! - scheduling, pure or leaves: `schedule`, `http1`, `precise_timer`, `usage`, `limits`;
 //! - recording: `record`, the per-thread recorder and the messages to the collector;
-//! - connections: `conn`, connections, the HTTP exchange and the one send step;
+//! - connections: `conn`, connections, the HTTP exchange and the one send step; `connect`,
+//!   the paced opening of the initial connections before the load;
 //! - work: `pool` (pooled connections of the closed and open models), `session` (virtual
 //!   users) and `pace` (the open model's arrivals), none using another;
 //! - the thread: `mode` (its state by the plan's model), then `worker` (its event loop and
@@ -16,7 +17,9 @@
 //! - `run` and the collector, here.
 
 mod conn;
+mod connect;
 pub mod http1;
+pub mod limits;
 mod mode;
 mod pace;
 mod pool;
@@ -35,18 +38,20 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use loadlab_run::{
-    Arrivals, GeneratorStats, Interval, Model, PhaseRecord, Plan, RunData, TimelineRow, UserRecord,
-    ValidPlan,
+    Arrivals, ConnectStats, GeneratorStats, Interval, Model, PhaseRecord, Plan, RunData,
+    TimelineRow, UserRecord, ValidPlan,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::limits::LimitError;
 use crate::mode::Load;
 use crate::record::{Msg, ThreadEnd};
 use crate::schedule::share_of;
 use crate::worker::{run_thread, ThreadSetup};
 
-/// Time between starting the threads and the run's origin, so every thread is ready for it.
+/// Time between the threads' having connected and the run's origin, so every thread is ready
+/// for it.
 const STARTUP: Duration = Duration::from_millis(20);
 
 /// The engine could not run the plan.
@@ -55,6 +60,9 @@ pub enum EngineError {
     /// A generator thread or its event loop could not start.
     #[error("cannot start a generator thread: {0}")]
     Thread(std::io::Error),
+    /// The system would not let the plan run (open files, local ports, source addresses).
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
 /// Stops a run early (Ctrl-C); the run still returns what it recorded, marked incomplete.
@@ -101,7 +109,9 @@ fn effective_threads(plan: &Plan) -> usize {
 }
 
 /// Runs `plan` to its end (or until `stop`), calling `on_second` with each second's row and
-/// merged interval as soon as every thread has reported it.
+/// merged interval as soon as every thread has reported it. The threads first open their
+/// initial connections at the plan's connect rate; the run's origin (the start of its duration
+/// and of every latency) is set once they all have.
 pub fn run(
     plan: &ValidPlan,
     stop: &StopSignal,
@@ -111,12 +121,11 @@ pub fn run(
     let threads = effective_threads(plan);
     let endpoints = plan.endpoints.len();
     let plan_arc = Arc::new(plan.clone());
+    let limits = limits::prepare(plan, threads)?;
     let load = Load::of(plan);
-    let cpu_before = usage::process_cpu();
-    let started_at = SystemTime::now() + STARTUP;
-    let origin = Instant::now() + STARTUP;
-    let deadline = plan.scheduled_duration().map(|d| origin + d);
+    let mut cpu_before = usage::process_cpu();
     let (tx, rx) = mpsc::channel();
+    let (origin_tx, origin_rx) = watch::channel(None);
 
     let (initial, max_total) = plan.model.connection_bounds();
     let max_per_endpoint = max_total.div_ceil(threads * endpoints).max(1);
@@ -133,8 +142,7 @@ pub fn run(
             threads,
             plan: plan_arc.clone(),
             load: load.clone(),
-            origin,
-            deadline,
+            origin: origin_rx.clone(),
             connections: conns,
             expected,
             max_connections_per_endpoint: max_per_endpoint,
@@ -151,15 +159,34 @@ pub fn run(
 
     let mut collector = Collector::new(threads, plan);
     let mut failure = None;
+    let mut connect = ConnectStats {
+        rate_per_s: plan.connect_rate,
+        file_limit: limits.file_limit,
+        ..ConnectStats::default()
+    };
+    // Threads still opening their connections; the origin is sent when none is left.
+    let mut connecting = Some(threads);
+    let mut started_at = SystemTime::now();
     for msg in rx {
         match msg {
+            Msg::Connected(mine) => {
+                connect.merge(&mine);
+                connecting = connecting.map(|n| n - 1);
+            }
             Msg::Interval(t, iv) => collector.add(t, *iv),
             Msg::End(t, end) => collector.end(t, end),
             Msg::Failed(t, e) => {
                 stop.stop();
                 collector.done[t] = true;
                 failure = Some(e);
+                connecting = connecting.map(|n| n - 1);
             }
+        }
+        if connecting == Some(0) {
+            connecting = None;
+            cpu_before = usage::process_cpu();
+            started_at = SystemTime::now() + STARTUP;
+            origin_tx.send_replace(Some(Instant::now() + STARTUP));
         }
         collector.finalize_ready(&mut on_second);
     }
@@ -174,6 +201,7 @@ pub fn run(
         max_rss_mb: usage::max_rss_mb(),
         busiest_thread_utilization: collector.busiest,
         threads,
+        connect,
     };
     Ok(RunData {
         plan: plan.clone(),

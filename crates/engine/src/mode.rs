@@ -11,7 +11,8 @@ use loadlab_run::{Arrival, Arrivals, Model, Plan, UserRecord};
 use tokio::task::spawn_local;
 use tokio::time::Instant;
 
-use crate::conn::Wire;
+use crate::conn::{Dialer, Wire};
+use crate::connect::Initial;
 use crate::pace::pace;
 use crate::pool::{self, Budgeted, Pool, Queues};
 use crate::record::Recorder;
@@ -112,17 +113,17 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The state of thread `thread.0` of `thread.1` that records with `rec`; `expected` is its
-    /// share of the run's count.
+    /// The state of thread `thread.0` of `thread.1` that records with `rec` and connects with
+    /// `dialer`; `expected` is its share of the run's count.
     pub fn new(
         plan: &Arc<Plan>,
         load: Load,
-        rec: Recorder,
+        (rec, dialer): (Recorder, Rc<Dialer>),
         thread: (usize, usize),
         expected: Option<u64>,
         max_connections_per_endpoint: usize,
     ) -> Mode {
-        let wire = Wire::new(plan, rec);
+        let wire = Wire::new(plan, rec, dialer);
         match load {
             Load::Closed { pipeline } => Mode::Closed(Rc::new(Pool {
                 wire,
@@ -160,18 +161,18 @@ impl Mode {
         }
     }
 
-    /// Starts the mode's tasks: the initial `connections` ((endpoint, rotation) pairs), the
-    /// pacer of the open model's arrivals, or the control of the user slots.
-    pub fn start(&self, connections: Vec<(usize, usize)>, (index, threads): (usize, usize)) {
+    /// Starts the mode's tasks: the initial connections (opened before the load), the pacer
+    /// of the open model's arrivals, or the control of the user slots.
+    pub fn start(&self, connections: Vec<Initial>, (index, threads): (usize, usize)) {
         match self {
             Mode::Closed(pool) => {
-                for (ep, rotation) in connections {
-                    spawn_local(pool::drive(pool.clone(), ep, rotation, false));
+                for c in connections {
+                    spawn_local(pool::drive(pool.clone(), c.ep, c.rotation, c.conn));
                 }
             }
             Mode::OpenRequests { clock, pool } => {
-                for (ep, _) in connections {
-                    pool.open(ep);
+                for c in connections {
+                    pool.open(c.ep, c.conn);
                 }
                 let (clock, pool) = (clock.clone(), pool.clone());
                 spawn_local(async move {

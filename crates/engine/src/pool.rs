@@ -188,46 +188,54 @@ impl Work for Queues {
     }
 }
 
-/// Runs one connection of endpoint `ep` until the run stops or the work runs out.
+/// Runs one connection of endpoint `ep` until the run stops or the work runs out, starting
+/// on `conn` when it was opened before the load (otherwise the first send opens it).
 /// `rotation` staggers which of the endpoint's requests each closed-model connection starts
-/// with; `preconnect` opens the connection before the first request arrives.
-pub async fn drive<W: Work>(pool: Rc<Pool<W>>, ep: usize, rotation: usize, preconnect: bool) {
-    let wire = &pool.wire;
-    let depth = pool.work.depth();
-    let mut batch: Vec<Pending> = Vec::with_capacity(depth);
-    let mut rotation = rotation;
-    let mut conn: Option<Conn> = None;
-    let mut backoff = Backoff::default();
-    if preconnect {
-        conn = wire.preconnect(ep).await;
-    }
-    loop {
-        batch.clear();
-        if !pool.work.next(wire, ep, &mut batch, &mut rotation).await {
-            break;
-        }
-        let connect_failed = matches!(
-            conn::send(wire, &mut conn, ep, &batch, None).await,
-            Err(Failed::Connect(_))
-        );
-        if W::BACKOFF {
-            // A closed-model connection would otherwise retry in a tight loop.
-            if connect_failed {
-                backoff.pause().await;
-            } else {
-                backoff.reset();
+/// with.
+///
+/// A function returning an `async move` block rather than an `async fn`, so that `conn` is
+/// kept once in the task's state and not twice (see [`conn::send`]).
+#[allow(clippy::manual_async_fn)]
+pub fn drive<W: Work>(
+    pool: Rc<Pool<W>>,
+    ep: usize,
+    mut rotation: usize,
+    mut conn: Option<Conn>,
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        let wire = &pool.wire;
+        let depth = pool.work.depth();
+        let mut batch: Vec<Pending> = Vec::with_capacity(depth);
+        let mut backoff = Backoff::default();
+        loop {
+            batch.clear();
+            if !pool.work.next(wire, ep, &mut batch, &mut rotation).await {
+                break;
+            }
+            let connect_failed = matches!(
+                conn::send(wire, &mut conn, ep, &batch, None).await,
+                Err(Failed::Connect(_))
+            );
+            if W::BACKOFF {
+                // A closed-model connection would otherwise retry in a tight loop.
+                if connect_failed {
+                    backoff.pause().await;
+                } else {
+                    backoff.reset();
+                }
             }
         }
+        pool.work.ended(ep);
     }
-    pool.work.ended(ep);
 }
 
 impl Pool<Queues> {
-    /// Opens a connection to endpoint `ep` for the queue to use.
-    pub fn open(self: &Rc<Self>, ep: usize) {
+    /// Adds a connection to endpoint `ep` for the queue to use, opened before the load
+    /// (`conn`) or, when that failed, at its first request.
+    pub fn open(self: &Rc<Self>, ep: usize, conn: Option<Conn>) {
         let e = &self.work.endpoints[ep];
         e.connections.set(e.connections.get() + 1);
-        spawn_local(drive(self.clone(), ep, 0, true));
+        spawn_local(drive(self.clone(), ep, 0, conn));
     }
 
     /// Releases arrival `index` (counted across threads), due at `intended`: a request of the
@@ -247,7 +255,7 @@ impl Pool<Queues> {
             e.work.notify_one();
         } else if e.connections.get() < e.max_connections {
             e.connections.set(e.connections.get() + 1);
-            spawn_local(drive(self.clone(), ep, 0, false));
+            spawn_local(drive(self.clone(), ep, 0, None));
         }
     }
 

@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell, RefMut};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use loadlab_run::{ErrorKind, Interval, Plan, UserRecord};
+use loadlab_run::{ConnectStats, ErrorKind, Interval, Plan, UserRecord};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -24,7 +24,7 @@ pub struct Pending {
 /// What a thread reports when it stops.
 #[derive(Debug, Clone)]
 pub struct ThreadEnd {
-    /// CPU time the thread used.
+    /// CPU time the thread used from the origin (its connects before it not counted).
     pub cpu: Duration,
     /// Time from the origin to the thread's stop.
     pub elapsed: Duration,
@@ -38,6 +38,8 @@ pub struct ThreadEnd {
 
 /// Messages from generator threads to the collector.
 pub enum Msg {
+    /// A thread opened its initial connections and waits for the origin.
+    Connected(ConnectStats),
     /// A second's record from thread `.0`.
     Interval(usize, Box<Interval>),
     /// Thread `.0` stopped.

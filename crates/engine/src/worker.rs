@@ -1,9 +1,11 @@
-//! A generator thread (thread-loop layer, below `run`): its own single-threaded event loop
-//! running its mode's tasks from the run's origin, and the one once-a-second loop that hands
-//! its record to the collector until the run ends.
+//! A generator thread (thread-loop layer, below `run`): its own single-threaded event loop,
+//! which opens the thread's initial connections, waits for the run's origin (set once every
+//! thread has connected), runs its mode's tasks from there, and hands its record to the
+//! collector once a second until the run ends.
 
 use std::future::Future;
 use std::pin::pin;
+use std::rc::Rc;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,8 @@ use tokio::sync::watch;
 use tokio::task::LocalSet;
 use tokio::time::{sleep_until, Instant};
 
+use crate::conn::Dialer;
+use crate::connect::open_paced;
 use crate::mode::{Load, Mode};
 use crate::record::{Msg, Recorder, ThreadEnd};
 use crate::usage::thread_cpu;
@@ -27,10 +31,8 @@ pub struct ThreadSetup {
     pub plan: Arc<Plan>,
     /// What the plan's model asks of the thread.
     pub load: Load,
-    /// The run's origin.
-    pub origin: Instant,
-    /// When to stop, if the run has a duration.
-    pub deadline: Option<Instant>,
+    /// The run's origin, sent once every thread has opened its initial connections.
+    pub origin: watch::Receiver<Option<Instant>>,
     /// Initial connections: (endpoint, rotation) pairs.
     pub connections: Vec<(usize, usize)>,
     /// This thread's share of the run's count.
@@ -61,38 +63,52 @@ pub fn run_thread(setup: ThreadSetup) {
     let mut end = local.block_on(&rt, run_loop(setup));
     drop(local);
     drop(rt);
-    end.cpu = thread_cpu();
+    end.cpu = thread_cpu().saturating_sub(end.cpu);
     let _ = tx.send(Msg::End(index, end));
 }
 
-/// Runs the thread's mode from the origin to the end of the run; the CPU time of the end it
-/// returns is left for the caller to measure once the event loop is gone.
+/// Opens the thread's initial connections, then runs its mode from the origin to the end of
+/// the run. The CPU time of the end it returns is the thread's at the origin: the caller
+/// subtracts it from the thread's total once the event loop is gone, so the connects are not
+/// counted in the load's CPU.
 async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
     let ThreadSetup {
         index,
         threads,
         plan,
         load,
-        origin,
-        deadline,
+        mut origin,
         connections,
         expected,
         max_connections_per_endpoint,
         mut stop,
         tx,
     } = setup;
+    let dialer = Rc::new(Dialer::new(&plan, index));
+    let rate = plan.connect_rate / threads as f64;
+    let (initial, connected) = tokio::select! {
+        opened = open_paced(&dialer, &connections, rate) => opened,
+        _ = stop.changed() => (Vec::new(), Default::default()),
+    };
+    let _ = tx.send(Msg::Connected(connected));
+    let origin = match origin.wait_for(Option::is_some).await {
+        Ok(at) => (*at).unwrap_or_else(Instant::now),
+        Err(_) => Instant::now(),
+    };
+    let deadline = plan.scheduled_duration().map(|d| origin + d);
+    let cpu_at_origin = thread_cpu();
     let rec = Recorder::new(&plan, origin, expected, (index, tx));
     let mode = Mode::new(
         &plan,
         load,
-        rec,
+        (rec, dialer),
         (index, threads),
         expected,
         max_connections_per_endpoint,
     );
     let rec = &mode.wire().rec;
     sleep_until(origin).await;
-    mode.start(connections, (index, threads));
+    mode.start(initial, (index, threads));
     if expected == Some(0) {
         rec.all_done.notify_one();
     }
@@ -120,7 +136,7 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
     let unfinished = rec.in_flight.get();
     rec.flush(end);
     ThreadEnd {
-        cpu: Duration::ZERO,
+        cpu: cpu_at_origin,
         elapsed: end.saturating_duration_since(origin),
         unfinished,
         by_name: rec.take_by_name(),

@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, ValueEnum};
 
 use crate::values::{
-    non_negative_rate, positive_count, positive_duration, positive_rate, positive_u64,
+    addr_list, non_negative_rate, positive_count, positive_duration, positive_rate, positive_u64,
+    AddrList,
 };
 
 /// Arrival spacing for the open model.
@@ -62,6 +63,14 @@ pub struct LoadFlags {
     /// A TCP connect not done this long after it began counts as connect_timeout.
     #[arg(long = "connect-timeout", value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
     pub connect_timeout: Option<Duration>,
+    /// Initial connections opened per second before the load starts, all threads together
+    /// (the connect time is reported, never in latency) [default: 10000].
+    #[arg(long = "connect-rate", value_name = "N", value_parser = positive_rate, allow_negative_numbers = true)]
+    pub connect_rate: Option<f64>,
+    /// Local addresses to bind connections to, round-robin: a list and ranges such as
+    /// 127.0.0.2,127.0.0.5-127.0.0.9 (repeatable). Each adds ~28,000 ports per destination.
+    #[arg(long = "source-addr", value_name = "ADDRS", value_parser = addr_list)]
+    pub source_addrs: Vec<AddrList>,
     /// HTTP method [default: GET].
     #[arg(short = 'm', long = "method")]
     pub method: Option<String>,

@@ -3,6 +3,7 @@
 //! [`loadlab_run::defaults`]. A new flag or scenario key is read in its parser and used here,
 //! nowhere else.
 
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,10 @@ pub struct Overrides {
     pub timeout: Option<Duration>,
     /// Connect timeout.
     pub connect_timeout: Option<Duration>,
+    /// Initial connections opened per second.
+    pub connect_rate: Option<f64>,
+    /// Local addresses connections bind to.
+    pub source_addrs: Vec<IpAddr>,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -48,6 +53,8 @@ struct Parts {
     timeout: Option<Duration>,
     connect_timeout: Option<Duration>,
     threads: Option<usize>,
+    connect_rate: Option<f64>,
+    source_addrs: Vec<IpAddr>,
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
@@ -63,6 +70,8 @@ fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
             .connect_timeout
             .unwrap_or_else(|| defaults::connect_timeout(timeout)),
         threads: p.threads.unwrap_or_else(defaults::threads),
+        connect_rate: p.connect_rate.unwrap_or(defaults::CONNECT_RATE),
+        source_addrs: p.source_addrs,
     }
     .check()
 }
@@ -97,6 +106,8 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             seed: f.seed,
             timeout: f.timeout,
             connect_timeout: f.connect_timeout,
+            connect_rate: f.connect_rate,
+            source_addrs: source_addrs(f),
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
@@ -140,6 +151,8 @@ pub fn url(
         timeout: Some(timeout),
         connect_timeout: None,
         threads: Some(threads),
+        connect_rate: None,
+        source_addrs: Vec::new(),
     })?)
 }
 
@@ -198,6 +211,8 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
         timeout: sc.timeout.or(o.timeout),
         connect_timeout: o.connect_timeout,
         threads: o.threads,
+        connect_rate: o.connect_rate,
+        source_addrs: o.source_addrs.clone(),
     })
     .map_err(|e| at(e.into()))
 }
@@ -280,7 +295,17 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
         timeout: f.timeout,
         connect_timeout: f.connect_timeout,
         threads: f.threads,
+        connect_rate: f.connect_rate,
+        source_addrs: source_addrs(f),
     })?)
+}
+
+/// The source addresses of every `--source-addr`, in order.
+fn source_addrs(f: &LoadFlags) -> Vec<IpAddr> {
+    f.source_addrs
+        .iter()
+        .flat_map(|l| l.0.iter().copied())
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! Flag values as users type them (counts, durations such as `10s`, rates such as `2.5k`),
 //! checked when clap parses them, so a bad value is refused before anything runs.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
-use loadlab_run::plan::MAX_RATE_RPS;
+use loadlab_run::plan::{MAX_RATE_RPS, MAX_SOURCE_ADDRS};
 
 /// A whole number of at least 1 (connections, threads, depth).
 pub fn positive_count(s: &str) -> Result<usize, String> {
@@ -84,6 +85,54 @@ pub fn non_negative_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Local addresses, as `--source-addr` takes them: a comma-separated list of addresses and
+/// ranges (`127.0.0.2,127.0.0.5-127.0.0.9`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrList(pub Vec<IpAddr>);
+
+/// A comma-separated list of IP addresses and inclusive ranges `FIRST-LAST` of one family,
+/// at most 65,536 addresses in all.
+pub fn addr_list(s: &str) -> Result<AddrList, String> {
+    let mut addrs = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let parse = |a: &str| {
+            a.trim()
+                .parse::<IpAddr>()
+                .map_err(|_| format!("{a:?} is not an IP address"))
+        };
+        match item.split_once('-') {
+            None => addrs.push(parse(item)?),
+            Some((first, last)) => {
+                let range = match (parse(first)?, parse(last)?) {
+                    (IpAddr::V4(a), IpAddr::V4(b)) => {
+                        (u128::from(u32::from(a)), u128::from(u32::from(b)))
+                    }
+                    (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a), u128::from(b)),
+                    _ => return Err(format!("{item:?} mixes IPv4 and IPv6")),
+                };
+                if range.0 > range.1 {
+                    return Err(format!("{item:?} ends before it starts"));
+                }
+                if range.1 - range.0 >= (MAX_SOURCE_ADDRS - addrs.len()) as u128 {
+                    return Err(format!("at most {MAX_SOURCE_ADDRS} addresses"));
+                }
+                let v4 = matches!(parse(first)?, IpAddr::V4(_));
+                for n in range.0..=range.1 {
+                    addrs.push(match v4 {
+                        // In range: both ends are IPv4 addresses.
+                        true => IpAddr::V4((n as u32).into()),
+                        false => IpAddr::V6(n.into()),
+                    });
+                }
+            }
+        }
+        if addrs.len() > MAX_SOURCE_ADDRS {
+            return Err(format!("at most {MAX_SOURCE_ADDRS} addresses"));
+        }
+    }
+    Ok(AddrList(addrs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +157,21 @@ mod tests {
         assert!(positive_count("0").is_err());
         assert!(positive_count("-1").is_err());
         assert_eq!(positive_u64("1000"), Ok(1000));
+    }
+
+    #[test]
+    fn source_addresses_take_lists_and_ranges() {
+        let a = addr_list("127.0.0.2, 127.0.0.5-127.0.0.7").unwrap().0;
+        let want: Vec<IpAddr> = ["127.0.0.2", "127.0.0.5", "127.0.0.6", "127.0.0.7"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(a, want);
+        assert_eq!(addr_list("::1-::2").unwrap().0.len(), 2);
+        assert_eq!(addr_list("127.0.0.255-127.0.1.0").unwrap().0.len(), 2);
+        assert!(addr_list("127.0.0.9-127.0.0.2").is_err());
+        assert!(addr_list("127.0.0.1-::1").is_err());
+        assert!(addr_list("localhost").is_err());
+        assert!(addr_list("10.0.0.0-10.255.255.255").is_err(), "too many");
     }
 }

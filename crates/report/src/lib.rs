@@ -173,6 +173,22 @@ pub fn render_summary(s: &Summary) -> String {
         "  generator    cpu {:.2} s  max rss {:.1} MB  schedule lag p99 {:.2} ms  threads {}",
         g.cpu_s, g.max_rss_mb, g.schedule_lag_ms_p99, g.threads
     );
+    let c = &g.connect;
+    if c.connections > 0 {
+        let from = match c.source_addrs.len() {
+            0 => String::new(),
+            1 => format!(" from {}", c.source_addrs[0]),
+            n => format!(" from {n} source addresses"),
+        };
+        let _ = writeln!(
+            out,
+            "  connect      {} of {} opened in {:.2} s before the load ({}/s{from}; in no latency)",
+            thousands(c.opened),
+            thousands(c.connections),
+            c.duration_s,
+            thousands(c.rate_per_s.round() as u64),
+        );
+    }
     for w in &g.warnings {
         let _ = writeln!(out, "  warning: {w}");
     }

@@ -21,7 +21,7 @@ pub use plan::{
     Stop, UserPhase, ValidPlan,
 };
 pub use record::{
-    new_histogram, Counts, GeneratorStats, Interval, PhaseRecord, RunData, UserRecord,
+    new_histogram, ConnectStats, Counts, GeneratorStats, Interval, PhaseRecord, RunData, UserRecord,
 };
 pub use server::{ProcessSample, ProcessSeries, ServerData};
 pub use summary::{summary_schema, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};

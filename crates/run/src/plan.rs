@@ -1,7 +1,7 @@
 //! What to run: targets, the load model, when to stop. Flags and scenario files lower into one
 //! [`Plan`]; the engine executes it and nothing else.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -253,6 +253,12 @@ pub struct Plan {
     pub connect_timeout: Duration,
     /// Generator threads, each with its own event loop.
     pub threads: usize,
+    /// Connections opened per second, all threads together, while the initial connections
+    /// are opened before the load starts.
+    pub connect_rate: f64,
+    /// Local addresses connections bind to before connecting, taken round-robin; empty for
+    /// the system's choice. Each gives its own set of ephemeral ports per destination.
+    pub source_addrs: Vec<IpAddr>,
 }
 
 /// The defaults every input falls back on (flags, scenario files, experiment workloads, the
@@ -276,6 +282,12 @@ pub mod defaults {
     pub const SEED: u64 = 1;
     /// HTTP method.
     pub const METHOD: &str = "GET";
+    /// Initial connections opened per second, all threads together, before the load starts.
+    /// wrk opens every connection at once, which at 20,000 overflows a listen backlog (nginx
+    /// has 511 by default) and gets connections refused; at 10,000 a second, 1,000
+    /// connections open in a tenth of a second and 20,000 in two, and a server that stalls
+    /// 50 ms between accepts still sees no more than 500 waiting in its backlog.
+    pub const CONNECT_RATE: f64 = 10_000.0;
 
     /// The connect timeout for a request timeout when none is given.
     pub fn connect_timeout(timeout: Duration) -> Duration {
@@ -300,6 +312,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 pub const MAX_THREADS: usize = 1024;
 /// Most connections a plan may ask for (each costs a socket and a file descriptor).
 pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// Most source addresses a plan may name.
+pub const MAX_SOURCE_ADDRS: usize = 65_536;
 
 /// A plan that cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -347,6 +361,19 @@ pub enum PlanError {
         "user phase {0:?} needs a duration above zero and a spawn rate of at least one user a year"
     )]
     BadUserPhase(String),
+    /// A connect rate that is not a finite number above zero.
+    #[error("the connect rate (--connect-rate) must be above zero and at most 10,000,000 per second, got {0}")]
+    BadConnectRate(f64),
+    /// A source address of another family than a target, or one no socket can bind to.
+    #[error("source address {source_addr} cannot reach {target}: {why}")]
+    BadSourceAddr {
+        /// The source address.
+        source_addr: IpAddr,
+        /// The target it was checked against.
+        target: SocketAddr,
+        /// What is wrong.
+        why: &'static str,
+    },
     /// Max connections below initial connections.
     #[error("--max-connections ({max}) is below -c ({initial})")]
     MaxBelowInitial {
@@ -380,6 +407,8 @@ impl Plan {
             timeout: defaults::TIMEOUT,
             connect_timeout: defaults::connect_timeout(defaults::TIMEOUT),
             threads: 1,
+            connect_rate: defaults::CONNECT_RATE,
+            source_addrs: Vec::new(),
         }
     }
 
@@ -403,6 +432,13 @@ impl Plan {
         if initial.max(cap) > MAX_CONNECTIONS {
             return Err(PlanError::TooMany("connections", MAX_CONNECTIONS));
         }
+        if !(self.connect_rate.is_finite()
+            && self.connect_rate > 0.0
+            && self.connect_rate <= MAX_RATE_RPS)
+        {
+            return Err(PlanError::BadConnectRate(self.connect_rate));
+        }
+        self.check_sources()?;
         if self.stop.count == Some(0) {
             return Err(PlanError::Zero("the request count (-n)"));
         }
@@ -510,6 +546,36 @@ impl Plan {
         Ok(())
     }
 
+    /// Source addresses must be of each target's family (IPv4 or IPv6), and addresses a
+    /// socket can bind to as a source: not unspecified, not multicast or broadcast.
+    fn check_sources(&self) -> Result<(), PlanError> {
+        if self.source_addrs.len() > MAX_SOURCE_ADDRS {
+            return Err(PlanError::TooMany("source addresses", MAX_SOURCE_ADDRS));
+        }
+        for &source_addr in &self.source_addrs {
+            let bad = |why, target| PlanError::BadSourceAddr {
+                source_addr,
+                target,
+                why,
+            };
+            let target = self.endpoints[0].addr;
+            if source_addr.is_unspecified() || source_addr.is_multicast() {
+                return Err(bad("it is unspecified or multicast", target));
+            }
+            if let IpAddr::V4(v4) = source_addr {
+                if v4.is_broadcast() {
+                    return Err(bad("it is a broadcast address", target));
+                }
+            }
+            for e in &self.endpoints {
+                if e.addr.is_ipv4() != source_addr.is_ipv4() {
+                    return Err(bad("one is IPv4 and the other IPv6", e.addr));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// When the run ends by its schedule alone: the stop duration, or the phases' total
     /// when every phase has one, whichever is shorter.
     pub fn scheduled_duration(&self) -> Option<Duration> {
@@ -601,5 +667,50 @@ impl std::ops::Deref for ValidPlan {
 
     fn deref(&self) -> &Plan {
         &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_from(source_addrs: &[&str]) -> Plan {
+        Plan {
+            source_addrs: source_addrs.iter().map(|a| a.parse().unwrap()).collect(),
+            ..Plan::get(
+                "127.0.0.1:8080".parse().unwrap(),
+                "/",
+                Model::closed(10, 1),
+                Stop::default(),
+            )
+        }
+    }
+
+    #[test]
+    fn loopback_sources_of_the_targets_family_are_accepted() {
+        assert!(plan_from(&["127.0.0.2", "127.0.0.3"]).check().is_ok());
+        assert!(
+            plan_from(&["10.1.2.3"]).check().is_ok(),
+            "sources need not be loopback"
+        );
+    }
+
+    #[test]
+    fn a_source_of_another_family_or_unspecified_is_refused() {
+        for bad in ["::1", "0.0.0.0", "224.0.0.1", "255.255.255.255"] {
+            let e = plan_from(&[bad]).check().unwrap_err();
+            assert!(matches!(e, PlanError::BadSourceAddr { .. }), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_connect_rate_must_be_finite_and_above_zero() {
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let p = Plan {
+                connect_rate: rate,
+                ..plan_from(&[])
+            };
+            assert!(matches!(p.check(), Err(PlanError::BadConnectRate(_))));
+        }
     }
 }

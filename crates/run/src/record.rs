@@ -186,14 +186,45 @@ impl Interval {
 /// The generator's account of itself.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GeneratorStats {
-    /// User + system CPU the generator process used during the run, seconds.
+    /// User + system CPU the generator process used from the run's origin (not the connects
+    /// before it), seconds.
     pub cpu_s: f64,
     /// Peak resident memory of the generator process, MB.
     pub max_rss_mb: f64,
-    /// Busiest generator thread's CPU time over the run's wall time (0–1).
+    /// Busiest generator thread's CPU time over the run's wall time, both from the origin (0–1).
     pub busiest_thread_utilization: f64,
     /// Threads the engine ran.
     pub threads: usize,
+    /// How the initial connections were opened, before the load started.
+    pub connect: ConnectStats,
+}
+
+/// The opening of the initial connections, paced, before the run's origin: its time is in no
+/// request's latency and not in the run's duration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectStats {
+    /// Initial connections asked for.
+    pub connections: u64,
+    /// Connections opened.
+    pub opened: u64,
+    /// Connections that could not be opened (each tries again at its first request).
+    pub failed: u64,
+    /// Time from the first connect to the last, seconds.
+    pub duration_s: f64,
+    /// Connect rate the plan asked for, per second.
+    pub rate_per_s: f64,
+    /// Limit on open files the run had (after raising the soft limit when it needed more).
+    pub file_limit: u64,
+}
+
+impl ConnectStats {
+    /// Adds another thread's connects (the longest time counts).
+    pub fn merge(&mut self, other: &ConnectStats) {
+        self.connections += other.connections;
+        self.opened += other.opened;
+        self.failed += other.failed;
+        self.duration_s = self.duration_s.max(other.duration_s);
+    }
 }
 
 /// What one phase of the load saw, from the whole seconds that fell in it.

@@ -142,7 +142,7 @@ impl Errors {
 /// The generator's account of itself.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Generator {
-    /// CPU seconds (user + system) the generator used.
+    /// CPU seconds (user + system) the generator used during the load (not the connects before it).
     pub cpu_s: f64,
     /// Peak resident memory, MB.
     pub max_rss_mb: f64,
@@ -154,6 +154,29 @@ pub struct Generator {
     pub threads: usize,
     /// Plain-language warnings about the generator's own limits.
     pub warnings: Vec<String>,
+    /// How the initial connections were opened, before the load (not in any latency).
+    #[serde(default)]
+    pub connect: Connect,
+}
+
+/// The opening of the initial connections, paced, before the load started: its time is in no
+/// request's latency and not in `duration_s`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Connect {
+    /// Initial connections asked for.
+    pub connections: u64,
+    /// Connections opened.
+    pub opened: u64,
+    /// Connections that could not be opened (each tried again at its first request).
+    pub failed: u64,
+    /// Time from the first connect to the last, seconds.
+    pub duration_s: f64,
+    /// Connect rate asked for, connections per second.
+    pub rate_per_s: f64,
+    /// Local addresses the connections were bound to, round-robin (empty: the system's choice).
+    pub source_addrs: Vec<String>,
+    /// Open files the process could hold (the soft RLIMIT_NOFILE, raised when the run needed it).
+    pub file_limit: u64,
 }
 
 /// One phase of the load (a plain run has a single phase).
@@ -345,6 +368,15 @@ impl Summary {
                  generator could not keep its schedule"
             ));
         }
+        let k = &g.connect;
+        if k.failed > 0 {
+            warnings.push(format!(
+                "{} of {} connections could not be opened before the load started; each tried \
+                 again at its first request (lower --connect-rate if the server's listen \
+                 backlog overflowed)",
+                k.failed, k.connections
+            ));
+        }
         let open = offered_rps.is_some();
         let phases = run
             .phases
@@ -401,6 +433,20 @@ impl Summary {
                 saturated,
                 threads: g.threads,
                 warnings,
+                connect: Connect {
+                    connections: k.connections,
+                    opened: k.opened,
+                    failed: k.failed,
+                    duration_s: k.duration_s,
+                    rate_per_s: k.rate_per_s,
+                    source_addrs: run
+                        .plan
+                        .source_addrs
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect(),
+                    file_limit: k.file_limit,
+                },
             },
             phases,
             requests_by_name: run

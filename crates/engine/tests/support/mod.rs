@@ -3,9 +3,9 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -68,6 +68,8 @@ pub enum Behaviour {
 /// A TCP server on 127.0.0.1 with a thread per connection, stopped when dropped.
 pub struct RawServer {
     pub addr: SocketAddr,
+    /// The address of each connection's peer, in the order they were accepted.
+    pub peers: Arc<Mutex<Vec<IpAddr>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -79,10 +81,13 @@ impl RawServer {
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let peers = Arc::new(Mutex::new(Vec::new()));
+        let seen = peers.clone();
         let thread = std::thread::spawn(move || {
             while !flag.load(Ordering::Relaxed) {
                 match listener.accept() {
-                    Ok((stream, _)) => {
+                    Ok((stream, peer)) => {
+                        seen.lock().unwrap().push(peer.ip());
                         let flag = flag.clone();
                         std::thread::spawn(move || serve_conn(stream, behaviour, flag));
                     }
@@ -92,6 +97,7 @@ impl RawServer {
         });
         RawServer {
             addr,
+            peers,
             stop,
             thread: Some(thread),
         }
