@@ -304,7 +304,11 @@ def conns_commands(tool, row, procs, ports, secs, tmp, rnd):
     out = []
     for i, c in enumerate(shares):
         j = str(Path(tmp) / f"{row.name}-{tool}-{rnd}-{i}.json")
-        if tool == "loadlab":
+        if tool == "loadlab-1src":
+            argv = [LOADLAB, "run", f"http://127.0.0.1:{ports[i % len(ports)]}/", "-t", "1", "-q", "-c", str(c),
+                    "-d", f"{secs}s", "--timeout", CONNS_TIMEOUT, "--connect-rate", str(CONNECT_RATE // procs),
+                    "--json", j]
+        elif tool == "loadlab":
             first = 2 + i * SOURCES_PER_PROCESS
             sources = f"127.0.0.{first}-127.0.0.{first + SOURCES_PER_PROCESS - 1}"
             argv = [LOADLAB, "run", f"http://127.0.0.1:{ports[0]}/", "-t", "1", "-q", "-c", str(c),
@@ -349,7 +353,7 @@ def conns_result(tool, cmds, measured):
     for (argv, j), (code, c, r, text) in zip(cmds, measured):
         cpu += c
         rss += r
-        if tool == "loadlab":
+        if tool.startswith("loadlab"):
             s = json.loads(Path(j).read_text())
             rps += s["requests"]["completed"] / s["duration_s"]
             done += s["requests"]["completed"]
@@ -381,14 +385,15 @@ def run_conns(args, out_dir, tmp, server_cpu, client_cpu, rows):
         nginx, workers = start_nginx_conns(tmp, ports, server_cpu, row.connections)
         lines.append(f"{procs} process(es) of each tool at once, summed; nginx {workers} workers on one core. "
                      f"loadlab: `-t 1 --timeout {CONNS_TIMEOUT} --connect-rate {CONNECT_RATE // procs}`, "
-                     f"{SOURCES_PER_PROCESS} source addresses per process, all to one port; "
-                     f"wrk: `-t1 --timeout {CONNS_TIMEOUT}`, one port per process (it cannot bind a source address).\n")
+                     f"{SOURCES_PER_PROCESS} source addresses per process, all to one port; loadlab-1src: the same "
+                     f"without --source-addr, addressed as wrk is; wrk: `-t1 --timeout {CONNS_TIMEOUT}`, one port per "
+                     f"process (it cannot bind a source address).\n")
         lines += ["| tool | round | req/s | requests | connect errors | peak RSS MB (sum) | RSS KB/conn | CPU µs/req | connect s (before load) | wall s |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         try:
             for rnd in range(args.rounds):
-                for tool in ["loadlab", "wrk"]:
-                    if tool != "loadlab" and (args.tools and tool not in args.tools.split(",") or not find(tool)):
+                for tool in ["loadlab", "loadlab-1src", "wrk"]:
+                    if not tool.startswith("loadlab") and (args.tools and tool not in args.tools.split(",") or not find(tool)):
                         continue
                     cmds = conns_commands(tool, row, procs, ports, args.seconds, tmp, rnd)
                     # wrk connects inside its duration, and slowly past ~14,000 connections to one
@@ -403,10 +408,11 @@ def run_conns(args, out_dir, tmp, server_cpu, client_cpu, rows):
                     for _, j in cmds:
                         if Path(j).exists():
                             shutil.copy(j, out_dir / Path(j).name)
-                    connect = f"{r['connect_s']:.2f}" if tool == "loadlab" else "(in its duration)"
+                    connect = f"{r['connect_s']:.2f}" if tool.startswith("loadlab") else "(in its duration)"
+                    per_req = f"{r['cpu_s'] / r['requests'] * 1e6:.1f}" if r["requests"] else "n/a"
                     lines.append(f"| {tool} | {rnd} | {r['rps']:,.0f} | {r['requests']:,} | {r['connect_errors']:,} | "
                                  f"{r['rss_mb']:.1f} | {r['rss_mb'] * 1024 / row.connections:.2f} | "
-                                 f"{r['cpu_s'] / max(r['requests'], 1) * 1e6:.1f} | {connect} | {wall:.1f} |")
+                                 f"{per_req} | {connect} | {wall:.1f} |")
                     time.sleep(2)
         finally:
             nginx.terminate()

@@ -14,6 +14,8 @@ pub const SUMMARY_SCHEMA: &str = "loadlab.summary/v1";
 
 /// Achieved/offered ratio under which the generator is said to have fallen behind.
 const BEHIND_RATIO: f64 = 0.98;
+/// Connect time past which connections closed by the server are blamed on idle timeouts.
+const SLOW_CONNECTS_S: f64 = 30.0;
 /// Busiest thread's CPU share over which the generator is said to be saturated.
 const SATURATED_UTILIZATION: f64 = 0.9;
 
@@ -375,6 +377,17 @@ impl Summary {
                  again at its first request (lower --connect-rate if the server's listen \
                  backlog overflowed)",
                 k.failed, k.connections
+            ));
+        }
+        let closed = c.error_kinds[ErrorKind::Closed.index()];
+        if k.duration_s > SLOW_CONNECTS_S && closed > 0 {
+            warnings.push(format!(
+                "opening the connections took {:.0} s, and {closed} requests found their \
+                 connection closed: a server closes connections idle that long (nginx after its \
+                 60 s client_header_timeout); open them faster with --connect-rate, or with \
+                 --source-addr when connects to one destination slow down past ~14,000 from one \
+                 address",
+                k.duration_s
             ));
         }
         let open = offered_rps.is_some();
