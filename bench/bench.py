@@ -272,7 +272,10 @@ def conns_processes(connections):
 
 def start_nginx_conns(tmp, ports, cpu, connections):
     """nginx for a connection row: enough workers that each stays under the file limit, every
-    port `reuseport` so the kernel spreads connections evenly over the workers."""
+    port `reuseport` so the kernel spreads connections evenly over the workers. Each worker
+    keeps a fifth of its worker_connections free: with fewer than 1/16 free, nginx closes
+    idle keep-alive connections to make room ("worker_connections are not enough, reusing
+    connections"), and the generator's reconnects feed the closing."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     per_worker = min(hard, 1_000_000) - 100
@@ -348,7 +351,7 @@ def run_parallel(cmds, cpu, timeout, raw_prefix):
 
 def conns_result(tool, cmds, measured):
     """Sums one tool's processes: req/s, requests, RSS, connect errors, connect time."""
-    rps = done = rss = cpu = errors = 0.0
+    rps = done = rss = cpu = errors = other = 0.0
     connect_s = 0.0
     for (argv, j), (code, c, r, text) in zip(cmds, measured):
         cpu += c
@@ -358,14 +361,20 @@ def conns_result(tool, cmds, measured):
             rps += s["requests"]["completed"] / s["duration_s"]
             done += s["requests"]["completed"]
             e = s["errors"]
-            errors += e["connect_refused"] + e["connect_timeout"] + s["generator"]["connect"]["failed"]
+            connect = e["connect_refused"] + e["connect_timeout"]
+            errors += connect + s["generator"]["connect"]["failed"]
+            other += s["requests"]["errors"] - connect
             connect_s = max(connect_s, s["generator"]["connect"]["duration_s"])
         else:
             rps += float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
             done += int(re.search(r"(\d+) requests in", text).group(1))
-            m = re.search(r"Socket errors: connect (\d+)", text)
+            m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
             errors += int(m.group(1)) if m else 0
-    return {"rps": rps, "requests": int(done), "rss_mb": rss, "cpu_s": cpu, "connect_errors": int(errors), "connect_s": connect_s}
+            other += sum(int(g) for g in m.groups()[1:]) if m else 0
+            m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+            other += int(m.group(1)) if m else 0
+    return {"rps": rps, "requests": int(done), "rss_mb": rss, "cpu_s": cpu, "connect_errors": int(errors),
+            "other_errors": int(other), "connect_s": connect_s}
 
 
 def run_conns(args, out_dir, tmp, server_cpu, client_cpu, rows):
@@ -388,8 +397,8 @@ def run_conns(args, out_dir, tmp, server_cpu, client_cpu, rows):
                      f"{SOURCES_PER_PROCESS} source addresses per process, all to one port; loadlab-1src: the same "
                      f"without --source-addr, addressed as wrk is; wrk: `-t1 --timeout {CONNS_TIMEOUT}`, one port per "
                      f"process (it cannot bind a source address).\n")
-        lines += ["| tool | round | req/s | requests | connect errors | peak RSS MB (sum) | RSS KB/conn | CPU µs/req | connect s (before load) | wall s |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| tool | round | req/s | requests | connect errors | other errors | peak RSS MB (sum) | RSS KB/conn | CPU µs/req | connect s (before load) | wall s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         try:
             for rnd in range(args.rounds):
                 for tool in ["loadlab", "loadlab-1src", "wrk"]:
@@ -403,14 +412,14 @@ def run_conns(args, out_dir, tmp, server_cpu, client_cpu, rows):
                     try:
                         r = conns_result(tool, cmds, measured)
                     except Exception as e:  # output we could not read
-                        lines.append(f"| {tool} | {rnd} | failed: {e} | | | | | | | {wall:.1f} |")
+                        lines.append(f"| {tool} | {rnd} | failed: {e} | | | | | | | | {wall:.1f} |")
                         continue
                     for _, j in cmds:
                         if Path(j).exists():
                             shutil.copy(j, out_dir / Path(j).name)
                     connect = f"{r['connect_s']:.2f}" if tool.startswith("loadlab") else "(in its duration)"
                     per_req = f"{r['cpu_s'] / r['requests'] * 1e6:.1f}" if r["requests"] else "n/a"
-                    lines.append(f"| {tool} | {rnd} | {r['rps']:,.0f} | {r['requests']:,} | {r['connect_errors']:,} | "
+                    lines.append(f"| {tool} | {rnd} | {r['rps']:,.0f} | {r['requests']:,} | {r['connect_errors']:,} | {r['other_errors']:,} | "
                                  f"{r['rss_mb']:.1f} | {r['rss_mb'] * 1024 / row.connections:.2f} | "
                                  f"{per_req} | {connect} | {wall:.1f} |")
                     time.sleep(2)
@@ -543,7 +552,7 @@ def main():
     report = [f"# Benchmark {stamp}\n",
               f"{args.seconds} s per run, {args.rounds} rounds, nginx pinned to CPU {server_cpu}, "
               f"generators to CPU {client_cpu}; medians over rounds; `python3 bench/bench.py "
-              f"--seconds {args.seconds} --rounds {args.rounds}`\n"]
+              f"{' '.join(sys.argv[1:])}`\n"]
     only = set(filter(None, args.only.split(",")))
     wanted_tools = set(filter(None, args.tools.split(",")))
 

@@ -167,6 +167,10 @@ async fn seconds(
 ) -> Ended {
     let mut done = pin!(done);
     loop {
+        // A stop seen earlier (while connecting) does not show as a change any more.
+        if *stop.borrow() {
+            return Ended::Stopped;
+        }
         let boundary = rec.origin + Duration::from_secs(*second + 1);
         let wake = end.map_or(boundary, |d| d.min(boundary));
         tokio::select! {

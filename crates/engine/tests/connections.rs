@@ -154,3 +154,28 @@ fn more_connections_to_one_target_than_one_source_has_ports_are_refused() {
     );
     assert!(e.unwrap().to_string().contains("--source-addr"));
 }
+
+#[test]
+fn a_stop_while_connecting_ends_the_run_without_its_load() {
+    let _serial = serial();
+    let server = TestServer::start(1).unwrap();
+    let mut p = plan(server.addr, "/ping", closed(400, 1), for_secs(5.0));
+    p.connect_rate = 200.0;
+    let p = p.check().unwrap();
+    let stop = StopSignal::default();
+    let trigger = stop.clone();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        trigger.stop();
+    });
+    let started = Instant::now();
+    let data = run(&p, &stop, |_, _| {}).unwrap();
+    stopper.join().unwrap();
+    let took = started.elapsed().as_secs_f64();
+    assert!(
+        took < 1.5,
+        "400 connects at 200/s and 5 s of load were cut short: {took:.2} s"
+    );
+    assert!(!data.complete);
+    assert!(data.generator.connect.opened < 400);
+}
