@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::compare::median;
 use crate::usl::Usl;
 
 /// The concurrencies the probe climbs: every count up to 12 (worker counts are small and must
@@ -469,17 +470,6 @@ fn usl_fit(points: &[(f64, f64)], hard_limit: bool) -> Option<UslFit> {
         r_squared,
         explains: !hard_limit && r_squared >= USL_EXPLAINS,
     })
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// p99 over the service time alone (the median at one connection) that marks the first

@@ -21,6 +21,16 @@ fn black_box(workers: usize, delay_ms: u64) -> TestServer {
     .unwrap()
 }
 
+/// The kinds of a summary's findings, in order.
+fn finding_kinds(summary: &Value) -> Vec<&str> {
+    summary["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect()
+}
+
 fn probe(url: &str, extra: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("probe.json");
@@ -192,12 +202,7 @@ fn a_run_whose_connections_were_all_refused_says_only_that() {
         json.to_str().unwrap(),
     ]);
     let s = read_json(&json);
-    let kinds: Vec<&str> = s["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
+    let kinds = finding_kinds(&s);
     assert_eq!(kinds, ["errors"], "{s}");
     let next = s["findings"][0]["next"].as_str().unwrap();
     assert!(next.contains(&format!("127.0.0.1:{port}")), "{next}");
@@ -260,12 +265,7 @@ fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
         json.to_str().unwrap(),
     ]);
     let s = read_json(&json);
-    let kinds: Vec<&str> = s["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
+    let kinds = finding_kinds(&s);
     for want in ["saturation", "rising_latency", "climbing_in_flight"] {
         assert!(kinds.contains(&want), "{want} missing from {kinds:?}");
     }

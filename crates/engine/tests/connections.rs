@@ -5,28 +5,12 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use loadlab_engine::limits::LimitError;
 use loadlab_engine::{run, EngineError, StopSignal};
-use loadlab_run::{RunData, Summary};
 use loadlab_target::TestServer;
 use support::*;
-
-/// These tests time connects on a 2-core machine; each holds this lock while it runs.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn run_plan(p: &loadlab_run::Plan) -> (RunData, Summary) {
-    let plan = p.clone().check().expect("a valid plan");
-    let data = run(&plan, &StopSignal::default(), |_, _| {}).expect("the run starts");
-    let summary = Summary::from_run(&data);
-    (data, summary)
-}
 
 fn ips(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|a| a.parse().unwrap()).collect()

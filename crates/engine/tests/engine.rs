@@ -3,28 +3,12 @@
 
 mod support;
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use loadlab_engine::{run, StopSignal};
-use loadlab_run::{ErrorKind, Model, RatePhase, RunData, Summary};
+use loadlab_run::{ErrorKind, Model, RatePhase, Summary};
 use loadlab_target::TestServer;
 use support::*;
-
-/// These tests measure time on a 2-core machine; run concurrently they would measure each
-/// other's load. Each holds this lock while it runs (a poisoned lock is still usable).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn run_plan(p: &loadlab_run::Plan) -> (RunData, Summary) {
-    let plan = p.clone().check().expect("a valid plan");
-    let data = run(&plan, &StopSignal::default(), |_, _| {}).expect("the run starts");
-    let summary = Summary::from_run(&data);
-    (data, summary)
-}
 
 #[test]
 fn a_count_of_1000_records_exactly_1000_responses_in_every_mode() {

@@ -57,24 +57,19 @@ impl Sampler {
 }
 
 fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) -> ServerData {
-    let start = Instant::now();
-    let ticks_per_s = procfs::ticks_per_second() as f64;
-    let page = procfs::page_size();
-    let mut previous: HashMap<i32, Previous> = HashMap::new();
-    let mut series: BTreeMap<i32, ProcessSeries> = BTreeMap::new();
+    let mut reader = Reader {
+        roots,
+        start: Instant::now(),
+        ticks_per_s: procfs::ticks_per_second() as f64,
+        page: procfs::page_size(),
+        previous: HashMap::new(),
+        series: BTreeMap::new(),
+    };
     let mut tick = 0u32;
     loop {
-        read_all(
-            roots,
-            start,
-            ticks_per_s,
-            page,
-            &mut previous,
-            &mut series,
-            None,
-        );
+        reader.read_all(None);
         tick += 1;
-        let next = start + interval * tick;
+        let next = reader.start + interval * tick;
         match stopped.recv_timeout(next.saturating_duration_since(Instant::now())) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
@@ -83,78 +78,77 @@ fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) 
     // A last reading, so a run shorter than the interval still gets one sample. One much
     // shorter than the interval would weigh as much as a whole one in the average, with the
     // few clock ticks it holds: it extends the sample before it instead.
-    read_all(
-        roots,
-        start,
-        ticks_per_s,
-        page,
-        &mut previous,
-        &mut series,
-        Some(interval / 2),
-    );
+    reader.read_all(Some(interval / 2));
     ServerData {
-        processes: series.into_values().collect(),
+        processes: reader.series.into_values().collect(),
     }
 }
 
-/// Reads every watched process once, adding a sample for each one read before; a reading less
-/// than `merge_under` after the last one extends that last sample instead.
-fn read_all(
-    roots: &[i32],
+/// What the sampler keeps between readings.
+struct Reader<'a> {
+    roots: &'a [i32],
     start: Instant,
     ticks_per_s: f64,
     page: u64,
-    previous: &mut HashMap<i32, Previous>,
-    series: &mut BTreeMap<i32, ProcessSeries>,
-    merge_under: Option<Duration>,
-) {
-    let pids = watched(roots);
-    let now = Instant::now();
-    let second = now.duration_since(start).as_secs();
-    for pid in pids {
-        let Ok(stat) = Process::new(pid).and_then(|p| p.stat()) else {
-            continue;
-        };
-        let ticks = stat.utime + stat.stime;
-        let rss_mb = (stat.rss * page) as f64 / (1024.0 * 1024.0);
-        let mut sample_from = None;
-        if let Some(prev) = previous.get(&pid) {
-            let short = merge_under.is_some_and(|m| now.duration_since(prev.at) < m);
-            let last = series.get_mut(&pid).and_then(|s| s.samples.last_mut());
-            let (from_ticks, from_at) = match (short, last, prev.sample_from) {
-                (true, Some(_), Some(from)) => from,
-                _ => (prev.ticks, prev.at),
+    previous: HashMap<i32, Previous>,
+    series: BTreeMap<i32, ProcessSeries>,
+}
+
+impl Reader<'_> {
+    /// Reads every watched process once, adding a sample for each one read before; a reading
+    /// less than `merge_under` after the last one extends that last sample instead.
+    fn read_all(&mut self, merge_under: Option<Duration>) {
+        let (ticks_per_s, page) = (self.ticks_per_s, self.page);
+        let (previous, series) = (&mut self.previous, &mut self.series);
+        let pids = watched(self.roots);
+        let now = Instant::now();
+        let second = now.duration_since(self.start).as_secs();
+        for pid in pids {
+            let Ok(stat) = Process::new(pid).and_then(|p| p.stat()) else {
+                continue;
             };
-            let wall = now.duration_since(from_at).as_secs_f64().max(1e-3);
-            let cpu_pct = 100.0 * (ticks.saturating_sub(from_ticks)) as f64 / ticks_per_s / wall;
-            let samples = &mut series
-                .entry(pid)
-                .or_insert_with(|| ProcessSeries {
-                    pid: pid as u32,
-                    name: stat.comm.clone(),
-                    samples: Vec::new(),
-                })
-                .samples;
-            // A merged reading keeps the second of the sample it extends.
-            let second = match from_at != prev.at {
-                true => samples.pop().map_or(second, |s| s.second),
-                false => second,
-            };
-            samples.push(ProcessSample {
-                second,
-                cpu_pct,
-                rss_mb,
-            });
-            sample_from = Some((from_ticks, from_at));
+            let ticks = stat.utime + stat.stime;
+            let rss_mb = (stat.rss * page) as f64 / (1024.0 * 1024.0);
+            let mut sample_from = None;
+            if let Some(prev) = previous.get(&pid) {
+                let short = merge_under.is_some_and(|m| now.duration_since(prev.at) < m);
+                let last = series.get_mut(&pid).and_then(|s| s.samples.last_mut());
+                let (from_ticks, from_at) = match (short, last, prev.sample_from) {
+                    (true, Some(_), Some(from)) => from,
+                    _ => (prev.ticks, prev.at),
+                };
+                let wall = now.duration_since(from_at).as_secs_f64().max(1e-3);
+                let cpu_pct =
+                    100.0 * (ticks.saturating_sub(from_ticks)) as f64 / ticks_per_s / wall;
+                let samples = &mut series
+                    .entry(pid)
+                    .or_insert_with(|| ProcessSeries {
+                        pid: pid as u32,
+                        name: stat.comm.clone(),
+                        samples: Vec::new(),
+                    })
+                    .samples;
+                // A merged reading keeps the second of the sample it extends.
+                let second = match from_at != prev.at {
+                    true => samples.pop().map_or(second, |s| s.second),
+                    false => second,
+                };
+                samples.push(ProcessSample {
+                    second,
+                    cpu_pct,
+                    rss_mb,
+                });
+                sample_from = Some((from_ticks, from_at));
+            }
+            previous.insert(
+                pid,
+                Previous {
+                    ticks,
+                    at: now,
+                    sample_from,
+                },
+            );
         }
-        previous.insert(
-            pid,
-            Previous {
-                ticks,
-                at: now,
-                sample_from,
-            },
-        );
     }
 }
 

@@ -5,11 +5,29 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use loadlab_run::{Model, Plan, Stop};
+use loadlab_engine::{run, StopSignal};
+use loadlab_run::{Model, Plan, RunData, Stop, Summary};
+
+/// These tests measure time on a 2-core machine; run concurrently they would measure each
+/// other's load. Each holds this lock while it runs (a poisoned lock is still usable).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Holds the test binary's lock for the test's duration.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Checks and runs `p`, with its summary.
+pub fn run_plan(p: &Plan) -> (RunData, Summary) {
+    let plan = p.clone().check().expect("a valid plan");
+    let data = run(&plan, &StopSignal::default(), |_, _| {}).expect("the run starts");
+    let summary = Summary::from_run(&data);
+    (data, summary)
+}
 
 /// A plan for `path` on `addr` with the given model and stop condition, on two threads.
 pub fn plan(addr: SocketAddr, path: &str, model: Model, stop: Stop) -> Plan {
