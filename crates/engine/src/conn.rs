@@ -1,6 +1,7 @@
 //! Connections and the HTTP exchange (above the recorder, below the pooled connection loop and
 //! the virtual users): what a thread's connections share ([`Wire`]), opening a connection
-//! ([`Dialer`], bound to the plan's source addresses round-robin), writing a batch and reading and recording its responses, and the one [`send`] step every
+//! ([`Dialer`], bound to the plan's source addresses round-robin), writing a batch and
+//! reading and recording its responses, and the one [`send`] step every
 //! caller uses: connect if needed, exchange, record transport errors, drop a closed connection.
 
 use std::cell::{Cell, RefCell};
