@@ -19,12 +19,14 @@ use crate::record::{micros, Recorder};
 use crate::schedule::open::ArrivalClock;
 
 /// Waits shorter than this are spent yielding to the event loop rather than asleep. A
-/// sleep on the timer costs a `timerfd_settime`, a blocking `epoll_wait`, a context switch
-/// each way and a `read`: about 15 µs of CPU on a virtual machine (measured with `perf stat`
-/// at 5,000 req/s: 1.9 context switches and ~35 µs above the closed model per request), a few
-/// µs on bare metal. Yielding costs one non-blocking `epoll_wait` per turn of the loop and does
-/// useful work in between, so below this a thread spends less by not sleeping.
-const YIELD_BELOW: Duration = Duration::from_micros(20);
+/// sleep on the timer costs a `timerfd_settime`, a blocking `epoll_wait` and a context switch
+/// each way: about 15 µs of CPU on a virtual machine (measured with `perf stat` at 5,000
+/// req/s: 1.9 context switches and ~35 µs above the closed model per request), a few µs on
+/// bare metal. Yielding costs one non-blocking `epoll_wait` per turn and does useful work in
+/// between, but a thread that yields instead of sleeping looks fully busy: at 10 µs that only
+/// happens above 100,000 arrivals/s per thread, where the thread is busy anyway (a request
+/// costs ~9 µs even in the closed model), so the generator's busy figure stays honest below.
+const YIELD_BELOW: Duration = Duration::from_micros(10);
 
 /// Releases this thread's arrivals at their times until the schedule ends: each one is
 /// counted as offered, then handed to `arrive` with its intended start and its index across
