@@ -8,7 +8,7 @@ what hold on a shared, noisy machine; absolute numbers are not comparable across
 
 Add a row: append a Scenario to SCENARIOS with a command builder per tool.
 
-Usage: python3 bench/bench.py [--seconds 10] [--rounds 3] [--only closed-50,open-5000]
+Usage: python3 bench/bench.py [--seconds 10] [--rounds 3] [--only closed-50,open-5000,open-ceiling]
 Peers are installed by bench/install-peers.sh into bench/tools (never committed).
 """
 
@@ -55,6 +55,7 @@ class Result:
     p50_ms: float = float("nan")
     p99_ms: float = float("nan")
     note: str = ""
+    lag_ms: float = float("nan")  # loadlab's schedule lag p99 (open model)
 
 
 def run_measured(cmd, cpu, timeout, stdout_path):
@@ -495,6 +496,132 @@ def run_servers(args, out_dir, tmp, server_cpu, client_cpu):
     return "\n".join(rows)
 
 
+# ---------------------------------------------------------------- open-ceiling
+# The highest rate each tool holds on one core: offered rates stepped up until a tool completes
+# fewer than 99 % of the requests the rate asks for in the run's seconds; its last rate held,
+# with its p99 there (each tool's own definition) and, for loadlab, its schedule lag p99.
+
+CEILING_RATES = [10_000, 20_000, 40_000, 60_000, 80_000, 100_000]
+UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6}
+
+
+def parse_wrk2(text, _json, secs):
+    rps, done, _, _ = parse_wrk(text, _json, secs)
+    m = re.search(r"^\s*99\.000%\s+([\d.]+)(us|ms|s|m|h)\s*$", text, re.M)
+    p99 = float(m.group(1)) * UNIT_MS[m.group(2)] if m else float("nan")
+    return rps, done, float("nan"), p99
+
+
+def wrk2_cmd(rate):
+    """wrk2 (built from its repository into bench/tools/bin/wrk2, never committed): one
+    thread, 50 connections, a constant rate; its latency is from the intended start."""
+    return lambda url, secs, j, tmp: ([find("wrk2"), "-t1", "-c50", f"-d{secs}s", f"-R{rate}", "--latency", url], parse_wrk2)
+
+
+def oha_rate_cmd(rate):
+    """oha with a rate cap (`-q`), its default 50 connections."""
+    return lambda url, secs, j, tmp: ([find("oha"), "-q", str(rate), "-z", f"{secs}s", "--no-tui", "--output-format", "json", "-o", j, url], parse_oha)
+
+
+CEILING_TOOLS = {
+    "loadlab": lambda rate: loadlab_cmd("-R", str(rate)),
+    "oha": oha_rate_cmd,
+    "vegeta": vegeta_cmd,
+    "k6": k6_cmd,
+    "wrk2": wrk2_cmd,
+}
+
+
+def completed_ok(tool, json_path, done):
+    """Requests a tool completed: vegeta counts what it sent, so its success ratio applies."""
+    if tool == "vegeta" and Path(json_path).exists():
+        return int(done * json.loads(Path(json_path).read_text()).get("success", 1.0))
+    return done
+
+
+def run_ceiling(args, out_dir, tmp, url, client_cpu, wanted_tools):
+    tools = dict(CEILING_TOOLS)
+    if args.baseline:
+        tools["loadlab-baseline"] = lambda rate: with_binary(loadlab_cmd("-R", str(rate)), args.baseline)
+    steps, best = {}, {}
+    for rnd in range(args.rounds):
+        names = list(tools)
+        if rnd % 2:
+            names = [names[0]] + names[1:][::-1]
+        for tool in names:
+            if wanted_tools and tool not in wanted_tools and not tool.startswith("loadlab"):
+                continue
+            if not tool.startswith("loadlab") and not find(tool):
+                best.setdefault(tool, [])
+                continue
+            held = None
+            for rate in CEILING_RATES:
+                j = str(Path(tmp) / f"ceiling-{tool}-{rate}-{rnd}.json")
+                argv, parser = tools[tool](rate)(url, args.seconds, j, tmp)
+                raw = out_dir / f"open-ceiling-{tool}-{rate}-{rnd}.out"
+                code, cpu, rss, text = run_measured(argv, client_cpu, args.seconds * 3 + 30, raw)
+                try:
+                    rps, done, p50, p99 = parser(text, j, args.seconds)
+                except Exception as e:  # a tool that fell over at this rate
+                    print(f"  open-ceiling/{tool}@{rate}: could not read its output ({e}); see {raw}", file=sys.stderr)
+                    steps.setdefault((tool, rate), []).append(None)
+                    break
+                lag = float("nan")
+                if Path(j).exists():
+                    shutil.copy(j, out_dir / f"open-ceiling-{tool}-{rate}-{rnd}.json")
+                    if tool.startswith("loadlab"):
+                        lag = json.loads(Path(j).read_text())["generator"]["schedule_lag_ms_p99"]
+                done = completed_ok(tool, j, done)
+                r = Result(tool, done / args.seconds, cpu, rss, done, p50, p99, lag_ms=lag)
+                steps.setdefault((tool, rate), []).append(r)
+                time.sleep(1)
+                if done < 0.99 * rate * args.seconds:
+                    break
+                held = (rate, r)
+            best.setdefault(tool, []).append(held)
+    return ceiling_table(tools, steps, best, args)
+
+
+def ceiling_table(tools, steps, best, args):
+    rows = [f"\n## open-ceiling: the highest rate held on one core (≥ 99 % of the offered requests completed in {args.seconds} s)\n",
+            "| tool | highest rate held (median of rounds) | each round | p99 ms there | schedule lag p99 ms | CPU µs/req there |",
+            "|---|---|---|---|---|---|"]
+    for tool in tools:
+        rounds = best.get(tool)
+        if rounds is None:
+            continue
+        if not rounds:
+            rows.append(f"| {tool} | not installed | | | | |")
+            continue
+        rates = [h[0] if h else 0 for h in rounds]
+        ceiling = median(rates)
+        there = [h[1] for h in rounds if h and h[0] == ceiling] or [h[1] for h in rounds if h]
+        p99 = median([r.p99_ms for r in there]) if there else float("nan")
+        lag = median([r.lag_ms for r in there]) if there else float("nan")
+        cpu = median([r.cpu_s / max(r.requests, 1) for r in there]) * 1e6 if there else float("nan")
+        each = ", ".join(f"{r:,}" if r else f"< {CEILING_RATES[0]:,}" for r in rates)
+        held = f"{ceiling:,.0f}" if ceiling else f"< {CEILING_RATES[0]:,}"
+        rows.append(f"| {tool} | {held} | {each} | {p99:.2f} | {lag:.2f} | {cpu:.2f} |")
+    rows += ["", "Each step (median of the rounds that reached it): achieved req/s / p99 ms" + " (/ schedule lag p99 ms for loadlab)", "",
+             "| tool | " + " | ".join(f"{r:,}" for r in CEILING_RATES) + " |",
+             "|---|" + "---|" * len(CEILING_RATES)]
+    for tool in tools:
+        if not best.get(tool):
+            continue
+        cells = []
+        for rate in CEILING_RATES:
+            rs = [r for r in steps.get((tool, rate), []) if r]
+            if not rs:
+                cells.append("")
+                continue
+            cell = f"{median([r.rps for r in rs]):,.0f} / {median([r.p99_ms for r in rs]):.2f}"
+            if tool.startswith("loadlab"):
+                cell += f" / {median([r.lag_ms for r in rs]):.2f}"
+            cells.append(cell)
+        rows.append(f"| {tool} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 # ---------------------------------------------------------------- nginx
 
 def start_nginx(tmp, port, cpu):
@@ -533,7 +660,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, serve-ping; "
+    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, open-ceiling, serve-ping; "
                     "conns-19000, conns-20000, conns-100000 run only when named)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     ap.add_argument("--baseline", default="", help="another loadlab binary (an older build) run as 'loadlab-baseline' in every row loadlab runs in, to compare builds in one run")
@@ -595,6 +722,9 @@ def main():
             conns = [r for r in CONNS_ROWS if r.name in only]
             if conns:
                 report.append(run_conns(args, out_dir, tmp, server_cpu, client_cpu, conns))
+            if not only or "open-ceiling" in only:
+                report.append(run_ceiling(args, out_dir, tmp, url, client_cpu, wanted_tools))
+                print(report[-1])
             if not only or "serve-ping" in only:
                 report.append(run_servers(args, out_dir, tmp, server_cpu, client_cpu))
                 print(report[-1])

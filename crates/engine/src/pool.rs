@@ -252,7 +252,10 @@ impl Pool<Queues> {
         });
         if e.idle.get() > 0 {
             e.idle.set(e.idle.get() - 1);
-            e.work.notify_one();
+            // The connection idle the shortest time: a few hot connections take the load
+            // while the rest stay untouched, so their kernel and tokio state stays out of
+            // the caches (waking the longest idle one would cycle through the whole pool).
+            e.work.notify_last();
         } else if e.connections.get() < e.max_connections {
             e.connections.set(e.connections.get() + 1);
             spawn_local(drive(self.clone(), ep, 0, None));

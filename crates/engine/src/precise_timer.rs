@@ -7,6 +7,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
@@ -44,10 +45,24 @@ impl PreciseTimer {
 
     /// Waits until `deadline`; returns at once if it has passed.
     pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        if wait.is_zero() {
-            return Ok(());
+        // The expiration count is never read: `timerfd_settime` resets it, and each expiry
+        // wakes epoll anew (tokio registers descriptors edge-triggered), so a `read` would only
+        // cost a syscall per wake-up. A wake-up is checked against the clock instead; one
+        // that comes early (the stale readiness of an earlier sleep that was abandoned)
+        // re-arms the timer for the rest of the wait.
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                return Ok(());
+            }
+            self.arm(wait)?;
+            let mut guard = self.fd.readable().await?;
+            guard.clear_ready();
         }
+    }
+
+    /// Arms the timer to expire once, `wait` from now.
+    fn arm(&self, wait: Duration) -> io::Result<()> {
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
@@ -64,33 +79,13 @@ impl PreciseTimer {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
-        loop {
-            let mut guard = self.fd.readable().await?;
-            let mut expirations = 0u64;
-            // SAFETY: reads 8 bytes into a u64 we own, as timerfd requires.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    (&mut expirations as *mut u64).cast(),
-                    std::mem::size_of::<u64>(),
-                )
-            };
-            if n == 8 {
-                return Ok(());
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::WouldBlock {
-                return Err(err);
-            }
-            guard.clear_ready();
-        }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_timer_wakes_after_its_deadline_with_sub_millisecond_lateness() {
@@ -115,6 +110,26 @@ mod tests {
                 "median lateness {:?}",
                 late[25]
             );
+        });
+    }
+
+    #[test]
+    fn an_abandoned_sleep_does_not_end_the_next_one_early() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let timer = PreciseTimer::new().unwrap();
+            // Armed for 1 ms, given up after 0.2 ms: the timer still fires while nobody waits.
+            let abandoned = timer.sleep_until(Instant::now() + Duration::from_millis(1));
+            let _ = tokio::time::timeout(Duration::from_micros(200), abandoned).await;
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            for _ in 0..20 {
+                let deadline = Instant::now() + Duration::from_micros(500);
+                timer.sleep_until(deadline).await.unwrap();
+                assert!(Instant::now() >= deadline, "woke before the deadline");
+            }
         });
     }
 }

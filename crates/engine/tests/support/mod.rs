@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use loadlab_engine::{run, StopSignal};
 use loadlab_run::{Model, Plan, RunData, Stop, Summary};
@@ -194,4 +194,82 @@ fn linger_zero(s: &TcpStream) {
 pub fn dead_addr() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
+}
+
+/// A TCP server on 127.0.0.1 that answers `200 ok` to every request and notes the wall-clock
+/// time at which it read each one; stopped when dropped.
+pub struct StampServer {
+    pub addr: SocketAddr,
+    stamps: Arc<Mutex<Vec<SystemTime>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StampServer {
+    pub fn start() -> StampServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stamps = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, all) = (stop.clone(), stamps.clone());
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (flag, all) = (flag.clone(), all.clone());
+                        std::thread::spawn(move || stamp_conn(stream, all, flag));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        });
+        StampServer {
+            addr,
+            stamps,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// When each request was read, in order.
+    pub fn stamps(&self) -> Vec<SystemTime> {
+        let mut all = self.stamps.lock().unwrap().clone();
+        all.sort();
+        all
+    }
+}
+
+impl Drop for StampServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn stamp_conn(mut s: TcpStream, stamps: Arc<Mutex<Vec<SystemTime>>>, stop: Arc<AtomicBool>) {
+    s.set_nonblocking(false).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !stop.load(Ordering::Relaxed) {
+        match s.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => continue, // read timeout: check the stop flag
+        }
+        let at = SystemTime::now();
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.drain(..end + 4);
+            stamps.lock().unwrap().push(at);
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
 }
