@@ -1,8 +1,9 @@
 //! Connections and the HTTP exchange (above the recorder, below the pooled connection loop and
 //! the virtual users): what a thread's connections share ([`Wire`]), opening a connection
-//! ([`Dialer`], bound to the plan's source addresses round-robin), writing a batch and
-//! reading and recording its responses, and the one [`send`] step every
-//! caller uses: connect if needed, exchange, record transport errors, drop a closed connection.
+//! ([`Dialer`], bound to the plan's source addresses round-robin, with a TLS handshake for
+//! `https://` endpoints), writing a batch and reading and recording its responses, and the one
+//! [`send`] step every caller uses: connect if needed, exchange, record transport errors and
+//! timings, drop a closed connection.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -10,16 +11,18 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use loadlab_run::{ErrorKind, Plan};
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use loadlab_run::{ErrorKind, Plan, TlsFailure};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::{sleep, sleep_until, Instant, Sleep};
 
 use crate::http1::{encode_request, ResponseParser, MAX_HEAD_BYTES};
-use crate::record::{Pending, Recorder};
+use crate::record::{micros, Pending, Recorder};
+use crate::tls::{Stream, TlsClient};
 
 /// Size of a thread's read buffer: room for a connection's leftover partial head plus a
 /// large read.
@@ -50,19 +53,41 @@ pub struct Dialer {
     sources: Vec<IpAddr>,
     /// The source the next connection binds to.
     next_source: Cell<usize>,
-    /// Connect timeout.
+    /// Connect timeout (and, separately, handshake timeout).
     timeout: Duration,
+    /// The run's TLS client, when it has `https://` endpoints.
+    tls: Option<Arc<TlsClient>>,
+}
+
+/// Why a connection could not be opened: its kind, and for a failed handshake its cause.
+#[derive(Debug, Clone, Copy)]
+pub struct DialError {
+    /// The kind it is counted as.
+    pub kind: ErrorKind,
+    /// Why the TLS handshake failed, when it did.
+    pub tls: Option<TlsFailure>,
+}
+
+/// How long opening a connection took, µs: the TCP connect and the TLS handshake (0 for plain
+/// HTTP).
+#[derive(Debug, Clone, Copy)]
+pub struct Opened {
+    /// TCP connect.
+    pub connect_us: u64,
+    /// TLS handshake.
+    pub tls_us: u64,
 }
 
 impl Dialer {
     /// The dialer of thread `index`: threads start at different sources so that the round
     /// robin spreads over all of them whatever the number of threads.
-    pub fn new(plan: &Plan, index: usize) -> Self {
+    pub fn new(plan: &Plan, index: usize, tls: Option<Arc<TlsClient>>) -> Self {
         Dialer {
             addrs: plan.endpoints.iter().map(|e| e.addr).collect(),
             sources: plan.source_addrs.clone(),
             next_source: Cell::new(index),
             timeout: plan.connect_timeout,
+            tls,
         }
     }
 
@@ -71,8 +96,9 @@ impl Dialer {
         self.addrs.len()
     }
 
-    /// Opens a connection to endpoint `ep`, from the next source address if the plan has any.
-    pub async fn dial(&self, ep: usize) -> Result<Conn, ErrorKind> {
+    /// Opens a connection to endpoint `ep`, from the next source address if the plan has any,
+    /// and runs the TLS handshake when the endpoint is `https://`; says how long each took.
+    pub async fn dial(&self, ep: usize) -> Result<(Conn, Opened), DialError> {
         let source = match self.sources.len() {
             0 => None,
             n => {
@@ -81,9 +107,31 @@ impl Dialer {
                 Some(self.sources[i % n])
             }
         };
-        connect(self.addrs[ep], source, self.timeout)
+        let start = Instant::now();
+        let tcp = connect(self.addrs[ep], source, self.timeout)
             .await
-            .map(Conn::new)
+            .map_err(|kind| DialError { kind, tls: None })?;
+        let connected = Instant::now();
+        let connect_us = micros(connected - start);
+        let Some(tls) = self.tls.as_ref().filter(|t| t.is_tls(ep)) else {
+            let opened = Opened {
+                connect_us,
+                tls_us: 0,
+            };
+            return Ok((Conn::new(Stream::Plain(tcp)), opened));
+        };
+        let stream = tls
+            .handshake(ep, tcp, self.timeout)
+            .await
+            .map_err(|cause| DialError {
+                kind: ErrorKind::Tls,
+                tls: Some(cause),
+            })?;
+        let opened = Opened {
+            connect_us,
+            tls_us: micros(connected.elapsed()),
+        };
+        Ok((Conn::new(stream), opened))
     }
 }
 
@@ -192,12 +240,22 @@ pub fn send<'a>(
         let mut retry = rendered.is_some();
         loop {
             let reused = conn.is_some();
+            // When the writes begin: at once on an open connection, after the connect (and
+            // handshake) on a new one.
+            let mut start = sent_at;
             if !reused {
                 match wire.dialer.dial(ep).await {
-                    Ok(c) => *conn = Some(c),
-                    Err(kind) => {
-                        wire.rec.record_errors(kind, batch);
-                        return Err(Failed::Connect(kind));
+                    Ok((c, opened)) => {
+                        *conn = Some(c);
+                        wire.rec.record_opened(opened.connect_us, opened.tls_us);
+                        start = Instant::now();
+                    }
+                    Err(e) => {
+                        wire.rec.record_errors(e.kind, batch);
+                        if let Some(cause) = e.tls {
+                            wire.rec.record_tls_failure(cause);
+                        }
+                        return Err(Failed::Connect(e.kind));
                     }
                 }
             }
@@ -206,7 +264,7 @@ pub fn send<'a>(
                 c.parser.keep(r.keep);
             }
             match c
-                .exchange(wire, batch, sent_at, rendered.map(|r| r.bytes))
+                .exchange(wire, batch, (sent_at, start), rendered.map(|r| r.bytes))
                 .await
             {
                 Ok(alive) => {
@@ -321,17 +379,27 @@ fn classify(e: &io::Error) -> ErrorKind {
 /// thread's scratch buffer, and only the bytes of an incomplete response are kept here, so an
 /// idle connection costs a few hundred bytes.
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     /// Received bytes of a response not yet complete (usually empty).
     leftover: Vec<u8>,
     /// The response parser; virtual users ask it to keep headers and bodies.
     parser: ResponseParser,
     /// Status of the last response recorded.
     last_status: u16,
+    /// When the first byte of the response being read arrived (`None` before it did).
+    first_byte: Option<Instant>,
     wbuf: Vec<u8>,
     /// Fires no later than the oldest outstanding request's timeout; it is only re-armed when
     /// it fires early, so most requests cost no timer operation.
     timer: Pin<Box<Sleep>>,
+}
+
+/// When a batch was sent (its latency's start when it has no intended one) and when its
+/// writes began (after any connect: where its waiting starts).
+#[derive(Clone, Copy)]
+struct Times {
+    sent_at: Instant,
+    start: Instant,
 }
 
 /// Outcome of an exchange: keep the connection (`true`), close it (`false`), or a transport
@@ -348,12 +416,13 @@ enum Pass {
 
 impl Conn {
     /// Wraps an open stream.
-    fn new(stream: TcpStream) -> Self {
+    fn new(stream: Stream) -> Self {
         Conn {
             stream,
             leftover: Vec::new(),
             parser: ResponseParser::default(),
             last_status: 0,
+            first_byte: None,
             wbuf: Vec::new(),
             timer: Box::pin(sleep_until(Instant::now())),
         }
@@ -361,12 +430,13 @@ impl Conn {
 
     /// Writes the batch's requests back to back, then reads and records their responses.
     /// `bytes`, when given, is what to write for a batch of one (a request rendered for a
-    /// virtual user) instead of the template's pre-encoded bytes.
+    /// virtual user) instead of the template's pre-encoded bytes. `sent_at` is when the batch
+    /// was sent (before any connect), `start` when its writes began.
     async fn exchange(
         &mut self,
         wire: &Wire,
         batch: &[Pending],
-        sent_at: Instant,
+        (sent_at, start): (Instant, Instant),
         bytes: Option<&[u8]>,
     ) -> Exchange {
         let written = if let [one] = batch {
@@ -385,11 +455,12 @@ impl Conn {
         }
         let deadline = sent_at + wire.timeout;
         let mut answered = 0;
+        self.first_byte = None;
         self.parser.expect(wire.requests[batch[0].template].head);
+        let times = Times { sent_at, start };
         loop {
-            let pass =
-                poll_fn(|cx| self.poll_pass(cx, wire, batch, sent_at, deadline, &mut answered))
-                    .await?;
+            let pass = poll_fn(|cx| self.poll_pass(cx, wire, batch, times, deadline, &mut answered))
+                .await?;
             if let Pass::Done(keep) = pass {
                 return Ok(keep);
             }
@@ -406,7 +477,7 @@ impl Conn {
         cx: &mut Context<'_>,
         wire: &Wire,
         batch: &[Pending],
-        sent_at: Instant,
+        times: Times,
         deadline: Instant,
         answered: &mut usize,
     ) -> Poll<Result<Pass, (ErrorKind, usize)>> {
@@ -417,7 +488,12 @@ impl Conn {
         match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
             Poll::Ready(Ok(())) => {
                 let n = buf.filled().len();
-                Poll::Ready(self.parse(wire, &scratch[..kept + n], n, batch, sent_at, answered))
+                Poll::Ready(self.parse(wire, &scratch[..kept + n], n, batch, times, answered))
+            }
+            // A TLS peer that closes without close_notify: an end of stream like TCP's (a plain
+            // TCP read never reports it).
+            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                Poll::Ready(self.parse(wire, &scratch[..kept], 0, batch, times, answered))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err((classify(&e), *answered))),
             Poll::Pending => {
@@ -440,14 +516,19 @@ impl Conn {
         data: &[u8],
         n: usize,
         batch: &[Pending],
-        sent_at: Instant,
+        times: Times,
         answered: &mut usize,
     ) -> Result<Pass, (ErrorKind, usize)> {
         let now = Instant::now();
+        let first_byte = *self.first_byte.get_or_insert(now);
         if n == 0 {
             if let Some(resp) = self.parser.finish_at_eof() {
-                wire.rec
-                    .record_response(&batch[*answered], sent_at, now, resp.status);
+                wire.rec.record_response(
+                    &batch[*answered],
+                    (times.sent_at, times.start, first_byte),
+                    now,
+                    resp.status,
+                );
                 self.last_status = resp.status;
                 *answered += 1;
                 if *answered == batch.len() {
@@ -465,14 +546,21 @@ impl Conn {
                 .map_err(|_| (ErrorKind::Protocol, *answered))?;
             pos += progress.consumed;
             let Some(resp) = progress.done else { break };
-            wire.rec
-                .record_response(&batch[*answered], sent_at, now, resp.status);
+            let first_byte = self.first_byte.unwrap_or(now);
+            wire.rec.record_response(
+                &batch[*answered],
+                (times.sent_at, times.start, first_byte),
+                now,
+                resp.status,
+            );
             self.last_status = resp.status;
             *answered += 1;
             if *answered == batch.len() {
                 self.leftover.clear();
                 return Ok(Pass::Done(!resp.close));
             }
+            // The next pipelined response began in this read, or begins in a later one.
+            self.first_byte = (pos < data.len()).then_some(now);
             if resp.close {
                 return Err((ErrorKind::Closed, *answered));
             }

@@ -54,7 +54,7 @@ pub async fn open_paced(
             sleep_until(due).await;
         }
         let dialer = dialer.clone();
-        attempts.spawn_local(async move { (i, dialer.dial(ep).await.ok()) });
+        attempts.spawn_local(async move { (i, dialer.dial(ep).await.ok().map(|(c, _)| c)) });
         // Ended attempts give their task's memory back while the others are still paced.
         while let Some(joined) = attempts.try_join_next() {
             keep(joined);

@@ -8,8 +8,9 @@
 //! The layers, each using only those below it:
 //! - scheduling, pure or leaves: `schedule`, `http1`, `precise_timer`, `usage`, `limits`;
 //! - recording: `record`, the per-thread recorder and the messages to the collector;
-//! - connections: `conn`, connections, the HTTP exchange and the one send step; `connect`,
-//!   the paced opening of the initial connections before the load;
+//! - connections: `tls`, the run's TLS client and the plain-or-TLS stream; `conn`,
+//!   connections, the HTTP exchange and the one send step; `connect`, the paced opening of the
+//!   initial connections before the load;
 //! - work: `pool` (pooled connections of the closed and open models), `session` (virtual
 //!   users) and `pace` (the open model's arrivals), none using another;
 //! - the thread: `mode` (its state by the plan's model), then `worker` (its event loop and
@@ -27,6 +28,7 @@ mod precise_timer;
 mod record;
 pub mod schedule;
 mod session;
+mod tls;
 mod usage;
 mod worker;
 
@@ -39,7 +41,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use loadlab_run::{
     Arrivals, ConnectStats, GeneratorStats, Interval, Model, PhaseRecord, Plan, RunData,
-    TimelineRow, UserRecord, ValidPlan,
+    TimelineRow, Timings, UserRecord, ValidPlan,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -48,6 +50,8 @@ use crate::limits::LimitError;
 use crate::mode::Load;
 use crate::record::{Msg, ThreadEnd};
 use crate::schedule::share_of;
+use crate::tls::TlsClient;
+pub use crate::tls::TlsSetupError;
 use crate::worker::{run_thread, ThreadSetup};
 
 /// Time between the threads' having connected and the run's origin, so every thread is ready
@@ -63,6 +67,9 @@ pub enum EngineError {
     /// The system would not let the plan run (open files, local ports, source addresses).
     #[error(transparent)]
     Limit(#[from] LimitError),
+    /// The plan's TLS settings cannot be used (a CA file, a host name).
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
 }
 
 /// Stops a run early (Ctrl-C); the run still returns what it recorded, marked incomplete.
@@ -121,6 +128,7 @@ pub fn run(
     let threads = effective_threads(plan);
     let endpoints = plan.endpoints.len();
     let plan_arc = Arc::new(plan.clone());
+    let tls = TlsClient::for_plan(plan)?;
     let limits = limits::prepare(plan, threads)?;
     let load = Load::of(plan);
     let mut cpu_before = usage::process_cpu();
@@ -148,6 +156,7 @@ pub fn run(
             max_connections_per_endpoint: max_per_endpoint,
             stop: stop.0.subscribe(),
             tx: tx.clone(),
+            tls: tls.clone(),
         };
         let handle = std::thread::Builder::new()
             .name(format!("loadlab-gen-{index}"))
@@ -225,6 +234,7 @@ pub fn run(
         unfinished: collector.unfinished,
         generator,
         server: None,
+        timings: collector.timings,
     })
 }
 
@@ -243,6 +253,7 @@ struct Collector {
     elapsed: Duration,
     busiest: f64,
     users: Option<UserRecord>,
+    timings: Timings,
 }
 
 impl Collector {
@@ -261,6 +272,7 @@ impl Collector {
             elapsed: Duration::ZERO,
             busiest: 0.0,
             users: None,
+            timings: Timings::new(),
         }
     }
 
@@ -284,6 +296,7 @@ impl Collector {
                 all.merge(mine);
             }
         }
+        self.timings.merge(&end.timings);
         if let Some(mine) = &end.users {
             self.users.get_or_insert_with(UserRecord::new).merge(mine);
         }

@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell, RefMut};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use loadlab_run::{ConnectStats, ErrorKind, Interval, Plan, UserRecord};
+use loadlab_run::{ConnectStats, ErrorKind, Interval, Plan, Timings, TlsFailure, UserRecord};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -34,6 +34,8 @@ pub struct ThreadEnd {
     pub by_name: Vec<Interval>,
     /// The sessions of the thread's virtual users, when the plan has a user model.
     pub users: Option<UserRecord>,
+    /// Whole-run timings (connect, handshake, waiting, receiving) and TLS failures.
+    pub timings: Timings,
 }
 
 /// Messages from generator threads to the collector.
@@ -74,6 +76,8 @@ pub struct Recorder {
     name_of: Vec<usize>,
     /// Whole-run results per request name, kept only when the plan has several names.
     by_name: Option<RefCell<Vec<Interval>>>,
+    /// Whole-run timings: kept for the run, not per second, so the seconds stay cheap to merge.
+    timings: RefCell<Timings>,
 }
 
 impl Recorder {
@@ -100,6 +104,7 @@ impl Recorder {
             by_name: (names.len() > 1)
                 .then(|| RefCell::new(names.iter().map(|_| Interval::new(0)).collect())),
             name_of,
+            timings: RefCell::new(Timings::new()),
         }
     }
 
@@ -172,9 +177,36 @@ impl Recorder {
         }
     }
 
-    /// Records a response that ended at `now`.
+    /// Takes the whole-run timings.
+    pub fn take_timings(&self) -> Timings {
+        self.timings.replace(Timings::new())
+    }
+
+    /// Records a connection opened for a request: its TCP connect and TLS handshake (0 for
+    /// plain HTTP), µs.
+    pub fn record_opened(&self, connect_us: u64, tls_us: u64) {
+        let mut t = self.timings.borrow_mut();
+        t.connect.saturating_record(connect_us);
+        if tls_us > 0 {
+            t.tls.saturating_record(tls_us);
+        }
+    }
+
+    /// Counts a failed TLS handshake by its cause.
+    pub fn record_tls_failure(&self, cause: TlsFailure) {
+        self.timings.borrow_mut().tls_failures[cause.index()] += 1;
+    }
+
+    /// Records a response that ended at `now`; `(sent_at, start, first_byte)` are when its
+    /// batch was sent, when the writes began (after any connect) and when its first byte came.
     #[inline]
-    pub fn record_response(&self, p: &Pending, sent_at: Instant, now: Instant, status: u16) {
+    pub fn record_response(
+        &self,
+        p: &Pending,
+        (sent_at, start, first_byte): (Instant, Instant, Instant),
+        now: Instant,
+        status: u16,
+    ) {
         let intended = p.intended.unwrap_or(sent_at);
         let mut rec = self.rec_at(now);
         rec.counts.record_status(status);
@@ -183,6 +215,13 @@ impl Recorder {
         rec.latency.saturating_record(latency);
         rec.service.saturating_record(service);
         drop(rec);
+        {
+            let mut t = self.timings.borrow_mut();
+            t.waiting
+                .saturating_record(micros(first_byte.saturating_duration_since(start)));
+            t.receiving
+                .saturating_record(micros(now.saturating_duration_since(first_byte)));
+        }
         if let Some(by_name) = &self.by_name {
             let mut by_name = by_name.borrow_mut();
             let r = &mut by_name[self.name_of[p.template]];

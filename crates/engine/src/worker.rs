@@ -19,6 +19,7 @@ use crate::conn::Dialer;
 use crate::connect::open_paced;
 use crate::mode::{Load, Mode};
 use crate::record::{Msg, Recorder, ThreadEnd};
+use crate::tls::TlsClient;
 use crate::usage::thread_cpu;
 
 /// Everything one thread needs to run its share of the plan.
@@ -43,6 +44,8 @@ pub struct ThreadSetup {
     pub stop: watch::Receiver<bool>,
     /// Where records go.
     pub tx: Sender<Msg>,
+    /// The run's TLS client, shared by every thread, when the plan has `https://` endpoints.
+    pub tls: Option<Arc<TlsClient>>,
 }
 
 /// Runs a thread's share of the plan to its end.
@@ -83,8 +86,9 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
         max_connections_per_endpoint,
         mut stop,
         tx,
+        tls,
     } = setup;
-    let dialer = Rc::new(Dialer::new(&plan, index));
+    let dialer = Rc::new(Dialer::new(&plan, index, tls));
     let rate = plan.connect_rate / threads as f64;
     let (initial, connected) = tokio::select! {
         opened = open_paced(&dialer, &connections, rate) => opened,
@@ -141,6 +145,7 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
         unfinished,
         by_name: rec.take_by_name(),
         users: mode.take_user_record(),
+        timings: rec.take_timings(),
     }
 }
 

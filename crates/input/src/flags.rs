@@ -26,7 +26,7 @@ pub enum ArrivalArg {
 /// experiment's workload is written in the same flags.
 #[derive(Debug, Clone, Default, Args)]
 pub struct LoadFlags {
-    /// Target URLs (http://host[:port]/path), used round-robin; or one scenario file
+    /// Target URLs (http[s]://host[:port]/path), used round-robin; or one scenario file
     /// (Artillery YAML with flows, users phases or Markov user models).
     #[arg(required = true, value_name = "URL|SCENARIO.yaml")]
     pub urls: Vec<String>,
@@ -89,6 +89,12 @@ pub struct LoadFlags {
     /// Scenario files: send the load here instead of to `config.target` (as Artillery's --target).
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
+    /// HTTPS: trust the CA certificates of this PEM file besides the platform's roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// HTTPS: do not verify the servers' certificates (the output says verification was off).
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// Load flags alone, as an experiment file's workload writes them (`/ping -R 300 -d 10s`).

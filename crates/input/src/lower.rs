@@ -4,13 +4,14 @@
 //! nowhere else.
 
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use loadlab_run::{
-    defaults, Arrival, Arrivals, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop, ValidPlan,
+    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop,
+    TlsSettings, ValidPlan,
 };
 
 use crate::flags::{ArrivalArg, LoadFlags};
@@ -42,6 +43,10 @@ pub struct Overrides {
     pub connect_rate: Option<f64>,
     /// Local addresses connections bind to.
     pub source_addrs: Vec<IpAddr>,
+    /// HTTPS: a private CA's PEM file, instead of the file's `config.tls.cacert`.
+    pub cacert: Option<PathBuf>,
+    /// HTTPS: skip certificate verification (whatever the file says).
+    pub insecure: bool,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -55,6 +60,7 @@ struct Parts {
     threads: Option<usize>,
     connect_rate: Option<f64>,
     source_addrs: Vec<IpAddr>,
+    tls: TlsSettings,
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
@@ -72,9 +78,39 @@ fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
         threads: p.threads.unwrap_or_else(defaults::threads),
         connect_rate: p.connect_rate.unwrap_or(defaults::CONNECT_RATE),
         source_addrs: p.source_addrs,
+        tls: p.tls,
     }
     .check()
 }
+
+/// The TLS settings of `--cacert` and `--insecure` (or a scenario's `config.tls`): the CA
+/// file is read here, so a missing or empty one is refused before anything runs.
+fn tls(cacert: Option<&Path>, insecure: bool) -> Result<TlsSettings> {
+    let cacert = match cacert {
+        None => None,
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("cannot read the CA file {}", path.display()))?;
+            if !pem
+                .windows(CERTIFICATE_PEM.len())
+                .any(|w| w == CERTIFICATE_PEM)
+            {
+                bail!(
+                    "the CA file {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                    path.display()
+                );
+            }
+            Some(CaCert {
+                path: path.display().to_string(),
+                pem,
+            })
+        }
+    };
+    Ok(TlsSettings { cacert, insecure })
+}
+
+/// The line that opens a certificate in a PEM file.
+const CERTIFICATE_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----";
 
 /// The plan's arrival spacing for the flag's value.
 fn arrival(a: Option<ArrivalArg>) -> Arrival {
@@ -108,6 +144,8 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             connect_timeout: f.connect_timeout,
             connect_rate: f.connect_rate,
             source_addrs: source_addrs(f),
+            cacert: f.cacert.clone(),
+            insecure: f.insecure,
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
@@ -153,6 +191,7 @@ pub fn url(
         threads: Some(threads),
         connect_rate: None,
         source_addrs: Vec::new(),
+        tls: TlsSettings::default(),
     })?)
 }
 
@@ -213,6 +252,11 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
         threads: o.threads,
         connect_rate: o.connect_rate,
         source_addrs: o.source_addrs.clone(),
+        tls: tls(
+            o.cacert.as_deref().or(sc.tls.cacert.as_deref()),
+            o.insecure || sc.tls.insecure,
+        )
+        .map_err(at)?,
     })
     .map_err(|e| at(e.into()))
 }
@@ -297,6 +341,7 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
         threads: f.threads,
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
+        tls: tls(f.cacert.as_deref(), f.insecure)?,
     })?)
 }
 

@@ -12,32 +12,35 @@ pub struct Target {
     pub url: String,
     /// Host name or address.
     pub host: String,
-    /// Port (80 when not given).
+    /// Port (80 for http, 443 for https, when not given).
     pub port: u16,
+    /// True for `https://`.
+    pub tls: bool,
     /// `host[:port]` for the Host header.
     pub authority: String,
     /// Path and query.
     pub path: String,
 }
 
-/// Parses an `http://` URL; other schemes are refused with what to write instead.
+/// Parses an `http://` or `https://` URL; other schemes are refused with what to write
+/// instead.
 pub fn parse_target(raw: &str) -> Result<Target> {
     let url = url::Url::parse(raw).map_err(|e| {
-        anyhow::anyhow!("{raw:?} is not a URL ({e}); write it as http://host[:port]/path")
+        anyhow::anyhow!("{raw:?} is not a URL ({e}); write it as http[s]://host[:port]/path")
     })?;
-    match url.scheme() {
-        "http" => {}
-        "https" => bail!(
-            "{raw:?}: https is not supported yet; loadlab speaks plain HTTP/1.1 (use http://)"
-        ),
-        other => bail!("{raw:?}: unsupported scheme {other:?}; use http://"),
-    }
+    let tls = match url.scheme() {
+        "http" => false,
+        "https" => true,
+        other => bail!("{raw:?}: unsupported scheme {other:?}; use http:// or https://"),
+    };
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
         .with_context(|| format!("{raw:?} has no host"))?
         .to_string();
-    let port = url.port_or_known_default().unwrap_or(80);
+    let port = url
+        .port_or_known_default()
+        .unwrap_or(if tls { 443 } else { 80 });
     let authority = match url.port() {
         Some(p) => format!("{host}:{p}"),
         None => host.clone(),
@@ -51,6 +54,7 @@ pub fn parse_target(raw: &str) -> Result<Target> {
         url: url.to_string(),
         host,
         port,
+        tls,
         authority,
         path,
     })
@@ -90,7 +94,8 @@ pub struct RequestSpec {
 }
 
 /// Parses and resolves a URL; returns the index of its endpoint in `endpoints` (added when no
-/// endpoint has its address yet) and the parsed URL.
+/// endpoint has its address yet, or, for `https://`, its address and host name: the name is
+/// the connection's SNI) and the parsed URL.
 pub fn endpoint_of(endpoints: &mut Vec<Endpoint>, raw: &str) -> Result<(usize, Target)> {
     let t = parse_target(raw)?;
     let addr = (t.host.as_str(), t.port)
@@ -98,12 +103,20 @@ pub fn endpoint_of(endpoints: &mut Vec<Endpoint>, raw: &str) -> Result<(usize, T
         .with_context(|| format!("cannot resolve the host of {raw:?}"))?
         .next()
         .with_context(|| format!("the host of {raw:?} has no address"))?;
-    let index = match endpoints.iter().position(|e| e.addr == addr) {
+    // The name a certificate is checked against: an IPv6 literal without its brackets.
+    let tls = t
+        .tls
+        .then(|| t.host.trim_start_matches('[').trim_end_matches(']').to_string());
+    let index = match endpoints
+        .iter()
+        .position(|e| e.addr == addr && e.tls == tls)
+    {
         Some(i) => i,
         None => {
             endpoints.push(Endpoint {
                 addr,
                 authority: t.authority.clone(),
+                tls,
             });
             endpoints.len() - 1
         }
@@ -154,13 +167,23 @@ mod tests {
     fn bad_urls_and_schemes_are_refused_with_a_reason() {
         let e = parse_target("not a url").err().unwrap().to_string();
         assert!(e.contains("is not a URL"), "{e}");
-        let e = parse_target("https://127.0.0.1/")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("https is not supported"), "{e}");
         let e = parse_target("ftp://127.0.0.1/").err().unwrap().to_string();
         assert!(e.contains("unsupported scheme"), "{e}");
+    }
+
+    #[test]
+    fn https_urls_default_to_port_443_and_name_their_host_for_tls() {
+        let t = parse_target("https://localhost/a").unwrap();
+        assert!(t.tls);
+        assert_eq!(t.port, 443);
+        assert_eq!(t.authority, "localhost");
+        let mut endpoints = Vec::new();
+        let (i, _) = endpoint_of(&mut endpoints, "https://127.0.0.1:8443/x").unwrap();
+        assert_eq!(endpoints[i].tls.as_deref(), Some("127.0.0.1"));
+        assert_eq!(endpoints[i].addr.port(), 8443);
+        let (j, _) = endpoint_of(&mut endpoints, "http://127.0.0.1:8443/x").unwrap();
+        assert_ne!(i, j, "plain and TLS connections to one port are distinct endpoints");
+        assert_eq!(endpoints[j].tls, None);
     }
 
     #[test]

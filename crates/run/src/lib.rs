@@ -15,16 +15,17 @@ pub mod timeline;
 pub mod users;
 
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
-pub use error_kind::ErrorKind;
+pub use error_kind::{ErrorKind, TlsFailure};
 pub use plan::{
-    defaults, Arrival, Arrivals, Endpoint, Model, Plan, PlanError, RatePhase, RequestTemplate,
-    Stop, UserPhase, ValidPlan,
+    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, RatePhase,
+    RequestTemplate, Stop, TlsSettings, UserPhase, ValidPlan,
 };
 pub use record::{
-    new_histogram, ConnectStats, Counts, GeneratorStats, Interval, PhaseRecord, RunData, UserRecord,
+    new_histogram, ConnectStats, Counts, GeneratorStats, Interval, PhaseRecord, RunData, Timings,
+    UserRecord,
 };
 pub use server::{ProcessSample, ProcessSeries, ServerData};
-pub use summary::{summary_schema, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};
+pub use summary::{summary_schema, Breakdown, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};
 pub use template::{Template, TemplateError};
 pub use timeline::TimelineRow;
 pub use users::UserModel;

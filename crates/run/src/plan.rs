@@ -14,6 +14,27 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     /// `host[:port]` as it goes into the `Host` header.
     pub authority: String,
+    /// For an `https://` endpoint, the name the TLS handshake sends (SNI) and checks the
+    /// certificate against: the URL's host. `None` for plain HTTP.
+    pub tls: Option<String>,
+}
+
+/// A private CA's certificates, added to the platform's roots (`--cacert`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaCert {
+    /// The file they were read from, for reports.
+    pub path: String,
+    /// The file's PEM text.
+    pub pem: Vec<u8>,
+}
+
+/// How connections to `https://` endpoints check the server.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TlsSettings {
+    /// Extra trusted roots, besides the platform's.
+    pub cacert: Option<CaCert>,
+    /// Skip certificate verification altogether (`--insecure`); reports say so.
+    pub insecure: bool,
 }
 
 /// One request as the user described it; the engine encodes it once and reuses the bytes.
@@ -259,6 +280,8 @@ pub struct Plan {
     /// Local addresses connections bind to before connecting, taken round-robin; empty for
     /// the system's choice. Each gives its own set of ephemeral ports per destination.
     pub source_addrs: Vec<IpAddr>,
+    /// How `https://` endpoints are verified.
+    pub tls: TlsSettings,
 }
 
 /// The defaults every input falls back on (flags, scenario files, experiment workloads, the
@@ -392,6 +415,7 @@ impl Plan {
             endpoints: vec![Endpoint {
                 addr,
                 authority: addr.to_string(),
+                tls: None,
             }],
             requests: vec![RequestTemplate {
                 name: path.into(),
@@ -409,7 +433,13 @@ impl Plan {
             threads: 1,
             connect_rate: defaults::CONNECT_RATE,
             source_addrs: Vec::new(),
+            tls: TlsSettings::default(),
         }
+    }
+
+    /// True when an endpoint is `https://`.
+    pub fn uses_tls(&self) -> bool {
+        self.endpoints.iter().any(|e| e.tls.is_some())
     }
 
     /// Checks the plan's numbers, once: only a [`ValidPlan`] runs.

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
 
-use crate::{ErrorKind, Plan, TimelineRow};
+use crate::{ErrorKind, Plan, TimelineRow, TlsFailure};
 
 /// Highest latency a histogram holds, in microseconds (one hour); longer values are clamped.
 pub const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -35,7 +35,7 @@ pub struct Counts {
     /// Responses by status code.
     pub status: Vec<u64>,
     /// Transport errors by kind, indexed by [`ErrorKind::index`].
-    pub error_kinds: [u64; 6],
+    pub error_kinds: [u64; ErrorKind::COUNT],
     /// Virtual-user sessions started.
     pub users_started: u64,
     /// Sessions that ran to their end.
@@ -54,7 +54,7 @@ impl Default for Counts {
             offered: 0,
             bytes: 0,
             status: vec![0; STATUS_SLOTS],
-            error_kinds: [0; 6],
+            error_kinds: [0; ErrorKind::COUNT],
             users_started: 0,
             users_completed: 0,
             users_failed: 0,
@@ -263,6 +263,57 @@ impl PhaseRecord {
     }
 }
 
+/// Where the requests' time went, whole run, µs (k6's breakdown). Connect and handshake times
+/// are recorded only for requests that opened their connection: a summary counts the others
+/// as zeros.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// TCP connect of the connections opened for a request.
+    pub connect: Histogram<u64>,
+    /// TLS handshake of the `https://` connections opened for a request.
+    pub tls: Histogram<u64>,
+    /// From the request's write to the first byte of its response (time to first byte).
+    pub waiting: Histogram<u64>,
+    /// From the first byte of the response to its last.
+    pub receiving: Histogram<u64>,
+    /// Failed TLS handshakes by cause, indexed by [`TlsFailure::index`].
+    pub tls_failures: [u64; TlsFailure::COUNT],
+}
+
+impl Timings {
+    /// Empty timings.
+    pub fn new() -> Self {
+        Timings {
+            connect: new_histogram(),
+            tls: new_histogram(),
+            waiting: new_histogram(),
+            receiving: new_histogram(),
+            tls_failures: [0; TlsFailure::COUNT],
+        }
+    }
+
+    /// Adds another thread's timings.
+    pub fn merge(&mut self, other: &Timings) {
+        for (mine, theirs) in [
+            (&mut self.connect, &other.connect),
+            (&mut self.tls, &other.tls),
+            (&mut self.waiting, &other.waiting),
+            (&mut self.receiving, &other.receiving),
+        ] {
+            mine.add(theirs).expect("histograms share bounds");
+        }
+        for (a, b) in self.tls_failures.iter_mut().zip(&other.tls_failures) {
+            *a += b;
+        }
+    }
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings::new()
+    }
+}
+
 /// Everything a run produced: totals, the per-second timeline, and the interval log.
 #[derive(Debug, Clone)]
 pub struct RunData {
@@ -293,6 +344,8 @@ pub struct RunData {
     pub server: Option<crate::ServerData>,
     /// What the virtual users did, when the plan had a user model.
     pub users: Option<UserRecord>,
+    /// Where the requests' time went: connect, TLS handshake, waiting, receiving.
+    pub timings: Timings,
 }
 
 /// Whole-run account of the virtual users' sessions.
@@ -366,6 +419,7 @@ impl RunData {
             generator: GeneratorStats::default(),
             server: None,
             users: None,
+            timings: Timings::new(),
         }
     }
 

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::timeline::us_to_ms;
-use crate::{ErrorKind, RunData};
+use crate::{ErrorKind, RunData, Timings, TlsFailure};
 
 /// The schema name written into every summary.
 pub const SUMMARY_SCHEMA: &str = "loadlab.summary/v1";
@@ -113,11 +113,14 @@ pub struct Errors {
     pub protocol: u64,
     /// Connection closed before the response was complete.
     pub closed: u64,
+    /// TLS handshake failed (why: `tls.failures`).
+    #[serde(default)]
+    pub tls: u64,
 }
 
 impl Errors {
     /// Each kind with its count, in [`ErrorKind::ALL`] order.
-    pub fn by_kind(&self) -> [(ErrorKind, u64); 6] {
+    pub fn by_kind(&self) -> [(ErrorKind, u64); ErrorKind::COUNT] {
         [
             (ErrorKind::ConnectRefused, self.connect_refused),
             (ErrorKind::ConnectTimeout, self.connect_timeout),
@@ -125,10 +128,11 @@ impl Errors {
             (ErrorKind::Timeout, self.timeout),
             (ErrorKind::Protocol, self.protocol),
             (ErrorKind::Closed, self.closed),
+            (ErrorKind::Tls, self.tls),
         ]
     }
 
-    fn from_kinds(k: &[u64; 6]) -> Self {
+    fn from_kinds(k: &[u64; ErrorKind::COUNT]) -> Self {
         let at = |e: ErrorKind| k[e.index()];
         Errors {
             connect_refused: at(ErrorKind::ConnectRefused),
@@ -137,8 +141,59 @@ impl Errors {
             timeout: at(ErrorKind::Timeout),
             protocol: at(ErrorKind::Protocol),
             closed: at(ErrorKind::Closed),
+            tls: at(ErrorKind::Tls),
         }
     }
+}
+
+/// Where the requests' time went, as k6 breaks it down, over every response (ms).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Breakdown {
+    /// TCP connect; zero for a request sent on a connection already open.
+    pub connect: LatencyStats,
+    /// TLS handshake; zero on a connection already open, and for plain HTTP.
+    pub tls: LatencyStats,
+    /// From the request's write to the first byte of its response (time to first byte).
+    pub waiting: LatencyStats,
+    /// From the first byte of the response to its last.
+    pub receiving: LatencyStats,
+    /// Responses whose request opened its connection (the ones with a non-zero connect).
+    pub new_connections: u64,
+}
+
+impl Breakdown {
+    /// The breakdown of a run's timings; `None` when no response was timed (a run read back
+    /// from its seconds).
+    pub fn from_timings(t: &Timings) -> Option<Self> {
+        if t.waiting.is_empty() {
+            return None;
+        }
+        let responses = t.waiting.len();
+        // Requests on connections already open count as zeros, as k6 counts them.
+        let with_zeros = |h: &Histogram<u64>| {
+            let mut all = h.clone();
+            all.saturating_record_n(0, responses.saturating_sub(h.len()));
+            LatencyStats::from_histogram(&all)
+        };
+        Some(Breakdown {
+            connect: with_zeros(&t.connect),
+            tls: with_zeros(&t.tls),
+            waiting: LatencyStats::from_histogram(&t.waiting),
+            receiving: LatencyStats::from_histogram(&t.receiving),
+            new_connections: t.connect.len(),
+        })
+    }
+}
+
+/// How `https://` targets were reached (runs with at least one).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Tls {
+    /// False when certificate verification was off (`--insecure`).
+    pub verify: bool,
+    /// The private CA file added to the platform's roots (`--cacert`), if any.
+    pub cacert: Option<String>,
+    /// Failed handshakes by cause (`unknown_issuer`, `name_mismatch`, `expired`, ...).
+    pub failures: BTreeMap<String, u64>,
 }
 
 /// The generator's account of itself.
@@ -312,6 +367,12 @@ pub struct Summary {
     /// Virtual users' sessions, when the run had a user model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<Users>,
+    /// Where the requests' time went: connect, TLS handshake, waiting, receiving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings_ms: Option<Breakdown>,
+    /// How `https://` targets were reached, when the run had any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
     /// What the analysis noticed, one sentence each.
     #[serde(default)]
     pub findings: Vec<Finding>,
@@ -390,6 +451,7 @@ impl Summary {
                 k.duration_s
             ));
         }
+        let tls = run.plan.uses_tls().then(|| tls_summary(run, &mut warnings));
         let open = offered_rps.is_some();
         let phases = run
             .phases
@@ -481,6 +543,8 @@ impl Summary {
                 })
                 .collect(),
             findings: Vec::new(),
+            timings_ms: Breakdown::from_timings(&run.timings),
+            tls,
             users: run.users.as_ref().map(|u| Users {
                 started: c.users_started,
                 completed: c.users_completed,
@@ -510,6 +574,40 @@ impl Summary {
                     .collect(),
             }),
         }
+    }
+}
+
+/// The `tls` section of a run with `https://` targets; warns when verification was off and
+/// names the commonest cause of failed handshakes in words.
+fn tls_summary(run: &RunData, warnings: &mut Vec<String>) -> Tls {
+    let settings = &run.plan.tls;
+    if settings.insecure {
+        warnings.push(
+            "TLS certificate verification was off (--insecure): the servers' identities were \
+             not checked"
+                .into(),
+        );
+    }
+    let failed = &run.timings.tls_failures;
+    let commonest = TlsFailure::ALL
+        .into_iter()
+        .filter(|f| failed[f.index()] > 0)
+        .max_by_key(|f| (failed[f.index()], std::cmp::Reverse(f.index())));
+    if let Some(cause) = commonest {
+        let total: u64 = failed.iter().sum();
+        warnings.push(format!(
+            "{total} TLS handshake(s) failed; the commonest cause: tls: {}",
+            cause.message()
+        ));
+    }
+    Tls {
+        verify: !settings.insecure,
+        cacert: settings.cacert.as_ref().map(|c| c.path.clone()),
+        failures: TlsFailure::ALL
+            .into_iter()
+            .filter(|f| failed[f.index()] > 0)
+            .map(|f| (f.as_str().to_string(), failed[f.index()]))
+            .collect(),
     }
 }
 

@@ -18,7 +18,7 @@ pub struct TimelineRow {
     /// Responses by status class: 1xx, 2xx, 3xx, 4xx, 5xx.
     pub status_classes: [u64; 5],
     /// Transport errors by kind, in [`ErrorKind::ALL`] order.
-    pub error_kinds: [u64; 6],
+    pub error_kinds: [u64; ErrorKind::COUNT],
     /// Requests dropped before they could be sent.
     pub dropped: u64,
     /// Requests in flight at the end of the second.
@@ -46,6 +46,10 @@ pub struct TimelineRow {
     /// Sessions failed this second.
     pub users_failed: u64,
 }
+
+/// Error kinds whose columns sit between the status classes and `dropped`; kinds added later
+/// get columns at the end of the line, so the columns of older files keep their positions.
+const FIRST_KINDS: usize = 6;
 
 pub(crate) fn us_to_ms(us: u64) -> f64 {
     us as f64 / 1000.0
@@ -92,13 +96,17 @@ impl TimelineRow {
     /// The CSV header line, without a newline.
     pub fn csv_header() -> String {
         let mut h = String::from("second,offered,sent,completed,s1xx,s2xx,s3xx,s4xx,s5xx");
-        for k in ErrorKind::ALL {
+        for k in &ErrorKind::ALL[..FIRST_KINDS] {
             h.push(',');
             h.push_str(k.as_str());
         }
         h.push_str(",dropped,in_flight,p50_ms,p99_ms,service_p99_ms,lag_p99_ms");
         h.push_str(",server_cpu_pct,server_rss_mb,users_active,users_started,users_failed");
         h.push_str(",p90_ms,max_ms");
+        for k in &ErrorKind::ALL[FIRST_KINDS..] {
+            h.push(',');
+            h.push_str(k.as_str());
+        }
         h
     }
 
@@ -109,7 +117,8 @@ impl TimelineRow {
             "{},{},{},{}",
             self.second, self.offered, self.sent, self.completed
         )?;
-        for n in self.status_classes.iter().chain(&self.error_kinds) {
+        let (first_kinds, later_kinds) = self.error_kinds.split_at(FIRST_KINDS);
+        for n in self.status_classes.iter().chain(first_kinds) {
             write!(w, ",{n}")?;
         }
         write!(
@@ -124,7 +133,7 @@ impl TimelineRow {
         )?;
         let opt =
             |v: Option<f64>, digits: usize| v.map_or(String::new(), |x| format!("{x:.digits$}"));
-        writeln!(
+        write!(
             w,
             ",{},{},{},{},{},{:.3},{:.3}",
             opt(self.server_cpu_pct, 1),
@@ -134,7 +143,11 @@ impl TimelineRow {
             self.users_failed,
             self.p90_ms,
             self.max_ms
-        )
+        )?;
+        for n in later_kinds {
+            write!(w, ",{n}")?;
+        }
+        writeln!(w)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Static resources of a virtual user's page (sessions layer): on a user's first visit to a
-//! page, the images, scripts and stylesheets its HTML names on its own host are fetched one
+//! page, the images, scripts and stylesheets its HTML names on its own origin are fetched one
 //! after another on the page's connection, as a browser loads them.
 
 use loadlab_run::RequestTemplate;
@@ -29,7 +29,7 @@ pub async fn fetch(users: &Users, client: &mut Client, statics: usize, base: &st
         let bytes = {
             let resolved = base.as_ref().and_then(|b| b.join(&src).ok());
             let same_host = resolved.as_ref().zip(base.as_ref()).is_some_and(|(r, b)| {
-                r.scheme() == "http"
+                r.scheme() == b.scheme()
                     && r.host_str() == b.host_str()
                     && r.port_or_known_default() == b.port_or_known_default()
             });

@@ -585,7 +585,7 @@ fn split_url(target: &str, url: &str) -> Result<(String, String)> {
     let after_scheme = absolute
         .find("://")
         .map(|i| i + 3)
-        .with_context(|| format!("{url:?} is neither a path starting with / nor an http:// URL"))?;
+        .with_context(|| format!("{url:?} is neither a path starting with / nor an http:// or https:// URL"))?;
     let path_at = absolute[after_scheme..]
         .find(['/', '?'])
         .map_or(absolute.len(), |i| after_scheme + i);

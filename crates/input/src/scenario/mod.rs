@@ -1,7 +1,7 @@
 //! Scenario files in Artillery's format, parsed and lowered into a plan's parts (the
 //! endpoints, the requests, the phases and the user model).
 //!
-//! `config` (target, phases, http.timeout, variables, payload) and weighted `scenarios` whose
+//! `config` (target, phases, http.timeout, tls, variables, payload) and weighted `scenarios` whose
 //! `flow` is requests, `think` and `loop` steps — or, beyond Artillery, a `markov` chain of
 //! pages. Phases are arrival phases (the open model) or `users` phases (the closed model with
 //! virtual users). A key outside the supported set is an error naming it with
@@ -11,7 +11,7 @@
 //! connections; anything more runs as virtual users, each with connections of its own.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod flows;
@@ -49,6 +49,33 @@ struct Config {
     /// CSV files whose rows are handed to users.
     #[serde(default)]
     payload: Option<OneOrMany<PayloadSpec>>,
+    /// How `https://` targets are verified.
+    #[serde(default)]
+    tls: Option<TlsConfig>,
+}
+
+/// `config.tls`: loadlab's `cacert` and `insecure`, and Artillery's `rejectUnauthorized`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsConfig {
+    /// A private CA's PEM file, relative to the scenario file.
+    #[serde(default)]
+    cacert: Option<PathBuf>,
+    /// Skip certificate verification.
+    #[serde(default)]
+    insecure: bool,
+    /// Artillery's spelling: `false` skips verification.
+    #[serde(default, rename = "rejectUnauthorized")]
+    reject_unauthorized: Option<bool>,
+}
+
+/// A scenario's TLS settings, its CA path resolved against the file's directory.
+#[derive(Debug, Default)]
+pub struct ScenarioTls {
+    /// The private CA's PEM file.
+    pub cacert: Option<PathBuf>,
+    /// Skip certificate verification.
+    pub insecure: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,6 +125,8 @@ pub struct Scenario {
     pub users: Option<UserModel>,
     /// `config.http.timeout`, when given.
     pub timeout: Option<Duration>,
+    /// `config.tls`.
+    pub tls: ScenarioTls,
 }
 
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
@@ -132,12 +161,20 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
                 .map_err(|_| at(anyhow::anyhow!("config.http.timeout of {t} s is too long")))
         })
         .transpose()?;
+    let tls = file.config.tls.as_ref().map_or_else(ScenarioTls::default, |t| {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        ScenarioTls {
+            cacert: t.cacert.as_ref().map(|c| dir.join(c)),
+            insecure: t.insecure || t.reject_unauthorized == Some(false),
+        }
+    });
     Ok(Scenario {
         endpoints,
         requests,
         phases,
         users,
         timeout,
+        tls,
     })
 }
 
