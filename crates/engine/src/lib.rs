@@ -183,7 +183,7 @@ pub fn run(
                 connecting = connecting.map(|n| n - 1);
             }
             Msg::Interval(t, iv) => collector.add(t, *iv),
-            Msg::End(t, end) => collector.end(t, end),
+            Msg::End(t, end) => collector.end(t, *end),
             Msg::Failed(t, e) => {
                 stop.stop();
                 collector.done[t] = true;

@@ -45,7 +45,7 @@ pub enum Msg {
     /// A second's record from thread `.0`.
     Interval(usize, Box<Interval>),
     /// Thread `.0` stopped.
-    End(usize, ThreadEnd),
+    End(usize, Box<ThreadEnd>),
     /// Thread `.0` could not start its event loop.
     Failed(usize, std::io::Error),
 }

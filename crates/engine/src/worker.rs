@@ -67,7 +67,7 @@ pub fn run_thread(setup: ThreadSetup) {
     drop(local);
     drop(rt);
     end.cpu = thread_cpu().saturating_sub(end.cpu);
-    let _ = tx.send(Msg::End(index, end));
+    let _ = tx.send(Msg::End(index, Box::new(end)));
 }
 
 /// Opens the thread's initial connections, then runs its mode from the origin to the end of

@@ -283,6 +283,7 @@ fn several_urls_share_the_load_round_robin() {
     p.endpoints.push(loadlab_run::Endpoint {
         addr: b.addr,
         authority: b.addr.to_string(),
+        tls: None,
     });
     second.endpoint = 1;
     second.name = "/b".into();
