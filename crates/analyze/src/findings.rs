@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use loadlab_run::{Arrivals, Finding, Model, RunData, Summary, TimelineRow};
+use loadlab_run::{Arrivals, Finding, Model, RunData, Summary, TimelineRow, TlsFailure};
 
 /// Achieved/offered ratio under which an open-model run counts as saturated.
 const SATURATED: f64 = 0.95;
@@ -157,6 +157,18 @@ fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
         "the service closed connections under load: read its logs for crashes, restarts or \
          connection limits (a proxy's keep-alive or max-connections settings)"
             .into()
+    } else if top == "tls" {
+        let commonest = s
+            .tls
+            .as_ref()
+            .and_then(|t| t.failures.iter().max_by_key(|(_, n)| **n))
+            .and_then(|(why, _)| TlsFailure::ALL.into_iter().find(|f| f.as_str() == why));
+        match commonest {
+            Some(cause) => format!("tls: {}", cause.message()),
+            None => "the TLS handshakes failed: check the certificate, or pass --cacert FILE \
+                     or --insecure"
+                .into(),
+        }
     } else if top == "protocol" {
         "the answers were not valid HTTP/1.1: check that the port serves plain HTTP".into()
     } else if top == "HTTP 429" || top == "HTTP 503" {

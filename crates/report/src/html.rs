@@ -247,6 +247,8 @@ struct RunContext<'a> {
     s: &'a Summary,
     statuses: String,
     errors: String,
+    timings: Option<String>,
+    tls: Option<String>,
 }
 
 /// Renders the report of `runs` (one run, or several to compare) as one HTML document.
@@ -283,6 +285,8 @@ pub fn render_html(title: &str, runs: &[RunView]) -> String {
                 .map(|(k, n)| format!("{k} × {n}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            timings: crate::timings_line(&r.summary),
+            tls: crate::tls_line(&r.summary),
         })
         .collect();
     env.get_template("report.html")

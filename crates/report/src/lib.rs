@@ -74,6 +74,36 @@ fn latency_row(out: &mut String, label: &str, l: &LatencyStats) {
     );
 }
 
+/// Where the requests' time went, in one line: p50 and p99 of connect, TLS handshake,
+/// waiting (time to first byte) and receiving; `None` when the run has no timings.
+pub fn timings_line(s: &Summary) -> Option<String> {
+    let t = s.timings_ms.as_ref()?;
+    let pair = |l: &LatencyStats| format!("{:.2}/{:.2}", l.p50, l.p99);
+    Some(format!(
+        "connect {}  tls {}  waiting {}  receiving {}  (ms p50/p99; {} new connections)",
+        pair(&t.connect),
+        pair(&t.tls),
+        pair(&t.waiting),
+        pair(&t.receiving),
+        thousands(t.new_connections)
+    ))
+}
+
+/// How `https://` targets were checked, in one line; `None` when the run had none.
+pub fn tls_line(s: &Summary) -> Option<String> {
+    let t = s.tls.as_ref()?;
+    let checked = match (t.verify, &t.cacert) {
+        (false, _) => "certificates NOT verified (--insecure)".to_string(),
+        (true, None) => "certificates verified against the platform's roots".to_string(),
+        (true, Some(ca)) => format!("certificates verified against the platform's roots and {ca}"),
+    };
+    let failures = counted(
+        t.failures.iter().map(|(why, n)| (why.clone(), *n)),
+        "no failed handshakes",
+    );
+    Some(format!("{checked}; {failures}"))
+}
+
 /// One line describing the load: model, shape and targets.
 pub fn headline(s: &Summary) -> String {
     let unit = if s.users.is_some() {
@@ -104,6 +134,9 @@ pub fn render_summary(s: &Summary) -> String {
     );
     latency_row(&mut out, "from intended", &s.latency_ms);
     latency_row(&mut out, "from send", &s.service_latency_ms);
+    if let Some(line) = timings_line(s) {
+        let _ = writeln!(out, "  time in      {line}");
+    }
     let _ = writeln!(out);
     let t = &s.throughput;
     let offered = t
@@ -167,6 +200,9 @@ pub fn render_summary(s: &Summary) -> String {
         "no errors",
     );
     let _ = writeln!(out, "  transport    {kinds}");
+    if let Some(line) = tls_line(s) {
+        let _ = writeln!(out, "  tls          {line}");
+    }
     let g = &s.generator;
     let _ = writeln!(
         out,
