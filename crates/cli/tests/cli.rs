@@ -13,7 +13,13 @@ fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {
     let url = "http://127.0.0.1:9/";
     let cases: &[&[&str]] = &[
         &["run", "not a url"],
-        &["run", "https://127.0.0.1:9/"],
+        &[
+            "run",
+            "--cacert",
+            "/nonexistent/ca.pem",
+            "https://127.0.0.1:9/",
+        ],
+        &["run", "--cacert", "Cargo.toml", "https://127.0.0.1:9/"],
         &["run", "ftp://127.0.0.1/"],
         &["run", "--bogus", url],
         &["run", "-c", "0", url],

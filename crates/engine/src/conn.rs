@@ -459,8 +459,9 @@ impl Conn {
         self.parser.expect(wire.requests[batch[0].template].head);
         let times = Times { sent_at, start };
         loop {
-            let pass = poll_fn(|cx| self.poll_pass(cx, wire, batch, times, deadline, &mut answered))
-                .await?;
+            let pass =
+                poll_fn(|cx| self.poll_pass(cx, wire, batch, times, deadline, &mut answered))
+                    .await?;
             if let Pass::Done(keep) = pass {
                 return Ok(keep);
             }

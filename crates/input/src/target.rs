@@ -104,9 +104,12 @@ pub fn endpoint_of(endpoints: &mut Vec<Endpoint>, raw: &str) -> Result<(usize, T
         .next()
         .with_context(|| format!("the host of {raw:?} has no address"))?;
     // The name a certificate is checked against: an IPv6 literal without its brackets.
-    let tls = t
-        .tls
-        .then(|| t.host.trim_start_matches('[').trim_end_matches(']').to_string());
+    let tls = t.tls.then(|| {
+        t.host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string()
+    });
     let index = match endpoints
         .iter()
         .position(|e| e.addr == addr && e.tls == tls)
@@ -182,7 +185,10 @@ mod tests {
         assert_eq!(endpoints[i].tls.as_deref(), Some("127.0.0.1"));
         assert_eq!(endpoints[i].addr.port(), 8443);
         let (j, _) = endpoint_of(&mut endpoints, "http://127.0.0.1:8443/x").unwrap();
-        assert_ne!(i, j, "plain and TLS connections to one port are distinct endpoints");
+        assert_ne!(
+            i, j,
+            "plain and TLS connections to one port are distinct endpoints"
+        );
         assert_eq!(endpoints[j].tls, None);
     }
 

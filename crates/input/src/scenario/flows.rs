@@ -582,10 +582,9 @@ fn split_url(target: &str, url: &str) -> Result<(String, String)> {
     } else {
         url.to_string()
     };
-    let after_scheme = absolute
-        .find("://")
-        .map(|i| i + 3)
-        .with_context(|| format!("{url:?} is neither a path starting with / nor an http:// or https:// URL"))?;
+    let after_scheme = absolute.find("://").map(|i| i + 3).with_context(|| {
+        format!("{url:?} is neither a path starting with / nor an http:// or https:// URL")
+    })?;
     let path_at = absolute[after_scheme..]
         .find(['/', '?'])
         .map_or(absolute.len(), |i| after_scheme + i);

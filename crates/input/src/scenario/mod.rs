@@ -161,13 +161,17 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
                 .map_err(|_| at(anyhow::anyhow!("config.http.timeout of {t} s is too long")))
         })
         .transpose()?;
-    let tls = file.config.tls.as_ref().map_or_else(ScenarioTls::default, |t| {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        ScenarioTls {
-            cacert: t.cacert.as_ref().map(|c| dir.join(c)),
-            insecure: t.insecure || t.reject_unauthorized == Some(false),
-        }
-    });
+    let tls = file
+        .config
+        .tls
+        .as_ref()
+        .map_or_else(ScenarioTls::default, |t| {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            ScenarioTls {
+                cacert: t.cacert.as_ref().map(|c| dir.join(c)),
+                insecure: t.insecure || t.reject_unauthorized == Some(false),
+            }
+        });
     Ok(Scenario {
         endpoints,
         requests,

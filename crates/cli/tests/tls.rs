@@ -1,0 +1,456 @@
+//! HTTPS against a real nginx on 127.0.0.1, on certificates the test makes: a private CA, a
+//! leaf for localhost and 127.0.0.1, a leaf for another name and an expired leaf. Each test
+//! starts its own nginx and stops it by its PID.
+
+mod support;
+
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use loadlab_lab::nginx::find_nginx;
+use loadlab_lab::process::Supervised;
+use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use serde_json::Value;
+use support::{loadlab, loadlab_ok, read_json};
+
+/// The ports of one nginx: each a server block of its own.
+struct Ports {
+    /// TLS with the leaf for localhost and 127.0.0.1.
+    good: u16,
+    /// TLS with a leaf for another name.
+    other_name: u16,
+    /// TLS with an expired leaf.
+    expired: u16,
+    /// Plain HTTP.
+    plain: u16,
+}
+
+/// An nginx with its certificates, in a directory of its own; stopped when dropped.
+struct Nginx {
+    dir: tempfile::TempDir,
+    ports: Ports,
+    process: Supervised,
+}
+
+impl Nginx {
+    /// The private CA's certificate, as `--cacert` takes it.
+    fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A file in the test's directory.
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Stops nginx (by its PID) and returns the lines of its access log:
+    /// `<$ssl_session_reused> <$ssl_protocol> <$status>` for each request.
+    fn stop_and_read_log(mut self) -> Vec<String> {
+        self.process.stop(Duration::from_secs(5));
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Writes a certificate and its key as PEM files `name.pem` and `name.key`.
+fn write_pair(dir: &Path, name: &str, cert: &rcgen::Certificate, key: &KeyPair) {
+    std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+    std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+}
+
+/// Makes the CA and the three leaves in `dir`.
+fn make_certificates(dir: &Path) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "loadlab test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf = |names: &[&str], name: &str, expired: bool| {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        if expired {
+            params.not_before = date_time_ymd(2000, 1, 1);
+            params.not_after = date_time_ymd(2001, 1, 1);
+        }
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        write_pair(dir, name, &cert, &key);
+    };
+    leaf(&["localhost", "127.0.0.1"], "good", false);
+    leaf(&["other.invalid"], "other", false);
+    leaf(&["localhost", "127.0.0.1"], "expired", true);
+}
+
+/// Four distinct ports nothing listens on now (the system's choice of free ones, held open
+/// together so none is handed out twice).
+fn free_ports() -> [u16; 4] {
+    let listeners: Vec<TcpListener> = (0..4)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let port = |i: usize| listeners[i].local_addr().unwrap().port();
+    [port(0), port(1), port(2), port(3)]
+}
+
+/// Starts nginx on four free ports of 127.0.0.1 and waits until each accepts connections.
+fn start_nginx() -> Nginx {
+    let nginx = find_nginx().expect("nginx is installed (scripts/test.sh installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    make_certificates(p);
+    std::fs::create_dir_all(p.join("tmp")).unwrap();
+    let [good, other_name, expired, plain] = free_ports();
+    let ports = Ports {
+        good,
+        other_name,
+        expired,
+        plain,
+    };
+    let server = |port: u16, cert: &str| {
+        format!(
+            "    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {d}/{cert}.pem;
+        ssl_certificate_key {d}/{cert}.key;
+        location / {{ return 200 \"pong\\n\"; }}
+    }}
+",
+            d = p.display()
+        )
+    };
+    let conf = format!(
+        "worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    log_format tls '$ssl_session_reused $ssl_protocol $status';
+    access_log {d}/access.log tls;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    ssl_session_cache shared:tls:1m;
+{good}{other}{expired}    server {{
+        listen 127.0.0.1:{plain};
+        location / {{ return 200 \"pong\\n\"; }}
+    }}
+}}
+",
+        d = p.display(),
+        good = server(ports.good, "good"),
+        other = server(ports.other_name, "other"),
+        expired = server(ports.expired, "expired"),
+        plain = ports.plain,
+    );
+    let conf_path = p.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut cmd = Command::new(nginx);
+    cmd.arg("-p").arg(p).arg("-c").arg(&conf_path);
+    let mut process = Supervised::spawn("nginx", cmd).expect("nginx starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for port in [ports.good, ports.other_name, ports.expired, ports.plain] {
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                process.exited().is_none(),
+                "nginx exited: {}",
+                process.stderr_tail()
+            );
+            assert!(Instant::now() < deadline, "nginx did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Nginx {
+        dir,
+        ports,
+        process,
+    }
+}
+
+/// Runs `loadlab run` with `args` and `--json` into the test's directory; the summary and
+/// what it printed.
+fn run(nginx: &Nginx, name: &str, args: &[&str]) -> (Value, String) {
+    let json = nginx.path(&format!("{name}.json"));
+    let mut all = vec!["run", "--json", json.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = loadlab(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    (
+        read_json(&json),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+    )
+}
+
+/// The summary's generator warnings, joined.
+fn warnings(s: &Value) -> String {
+    s["generator"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn https_succeeds_with_the_private_ca_and_fails_as_tls_unknown_issuer_without_it() {
+    let nginx = start_nginx();
+    let url = format!("https://127.0.0.1:{}/", nginx.ports.good);
+    let ca = nginx.ca();
+    let (s, stdout) = run(
+        &nginx,
+        "with-ca",
+        &[
+            "-n",
+            "20",
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "--cacert",
+            ca.to_str().unwrap(),
+            &url,
+        ],
+    );
+    assert_eq!(s["requests"]["ok"], 20, "{s}");
+    assert_eq!(s["errors"]["tls"], 0);
+    assert_eq!(s["tls"]["verify"], true);
+    assert_eq!(s["tls"]["cacert"], ca.to_str().unwrap());
+    assert!(stdout.contains("certificates verified"), "{stdout}");
+    assert!(stdout.contains("time in"), "{stdout}");
+
+    let (s, stdout) = run(
+        &nginx,
+        "without-ca",
+        &["-n", "4", "-c", "1", "-t", "1", &url],
+    );
+    assert_eq!(s["requests"]["ok"], 0, "{s}");
+    assert_eq!(
+        s["errors"]["tls"], 4,
+        "every request failed its handshake: {s}"
+    );
+    assert!(s["tls"]["failures"]["unknown_issuer"].as_u64().unwrap() >= 1);
+    let w = warnings(&s);
+    assert!(
+        w.contains(
+            "tls: certificate signed by an unknown issuer (pass --cacert FILE, or --insecure)"
+        ),
+        "{w}"
+    );
+    assert!(stdout.contains("tls × 4"), "{stdout}");
+    assert!(stdout.contains("unknown_issuer"), "{stdout}");
+    let findings = s["findings"].to_string();
+    assert!(findings.contains("unknown issuer"), "{findings}");
+    let log = nginx.stop_and_read_log();
+    assert_eq!(
+        log.iter().filter(|l| l.ends_with(" 200")).count(),
+        20,
+        "only the run with the CA got answers: {log:?}"
+    );
+}
+
+#[test]
+fn insecure_skips_verification_and_says_so() {
+    let nginx = start_nginx();
+    let url = format!("https://127.0.0.1:{}/", nginx.ports.other_name);
+    let (s, stdout) = run(
+        &nginx,
+        "insecure",
+        &["-n", "10", "-c", "1", "-t", "1", "--insecure", &url],
+    );
+    assert_eq!(s["requests"]["ok"], 10, "{s}");
+    assert_eq!(s["tls"]["verify"], false);
+    assert!(warnings(&s).contains("verification was off (--insecure)"));
+    assert!(stdout.contains("NOT verified (--insecure)"), "{stdout}");
+    assert!(stdout.contains("--insecure"), "{stdout}");
+}
+
+#[test]
+fn a_wrong_name_an_expired_leaf_and_a_plain_port_fail_with_their_causes() {
+    let nginx = start_nginx();
+    let ca = nginx.ca();
+    let ca = ca.to_str().unwrap();
+    let cases = [
+        (
+            nginx.ports.other_name,
+            "name_mismatch",
+            "not valid for the URL's host name",
+        ),
+        (nginx.ports.expired, "expired", "certificate expired"),
+        (nginx.ports.plain, "not_tls", "did not answer in TLS"),
+    ];
+    for (port, cause, words) in cases {
+        let url = format!("https://127.0.0.1:{port}/");
+        let (s, _) = run(
+            &nginx,
+            cause,
+            &["-n", "2", "-c", "1", "-t", "1", "--cacert", ca, &url],
+        );
+        assert_eq!(s["errors"]["tls"], 2, "{cause}: {s}");
+        assert!(
+            s["tls"]["failures"][cause].as_u64().unwrap_or(0) >= 1,
+            "{cause}: {}",
+            s["tls"]
+        );
+        assert!(warnings(&s).contains(words), "{cause}: {}", warnings(&s));
+    }
+    // A host name rather than an address: SNI and the check use the URL's host. Only where
+    // localhost resolves to the IPv4 loopback nginx listens on.
+    let v4 = ("localhost", 0u16)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| a.ip() == std::net::Ipv4Addr::LOCALHOST);
+    if v4 {
+        let url = format!("https://localhost:{}/", nginx.ports.good);
+        let (s, _) = run(
+            &nginx,
+            "localhost",
+            &["-n", "2", "-c", "1", "-t", "1", "--cacert", ca, &url],
+        );
+        assert_eq!(s["requests"]["ok"], 2, "{s}");
+    }
+}
+
+#[test]
+fn closed_and_open_models_run_over_https_with_a_time_breakdown() {
+    let nginx = start_nginx();
+    let url = format!("https://127.0.0.1:{}/", nginx.ports.good);
+    let ca = nginx.ca();
+    let ca = ca.to_str().unwrap();
+    let (closed, _) = run(
+        &nginx,
+        "closed",
+        &["-c", "4", "-d", "1s", "-t", "1", "--cacert", ca, &url],
+    );
+    assert_eq!(closed["model"], "closed");
+    let ok = closed["requests"]["ok"].as_u64().unwrap();
+    assert!(ok > 10, "{closed}");
+    assert_eq!(closed["requests"]["errors"], 0, "{closed}");
+    let t = &closed["timings_ms"];
+    assert!(t["waiting"]["p50"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(
+        t["waiting"]["max"].as_f64().unwrap()
+            <= closed["service_latency_ms"]["max"].as_f64().unwrap() + 0.01
+    );
+    assert_eq!(
+        t["connect"]["p50"], 0.0,
+        "kept-alive connections open no new ones: {t}"
+    );
+    assert_eq!(t["tls"]["p50"], 0.0, "{t}");
+
+    let (open, _) = run(
+        &nginx,
+        "open",
+        &[
+            "-R", "100", "-d", "1s", "-c", "2", "-t", "1", "--cacert", ca, &url,
+        ],
+    );
+    assert_eq!(open["model"], "open");
+    let ok = open["requests"]["ok"].as_u64().unwrap();
+    assert!(
+        (80..=101).contains(&ok),
+        "about 100 arrivals in a second: {open}"
+    );
+    assert_eq!(open["requests"]["errors"], 0, "{open}");
+    let log = nginx.stop_and_read_log();
+    let answered = log.iter().filter(|l| l.ends_with(" 200")).count() as u64;
+    let counted = |field: &str| {
+        closed["requests"][field].as_u64().unwrap() + open["requests"][field].as_u64().unwrap()
+    };
+    // Requests still in flight when a run stopped were answered but not counted.
+    assert!(
+        (counted("ok")..=counted("sent")).contains(&answered),
+        "nginx answered every request loadlab counted ({answered}): {closed} {open}"
+    );
+    assert!(log.iter().all(|l| l.contains("TLS")), "{log:?}");
+}
+
+#[test]
+fn reconnects_resume_their_tls_sessions_and_time_their_handshakes() {
+    let nginx = start_nginx();
+    let url = format!("https://127.0.0.1:{}/", nginx.ports.good);
+    let ca = nginx.ca();
+    // The server closes each connection after its answer: every request reconnects.
+    let (s, stdout) = run(
+        &nginx,
+        "resume",
+        &[
+            "-n",
+            "30",
+            "-c",
+            "1",
+            "-t",
+            "1",
+            "-H",
+            "Connection: close",
+            "--cacert",
+            ca.to_str().unwrap(),
+            &url,
+        ],
+    );
+    assert_eq!(s["requests"]["ok"], 30, "{s}");
+    let t = &s["timings_ms"];
+    // The first request goes on the connection opened before the load.
+    assert!(t["new_connections"].as_u64().unwrap() >= 29, "{t}");
+    assert!(t["connect"]["p50"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["tls"]["p50"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(stdout.contains("new connections"), "{stdout}");
+    let log = nginx.stop_and_read_log();
+    assert_eq!(log.len(), 30, "{log:?}");
+    let resumed = log.iter().filter(|l| l.starts_with("r ")).count();
+    assert!(
+        resumed >= 25,
+        "reconnects resume their sessions ({resumed} of 30 did): {log:?}"
+    );
+}
+
+#[test]
+fn a_scenario_reaches_https_with_its_tls_block_as_users_and_as_arrivals() {
+    let nginx = start_nginx();
+    let target = format!("https://127.0.0.1:{}", nginx.ports.good);
+    // Two steps: virtual users with connections of their own.
+    let users = nginx.path("users.yaml");
+    std::fs::write(
+        &users,
+        format!(
+            "config:\n  target: \"{target}\"\n  tls:\n    cacert: ca.pem\n  phases:\n    - {{ duration: 1, arrivalRate: 10 }}\nscenarios:\n  - flow:\n      - get: {{ url: \"/a\" }}\n      - get: {{ url: \"/b\" }}\n"
+        ),
+    )
+    .unwrap();
+    let (s, _) = run(&nginx, "users", &[users.to_str().unwrap(), "-t", "1"]);
+    assert!(s["users"]["completed"].as_u64().unwrap() >= 8, "{s}");
+    assert_eq!(s["requests"]["errors"], 0, "{s}");
+    assert_eq!(s["tls"]["verify"], true);
+    // Artillery's spelling of --insecure, with one plain request per arrival.
+    let plain = nginx.path("plain.yaml");
+    std::fs::write(
+        &plain,
+        format!(
+            "config:\n  target: \"{target}\"\n  tls:\n    rejectUnauthorized: false\n  phases:\n    - {{ duration: 1, arrivalRate: 10 }}\nscenarios:\n  - flow:\n      - get: {{ url: \"/x\" }}\n"
+        ),
+    )
+    .unwrap();
+    let (s, _) = run(&nginx, "plain", &[plain.to_str().unwrap(), "-t", "1"]);
+    assert!(s["requests"]["ok"].as_u64().unwrap() >= 8, "{s}");
+    assert_eq!(s["tls"]["verify"], false);
+    let out = loadlab_ok(&["run", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("--cacert") && help.contains("--insecure"),
+        "{help}"
+    );
+}
