@@ -230,7 +230,8 @@ fn https_succeeds_with_the_private_ca_and_fails_as_tls_unknown_issuer_without_it
     assert_eq!(s["tls"]["verify"], true);
     assert_eq!(s["tls"]["cacert"], ca.to_str().unwrap());
     assert!(stdout.contains("certificates verified"), "{stdout}");
-    assert!(stdout.contains("time in"), "{stdout}");
+    assert!(stdout.contains("timings      connect"), "{stdout}");
+    assert!(stdout.contains("  tls "), "{stdout}");
 
     let (s, stdout) = run(
         &nginx,

@@ -74,15 +74,19 @@ fn latency_row(out: &mut String, label: &str, l: &LatencyStats) {
     );
 }
 
-/// Where the requests' time went, in one line: p50 and p99 of connect, TLS handshake,
-/// waiting (time to first byte) and receiving; `None` when the run has no timings.
+/// Where the requests' time went, in one line: p50 and p99 of connect, TLS handshake (runs
+/// with `https://` targets), waiting (time to first byte) and receiving; `None` when the run
+/// has no timings.
 pub fn timings_line(s: &Summary) -> Option<String> {
     let t = s.timings_ms.as_ref()?;
     let pair = |l: &LatencyStats| format!("{:.2}/{:.2}", l.p50, l.p99);
+    let tls = match s.tls {
+        Some(_) => format!("  tls {}", pair(&t.tls)),
+        None => String::new(),
+    };
     Some(format!(
-        "connect {}  tls {}  waiting {}  receiving {}  (ms p50/p99; {} new connections)",
+        "connect {}{tls}  waiting {}  receiving {}  (ms p50/p99; {} new connections)",
         pair(&t.connect),
-        pair(&t.tls),
         pair(&t.waiting),
         pair(&t.receiving),
         thousands(t.new_connections)
@@ -135,7 +139,7 @@ pub fn render_summary(s: &Summary) -> String {
     latency_row(&mut out, "from intended", &s.latency_ms);
     latency_row(&mut out, "from send", &s.service_latency_ms);
     if let Some(line) = timings_line(s) {
-        let _ = writeln!(out, "  time in      {line}");
+        let _ = writeln!(out, "  timings      {line}");
     }
     let _ = writeln!(out);
     let t = &s.throughput;
