@@ -238,3 +238,51 @@ impl AsyncRead for Stream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(e: rustls::Error) -> TlsFailure {
+        cause(&io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    #[test]
+    fn handshake_errors_keep_their_cause() {
+        let cert = rustls::Error::InvalidCertificate;
+        assert_eq!(
+            failure(cert(CertificateError::UnknownIssuer)),
+            TlsFailure::UnknownIssuer
+        );
+        assert_eq!(
+            failure(cert(CertificateError::NotValidForName)),
+            TlsFailure::NameMismatch
+        );
+        assert_eq!(
+            failure(cert(CertificateError::Expired)),
+            TlsFailure::Expired
+        );
+        assert_eq!(
+            failure(cert(CertificateError::NotValidYet)),
+            TlsFailure::NotYetValid
+        );
+        assert_eq!(
+            failure(cert(CertificateError::Revoked)),
+            TlsFailure::BadCertificate
+        );
+        assert_eq!(
+            failure(rustls::Error::AlertReceived(
+                rustls::AlertDescription::HandshakeFailure
+            )),
+            TlsFailure::Refused
+        );
+        assert_eq!(
+            failure(rustls::Error::InvalidMessage(
+                rustls::InvalidMessage::InvalidContentType
+            )),
+            TlsFailure::NotTls
+        );
+        let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "eof");
+        assert_eq!(cause(&eof), TlsFailure::Closed);
+    }
+}

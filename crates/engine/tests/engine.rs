@@ -74,6 +74,41 @@ fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
 /// scheduled during it; a closed connection simply stops sending while it waits, so its
 /// percentiles hide the freeze (coordinated omission).
 #[test]
+fn a_20_ms_answer_is_time_waiting_for_the_first_byte_not_connecting_or_receiving() {
+    let _serial = serial();
+    let server = RawServer::start(Behaviour::AnswerAfter(
+        Duration::from_millis(20),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    ));
+    let p = plan(server.addr, "/", closed(4, 1), count(40));
+    let (data, s) = run_plan(&p);
+    assert_eq!(s.requests.ok, 40);
+    let t = s.timings_ms.expect("a run of the engine has timings");
+    assert!(
+        (19.9..23.0).contains(&t.waiting.p50),
+        "waiting p50 {} ms",
+        t.waiting.p50
+    );
+    assert!(
+        t.receiving.p99 < 2.0,
+        "receiving p99 {} ms",
+        t.receiving.p99
+    );
+    assert_eq!(
+        t.new_connections, 0,
+        "the initial connections are kept alive"
+    );
+    assert_eq!(t.connect.max, 0.0, "no request waited for a connect");
+    assert_eq!(t.tls.max, 0.0, "plain HTTP has no handshake");
+    assert_eq!(
+        data.timings.waiting.len(),
+        40,
+        "one waiting time per response"
+    );
+    assert!(s.tls.is_none(), "no tls section without https targets");
+}
+
+#[test]
 fn a_freezing_server_shows_in_open_model_latency_but_hides_from_the_closed_model() {
     let _serial = serial();
     let server = TestServer::start(1).unwrap();

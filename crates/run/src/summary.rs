@@ -616,3 +616,56 @@ fn tls_summary(run: &RunData, warnings: &mut Vec<String>) -> Tls {
 pub fn summary_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(Summary)).expect("a schema serializes")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Model, Plan, Stop, TlsSettings};
+
+    #[test]
+    fn requests_on_open_connections_count_as_zero_connect_time() {
+        let mut t = Timings::new();
+        for _ in 0..98 {
+            t.waiting.record(1000).unwrap();
+            t.receiving.record(10).unwrap();
+        }
+        t.connect.record(500).unwrap();
+        t.connect.record(700).unwrap();
+        t.waiting.record(1000).unwrap();
+        t.waiting.record(1000).unwrap();
+        let b = Breakdown::from_timings(&t).unwrap();
+        assert_eq!(b.new_connections, 2);
+        assert_eq!(b.connect.p50, 0.0);
+        assert!((b.connect.max - 0.7).abs() < 0.01, "{}", b.connect.max);
+        assert!((b.connect.mean - 0.012).abs() < 0.001, "{}", b.connect.mean);
+        assert_eq!(b.tls.max, 0.0);
+        assert!((b.waiting.p50 - 1.0).abs() < 0.01);
+        assert!(Breakdown::from_timings(&Timings::new()).is_none());
+    }
+
+    #[test]
+    fn an_insecure_https_run_says_so_and_names_the_commonest_tls_failure() {
+        let mut plan = Plan::get(
+            "127.0.0.1:8443".parse().unwrap(),
+            "/",
+            Model::closed(1, 1),
+            Stop::default(),
+        );
+        plan.endpoints[0].tls = Some("127.0.0.1".into());
+        plan.tls = TlsSettings {
+            cacert: None,
+            insecure: true,
+        };
+        let mut run = RunData::from_intervals(plan, &[]);
+        run.timings.tls_failures[TlsFailure::NameMismatch.index()] = 3;
+        run.timings.tls_failures[TlsFailure::Expired.index()] = 1;
+        let s = Summary::from_run(&run);
+        let tls = s.tls.expect("an https run has a tls section");
+        assert!(!tls.verify);
+        assert_eq!(tls.failures.get("name_mismatch"), Some(&3));
+        let w = s.generator.warnings.join("\n");
+        assert!(w.contains("verification was off (--insecure)"), "{w}");
+        assert!(w.contains("4 TLS handshake(s) failed"), "{w}");
+        assert!(w.contains("not valid for the URL's host name"), "{w}");
+    }
+}
