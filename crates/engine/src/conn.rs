@@ -120,8 +120,9 @@ impl Dialer {
             };
             return Ok((Conn::new(Stream::Plain(tcp)), opened));
         };
-        let stream = tls
-            .handshake(ep, tcp, self.timeout)
+        // Boxed: the handshake's state is large, and inline it would grow every pooled
+        // connection's task, plain HTTP ones too, by a kilobyte.
+        let stream = Box::pin(tls.handshake(ep, tcp, self.timeout))
             .await
             .map_err(|cause| DialError {
                 kind: ErrorKind::Tls,
