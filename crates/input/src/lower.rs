@@ -373,6 +373,64 @@ mod tests {
     }
 
     #[test]
+    fn https_targets_and_the_tls_flags_reach_the_plan_from_flags_files_and_workloads() {
+        let dir = std::env::temp_dir().join(format!("loadlab-lower-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(
+            &ca,
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let from_flags = urls(&LoadFlags {
+            urls: vec!["https://127.0.0.1/x".into()],
+            cacert: Some(ca.clone()),
+            ..LoadFlags::default()
+        })
+        .unwrap();
+        assert_eq!(from_flags.endpoints[0].addr.port(), 443);
+        assert_eq!(from_flags.endpoints[0].tls.as_deref(), Some("127.0.0.1"));
+        let cacert = from_flags.tls.cacert.as_ref().unwrap();
+        assert_eq!(cacert.path, ca.display().to_string());
+        assert!(!from_flags.tls.insecure);
+
+        let from_workload = workload(
+            &LoadFlags {
+                urls: vec!["https://127.0.0.1:8443/y".into(), "/z".into()],
+                insecure: true,
+                ..LoadFlags::default()
+            },
+            "http://127.0.0.1:1",
+        )
+        .unwrap();
+        assert!(from_workload.tls.insecure);
+        assert_eq!(from_workload.endpoints.len(), 2);
+        assert_eq!(from_workload.endpoints[1].tls, None, "the topology's front");
+
+        let file = dir.join("s.yaml");
+        let text = "config:\n  target: \"https://127.0.0.1:8443\"\n  tls:\n    cacert: ca.pem\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
+        let from_file = scenario_text(text, &file, &Overrides::default()).unwrap();
+        assert_eq!(
+            from_file.tls.cacert.as_ref().unwrap().path,
+            ca.display().to_string(),
+            "relative to the scenario file"
+        );
+        let insecure = Overrides {
+            insecure: true,
+            ..Overrides::default()
+        };
+        assert!(scenario_text(text, &file, &insecure).unwrap().tls.insecure);
+
+        std::fs::write(&ca, "not a certificate").unwrap();
+        let e = scenario_text(text, &file, &Overrides::default()).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("holds no PEM certificate"),
+            "{e:#}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn every_input_falls_back_on_the_same_defaults() {
         let from_flags = urls(&LoadFlags {
             urls: vec!["http://127.0.0.1:1/x".into()],
