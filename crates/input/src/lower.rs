@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use loadlab_run::{
-    defaults, Arrival, Arrivals, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop, ValidPlan,
+    defaults, Arrival, Arrivals, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop,
+    Threshold, ValidPlan,
 };
 
 use crate::flags::{ArrivalArg, LoadFlags};
@@ -42,6 +43,8 @@ pub struct Overrides {
     pub connect_rate: Option<f64>,
     /// Local addresses connections bind to.
     pub source_addrs: Vec<IpAddr>,
+    /// Thresholds given on the command line, checked with the file's `ensure`.
+    pub thresholds: Vec<Threshold>,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -55,6 +58,7 @@ struct Parts {
     threads: Option<usize>,
     connect_rate: Option<f64>,
     source_addrs: Vec<IpAddr>,
+    thresholds: Vec<Threshold>,
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
@@ -72,6 +76,7 @@ fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
         threads: p.threads.unwrap_or_else(defaults::threads),
         connect_rate: p.connect_rate.unwrap_or(defaults::CONNECT_RATE),
         source_addrs: p.source_addrs,
+        thresholds: p.thresholds,
     }
     .check()
 }
@@ -108,6 +113,7 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             connect_timeout: f.connect_timeout,
             connect_rate: f.connect_rate,
             source_addrs: source_addrs(f),
+            thresholds: thresholds(f),
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
@@ -153,6 +159,7 @@ pub fn url(
         threads: Some(threads),
         connect_rate: None,
         source_addrs: Vec::new(),
+        thresholds: Vec::new(),
     })?)
 }
 
@@ -213,6 +220,11 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
         threads: o.threads,
         connect_rate: o.connect_rate,
         source_addrs: o.source_addrs.clone(),
+        thresholds: sc
+            .thresholds
+            .into_iter()
+            .chain(o.thresholds.clone())
+            .collect(),
     })
     .map_err(|e| at(e.into()))
 }
@@ -297,6 +309,7 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
         threads: f.threads,
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
+        thresholds: thresholds(f),
     })?)
 }
 
@@ -306,6 +319,11 @@ fn source_addrs(f: &LoadFlags) -> Vec<IpAddr> {
         .iter()
         .flat_map(|l| l.0.iter().copied())
         .collect()
+}
+
+/// The thresholds of every `--slo`, in order.
+fn thresholds(f: &LoadFlags) -> Vec<Threshold> {
+    f.slo.iter().flat_map(|l| l.0.iter().cloned()).collect()
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod record;
 pub mod server;
 pub mod summary;
 pub mod template;
+pub mod thresholds;
 pub mod timeline;
 pub mod users;
 
@@ -26,5 +27,6 @@ pub use record::{
 pub use server::{ProcessSample, ProcessSeries, ServerData};
 pub use summary::{summary_schema, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};
 pub use template::{Template, TemplateError};
+pub use thresholds::{Threshold, ThresholdError, ThresholdResult};
 pub use timeline::TimelineRow;
 pub use users::UserModel;

@@ -6,6 +6,7 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::thresholds::ThresholdResult;
 use crate::timeline::us_to_ms;
 use crate::{ErrorKind, RunData};
 
@@ -315,6 +316,10 @@ pub struct Summary {
     /// What the analysis noticed, one sentence each.
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// The run's thresholds (`--slo`, a scenario's `ensure`), each checked against this
+    /// summary; absent when none were given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<ThresholdResult>,
 }
 
 impl Summary {
@@ -412,7 +417,7 @@ impl Summary {
                 }
             })
             .collect();
-        Summary {
+        let mut summary = Summary {
             schema: SUMMARY_SCHEMA.into(),
             complete: run.complete,
             model: run.plan.model.name().into(),
@@ -509,7 +514,10 @@ impl Summary {
                     })
                     .collect(),
             }),
-        }
+            thresholds: Vec::new(),
+        };
+        summary.thresholds = crate::thresholds::check_all(&run.plan.thresholds, &summary);
+        summary
     }
 }
 

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+mod ensure;
 mod flows;
 mod payload;
 mod phases;
@@ -22,6 +23,7 @@ use anyhow::{bail, Context, Result};
 use loadlab_run::UserModel;
 use serde::Deserialize;
 
+use self::ensure::EnsureSpec;
 use self::flows::{MarkovSpec, StepSpec};
 use self::payload::{read_payload, PayloadSpec};
 use self::phases::PhaseSpec;
@@ -49,6 +51,9 @@ struct Config {
     /// CSV files whose rows are handed to users.
     #[serde(default)]
     payload: Option<OneOrMany<PayloadSpec>>,
+    /// Checks that fail the run (thresholds, conditions, maxErrorRate).
+    #[serde(default)]
+    ensure: Option<EnsureSpec>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,6 +103,8 @@ pub struct Scenario {
     pub users: Option<UserModel>,
     /// `config.http.timeout`, when given.
     pub timeout: Option<Duration>,
+    /// `config.ensure` as thresholds.
+    pub thresholds: Vec<loadlab_run::Threshold>,
 }
 
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
@@ -132,12 +139,17 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
                 .map_err(|_| at(anyhow::anyhow!("config.http.timeout of {t} s is too long")))
         })
         .transpose()?;
+    let thresholds = match &file.config.ensure {
+        Some(e) => e.thresholds().map_err(at)?,
+        None => Vec::new(),
+    };
     Ok(Scenario {
         endpoints,
         requests,
         phases,
         users,
         timeout,
+        thresholds,
     })
 }
 
