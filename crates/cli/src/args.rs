@@ -89,6 +89,13 @@ pub struct ReportArgs {
     /// Also write the main charts as one image (.png or .svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Check each run against these thresholds (as `run --slo`) instead of the ones it was
+    /// run with; a failed one sets exit code 99.
+    #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = loadlab_input::values::threshold_list)]
+    pub slo: Vec<loadlab_input::values::ThresholdList>,
+    /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// `loadlab probe` flags.
@@ -199,6 +206,9 @@ pub struct LabArgs {
     /// Keep the dashboard up this long after the run ends (to read its last numbers).
     #[arg(long = "dashboard-keep", value_name = "DUR", requires = "dashboard", default_value = "0s", value_parser = parse_duration)]
     pub dashboard_keep: Duration,
+    /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// `loadlab run` flags: the load ([`LoadFlags`]) and where its results go.
@@ -213,6 +223,9 @@ pub struct RunArgs {
     /// Write a run directory: summary.json, timeline.csv, latency.hlog.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,

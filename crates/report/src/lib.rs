@@ -7,6 +7,7 @@ pub mod html;
 pub mod live;
 pub mod plot;
 pub mod probe;
+pub mod thresholds;
 
 use std::fmt::Write;
 
@@ -252,6 +253,10 @@ pub fn render_summary(s: &Summary) -> String {
         if server.processes.is_empty() {
             let _ = writeln!(out, "  (the watched processes had exited)");
         }
+    }
+    if !s.thresholds.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&thresholds::render_thresholds(&s.thresholds));
     }
     if !s.findings.is_empty() {
         let _ = writeln!(out);

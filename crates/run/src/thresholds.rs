@@ -233,6 +233,10 @@ impl fmt::Display for Threshold {
         match self.metric {
             Metric::Errors => write!(f, "{}%", self.limit),
             Metric::Rps => write!(f, "{}", self.limit),
+            _ if self.limit >= 1000.0 => write!(f, "{}s", self.limit / 1000.0),
+            _ if self.limit > 0.0 && self.limit < 1.0 => {
+                write!(f, "{}us", (self.limit * 1e6).round() / 1e3)
+            }
             _ => write!(f, "{}ms", self.limit),
         }
     }
@@ -434,6 +438,9 @@ mod tests {
         );
         assert_eq!(list[4].metric, Metric::Latency { percentile: 100.0 });
         assert_eq!(list[5].name.as_deref(), Some("login, with comma"));
+        let shown = |t: &str| Threshold::parse(t).unwrap().to_string();
+        assert_eq!(shown("p99<0.3ms"), "p99<300us");
+        assert_eq!(shown("p99<1500"), "p99<1.5s");
         let k6 = Threshold::parse("p99{name:checkout}<1s").unwrap();
         assert_eq!(k6.name.as_deref(), Some("checkout"));
         assert_eq!(k6.limit, 1000.0);
