@@ -95,6 +95,9 @@ pub struct WorkloadSpec {
     pub name: String,
     /// `loadlab run` flags, with the URL as a path: `/ping -R 300 -d 10s`.
     pub run: String,
+    /// Thresholds each cell of this workload must meet, as `--slo` takes them.
+    #[serde(default)]
+    pub slo: Option<String>,
 }
 
 fn one() -> usize {
@@ -175,7 +178,14 @@ impl TopologySpec {
 impl WorkloadSpec {
     /// The workload's `run` as load flags (paths stand for URLs on the topology's front).
     pub fn flags(&self) -> Result<LoadFlags> {
-        LoadFlags::parse_words(&split_words(&self.run)?).map_err(|e| anyhow::anyhow!("{e}"))
+        let mut flags =
+            LoadFlags::parse_words(&split_words(&self.run)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(slo) = &self.slo {
+            flags
+                .slo
+                .push(crate::values::threshold_list(slo).map_err(|e| anyhow::anyhow!("slo: {e}"))?);
+        }
+        Ok(flags)
     }
 }
 

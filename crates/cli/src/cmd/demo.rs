@@ -104,6 +104,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
             let flags = WorkloadSpec {
                 name: name.clone(),
                 run,
+                slo: None,
             }
             .flags()
             .with_context(|| format!("demo workload {name:?}"))?;
