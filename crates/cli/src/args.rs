@@ -290,6 +290,23 @@ pub struct ServeArgs {
     /// Bind with SO_REUSEPORT (used by worker processes).
     #[arg(long = "reuse-port", hide = true)]
     pub reuse_port: bool,
+    /// Where /turno counts: memory (each process alone) or redis (a redis-server loadlab
+    /// starts and stops, shared by every worker and replica; --cmd servers get $REDIS_URL).
+    #[arg(long, value_enum, default_value = "memory")]
+    pub store: StoreArg,
+    /// An existing Redis server for /turno instead of one loadlab starts (implies --store
+    /// redis).
+    #[arg(long = "redis-url", value_name = "URL")]
+    pub redis_url: Option<String>,
+}
+
+/// Where the service keeps `/turno`'s counters.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum StoreArg {
+    /// In each process.
+    Memory,
+    /// In Redis.
+    Redis,
 }
 
 /// Load balancer choice.

@@ -85,6 +85,10 @@ pub struct TopologySpec {
     /// nginx's timeouts towards the replicas, e.g. `60s`.
     #[serde(default)]
     pub proxy_timeout: Option<String>,
+    /// Where `/turno` counts: `memory` (default) or `redis` (a redis-server the lab starts,
+    /// shared by the replicas and watched with them).
+    #[serde(default)]
+    pub store: Option<String>,
 }
 
 /// One load.
@@ -157,7 +161,13 @@ impl TopologySpec {
             "builtin" => loadlab_lab::Lb::Builtin,
             other => bail!("lb must be nginx or builtin, got {other:?}"),
         };
+        let redis = match self.store.as_deref() {
+            None | Some("memory") => false,
+            Some("redis") => true,
+            Some(other) => bail!("store must be memory or redis, got {other:?}"),
+        };
         Ok(loadlab_lab::Topology {
+            redis,
             workers: self.workers,
             replicas: self.replicas,
             lb,
@@ -257,20 +267,40 @@ mod tests {
     }
 
     #[test]
+    fn a_topologys_store_is_memory_or_redis() {
+        let spec = |store: &str| -> TopologySpec {
+            serde_saphyr::from_str(&format!("name: t\nstore: {store}\n")).unwrap()
+        };
+        assert!(spec("redis").topology().unwrap().redis);
+        assert!(!spec("memory").topology().unwrap().redis);
+        let e = spec("postgres").topology().unwrap_err();
+        assert!(e.to_string().contains("memory or redis"), "{e}");
+    }
+
+    #[test]
     fn a_workload_becomes_run_flags_aimed_at_the_front() {
         let w = WorkloadSpec {
             name: "x".into(),
             run: "/delay?ms=5 -R 300 -d 10s".into(),
+            slo: Some("p99<300ms".into()),
         };
         let flags = w.flags().unwrap();
         assert_eq!(flags.urls, vec!["/delay?ms=5"]);
         assert_eq!(flags.rate, Some(300.0));
         let plan = crate::lower::workload(&flags, "http://127.0.0.1:8080").unwrap();
         assert_eq!(plan.target_urls(), vec!["http://127.0.0.1:8080/delay?ms=5"]);
+        assert_eq!(plan.thresholds.len(), 1);
         let bad = WorkloadSpec {
             name: "y".into(),
             run: "/ping -c 0".into(),
+            slo: None,
         };
         assert!(bad.flags().is_err());
+        let bad_slo = WorkloadSpec {
+            name: "z".into(),
+            run: "/ping".into(),
+            slo: Some("p99<soon".into()),
+        };
+        assert!(bad_slo.flags().is_err());
     }
 }

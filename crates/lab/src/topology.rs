@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
 use crate::proxy::Proxy;
+use crate::redis::RedisServer;
 use crate::LabError;
 
 /// The load balancer in front of replicas.
@@ -43,6 +44,9 @@ pub struct Topology {
     pub ready_timeout: Duration,
     /// nginx's timeouts towards the replicas.
     pub proxy_timeout: Duration,
+    /// Start a redis-server first and give every instance its URL (`--redis-url`, or
+    /// `$REDIS_URL` for a user's command).
+    pub redis: bool,
 }
 
 /// A running topology, stopped (every process, by PID) when dropped.
@@ -55,15 +59,17 @@ pub struct Deployment {
     balancer: Option<Supervised>,
     instances: Vec<Supervised>,
     prefix: Option<PathBuf>,
+    redis: Option<RedisServer>,
 }
 
 impl Deployment {
-    /// PIDs of every process started: instances first, then nginx.
+    /// PIDs of every process started: instances first, then nginx, then redis-server.
     pub fn pids(&self) -> Vec<u32> {
         self.instances
             .iter()
             .chain(&self.balancer)
             .map(Supervised::pid)
+            .chain(self.redis.as_ref().map(RedisServer::pid))
             .collect()
     }
 
@@ -75,6 +81,9 @@ impl Deployment {
                 if p.exited().is_some() {
                     return Some(p.label.clone());
                 }
+            }
+            if self.redis.as_mut().is_some_and(RedisServer::exited) {
+                return Some("redis-server".into());
             }
             if Instant::now() >= deadline {
                 return None;
@@ -96,6 +105,8 @@ impl Drop for Deployment {
         if let Some(prefix) = self.prefix.take() {
             let _ = std::fs::remove_dir_all(prefix);
         }
+        // Last: the instances may still be writing to it while they stop.
+        self.redis.take();
     }
 }
 
@@ -137,7 +148,12 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         balancer: None,
         instances: Vec::new(),
         prefix: None,
+        redis: None,
     };
+    if topology.redis {
+        deployment.redis = Some(RedisServer::start()?);
+    }
+    let redis_url = deployment.redis.as_ref().map(RedisServer::url);
     for (r, port) in ports.iter().enumerate() {
         let first = deployment.instances.len();
         for w in 0..topology.workers {
@@ -151,6 +167,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 Some(c) => {
                     let mut cmd = Command::new("sh");
                     cmd.arg("-c").arg(c).env("PORT", port.to_string());
+                    if let Some(url) = &redis_url {
+                        cmd.env("REDIS_URL", url);
+                    }
                     // Its output goes to stderr, so loadlab's own stdout stays machine-readable.
                     cmd.stdout(std::io::stderr());
                     cmd
@@ -162,6 +181,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                         cmd.arg("--reuse-port");
                     }
                     cmd.args(&topology.serve_args);
+                    if let Some(url) = &redis_url {
+                        cmd.args(["--redis-url", url]);
+                    }
                     cmd.stdout(std::process::Stdio::null());
                     cmd
                 }
@@ -187,8 +209,12 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         String::new()
     };
     let what = topology.command.as_deref().unwrap_or("loadlab serve");
+    let store = match &deployment.redis {
+        Some(r) => format!(", sharing redis-server {} (pid {})", r.url(), r.pid()),
+        None => String::new(),
+    };
     if topology.replicas == 1 {
-        deployment.description = format!("{what}{workers} on {}", deployment.url);
+        deployment.description = format!("{what}{workers} on {}{store}", deployment.url);
         return Ok(deployment);
     }
     let lb = match topology.lb {
@@ -230,7 +256,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         }
     }
     deployment.description = format!(
-        "{} replicas of {what}{workers} behind {} on {}{fallback}",
+        "{} replicas of {what}{workers} behind {} on {}{store}{fallback}",
         topology.replicas,
         if lb == Lb::Nginx {
             "nginx"

@@ -7,6 +7,7 @@
 //! `/bbox/async` do not.
 
 mod endpoints;
+mod store;
 mod web;
 
 use std::collections::HashMap;
@@ -20,13 +21,18 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-/// How the black-box endpoints behave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use crate::store::Store;
+
+/// How the black-box endpoints behave, and where `/turno` counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceConfig {
     /// Delay of `/bbox/async` and `/bbox/sync`.
     pub bbox_delay: Duration,
     /// Requests `/bbox/sync` serves at once; the rest queue.
     pub bbox_workers: usize,
+    /// A Redis server holding `/turno`'s counters (shared by replicas); `None` counts in
+    /// the process.
+    pub redis_url: Option<String>,
 }
 
 impl Default for ServiceConfig {
@@ -34,6 +40,7 @@ impl Default for ServiceConfig {
         ServiceConfig {
             bbox_delay: Duration::from_millis(1000),
             bbox_workers: 3,
+            redis_url: None,
         }
     }
 }
@@ -44,15 +51,15 @@ struct Shared {
     started: Instant,
     config: ServiceConfig,
     bbox_sync: Arc<Semaphore>,
-    tickets: Arc<Mutex<HashMap<String, u64>>>,
+    tickets: Arc<Store>,
     /// Tokens issued by `/login`, to their users.
     tokens: Arc<Mutex<HashMap<String, String>>>,
 }
 
-/// The service's routes.
-pub fn router(config: ServiceConfig) -> Router {
+/// The service's routes; fails only on a Redis URL that cannot be parsed.
+pub fn router(config: ServiceConfig) -> Result<Router, String> {
     use endpoints::*;
-    Router::new()
+    Ok(Router::new()
         .route("/ping", get(ping))
         .route("/health", get(health))
         .route("/delay", get(delay))
@@ -71,16 +78,17 @@ pub fn router(config: ServiceConfig) -> Router {
         .fallback(not_found)
         .with_state(Shared {
             started: Instant::now(),
-            config,
             bbox_sync: Arc::new(Semaphore::new(config.bbox_workers.max(1))),
-            tickets: Arc::new(Mutex::new(HashMap::new())),
+            tickets: Arc::new(Store::new(config.redis_url.as_deref())?),
+            config,
             tokens: Arc::new(Mutex::new(HashMap::new())),
-        })
+        }))
 }
 
 /// Serves the reference service on `listener` until the future is dropped.
 pub async fn serve(listener: TcpListener, config: ServiceConfig) -> std::io::Result<()> {
-    axum::serve(no_delay(listener), router(config)).await
+    let app = router(config).map_err(std::io::Error::other)?;
+    axum::serve(no_delay(listener), app).await
 }
 
 /// Accepted connections with Nagle's algorithm off: with pipelined requests, small responses
@@ -110,6 +118,7 @@ impl TestServer {
 
     /// Like [`TestServer::start`], with black-box settings.
     pub fn start_with(threads: usize, config: ServiceConfig) -> std::io::Result<TestServer> {
+        let app = router(config).map_err(std::io::Error::other)?;
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
@@ -124,8 +133,8 @@ impl TestServer {
                 rt.block_on(async move {
                     let listener =
                         TcpListener::from_std(std_listener).expect("listener is non-blocking");
-                    let server = axum::serve(no_delay(listener), router(config))
-                        .with_graceful_shutdown(async {
+                    let server =
+                        axum::serve(no_delay(listener), app).with_graceful_shutdown(async {
                             let _ = rx.await;
                         });
                     let _ = server.await;

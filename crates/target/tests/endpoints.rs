@@ -105,6 +105,7 @@ fn the_sync_black_box_queues_past_its_workers_and_the_async_one_does_not() {
     let config = ServiceConfig {
         bbox_delay: Duration::from_millis(200),
         bbox_workers: 2,
+        redis_url: None,
     };
     let s = TestServer::start_with(1, config).unwrap();
     let sync2 = ms(concurrently(s.addr, "/bbox/sync", 2));

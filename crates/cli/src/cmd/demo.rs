@@ -24,6 +24,7 @@ const CALC_N: u64 = 2_000_000;
 
 fn topology(replicas: usize) -> loadlab_lab::Topology {
     loadlab_lab::Topology {
+        redis: false,
         workers: 1,
         replicas,
         lb: loadlab_lab::Lb::Nginx,
@@ -172,6 +173,7 @@ fn black_box(stop: &loadlab_engine::StopSignal) -> Result<()> {
         loadlab_target::ServiceConfig {
             bbox_delay: Duration::from_millis(200),
             bbox_workers: 3,
+            redis_url: None,
         },
     )
     .context("cannot start the reference service")?;
