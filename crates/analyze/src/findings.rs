@@ -608,6 +608,7 @@ mod tests {
                     rss_mb: 1.0,
                 }],
             }],
+            stores: Vec::new(),
         });
         let s = Summary::from_run(&r);
         let f = findings(&r, &s, 2);

@@ -229,6 +229,10 @@ pub struct RunArgs {
     /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,
+    /// Watch this Redis server (commands/s, memory, clients, each stream's backlog) during
+    /// the run, e.g. redis://127.0.0.1:6379/ (repeatable).
+    #[arg(long = "watch-redis", value_name = "URL")]
+    pub watch_redis: Vec<String>,
     /// Serve a live dashboard (charts every second, a stop button, /metrics) at ADDR
     /// (default 127.0.0.1 on a free port, printed at the start).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]

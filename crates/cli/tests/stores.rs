@@ -125,3 +125,44 @@ fn a_redis_that_refuses_connections_gives_503s_without_a_hang() {
     assert_eq!(s["status"]["503"], 40, "{}", s["status"]);
     assert_eq!(s["requests"]["errors"], 40);
 }
+
+#[test]
+fn a_run_watching_redis_reports_its_commands_beside_the_latency() {
+    let t = Served::start(&["--store", "redis"]);
+    let line_url = format!("http://127.0.0.1:{}/turno/w", t.port);
+    // The service's first line names its redis-server; the run watches it by URL.
+    let redis_url = t
+        .line
+        .split("redis-server ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no redis URL in {:?}", t.line))
+        .to_string();
+    let redis_port = redis_url
+        .trim_start_matches("redis://127.0.0.1:")
+        .trim_end_matches('/')
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = loadlab_ok(&[
+        "run",
+        &line_url,
+        "-R",
+        "200",
+        "-d",
+        "3s",
+        "--watch-redis",
+        &redis_url,
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let s = read_json(&dir.path().join("summary.json"));
+    let store = &s["server"]["stores"][0];
+    assert_eq!(store["name"], format!("redis 127.0.0.1:{redis_port}"));
+    // 200 INCRs a second: the readings count the service's commands, not their own.
+    let avg = store["commands_per_s_avg"].as_f64().unwrap();
+    assert!((150.0..=260.0).contains(&avg), "{store}");
+    assert!(store["clients_max"].as_u64().unwrap() >= 1, "{store}");
+    let csv = std::fs::read_to_string(dir.path().join("stores.csv")).unwrap();
+    assert!(csv.starts_with("second,store,commands_per_s"), "{csv}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("commands/s on average"));
+}

@@ -48,6 +48,7 @@ pub fn run_matrix(
             })?;
         println!("\n  {name}: {}", deployment.description);
         let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
+        let stores: Vec<String> = deployment.redis_url().into_iter().collect();
         for w in workloads {
             let plan = loadlab_input::lower::workload(&w.flags, &deployment.url)?;
             println!("    running {} …", w.name);
@@ -57,7 +58,7 @@ pub fn run_matrix(
                     matches!(plan.model, loadlab_run::Model::Open { .. }),
                 );
             }
-            let (run, summary) = execute(&plan, stop, false, &pids, dashboard)?;
+            let (run, summary) = execute(&plan, stop, false, &pids, &stores, dashboard)?;
             let dir = out.join(slug(name)).join(slug(&w.name));
             loadlab_run::write_run_dir(&dir, &run, &summary)?;
             cells.push(LabCell {

@@ -6,6 +6,7 @@ pub mod process;
 pub mod proxy;
 pub mod redis;
 pub mod sampler;
+pub mod store_sampler;
 pub mod topology;
 
 use std::time::Duration;

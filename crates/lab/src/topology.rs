@@ -73,6 +73,11 @@ impl Deployment {
             .collect()
     }
 
+    /// The URL of the topology's redis-server, when it has one.
+    pub fn redis_url(&self) -> Option<String> {
+        self.redis.as_ref().map(RedisServer::url)
+    }
+
     /// Waits up to `wait` for one of the processes to exit; returns its label if one did.
     pub fn exited(&mut self, wait: Duration) -> Option<String> {
         let deadline = Instant::now() + wait;

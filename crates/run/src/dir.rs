@@ -40,7 +40,7 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
 }
 
 /// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, and `server.csv`
-/// when the lab watched the service's processes.
+/// when the lab watched the service's processes (with `stores.csv` when it watched stores).
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|source| RunDirError {
         path: dir.to_path_buf(),
@@ -77,6 +77,11 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
         let mut csv = Vec::new();
         server.write_csv(&mut csv).expect("writes to a Vec");
         write_atomic(&dir.join("server.csv"), &csv)?;
+        if !server.stores.is_empty() {
+            let mut csv = Vec::new();
+            server.write_stores_csv(&mut csv).expect("writes to a Vec");
+            write_atomic(&dir.join("stores.csv"), &csv)?;
+        }
     }
     Ok(())
 }
@@ -170,7 +175,10 @@ fn read_server_csv(text: &str) -> crate::ServerData {
             }),
         }
     }
-    crate::ServerData { processes }
+    crate::ServerData {
+        processes,
+        stores: Vec::new(),
+    }
 }
 
 /// Merges the untagged (latency from the intended start) intervals of an interval log.

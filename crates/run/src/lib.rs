@@ -24,7 +24,9 @@ pub use plan::{
 pub use record::{
     new_histogram, ConnectStats, Counts, GeneratorStats, Interval, PhaseRecord, RunData, UserRecord,
 };
-pub use server::{ProcessSample, ProcessSeries, ServerData};
+pub use server::{
+    ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
+};
 pub use summary::{summary_schema, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError, ThresholdResult};

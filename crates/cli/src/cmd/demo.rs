@@ -213,7 +213,7 @@ fn coordinated_omission(
             count: None,
         };
         let plan = Plan::get(server.addr, path, model, stop_at).check()?;
-        let (run, summary) = execute(&plan, stop, false, &[], None)?;
+        let (run, summary) = execute(&plan, stop, false, &[], &[], None)?;
         loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {
             label: format!("/stall {label}"),

@@ -34,7 +34,14 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
             matches!(plan.model, loadlab_run::Model::Open { .. }),
         );
     }
-    let (run, summary) = execute(&plan, &stop, live, &a.watch_pid, dashboard.as_ref())?;
+    let (run, summary) = execute(
+        &plan,
+        &stop,
+        live,
+        &a.watch_pid,
+        &a.watch_redis,
+        dashboard.as_ref(),
+    )?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;

@@ -83,6 +83,8 @@ pub struct Served {
     pub port: u16,
     /// The service's processes, as its first line lists them.
     pub pids: Vec<u32>,
+    /// Its first line.
+    pub line: String,
 }
 
 impl Served {
@@ -113,7 +115,12 @@ impl Served {
             .and_then(|r| r.split(')').next())
             .map(|p| p.split(' ').filter_map(|x| x.parse().ok()).collect())
             .unwrap_or_default();
-        Served { child, port, pids }
+        Served {
+            child,
+            port,
+            pids,
+            line,
+        }
     }
 
     /// Sends SIGINT and waits (up to 15 s) for the process to exit; its exit code.
