@@ -74,6 +74,24 @@ pub enum Command {
     Compare(CompareArgs),
     /// Write the HTML report of run directories (several are overlaid on the same axes).
     Report(ReportArgs),
+    /// The visits application's counter: count page views from a Redis stream into sharded
+    /// counters (started by `serve --visits`; run it by hand to restart one).
+    Consume(ConsumeArgs),
+}
+
+/// `loadlab consume` flags.
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    /// The Redis server holding the visits stream and the counters.
+    #[arg(long = "redis-url", value_name = "URL")]
+    pub redis_url: String,
+    /// This consumer's name in the group; restarted under the same name it first takes back
+    /// what it had not acknowledged.
+    #[arg(long, default_value = "counter-1")]
+    pub name: String,
+    /// Counters per page; each view goes to one at random (seed 002 used 100).
+    #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
+    pub shards: usize,
 }
 
 /// `loadlab report` flags.
@@ -302,6 +320,21 @@ pub struct ServeArgs {
     /// redis).
     #[arg(long = "redis-url", value_name = "URL")]
     pub redis_url: Option<String>,
+    /// The visits application (seed 002): each /site view is queued on a Redis stream and
+    /// counted by --consumers `loadlab consume` processes into sharded counters;
+    /// /visits/PAGE tells the count. Implies --store redis.
+    #[arg(long)]
+    pub visits: bool,
+    /// Counter consumers started with --visits.
+    #[arg(long, default_value = "1", value_parser = positive_count, requires = "visits")]
+    pub consumers: usize,
+    /// Counters per page with --visits.
+    #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
+    pub shards: usize,
+    /// Most requests each process serves at once; past it it answers 429 (seed 002's
+    /// per-instance concurrency limit).
+    #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]
+    pub max_in_flight: Option<usize>,
 }
 
 /// Where the service keeps `/turno`'s counters.

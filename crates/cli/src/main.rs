@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         Command::Capacity(a) => cmd::capacity::main(a),
         Command::Compare(a) => cmd::compare::main(a),
         Command::Report(a) => cmd::report::main(a),
+        Command::Consume(a) => cmd::consume::main(a),
     };
     match result {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,
@@ -78,6 +79,7 @@ fn one_line(rendered: &str) -> String {
     let sub = std::env::args().nth(1).filter(|a| {
         [
             "run", "serve", "validate", "lab", "demo", "probe", "capacity", "compare", "report",
+            "consume",
         ]
         .contains(&a.as_str())
     });

@@ -166,3 +166,154 @@ fn a_run_watching_redis_reports_its_commands_beside_the_latency() {
     assert!(csv.starts_with("second,store,commands_per_s"), "{csv}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("commands/s on average"));
 }
+
+/// The pid of the deployment's `loadlab consume` process.
+fn consumer_pid(t: &Served) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&pid| {
+            parent(pid) == Some(t.child.id())
+                && std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split('\0').any(|a| a == "consume"))
+        })
+}
+
+/// `/visits/PAGE` of the service at `port`.
+fn visits(port: u16, page: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /visits/{page} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str::<serde_json::Value>(body).map_or(0, |v| v["visits"].as_u64().unwrap_or(0))
+}
+
+#[test]
+fn every_page_view_is_counted_once_even_when_the_consumer_is_killed_mid_run() {
+    let t = Served::start(&["--visits", "--replicas", "2", "--shards", "10"]);
+    let first = consumer_pid(&t).expect("a consumer process");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let url = format!("http://127.0.0.1:{}/site/home", t.port);
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args([
+            "run",
+            &url,
+            "-R",
+            "300",
+            "-d",
+            "4s",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kills the consumer this test's service started, by its PID.
+    unsafe {
+        libc::kill(first as libc::pid_t, libc::SIGKILL);
+    }
+    assert!(run.wait().unwrap().success());
+    let served = read_json(&json)["status"]["200"].as_u64().unwrap();
+    assert!(served >= 1100, "{served} views served");
+    // The supervisor starts the consumer again; it takes back what it had not acknowledged.
+    let start = std::time::Instant::now();
+    let mut counted = visits(t.port, "home");
+    while counted < served && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        counted = visits(t.port, "home");
+    }
+    assert_eq!(counted, served, "every 200 counted once");
+    let second = consumer_pid(&t).expect("the consumer started again");
+    assert_ne!(first, second);
+}
+
+#[test]
+fn a_consumer_restarted_under_its_name_counts_what_it_had_taken_and_not_acknowledged() {
+    let t = Served::start(&["--store", "redis"]);
+    let url = t
+        .line
+        .split("redis-server ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .to_string();
+    let mut c = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: String = redis::cmd("XGROUP")
+        .arg(&["CREATE", "visits", "counters", "0", "MKSTREAM"][..])
+        .query(&mut c)
+        .unwrap();
+    for _ in 0..50 {
+        let _: String = redis::cmd("XADD")
+            .arg(&["visits", "*", "page", "news"][..])
+            .query(&mut c)
+            .unwrap();
+    }
+    // A consumer named counter-1 took 20 views and died before acknowledging them.
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg(
+            &[
+                "GROUP",
+                "counters",
+                "counter-1",
+                "COUNT",
+                "20",
+                "STREAMS",
+                "visits",
+                ">",
+            ][..],
+        )
+        .query(&mut c)
+        .unwrap();
+    let mut consumer = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args([
+            "consume",
+            "--redis-url",
+            &url,
+            "--name",
+            "counter-1",
+            "--shards",
+            "5",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let counted = |c: &mut redis::Connection| -> u64 {
+        let keys: Vec<String> = (0..5).map(|s| format!("visits:news:{s}")).collect();
+        let n: Vec<Option<u64>> = redis::cmd("MGET").arg(&keys).query(c).unwrap();
+        n.into_iter().flatten().sum()
+    };
+    let start = std::time::Instant::now();
+    while counted(&mut c) < 50 && start.elapsed() < std::time::Duration::from_secs(15) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: stops the consumer this test started, by its PID.
+    unsafe {
+        libc::kill(consumer.id() as libc::pid_t, libc::SIGINT);
+    }
+    let _ = consumer.wait();
+    assert_eq!(
+        counted(&mut c),
+        50,
+        "the 20 taken before and the 30 never delivered"
+    );
+    let pending: redis::Value = redis::cmd("XPENDING")
+        .arg(&["visits", "counters"][..])
+        .query(&mut c)
+        .unwrap();
+    match pending {
+        redis::Value::Array(v) => assert_eq!(v.first(), Some(&redis::Value::Int(0)), "{v:?}"),
+        other => panic!("XPENDING answered {other:?}"),
+    }
+}

@@ -89,6 +89,10 @@ pub struct TopologySpec {
     /// shared by the replicas and watched with them).
     #[serde(default)]
     pub store: Option<String>,
+    /// The visits application (seed 002): `/site` views queued on Redis and counted by this
+    /// many consumers (`store: redis` is implied).
+    #[serde(default)]
+    pub consumers: Option<usize>,
 }
 
 /// One load.
@@ -161,19 +165,26 @@ impl TopologySpec {
             "builtin" => loadlab_lab::Lb::Builtin,
             other => bail!("lb must be nginx or builtin, got {other:?}"),
         };
+        let consumers = self.consumers.unwrap_or(0);
         let redis = match self.store.as_deref() {
-            None | Some("memory") => false,
+            None | Some("memory") => consumers > 0,
             Some("redis") => true,
             Some(other) => bail!("store must be memory or redis, got {other:?}"),
         };
+        let mut serve_args = split_words(self.serve.as_deref().unwrap_or(""))?;
+        if consumers > 0 {
+            serve_args.push("--visits".into());
+        }
         Ok(loadlab_lab::Topology {
             redis,
+            consumers,
+            shards: None,
             workers: self.workers,
             replicas: self.replicas,
             lb,
             port: 0,
             command: self.cmd.clone(),
-            serve_args: split_words(self.serve.as_deref().unwrap_or(""))?,
+            serve_args,
             health_path: "/health".into(),
             ready_timeout: Duration::from_secs(15),
             proxy_timeout: match &self.proxy_timeout {

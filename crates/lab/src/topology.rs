@@ -47,6 +47,12 @@ pub struct Topology {
     /// Start a redis-server first and give every instance its URL (`--redis-url`, or
     /// `$REDIS_URL` for a user's command).
     pub redis: bool,
+    /// With `redis`: `loadlab consume` processes counting the visits application's page
+    /// views (named `counter-1`, `counter-2`, …).
+    pub consumers: usize,
+    /// Counters per page the consumers spread views over (`None`: the consumer's default;
+    /// the service must be given the same).
+    pub shards: Option<usize>,
 }
 
 /// A running topology, stopped (every process, by PID) when dropped.
@@ -60,17 +66,40 @@ pub struct Deployment {
     instances: Vec<Supervised>,
     prefix: Option<PathBuf>,
     redis: Option<RedisServer>,
+    consumers: Vec<Supervised>,
+    /// How to start consumer `i` again (the loadlab executable, the Redis URL, the shards).
+    consumer_spec: Option<(PathBuf, String, Option<usize>)>,
 }
 
 impl Deployment {
-    /// PIDs of every process started: instances first, then nginx, then redis-server.
+    /// PIDs of every process started: instances first, then nginx, the consumers and
+    /// redis-server.
     pub fn pids(&self) -> Vec<u32> {
         self.instances
             .iter()
             .chain(&self.balancer)
+            .chain(&self.consumers)
             .map(Supervised::pid)
             .chain(self.redis.as_ref().map(RedisServer::pid))
             .collect()
+    }
+
+    /// Starts again, under the same name, every consumer that exited: as an orchestrator
+    /// would, so it takes back the views it had not acknowledged.
+    fn restart_consumers(&mut self) {
+        let Some((exe, url, shards)) = &self.consumer_spec else {
+            return;
+        };
+        for (i, c) in self.consumers.iter_mut().enumerate() {
+            if let Some(status) = c.exited() {
+                eprintln!("[{}] exited ({status}); starting it again", c.label);
+                if let Ok(fresh) =
+                    Supervised::spawn(&c.label, consumer_command(exe, url, i + 1, *shards))
+                {
+                    *c = fresh;
+                }
+            }
+        }
     }
 
     /// The URL of the topology's redis-server, when it has one.
@@ -78,10 +107,12 @@ impl Deployment {
         self.redis.as_ref().map(RedisServer::url)
     }
 
-    /// Waits up to `wait` for one of the processes to exit; returns its label if one did.
+    /// Waits up to `wait` for one of the processes to exit; returns its label if one did. A
+    /// consumer that exited is started again instead.
     pub fn exited(&mut self, wait: Duration) -> Option<String> {
         let deadline = Instant::now() + wait;
         loop {
+            self.restart_consumers();
             for p in self.instances.iter_mut().chain(self.balancer.as_mut()) {
                 if p.exited().is_some() {
                     return Some(p.label.clone());
@@ -110,9 +141,24 @@ impl Drop for Deployment {
         if let Some(prefix) = self.prefix.take() {
             let _ = std::fs::remove_dir_all(prefix);
         }
-        // Last: the instances may still be writing to it while they stop.
+        for c in &mut self.consumers {
+            c.stop(Duration::from_secs(3));
+        }
+        // Last: the instances and consumers may still be using it while they stop.
         self.redis.take();
     }
+}
+
+/// `loadlab consume` as consumer `i` (`counter-i`) of the Redis server at `url`.
+fn consumer_command(exe: &Path, url: &str, i: usize, shards: Option<usize>) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(["consume", "--redis-url", url])
+        .args(["--name", &format!("counter-{i}")])
+        .stdout(std::process::Stdio::null());
+    if let Some(shards) = shards {
+        cmd.args(["--shards", &shards.to_string()]);
+    }
+    cmd
 }
 
 /// A free port on 127.0.0.1 (bound, then released for a child to take).
@@ -154,11 +200,21 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         instances: Vec::new(),
         prefix: None,
         redis: None,
+        consumers: Vec::new(),
+        consumer_spec: None,
     };
     if topology.redis {
         deployment.redis = Some(RedisServer::start()?);
     }
     let redis_url = deployment.redis.as_ref().map(RedisServer::url);
+    if let Some(url) = &redis_url {
+        for i in 1..=topology.consumers {
+            let cmd = consumer_command(loadlab_exe, url, i, topology.shards);
+            let child = Supervised::spawn(&format!("consumer {i}"), cmd).map_err(LabError::Io)?;
+            deployment.consumers.push(child);
+        }
+        deployment.consumer_spec = Some((loadlab_exe.to_path_buf(), url.clone(), topology.shards));
+    }
     for (r, port) in ports.iter().enumerate() {
         let first = deployment.instances.len();
         for w in 0..topology.workers {
@@ -217,6 +273,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     let store = match &deployment.redis {
         Some(r) => format!(", sharing redis-server {} (pid {})", r.url(), r.pid()),
         None => String::new(),
+    } + &match deployment.consumers.len() {
+        0 => String::new(),
+        n => format!(" with {n} visit counter consumer(s)"),
     };
     if topology.replicas == 1 {
         deployment.description = format!("{what}{workers} on {}{store}", deployment.url);

@@ -81,7 +81,7 @@ pub async fn health() -> &'static str {
 pub async fn not_found(uri: axum::http::Uri) -> Response {
     (
         StatusCode::NOT_FOUND,
-        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /site/PAGE, /static/FILE, POST /login, /account, /health\n", uri.path()),
+        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /visits/PAGE, /site/PAGE, /static/FILE, POST /login, /account, /health\n", uri.path()),
     )
         .into_response()
 }
@@ -217,7 +217,7 @@ pub async fn turno(State(s): State<Shared>, Path(name): Path<String>) -> Respons
     if name.is_empty() || name.len() > 128 {
         return bad_request("the queue name must have 1 to 128 characters".into());
     }
-    match s.tickets.next(&name).await {
+    match s.store.next(&name).await {
         Ok(n) => Json(serde_json::json!({ "turno": n })).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }

@@ -25,6 +25,8 @@ const CALC_N: u64 = 2_000_000;
 fn topology(replicas: usize) -> loadlab_lab::Topology {
     loadlab_lab::Topology {
         redis: false,
+        consumers: 0,
+        shards: None,
         workers: 1,
         replicas,
         lb: loadlab_lab::Lb::Nginx,
@@ -173,7 +175,7 @@ fn black_box(stop: &loadlab_engine::StopSignal) -> Result<()> {
         loadlab_target::ServiceConfig {
             bbox_delay: Duration::from_millis(200),
             bbox_workers: 3,
-            redis_url: None,
+            ..Default::default()
         },
     )
     .context("cannot start the reference service")?;

@@ -2,6 +2,7 @@
 
 pub mod capacity;
 pub mod compare;
+pub mod consume;
 pub mod demo;
 pub mod lab;
 pub mod probe;

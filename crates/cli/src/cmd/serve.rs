@@ -12,8 +12,10 @@ use crate::cmd::Outcome;
 pub fn main(a: ServeArgs) -> Result<Outcome> {
     // A redis-server of loadlab's own is started here for a single process (and kept until
     // the service stops), or by the topology for workers and replicas.
-    let own_redis = a.store == StoreArg::Redis && a.redis_url.is_none();
-    if a.workers == 1 && a.replicas == 1 && a.cmd.is_none() {
+    let own_redis = (a.store == StoreArg::Redis || a.visits) && a.redis_url.is_none();
+    // The visits application's consumers are processes of their own: with its own Redis, a
+    // topology starts them (an instance given --redis-url is one of its processes).
+    if a.workers == 1 && a.replicas == 1 && a.cmd.is_none() && !(a.visits && own_redis) {
         let redis = own_redis
             .then(loadlab_lab::RedisServer::start)
             .transpose()?;
@@ -55,6 +57,9 @@ fn serve_here(a: &ServeArgs, redis_url: Option<String>, store: &str) -> Result<O
         bbox_delay: a.bbox_delay,
         bbox_workers: a.bbox_workers,
         redis_url,
+        visits: a.visits,
+        shards: a.shards,
+        max_in_flight: a.max_in_flight,
     };
     let listener = bind(a)?;
     let addr = listener.local_addr()?;
@@ -96,6 +101,16 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
     if let Some(url) = &a.redis_url {
         serve_args.extend(["--redis-url".to_string(), url.clone()]);
     }
+    if a.visits {
+        serve_args.extend([
+            "--visits".to_string(),
+            "--shards".into(),
+            a.shards.to_string(),
+        ]);
+    }
+    if let Some(n) = a.max_in_flight {
+        serve_args.extend(["--max-in-flight".to_string(), n.to_string()]);
+    }
     let topology = loadlab_lab::Topology {
         workers: a.workers,
         replicas: a.replicas,
@@ -110,6 +125,8 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         ready_timeout: a.ready_timeout,
         proxy_timeout: a.proxy_timeout,
         redis,
+        consumers: if a.visits && redis { a.consumers } else { 0 },
+        shards: Some(a.shards),
     };
     let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;
