@@ -294,7 +294,8 @@ pub struct ServeArgs {
     /// Replicas on their own ports behind a load balancer on --port.
     #[arg(long, default_value = "1", value_parser = positive_count)]
     pub replicas: usize,
-    /// Load balancer in front of replicas (builtin: a round-robin TCP proxy, when nginx is missing).
+    /// Load balancer in front of replicas (builtin: a round-robin TCP proxy, when nginx is
+    /// missing; client: none, the replicas' URLs are printed for clients to balance over).
     #[arg(long, value_enum, default_value = "nginx")]
     pub lb: LbArg,
     /// Run your own server instead (it must listen on $PORT), in the same topologies.
@@ -353,6 +354,8 @@ pub enum LbArg {
     Nginx,
     /// loadlab's round-robin TCP proxy.
     Builtin,
+    /// No balancer: every replica on its own port, for clients that balance themselves.
+    Client,
 }
 
 /// `loadlab demo` flags.

@@ -317,3 +317,109 @@ fn a_consumer_restarted_under_its_name_counts_what_it_had_taken_and_not_acknowle
         other => panic!("XPENDING answered {other:?}"),
     }
 }
+
+#[test]
+fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.yaml");
+    std::fs::write(
+        &file,
+        "name: turnomatic\n\
+         topologies:\n  - { name: two, replicas: 2, lb: client, store: redis }\n\
+         workloads:\n  - { name: tickets, run: \"/turno/q -c 4 -n 400\" }\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = loadlab_ok(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("balanced by the client over http://127.0.0.1:"),
+        "{text}"
+    );
+    let s = read_json(&out_dir.join("two").join("tickets").join("summary.json"));
+    assert_eq!(
+        s["targets"].as_array().unwrap().len(),
+        2,
+        "{}",
+        s["targets"]
+    );
+    assert_eq!(s["status"]["200"], 400);
+    // The lab watched the topology's redis-server with its processes.
+    let store = &s["server"]["stores"][0];
+    assert!(
+        store["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("redis 127.0.0.1:"),
+        "{store}"
+    );
+}
+
+/// Runs an example experiment file (its short variant) and returns stdout and the output dir.
+fn lab_example(file: &str) -> (String, tempfile::TempDir) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(file);
+    let dir = tempfile::tempdir().unwrap();
+    let out = loadlab_ok(&[
+        "lab",
+        path.to_str().unwrap(),
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), dir)
+}
+
+#[test]
+fn seed_003_runs_on_redis_and_says_why_its_load_models_disagree_or_agree() {
+    let (text, dir) = lab_example("seed-003-turnomatic.short.yaml");
+    for cell in ["1-instance", "3-instances-client-balanced"] {
+        for w in [
+            "closed-c100-p10-autocannon",
+            "open-2000-s-wrk2-shape",
+            "closed-c100-loadtest",
+        ] {
+            let s = read_json(&dir.path().join(cell).join(w).join("summary.json"));
+            assert!(s["requests"]["ok"].as_u64().unwrap() > 0, "{cell}/{w}");
+            assert_eq!(s["requests"]["errors"], 0, "{cell}/{w}: {}", s["status"]);
+        }
+    }
+    // Whether the models disagree depends on the machine; when they do, the lab says why.
+    if text.contains("the load models disagree") {
+        assert!(text.contains("in flight /"), "{text}");
+    }
+}
+
+#[test]
+fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
+    let (text, dir) = lab_example("seed-002-visits.short.yaml");
+    assert!(text.contains("1 visit counter consumer"), "{text}");
+    let s = read_json(
+        &dir.path()
+            .join("after-3-web")
+            .join("site-users")
+            .join("summary.json"),
+    );
+    assert!(
+        s["requests"]["ok"].as_u64().unwrap() > 0,
+        "{}",
+        s["requests"]
+    );
+    let names: Vec<&str> = s["server"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"redis-server") && names.contains(&"nginx"),
+        "{names:?}"
+    );
+    let stream = &s["server"]["stores"][0]["streams"][0];
+    assert_eq!(stream["name"], "visits", "{}", s["server"]["stores"]);
+}

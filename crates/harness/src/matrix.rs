@@ -50,7 +50,7 @@ pub fn run_matrix(
         let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
         let stores: Vec<String> = deployment.redis_url().into_iter().collect();
         for w in workloads {
-            let plan = loadlab_input::lower::workload(&w.flags, &deployment.url)?;
+            let plan = loadlab_input::lower::workload(&w.flags, &deployment.fronts)?;
             println!("    running {} …", w.name);
             if let Some(d) = dashboard {
                 d.begin(

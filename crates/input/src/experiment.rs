@@ -73,7 +73,7 @@ pub struct TopologySpec {
     /// Worker processes per replica.
     #[serde(default = "one")]
     pub workers: usize,
-    /// `nginx` or `builtin`.
+    /// `nginx`, `builtin`, or `client` (no balancer: the load goes to every replica).
     #[serde(default = "nginx")]
     pub lb: String,
     /// The user's server command (reads `$PORT`) instead of loadlab's service.
@@ -141,9 +141,17 @@ fn read(path: &Path) -> Result<Experiment> {
     }
     let mut workloads = Vec::new();
     for w in &exp.workloads {
-        let flags = w
+        let mut flags = w
             .flags()
             .with_context(|| format!("{}: workload {:?}", path.display(), w.name))?;
+        // A scenario file named by a workload is found beside the experiment file.
+        if flags.is_scenario() {
+            let file = Path::new(&flags.urls[0]);
+            if file.is_relative() {
+                let beside = path.parent().unwrap_or(Path::new(".")).join(file);
+                flags.urls[0] = beside.to_string_lossy().into_owned();
+            }
+        }
         workloads.push(Workload {
             name: w.name.clone(),
             flags,
@@ -163,7 +171,8 @@ impl TopologySpec {
         let lb = match self.lb.as_str() {
             "nginx" => loadlab_lab::Lb::Nginx,
             "builtin" => loadlab_lab::Lb::Builtin,
-            other => bail!("lb must be nginx or builtin, got {other:?}"),
+            "client" => loadlab_lab::Lb::Client,
+            other => bail!("lb must be nginx, builtin or client, got {other:?}"),
         };
         let consumers = self.consumers.unwrap_or(0);
         let redis = match self.store.as_deref() {
@@ -298,8 +307,20 @@ mod tests {
         let flags = w.flags().unwrap();
         assert_eq!(flags.urls, vec!["/delay?ms=5"]);
         assert_eq!(flags.rate, Some(300.0));
-        let plan = crate::lower::workload(&flags, "http://127.0.0.1:8080").unwrap();
+        let plan = crate::lower::workload(&flags, &["http://127.0.0.1:8080".into()]).unwrap();
         assert_eq!(plan.target_urls(), vec!["http://127.0.0.1:8080/delay?ms=5"]);
+        let fronts = [
+            "http://127.0.0.1:8081".into(),
+            "http://127.0.0.1:8082".into(),
+        ];
+        let both = crate::lower::workload(&flags, &fronts).unwrap();
+        assert_eq!(
+            both.target_urls(),
+            vec![
+                "http://127.0.0.1:8081/delay?ms=5",
+                "http://127.0.0.1:8082/delay?ms=5"
+            ]
+        );
         assert_eq!(plan.thresholds.len(), 1);
         let bad = WorkloadSpec {
             name: "y".into(),

@@ -120,15 +120,24 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
     urls(f).map_err(InputError::flags)
 }
 
-/// An experiment's workload: load flags whose URLs are paths on the topology's `front`
-/// (`http://127.0.0.1:PORT`).
-pub fn workload(f: &LoadFlags, front: &str) -> Result<ValidPlan, InputError> {
+/// An experiment's workload: load flags whose URLs are paths on the topology's `fronts`
+/// (`http://127.0.0.1:PORT`; several when the client balances over the replicas, and then each
+/// path goes to every one of them), or a scenario file sent to the first front.
+pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
     let mut f = f.clone();
-    for url in &mut f.urls {
-        if url.starts_with('/') {
-            *url = format!("{front}{url}");
-        }
+    if f.is_scenario() {
+        // A scenario's paths are relative to its target: the (first) front.
+        f.target = f.target.or_else(|| fronts.first().cloned());
+        return flags(&f);
     }
+    f.urls = f
+        .urls
+        .iter()
+        .flat_map(|url| match url.starts_with('/') {
+            true => fronts.iter().map(|front| format!("{front}{url}")).collect(),
+            false => vec![url.clone()],
+        })
+        .collect();
     urls(&f).map_err(InputError::flags)
 }
 

@@ -21,6 +21,9 @@ pub enum Lb {
     Nginx,
     /// loadlab's own round-robin TCP proxy.
     Builtin,
+    /// No balancer: the load goes to every replica's own URL at once, as clients balancing
+    /// by DNS do (seed 003).
+    Client,
 }
 
 /// What to deploy.
@@ -57,8 +60,11 @@ pub struct Topology {
 
 /// A running topology, stopped (every process, by PID) when dropped.
 pub struct Deployment {
-    /// Where load goes: the balancer, or the only replica.
+    /// Where load goes: the balancer, or the only replica (the first one with client-side
+    /// balancing).
     pub url: String,
+    /// Every URL load goes to: `url`, or each replica's with client-side balancing.
+    pub fronts: Vec<String>,
     /// What was started, in words (including a fallback from nginx to the built-in proxy).
     pub description: String,
     proxy: Option<Proxy>,
@@ -185,15 +191,20 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     } else {
         topology.port
     };
+    // With client-side balancing the first replica takes the front's port.
     let ports: Vec<u16> = if topology.replicas == 1 {
         vec![front]
     } else {
         (0..topology.replicas)
-            .map(|_| free_port())
+            .map(|i| match (i, topology.lb) {
+                (0, Lb::Client) => Ok(front),
+                _ => free_port(),
+            })
             .collect::<Result<_, _>>()?
     };
     let mut deployment = Deployment {
         url: format!("http://127.0.0.1:{front}"),
+        fronts: vec![format!("http://127.0.0.1:{front}")],
         description: String::new(),
         proxy: None,
         balancer: None,
@@ -286,7 +297,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             Ok(_) => Lb::Nginx,
             Err(_) => Lb::Builtin,
         },
-        Lb::Builtin => Lb::Builtin,
+        other => other,
     };
     let fallback = if lb != topology.lb {
         " (nginx is not installed, so the built-in proxy balances instead; install it with: apt-get install nginx-light)"
@@ -317,6 +328,18 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
                 .collect();
             deployment.proxy = Some(Proxy::start(listener, backends).map_err(LabError::Io)?);
+        }
+        Lb::Client => {
+            deployment.fronts = ports
+                .iter()
+                .map(|p| format!("http://127.0.0.1:{p}"))
+                .collect();
+            deployment.description = format!(
+                "{} replicas of {what}{workers}, balanced by the client over {}{store}",
+                topology.replicas,
+                deployment.fronts.join(" ")
+            );
+            return Ok(deployment);
         }
     }
     deployment.description = format!(

@@ -62,6 +62,25 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
             println!("  {line}");
         }
     }
+    // Workloads aimed at the same target on one topology: why their load models disagree.
+    for (topology, _) in &exp.topologies {
+        let mut by_target: Vec<(&str, Vec<(&str, &loadlab_run::Summary)>)> = Vec::new();
+        for c in cells.iter().filter(|c| c.topology == *topology) {
+            let Some(target) = c.summary.targets.first() else {
+                continue;
+            };
+            let run = (c.workload.as_str(), &c.summary);
+            match by_target.iter_mut().find(|(t, _)| t == target) {
+                Some((_, runs)) => runs.push(run),
+                None => by_target.push((target, vec![run])),
+            }
+        }
+        for (_, runs) in by_target {
+            if let Some(line) = loadlab_analyze::models::disagreement_line(topology, &runs) {
+                println!("  {line}");
+            }
+        }
+    }
     let suites: Vec<(String, f64, Vec<ThresholdResult>)> = cells
         .iter()
         .filter(|c| !c.summary.thresholds.is_empty())

@@ -117,6 +117,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         lb: match a.lb {
             LbArg::Nginx => loadlab_lab::Lb::Nginx,
             LbArg::Builtin => loadlab_lab::Lb::Builtin,
+            LbArg::Client => loadlab_lab::Lb::Client,
         },
         port: a.port,
         command: a.cmd.clone(),
