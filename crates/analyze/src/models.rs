@@ -7,6 +7,10 @@ use loadlab_run::Summary;
 /// Throughputs further apart than this (the highest over the lowest) need explaining.
 const DISAGREE: f64 = 1.10;
 
+/// More requests in flight that raised throughput by less than this (the latency at least
+/// doubling) mostly queued: the service was at or near its capacity.
+const MOSTLY_QUEUED: f64 = 1.5;
+
 /// An open-model run that served less than this share of what it offered was saturated.
 const SERVED_SHARE: f64 = 0.95;
 
@@ -49,12 +53,12 @@ pub fn disagreement_line(target: &str, runs: &[(&str, &Summary)]) -> Option<Stri
     {
         if closed.len() >= 2 && lo_x > 0.0 && lo_r > 0.0 && lo_n > 0.0 {
             let (gain, more, slower) = (hi_x / lo_x, hi_n / lo_n, hi_r / lo_r);
-            parts.push(if gain < DISAGREE && slower >= 2.0 {
+            parts.push(if gain < MOSTLY_QUEUED && slower >= 2.0 {
                 let best = closed.iter().map(|c| c.1).fold(0.0, f64::max);
                 format!(
                     "{hi_name} kept {more:.1}× the requests in flight of {lo_name} for ×{gain:.2} \
-                     the throughput at ×{slower:.1} the latency: the service was saturated near \
-                     {best:.0} req/s and the extra requests only queued"
+                     the throughput at ×{slower:.1} the latency: the service was at or near its \
+                     capacity, ~{best:.0} req/s, and the extra requests mostly queued"
                 )
             } else if gain >= DISAGREE {
                 format!(
@@ -146,7 +150,9 @@ mod tests {
         )
         .unwrap();
         assert!(
-            line.contains("saturated near 5900 req/s and the extra requests only queued"),
+            line.contains(
+                "at or near its capacity, ~5900 req/s, and the extra requests mostly queued"
+            ),
             "{line}"
         );
         assert!(
