@@ -1,7 +1,8 @@
 //! Findings: what a run's numbers mean, one sentence each with the numbers behind it and what
 //! to look at next — errors, saturation, queues building, idle connections or a connection cap
 //! reached (Little's law), the service demand and the capacity it implies (seed 002's 1000/T
-//! per CPU), the generator's own limits, and how long a spike took to pass. A finding appears
+//! per CPU), the busiest tier and a queue falling behind, the visits application's books, the
+//! generator's own limits, and how long a spike took to pass. A finding appears
 //! only when it tells the user something to act on: a run whose requests mostly failed gets the
 //! errors and nothing about the latency of those failures.
 
@@ -474,6 +475,99 @@ fn queue_backlog(run: &RunData, out: &mut Vec<Finding>) {
     }
 }
 
+/// The `/site` page views a run was answered 200 for, per page: from the requests named
+/// `GET /site/PAGE…` (not their static resources), or from a single `/site/PAGE` target.
+pub fn site_views(s: &Summary) -> BTreeMap<String, u64> {
+    fn page(path: &str) -> Option<String> {
+        let rest = path.split("/site/").nth(1)?;
+        let page: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        (!page.is_empty()).then_some(page)
+    }
+    let mut views = BTreeMap::new();
+    if s.requests_by_name.is_empty() {
+        if let (Some(target), Some(ok)) = (s.targets.first(), s.status.get("200")) {
+            if let Some(p) = page(target) {
+                views.insert(p, *ok);
+            }
+        }
+        return views;
+    }
+    for (name, r) in &s.requests_by_name {
+        if name.ends_with(" static") {
+            continue;
+        }
+        if let (Some(p), Some(ok)) = (page(name), r.status.get("200")) {
+            *views.entry(p).or_insert(0) += ok;
+        }
+    }
+    views
+}
+
+/// The visits application's books after a run: every page view answered 200 (`answered`)
+/// against the views its consumers counted during the run (`counted`), once the queue drained
+/// (`drained`, `None` if it did not within the wait).
+pub fn visits_reconciled(
+    answered: &BTreeMap<String, u64>,
+    counted: &BTreeMap<String, u64>,
+    drained: Option<std::time::Duration>,
+) -> Finding {
+    let total_answered: u64 = answered.values().sum();
+    let total_counted: u64 = counted.values().sum();
+    let mismatched: Vec<String> = answered
+        .keys()
+        .chain(counted.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|p| {
+            let (a, c) = (
+                answered.get(p).copied().unwrap_or(0),
+                counted.get(p).copied().unwrap_or(0),
+            );
+            (a != c).then(|| format!("{p}: {a} answered, {c} counted"))
+        })
+        .collect();
+    let waited = match drained {
+        Some(d) => format!("the queue drained {:.1} s after the load", d.as_secs_f64()),
+        None => "the queue had not drained when the wait ended".into(),
+    };
+    let (message, next) = if mismatched.is_empty() && drained.is_some() {
+        (
+            format!(
+                "visits: all {total_answered} page views answered 200 were counted, none twice \
+                 ({waited})"
+            ),
+            "nothing lost: the queue and the consumers kept up with the web tier's answers",
+        )
+    } else {
+        (
+            format!(
+                "visits: {total_answered} page views answered 200 but {total_counted} counted \
+                 ({waited}; {})",
+                if mismatched.is_empty() {
+                    "per page they agreed".to_string()
+                } else {
+                    mismatched.join(", ")
+                }
+            ),
+            "look at the consumers (did one die without a restart?) and the stream's backlog \
+             in stores.csv",
+        )
+    };
+    finding(
+        "visits_reconciled",
+        message,
+        next,
+        &[
+            ("answered", total_answered as f64),
+            ("counted", total_counted as f64),
+            ("drained_s", drained.map_or(f64::NAN, |d| d.as_secs_f64())),
+        ],
+    )
+}
+
 /// For each spike phase (a `spike` shape's phases are named `… spike k`), how long after it
 /// ended the median latency took to return near the base before it.
 fn spike_recovery(run: &RunData, out: &mut Vec<Finding>) {
@@ -799,6 +893,45 @@ mod tests {
         assert!(f.iter().all(|f| f.kind != "busiest_process"), "{f:?}");
         let q = f.iter().find(|f| f.kind == "queue_backlog").unwrap();
         assert!(q.message.contains("backlog of 400") && q.message.contains("caught up"));
+    }
+
+    #[test]
+    fn the_visits_books_compare_page_views_answered_with_views_counted() {
+        let mut s = Summary::default();
+        for (name, ok) in [
+            ("GET /site/home", 7u64),
+            ("GET /site/home static", 28),
+            ("GET /site/news?work_ms=20", 3),
+        ] {
+            let mut r = loadlab_run::summary::NamedRequests::default();
+            r.status.insert("200".into(), ok);
+            s.requests_by_name.insert(name.into(), r);
+        }
+        let answered = site_views(&s);
+        assert_eq!(
+            answered,
+            BTreeMap::from([("home".into(), 7), ("news".into(), 3)])
+        );
+        let drained = Some(Duration::from_millis(300));
+        let ok = visits_reconciled(&answered, &answered.clone(), drained);
+        assert!(
+            ok.message.starts_with("visits: all 10 page views"),
+            "{}",
+            ok.message
+        );
+        let short = BTreeMap::from([("home".into(), 6), ("news".into(), 3)]);
+        let lost = visits_reconciled(&answered, &short, drained);
+        assert!(
+            lost.message.contains("home: 7 answered, 6 counted"),
+            "{}",
+            lost.message
+        );
+        let stuck = visits_reconciled(&answered, &answered.clone(), None);
+        assert!(
+            stuck.message.contains("had not drained"),
+            "{}",
+            stuck.message
+        );
     }
 
     #[test]

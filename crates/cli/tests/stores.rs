@@ -234,6 +234,12 @@ fn every_page_view_is_counted_once_even_when_the_consumer_is_killed_mid_run() {
     assert_eq!(counted, served, "every 200 counted once");
     let second = consumer_pid(&t).expect("the consumer started again");
     assert_ne!(first, second);
+    // Stopped, the topology leaves no web, nginx, consumer or redis process behind.
+    let mut all = t.pids.clone();
+    all.push(second);
+    let mut t = t;
+    t.interrupt();
+    assert_all_gone(&all);
 }
 
 #[test]
@@ -422,4 +428,25 @@ fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
     );
     let stream = &s["server"]["stores"][0]["streams"][0];
     assert_eq!(stream["name"], "visits", "{}", s["server"]["stores"]);
+    // The run proves nothing was lost: the views answered 200 equal the views counted.
+    for cell in ["before-1-web", "after-3-web"] {
+        let s = read_json(
+            &dir.path()
+                .join(cell)
+                .join("site-users")
+                .join("summary.json"),
+        );
+        let books = s["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["kind"] == "visits_reconciled")
+            .unwrap_or_else(|| panic!("{cell}: no books in {}", s["findings"]));
+        let message = books["message"].as_str().unwrap();
+        assert!(message.starts_with("visits: all "), "{cell}: {message}");
+        assert!(
+            books["values"]["answered"].as_f64().unwrap() > 0.0,
+            "{cell}: {message}"
+        );
+    }
 }

@@ -8,6 +8,7 @@ pub mod redis;
 pub mod sampler;
 pub mod store_sampler;
 pub mod topology;
+pub mod visits;
 
 use std::time::Duration;
 

@@ -108,6 +108,11 @@ impl Deployment {
         }
     }
 
+    /// True when the topology runs the visits application's consumers.
+    pub fn counts_visits(&self) -> bool {
+        !self.consumers.is_empty()
+    }
+
     /// The URL of the topology's redis-server, when it has one.
     pub fn redis_url(&self) -> Option<String> {
         self.redis.as_ref().map(RedisServer::url)
