@@ -165,6 +165,13 @@ fn a_run_watching_redis_reports_its_commands_beside_the_latency() {
     let csv = std::fs::read_to_string(dir.path().join("stores.csv")).unwrap();
     assert!(csv.starts_with("second,store,commands_per_s"), "{csv}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("commands/s on average"));
+    // Read back from the run directory, the store has its chart in the report.
+    loadlab_ok(&["report", dir.path().to_str().unwrap()]);
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("store-commands"),
+        "no store chart in the report"
+    );
 }
 
 /// The pid of the deployment's `loadlab consume` process.

@@ -176,5 +176,33 @@ mod tests {
         .unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().nth(2), Some("1,7,node_app,100.0,12.50"));
+        let stores = ServerData {
+            processes: Vec::new(),
+            stores: vec![StoreSeries {
+                name: "redis 127.0.0.1:1".into(),
+                samples: vec![StoreSample {
+                    second: 3,
+                    commands_per_s: 250.0,
+                    memory_mb: 1.5,
+                    clients: 4,
+                    streams: vec![StreamReading {
+                        stream: "visits".into(),
+                        length: 90,
+                        pending: 2,
+                        lag: None,
+                    }],
+                }],
+            }],
+        };
+        let mut out = Vec::new();
+        stores.write_stores_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text.lines().skip(1).collect::<Vec<_>>(),
+            [
+                "3,redis 127.0.0.1:1,250.0,1.50,4,,,,",
+                "3,redis 127.0.0.1:1,,,,visits,90,2,"
+            ]
+        );
     }
 }
