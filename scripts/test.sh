@@ -24,6 +24,16 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   fi
 fi
 
+# The store tests run the real redis-server (loadlab starts its own on a free port).
+if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
+  else
+    echo "error: redis-server is missing; install it with: sudo apt-get install redis-server" >&2
+    exit 1
+  fi
+fi
+
 # The browser tests open the HTML report and the live dashboard in Debian's Chromium, driven by
 # Playwright from a virtualenv of their own (no browser download).
 if ! command -v chromium >/dev/null 2>&1; then

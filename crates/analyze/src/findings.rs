@@ -1,7 +1,8 @@
 //! Findings: what a run's numbers mean, one sentence each with the numbers behind it and what
 //! to look at next — errors, saturation, queues building, idle connections or a connection cap
 //! reached (Little's law), the service demand and the capacity it implies (seed 002's 1000/T
-//! per CPU), the generator's own limits, and how long a spike took to pass. A finding appears
+//! per CPU), the busiest tier and a queue falling behind, the visits application's books, the
+//! generator's own limits, and how long a spike took to pass. A finding appears
 //! only when it tells the user something to act on: a run whose requests mostly failed gets the
 //! errors and nothing about the latency of those failures.
 
@@ -82,7 +83,9 @@ pub fn findings(run: &RunData, s: &Summary, cores: usize) -> Vec<Finding> {
         }
         littles_law(run, s, &mut out);
         service_demand(run, s, cores, &mut out);
+        busiest_process(s, &mut out);
     }
+    queue_backlog(run, &mut out);
     if s.generator.saturated || s.generator.schedule_lag_ms_p99 > 5.0 {
         out.push(finding(
             "generator",
@@ -382,6 +385,201 @@ fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Findin
     ));
 }
 
+/// CPU of a process, percent of one core, from which it counts as the busy tier.
+const BUSY_PROCESS_PCT: f64 = 85.0;
+
+/// Among several watched processes (tiers: balancer, replicas, consumers, store), the one
+/// whose CPU ran highest, when it ran near a full core: by the utilization law it is the first
+/// to saturate as the load grows.
+fn busiest_process(s: &Summary, out: &mut Vec<Finding>) {
+    let Some(server) = &s.server else { return };
+    if server.processes.len() < 2 {
+        return;
+    }
+    let Some(top) = server
+        .processes
+        .iter()
+        .max_by(|a, b| a.cpu_pct_avg.total_cmp(&b.cpu_pct_avg))
+    else {
+        return;
+    };
+    if top.cpu_pct_avg < BUSY_PROCESS_PCT {
+        return;
+    }
+    let total: f64 = server.processes.iter().map(|p| p.cpu_pct_avg).sum();
+    out.push(finding(
+        "busiest_process",
+        format!(
+            "{} (pid {}) was the busiest of the {} watched processes at {:.0} % of a core on \
+             average ({:.0} % of all their CPU): its tier saturates first",
+            top.name,
+            top.pid,
+            server.processes.len(),
+            top.cpu_pct_avg,
+            100.0 * top.cpu_pct_avg / total.max(1e-9)
+        ),
+        "scale that tier (more replicas, workers or consumers) or make it cheaper, then run \
+         again to see which tier saturates next",
+        &[("cpu_pct_avg", top.cpu_pct_avg), ("pid", top.pid as f64)],
+    ));
+}
+
+/// Undelivered entries this many or more at the end of a run count as a backlog left behind.
+const BACKLOG_LEFT: u64 = 10;
+
+/// A watched stream whose consumer group fell behind: a backlog still growing at the end (the
+/// consumers are the bottleneck), or one that built up and drained (they recovered).
+fn queue_backlog(run: &RunData, out: &mut Vec<Finding>) {
+    let Some(server) = &run.server else { return };
+    for store in &server.stores {
+        let mut names: Vec<&str> = Vec::new();
+        for q in store.samples.iter().flat_map(|s| &s.streams) {
+            if !names.contains(&q.stream.as_str()) {
+                names.push(&q.stream);
+            }
+        }
+        for name in names {
+            let lags: Vec<(u64, u64)> = store
+                .samples
+                .iter()
+                .filter_map(|s| {
+                    let q = s.streams.iter().find(|q| q.stream == name)?;
+                    Some((s.second, q.lag?))
+                })
+                .collect();
+            let (Some(&(_, first)), Some(&(end_s, last))) = (lags.first(), lags.last()) else {
+                continue;
+            };
+            let (max_s, max) = lags
+                .iter()
+                .copied()
+                .max_by_key(|&(_, l)| l)
+                .unwrap_or((0, 0));
+            if last >= BACKLOG_LEFT && last > first {
+                let growth =
+                    (last - first) as f64 / (end_s.saturating_sub(lags[0].0)).max(1) as f64;
+                out.push(finding(
+                    "queue_backlog",
+                    format!(
+                        "the queue {name} on {} fell behind: {last} entries were still \
+                         undelivered at the end, growing by ~{growth:.0} a second: its \
+                         consumers are the bottleneck, not the web tier",
+                        store.name
+                    ),
+                    "add consumers (--consumers) or make each one cheaper, and watch the \
+                     consumers' CPU beside the stream's lag",
+                    &[("lag_end", last as f64), ("lag_growth_per_s", growth)],
+                ));
+            } else if max >= BACKLOG_LEFT && last < BACKLOG_LEFT {
+                out.push(finding(
+                    "queue_backlog",
+                    format!(
+                        "the queue {name} on {} built a backlog of {max} undelivered entries \
+                         (second {max_s}) and its consumers caught up by the end",
+                        store.name
+                    ),
+                    "if a consumer stopped or restarted then, this is the backlog it recovered \
+                     from; otherwise the consumers are close to their capacity",
+                    &[("lag_max", max as f64), ("lag_end", last as f64)],
+                ));
+            }
+        }
+    }
+}
+
+/// The `/site` page views a run was answered 200 for, per page: from the requests named
+/// `GET /site/PAGE…` (not their static resources), or from a single `/site/PAGE` target.
+pub fn site_views(s: &Summary) -> BTreeMap<String, u64> {
+    fn page(path: &str) -> Option<String> {
+        let rest = path.split("/site/").nth(1)?;
+        let page: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        (!page.is_empty()).then_some(page)
+    }
+    let mut views = BTreeMap::new();
+    if s.requests_by_name.is_empty() {
+        if let (Some(target), Some(ok)) = (s.targets.first(), s.status.get("200")) {
+            if let Some(p) = page(target) {
+                views.insert(p, *ok);
+            }
+        }
+        return views;
+    }
+    for (name, r) in &s.requests_by_name {
+        if name.ends_with(" static") {
+            continue;
+        }
+        if let (Some(p), Some(ok)) = (page(name), r.status.get("200")) {
+            *views.entry(p).or_insert(0) += ok;
+        }
+    }
+    views
+}
+
+/// The visits application's books after a run: every page view answered 200 (`answered`)
+/// against the views its consumers counted during the run (`counted`), once the queue drained
+/// (`drained`, `None` if it did not within the wait).
+pub fn visits_reconciled(
+    answered: &BTreeMap<String, u64>,
+    counted: &BTreeMap<String, u64>,
+    drained: Option<std::time::Duration>,
+) -> Finding {
+    let total_answered: u64 = answered.values().sum();
+    let total_counted: u64 = counted.values().sum();
+    let mismatched: Vec<String> = answered
+        .keys()
+        .chain(counted.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|p| {
+            let (a, c) = (
+                answered.get(p).copied().unwrap_or(0),
+                counted.get(p).copied().unwrap_or(0),
+            );
+            (a != c).then(|| format!("{p}: {a} answered, {c} counted"))
+        })
+        .collect();
+    let waited = match drained {
+        Some(d) => format!("the queue drained {:.1} s after the load", d.as_secs_f64()),
+        None => "the queue had not drained when the wait ended".into(),
+    };
+    let (message, next) = if mismatched.is_empty() && drained.is_some() {
+        (
+            format!(
+                "visits: all {total_answered} page views answered 200 were counted, none twice \
+                 ({waited})"
+            ),
+            "nothing lost: the queue and the consumers kept up with the web tier's answers",
+        )
+    } else {
+        (
+            format!(
+                "visits: {total_answered} page views answered 200 but {total_counted} counted \
+                 ({waited}; {})",
+                if mismatched.is_empty() {
+                    "per page they agreed".to_string()
+                } else {
+                    mismatched.join(", ")
+                }
+            ),
+            "look at the consumers (did one die without a restart?) and the stream's backlog \
+             in stores.csv",
+        )
+    };
+    finding(
+        "visits_reconciled",
+        message,
+        next,
+        &[
+            ("answered", total_answered as f64),
+            ("counted", total_counted as f64),
+            ("drained_s", drained.map_or(f64::NAN, |d| d.as_secs_f64())),
+        ],
+    )
+}
+
 /// For each spike phase (a `spike` shape's phases are named `… spike k`), how long after it
 /// ended the median latency took to return near the base before it.
 fn spike_recovery(run: &RunData, out: &mut Vec<Finding>) {
@@ -453,6 +651,7 @@ mod tests {
 
     use loadlab_run::{
         ErrorKind, Interval, Plan, ProcessSample, ProcessSeries, RatePhase, ServerData, Stop,
+        StoreSample, StoreSeries, StreamReading,
     };
 
     use super::*;
@@ -620,6 +819,7 @@ mod tests {
                     rss_mb: 1.0,
                 }],
             }],
+            stores: Vec::new(),
         });
         let s = Summary::from_run(&r);
         let f = findings(&r, &s, 2);
@@ -630,6 +830,120 @@ mod tests {
         assert!((d.values["max_rps_per_core"] - 2000.0).abs() < 1e-6);
         assert!((d.values["busy_cores"] - 0.5).abs() < 1e-9);
         assert!((d.values["utilization"] - 0.25).abs() < 1e-9);
+    }
+
+    fn process(pid: u32, name: &str, cpu_pct: f64) -> ProcessSeries {
+        ProcessSeries {
+            pid,
+            name: name.into(),
+            samples: vec![ProcessSample {
+                second: 0,
+                cpu_pct,
+                rss_mb: 1.0,
+            }],
+        }
+    }
+
+    /// A store whose stream `visits` read these lags, one a second.
+    fn store_with_lags(lags: &[u64]) -> StoreSeries {
+        StoreSeries {
+            name: "redis 127.0.0.1:1".into(),
+            samples: lags
+                .iter()
+                .enumerate()
+                .map(|(i, &lag)| StoreSample {
+                    second: i as u64,
+                    commands_per_s: 100.0,
+                    memory_mb: 1.0,
+                    clients: 2,
+                    streams: vec![StreamReading {
+                        stream: "visits".into(),
+                        length: 1000,
+                        pending: 0,
+                        lag: Some(lag),
+                    }],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_busiest_of_several_processes_is_named_and_a_growing_queue_blamed_on_its_consumers() {
+        let rows = (0..6).map(|s| second(s, 1000, 1.0, 1)).collect();
+        let mut r = run(
+            open(vec![RatePhase::constant("main", 1000.0, None)]),
+            rows,
+            1000,
+        );
+        r.server = Some(ServerData {
+            processes: vec![process(1, "loadlab", 40.0), process(2, "consumer", 97.0)],
+            stores: vec![store_with_lags(&[0, 50, 120, 200, 260, 330])],
+        });
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        let busy = f.iter().find(|f| f.kind == "busiest_process").unwrap();
+        assert!(
+            busy.message.starts_with("consumer (pid 2)"),
+            "{}",
+            busy.message
+        );
+        let q = f.iter().find(|f| f.kind == "queue_backlog").unwrap();
+        assert!(
+            q.message.contains("330 entries were still undelivered"),
+            "{}",
+            q.message
+        );
+        assert_eq!(q.values["lag_growth_per_s"], 66.0);
+
+        // A backlog that drained is what a restarted consumer recovered from.
+        r.server = Some(ServerData {
+            processes: vec![process(1, "loadlab", 40.0), process(2, "consumer", 30.0)],
+            stores: vec![store_with_lags(&[0, 0, 400, 90, 0, 0])],
+        });
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        assert!(f.iter().all(|f| f.kind != "busiest_process"), "{f:?}");
+        let q = f.iter().find(|f| f.kind == "queue_backlog").unwrap();
+        assert!(q.message.contains("backlog of 400") && q.message.contains("caught up"));
+    }
+
+    #[test]
+    fn the_visits_books_compare_page_views_answered_with_views_counted() {
+        let mut s = Summary::default();
+        for (name, ok) in [
+            ("GET /site/home", 7u64),
+            ("GET /site/home static", 28),
+            ("GET /site/news?work_ms=20", 3),
+        ] {
+            let mut r = loadlab_run::summary::NamedRequests::default();
+            r.status.insert("200".into(), ok);
+            s.requests_by_name.insert(name.into(), r);
+        }
+        let answered = site_views(&s);
+        assert_eq!(
+            answered,
+            BTreeMap::from([("home".into(), 7), ("news".into(), 3)])
+        );
+        let drained = Some(Duration::from_millis(300));
+        let ok = visits_reconciled(&answered, &answered.clone(), drained);
+        assert!(
+            ok.message.starts_with("visits: all 10 page views"),
+            "{}",
+            ok.message
+        );
+        let short = BTreeMap::from([("home".into(), 6), ("news".into(), 3)]);
+        let lost = visits_reconciled(&answered, &short, drained);
+        assert!(
+            lost.message.contains("home: 7 answered, 6 counted"),
+            "{}",
+            lost.message
+        );
+        let stuck = visits_reconciled(&answered, &answered.clone(), None);
+        assert!(
+            stuck.message.contains("had not drained"),
+            "{}",
+            stuck.message
+        );
     }
 
     #[test]

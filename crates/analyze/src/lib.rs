@@ -6,6 +6,7 @@
 pub mod capacity;
 pub mod compare;
 pub mod findings;
+pub mod models;
 pub mod probe;
 pub mod scaling;
 pub mod slo;

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use loadlab_run::thresholds::{Comparison, Metric, Threshold};
 use serde::Serialize;
 
 /// One bound of an objective.
@@ -34,53 +35,43 @@ pub struct Slo {
 
 /// An objective that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("SLO {text:?}: {reason}; write it like 'p99<300ms,errors<1%'")]
+#[error("SLO {text:?}: {reason}")]
 pub struct SloError {
     text: String,
     reason: String,
 }
 
 impl Slo {
-    /// Parses `p50<100ms,p99<1s,errors<0.5%` (latency percentiles p50…p99.9, `max` or
-    /// `mean`; durations in `us`, `ms` or `s`).
+    /// Parses `p50<100ms,p99<1s,errors<0.5%` with the thresholds' syntax
+    /// ([`Threshold::parse_list`]), keeping to what a capacity search can aim for: upper
+    /// bounds on latency percentiles and on errors, for the whole run.
     pub fn parse(text: &str) -> Result<Slo, SloError> {
-        let err = |reason: &str| SloError {
+        let err = |reason: String| SloError {
             text: text.to_string(),
-            reason: reason.to_string(),
+            reason,
         };
-        let mut bounds = Vec::new();
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, value) = part
-                .split_once('<')
-                .ok_or_else(|| err(&format!("{part:?} has no '<'")))?;
-            let (key, value) = (key.trim(), value.trim_start_matches('=').trim());
-            if key == "errors" {
-                let pct = value
-                    .strip_suffix('%')
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
-                    .ok_or_else(|| err("errors takes a percentage such as 1%"))?;
-                bounds.push(Bound::Errors { max_pct: pct });
-                continue;
-            }
-            let percentile = match key {
-                "max" => 100.0,
-                "median" => 50.0,
-                k => k
-                    .strip_prefix('p')
-                    .and_then(|p| p.parse::<f64>().ok())
-                    .filter(|p| p.is_finite() && *p > 0.0 && *p <= 100.0)
-                    .ok_or_else(|| {
-                        err(&format!("{key:?} is not p50…p99.9, max, median or errors"))
-                    })?,
-            };
-            let max_ms = duration_ms(value)
-                .ok_or_else(|| err(&format!("{value:?} is not a duration such as 300ms")))?;
-            bounds.push(Bound::Latency { percentile, max_ms });
-        }
-        if bounds.is_empty() {
-            return Err(err("no bound given"));
-        }
+        let list = Threshold::parse_list(text).map_err(|e| err(e.to_string()))?;
+        let bounds = list
+            .into_iter()
+            .map(|t| {
+                let upper = matches!(t.comparison, Comparison::Below | Comparison::AtMost);
+                match t.metric {
+                    _ if t.name.is_some() => Err(err(format!(
+                        "{t}: an objective covers every request, not one name"
+                    ))),
+                    Metric::Latency { percentile } if upper && percentile > 0.0 => {
+                        Ok(Bound::Latency {
+                            percentile,
+                            max_ms: t.limit,
+                        })
+                    }
+                    Metric::Errors if upper => Ok(Bound::Errors { max_pct: t.limit }),
+                    _ => Err(err(format!(
+                        "{t}: an objective is upper bounds on latency percentiles and errors"
+                    ))),
+                }
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Slo {
             text: text.to_string(),
             bounds,
@@ -122,24 +113,6 @@ pub fn percentile_name(p: f64) -> String {
     }
 }
 
-fn duration_ms(v: &str) -> Option<f64> {
-    let v = v.trim();
-    let (num, scale) = if let Some(n) = v.strip_suffix("us") {
-        (n, 0.001)
-    } else if let Some(n) = v.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        return None;
-    };
-    num.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && *n > 0.0)
-        .map(|n| n * scale)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,7 +139,17 @@ mod tests {
             ]
         );
         for bad in [
-            "", "p99", "p99<fast", "p0<1ms", "errors<1", "q99<1ms", "p99<-1ms",
+            "",
+            "p99",
+            "p99<fast",
+            "p0<1ms",
+            "errors<1",
+            "q99<1ms",
+            "p99<-1ms",
+            "rps>10",
+            "p99>1ms",
+            "p99{a}<1ms",
+            "mean<1ms",
         ] {
             assert!(Slo::parse(bad).is_err(), "{bad:?}");
         }

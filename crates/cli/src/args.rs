@@ -74,6 +74,24 @@ pub enum Command {
     Compare(CompareArgs),
     /// Write the HTML report of run directories (several are overlaid on the same axes).
     Report(ReportArgs),
+    /// The visits application's counter: count page views from a Redis stream into sharded
+    /// counters (started by `serve --visits`; run it by hand to restart one).
+    Consume(ConsumeArgs),
+}
+
+/// `loadlab consume` flags.
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    /// The Redis server holding the visits stream and the counters.
+    #[arg(long = "redis-url", value_name = "URL")]
+    pub redis_url: String,
+    /// This consumer's name in the group; restarted under the same name it first takes back
+    /// what it had not acknowledged.
+    #[arg(long, default_value = "counter-1")]
+    pub name: String,
+    /// Counters per page; each view goes to one at random (seed 002 used 100).
+    #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
+    pub shards: usize,
 }
 
 /// `loadlab report` flags.
@@ -89,6 +107,13 @@ pub struct ReportArgs {
     /// Also write the main charts as one image (.png or .svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Check each run against these thresholds (as `run --slo`) instead of the ones it was
+    /// run with; a failed one sets exit code 99.
+    #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = loadlab_input::values::threshold_list)]
+    pub slo: Vec<loadlab_input::values::ThresholdList>,
+    /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// `loadlab probe` flags.
@@ -199,6 +224,9 @@ pub struct LabArgs {
     /// Keep the dashboard up this long after the run ends (to read its last numbers).
     #[arg(long = "dashboard-keep", value_name = "DUR", requires = "dashboard", default_value = "0s", value_parser = parse_duration)]
     pub dashboard_keep: Duration,
+    /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// `loadlab run` flags: the load ([`LoadFlags`]) and where its results go.
@@ -213,9 +241,16 @@ pub struct RunArgs {
     /// Write a run directory: summary.json, timeline.csv, latency.hlog.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Watch this process and its children (CPU %, RSS) during the run (repeatable).
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,
+    /// Watch this Redis server (commands/s, memory, clients, each stream's backlog) during
+    /// the run, e.g. redis://127.0.0.1:6379/ (repeatable).
+    #[arg(long = "watch-redis", value_name = "URL")]
+    pub watch_redis: Vec<String>,
     /// Serve a live dashboard (charts every second, a stop button, /metrics) at ADDR
     /// (default 127.0.0.1 on a free port, printed at the start).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]
@@ -259,7 +294,8 @@ pub struct ServeArgs {
     /// Replicas on their own ports behind a load balancer on --port.
     #[arg(long, default_value = "1", value_parser = positive_count)]
     pub replicas: usize,
-    /// Load balancer in front of replicas (builtin: a round-robin TCP proxy, when nginx is missing).
+    /// Load balancer in front of replicas (builtin: a round-robin TCP proxy, when nginx is
+    /// missing; client: none, the replicas' URLs are printed for clients to balance over).
     #[arg(long, value_enum, default_value = "nginx")]
     pub lb: LbArg,
     /// Run your own server instead (it must listen on $PORT), in the same topologies.
@@ -277,6 +313,38 @@ pub struct ServeArgs {
     /// Bind with SO_REUSEPORT (used by worker processes).
     #[arg(long = "reuse-port", hide = true)]
     pub reuse_port: bool,
+    /// Where /turno counts: memory (each process alone) or redis (a redis-server loadlab
+    /// starts and stops, shared by every worker and replica; --cmd servers get $REDIS_URL).
+    #[arg(long, value_enum, default_value = "memory")]
+    pub store: StoreArg,
+    /// An existing Redis server for /turno instead of one loadlab starts (implies --store
+    /// redis).
+    #[arg(long = "redis-url", value_name = "URL")]
+    pub redis_url: Option<String>,
+    /// The visits application (seed 002): each /site view is queued on a Redis stream and
+    /// counted by --consumers `loadlab consume` processes into sharded counters;
+    /// /visits/PAGE tells the count. Implies --store redis.
+    #[arg(long)]
+    pub visits: bool,
+    /// Counter consumers started with --visits.
+    #[arg(long, default_value = "1", value_parser = positive_count, requires = "visits")]
+    pub consumers: usize,
+    /// Counters per page with --visits.
+    #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
+    pub shards: usize,
+    /// Most requests each process serves at once; past it it answers 429 (seed 002's
+    /// per-instance concurrency limit).
+    #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]
+    pub max_in_flight: Option<usize>,
+}
+
+/// Where the service keeps `/turno`'s counters.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum StoreArg {
+    /// In each process.
+    Memory,
+    /// In Redis.
+    Redis,
 }
 
 /// Load balancer choice.
@@ -286,6 +354,8 @@ pub enum LbArg {
     Nginx,
     /// loadlab's round-robin TCP proxy.
     Builtin,
+    /// No balancer: every replica on its own port, for clients that balance themselves.
+    Client,
 }
 
 /// `loadlab demo` flags.

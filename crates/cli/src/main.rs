@@ -18,6 +18,9 @@ const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 /// Exit code of `loadlab capacity` when no rate met the objective.
 const EXIT_NOT_MET: u8 = 3;
+/// Exit code of a run, lab or report whose strict thresholds failed (k6's code, so CI
+/// scripts written for k6 read it alike).
+const EXIT_THRESHOLDS: u8 = 99;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse_from(args::join_dashboard_addr(std::env::args_os())) {
@@ -45,11 +48,13 @@ fn main() -> ExitCode {
         Command::Capacity(a) => cmd::capacity::main(a),
         Command::Compare(a) => cmd::compare::main(a),
         Command::Report(a) => cmd::report::main(a),
+        Command::Consume(a) => cmd::consume::main(a),
     };
     match result {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,
         Ok(cmd::Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Ok(cmd::Outcome::NotMet) => ExitCode::from(EXIT_NOT_MET),
+        Ok(cmd::Outcome::ThresholdsFailed) => ExitCode::from(EXIT_THRESHOLDS),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_FAILURE)
@@ -74,6 +79,7 @@ fn one_line(rendered: &str) -> String {
     let sub = std::env::args().nth(1).filter(|a| {
         [
             "run", "serve", "validate", "lab", "demo", "probe", "capacity", "compare", "report",
+            "consume",
         ]
         .contains(&a.as_str())
     });

@@ -16,6 +16,7 @@ fn black_box(workers: usize, delay_ms: u64) -> TestServer {
         ServiceConfig {
             bbox_delay: Duration::from_millis(delay_ms),
             bbox_workers: workers,
+            ..Default::default()
         },
     )
     .unwrap()

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::Served;
+use support::{assert_all_gone, Served};
 
 /// `GET /info` on a new connection; the answering process's pid.
 fn info_pid(port: u16) -> u32 {
@@ -36,30 +36,6 @@ fn answers(port: u16, n: usize) -> BTreeMap<u32, usize> {
         *by_pid.entry(info_pid(port)).or_insert(0) += 1;
     }
     by_pid
-}
-
-/// True when no process has this pid any more (or only its zombie remains).
-fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-    }
-}
-
-fn assert_all_gone(pids: &[u32]) {
-    let start = Instant::now();
-    while !pids.iter().all(|p| gone(*p)) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "left running: {pids:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -11,18 +11,24 @@ use crate::dashboard::Dashboard;
 use crate::Result;
 
 /// Runs a plan, showing a live progress line on stderr when `live` and watching the
-/// processes `watch` (and their children), and summarizes it with its findings.
+/// processes `watch` (and their children) and the Redis servers at `stores`, and summarizes it
+/// with its findings.
 pub fn execute(
     plan: &ValidPlan,
     stop: &StopSignal,
     live: bool,
     watch: &[i32],
+    stores: &[String],
     dashboard: Option<&Dashboard>,
 ) -> Result<(RunData, Summary)> {
-    let sampler = if watch.is_empty() {
+    let sampler = if watch.is_empty() && stores.is_empty() {
         None
     } else {
-        Some(loadlab_lab::Sampler::start(watch, Duration::from_secs(1))?)
+        Some(loadlab_lab::Sampler::start(
+            watch,
+            stores,
+            Duration::from_secs(1),
+        )?)
     };
     let mut errors = 0u64;
     let mut stderr = std::io::stderr();

@@ -48,8 +48,9 @@ pub fn run_matrix(
             })?;
         println!("\n  {name}: {}", deployment.description);
         let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
+        let stores: Vec<String> = deployment.redis_url().into_iter().collect();
         for w in workloads {
-            let plan = loadlab_input::lower::workload(&w.flags, &deployment.url)?;
+            let plan = loadlab_input::lower::workload(&w.flags, &deployment.fronts)?;
             println!("    running {} …", w.name);
             if let Some(d) = dashboard {
                 d.begin(
@@ -57,7 +58,17 @@ pub fn run_matrix(
                     matches!(plan.model, loadlab_run::Model::Open { .. }),
                 );
             }
-            let (run, summary) = execute(&plan, stop, false, &pids, dashboard)?;
+            // The visits application's books are checked around each cell.
+            let books = match deployment.redis_url() {
+                Some(url) if deployment.counts_visits() => {
+                    Some((loadlab_lab::visits::counted(&url).unwrap_or_default(), url))
+                }
+                _ => None,
+            };
+            let (run, mut summary) = execute(&plan, stop, false, &pids, &stores, dashboard)?;
+            if let Some((before, url)) = books {
+                summary.findings.push(reconcile(&summary, &before, &url));
+            }
             let dir = out.join(slug(name)).join(slug(&w.name));
             loadlab_run::write_run_dir(&dir, &run, &summary)?;
             cells.push(LabCell {
@@ -71,6 +82,30 @@ pub fn run_matrix(
         }
     }
     Ok(cells)
+}
+
+/// Longest wait after a cell for the visits queue to drain before its books are checked.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The visits application's books for a cell: the page views answered 200 against those its
+/// consumers counted since `before`, once the queue drained.
+fn reconcile(
+    summary: &loadlab_run::Summary,
+    before: &std::collections::BTreeMap<String, u64>,
+    url: &str,
+) -> loadlab_run::Finding {
+    let drained = loadlab_lab::visits::drain(url, DRAIN_WAIT).unwrap_or(None);
+    let after = loadlab_lab::visits::counted(url).unwrap_or_default();
+    let counted = after
+        .into_iter()
+        .map(|(page, n)| {
+            let was = before.get(&page).copied().unwrap_or(0);
+            (page, n.saturating_sub(was))
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let answered = loadlab_analyze::findings::site_views(summary);
+    loadlab_analyze::findings::visits_reconciled(&answered, &counted, drained)
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ pub struct TopologySpec {
     /// Worker processes per replica.
     #[serde(default = "one")]
     pub workers: usize,
-    /// `nginx` or `builtin`.
+    /// `nginx`, `builtin`, or `client` (no balancer: the load goes to every replica).
     #[serde(default = "nginx")]
     pub lb: String,
     /// The user's server command (reads `$PORT`) instead of loadlab's service.
@@ -85,6 +85,14 @@ pub struct TopologySpec {
     /// nginx's timeouts towards the replicas, e.g. `60s`.
     #[serde(default)]
     pub proxy_timeout: Option<String>,
+    /// Where `/turno` counts: `memory` (default) or `redis` (a redis-server the lab starts,
+    /// shared by the replicas and watched with them).
+    #[serde(default)]
+    pub store: Option<String>,
+    /// The visits application (seed 002): `/site` views queued on Redis and counted by this
+    /// many consumers (`store: redis` is implied).
+    #[serde(default)]
+    pub consumers: Option<usize>,
 }
 
 /// One load.
@@ -95,6 +103,9 @@ pub struct WorkloadSpec {
     pub name: String,
     /// `loadlab run` flags, with the URL as a path: `/ping -R 300 -d 10s`.
     pub run: String,
+    /// Thresholds each cell of this workload must meet, as `--slo` takes them.
+    #[serde(default)]
+    pub slo: Option<String>,
 }
 
 fn one() -> usize {
@@ -130,9 +141,17 @@ fn read(path: &Path) -> Result<Experiment> {
     }
     let mut workloads = Vec::new();
     for w in &exp.workloads {
-        let flags = w
+        let mut flags = w
             .flags()
             .with_context(|| format!("{}: workload {:?}", path.display(), w.name))?;
+        // A scenario file named by a workload is found beside the experiment file.
+        if flags.is_scenario() {
+            let file = Path::new(&flags.urls[0]);
+            if file.is_relative() {
+                let beside = path.parent().unwrap_or(Path::new(".")).join(file);
+                flags.urls[0] = beside.to_string_lossy().into_owned();
+            }
+        }
         workloads.push(Workload {
             name: w.name.clone(),
             flags,
@@ -152,15 +171,29 @@ impl TopologySpec {
         let lb = match self.lb.as_str() {
             "nginx" => loadlab_lab::Lb::Nginx,
             "builtin" => loadlab_lab::Lb::Builtin,
-            other => bail!("lb must be nginx or builtin, got {other:?}"),
+            "client" => loadlab_lab::Lb::Client,
+            other => bail!("lb must be nginx, builtin or client, got {other:?}"),
         };
+        let consumers = self.consumers.unwrap_or(0);
+        let redis = match self.store.as_deref() {
+            None | Some("memory") => consumers > 0,
+            Some("redis") => true,
+            Some(other) => bail!("store must be memory or redis, got {other:?}"),
+        };
+        let mut serve_args = split_words(self.serve.as_deref().unwrap_or(""))?;
+        if consumers > 0 {
+            serve_args.push("--visits".into());
+        }
         Ok(loadlab_lab::Topology {
+            redis,
+            consumers,
+            shards: None,
             workers: self.workers,
             replicas: self.replicas,
             lb,
             port: 0,
             command: self.cmd.clone(),
-            serve_args: split_words(self.serve.as_deref().unwrap_or(""))?,
+            serve_args,
             health_path: "/health".into(),
             ready_timeout: Duration::from_secs(15),
             proxy_timeout: match &self.proxy_timeout {
@@ -175,7 +208,14 @@ impl TopologySpec {
 impl WorkloadSpec {
     /// The workload's `run` as load flags (paths stand for URLs on the topology's front).
     pub fn flags(&self) -> Result<LoadFlags> {
-        LoadFlags::parse_words(&split_words(&self.run)?).map_err(|e| anyhow::anyhow!("{e}"))
+        let mut flags =
+            LoadFlags::parse_words(&split_words(&self.run)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(slo) = &self.slo {
+            flags
+                .slo
+                .push(crate::values::threshold_list(slo).map_err(|e| anyhow::anyhow!("slo: {e}"))?);
+        }
+        Ok(flags)
     }
 }
 
@@ -247,20 +287,52 @@ mod tests {
     }
 
     #[test]
+    fn a_topologys_store_is_memory_or_redis() {
+        let spec = |store: &str| -> TopologySpec {
+            serde_saphyr::from_str(&format!("name: t\nstore: {store}\n")).unwrap()
+        };
+        assert!(spec("redis").topology().unwrap().redis);
+        assert!(!spec("memory").topology().unwrap().redis);
+        let e = spec("postgres").topology().unwrap_err();
+        assert!(e.to_string().contains("memory or redis"), "{e}");
+    }
+
+    #[test]
     fn a_workload_becomes_run_flags_aimed_at_the_front() {
         let w = WorkloadSpec {
             name: "x".into(),
             run: "/delay?ms=5 -R 300 -d 10s".into(),
+            slo: Some("p99<300ms".into()),
         };
         let flags = w.flags().unwrap();
         assert_eq!(flags.urls, vec!["/delay?ms=5"]);
         assert_eq!(flags.rate, Some(300.0));
-        let plan = crate::lower::workload(&flags, "http://127.0.0.1:8080").unwrap();
+        let plan = crate::lower::workload(&flags, &["http://127.0.0.1:8080".into()]).unwrap();
         assert_eq!(plan.target_urls(), vec!["http://127.0.0.1:8080/delay?ms=5"]);
+        let fronts = [
+            "http://127.0.0.1:8081".into(),
+            "http://127.0.0.1:8082".into(),
+        ];
+        let both = crate::lower::workload(&flags, &fronts).unwrap();
+        assert_eq!(
+            both.target_urls(),
+            vec![
+                "http://127.0.0.1:8081/delay?ms=5",
+                "http://127.0.0.1:8082/delay?ms=5"
+            ]
+        );
+        assert_eq!(plan.thresholds.len(), 1);
         let bad = WorkloadSpec {
             name: "y".into(),
             run: "/ping -c 0".into(),
+            slo: None,
         };
         assert!(bad.flags().is_err());
+        let bad_slo = WorkloadSpec {
+            name: "z".into(),
+            run: "/ping".into(),
+            slo: Some("p99<soon".into()),
+        };
+        assert!(bad_slo.flags().is_err());
     }
 }

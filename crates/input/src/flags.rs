@@ -9,7 +9,7 @@ use clap::{Args, Parser, ValueEnum};
 
 use crate::values::{
     addr_list, non_negative_rate, positive_count, positive_duration, positive_rate, positive_u64,
-    AddrList,
+    threshold_list, AddrList, ThresholdList,
 };
 
 /// Arrival spacing for the open model.
@@ -95,6 +95,10 @@ pub struct LoadFlags {
     /// HTTPS: do not verify the servers' certificates (the output says verification was off).
     #[arg(long)]
     pub insecure: bool,
+    /// Thresholds the run must meet, e.g. 'p99<300ms,errors<1%,rps>900' or 'p95{login}<200ms'
+    /// for one request name (repeatable); any failed sets exit code 99.
+    #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = threshold_list)]
+    pub slo: Vec<ThresholdList>,
 }
 
 /// Load flags alone, as an experiment file's workload writes them (`/ping -R 300 -d 10s`).

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use loadlab_run::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop,
-    TlsSettings, ValidPlan,
+    Threshold, TlsSettings, ValidPlan,
 };
 
 use crate::flags::{ArrivalArg, LoadFlags};
@@ -47,6 +47,8 @@ pub struct Overrides {
     pub cacert: Option<PathBuf>,
     /// HTTPS: skip certificate verification (whatever the file says).
     pub insecure: bool,
+    /// Thresholds given on the command line, checked with the file's `ensure`.
+    pub thresholds: Vec<Threshold>,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -61,6 +63,7 @@ struct Parts {
     connect_rate: Option<f64>,
     source_addrs: Vec<IpAddr>,
     tls: TlsSettings,
+    thresholds: Vec<Threshold>,
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
@@ -79,6 +82,7 @@ fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
         connect_rate: p.connect_rate.unwrap_or(defaults::CONNECT_RATE),
         source_addrs: p.source_addrs,
         tls: p.tls,
+        thresholds: p.thresholds,
     }
     .check()
 }
@@ -146,21 +150,31 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             source_addrs: source_addrs(f),
             cacert: f.cacert.clone(),
             insecure: f.insecure,
+            thresholds: thresholds(f),
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
     urls(f).map_err(InputError::flags)
 }
 
-/// An experiment's workload: load flags whose URLs are paths on the topology's `front`
-/// (`http://127.0.0.1:PORT`).
-pub fn workload(f: &LoadFlags, front: &str) -> Result<ValidPlan, InputError> {
+/// An experiment's workload: load flags whose URLs are paths on the topology's `fronts`
+/// (`http://127.0.0.1:PORT`; several when the client balances over the replicas, and then each
+/// path goes to every one of them), or a scenario file sent to the first front.
+pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
     let mut f = f.clone();
-    for url in &mut f.urls {
-        if url.starts_with('/') {
-            *url = format!("{front}{url}");
-        }
+    if f.is_scenario() {
+        // A scenario's paths are relative to its target: the (first) front.
+        f.target = f.target.or_else(|| fronts.first().cloned());
+        return flags(&f);
     }
+    f.urls = f
+        .urls
+        .iter()
+        .flat_map(|url| match url.starts_with('/') {
+            true => fronts.iter().map(|front| format!("{front}{url}")).collect(),
+            false => vec![url.clone()],
+        })
+        .collect();
     urls(&f).map_err(InputError::flags)
 }
 
@@ -192,6 +206,7 @@ pub fn url(
         connect_rate: None,
         source_addrs: Vec::new(),
         tls: TlsSettings::default(),
+        thresholds: Vec::new(),
     })?)
 }
 
@@ -257,6 +272,11 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
             o.insecure || sc.tls.insecure,
         )
         .map_err(at)?,
+        thresholds: sc
+            .thresholds
+            .into_iter()
+            .chain(o.thresholds.clone())
+            .collect(),
     })
     .map_err(|e| at(e.into()))
 }
@@ -342,6 +362,7 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
         tls: tls(f.cacert.as_deref(), f.insecure)?,
+        thresholds: thresholds(f),
     })?)
 }
 
@@ -351,6 +372,11 @@ fn source_addrs(f: &LoadFlags) -> Vec<IpAddr> {
         .iter()
         .flat_map(|l| l.0.iter().copied())
         .collect()
+}
+
+/// The thresholds of every `--slo`, in order.
+fn thresholds(f: &LoadFlags) -> Vec<Threshold> {
+    f.slo.iter().flat_map(|l| l.0.iter().cloned()).collect()
 }
 
 #[cfg(test)]
@@ -400,7 +426,7 @@ mod tests {
                 insecure: true,
                 ..LoadFlags::default()
             },
-            "http://127.0.0.1:1",
+            &["http://127.0.0.1:1".to_string()],
         )
         .unwrap();
         assert!(from_workload.tls.insecure);

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use loadlab_run::plan::{MAX_RATE_RPS, MAX_SOURCE_ADDRS};
+use loadlab_run::Threshold;
 
 /// A whole number of at least 1 (connections, threads, depth).
 pub fn positive_count(s: &str) -> Result<usize, String> {
@@ -131,6 +132,17 @@ pub fn addr_list(s: &str) -> Result<AddrList, String> {
         }
     }
     Ok(AddrList(addrs))
+}
+
+/// Thresholds, as `--slo` takes them: a comma-separated list (`p99<300ms,errors<1%`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThresholdList(pub Vec<Threshold>);
+
+/// Parses `--slo`'s list of thresholds.
+pub fn threshold_list(s: &str) -> Result<ThresholdList, String> {
+    Threshold::parse_list(s)
+        .map(ThresholdList)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -4,17 +4,24 @@
 pub mod nginx;
 pub mod process;
 pub mod proxy;
+pub mod redis;
 pub mod sampler;
+pub mod store_sampler;
 pub mod topology;
+pub mod visits;
 
 use std::time::Duration;
 
+pub use redis::RedisServer;
 pub use sampler::{Sampler, SamplerError};
 pub use topology::{deploy, Deployment, Lb, Topology};
 
 /// A topology could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    /// redis-server is not installed.
+    #[error("redis-server is not installed; install it with: apt-get install redis-server (or give --redis-url)")]
+    RedisMissing,
     /// nginx is not installed.
     #[error("nginx is not installed; install it with: apt-get install nginx-light (or use --lb builtin)")]
     NginxMissing,

@@ -1,5 +1,5 @@
-//! Per-process CPU and memory sampler: every interval, reads `/proc` for the watched
-//! processes and all their descendants (lab → run).
+//! The sampler: every interval, reads `/proc` for the watched processes and all their
+//! descendants (CPU and memory), and the watched stores' own figures (lab → run).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -9,12 +9,17 @@ use std::time::{Duration, Instant};
 use loadlab_run::{ProcessSample, ProcessSeries, ServerData};
 use procfs::process::Process;
 
+use crate::store_sampler::StoreReader;
+
 /// A process cannot be watched.
 #[derive(Debug, thiserror::Error)]
 pub enum SamplerError {
     /// No process has this PID (or /proc cannot show it).
     #[error("no process with pid {0} to watch (is it running, and is /proc mounted?)")]
     NoSuchProcess(i32),
+    /// A store to watch is not given as a URL it can be reached at.
+    #[error("cannot watch the store: {0}")]
+    BadStore(String),
 }
 
 /// Samples watched processes on its own thread until [`Sampler::finish`].
@@ -33,18 +38,27 @@ struct Previous {
 }
 
 impl Sampler {
-    /// Starts watching `roots` and their descendants, one sample per `interval`.
-    pub fn start(roots: &[i32], interval: Duration) -> Result<Sampler, SamplerError> {
+    /// Starts watching `roots` and their descendants, and the Redis servers at `stores`, one
+    /// sample per `interval`.
+    pub fn start(
+        roots: &[i32],
+        stores: &[String],
+        interval: Duration,
+    ) -> Result<Sampler, SamplerError> {
         for &pid in roots {
             Process::new(pid)
                 .and_then(|p| p.stat())
                 .map_err(|_| SamplerError::NoSuchProcess(pid))?;
         }
+        let readers = stores
+            .iter()
+            .map(|url| StoreReader::new(url).map_err(SamplerError::BadStore))
+            .collect::<Result<Vec<_>, _>>()?;
         let roots = roots.to_vec();
         let (stop, stopped) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("loadlab-sampler".into())
-            .spawn(move || sample_loop(&roots, interval, &stopped))
+            .spawn(move || sample_loop(&roots, readers, interval, &stopped))
             .expect("the sampler thread starts");
         Ok(Sampler { stop, thread })
     }
@@ -56,7 +70,12 @@ impl Sampler {
     }
 }
 
-fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) -> ServerData {
+fn sample_loop(
+    roots: &[i32],
+    mut stores: Vec<StoreReader>,
+    interval: Duration,
+    stopped: &mpsc::Receiver<()>,
+) -> ServerData {
     let mut reader = Reader {
         roots,
         start: Instant::now(),
@@ -68,6 +87,10 @@ fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) 
     let mut tick = 0u32;
     loop {
         reader.read_all(None);
+        let second = reader.start.elapsed().as_secs();
+        for store in &mut stores {
+            store.read(second);
+        }
         tick += 1;
         let next = reader.start + interval * tick;
         match stopped.recv_timeout(next.saturating_duration_since(Instant::now())) {
@@ -81,6 +104,7 @@ fn sample_loop(roots: &[i32], interval: Duration, stopped: &mpsc::Receiver<()>) 
     reader.read_all(Some(interval / 2));
     ServerData {
         processes: reader.series.into_values().collect(),
+        stores: stores.into_iter().map(StoreReader::finish).collect(),
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
 use crate::proxy::Proxy;
+use crate::redis::RedisServer;
 use crate::LabError;
 
 /// The load balancer in front of replicas.
@@ -20,6 +21,9 @@ pub enum Lb {
     Nginx,
     /// loadlab's own round-robin TCP proxy.
     Builtin,
+    /// No balancer: the load goes to every replica's own URL at once, as clients balancing
+    /// by DNS do (seed 003).
+    Client,
 }
 
 /// What to deploy.
@@ -43,38 +47,90 @@ pub struct Topology {
     pub ready_timeout: Duration,
     /// nginx's timeouts towards the replicas.
     pub proxy_timeout: Duration,
+    /// Start a redis-server first and give every instance its URL (`--redis-url`, or
+    /// `$REDIS_URL` for a user's command).
+    pub redis: bool,
+    /// With `redis`: `loadlab consume` processes counting the visits application's page
+    /// views (named `counter-1`, `counter-2`, …).
+    pub consumers: usize,
+    /// Counters per page the consumers spread views over (`None`: the consumer's default;
+    /// the service must be given the same).
+    pub shards: Option<usize>,
 }
 
 /// A running topology, stopped (every process, by PID) when dropped.
 pub struct Deployment {
-    /// Where load goes: the balancer, or the only replica.
+    /// Where load goes: the balancer, or the only replica (the first one with client-side
+    /// balancing).
     pub url: String,
+    /// Every URL load goes to: `url`, or each replica's with client-side balancing.
+    pub fronts: Vec<String>,
     /// What was started, in words (including a fallback from nginx to the built-in proxy).
     pub description: String,
     proxy: Option<Proxy>,
     balancer: Option<Supervised>,
     instances: Vec<Supervised>,
     prefix: Option<PathBuf>,
+    redis: Option<RedisServer>,
+    consumers: Vec<Supervised>,
+    /// How to start consumer `i` again (the loadlab executable, the Redis URL, the shards).
+    consumer_spec: Option<(PathBuf, String, Option<usize>)>,
 }
 
 impl Deployment {
-    /// PIDs of every process started: instances first, then nginx.
+    /// PIDs of every process started: instances first, then nginx, the consumers and
+    /// redis-server.
     pub fn pids(&self) -> Vec<u32> {
         self.instances
             .iter()
             .chain(&self.balancer)
+            .chain(&self.consumers)
             .map(Supervised::pid)
+            .chain(self.redis.as_ref().map(RedisServer::pid))
             .collect()
     }
 
-    /// Waits up to `wait` for one of the processes to exit; returns its label if one did.
+    /// Starts again, under the same name, every consumer that exited: as an orchestrator
+    /// would, so it takes back the views it had not acknowledged.
+    fn restart_consumers(&mut self) {
+        let Some((exe, url, shards)) = &self.consumer_spec else {
+            return;
+        };
+        for (i, c) in self.consumers.iter_mut().enumerate() {
+            if let Some(status) = c.exited() {
+                eprintln!("[{}] exited ({status}); starting it again", c.label);
+                if let Ok(fresh) =
+                    Supervised::spawn(&c.label, consumer_command(exe, url, i + 1, *shards))
+                {
+                    *c = fresh;
+                }
+            }
+        }
+    }
+
+    /// True when the topology runs the visits application's consumers.
+    pub fn counts_visits(&self) -> bool {
+        !self.consumers.is_empty()
+    }
+
+    /// The URL of the topology's redis-server, when it has one.
+    pub fn redis_url(&self) -> Option<String> {
+        self.redis.as_ref().map(RedisServer::url)
+    }
+
+    /// Waits up to `wait` for one of the processes to exit; returns its label if one did. A
+    /// consumer that exited is started again instead.
     pub fn exited(&mut self, wait: Duration) -> Option<String> {
         let deadline = Instant::now() + wait;
         loop {
+            self.restart_consumers();
             for p in self.instances.iter_mut().chain(self.balancer.as_mut()) {
                 if p.exited().is_some() {
                     return Some(p.label.clone());
                 }
+            }
+            if self.redis.as_mut().is_some_and(RedisServer::exited) {
+                return Some("redis-server".into());
             }
             if Instant::now() >= deadline {
                 return None;
@@ -96,7 +152,24 @@ impl Drop for Deployment {
         if let Some(prefix) = self.prefix.take() {
             let _ = std::fs::remove_dir_all(prefix);
         }
+        for c in &mut self.consumers {
+            c.stop(Duration::from_secs(3));
+        }
+        // Last: the instances and consumers may still be using it while they stop.
+        self.redis.take();
     }
+}
+
+/// `loadlab consume` as consumer `i` (`counter-i`) of the Redis server at `url`.
+fn consumer_command(exe: &Path, url: &str, i: usize, shards: Option<usize>) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(["consume", "--redis-url", url])
+        .args(["--name", &format!("counter-{i}")])
+        .stdout(std::process::Stdio::null());
+    if let Some(shards) = shards {
+        cmd.args(["--shards", &shards.to_string()]);
+    }
+    cmd
 }
 
 /// A free port on 127.0.0.1 (bound, then released for a child to take).
@@ -123,21 +196,41 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     } else {
         topology.port
     };
+    // With client-side balancing the first replica takes the front's port.
     let ports: Vec<u16> = if topology.replicas == 1 {
         vec![front]
     } else {
         (0..topology.replicas)
-            .map(|_| free_port())
+            .map(|i| match (i, topology.lb) {
+                (0, Lb::Client) => Ok(front),
+                _ => free_port(),
+            })
             .collect::<Result<_, _>>()?
     };
     let mut deployment = Deployment {
         url: format!("http://127.0.0.1:{front}"),
+        fronts: vec![format!("http://127.0.0.1:{front}")],
         description: String::new(),
         proxy: None,
         balancer: None,
         instances: Vec::new(),
         prefix: None,
+        redis: None,
+        consumers: Vec::new(),
+        consumer_spec: None,
     };
+    if topology.redis {
+        deployment.redis = Some(RedisServer::start()?);
+    }
+    let redis_url = deployment.redis.as_ref().map(RedisServer::url);
+    if let Some(url) = &redis_url {
+        for i in 1..=topology.consumers {
+            let cmd = consumer_command(loadlab_exe, url, i, topology.shards);
+            let child = Supervised::spawn(&format!("consumer {i}"), cmd).map_err(LabError::Io)?;
+            deployment.consumers.push(child);
+        }
+        deployment.consumer_spec = Some((loadlab_exe.to_path_buf(), url.clone(), topology.shards));
+    }
     for (r, port) in ports.iter().enumerate() {
         let first = deployment.instances.len();
         for w in 0..topology.workers {
@@ -151,6 +244,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 Some(c) => {
                     let mut cmd = Command::new("sh");
                     cmd.arg("-c").arg(c).env("PORT", port.to_string());
+                    if let Some(url) = &redis_url {
+                        cmd.env("REDIS_URL", url);
+                    }
                     // Its output goes to stderr, so loadlab's own stdout stays machine-readable.
                     cmd.stdout(std::io::stderr());
                     cmd
@@ -162,6 +258,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                         cmd.arg("--reuse-port");
                     }
                     cmd.args(&topology.serve_args);
+                    if let Some(url) = &redis_url {
+                        cmd.args(["--redis-url", url]);
+                    }
                     cmd.stdout(std::process::Stdio::null());
                     cmd
                 }
@@ -187,8 +286,15 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         String::new()
     };
     let what = topology.command.as_deref().unwrap_or("loadlab serve");
+    let store = match &deployment.redis {
+        Some(r) => format!(", sharing redis-server {} (pid {})", r.url(), r.pid()),
+        None => String::new(),
+    } + &match deployment.consumers.len() {
+        0 => String::new(),
+        n => format!(" with {n} visit counter consumer(s)"),
+    };
     if topology.replicas == 1 {
-        deployment.description = format!("{what}{workers} on {}", deployment.url);
+        deployment.description = format!("{what}{workers} on {}{store}", deployment.url);
         return Ok(deployment);
     }
     let lb = match topology.lb {
@@ -196,7 +302,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             Ok(_) => Lb::Nginx,
             Err(_) => Lb::Builtin,
         },
-        Lb::Builtin => Lb::Builtin,
+        other => other,
     };
     let fallback = if lb != topology.lb {
         " (nginx is not installed, so the built-in proxy balances instead; install it with: apt-get install nginx-light)"
@@ -228,9 +334,21 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 .collect();
             deployment.proxy = Some(Proxy::start(listener, backends).map_err(LabError::Io)?);
         }
+        Lb::Client => {
+            deployment.fronts = ports
+                .iter()
+                .map(|p| format!("http://127.0.0.1:{p}"))
+                .collect();
+            deployment.description = format!(
+                "{} replicas of {what}{workers}, balanced by the client over {}{store}",
+                topology.replicas,
+                deployment.fronts.join(" ")
+            );
+            return Ok(deployment);
+        }
     }
     deployment.description = format!(
-        "{} replicas of {what}{workers} behind {} on {}{fallback}",
+        "{} replicas of {what}{workers} behind {} on {}{store}{fallback}",
         topology.replicas,
         if lb == Lb::Nginx {
             "nginx"

@@ -27,6 +27,7 @@ fn a_busy_process_reads_about_one_core_and_an_idle_one_about_zero() {
     let idle = spawn("sleep 20");
     let sampler = Sampler::start(
         &[busy.0.id() as i32, idle.0.id() as i32],
+        &[],
         Duration::from_millis(500),
     )
     .unwrap();
@@ -58,7 +59,7 @@ fn a_busy_process_reads_about_one_core_and_an_idle_one_about_zero() {
 fn children_of_a_watched_process_are_watched_too() {
     let parent = spawn("sleep 20 & sleep 20 & wait");
     std::thread::sleep(Duration::from_millis(200));
-    let sampler = Sampler::start(&[parent.0.id() as i32], Duration::from_millis(300)).unwrap();
+    let sampler = Sampler::start(&[parent.0.id() as i32], &[], Duration::from_millis(300)).unwrap();
     std::thread::sleep(Duration::from_millis(1000));
     let data = sampler.finish();
     let sleeps = data.processes.iter().filter(|p| p.name == "sleep").count();
@@ -71,8 +72,14 @@ fn a_missing_process_is_a_clear_error() {
     let mut gone = Command::new("true").spawn().unwrap();
     let pid = gone.id() as i32;
     gone.wait().unwrap();
-    match Sampler::start(&[pid], Duration::from_secs(1)) {
+    match Sampler::start(&[pid], &[], Duration::from_secs(1)) {
         Err(SamplerError::NoSuchProcess(p)) => assert_eq!(p, pid),
+        Err(e) => panic!("another error: {e}"),
         Ok(_) => panic!("a finished process was accepted"),
+    }
+    match Sampler::start(&[], &["http://not-redis".into()], Duration::from_secs(1)) {
+        Err(SamplerError::BadStore(why)) => assert!(why.contains("not a Redis URL"), "{why}"),
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("a URL that is not Redis's was accepted"),
     }
 }

@@ -48,6 +48,14 @@ pub fn write_html(path: &Path, title: &str, views: &[RunView]) -> Result<(), Fil
     write(path, render_html(&format!("loadlab: {title}"), views))
 }
 
+/// Writes the JUnit XML of the thresholds of runs (`(label, duration_s, results)`) to `path`.
+pub fn write_junit(
+    path: &Path,
+    suites: &[(String, f64, Vec<loadlab_run::ThresholdResult>)],
+) -> Result<(), FileError> {
+    write(path, crate::thresholds::junit_xml(suites))
+}
+
 /// True for a `.png` plot, false for `.svg`; any other name is refused.
 pub fn plot_is_png(path: &Path) -> Result<bool, FileError> {
     let ext = path

@@ -194,6 +194,40 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             ));
         }
     }
+    let mut commands = Vec::new();
+    let mut backlog = Vec::new();
+    for r in runs {
+        for st in r.server.iter().flat_map(|s| &s.stores) {
+            let name = series_name(runs, r, &st.name);
+            commands.push(Series::new(
+                name.clone(),
+                st.samples
+                    .iter()
+                    .map(|s| (s.second as f64 + 0.5, s.commands_per_s))
+                    .collect(),
+            ));
+            let mut streams: Vec<&str> = Vec::new();
+            for q in st.samples.iter().flat_map(|s| &s.streams) {
+                if !streams.contains(&q.stream.as_str()) {
+                    streams.push(&q.stream);
+                }
+            }
+            for stream in streams {
+                let points = st
+                    .samples
+                    .iter()
+                    .filter_map(|s| {
+                        let q = s.streams.iter().find(|q| q.stream == stream)?;
+                        Some((
+                            s.second as f64 + 0.5,
+                            (q.lag.unwrap_or(0) + q.pending) as f64,
+                        ))
+                    })
+                    .collect();
+                backlog.push(Series::new(format!("{name} {stream}"), points));
+            }
+        }
+    }
     let spectra: Vec<Series> = runs
         .iter()
         .filter_map(|r| {
@@ -225,6 +259,22 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             cpu,
         ));
         out.push(chart("server-rss", "Server memory, per process", "MB", rss));
+    }
+    if !commands.is_empty() {
+        out.push(chart(
+            "store-commands",
+            "Store commands per second (the service's, not the sampler's)",
+            "per second",
+            commands,
+        ));
+    }
+    if !backlog.is_empty() {
+        out.push(chart(
+            "queue-backlog",
+            "Queue backlog: entries not yet delivered or not yet acknowledged",
+            "entries",
+            backlog,
+        ));
     }
     out.push(Chart {
         id: "spectrum".into(),

@@ -7,6 +7,7 @@ pub mod html;
 pub mod live;
 pub mod plot;
 pub mod probe;
+pub mod thresholds;
 
 use std::fmt::Write;
 
@@ -277,11 +278,15 @@ pub fn render_summary(s: &Summary) -> String {
     }
     if let Some(server) = &s.server {
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "  {:<8}{:<18}{:>12}{:>12}{:>14}",
-            "pid", "process", "cpu avg %", "cpu max %", "rss max MB"
-        );
+        if !server.processes.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {:<8}{:<18}{:>12}{:>12}{:>14}",
+                "pid", "process", "cpu avg %", "cpu max %", "rss max MB"
+            );
+        } else if server.stores.is_empty() {
+            let _ = writeln!(out, "  (the watched processes had exited)");
+        }
         for p in &server.processes {
             let _ = writeln!(
                 out,
@@ -289,9 +294,24 @@ pub fn render_summary(s: &Summary) -> String {
                 p.pid, p.name, p.cpu_pct_avg, p.cpu_pct_max, p.rss_mb_max
             );
         }
-        if server.processes.is_empty() {
-            let _ = writeln!(out, "  (the watched processes had exited)");
+        for st in &server.stores {
+            let _ = writeln!(
+                out,
+                "  {}: {:.0} commands/s on average (most {:.0}), memory up to {:.1} MB, up to {} clients",
+                st.name, st.commands_per_s_avg, st.commands_per_s_max, st.memory_mb_max, st.clients_max
+            );
+            for q in &st.streams {
+                let _ = writeln!(
+                    out,
+                    "    stream {}: up to {} entries; backlog up to {} undelivered, {} at the end; {} delivered but unacknowledged at the end",
+                    q.name, q.length_max, q.lag_max, q.lag_end, q.pending_end
+                );
+            }
         }
+    }
+    if !s.thresholds.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&thresholds::render_thresholds(&s.thresholds));
     }
     if !s.findings.is_empty() {
         let _ = writeln!(out);

@@ -40,7 +40,7 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
 }
 
 /// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, and `server.csv`
-/// when the lab watched the service's processes.
+/// when the lab watched the service's processes (with `stores.csv` when it watched stores).
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|source| RunDirError {
         path: dir.to_path_buf(),
@@ -77,6 +77,11 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
         let mut csv = Vec::new();
         server.write_csv(&mut csv).expect("writes to a Vec");
         write_atomic(&dir.join("server.csv"), &csv)?;
+        if !server.stores.is_empty() {
+            let mut csv = Vec::new();
+            server.write_stores_csv(&mut csv).expect("writes to a Vec");
+            write_atomic(&dir.join("stores.csv"), &csv)?;
+        }
     }
     Ok(())
 }
@@ -170,7 +175,52 @@ fn read_server_csv(text: &str) -> crate::ServerData {
             }),
         }
     }
-    crate::ServerData { processes }
+    crate::ServerData {
+        processes,
+        stores: Vec::new(),
+    }
+}
+
+/// Reads `stores.csv` (a line per store per second, and one per stream) into series.
+fn read_stores_csv(text: &str) -> Vec<crate::StoreSeries> {
+    let mut stores: Vec<crate::StoreSeries> = Vec::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let [second, store, cmds, mem, clients, stream, length, pending, lag] = f.as_slice() else {
+            continue;
+        };
+        let Ok(second) = second.parse::<u64>() else {
+            continue;
+        };
+        let i = match stores.iter().position(|s| s.name == *store) {
+            Some(i) => i,
+            None => {
+                stores.push(crate::StoreSeries {
+                    name: store.to_string(),
+                    samples: Vec::new(),
+                });
+                stores.len() - 1
+            }
+        };
+        let samples = &mut stores[i].samples;
+        if stream.is_empty() {
+            samples.push(crate::StoreSample {
+                second,
+                commands_per_s: cmds.parse().unwrap_or(0.0),
+                memory_mb: mem.parse().unwrap_or(0.0),
+                clients: clients.parse().unwrap_or(0),
+                streams: Vec::new(),
+            });
+        } else if let Some(sample) = samples.last_mut().filter(|s| s.second == second) {
+            sample.streams.push(crate::StreamReading {
+                stream: stream.to_string(),
+                length: length.parse().unwrap_or(0),
+                pending: pending.parse().unwrap_or(0),
+                lag: lag.parse().ok(),
+            });
+        }
+    }
+    stores
 }
 
 /// Merges the untagged (latency from the intended start) intervals of an interval log.
@@ -223,9 +273,12 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
                 .collect()
         })
         .collect();
-    let server = fs::read_to_string(dir.join("server.csv"))
+    let mut server = fs::read_to_string(dir.join("server.csv"))
         .ok()
         .map(|t| read_server_csv(&t));
+    if let (Some(server), Ok(text)) = (&mut server, fs::read_to_string(dir.join("stores.csv"))) {
+        server.stores = read_stores_csv(&text);
+    }
     let latency = fs::read(dir.join("latency.hlog"))
         .ok()
         .and_then(|b| read_latency_log(&b));

@@ -11,6 +11,7 @@ pub mod record;
 pub mod server;
 pub mod summary;
 pub mod template;
+pub mod thresholds;
 pub mod timeline;
 pub mod users;
 
@@ -24,8 +25,11 @@ pub use record::{
     new_histogram, ConnectStats, Counts, GeneratorStats, Interval, PhaseRecord, RunData, Timings,
     UserRecord,
 };
-pub use server::{ProcessSample, ProcessSeries, ServerData};
+pub use server::{
+    ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
+};
 pub use summary::{summary_schema, Breakdown, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};
 pub use template::{Template, TemplateError};
+pub use thresholds::{Threshold, ThresholdError, ThresholdResult};
 pub use timeline::TimelineRow;
 pub use users::UserModel;

@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::thresholds::Threshold;
 use crate::users::UserModel;
 
 /// A host and port that connections are opened to.
@@ -282,6 +283,8 @@ pub struct Plan {
     pub source_addrs: Vec<IpAddr>,
     /// How `https://` endpoints are verified.
     pub tls: TlsSettings,
+    /// What the run must meet (`--slo`, a scenario's `ensure`), checked on its summary.
+    pub thresholds: Vec<Threshold>,
 }
 
 /// The defaults every input falls back on (flags, scenario files, experiment workloads, the
@@ -341,6 +344,14 @@ pub const MAX_SOURCE_ADDRS: usize = 65_536;
 /// A plan that cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PlanError {
+    /// A threshold scoped to a request name no request has.
+    #[error("a threshold names requests {name:?}, but the requests are named: {names}")]
+    UnknownThresholdName {
+        /// The name the threshold gave.
+        name: String,
+        /// The plan's request names, comma-separated.
+        names: String,
+    },
     /// No request to send.
     #[error("no target URL given")]
     NoTargets,
@@ -434,6 +445,7 @@ impl Plan {
             connect_rate: defaults::CONNECT_RATE,
             source_addrs: Vec::new(),
             tls: TlsSettings::default(),
+            thresholds: Vec::new(),
         }
     }
 
@@ -443,9 +455,30 @@ impl Plan {
     }
 
     /// Checks the plan's numbers, once: only a [`ValidPlan`] runs.
-    pub fn check(self) -> Result<ValidPlan, PlanError> {
+    pub fn check(mut self) -> Result<ValidPlan, PlanError> {
         self.validate()?;
+        self.scope_thresholds()?;
         Ok(ValidPlan(self))
+    }
+
+    /// Checks that each threshold scoped to a request name names one of the plan's requests;
+    /// with a single name, a scoped threshold is the whole run's (the summary keeps figures by
+    /// name only when there are several).
+    fn scope_thresholds(&mut self) -> Result<(), PlanError> {
+        let (names, _) = self.request_names();
+        for t in &mut self.thresholds {
+            let Some(name) = &t.name else { continue };
+            if !names.contains(name) {
+                return Err(PlanError::UnknownThresholdName {
+                    name: name.clone(),
+                    names: names.join(", "),
+                });
+            }
+            if names.len() == 1 {
+                t.name = None;
+            }
+        }
+        Ok(())
     }
 
     fn validate(&self) -> Result<(), PlanError> {
@@ -731,6 +764,18 @@ mod tests {
             let e = plan_from(&[bad]).check().unwrap_err();
             assert!(matches!(e, PlanError::BadSourceAddr { .. }), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_threshold_must_name_a_request_and_one_name_is_the_whole_run() {
+        let with = |text: &str| Plan {
+            thresholds: Threshold::parse_list(text).unwrap(),
+            ..plan_from(&[])
+        };
+        let e = with("p99{/nope}<1ms").check().unwrap_err();
+        assert!(e.to_string().contains("named: /"), "{e}");
+        let plan = with("p99{/}<1ms,errors<1%").check().unwrap();
+        assert!(plan.thresholds.iter().all(|t| t.name.is_none()));
     }
 
     #[test]

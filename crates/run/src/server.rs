@@ -1,4 +1,5 @@
-//! What the lab saw of the service's processes: CPU and memory per process per second.
+//! What the lab saw of the service: CPU and memory per process per second, and the stores'
+//! own figures (a Redis server's commands, memory, clients and stream backlogs) per second.
 
 use std::io::{self, Write};
 
@@ -44,11 +45,50 @@ impl ProcessSeries {
     }
 }
 
-/// The watched processes of a run.
+/// One reading of a stream (a queue) in a store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamReading {
+    /// The stream's key.
+    pub stream: String,
+    /// Entries in the stream.
+    pub length: u64,
+    /// Entries delivered to its consumer group and not yet acknowledged.
+    pub pending: u64,
+    /// Entries not yet delivered to the consumer group (Redis 7's `lag`), when known.
+    pub lag: Option<u64>,
+}
+
+/// One reading of a store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSample {
+    /// Second of the sampling, from its start.
+    pub second: u64,
+    /// Commands processed per second since the previous reading.
+    pub commands_per_s: f64,
+    /// Memory used, MB.
+    pub memory_mb: f64,
+    /// Clients connected.
+    pub clients: u64,
+    /// Its streams with a consumer group.
+    pub streams: Vec<StreamReading>,
+}
+
+/// Every reading of one store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSeries {
+    /// What it is: `redis 127.0.0.1:PORT`.
+    pub name: String,
+    /// Readings in time order.
+    pub samples: Vec<StoreSample>,
+}
+
+/// The watched processes and stores of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerData {
     /// One series per process, by PID.
     pub processes: Vec<ProcessSeries>,
+    /// One series per store.
+    pub stores: Vec<StoreSeries>,
 }
 
 impl ServerData {
@@ -66,6 +106,36 @@ impl ServerData {
                     s.cpu_pct,
                     s.rss_mb
                 )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `stores.csv`: one line per store per second, and one more per stream.
+    pub fn write_stores_csv(&self, w: &mut impl Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "second,store,commands_per_s,memory_mb,clients,stream,length,pending,lag"
+        )?;
+        for st in &self.stores {
+            let name = st.name.replace(',', "_");
+            for s in &st.samples {
+                writeln!(
+                    w,
+                    "{},{name},{:.1},{:.2},{},,,,",
+                    s.second, s.commands_per_s, s.memory_mb, s.clients
+                )?;
+                for q in &s.streams {
+                    let lag = q.lag.map_or(String::new(), |l| l.to_string());
+                    writeln!(
+                        w,
+                        "{},{name},,,,{},{},{},{lag}",
+                        s.second,
+                        q.stream.replace(',', "_"),
+                        q.length,
+                        q.pending
+                    )?;
+                }
             }
         }
         Ok(())
@@ -98,10 +168,41 @@ mod tests {
         assert_eq!(p.cpu_pct_max(), 100.0);
         assert_eq!(p.rss_mb_max(), 12.5);
         let mut out = Vec::new();
-        ServerData { processes: vec![p] }
-            .write_csv(&mut out)
-            .unwrap();
+        ServerData {
+            processes: vec![p],
+            stores: Vec::new(),
+        }
+        .write_csv(&mut out)
+        .unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().nth(2), Some("1,7,node_app,100.0,12.50"));
+        let stores = ServerData {
+            processes: Vec::new(),
+            stores: vec![StoreSeries {
+                name: "redis 127.0.0.1:1".into(),
+                samples: vec![StoreSample {
+                    second: 3,
+                    commands_per_s: 250.0,
+                    memory_mb: 1.5,
+                    clients: 4,
+                    streams: vec![StreamReading {
+                        stream: "visits".into(),
+                        length: 90,
+                        pending: 2,
+                        lag: None,
+                    }],
+                }],
+            }],
+        };
+        let mut out = Vec::new();
+        stores.write_stores_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text.lines().skip(1).collect::<Vec<_>>(),
+            [
+                "3,redis 127.0.0.1:1,250.0,1.50,4,,,,",
+                "3,redis 127.0.0.1:1,,,,visits,90,2,"
+            ]
+        );
     }
 }

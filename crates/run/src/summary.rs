@@ -6,6 +6,7 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::thresholds::ThresholdResult;
 use crate::timeline::us_to_ms;
 use crate::{ErrorKind, RunData, Timings, TlsFailure};
 
@@ -304,11 +305,86 @@ pub struct ServerProcess {
     pub rss_mb_max: f64,
 }
 
-/// The service's processes as the lab saw them.
+/// One stream (queue) of a watched store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerStream {
+    /// The stream's key.
+    pub name: String,
+    /// Most entries it held at a reading.
+    pub length_max: u64,
+    /// Entries delivered to its consumer group but not acknowledged, at the last reading.
+    pub pending_end: u64,
+    /// Most entries waiting for the consumer group (not yet delivered) at a reading.
+    pub lag_max: u64,
+    /// Entries waiting for the consumer group at the last reading: a backlog still there
+    /// when the load ended.
+    pub lag_end: u64,
+}
+
+/// One watched store (a Redis server).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerStore {
+    /// What it is: `redis 127.0.0.1:PORT`.
+    pub name: String,
+    /// Mean commands per second.
+    pub commands_per_s_avg: f64,
+    /// Highest one-second commands per second.
+    pub commands_per_s_max: f64,
+    /// Highest memory used, MB.
+    pub memory_mb_max: f64,
+    /// Most clients connected at a reading.
+    pub clients_max: u64,
+    /// Its streams with a consumer group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<ServerStream>,
+}
+
+/// The service's processes (and stores) as the lab saw them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Server {
     /// One entry per process.
     pub processes: Vec<ServerProcess>,
+    /// One entry per watched store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<ServerStore>,
+}
+
+impl ServerStore {
+    /// The summary of a store's readings.
+    pub fn from_series(s: &crate::server::StoreSeries) -> ServerStore {
+        let n = s.samples.len().max(1) as f64;
+        let mut streams: Vec<ServerStream> = Vec::new();
+        for q in s.samples.iter().flat_map(|x| &x.streams) {
+            let i = match streams.iter().position(|x| x.name == q.stream) {
+                Some(i) => i,
+                None => {
+                    streams.push(ServerStream {
+                        name: q.stream.clone(),
+                        ..ServerStream::default()
+                    });
+                    streams.len() - 1
+                }
+            };
+            let e = &mut streams[i];
+            e.length_max = e.length_max.max(q.length);
+            e.lag_max = e.lag_max.max(q.lag.unwrap_or(0));
+            // Readings come in time order, so the last one seen is the end.
+            e.pending_end = q.pending;
+            e.lag_end = q.lag.unwrap_or(0);
+        }
+        ServerStore {
+            name: s.name.clone(),
+            commands_per_s_avg: s.samples.iter().map(|x| x.commands_per_s).sum::<f64>() / n,
+            commands_per_s_max: s
+                .samples
+                .iter()
+                .map(|x| x.commands_per_s)
+                .fold(0.0, f64::max),
+            memory_mb_max: s.samples.iter().map(|x| x.memory_mb).fold(0.0, f64::max),
+            clients_max: s.samples.iter().map(|x| x.clients).max().unwrap_or(0),
+            streams,
+        }
+    }
 }
 
 /// One thing the analysis noticed about a run, in a sentence, with the numbers behind it.
@@ -376,6 +452,10 @@ pub struct Summary {
     /// What the analysis noticed, one sentence each.
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// The run's thresholds (`--slo`, a scenario's `ensure`), each checked against this
+    /// summary; absent when none were given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<ThresholdResult>,
 }
 
 impl Summary {
@@ -474,7 +554,7 @@ impl Summary {
                 }
             })
             .collect();
-        Summary {
+        let mut summary = Summary {
             schema: SUMMARY_SCHEMA.into(),
             complete: run.complete,
             model: run.plan.model.name().into(),
@@ -572,8 +652,12 @@ impl Summary {
                         rss_mb_max: p.rss_mb_max(),
                     })
                     .collect(),
+                stores: d.stores.iter().map(ServerStore::from_series).collect(),
             }),
-        }
+            thresholds: Vec::new(),
+        };
+        summary.thresholds = crate::thresholds::check_all(&run.plan.thresholds, &summary);
+        summary
     }
 }
 

@@ -81,7 +81,7 @@ pub async fn health() -> &'static str {
 pub async fn not_found(uri: axum::http::Uri) -> Response {
     (
         StatusCode::NOT_FOUND,
-        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /site/PAGE, /static/FILE, POST /login, /account, /health\n", uri.path()),
+        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /visits/PAGE, /site/PAGE, /static/FILE, POST /login, /account, /health\n", uri.path()),
     )
         .into_response()
 }
@@ -211,13 +211,14 @@ pub async fn bbox_sync(State(s): State<Shared>) -> Response {
     "ok".into_response()
 }
 
-/// The next ticket number of queue `name`, from 1, atomically.
+/// The next ticket number of queue `name`, from 1, atomically (in the process, or in the
+/// Redis server the replicas share); a store that fails answers 503 with why.
 pub async fn turno(State(s): State<Shared>, Path(name): Path<String>) -> Response {
     if name.is_empty() || name.len() > 128 {
         return bad_request("the queue name must have 1 to 128 characters".into());
     }
-    let mut tickets = s.tickets.lock().unwrap_or_else(|e| e.into_inner());
-    let n = tickets.entry(name).or_insert(0);
-    *n += 1;
-    Json(serde_json::json!({ "turno": *n })).into_response()
+    match s.store.next(&name).await {
+        Ok(n) => Json(serde_json::json!({ "turno": n })).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
 }

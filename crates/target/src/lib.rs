@@ -6,7 +6,9 @@
 //! `/site?work_ms=N`) hold it the way a synchronous server's worker is held; `/delay` and
 //! `/bbox/async` do not.
 
+pub mod consumer;
 mod endpoints;
+mod store;
 mod web;
 
 use std::collections::HashMap;
@@ -20,13 +22,26 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-/// How the black-box endpoints behave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use crate::store::Store;
+
+/// How the black-box endpoints behave, and where `/turno` counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceConfig {
     /// Delay of `/bbox/async` and `/bbox/sync`.
     pub bbox_delay: Duration,
     /// Requests `/bbox/sync` serves at once; the rest queue.
     pub bbox_workers: usize,
+    /// A Redis server holding `/turno`'s counters (shared by replicas); `None` counts in
+    /// the process.
+    pub redis_url: Option<String>,
+    /// The visits application: each `/site` page view is recorded (queued on the visits
+    /// stream with Redis, counted at once without), and `/visits/PAGE` tells the count.
+    pub visits: bool,
+    /// Counters per page the consumer spreads views over (seed 002 used 100).
+    pub shards: usize,
+    /// Most requests in progress at once; past it the service answers 429 (as Cloud Run's
+    /// per-instance concurrency limit did in seed 002). `None` for no cap.
+    pub max_in_flight: Option<usize>,
 }
 
 impl Default for ServiceConfig {
@@ -34,9 +49,16 @@ impl Default for ServiceConfig {
         ServiceConfig {
             bbox_delay: Duration::from_millis(1000),
             bbox_workers: 3,
+            redis_url: None,
+            visits: false,
+            shards: DEFAULT_SHARDS,
+            max_in_flight: None,
         }
     }
 }
+
+/// Counters per page of the visits application (seed 002's 100 shards).
+pub const DEFAULT_SHARDS: usize = 100;
 
 /// State shared by the handlers.
 #[derive(Clone)]
@@ -44,15 +66,16 @@ struct Shared {
     started: Instant,
     config: ServiceConfig,
     bbox_sync: Arc<Semaphore>,
-    tickets: Arc<Mutex<HashMap<String, u64>>>,
+    /// Tickets and page views.
+    store: Arc<Store>,
     /// Tokens issued by `/login`, to their users.
     tokens: Arc<Mutex<HashMap<String, String>>>,
 }
 
-/// The service's routes.
-pub fn router(config: ServiceConfig) -> Router {
+/// The service's routes; fails only on a Redis URL that cannot be parsed.
+pub fn router(config: ServiceConfig) -> Result<Router, String> {
     use endpoints::*;
-    Router::new()
+    let app = Router::new()
         .route("/ping", get(ping))
         .route("/health", get(health))
         .route("/delay", get(delay))
@@ -64,23 +87,49 @@ pub fn router(config: ServiceConfig) -> Router {
         .route("/bbox/async", get(bbox_async))
         .route("/bbox/sync", get(bbox_sync))
         .route("/turno/{name}", get(turno))
+        .route("/visits/{page}", get(web::visits))
         .route("/site/{page}", get(web::site))
         .route("/static/{file}", get(web::static_file))
         .route("/login", post(web::login))
         .route("/account", get(web::account))
-        .fallback(not_found)
-        .with_state(Shared {
-            started: Instant::now(),
-            config,
-            bbox_sync: Arc::new(Semaphore::new(config.bbox_workers.max(1))),
-            tickets: Arc::new(Mutex::new(HashMap::new())),
-            tokens: Arc::new(Mutex::new(HashMap::new())),
-        })
+        .fallback(not_found);
+    let in_flight = config
+        .max_in_flight
+        .map(|n| Arc::new(Semaphore::new(n.max(1))));
+    let app = app.with_state(Shared {
+        started: Instant::now(),
+        bbox_sync: Arc::new(Semaphore::new(config.bbox_workers.max(1))),
+        store: Arc::new(Store::new(config.redis_url.as_deref())?),
+        config,
+        tokens: Arc::new(Mutex::new(HashMap::new())),
+    });
+    Ok(match in_flight {
+        Some(cap) => app.layer(axum::middleware::from_fn_with_state(cap, capped)),
+        None => app,
+    })
+}
+
+/// Passes a request on while fewer than the cap are in progress, else answers 429.
+async fn capped(
+    axum::extract::State(cap): axum::extract::State<Arc<Semaphore>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match cap.clone().try_acquire_owned() {
+        Ok(_permit) => next.run(request).await,
+        Err(_) => (
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "too many requests in progress (--max-in-flight)\n",
+        )
+            .into_response(),
+    }
 }
 
 /// Serves the reference service on `listener` until the future is dropped.
 pub async fn serve(listener: TcpListener, config: ServiceConfig) -> std::io::Result<()> {
-    axum::serve(no_delay(listener), router(config)).await
+    let app = router(config).map_err(std::io::Error::other)?;
+    axum::serve(no_delay(listener), app).await
 }
 
 /// Accepted connections with Nagle's algorithm off: with pipelined requests, small responses
@@ -110,6 +159,7 @@ impl TestServer {
 
     /// Like [`TestServer::start`], with black-box settings.
     pub fn start_with(threads: usize, config: ServiceConfig) -> std::io::Result<TestServer> {
+        let app = router(config).map_err(std::io::Error::other)?;
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
@@ -124,8 +174,8 @@ impl TestServer {
                 rt.block_on(async move {
                     let listener =
                         TcpListener::from_std(std_listener).expect("listener is non-blocking");
-                    let server = axum::serve(no_delay(listener), router(config))
-                        .with_graceful_shutdown(async {
+                    let server =
+                        axum::serve(no_delay(listener), app).with_graceful_shutdown(async {
                             let _ = rx.await;
                         });
                     let _ = server.await;

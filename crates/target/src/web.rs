@@ -79,6 +79,7 @@ fn is_name(name: &str) -> bool {
 /// `/static/app.js`, `/static/logo.png` and `/static/{page}.png` (three distinct resources when
 /// the page is `logo`), after busy-waiting `work_ms` (default 0) on the CPU like `/heavy`.
 pub async fn site(
+    State(s): State<Shared>,
     page: Result<Path<String>, PathRejection>,
     Query(q): Query<SiteParams>,
 ) -> Response {
@@ -98,6 +99,11 @@ pub async fn site(
         Err(e) => return e.into_response(),
     };
     busy_wait(work);
+    if s.config.visits {
+        if let Err(e) = s.store.record_visit(&page).await {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response();
+        }
+    }
     let html = format!(
         "<!doctype html>
 <html lang=\"en\">
@@ -212,6 +218,19 @@ pub async fn account(State(s): State<Shared>, headers: HeaderMap) -> Response {
     match user {
         Some(user) => Json(serde_json::json!({ "user": user })).into_response(),
         None => unauthorized("unknown token; log in with POST /login"),
+    }
+}
+
+/// The visits application's API: the views of a page counted so far, as JSON.
+pub async fn visits(State(s): State<Shared>, Path(page): Path<String>) -> Response {
+    if !is_name(&page) {
+        return not_found(format!(
+            "no page {page:?}; a page name is 1 to 32 of a-z, 0-9 and -"
+        ));
+    }
+    match s.store.visits(&page, s.config.shards.max(1)).await {
+        Ok(n) => Json(serde_json::json!({ "page": page, "visits": n })).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
 }
 

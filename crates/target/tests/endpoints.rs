@@ -105,6 +105,7 @@ fn the_sync_black_box_queues_past_its_workers_and_the_async_one_does_not() {
     let config = ServiceConfig {
         bbox_delay: Duration::from_millis(200),
         bbox_workers: 2,
+        ..Default::default()
     };
     let s = TestServer::start_with(1, config).unwrap();
     let sync2 = ms(concurrently(s.addr, "/bbox/sync", 2));
@@ -458,4 +459,44 @@ fn a_bad_login_body_is_a_400_with_a_one_line_reason() {
             a.text()
         );
     }
+}
+
+#[test]
+fn past_its_in_flight_cap_the_service_answers_429() {
+    let config = ServiceConfig {
+        max_in_flight: Some(2),
+        ..Default::default()
+    };
+    let s = TestServer::start_with(2, config).unwrap();
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| scope.spawn(|| get(s.addr, "/delay?ms=400").0))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok = statuses.iter().filter(|&&c| c == 200).count();
+    let shed = statuses.iter().filter(|&&c| c == 429).count();
+    assert_eq!((ok, shed), (2, 4), "{statuses:?}");
+    assert_eq!(get(s.addr, "/ping").0, 200, "the cap frees as requests end");
+}
+
+#[test]
+fn page_views_are_counted_in_the_process_without_redis() {
+    let config = ServiceConfig {
+        visits: true,
+        ..Default::default()
+    };
+    let s = TestServer::start_with(1, config).unwrap();
+    for _ in 0..3 {
+        assert_eq!(get(s.addr, "/site/home").0, 200);
+    }
+    assert_eq!(
+        get(s.addr, "/visits/home").1,
+        "{\"page\":\"home\",\"visits\":3}"
+    );
+    assert_eq!(
+        get(s.addr, "/visits/news").1,
+        "{\"page\":\"news\",\"visits\":0}"
+    );
+    assert_eq!(get(s.addr, "/visits/NO").0, 404);
 }

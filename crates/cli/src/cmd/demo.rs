@@ -24,6 +24,9 @@ const CALC_N: u64 = 2_000_000;
 
 fn topology(replicas: usize) -> loadlab_lab::Topology {
     loadlab_lab::Topology {
+        redis: false,
+        consumers: 0,
+        shards: None,
         workers: 1,
         replicas,
         lb: loadlab_lab::Lb::Nginx,
@@ -104,6 +107,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
             let flags = WorkloadSpec {
                 name: name.clone(),
                 run,
+                slo: None,
             }
             .flags()
             .with_context(|| format!("demo workload {name:?}"))?;
@@ -171,6 +175,7 @@ fn black_box(stop: &loadlab_engine::StopSignal) -> Result<()> {
         loadlab_target::ServiceConfig {
             bbox_delay: Duration::from_millis(200),
             bbox_workers: 3,
+            ..Default::default()
         },
     )
     .context("cannot start the reference service")?;
@@ -210,7 +215,7 @@ fn coordinated_omission(
             count: None,
         };
         let plan = Plan::get(server.addr, path, model, stop_at).check()?;
-        let (run, summary) = execute(&plan, stop, false, &[], None)?;
+        let (run, summary) = execute(&plan, stop, false, &[], &[], None)?;
         loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {
             label: format!("/stall {label}"),

@@ -6,8 +6,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use loadlab_harness::{interrupt_signal, run_matrix, slug, Dashboard};
+use loadlab_report::files::write_junit;
 use loadlab_report::html::RunView;
+use loadlab_report::thresholds::render_thresholds;
 use loadlab_report::{lab_csv, render_lab_table, LabCell};
+use loadlab_run::ThresholdResult;
 
 use crate::args::LabArgs;
 use crate::cmd::Outcome;
@@ -15,6 +18,9 @@ use crate::cmd::Outcome;
 /// Runs `loadlab lab`.
 pub fn main(a: LabArgs) -> Result<Outcome> {
     let exp = loadlab_input::experiment::load(&a.file)?;
+    if let Some(junit) = &a.junit {
+        crate::cmd::run::writable(junit)?;
+    }
     let out = a.out.unwrap_or_else(|| {
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -56,6 +62,41 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
             println!("  {line}");
         }
     }
+    // Workloads aimed at the same target on one topology: why their load models disagree.
+    for (topology, _) in &exp.topologies {
+        let mut by_target: Vec<(&str, Vec<(&str, &loadlab_run::Summary)>)> = Vec::new();
+        for c in cells.iter().filter(|c| c.topology == *topology) {
+            let Some(target) = c.summary.targets.first() else {
+                continue;
+            };
+            let run = (c.workload.as_str(), &c.summary);
+            match by_target.iter_mut().find(|(t, _)| t == target) {
+                Some((_, runs)) => runs.push(run),
+                None => by_target.push((target, vec![run])),
+            }
+        }
+        for (_, runs) in by_target {
+            if let Some(line) = loadlab_analyze::models::disagreement_line(topology, &runs) {
+                println!("  {line}");
+            }
+        }
+    }
+    let suites: Vec<(String, f64, Vec<ThresholdResult>)> = cells
+        .iter()
+        .filter(|c| !c.summary.thresholds.is_empty())
+        .map(|c| {
+            let label = format!("{} / {}", c.topology, c.workload);
+            (label, c.summary.duration_s, c.summary.thresholds.clone())
+        })
+        .collect();
+    for (label, _, results) in &suites {
+        println!("\n  {label}");
+        print!("{}", render_thresholds(results));
+    }
+    if let Some(junit) = &a.junit {
+        write_junit(junit, &suites)?;
+        println!("  junit {}", junit.display());
+    }
     std::fs::create_dir_all(&out)?;
     let csv = out.join("comparison.csv");
     std::fs::write(&csv, lab_csv(&cells))
@@ -75,10 +116,11 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         }
         d.close(a.dashboard_keep);
     }
+    let all: Vec<ThresholdResult> = suites.into_iter().flat_map(|(_, _, r)| r).collect();
     Ok(if stop.is_stopped() {
         Outcome::Interrupted
     } else {
-        Outcome::Done
+        Outcome::judged(&all)
     })
 }
 

@@ -2,6 +2,7 @@
 
 pub mod capacity;
 pub mod compare;
+pub mod consume;
 pub mod demo;
 pub mod lab;
 pub mod probe;
@@ -18,4 +19,17 @@ pub enum Outcome {
     Interrupted,
     /// It ran, and found that no load met the objective (`loadlab capacity`).
     NotMet,
+    /// It ran, and a strict threshold (`--slo`, `ensure`) failed.
+    ThresholdsFailed,
+}
+
+impl Outcome {
+    /// `Done`, or `ThresholdsFailed` when any of `results` fails the run.
+    pub fn judged(results: &[loadlab_run::ThresholdResult]) -> Outcome {
+        if results.iter().any(loadlab_run::ThresholdResult::fails_run) {
+            Outcome::ThresholdsFailed
+        } else {
+            Outcome::Done
+        }
+    }
 }

@@ -4,8 +4,11 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use loadlab_report::files::{label_of, plot_is_png, write_html, write_plot};
+use loadlab_report::files::{label_of, plot_is_png, write_html, write_junit, write_plot};
 use loadlab_report::html::RunView;
+use loadlab_report::thresholds::render_thresholds;
+use loadlab_run::thresholds::check_all;
+use loadlab_run::Threshold;
 
 use crate::args::ReportArgs;
 use crate::cmd::Outcome;
@@ -15,10 +18,27 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
     if let Some(plot) = &a.plot {
         plot_is_png(plot)?;
     }
+    if let Some(junit) = &a.junit {
+        crate::cmd::run::writable(junit)?;
+    }
+    let slo: Vec<Threshold> = a.slo.iter().flat_map(|l| l.0.iter().cloned()).collect();
     let mut views = Vec::new();
+    let mut suites = Vec::new();
     for dir in &a.runs {
         let saved = loadlab_run::read_run_dir(dir)?;
-        views.push(RunView::from_saved(&label_of(dir), &saved));
+        let label = label_of(dir);
+        // A saved run is judged as the run that wrote it was, or by the thresholds given here.
+        let results = if slo.is_empty() {
+            saved.summary.thresholds.clone()
+        } else {
+            check_all(&slo, &saved.summary)
+        };
+        if !results.is_empty() {
+            println!("{label}");
+            print!("{}", render_thresholds(&results));
+            suites.push((label.clone(), saved.summary.duration_s, results));
+        }
+        views.push(RunView::from_saved(&label, &saved));
     }
     let out = match (&a.out, a.runs.as_slice()) {
         (Some(out), _) => out.clone(),
@@ -36,5 +56,10 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
         write_plot(plot, &title, &views)?;
         println!("plot: {}", plot.display());
     }
-    Ok(Outcome::Done)
+    if let Some(junit) = &a.junit {
+        write_junit(junit, &suites)?;
+        println!("junit: {}", junit.display());
+    }
+    let all: Vec<_> = suites.into_iter().flat_map(|(_, _, r)| r).collect();
+    Ok(Outcome::judged(&all))
 }

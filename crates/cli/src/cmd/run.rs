@@ -2,10 +2,11 @@
 //! summary and write the requested files.
 
 use std::io::IsTerminal;
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use loadlab_harness::{execute, interrupt_signal, Dashboard};
-use loadlab_report::files::{label_of, plot_is_png, write_html, write_plot};
+use loadlab_report::files::{label_of, plot_is_png, write_html, write_junit, write_plot};
 use loadlab_report::html::RunView;
 
 use crate::args::RunArgs;
@@ -21,15 +22,8 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
     }
-    if let Some(json) = &a.json {
-        let parent = json.parent().filter(|p| !p.as_os_str().is_empty());
-        if let Some(parent) = parent.filter(|p| !p.is_dir()) {
-            anyhow::bail!(
-                "cannot write {}: directory {} does not exist",
-                json.display(),
-                parent.display()
-            );
-        }
+    for file in a.json.iter().chain(&a.junit) {
+        writable(file)?;
     }
     let stop = interrupt_signal()?;
     let live = !a.quiet && std::io::stderr().is_terminal();
@@ -40,7 +34,14 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
             matches!(plan.model, loadlab_run::Model::Open { .. }),
         );
     }
-    let (run, summary) = execute(&plan, &stop, live, &a.watch_pid, dashboard.as_ref())?;
+    let (run, summary) = execute(
+        &plan,
+        &stop,
+        live,
+        &a.watch_pid,
+        &a.watch_redis,
+        dashboard.as_ref(),
+    )?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;
@@ -71,13 +72,32 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         write_plot(plot, &label, &[view])?;
         println!("  plot         {}", plot.display());
     }
+    if let Some(path) = &a.junit {
+        let suite = (label, summary.duration_s, summary.thresholds.clone());
+        write_junit(path, &[suite])?;
+        println!("  junit        {}", path.display());
+    }
     if let Some(d) = dashboard {
         d.finish(&summary);
         d.close(a.dashboard_keep);
     }
     Ok(if run.complete {
-        Outcome::Done
+        Outcome::judged(&summary.thresholds)
     } else {
         Outcome::Interrupted
     })
+}
+
+/// Refuses, before the run, a file whose directory does not exist (rather than losing the
+/// run's results at its end).
+pub fn writable(file: &Path) -> Result<()> {
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent.filter(|p| !p.is_dir()) {
+        anyhow::bail!(
+            "cannot write {}: directory {} does not exist",
+            file.display(),
+            parent.display()
+        );
+    }
+    Ok(())
 }

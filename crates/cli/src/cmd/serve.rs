@@ -5,15 +5,29 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::args::{LbArg, ServeArgs};
+use crate::args::{LbArg, ServeArgs, StoreArg};
 use crate::cmd::Outcome;
 
 /// Runs `loadlab serve`.
 pub fn main(a: ServeArgs) -> Result<Outcome> {
-    if a.workers == 1 && a.replicas == 1 && a.cmd.is_none() {
-        serve_here(&a)
+    // A redis-server of loadlab's own is started here for a single process (and kept until
+    // the service stops), or by the topology for workers and replicas.
+    let own_redis = (a.store == StoreArg::Redis || a.visits) && a.redis_url.is_none();
+    // The visits application's consumers are processes of their own: with its own Redis, a
+    // topology starts them (an instance given --redis-url is one of its processes).
+    if a.workers == 1 && a.replicas == 1 && a.cmd.is_none() && !(a.visits && own_redis) {
+        let redis = own_redis
+            .then(loadlab_lab::RedisServer::start)
+            .transpose()?;
+        let url = redis.as_ref().map(|r| r.url()).or(a.redis_url.clone());
+        let store = match (&redis, &url) {
+            (Some(r), _) => format!("; /turno in redis-server {} (pid {})", r.url(), r.pid()),
+            (None, Some(url)) => format!("; /turno in Redis at {url}"),
+            (None, None) => String::new(),
+        };
+        serve_here(&a, url, &store)
     } else {
-        supervise(&a)
+        supervise(&a, own_redis)
     }
 }
 
@@ -36,11 +50,16 @@ fn bind(a: &ServeArgs) -> Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
-/// The service in this process.
-fn serve_here(a: &ServeArgs) -> Result<Outcome> {
+/// The service in this process, with `/turno` in the Redis server at `redis_url` if given
+/// (`store` says so on the first line).
+fn serve_here(a: &ServeArgs, redis_url: Option<String>, store: &str) -> Result<Outcome> {
     let config = loadlab_target::ServiceConfig {
         bbox_delay: a.bbox_delay,
         bbox_workers: a.bbox_workers,
+        redis_url,
+        visits: a.visits,
+        shards: a.shards,
+        max_in_flight: a.max_in_flight,
     };
     let listener = bind(a)?;
     let addr = listener.local_addr()?;
@@ -52,7 +71,7 @@ fn serve_here(a: &ServeArgs) -> Result<Outcome> {
     rt.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         println!(
-            "loadlab serve: listening on http://{addr} (pid {}, {} worker thread(s)); Ctrl-C stops",
+            "loadlab serve: listening on http://{addr} (pid {}, {} worker thread(s){store}); Ctrl-C stops",
             std::process::id(),
             a.threads
         );
@@ -64,8 +83,9 @@ fn serve_here(a: &ServeArgs) -> Result<Outcome> {
     })
 }
 
-/// A topology of processes, supervised until Ctrl-C or until one of them exits.
-fn supervise(a: &ServeArgs) -> Result<Outcome> {
+/// A topology of processes (after a redis-server of its own when `redis`), supervised until
+/// Ctrl-C or until one of them exits.
+fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
     let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
     let mut serve_args = vec![
         "--threads".to_string(),
@@ -78,12 +98,26 @@ fn supervise(a: &ServeArgs) -> Result<Outcome> {
     if a.host != "127.0.0.1" {
         serve_args.extend(["--host".to_string(), a.host.clone()]);
     }
+    if let Some(url) = &a.redis_url {
+        serve_args.extend(["--redis-url".to_string(), url.clone()]);
+    }
+    if a.visits {
+        serve_args.extend([
+            "--visits".to_string(),
+            "--shards".into(),
+            a.shards.to_string(),
+        ]);
+    }
+    if let Some(n) = a.max_in_flight {
+        serve_args.extend(["--max-in-flight".to_string(), n.to_string()]);
+    }
     let topology = loadlab_lab::Topology {
         workers: a.workers,
         replicas: a.replicas,
         lb: match a.lb {
             LbArg::Nginx => loadlab_lab::Lb::Nginx,
             LbArg::Builtin => loadlab_lab::Lb::Builtin,
+            LbArg::Client => loadlab_lab::Lb::Client,
         },
         port: a.port,
         command: a.cmd.clone(),
@@ -91,6 +125,9 @@ fn supervise(a: &ServeArgs) -> Result<Outcome> {
         health_path: a.health_path.clone(),
         ready_timeout: a.ready_timeout,
         proxy_timeout: a.proxy_timeout,
+        redis,
+        consumers: if a.visits && redis { a.consumers } else { 0 },
+        shards: Some(a.shards),
     };
     let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;

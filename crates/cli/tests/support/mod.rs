@@ -56,7 +56,12 @@ pub fn run_scenario(file: &Path, server: &TestServer, extra: &[&str]) -> Value {
 
 /// The next ticket of queue `name`: one more than the requests it has served.
 pub fn next_ticket(server: &TestServer, name: &str) -> u64 {
-    let mut s = TcpStream::connect(server.addr).unwrap();
+    ticket_at(server.addr, name)
+}
+
+/// The next ticket of queue `name` from the service (or balancer) at `addr`.
+pub fn ticket_at(addr: std::net::SocketAddr, name: &str) -> u64 {
+    let mut s = TcpStream::connect(addr).unwrap();
     write!(
         s,
         "GET /turno/{name} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -78,6 +83,8 @@ pub struct Served {
     pub port: u16,
     /// The service's processes, as its first line lists them.
     pub pids: Vec<u32>,
+    /// Its first line.
+    pub line: String,
 }
 
 impl Served {
@@ -108,7 +115,12 @@ impl Served {
             .and_then(|r| r.split(')').next())
             .map(|p| p.split(' ').filter_map(|x| x.parse().ok()).collect())
             .unwrap_or_default();
-        Served { child, port, pids }
+        Served {
+            child,
+            port,
+            pids,
+            line,
+        }
     }
 
     /// Sends SIGINT and waits (up to 15 s) for the process to exit; its exit code.
@@ -134,5 +146,30 @@ impl Drop for Served {
         if self.child.try_wait().ok().flatten().is_none() {
             self.interrupt();
         }
+    }
+}
+
+/// True when no process has this pid any more (or only its zombie remains).
+pub fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+    }
+}
+
+/// Waits (up to 10 s) until every pid is gone; fails naming those left running.
+pub fn assert_all_gone(pids: &[u32]) {
+    let start = std::time::Instant::now();
+    while !pids.iter().all(|p| gone(*p)) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "left running: {pids:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod ensure;
 mod flows;
 mod payload;
 mod phases;
@@ -22,6 +23,7 @@ use anyhow::{bail, Context, Result};
 use loadlab_run::UserModel;
 use serde::Deserialize;
 
+use self::ensure::EnsureSpec;
 use self::flows::{MarkovSpec, StepSpec};
 use self::payload::{read_payload, PayloadSpec};
 use self::phases::PhaseSpec;
@@ -52,6 +54,9 @@ struct Config {
     /// How `https://` targets are verified.
     #[serde(default)]
     tls: Option<TlsConfig>,
+    /// Checks that fail the run (thresholds, conditions, maxErrorRate).
+    #[serde(default)]
+    ensure: Option<EnsureSpec>,
 }
 
 /// `config.tls`: loadlab's `cacert` and `insecure`, and Artillery's `rejectUnauthorized`.
@@ -127,6 +132,8 @@ pub struct Scenario {
     pub timeout: Option<Duration>,
     /// `config.tls`.
     pub tls: ScenarioTls,
+    /// `config.ensure` as thresholds.
+    pub thresholds: Vec<loadlab_run::Threshold>,
 }
 
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
@@ -172,6 +179,10 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
                 insecure: t.insecure || t.reject_unauthorized == Some(false),
             }
         });
+    let thresholds = match &file.config.ensure {
+        Some(e) => e.thresholds().map_err(at)?,
+        None => Vec::new(),
+    };
     Ok(Scenario {
         endpoints,
         requests,
@@ -179,6 +190,7 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
         users,
         timeout,
         tls,
+        thresholds,
     })
 }
 

@@ -1,0 +1,224 @@
+//! Thresholds gating CI: `--slo` on `run`, a scenario's `ensure`, `report --slo` on a saved
+//! run, their exit codes, and the JUnit file, against a real server.
+
+mod support;
+
+use loadlab_target::TestServer;
+use support::{loadlab, read_json};
+
+/// The exit code of a run whose strict thresholds failed.
+const EXIT_THRESHOLDS: i32 = 99;
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().expect("loadlab exited")
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (run_dir, junit) = (dir.path().join("run"), dir.path().join("junit.xml"));
+    let url = server.url("/delay?ms=20");
+    let out = loadlab(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "60",
+        "--slo",
+        "p50<5ms,errors<1%",
+        "--slo",
+        "rps>1,p99<10s",
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), EXIT_THRESHOLDS, "{text}");
+    assert!(text.contains("thresholds   3 of 4 met"), "{text}");
+    assert!(text.contains("FAIL  p50<5ms"), "{text}");
+    assert!(text.contains("ok    errors<1%"), "{text}");
+
+    let s = read_json(&run_dir.join("summary.json"));
+    let t = s["thresholds"].as_array().unwrap();
+    assert_eq!(t.len(), 4);
+    assert_eq!(t[0]["threshold"], "p50<5ms");
+    assert_eq!(t[0]["pass"], false);
+    let p50 = t[0]["measured"].as_f64().unwrap();
+    assert!(p50 >= 20.0, "a 20 ms delay measured {p50} ms");
+    assert_eq!(p50, s["latency_ms"]["p50"].as_f64().unwrap());
+    assert_eq!(t[1]["pass"], true);
+    assert_eq!(t[1]["measured"], 0.0);
+    assert_eq!(t[2]["unit"], "req/s");
+    assert_eq!(t[2]["comparison"], ">");
+
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("JUnit is well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    assert_eq!(root.attribute("tests"), Some("4"));
+    assert_eq!(root.attribute("failures"), Some("1"));
+    let cases: Vec<_> = root
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases.len(), 4);
+    assert_eq!(cases[0].attribute("name"), Some("p50<5ms"));
+    let failure = cases[0]
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("the failed threshold is a failure");
+    assert!(failure.attribute("message").unwrap().contains("ms"));
+    assert!(cases[1..]
+        .iter()
+        .all(|c| !c.children().any(|n| n.has_tag_name("failure"))));
+
+    // The saved run is judged again: by what it was run with, or by new thresholds.
+    let saved = run_dir.to_str().unwrap();
+    let again = loadlab(&[
+        "report",
+        saved,
+        "--out",
+        dir.path().join("r.html").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&again), EXIT_THRESHOLDS, "{}", stdout(&again));
+    let lenient = loadlab(&[
+        "report",
+        saved,
+        "--slo",
+        "p50<10s",
+        "--out",
+        dir.path().join("r2.html").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&lenient), 0, "{}", stdout(&lenient));
+    assert!(stdout(&lenient).contains("1 of 1 met"));
+
+    let met = loadlab(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "20",
+        "--slo",
+        "p50<10s,errors<=0%",
+    ]);
+    assert_eq!(code(&met), 0, "{}", stdout(&met));
+}
+
+#[test]
+fn a_threshold_that_cannot_be_checked_is_refused_before_the_run() {
+    let server = TestServer::start(1).unwrap();
+    let url = server.url("/ping");
+    let bad = loadlab(&["run", &url, "-n", "1", "--slo", "p99<fast"]);
+    assert_eq!(code(&bad), 2);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("not a duration such as 300ms"), "{err}");
+    let unknown = loadlab(&["run", &url, "-n", "1", "--slo", "p99{/pong}<1s"]);
+    assert_eq!(code(&unknown), 1);
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(err.contains("the requests are named"), "{err}");
+}
+
+#[test]
+fn a_scenarios_ensure_gates_the_run_per_request_name() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("load.yml");
+    let write = |ensure: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "config:\n  target: \"{}\"\n  phases:\n    - duration: 1\n      arrivalRate: 40\n  \
+                 ensure:\n{ensure}\
+                 scenarios:\n  - name: fast\n    flow:\n      - get:\n          url: \"/ping\"\n  \
+                 - name: slow\n    flow:\n      - get:\n          url: \"/delay?ms=30\"\n",
+                server.url("")
+            ),
+        )
+        .unwrap();
+    };
+    let json = dir.path().join("s.json");
+    let run = || {
+        loadlab(&[
+            "run",
+            file.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+    };
+    // The slow requests break their own bound; the whole run's median and a non-strict
+    // condition do not fail it.
+    write(
+        "    maxErrorRate: 0\n    thresholds:\n      - plugins.metrics-by-endpoint.response_time.fast.p99: 1000\n    \
+         conditions:\n      - expression: http.response_time.max < 1\n        strict: false\n    \
+         slo: 'p50{slow}<10ms'\n",
+    );
+    let out = run();
+    assert_eq!(code(&out), EXIT_THRESHOLDS, "{}", stdout(&out));
+    let s = read_json(&json);
+    let t = s["thresholds"].as_array().unwrap();
+    let by = |text: &str| t.iter().find(|r| r["threshold"] == text).unwrap();
+    assert_eq!(by("p99{fast}<1s")["pass"], true);
+    let slow = by("p50{slow}<10ms");
+    assert_eq!(slow["pass"], false);
+    assert!(slow["measured"].as_f64().unwrap() >= 30.0);
+    let max = by("max<1ms");
+    assert_eq!(
+        (&max["pass"], &max["strict"]),
+        (&false.into(), &false.into())
+    );
+    assert!(stdout(&out).contains("reported only"));
+
+    write("    maxErrorRate: 0\n    slo: 'p50{slow}<5s'\n");
+    let out = run();
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+#[test]
+fn a_lab_workloads_thresholds_fail_the_lab_and_fill_one_junit_suite_per_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.yaml");
+    std::fs::write(
+        &file,
+        "name: gate\n\
+         topologies:\n  - { name: one }\n\
+         workloads:\n  - { name: slow, run: \"/delay?ms=20 -c 2 -n 40\", slo: \"p50<5ms\" }\n  \
+         - { name: quick, run: \"/ping -c 2 -n 40 --slo 'p50<5s'\" }\n",
+    )
+    .unwrap();
+    let junit = dir.path().join("lab.xml");
+    let out = loadlab(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), EXIT_THRESHOLDS, "{text}");
+    assert!(
+        text.contains("one / slow") && text.contains("FAIL  p50<5ms"),
+        "{text}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("JUnit is well-formed XML");
+    let suites: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .map(|n| {
+            (
+                n.attribute("name").unwrap(),
+                n.attribute("failures").unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(suites, [("one / slow", "1"), ("one / quick", "0")]);
+}

@@ -1,0 +1,254 @@
+//! Readings of a watched Redis server, taken on the sampler's ticks (lab → run): commands per
+//! second, memory and clients from `INFO`, and each stream's length, consumer-group pending
+//! count and lag, so a queue's backlog sits on the same per-second timeline as the CPU.
+
+use std::time::{Duration, Instant};
+
+use loadlab_run::{StoreSample, StoreSeries, StreamReading};
+use redis::{Connection, Value};
+
+/// Longest wait for the server to connect or answer one reading; a reading that fails is
+/// skipped, and the next one connects anew.
+const READ_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Most stream keys looked at per reading.
+const MAX_STREAMS: usize = 64;
+
+/// One watched Redis server and what it read last.
+pub struct StoreReader {
+    client: redis::Client,
+    conn: Option<Connection>,
+    series: StoreSeries,
+    /// `total_commands_processed` and when, at the previous reading.
+    previous: Option<(u64, Instant)>,
+}
+
+impl StoreReader {
+    /// A reader of the server at `url` (not connected yet); a URL that is not Redis's is
+    /// refused with why.
+    pub fn new(url: &str) -> Result<StoreReader, String> {
+        let client =
+            redis::Client::open(url).map_err(|e| format!("{url:?} is not a Redis URL: {e}"))?;
+        let info = client.get_connection_info();
+        let name = format!("redis {}", info.addr());
+        Ok(StoreReader {
+            client,
+            conn: None,
+            series: StoreSeries {
+                name,
+                samples: Vec::new(),
+            },
+            previous: None,
+        })
+    }
+
+    /// Takes one reading for `second`; the first only sets the command counter's start.
+    pub fn read(&mut self, second: u64) {
+        match self.try_read(second) {
+            Ok(Some(sample)) => self.series.samples.push(sample),
+            Ok(None) => {}
+            Err(_) => self.conn = None,
+        }
+    }
+
+    /// Every reading taken.
+    pub fn finish(self) -> StoreSeries {
+        self.series
+    }
+
+    fn try_read(&mut self, second: u64) -> redis::RedisResult<Option<StoreSample>> {
+        if self.conn.is_none() {
+            let c = self.client.get_connection_with_timeout(READ_TIMEOUT)?;
+            c.set_read_timeout(Some(READ_TIMEOUT))?;
+            c.set_write_timeout(Some(READ_TIMEOUT))?;
+            self.conn = Some(c);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        let info: String = redis::cmd("INFO").query(conn)?;
+        let now = Instant::now();
+        let field = |key: &str| info_field(&info, key);
+        let total = field("total_commands_processed").unwrap_or(0.0) as u64;
+        let (streams, own_commands) = read_streams(conn)?;
+        let previous = self.previous.replace((total, now));
+        let Some((before, at)) = previous else {
+            return Ok(None);
+        };
+        // The reading's own commands (INFO, SCAN, XLEN, XINFO) are not the service's: the
+        // counter includes the previous reading's, which ran after its INFO.
+        let service = total.saturating_sub(before).saturating_sub(own_commands);
+        let secs = now.duration_since(at).as_secs_f64().max(1e-3);
+        Ok(Some(StoreSample {
+            second,
+            commands_per_s: service as f64 / secs,
+            memory_mb: field("used_memory").unwrap_or(0.0) / (1024.0 * 1024.0),
+            clients: field("connected_clients").unwrap_or(0.0) as u64,
+            streams,
+        }))
+    }
+}
+
+/// A numeric `key:value` line of an INFO reply.
+fn info_field(info: &str, key: &str) -> Option<f64> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Each stream's length, pending entries (summed over its groups) and lag (the largest of
+/// its groups'), and the number of commands the reading sent.
+fn read_streams(conn: &mut Connection) -> redis::RedisResult<(Vec<StreamReading>, u64)> {
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor = 0u64;
+    let mut commands = 1; // the INFO before
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("TYPE")
+            .arg("stream")
+            .arg("COUNT")
+            .arg(1000)
+            .query(conn)?;
+        commands += 1;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 || keys.len() >= MAX_STREAMS {
+            break;
+        }
+    }
+    keys.sort();
+    keys.truncate(MAX_STREAMS);
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let length: u64 = redis::cmd("XLEN").arg(&key).query(conn)?;
+        let groups: Value = redis::cmd("XINFO").arg("GROUPS").arg(&key).query(conn)?;
+        commands += 2;
+        let (mut pending, mut lag) = (0, None);
+        if let Value::Array(groups) = groups {
+            for g in groups {
+                pending += group_field(&g, "pending").unwrap_or(0);
+                if let Some(l) = group_field(&g, "lag") {
+                    lag = Some(lag.map_or(l, |m: u64| m.max(l)));
+                }
+            }
+        }
+        out.push(StreamReading {
+            stream: key,
+            length,
+            pending,
+            lag,
+        });
+    }
+    Ok((out, commands))
+}
+
+/// A numeric field of one group in an `XINFO GROUPS` reply (a flat key/value array in RESP2,
+/// a map in RESP3).
+fn group_field(group: &Value, key: &str) -> Option<u64> {
+    let pairs: Vec<(&Value, &Value)> = match group {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|c| Some((&c[0], c.get(1)?)))
+            .collect(),
+        Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
+        _ => return None,
+    };
+    pairs.into_iter().find_map(|(k, v)| {
+        let name = match k {
+            Value::BulkString(b) => std::str::from_utf8(b).ok()?,
+            Value::SimpleString(s) => s.as_str(),
+            _ => return None,
+        };
+        if name != key {
+            return None;
+        }
+        match v {
+            Value::Int(n) => u64::try_from(*n).ok(),
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RedisServer;
+
+    #[test]
+    fn a_reading_counts_the_services_commands_and_a_streams_backlog() {
+        let server = RedisServer::start().unwrap();
+        let mut reader = StoreReader::new(&server.url()).unwrap();
+        let first = Instant::now();
+        reader.read(0);
+        let first_done = Instant::now();
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut c = client.get_connection().unwrap();
+        for i in 0..100 {
+            let _: u64 = redis::cmd("INCR").arg("n").query(&mut c).unwrap();
+            let _: String = redis::cmd("XADD")
+                .arg("visits")
+                .arg("*")
+                .arg("page")
+                .arg(i)
+                .query(&mut c)
+                .unwrap();
+        }
+        let _: String = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg("visits")
+            .arg("counters")
+            .arg("0")
+            .query(&mut c)
+            .unwrap();
+        // One consumer takes 30 of the 100 and acknowledges none.
+        let _: Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("counters")
+            .arg("c1")
+            .arg("COUNT")
+            .arg(30)
+            .arg("STREAMS")
+            .arg("visits")
+            .arg(">")
+            .query(&mut c)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let second = Instant::now();
+        reader.read(1);
+        let second_done = Instant::now();
+        let series = reader.finish();
+        assert_eq!(
+            series.samples.len(),
+            1,
+            "the first reading only starts the counter"
+        );
+        let s = &series.samples[0];
+        // The test sent 202 commands (100 INCR, 100 XADD, XGROUP, XREADGROUP), plus up to a
+        // few the client sends when it connects; the reader's own are not counted. The time
+        // between the two readings lies between these bounds.
+        let shortest = second.duration_since(first_done).as_secs_f64();
+        let longest = second_done.duration_since(first).as_secs_f64();
+        let (low, high) = (s.commands_per_s * shortest, s.commands_per_s * longest);
+        assert!(
+            low <= 206.5 && high >= 201.5,
+            "{low}..{high} commands, {s:?}"
+        );
+        assert!(s.clients >= 2, "{s:?}");
+        assert_eq!(
+            s.streams,
+            vec![StreamReading {
+                stream: "visits".into(),
+                length: 100,
+                pending: 30,
+                lag: Some(70),
+            }]
+        );
+    }
+
+    #[test]
+    fn info_fields_are_read_by_key() {
+        let info = "# Stats\r\ntotal_commands_processed:42\r\nused_memory:1048576\r\n";
+        assert_eq!(info_field(info, "total_commands_processed"), Some(42.0));
+        assert_eq!(info_field(info, "used_memory"), Some(1048576.0));
+        assert_eq!(info_field(info, "missing"), None);
+    }
+}

@@ -1,0 +1,141 @@
+//! The visits application's books, read from its Redis: the views counted per page (the sum of
+//! each page's shard counters), and the wait for the queue to drain, so a run can check that
+//! every page view it was answered 200 for was counted once.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, Value};
+
+/// The stream the web tier queues page views on (the service's `VISITS_STREAM`).
+const STREAM: &str = "visits";
+
+/// Views counted so far per page: `visits:PAGE:SHARD` counters summed over the shards.
+pub fn counted(url: &str) -> Result<BTreeMap<String, u64>, String> {
+    let mut c = connect(url)?;
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("visits:*")
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut c)
+            .map_err(|e| e.to_string())?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    let mut pages = BTreeMap::new();
+    for chunk in keys.chunks(500) {
+        let values: Vec<Option<u64>> = redis::cmd("MGET")
+            .arg(chunk)
+            .query(&mut c)
+            .map_err(|e| e.to_string())?;
+        for (key, n) in chunk.iter().zip(values) {
+            // visits:PAGE:SHARD; a page name has no colon.
+            let Some(page) = key.strip_prefix("visits:").and_then(|k| k.rsplit_once(':')) else {
+                continue;
+            };
+            *pages.entry(page.0.to_string()).or_insert(0) += n.unwrap_or(0);
+        }
+    }
+    Ok(pages)
+}
+
+/// Waits until the queue is empty (every consumer group has no undelivered and no
+/// unacknowledged entry), up to `limit`; returns how long it took, or `None` if it did not
+/// drain in time.
+pub fn drain(url: &str, limit: Duration) -> Result<Option<Duration>, String> {
+    let mut c = connect(url)?;
+    let start = Instant::now();
+    loop {
+        if backlog(&mut c)? == 0 {
+            return Ok(Some(start.elapsed()));
+        }
+        if start.elapsed() >= limit {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Entries of the stream not yet delivered or not yet acknowledged, over its groups.
+fn backlog(c: &mut Connection) -> Result<u64, String> {
+    let groups: Value = match redis::cmd("XINFO").arg("GROUPS").arg(STREAM).query(c) {
+        Ok(v) => v,
+        // No stream yet: nothing was queued.
+        Err(e) if e.to_string().contains("no such key") => return Ok(0),
+        Err(e) => return Err(e.to_string()),
+    };
+    let Value::Array(groups) = groups else {
+        return Ok(0);
+    };
+    let mut total = 0;
+    for g in &groups {
+        let field = |name: &str| -> Option<i64> {
+            let Value::Array(items) = g else { return None };
+            items.chunks(2).find_map(|kv| match kv {
+                [Value::BulkString(k), Value::Int(v)] if k == name.as_bytes() => Some(*v),
+                _ => None,
+            })
+        };
+        total += field("pending").unwrap_or(0).max(0) as u64;
+        // Without a lag (entries deleted), count the group as undrained only by pending.
+        total += field("lag").unwrap_or(0).max(0) as u64;
+    }
+    Ok(total)
+}
+
+fn connect(url: &str) -> Result<Connection, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let c = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RedisServer;
+
+    #[test]
+    fn counts_sum_the_shards_and_a_queue_drains_once_acknowledged() {
+        let server = RedisServer::start().unwrap();
+        let url = server.url();
+        let mut c = connect(&url).unwrap();
+        for (key, n) in [
+            ("visits:home:0", 3),
+            ("visits:home:7", 2),
+            ("visits:news:1", 4),
+        ] {
+            let _: () = redis::cmd("SET").arg(key).arg(n).query(&mut c).unwrap();
+        }
+        let counts = counted(&url).unwrap();
+        assert_eq!(
+            counts,
+            BTreeMap::from([("home".into(), 5), ("news".into(), 4)])
+        );
+        assert!(
+            drain(&url, Duration::ZERO).unwrap().is_some(),
+            "no stream yet: nothing to drain"
+        );
+        let _: Value = redis::cmd("XGROUP")
+            .arg(&["CREATE", STREAM, "counters", "0", "MKSTREAM"][..])
+            .query(&mut c)
+            .unwrap();
+        let _: String = redis::cmd("XADD")
+            .arg(&[STREAM, "*", "page", "home"][..])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(backlog(&mut c).unwrap(), 1);
+        assert_eq!(drain(&url, Duration::from_millis(150)).unwrap(), None);
+    }
+}

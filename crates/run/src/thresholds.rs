@@ -1,0 +1,522 @@
+//! Thresholds: what a user demands of a run (`p99<300ms,errors<1%,rps>900`), parsed from
+//! text, and the check of a run's summary against them, so a saved or merged run directory is
+//! judged exactly as the run that wrote it.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::summary::{LatencyStats, Summary};
+
+/// What a threshold measures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Latency from the intended start at a percentile (0–100; 100 is the maximum), ms.
+    Latency {
+        /// Percentile; 0 is the minimum.
+        percentile: f64,
+    },
+    /// Mean latency from the intended start, ms.
+    MeanLatency,
+    /// Share of requests that failed (error statuses, transport errors, dropped), percent.
+    Errors,
+    /// Requests completed per second over the run.
+    Rps,
+}
+
+impl Metric {
+    /// The unit the metric is measured in, as printed.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Latency { .. } | Metric::MeanLatency => "ms",
+            Metric::Errors => "%",
+            Metric::Rps => "req/s",
+        }
+    }
+
+    /// The metric's name as users write it: `p99`, `p99.9`, `max`, `min`, `mean`, `errors`,
+    /// `rps`.
+    pub fn name(self) -> String {
+        match self {
+            Metric::Latency { percentile } if percentile >= 100.0 => "max".into(),
+            Metric::Latency { percentile } if percentile <= 0.0 => "min".into(),
+            Metric::Latency { percentile } => format!("p{percentile}"),
+            Metric::MeanLatency => "mean".into(),
+            Metric::Errors => "errors".into(),
+            Metric::Rps => "rps".into(),
+        }
+    }
+}
+
+/// How the measured value must compare with the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Comparison {
+    /// Strictly below.
+    #[serde(rename = "<")]
+    Below,
+    /// Below or equal.
+    #[serde(rename = "<=")]
+    AtMost,
+    /// Strictly above.
+    #[serde(rename = ">")]
+    Above,
+    /// Above or equal.
+    #[serde(rename = ">=")]
+    AtLeast,
+}
+
+impl Comparison {
+    /// True when `value` satisfies the comparison with `limit`.
+    pub fn holds(self, value: f64, limit: f64) -> bool {
+        match self {
+            Comparison::Below => value < limit,
+            Comparison::AtMost => value <= limit,
+            Comparison::Above => value > limit,
+            Comparison::AtLeast => value >= limit,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Comparison::Below => "<",
+            Comparison::AtMost => "<=",
+            Comparison::Above => ">",
+            Comparison::AtLeast => ">=",
+        }
+    }
+}
+
+/// One demand on a run: a metric, of the whole run or of the requests of one name, compared
+/// with a limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Threshold {
+    /// What is measured.
+    pub metric: Metric,
+    /// The request name it is scoped to; `None` for the whole run.
+    pub name: Option<String>,
+    /// How the measured value must compare with the limit.
+    pub comparison: Comparison,
+    /// The limit, in the metric's unit.
+    pub limit: f64,
+    /// A failed threshold fails the run (exit code); `false` only reports it (Artillery's
+    /// `strict: false`).
+    pub strict: bool,
+}
+
+/// A threshold that cannot be parsed, with what to write instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("threshold {text:?}: {reason}; write thresholds like 'p99<300ms,errors<1%,rps>900'")]
+pub struct ThresholdError {
+    text: String,
+    reason: String,
+}
+
+impl ThresholdError {
+    /// An error about `text`, saying `reason`.
+    pub fn new(text: &str, reason: impl Into<String>) -> Self {
+        ThresholdError {
+            text: text.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl Threshold {
+    /// Parses a comma-separated list: `p99<300ms, p50<=50ms, errors<1%, rps>900,
+    /// p95{login}<200ms`. Latency metrics are `p0`…`p100` (or `p(99)`), `median`, `min`,
+    /// `max`, `mean`/`avg`, with `us`, `ms` or `s` (a bare number is milliseconds);
+    /// `errors` takes a percentage; `rps` requests per second. `{name}` (or `{name:NAME}`)
+    /// scopes a threshold to the requests of that name.
+    pub fn parse_list(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
+        let list: Vec<Threshold> = split_top_level(text)
+            .into_iter()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(Threshold::parse)
+            .collect::<Result<_, _>>()?;
+        if list.is_empty() {
+            return Err(ThresholdError::new(text, "no threshold given"));
+        }
+        Ok(list)
+    }
+
+    /// Parses one threshold, such as `p99<300ms` or `errors{checkout}<=0.5%`.
+    pub fn parse(text: &str) -> Result<Threshold, ThresholdError> {
+        let err = |reason: String| ThresholdError::new(text, reason);
+        let at = text
+            .find(['<', '>'])
+            .ok_or_else(|| err("it has no comparison (<, <=, > or >=)".into()))?;
+        let (left, right) = text.split_at(at);
+        let (comparison, value) = match right.as_bytes() {
+            [b'<', b'=', ..] => (Comparison::AtMost, &right[2..]),
+            [b'>', b'=', ..] => (Comparison::AtLeast, &right[2..]),
+            [b'<', ..] => (Comparison::Below, &right[1..]),
+            _ => (Comparison::Above, &right[1..]),
+        };
+        let (key, name) = split_scope(left.trim()).map_err(err)?;
+        let metric = metric(key).ok_or_else(|| {
+            err(format!(
+                "{key:?} is not a metric: use p50…p99.9, median, min, max, mean, errors or rps"
+            ))
+        })?;
+        let limit = limit(metric, value.trim()).map_err(err)?;
+        Ok(Threshold {
+            metric,
+            name,
+            comparison,
+            limit,
+            strict: true,
+        })
+    }
+
+    /// The measured value in `s`, or why there is none (no requests of that name, none
+    /// completed).
+    pub fn measure(&self, s: &Summary) -> Result<f64, String> {
+        let (latency, completed, failed, total) = match &self.name {
+            None => {
+                let r = &s.requests;
+                (
+                    &s.latency_ms,
+                    r.completed,
+                    r.errors + r.dropped,
+                    r.completed + r.dropped,
+                )
+            }
+            Some(name) => {
+                let n = s
+                    .requests_by_name
+                    .get(name)
+                    .ok_or_else(|| format!("no requests named {name:?} in this run"))?;
+                (&n.latency_ms, n.completed, n.errors, n.completed)
+            }
+        };
+        match self.metric {
+            Metric::Rps if s.duration_s > 0.0 => Ok(completed as f64 / s.duration_s),
+            Metric::Rps => Err("the run lasted no time".into()),
+            Metric::Errors if total > 0 => Ok(failed as f64 * 100.0 / total as f64),
+            Metric::Errors => Err("no request ended".into()),
+            _ if completed == 0 => Err("no request completed".into()),
+            Metric::MeanLatency => Ok(latency.mean),
+            Metric::Latency { percentile } => Ok(latency_at(latency, percentile)),
+        }
+    }
+
+    /// Checks `s` against this threshold.
+    pub fn check(&self, s: &Summary) -> ThresholdResult {
+        let measured = self.measure(s);
+        ThresholdResult {
+            threshold: self.to_string(),
+            metric: self.metric.name(),
+            name: self.name.clone(),
+            comparison: self.comparison,
+            limit: self.limit,
+            unit: self.metric.unit().to_string(),
+            measured: measured.as_ref().ok().copied(),
+            pass: measured
+                .as_ref()
+                .is_ok_and(|&v| self.comparison.holds(v, self.limit)),
+            strict: self.strict,
+            reason: measured.err(),
+        }
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.metric.name())?;
+        if let Some(name) = &self.name {
+            write!(f, "{{{name}}}")?;
+        }
+        write!(f, "{}", self.comparison.symbol())?;
+        match self.metric {
+            Metric::Errors => write!(f, "{}%", self.limit),
+            Metric::Rps => write!(f, "{}", self.limit),
+            _ if self.limit >= 1000.0 => write!(f, "{}s", self.limit / 1000.0),
+            _ if self.limit > 0.0 && self.limit < 1.0 => {
+                write!(f, "{}us", (self.limit * 1e6).round() / 1e3)
+            }
+            _ => write!(f, "{}ms", self.limit),
+        }
+    }
+}
+
+/// A threshold checked against a run, as `summary.json` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ThresholdResult {
+    /// The threshold as text, normalized (`p99<300ms`, `errors{login}<1%`).
+    pub threshold: String,
+    /// The metric's name (`p99`, `mean`, `errors`, `rps`).
+    pub metric: String,
+    /// The request name it is scoped to; absent for the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// How the measured value had to compare with the limit.
+    pub comparison: Comparison,
+    /// The limit, in `unit`.
+    pub limit: f64,
+    /// `ms`, `%` or `req/s`.
+    pub unit: String,
+    /// What the run measured; absent when there was nothing to measure (see `reason`).
+    pub measured: Option<f64>,
+    /// True when the measured value met the limit.
+    pub pass: bool,
+    /// A failure here fails the run (its exit code); false only reports it.
+    pub strict: bool,
+    /// Why nothing was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl ThresholdResult {
+    /// True when this result fails the run: strict and not passed.
+    pub fn fails_run(&self) -> bool {
+        self.strict && !self.pass
+    }
+
+    /// The measured value with its unit, or why there is none.
+    pub fn measured_text(&self) -> String {
+        match (self.measured, &self.reason) {
+            (Some(v), _) if self.unit == "ms" => format!("{v:.2} ms"),
+            (Some(v), _) if self.unit == "%" => format!("{v:.2} %"),
+            (Some(v), _) => format!("{v:.1} {}", self.unit),
+            (None, Some(why)) => why.clone(),
+            (None, None) => "not measured".into(),
+        }
+    }
+}
+
+/// Checks `s` against each threshold, in order.
+pub fn check_all(thresholds: &[Threshold], s: &Summary) -> Vec<ThresholdResult> {
+    thresholds.iter().map(|t| t.check(s)).collect()
+}
+
+/// Splits on commas outside `{…}`, so request names may hold commas.
+fn split_top_level(text: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// `p99{login}` → (`p99`, `Some("login")`); `{name:login}` is accepted as k6 writes tags.
+fn split_scope(left: &str) -> Result<(&str, Option<String>), String> {
+    let Some(open) = left.find('{') else {
+        return Ok((left, None));
+    };
+    let inner = left[open + 1..]
+        .strip_suffix('}')
+        .ok_or_else(|| format!("{left:?}: a request name goes in braces, as p99{{login}}"))?;
+    let inner = inner.strip_prefix("name:").unwrap_or(inner).trim();
+    if inner.is_empty() {
+        return Err(format!("{left:?} has an empty request name"));
+    }
+    Ok((left[..open].trim(), Some(inner.to_string())))
+}
+
+/// The metric a key names.
+fn metric(key: &str) -> Option<Metric> {
+    let key = key.to_ascii_lowercase();
+    Some(match key.as_str() {
+        "errors" | "error_rate" => Metric::Errors,
+        "rps" | "throughput" => Metric::Rps,
+        "mean" | "avg" => Metric::MeanLatency,
+        "max" => Metric::Latency { percentile: 100.0 },
+        "min" => Metric::Latency { percentile: 0.0 },
+        "median" => Metric::Latency { percentile: 50.0 },
+        k => {
+            let p = k.strip_prefix('p')?;
+            let p = p
+                .strip_prefix('(')
+                .and_then(|p| p.strip_suffix(')'))
+                .unwrap_or(p);
+            let percentile = p.parse::<f64>().ok()?;
+            if !(percentile.is_finite() && percentile > 0.0 && percentile <= 100.0) {
+                return None;
+            }
+            Metric::Latency { percentile }
+        }
+    })
+}
+
+/// The limit written after the comparison, in the metric's unit.
+fn limit(metric: Metric, value: &str) -> Result<f64, String> {
+    let number = |v: &str| {
+        v.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+    };
+    match metric {
+        Metric::Errors => value
+            .strip_suffix('%')
+            .and_then(number)
+            .filter(|p| *p <= 100.0)
+            .ok_or_else(|| format!("errors takes a percentage such as 1%, not {value:?}")),
+        Metric::Rps => value
+            .strip_suffix("/s")
+            .or(Some(value))
+            .and_then(number)
+            .ok_or_else(|| format!("rps takes requests per second such as 900, not {value:?}")),
+        Metric::Latency { .. } | Metric::MeanLatency => {
+            duration_ms(value).ok_or_else(|| format!("{value:?} is not a duration such as 300ms"))
+        }
+    }
+}
+
+/// `300ms`, `0.3s`, `250us` or a bare number of milliseconds, in milliseconds.
+pub fn duration_ms(v: &str) -> Option<f64> {
+    let v = v.trim();
+    let (num, scale) = if let Some(n) = v.strip_suffix("us").or_else(|| v.strip_suffix("µs")) {
+        (n, 0.001)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        (v, 1.0)
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0)
+        .map(|n| n * scale)
+}
+
+/// The latency at `percentile` from a summary's figures: the exact keys it keeps, and
+/// between them the next one up (a stricter reading, never a laxer one).
+fn latency_at(l: &LatencyStats, percentile: f64) -> f64 {
+    let keys = [
+        (0.0, l.min),
+        (2.5, l.p2_5),
+        (50.0, l.p50),
+        (90.0, l.p90),
+        (95.0, l.p95),
+        (97.5, l.p97_5),
+        (99.0, l.p99),
+        (99.9, l.p99_9),
+        (100.0, l.max),
+    ];
+    keys.iter()
+        .find(|(p, _)| *p >= percentile)
+        .map_or(l.max, |(_, v)| *v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::{NamedRequests, Requests};
+
+    #[test]
+    fn lists_parse_with_every_comparison_and_scope() {
+        let list = Threshold::parse_list(
+            "p99<300ms, p(95)<=0.2s,errors<1%,rps>900, max>=1, p50{login, with comma}<50ms",
+        )
+        .unwrap();
+        let texts: Vec<String> = list.iter().map(|t| t.to_string()).collect();
+        assert_eq!(
+            texts,
+            [
+                "p99<300ms",
+                "p95<=200ms",
+                "errors<1%",
+                "rps>900",
+                "max>=1ms",
+                "p50{login, with comma}<50ms"
+            ]
+        );
+        assert_eq!(list[4].metric, Metric::Latency { percentile: 100.0 });
+        assert_eq!(list[5].name.as_deref(), Some("login, with comma"));
+        let shown = |t: &str| Threshold::parse(t).unwrap().to_string();
+        assert_eq!(shown("p99<0.3ms"), "p99<300us");
+        assert_eq!(shown("p99<1500"), "p99<1.5s");
+        let k6 = Threshold::parse("p99{name:checkout}<1s").unwrap();
+        assert_eq!(k6.name.as_deref(), Some("checkout"));
+        assert_eq!(k6.limit, 1000.0);
+        for bad in [
+            "",
+            "p99",
+            "p99<fast",
+            "p0<1ms",
+            "errors<1",
+            "q99<1ms",
+            "p99<-1ms",
+            "rps>lots",
+            "p99{}<1ms",
+            "p99{x<1ms",
+            "errors<120%",
+        ] {
+            assert!(Threshold::parse_list(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn summary() -> Summary {
+        let latency_ms = LatencyStats {
+            min: 1.0,
+            mean: 20.0,
+            p50: 10.0,
+            p95: 40.0,
+            p97_5: 45.0,
+            p99: 50.0,
+            p99_9: 80.0,
+            max: 100.0,
+            ..LatencyStats::default()
+        };
+        let mut s = Summary {
+            duration_s: 10.0,
+            requests: Requests {
+                sent: 1000,
+                completed: 990,
+                ok: 970,
+                errors: 20,
+                dropped: 10,
+                unfinished: 0,
+            },
+            latency_ms: latency_ms.clone(),
+            ..Summary::default()
+        };
+        let login = NamedRequests {
+            completed: 100,
+            ok: 50,
+            errors: 50,
+            latency_ms,
+            ..NamedRequests::default()
+        };
+        s.requests_by_name.insert("login".into(), login);
+        s
+    }
+
+    #[test]
+    fn a_summary_is_measured_per_metric_and_name() {
+        let s = summary();
+        let m = |t: &str| Threshold::parse(t).unwrap().measure(&s);
+        assert_eq!(m("p99<1ms"), Ok(50.0));
+        assert_eq!(m("p97<1ms"), Ok(45.0), "between keys, the next one up");
+        assert_eq!(m("mean<1ms"), Ok(20.0));
+        assert_eq!(m("errors<1%"), Ok(3.0), "(20 errors + 10 dropped) of 1000");
+        assert_eq!(m("rps>1"), Ok(99.0));
+        assert_eq!(m("errors{login}<1%"), Ok(50.0));
+        assert_eq!(m("rps{login}>1"), Ok(10.0));
+        assert!(m("p99{logout}<1ms")
+            .unwrap_err()
+            .contains("no requests named"));
+        let pass = Threshold::parse("p99<=50ms").unwrap().check(&s);
+        assert!(pass.pass && !pass.fails_run());
+        let fail = Threshold::parse("p99<50ms").unwrap().check(&s);
+        assert!(!fail.pass && fail.fails_run());
+        assert_eq!(fail.measured_text(), "50.00 ms");
+        let missing = Threshold::parse("p99{logout}<50ms").unwrap().check(&s);
+        assert!(!missing.pass && missing.measured.is_none());
+    }
+}
