@@ -225,6 +225,7 @@ pub fn run(
         unfinished: collector.unfinished,
         generator,
         server: None,
+        profile: None,
     })
 }
 

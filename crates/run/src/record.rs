@@ -293,6 +293,8 @@ pub struct RunData {
     pub server: Option<crate::ServerData>,
     /// What the virtual users did, when the plan had a user model.
     pub users: Option<UserRecord>,
+    /// The service's CPU profile, when one was asked for.
+    pub profile: Option<crate::profile::ProfileOutcome>,
 }
 
 /// Whole-run account of the virtual users' sessions.
@@ -366,6 +368,7 @@ impl RunData {
             generator: GeneratorStats::default(),
             server: None,
             users: None,
+            profile: None,
         }
     }
 
