@@ -45,6 +45,13 @@ if ! command -v perf >/dev/null 2>&1 && [ ! -x /usr/bin/perf ]; then
   fi
 fi
 
+# py-spy samples Python services for --profile; pinned, in a virtualenv of the tests' own.
+tools=target/tools-venv
+if [ ! -x "$tools/bin/py-spy" ]; then
+  python3 -m venv "$tools"
+  "$tools/bin/pip" install -q py-spy==0.4.1
+fi
+
 # The browser tests open the HTML report and the live dashboard in Debian's Chromium, driven by
 # Playwright from a virtualenv of their own (no browser download).
 if ! command -v chromium >/dev/null 2>&1; then

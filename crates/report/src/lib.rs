@@ -289,6 +289,9 @@ pub fn render_summary(s: &Summary) -> String {
                         t.self_pct, t.total_pct, t.function
                     );
                 }
+                for n in &p.notes {
+                    let _ = writeln!(out, "    note: {n}");
+                }
             }
         }
     }

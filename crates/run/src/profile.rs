@@ -19,6 +19,8 @@ pub struct Profile {
     pub duration_s: f64,
     /// Each distinct stack (root first, frames joined by `;`) and its sample count.
     pub stacks: BTreeMap<String, u64>,
+    /// What a backend could not do while another recorded (one line each).
+    pub notes: Vec<String>,
 }
 
 /// What profiling gave: stacks, or why it could not run and what to do.

@@ -272,6 +272,9 @@ pub struct ProfileSummary {
     /// Why there is no profile, and what to do, when the backend could not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What one backend could not do while another recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl ProfileSummary {
@@ -286,6 +289,7 @@ impl ProfileSummary {
                 samples: p.samples(),
                 top: p.top_functions(top),
                 error: None,
+                notes: p.notes.clone(),
             },
             crate::ProfileOutcome::Failed { backend, reason } => ProfileSummary {
                 backend: backend.clone(),
