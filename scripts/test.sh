@@ -34,6 +34,24 @@ if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; 
   fi
 fi
 
+# The profile tests sample the service with perf (where the machine forbids it, they check
+# the one-line message instead).
+if ! command -v perf >/dev/null 2>&1 && [ ! -x /usr/bin/perf ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf
+  else
+    echo "error: perf is missing; install it with: sudo apt-get install linux-perf" >&2
+    exit 1
+  fi
+fi
+
+# py-spy samples Python services for --profile; pinned, in a virtualenv of the tests' own.
+tools=target/tools-venv
+if [ ! -x "$tools/bin/py-spy" ]; then
+  python3 -m venv "$tools"
+  "$tools/bin/pip" install -q py-spy==0.4.1
+fi
+
 # The browser tests open the HTML report and the live dashboard in Debian's Chromium, driven by
 # Playwright from a virtualenv of their own (no browser download).
 if ! command -v chromium >/dev/null 2>&1; then

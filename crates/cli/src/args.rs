@@ -251,6 +251,11 @@ pub struct RunArgs {
     /// the run, e.g. redis://127.0.0.1:6379/ (repeatable).
     #[arg(long = "watch-redis", value_name = "URL")]
     pub watch_redis: Vec<String>,
+    /// Profile the watched processes' CPU during the steady state (after the first fifth of
+    /// the run, for up to three fifths or 30 s) with perf: profile.folded and flame.svg in
+    /// the --out directory, the top functions in the output.
+    #[arg(long, requires = "watch_pid")]
+    pub profile: bool,
     /// Serve a live dashboard (charts every second, a stop button, /metrics) at ADDR
     /// (default 127.0.0.1 on a free port, printed at the start).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]

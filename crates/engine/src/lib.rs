@@ -235,6 +235,7 @@ pub fn run(
         generator,
         server: None,
         timings: collector.timings,
+        profile: None,
     })
 }
 

@@ -10,26 +10,42 @@ use loadlab_run::{RunData, Summary, ValidPlan};
 use crate::dashboard::Dashboard;
 use crate::Result;
 
-/// Runs a plan, showing a live progress line on stderr when `live` and watching the
-/// processes `watch` (and their children) and the Redis servers at `stores`, and summarizes it
-/// with its findings.
+/// What the lab watches while a plan runs.
+#[derive(Debug, Clone, Default)]
+pub struct Watch {
+    /// Processes (and their children) sampled each second for CPU and memory.
+    pub pids: Vec<i32>,
+    /// Redis servers sampled each second for commands, memory and stream backlogs.
+    pub stores: Vec<String>,
+    /// Also profile the processes' CPU during the steady state.
+    pub profile: bool,
+}
+
+/// Longest profiling window.
+const MAX_PROFILE: Duration = Duration::from_secs(30);
+
+/// Runs a plan, showing a live progress line on stderr when `live` and watching what `watch`
+/// names, and summarizes it with its findings.
 pub fn execute(
     plan: &ValidPlan,
     stop: &StopSignal,
     live: bool,
-    watch: &[i32],
-    stores: &[String],
+    watch: &Watch,
     dashboard: Option<&Dashboard>,
 ) -> Result<(RunData, Summary)> {
-    let sampler = if watch.is_empty() && stores.is_empty() {
+    let sampler = if watch.pids.is_empty() && watch.stores.is_empty() {
         None
     } else {
         Some(loadlab_lab::Sampler::start(
-            watch,
-            stores,
+            &watch.pids,
+            &watch.stores,
             Duration::from_secs(1),
         )?)
     };
+    let profiler = (watch.profile && !watch.pids.is_empty()).then(|| {
+        let (delay, length) = profile_window(plan.stop.duration);
+        loadlab_lab::profile::Profiler::start(&watch.pids, delay, length)
+    });
     let mut errors = 0u64;
     let mut stderr = std::io::stderr();
     let mut run = loadlab_engine::run(plan, stop, |row, iv| {
@@ -52,9 +68,20 @@ pub fn execute(
     if let Some(sampler) = sampler {
         run.attach_server(sampler.finish());
     }
+    run.profile = profiler.map(loadlab_lab::profile::Profiler::finish);
     let mut summary = Summary::from_run(&run);
     summary.findings = loadlab_analyze::findings(&run, &summary, cores());
     Ok((run, summary))
+}
+
+/// When to profile a run of `duration`: after the first fifth (the warm-up), for the next
+/// three fifths at most (and at most 30 s); a run stopped by a count gets a window from 1 s
+/// on, cut short when it ends.
+fn profile_window(duration: Option<Duration>) -> (Duration, Duration) {
+    match duration {
+        Some(d) => (d / 5, (d * 3 / 5).min(MAX_PROFILE)),
+        None => (Duration::from_secs(1), MAX_PROFILE),
+    }
 }
 
 /// CPUs this machine offers: what a service on it could use, for the findings' capacity.

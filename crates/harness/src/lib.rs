@@ -12,7 +12,7 @@ pub mod probe;
 pub mod steps;
 
 pub use dashboard::Dashboard;
-pub use execute::{cores, execute};
+pub use execute::{cores, execute, Watch};
 pub use interrupt::interrupt_signal;
 pub use matrix::{run_matrix, slug};
 

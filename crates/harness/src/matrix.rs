@@ -8,7 +8,7 @@ use loadlab_input::Workload;
 use loadlab_report::LabCell;
 
 use crate::dashboard::Dashboard;
-use crate::execute::execute;
+use crate::execute::{execute, Watch};
 use crate::{HarnessError, Result};
 
 /// A file-name-safe form of a name.
@@ -47,8 +47,11 @@ pub fn run_matrix(
                 source,
             })?;
         println!("\n  {name}: {}", deployment.description);
-        let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
-        let stores: Vec<String> = deployment.redis_url().into_iter().collect();
+        let watch = Watch {
+            pids: deployment.pids().iter().map(|p| *p as i32).collect(),
+            stores: deployment.redis_url().into_iter().collect(),
+            profile: false,
+        };
         for w in workloads {
             let plan = loadlab_input::lower::workload(&w.flags, &deployment.fronts)?;
             println!("    running {} …", w.name);
@@ -65,7 +68,7 @@ pub fn run_matrix(
                 }
                 _ => None,
             };
-            let (run, mut summary) = execute(&plan, stop, false, &pids, &stores, dashboard)?;
+            let (run, mut summary) = execute(&plan, stop, false, &watch, dashboard)?;
             if let Some((before, url)) = books {
                 summary.findings.push(reconcile(&summary, &before, &url));
             }

@@ -14,7 +14,11 @@ const MAX_DRAIN: Duration = Duration::from_secs(15);
 
 /// Runs one step's plan without a progress line, watching `watch`.
 pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
-    crate::execute(plan, stop, false, watch, &[], None)
+    let watch = crate::Watch {
+        pids: watch.to_vec(),
+        ..crate::Watch::default()
+    };
+    crate::execute(plan, stop, false, &watch, None)
 }
 
 /// One closed-model step of `concurrency` connections and no think time: `requests` requests

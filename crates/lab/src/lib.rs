@@ -3,6 +3,7 @@
 
 pub mod nginx;
 pub mod process;
+pub mod profile;
 pub mod proxy;
 pub mod redis;
 pub mod sampler;

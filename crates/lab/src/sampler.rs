@@ -177,7 +177,7 @@ impl Reader<'_> {
 }
 
 /// The roots that still run and all their descendants.
-fn watched(roots: &[i32]) -> Vec<i32> {
+pub(crate) fn watched(roots: &[i32]) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     if let Ok(all) = procfs::process::all_processes() {
         for p in all.flatten() {

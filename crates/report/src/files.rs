@@ -56,6 +56,19 @@ pub fn write_junit(
     write(path, crate::thresholds::junit_xml(suites))
 }
 
+/// Writes the flame graph of a profile's `stacks` to `path`.
+pub fn write_flame(
+    path: &Path,
+    title: &str,
+    stacks: &std::collections::BTreeMap<String, u64>,
+) -> Result<(), FileError> {
+    let svg = crate::flame::flame_svg(title, stacks).map_err(|source| FileError::Write {
+        path: path.display().to_string(),
+        source,
+    })?;
+    write(path, svg)
+}
+
 /// True for a `.png` plot, false for `.svg`; any other name is refused.
 pub fn plot_is_png(path: &Path) -> Result<bool, FileError> {
     let ext = path

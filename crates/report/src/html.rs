@@ -2,7 +2,9 @@
 //! fetched) rendered from one template, for one run or several overlaid on the same axes.
 
 use hdrhistogram::Histogram;
-use loadlab_run::{RunData, SavedRun, ServerData, Summary, TimelineRow};
+use std::collections::BTreeMap;
+
+use loadlab_run::{ProfileOutcome, RunData, SavedRun, ServerData, Summary, TimelineRow};
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
@@ -27,6 +29,8 @@ pub struct RunView {
     pub server: Option<ServerData>,
     /// The whole run's latency histogram (µs), for the percentile spectrum.
     pub latency: Option<Histogram<u64>>,
+    /// The service's profile (folded stacks and counts), when it was profiled.
+    pub profile: Option<BTreeMap<String, u64>>,
 }
 
 impl RunView {
@@ -38,6 +42,7 @@ impl RunView {
             rows: saved.timeline(),
             server: saved.server.clone(),
             latency: saved.latency.clone(),
+            profile: saved.profile.clone(),
         }
     }
 
@@ -49,6 +54,10 @@ impl RunView {
             rows: run.timeline.clone(),
             server: run.server.clone(),
             latency: Some(run.totals.latency.clone()),
+            profile: match &run.profile {
+                Some(ProfileOutcome::Recorded(p)) => Some(p.stacks.clone()),
+                _ => None,
+            },
         }
     }
 }
@@ -299,6 +308,14 @@ struct RunContext<'a> {
     errors: String,
     timings: Option<String>,
     tls: Option<String>,
+    /// The run's flame graph as a self-contained `srcdoc` (escaped SVG), when profiled.
+    flame: Option<String>,
+}
+
+/// An SVG made safe as an iframe's `srcdoc` attribute: the flame graph keeps its own script
+/// (search, zoom) apart from the report's.
+fn srcdoc(svg: &str) -> String {
+    svg.replace('&', "&amp;").replace('"', "&quot;")
 }
 
 /// Renders the report of `runs` (one run, or several to compare) as one HTML document.
@@ -337,14 +354,32 @@ pub fn render_html(title: &str, runs: &[RunView]) -> String {
                 .join(", "),
             timings: crate::timings_line(&r.summary),
             tls: crate::tls_line(&r.summary),
+            flame: r
+                .profile
+                .as_ref()
+                .and_then(|p| crate::flame::flame_svg(&r.label, p).ok())
+                .map(|svg| srcdoc(&svg)),
         })
         .collect();
+    // Two profiled runs: where the CPU moved from the first to the second.
+    let diff = match runs {
+        [a, b] => match (&a.profile, &b.profile) {
+            (Some(pa), Some(pb)) => {
+                crate::flame::diff_svg(&format!("{} → {}", a.label, b.label), pa, pb)
+                    .ok()
+                    .map(|svg| srcdoc(&svg))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
     env.get_template("report.html")
         .and_then(|t| {
             t.render(context! {
                 title => title,
                 runs => Value::from(minijinja::value::Serde(&views)),
                 charts => charts,
+                diff => diff,
                 version => env!("CARGO_PKG_VERSION"),
             })
         })

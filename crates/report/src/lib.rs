@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod files;
+pub mod flame;
 pub mod html;
 pub mod live;
 pub mod plot;
@@ -306,6 +307,31 @@ pub fn render_summary(s: &Summary) -> String {
                     "    stream {}: up to {} entries; backlog up to {} undelivered, {} at the end; {} delivered but unacknowledged at the end",
                     q.name, q.length_max, q.lag_max, q.lag_end, q.pending_end
                 );
+            }
+        }
+    }
+    if let Some(p) = &s.profile {
+        let _ = writeln!(out);
+        match &p.error {
+            Some(why) => {
+                let _ = writeln!(out, "  profile      not recorded: {why}");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  profile      {} stacks by {} from {:.1} s for {:.1} s; top functions (self %, total %):",
+                    p.samples, p.backend, p.start_s, p.duration_s
+                );
+                for t in p.top.iter().take(5) {
+                    let _ = writeln!(
+                        out,
+                        "    {:>5.1} {:>5.1}  {}",
+                        t.self_pct, t.total_pct, t.function
+                    );
+                }
+                for n in &p.notes {
+                    let _ = writeln!(out, "    note: {n}");
+                }
             }
         }
     }

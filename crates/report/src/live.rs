@@ -122,6 +122,7 @@ impl Live {
             rows: self.rows.clone(),
             server: None,
             latency: Some(self.latency.clone()),
+            profile: None,
         };
         crate::html::charts(std::slice::from_ref(&view))
             .iter()

@@ -40,7 +40,8 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
 }
 
 /// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, and `server.csv`
-/// when the lab watched the service's processes (with `stores.csv` when it watched stores).
+/// when the lab watched the service's processes (with `stores.csv` when it watched stores),
+/// and `profile.folded` when the service was profiled.
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|source| RunDirError {
         path: dir.to_path_buf(),
@@ -73,6 +74,9 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
     hlog.extend_from_slice(&run.hlog_lines);
     write_atomic(&dir.join("latency.hlog"), &hlog)?;
 
+    if let Some(crate::ProfileOutcome::Recorded(p)) = &run.profile {
+        write_atomic(&dir.join("profile.folded"), p.folded().as_bytes())?;
+    }
     if let Some(server) = &run.server {
         let mut csv = Vec::new();
         server.write_csv(&mut csv).expect("writes to a Vec");
@@ -122,6 +126,8 @@ pub struct SavedRun {
     /// The latency from the intended start of every interval in `latency.hlog`, merged (µs);
     /// `None` when the log is missing or unreadable.
     pub latency: Option<hdrhistogram::Histogram<u64>>,
+    /// `profile.folded`'s stacks and counts, when the service was profiled.
+    pub profile: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 impl SavedRun {
@@ -282,11 +288,15 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
     let latency = fs::read(dir.join("latency.hlog"))
         .ok()
         .and_then(|b| read_latency_log(&b));
+    let profile = fs::read_to_string(dir.join("profile.folded"))
+        .ok()
+        .map(|t| crate::Profile::parse_folded(&t));
     Ok(SavedRun {
         summary,
         columns,
         rows,
         server,
         latency,
+        profile,
     })
 }

@@ -7,6 +7,7 @@
 pub mod dir;
 pub mod error_kind;
 pub mod plan;
+pub mod profile;
 pub mod record;
 pub mod server;
 pub mod summary;
@@ -21,6 +22,7 @@ pub use plan::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, RatePhase,
     RequestTemplate, Stop, TlsSettings, UserPhase, ValidPlan,
 };
+pub use profile::{Profile, ProfileOutcome, TopFunction};
 pub use record::{
     new_histogram, ConnectStats, Counts, GeneratorStats, Interval, PhaseRecord, RunData, Timings,
     UserRecord,

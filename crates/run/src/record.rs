@@ -346,6 +346,8 @@ pub struct RunData {
     pub users: Option<UserRecord>,
     /// Where the requests' time went: connect, TLS handshake, waiting, receiving.
     pub timings: Timings,
+    /// The service's CPU profile, when one was asked for.
+    pub profile: Option<crate::profile::ProfileOutcome>,
 }
 
 /// Whole-run account of the virtual users' sessions.
@@ -420,6 +422,7 @@ impl RunData {
             server: None,
             users: None,
             timings: Timings::new(),
+            profile: None,
         }
     }
 

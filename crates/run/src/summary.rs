@@ -7,6 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::thresholds::ThresholdResult;
+
+/// Functions listed in a summary's profile.
+const TOP_FUNCTIONS: usize = 20;
 use crate::timeline::us_to_ms;
 use crate::{ErrorKind, RunData, Timings, TlsFailure};
 
@@ -305,6 +308,53 @@ pub struct ServerProcess {
     pub rss_mb_max: f64,
 }
 
+/// Where the service's CPU went while the load was on (`profile.folded` and `flame.svg` in
+/// the run directory hold the whole profile).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProfileSummary {
+    /// What recorded the stacks: `perf`, `v8`, `py-spy`.
+    pub backend: String,
+    /// The processes sampled.
+    pub pids: Vec<u32>,
+    /// When sampling began, seconds from the run's origin.
+    pub start_s: f64,
+    /// How long it sampled.
+    pub duration_s: f64,
+    /// Stacks sampled.
+    pub samples: u64,
+    /// The functions with the most samples on top of the stack.
+    pub top: Vec<crate::TopFunction>,
+    /// Why there is no profile, and what to do, when the backend could not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What one backend could not do while another recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl ProfileSummary {
+    /// The summary of a profiling outcome, with its `top` functions.
+    pub fn from_outcome(outcome: &crate::ProfileOutcome, top: usize) -> ProfileSummary {
+        match outcome {
+            crate::ProfileOutcome::Recorded(p) => ProfileSummary {
+                backend: p.backend.clone(),
+                pids: p.pids.clone(),
+                start_s: p.start_s,
+                duration_s: p.duration_s,
+                samples: p.samples(),
+                top: p.top_functions(top),
+                error: None,
+                notes: p.notes.clone(),
+            },
+            crate::ProfileOutcome::Failed { backend, reason } => ProfileSummary {
+                backend: backend.clone(),
+                error: Some(reason.clone()),
+                ..ProfileSummary::default()
+            },
+        }
+    }
+}
+
 /// One stream (queue) of a watched store.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ServerStream {
@@ -452,6 +502,9 @@ pub struct Summary {
     /// What the analysis noticed, one sentence each.
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// The service's CPU profile, when one was asked for (`--profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileSummary>,
     /// The run's thresholds (`--slo`, a scenario's `ensure`), each checked against this
     /// summary; absent when none were given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -654,6 +707,10 @@ impl Summary {
                     .collect(),
                 stores: d.stores.iter().map(ServerStore::from_series).collect(),
             }),
+            profile: run
+                .profile
+                .as_ref()
+                .map(|p| ProfileSummary::from_outcome(p, TOP_FUNCTIONS)),
             thresholds: Vec::new(),
         };
         summary.thresholds = crate::thresholds::check_all(&run.plan.thresholds, &summary);

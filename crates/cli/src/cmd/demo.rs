@@ -12,7 +12,7 @@ use loadlab_report::{render_comparison, render_lab_table, ComparisonRow};
 use loadlab_run::{Model, Plan, Stop};
 use loadlab_target::TestServer;
 
-use loadlab_harness::{execute, interrupt_signal, run_matrix, slug};
+use loadlab_harness::{execute, interrupt_signal, run_matrix, slug, Watch};
 use loadlab_input::experiment::WorkloadSpec;
 use loadlab_input::Workload;
 
@@ -215,7 +215,7 @@ fn coordinated_omission(
             count: None,
         };
         let plan = Plan::get(server.addr, path, model, stop_at).check()?;
-        let (run, summary) = execute(&plan, stop, false, &[], &[], None)?;
+        let (run, summary) = execute(&plan, stop, false, &Watch::default(), None)?;
         loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {
             label: format!("/stall {label}"),

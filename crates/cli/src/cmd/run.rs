@@ -5,8 +5,10 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use loadlab_harness::{execute, interrupt_signal, Dashboard};
-use loadlab_report::files::{label_of, plot_is_png, write_html, write_junit, write_plot};
+use loadlab_harness::{execute, interrupt_signal, Dashboard, Watch};
+use loadlab_report::files::{
+    label_of, plot_is_png, write_flame, write_html, write_junit, write_plot,
+};
 use loadlab_report::html::RunView;
 
 use crate::args::RunArgs;
@@ -34,14 +36,12 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
             matches!(plan.model, loadlab_run::Model::Open { .. }),
         );
     }
-    let (run, summary) = execute(
-        &plan,
-        &stop,
-        live,
-        &a.watch_pid,
-        &a.watch_redis,
-        dashboard.as_ref(),
-    )?;
+    let watch = Watch {
+        pids: a.watch_pid.clone(),
+        stores: a.watch_redis.clone(),
+        profile: a.profile,
+    };
+    let (run, summary) = execute(&plan, &stop, live, &watch, dashboard.as_ref())?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;
@@ -55,6 +55,10 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     let view = match &a.out {
         Some(dir) => {
             loadlab_run::write_run_dir(dir, &run, &summary)?;
+            if let Some(loadlab_run::ProfileOutcome::Recorded(p)) = &run.profile {
+                write_flame(&dir.join("flame.svg"), &label, &p.stacks)?;
+                println!("  profile      {}", dir.join("flame.svg").display());
+            }
             let view = RunView::from_saved(&label, &loadlab_run::read_run_dir(dir)?);
             if a.html {
                 write_html(
