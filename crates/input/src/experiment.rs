@@ -93,6 +93,10 @@ pub struct TopologySpec {
     /// many consumers (`store: redis` is implied).
     #[serde(default)]
     pub consumers: Option<usize>,
+    /// Profile the topology's processes during each run (`--profile`): flame graphs in each
+    /// cell's directory.
+    #[serde(default)]
+    pub profile: bool,
 }
 
 /// One load.
@@ -185,6 +189,7 @@ impl TopologySpec {
             serve_args.push("--visits".into());
         }
         Ok(loadlab_lab::Topology {
+            profile: self.profile,
             redis,
             consumers,
             shards: None,

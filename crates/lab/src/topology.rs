@@ -56,6 +56,9 @@ pub struct Topology {
     /// Counters per page the consumers spread views over (`None`: the consumer's default;
     /// the service must be given the same).
     pub shards: Option<usize>,
+    /// Profile its processes' CPU during each run against it (a lab's watch: deploying does
+    /// not read it).
+    pub profile: bool,
 }
 
 /// A running topology, stopped (every process, by PID) when dropped.

@@ -25,6 +25,7 @@ const CALC_N: u64 = 2_000_000;
 fn topology(replicas: usize) -> loadlab_lab::Topology {
     loadlab_lab::Topology {
         redis: false,
+        profile: false,
         consumers: 0,
         shards: None,
         workers: 1,

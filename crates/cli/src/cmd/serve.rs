@@ -127,6 +127,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         proxy_timeout: a.proxy_timeout,
         redis,
         consumers: if a.visits && redis { a.consumers } else { 0 },
+        profile: false,
         shards: Some(a.shards),
     };
     let stop = loadlab_harness::interrupt_signal()?;
