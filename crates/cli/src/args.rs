@@ -337,6 +337,10 @@ pub struct ServeArgs {
     /// Counters per page with --visits.
     #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
+    /// nginx serves /static/ itself (copies of the service's files), as seed 002 moved its
+    /// static files off the web tier; with --replicas and --lb nginx.
+    #[arg(long = "static-at-lb")]
+    pub static_at_lb: bool,
     /// Most requests each process serves at once; past it it answers 429 (seed 002's
     /// per-instance concurrency limit).
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]

@@ -97,6 +97,9 @@ pub struct TopologySpec {
     /// cell's directory.
     #[serde(default)]
     pub profile: bool,
+    /// Who serves `/static/`: `service` (default) or `nginx` (seed 002's second test).
+    #[serde(default)]
+    pub static_files: Option<String>,
 }
 
 /// One load.
@@ -188,7 +191,14 @@ impl TopologySpec {
         if consumers > 0 {
             serve_args.push("--visits".into());
         }
+        let static_at_lb = match self.static_files.as_deref() {
+            None | Some("service") => false,
+            Some("nginx") if self.replicas > 1 && lb == loadlab_lab::Lb::Nginx => true,
+            Some("nginx") => bail!("static_files: nginx needs replicas behind lb: nginx"),
+            Some(other) => bail!("static_files must be service or nginx, got {other:?}"),
+        };
         Ok(loadlab_lab::Topology {
+            static_at_lb,
             profile: self.profile,
             redis,
             consumers,

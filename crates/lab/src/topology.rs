@@ -59,6 +59,9 @@ pub struct Topology {
     /// Profile its processes' CPU during each run against it (a lab's watch: deploying does
     /// not read it).
     pub profile: bool,
+    /// nginx serves `/static/` itself, from copies of the service's static files taken at
+    /// start (seed 002's second test); only with `Lb::Nginx`.
+    pub static_at_lb: bool,
 }
 
 /// A running topology, stopped (every process, by PID) when dropped.
@@ -317,11 +320,17 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             let prefix =
                 std::env::temp_dir().join(format!("loadlab-nginx-{}-{front}", std::process::id()));
             deployment.prefix = Some(prefix.clone());
+            let static_dir = if topology.static_at_lb {
+                Some(copy_statics(ports[0], &prefix.join("static"))?)
+            } else {
+                None
+            };
             let config = NginxConfig {
                 port: front,
                 upstreams: ports.clone(),
                 proxy_timeout: topology.proxy_timeout,
                 keepalive: 64,
+                static_dir,
             };
             let conf = nginx::prepare(&config, &prefix)?;
             let mut balancer = nginx::start(&prefix, &conf)?;
@@ -432,6 +441,46 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     out.starts_with("HTTP/1.").then_some(out)
+}
+
+/// Copies the service's static files (one body per kind) from the replica on `port` into
+/// `dir`, for nginx to serve.
+fn copy_statics(port: u16, dir: &Path) -> Result<PathBuf, LabError> {
+    std::fs::create_dir_all(dir).map_err(LabError::Io)?;
+    for (path, file) in [
+        ("/static/site.css", "site.css"),
+        ("/static/app.js", "app.js"),
+        ("/static/logo.png", "image.png"),
+    ] {
+        let body = http_get_body(port, path).ok_or_else(|| {
+            LabError::Invalid(format!(
+                "the service on port {port} did not answer {path} with 200: nginx cannot serve \
+                 its static files"
+            ))
+        })?;
+        std::fs::write(dir.join(file), body).map_err(LabError::Io)?;
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// The body of a 200 answer to `GET path` on `port`, bytes as sent.
+fn http_get_body(port: u16, path: &str) -> Option<Vec<u8>> {
+    let mut s = TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(500),
+    )
+    .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n")?;
+    out.starts_with(b"HTTP/1.1 200")
+        .then(|| out[end + 4..].to_vec())
 }
 
 /// The `"pid":N` of an `/info` body.

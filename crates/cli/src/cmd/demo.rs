@@ -26,6 +26,7 @@ fn topology(replicas: usize) -> loadlab_lab::Topology {
     loadlab_lab::Topology {
         redis: false,
         profile: false,
+        static_at_lb: false,
         consumers: 0,
         shards: None,
         workers: 1,

@@ -128,6 +128,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         redis,
         consumers: if a.visits && redis { a.consumers } else { 0 },
         profile: false,
+        static_at_lb: a.static_at_lb,
         shards: Some(a.shards),
     };
     let stop = loadlab_harness::interrupt_signal()?;
