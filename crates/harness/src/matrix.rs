@@ -118,7 +118,12 @@ fn reconcile(
         .filter(|(_, n)| *n > 0)
         .collect();
     let answered = loadlab_analyze::findings::site_views(summary);
-    loadlab_analyze::findings::visits_reconciled(&answered, &counted, drained)
+    loadlab_analyze::findings::visits_reconciled(
+        &answered,
+        &counted,
+        summary.requests.unfinished,
+        drained,
+    )
 }
 
 #[cfg(test)]
