@@ -79,6 +79,9 @@ pub struct TopologySpec {
     /// The user's server command (reads `$PORT`) instead of loadlab's service.
     #[serde(default)]
     pub cmd: Option<String>,
+    /// Runtime of loadlab's service: `rust` (default), `node` or `python`.
+    #[serde(default)]
+    pub runtime: Option<String>,
     /// Extra `loadlab serve` flags, e.g. `--bbox-workers 3 --bbox-delay 900ms`.
     #[serde(default)]
     pub serve: Option<String>,
@@ -163,6 +166,10 @@ impl TopologySpec {
             lb,
             port: 0,
             command: self.cmd.clone(),
+            runtime: match &self.runtime {
+                Some(r) => r.parse().map_err(|e| anyhow::anyhow!("runtime: {e}"))?,
+                None => loadlab_lab::Runtime::Rust,
+            },
             serve_args: split_words(self.serve.as_deref().unwrap_or(""))?,
             health_path: "/health".into(),
             ready_timeout: Duration::from_secs(15),

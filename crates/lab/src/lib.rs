@@ -4,11 +4,13 @@
 pub mod nginx;
 pub mod process;
 pub mod proxy;
+pub mod runtime;
 pub mod sampler;
 pub mod topology;
 
 use std::time::Duration;
 
+pub use runtime::{Runtime, RuntimeError, ServiceOptions};
 pub use sampler::{Sampler, SamplerError};
 pub use topology::{deploy, Deployment, Lb, Topology};
 
@@ -51,6 +53,9 @@ pub enum LabError {
         /// Its last stderr lines.
         stderr: String,
     },
+    /// A runtime's dependencies or code are missing.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
     /// Starting a process or writing a file failed.
     #[error(transparent)]
     Io(std::io::Error),

@@ -155,6 +155,7 @@ pub async fn info(State(s): State<Shared>, Query(q): Query<Params>) -> Response 
         "uptime_s": s.started.elapsed().as_secs_f64(),
         "rss_kb": rss_kb(),
         "loadavg": read_trimmed("/proc/loadavg"),
+        "runtime": "rust",
     });
     if log {
         println!("{body}");

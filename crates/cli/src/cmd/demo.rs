@@ -29,6 +29,7 @@ fn topology(replicas: usize) -> loadlab_lab::Topology {
         lb: loadlab_lab::Lb::Nginx,
         port: 0,
         command: None,
+        runtime: loadlab_lab::Runtime::Rust,
         serve_args: Vec::new(),
         health_path: "/health".into(),
         ready_timeout: Duration::from_secs(15),

@@ -1,20 +1,50 @@
-//! `loadlab serve`: the reference service on a port, or a topology of it (workers, replicas
-//! behind a load balancer, or the user's own command), until Ctrl-C.
+//! `loadlab serve`: the reference service on a port, in Rust or another runtime, or a topology
+//! of it (workers, replicas behind a load balancer, or the user's own command), until Ctrl-C.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use loadlab_lab::Runtime;
 
 use crate::args::{LbArg, ServeArgs};
 use crate::cmd::Outcome;
 
 /// Runs `loadlab serve`.
 pub fn main(a: ServeArgs) -> Result<Outcome> {
-    if a.workers == 1 && a.replicas == 1 && a.cmd.is_none() {
-        serve_here(&a)
-    } else {
-        supervise(&a)
+    let runtime = Runtime::from(a.runtime);
+    if a.async_workers && runtime != Runtime::Python {
+        anyhow::bail!(
+            "--async switches gunicorn to gevent workers; it applies to --runtime python only"
+        );
     }
+    if a.cmd.is_some() && runtime != Runtime::Rust {
+        anyhow::bail!("--runtime applies to loadlab's service; --cmd runs your own server");
+    }
+    // Another runtime runs its own workers (cluster, gunicorn) under one process.
+    let single = a.replicas == 1 && a.cmd.is_none();
+    match runtime {
+        Runtime::Rust if single && a.workers == 1 => serve_here(&a),
+        Runtime::Node | Runtime::Python if single => serve_runtime(&a, runtime),
+        _ => supervise(&a),
+    }
+}
+
+/// The service in another runtime: its dependencies installed if need be, then this process
+/// becomes the runtime's (same PID, so whoever started loadlab stops the service by it).
+fn serve_runtime(a: &ServeArgs, runtime: Runtime) -> Result<Outcome> {
+    use std::os::unix::process::CommandExt;
+    let options = loadlab_lab::ServiceOptions {
+        host: a.host.clone(),
+        port: a.port,
+        workers: a.workers,
+        bbox_delay: a.bbox_delay,
+        bbox_workers: a.bbox_workers,
+        async_workers: a.async_workers,
+    };
+    let mut cmd = loadlab_lab::runtime::command(runtime, &options)?;
+    loadlab_lab::runtime::prepare(runtime)?;
+    let err = cmd.exec();
+    Err(err).with_context(|| format!("cannot start the {runtime} service ({cmd:?})"))
 }
 
 /// Binds `host:port`, with SO_REUSEPORT when several worker processes share the port.
@@ -78,6 +108,9 @@ fn supervise(a: &ServeArgs) -> Result<Outcome> {
     if a.host != "127.0.0.1" {
         serve_args.extend(["--host".to_string(), a.host.clone()]);
     }
+    if a.async_workers {
+        serve_args.push("--async".to_string());
+    }
     let topology = loadlab_lab::Topology {
         workers: a.workers,
         replicas: a.replicas,
@@ -87,6 +120,7 @@ fn supervise(a: &ServeArgs) -> Result<Outcome> {
         },
         port: a.port,
         command: a.cmd.clone(),
+        runtime: a.runtime.into(),
         serve_args,
         health_path: a.health_path.clone(),
         ready_timeout: a.ready_timeout,
