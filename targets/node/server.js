@@ -190,8 +190,9 @@ function text(res, status, body) {
 function json(res, status, value) {
   const sorted = {};
   for (const k of Object.keys(value).sort()) sorted[k] = value[k];
-  // A Buffer, so Express adds no charset: the same Content-Type as the Rust service.
-  res.status(status).set('Content-Type', 'application/json').send(Buffer.from(JSON.stringify(sorted)));
+  // Node's setHeader and a Buffer, so Express adds no charset: the Rust service's Content-Type.
+  res.status(status).setHeader('Content-Type', 'application/json');
+  res.send(Buffer.from(JSON.stringify(sorted)));
 }
 
 function badRequest(res, reason) {
@@ -336,7 +337,8 @@ function app(config) {
       return text(res, 404, `no static file ${quoted(file)}; ${reason}\n`);
     }
     const [type, body] = bodies[ext];
-    res.status(200).set('Content-Type', type).set('Cache-Control', 'max-age=3600').send(Buffer.from(body));
+    res.status(200).setHeader('Content-Type', type);
+    res.set('Cache-Control', 'max-age=3600').send(Buffer.from(body));
   });
   routes.push('/login');
   a.post(
@@ -464,6 +466,9 @@ function primary(config) {
     stop();
   });
 }
+
+// A reader of stdout that went away must not take the service down with an EPIPE.
+process.stdout.on('error', () => {});
 
 const config = parseArgs(process.argv.slice(2));
 if (cluster.isPrimary && config.workers > 1) {
