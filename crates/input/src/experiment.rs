@@ -255,6 +255,33 @@ mod tests {
     }
 
     #[test]
+    fn a_topology_names_its_runtime() {
+        let spec = |runtime: Option<&str>| TopologySpec {
+            name: "t".into(),
+            replicas: 6,
+            workers: 3,
+            lb: "nginx".into(),
+            cmd: None,
+            runtime: runtime.map(String::from),
+            serve: None,
+            proxy_timeout: None,
+        };
+        assert_eq!(
+            spec(None).topology().unwrap().runtime,
+            loadlab_lab::Runtime::Rust
+        );
+        assert_eq!(
+            spec(Some("python")).topology().unwrap().runtime,
+            loadlab_lab::Runtime::Python
+        );
+        let err = format!("{:#}", spec(Some("java")).topology().unwrap_err());
+        assert_eq!(
+            err,
+            "runtime: unknown runtime \"java\"; use rust, node or python"
+        );
+    }
+
+    #[test]
     fn words_split_on_spaces_and_keep_quotes() {
         assert_eq!(
             split_words("/ping -H 'X-A: b c' -d 10s").unwrap(),
@@ -268,6 +295,7 @@ mod tests {
         let w = WorkloadSpec {
             name: "x".into(),
             run: "/delay?ms=5 -R 300 -d 10s".into(),
+            slo: None,
         };
         let flags = w.flags().unwrap();
         assert_eq!(flags.urls, vec!["/delay?ms=5"]);
@@ -277,6 +305,7 @@ mod tests {
         let bad = WorkloadSpec {
             name: "y".into(),
             run: "/ping -c 0".into(),
+            slo: None,
         };
         assert!(bad.flags().is_err());
     }
