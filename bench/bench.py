@@ -459,10 +459,21 @@ def hyper_min():
     return str(ROOT / "bench" / "hyper-min" / "target" / "release" / "hyper-min")
 
 
+def serve(*flags):
+    """`loadlab serve` on a port with flags (the runtimes' dependencies are installed by
+    scripts/install-runtimes.sh, or by loadlab on first use)."""
+    return lambda port: [str(ROOT / "target" / "release" / "loadlab"), "serve", "--port", str(port), *flags]
+
+
 SERVERS = {
-    "loadlab serve": lambda port: [str(ROOT / "target" / "release" / "loadlab"), "serve", "--port", str(port)],
+    "loadlab serve": serve(),
     "nginx": None,  # started by start_nginx with `return 200`
     "hyper-min": lambda port: [hyper_min(), str(port)],
+    # The same contract on the seeds' runtimes (issue 14), pinned to the same one core.
+    "node": serve("--runtime", "node"),
+    "node cluster x2": serve("--runtime", "node", "--workers", "2"),
+    "gunicorn sync x2": serve("--runtime", "python", "--workers", "2"),
+    "gunicorn gevent": serve("--runtime", "python", "--async"),
 }
 
 
