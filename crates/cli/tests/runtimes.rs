@@ -610,3 +610,84 @@ fn async_workers_are_refused_outside_python() {
         "{stderr}"
     );
 }
+
+/// `loadlab probe URL` with `extra` flags; its JSON verdict.
+fn probe(url: &str, extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("probe.json");
+    let mut args = vec![
+        "probe",
+        url,
+        "--json",
+        json.to_str().unwrap(),
+        "--max-time",
+        "30s",
+    ];
+    args.extend_from_slice(extra);
+    support::loadlab_ok(&args);
+    support::read_json(&json)
+}
+
+#[test]
+fn the_probe_finds_each_runtimes_workers() {
+    // (runtime flags, path, watch the CPU, verdict, workers)
+    let cases: [(&[&str], &str, bool, &str, u64); 4] = [
+        (
+            &[
+                "--runtime",
+                "node",
+                "--bbox-workers",
+                "2",
+                "--bbox-delay",
+                "100ms",
+            ],
+            "/bbox/sync",
+            false,
+            "sync",
+            2,
+        ),
+        (&["--runtime", "node"], "/calc?n=800000", true, "cpu", 1),
+        (
+            &["--runtime", "python", "--workers", "2"],
+            "/block?ms=60",
+            false,
+            "sync",
+            2,
+        ),
+        (
+            &[
+                "--runtime",
+                "python",
+                "--async",
+                "--bbox-workers",
+                "3",
+                "--bbox-delay",
+                "100ms",
+            ],
+            "/bbox/sync",
+            false,
+            "sync",
+            3,
+        ),
+    ];
+    for (flags, path, watch, kind, workers) in cases {
+        let served = Service::start(flags);
+        let url = format!("http://127.0.0.1:{}{path}", served.port);
+        let pid = served.child.id().to_string();
+        // Warm up first (Node compiles a hot loop only after it has run a while).
+        for _ in 0..5 {
+            assert_eq!(get(served.port, path).status, 200, "{flags:?} {path}");
+        }
+        let extra: &[&str] = if watch { &["--watch-pid", &pid] } else { &[] };
+        let v = probe(&url, extra);
+        assert_eq!(v["workers"].as_u64(), Some(workers), "{flags:?} {path}: {v}");
+        // CPU-bound needs the watched process to get a whole core; on a machine shared with
+        // other work it may not, and the same single worker then reads as synchronous.
+        let starved = v["steps"][0]["server_cpu_pct"]
+            .as_f64()
+            .is_some_and(|cpu| cpu < 80.0);
+        if !(kind == "cpu" && starved) {
+            assert_eq!(v["kind"].as_str(), Some(kind), "{flags:?} {path}: {v}");
+        }
+    }
+}
