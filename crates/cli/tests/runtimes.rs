@@ -680,7 +680,11 @@ fn the_probe_finds_each_runtimes_workers() {
         }
         let extra: &[&str] = if watch { &["--watch-pid", &pid] } else { &[] };
         let v = probe(&url, extra);
-        assert_eq!(v["workers"].as_u64(), Some(workers), "{flags:?} {path}: {v}");
+        assert_eq!(
+            v["workers"].as_u64(),
+            Some(workers),
+            "{flags:?} {path}: {v}"
+        );
         // CPU-bound needs the watched process to get a whole core; on a machine shared with
         // other work it may not, and the same single worker then reads as synchronous.
         let starved = v["steps"][0]["server_cpu_pct"]
