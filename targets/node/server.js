@@ -86,10 +86,23 @@ function millis(name, value, def) {
   return number(name, value, def, MAX_WAIT_MS);
 }
 
-/** One value of a query parameter (the first when it is repeated). */
+/** The query parameters every endpoint with a query reads (the Rust service's `Params`). */
+const PARAMS = ['ms', 'n', 'log', 'every_ms', 'for_ms'];
+
+/** Refuses a repeated parameter among `names`, in the words of the Rust service's framework. */
+class QueryRejection extends Error {}
+
+function checkQuery(req, names) {
+  for (const name of names) {
+    if (Array.isArray(req.query[name])) {
+      throw new QueryRejection(`Failed to deserialize query string: duplicate field \`${name}\``);
+    }
+  }
+}
+
+/** One value of a query parameter. */
 function param(req, name) {
-  const v = req.query[name];
-  return Array.isArray(v) ? v[0] : v;
+  return req.query[name];
 }
 
 // ---- blocking the event loop -----------------------------------------------------------------
@@ -231,15 +244,23 @@ function app(config) {
   a.set('query parser', 'simple');
 
   // Each handler turns a BadRequest into its 400.
-  const handle = (fn) => (req, res, next) => {
+  const handle = (fn, query = []) => (req, res, next) => {
     Promise.resolve()
-      .then(() => fn(req, res))
-      .catch((e) => (e instanceof BadRequest ? badRequest(res, e.message) : next(e)));
+      .then(() => {
+        checkQuery(req, query);
+        return fn(req, res);
+      })
+      .catch((e) => {
+        if (e instanceof BadRequest) badRequest(res, e.message);
+        else if (e instanceof QueryRejection) text(res, 400, e.message);
+        else next(e);
+      });
   };
   const routes = [];
-  const get = (p, fn) => {
+  // `query`: the parameters whose repetition is refused (those of the Rust handler's struct).
+  const get = (p, fn, query = []) => {
     routes.push(p);
-    a.get(p, handle(fn));
+    a.get(p, handle(fn, query));
   };
 
   get('/ping', (req, res) => text(res, 200, 'pong'));
@@ -248,21 +269,21 @@ function app(config) {
     const ms = millis('ms', param(req, 'ms'));
     await new Promise((r) => setTimeout(r, ms));
     text(res, 200, 'done');
-  });
+  }, PARAMS);
   get('/block', (req, res) => {
     blockingSleep(millis('ms', param(req, 'ms')));
     text(res, 200, 'done');
-  });
+  }, PARAMS);
   get('/calc', (req, res) => {
     const n = number('n', param(req, 'n'), undefined, MAX_CALC_N);
     let sum = 0;
     for (let i = 0; i < n; i++) sum += Math.sin(i);
     text(res, 200, String(sum));
-  });
+  }, PARAMS);
   get('/heavy', (req, res) => {
     busyWait(millis('ms', param(req, 'ms')));
     text(res, 200, 'done');
-  });
+  }, PARAMS);
   get('/info', (req, res) => {
     const log = param(req, 'log');
     let print;
@@ -283,7 +304,7 @@ function app(config) {
     // console.log on the hot path, as seed 004 measured it.
     if (print) console.log(JSON.stringify(body));
     json(res, 200, body);
-  });
+  }, PARAMS);
   get('/stall', async (req, res) => {
     const every = number('every_ms', param(req, 'every_ms'), 2000, MAX_WAIT_MS);
     if (every === 0) return badRequest(res, 'every_ms must be at least 1');
@@ -292,7 +313,7 @@ function app(config) {
     const phase = elapsedMs() % every;
     if (phase >= every - freeze) await new Promise((r) => setTimeout(r, every - phase));
     text(res, 200, 'ok');
-  });
+  }, PARAMS);
   get('/bbox/async', async (req, res) => {
     await new Promise((r) => setTimeout(r, config.bboxDelayMs));
     text(res, 200, 'ok');
@@ -321,7 +342,7 @@ function app(config) {
     }
     busyWait(millis('work_ms', param(req, 'work_ms'), 0));
     res.status(200).type('text/html; charset=utf-8').send(pageHtml(page));
-  });
+  }, ['work_ms']);
   get('/static/:file', (req, res) => {
     const reason = 'a static file is 1 to 32 of a-z, 0-9 and - followed by .css, .js or .png';
     const file = req.params.file;

@@ -112,6 +112,14 @@ class BadRequest(Exception):
     """A query parameter that cannot be used; answered as a 400 with its reason."""
 
 
+class QueryRejection(Exception):
+    """A query the Rust service's framework refuses before its handler runs (no newline)."""
+
+
+#: The query parameters whose repetition is refused (the Rust handlers' `Params`).
+PARAMS = ("ms", "n", "log", "every_ms", "for_ms")
+
+
 def quoted(value):
     """Rust's {:?} of a string, close enough for the values a query carries."""
     return json.dumps(value, ensure_ascii=False)
@@ -168,6 +176,12 @@ class Request:
     def param(self, name):
         values = self._query.get(name)
         return values[0] if values else None
+
+    def check(self, names):
+        """Refuses a repeated parameter among names, in the Rust service's framework's words."""
+        for name in names:
+            if len(self._query.get(name, ())) > 1:
+                raise QueryRejection(f"Failed to deserialize query string: duplicate field `{name}`")
 
     def body(self):
         try:
@@ -361,6 +375,9 @@ ROUTES = {
     "/account": ("GET", account),
 }
 
+#: Handlers that read a query, and its parameters.
+QUERIES = {delay: PARAMS, block: PARAMS, calc: PARAMS, heavy: PARAMS, info: PARAMS, stall: PARAMS, site: ("work_ms",)}
+
 #: One-segment paths: prefix → handler of the segment.
 PREFIXES = {"/turno/": turno, "/site/": site, "/static/": static_file}
 
@@ -386,9 +403,12 @@ def route(req):
         allow = "POST" if allowed == "POST" else "GET,HEAD"
         return "405 Method Not Allowed", [("Allow", allow)], b""
     try:
+        req.check(QUERIES.get(handler, ()))
         return handler(req, *args)
     except BadRequest as e:
         return bad_request(str(e))
+    except QueryRejection as e:
+        return text("400 Bad Request", str(e))
 
 
 def application(environ, start_response):

@@ -19,6 +19,18 @@ use support::Served;
 const BBOX_DELAY_MS: u64 = 400;
 /// `/bbox/sync`'s workers in the suite.
 const BBOX_WORKERS: usize = 2;
+/// Slack on lower bounds: timers may fire a millisecond early, and the client's threads start
+/// a little apart.
+const EARLY_MS: u64 = 20;
+
+/// Held by each test that times the service: on a 2-core machine, two of them at once steal
+/// each other's core and their timings say nothing about the runtime.
+static TIMING: Mutex<()> = Mutex::new(());
+
+/// Takes [`TIMING`], whether or not a test holding it failed.
+fn timing() -> std::sync::MutexGuard<'static, ()> {
+    TIMING.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A runtime as the suite starts it, and how its workers behave.
 struct Case {
@@ -214,6 +226,7 @@ fn ms(d: Duration) -> u64 {
 
 /// Every check of the contract against one runtime.
 fn conforms(case: &Case) {
+    let _timing = timing();
     let mut flags = vec![
         "--runtime",
         case.runtime,
@@ -282,7 +295,10 @@ fn conforms(case: &Case) {
     // not, except under gunicorn's sync workers, where every request holds one.
     let (done, took) = timed(port, "/delay?ms=300");
     assert_eq!(done.text(), "done", "{name}");
-    assert!(ms(took) >= 300, "{name}: /delay?ms=300 took {took:?}");
+    assert!(
+        ms(took) + EARLY_MS >= 300,
+        "{name}: /delay?ms=300 took {took:?}"
+    );
     let during_block = ping_during(port, "/block?ms=600");
     assert!(
         ms(during_block) >= 350,
@@ -320,7 +336,8 @@ fn conforms(case: &Case) {
     let times = concurrent(port, "/bbox/async", 3);
     let rounds = 3usize.div_ceil(at_once.min(3)) as u64;
     assert!(
-        ms(times[2]) >= BBOX_DELAY_MS * rounds && ms(times[2]) < BBOX_DELAY_MS * (rounds + 1),
+        ms(times[2]) + EARLY_MS >= BBOX_DELAY_MS * rounds
+            && ms(times[2]) < BBOX_DELAY_MS * (rounds + 1),
         "{name}: 3 × /bbox/async took {times:?}"
     );
     let times = concurrent(port, "/bbox/sync", BBOX_WORKERS + 1);
@@ -331,7 +348,7 @@ fn conforms(case: &Case) {
         "{name}: the first /bbox/sync waited: {times:?}"
     );
     assert!(
-        ms(times[BBOX_WORKERS]) >= BBOX_DELAY_MS * rounds
+        ms(times[BBOX_WORKERS]) + EARLY_MS >= BBOX_DELAY_MS * rounds
             && ms(times[BBOX_WORKERS]) < BBOX_DELAY_MS * (rounds + 1),
         "{name}: {} × /bbox/sync with {BBOX_WORKERS} workers took {times:?}",
         BBOX_WORKERS + 1
@@ -402,6 +419,22 @@ fn conforms(case: &Case) {
         assert_eq!(
             (r.status, r.text()),
             (400, format!("{reason}\n")),
+            "{name}: {path}"
+        );
+    }
+
+    // A repeated parameter is refused before the handler, in axum's words (no newline).
+    for (path, field) in [
+        ("/delay?ms=1&ms=2", "ms"),
+        ("/site/home?work_ms=1&work_ms=2", "work_ms"),
+    ] {
+        let r = get(port, path);
+        assert_eq!(
+            (r.status, r.text()),
+            (
+                400,
+                format!("Failed to deserialize query string: duplicate field `{field}`")
+            ),
             "{name}: {path}"
         );
     }
@@ -630,6 +663,7 @@ fn probe(url: &str, extra: &[&str]) -> Value {
 
 #[test]
 fn the_probe_finds_each_runtimes_workers() {
+    let _timing = timing();
     // (runtime flags, path, watch the CPU, verdict, workers)
     let cases: [(&[&str], &str, bool, &str, u64); 4] = [
         (
