@@ -729,3 +729,40 @@ fn the_probe_finds_each_runtimes_workers() {
         }
     }
 }
+
+#[test]
+fn seed_001s_short_matrix_runs_on_python_and_node() {
+    let _timing = timing();
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/seed-001-replicas.short.yaml");
+    let out = tempfile::tempdir().unwrap();
+    support::loadlab_ok(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let csv = std::fs::read_to_string(out.path().join("comparison.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (topology, workload, ok) = (col("topology"), col("workload"), col("2xx"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // {python, node} × {1, 6 replicas} × {ping, delay, calc} × {50, 150, 300, 600}/s.
+    assert_eq!(rows.len(), 48, "{csv}");
+    let topologies: BTreeSet<&str> = rows.iter().map(|r| r[topology]).collect();
+    assert_eq!(
+        topologies,
+        BTreeSet::from([
+            "node 1 replica",
+            "node 6 replicas",
+            "python 1 replica",
+            "python 6 replicas"
+        ])
+    );
+    // Every topology serves the lightest cell in full: 50 pings in its second.
+    for row in rows.iter().filter(|r| r[workload] == "ping 50/s") {
+        let served: u64 = row[ok].parse().unwrap();
+        assert!(served >= 45, "{row:?}");
+    }
+}
