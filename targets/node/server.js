@@ -417,7 +417,7 @@ function app(config) {
       `no endpoint ${req.path}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /site/PAGE, /static/FILE, POST /login, /account, /health\n`,
     );
   });
-  // eslint-disable-next-line no-unused-vars
+  // Express knows an error handler by its four parameters, so `next` stays though unused.
   a.use((err, req, res, next) => {
     const status = err.status || err.statusCode || 500;
     text(res, status, `${status === 500 ? 'internal error' : err.message}\n`);

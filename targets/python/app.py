@@ -7,6 +7,7 @@ workers /delay and the black boxes yield while /block, /calc and /heavy hold the
 """
 
 import json
+import math
 import os
 import platform
 import re
@@ -139,10 +140,12 @@ def number(name, value, default, maximum):
 
 
 def millis(name, value, default=None):
+    """Milliseconds up to MAX_WAIT_MS, or default when absent."""
     return number(name, value, default, MAX_WAIT_MS)
 
 
 def read_trimmed(path):
+    """A file's text without surrounding whitespace, or None when unreadable."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -151,12 +154,14 @@ def read_trimmed(path):
 
 
 def rss_kb():
+    """This process's resident memory in KB, from /proc."""
     status = read_trimmed("/proc/self/status") or ""
     m = re.search(r"^VmRSS:\s+(\d+)", status, re.M)
     return int(m.group(1)) if m else None
 
 
 def cpus():
+    """The CPUs this process may run on, as Rust's available_parallelism counts them."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -192,40 +197,45 @@ class Request:
 
 
 def text(status, body, headers=()):
+    """A plain-text response."""
     return status, [("Content-Type", "text/plain; charset=utf-8"), *headers], body.encode()
 
 
 def to_json(value, status="200 OK"):
+    """Compact JSON with sorted keys, as serde_json writes it."""
     body = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     return status, [("Content-Type", "application/json")], body.encode()
 
 
 def bad_request(reason):
+    """A 400 with a one-line reason."""
     return text("400 Bad Request", reason + "\n")
 
 
 def ping(req):
+    """200 pong, no work."""
     return text("200 OK", "pong")
 
 
 def health(req):
+    """Readiness."""
     return text("200 OK", "ok")
 
 
 def delay(req):
-    # Under sync workers this holds the worker: that is what a sync worker does.
+    """Waits ms milliseconds (yields under gevent; a sync worker is held, as it really is)."""
     time.sleep(millis("ms", req.param("ms")) / 1000.0)
     return text("200 OK", "done")
 
 
 def block(req):
+    """Holds the worker ms milliseconds with a blocking sleep."""
     blocking_sleep(millis("ms", req.param("ms")) / 1000.0)
     return text("200 OK", "done")
 
 
 def calc(req):
-    import math
-
+    """CPU work: the sum of sin(i) for i < n, printed as Rust prints a float."""
     n = number("n", req.param("n"), None, MAX_CALC_N)
     total = 0.0
     sin = math.sin
@@ -236,11 +246,13 @@ def calc(req):
 
 
 def heavy(req):
+    """Busy-waits ms milliseconds on the CPU."""
     busy_wait(millis("ms", req.param("ms")))
     return text("200 OK", "done")
 
 
 def info(req):
+    """Process and OS information as JSON; with log=1 also printed to stdout (seed 004)."""
     log = req.param("log")
     if log in (None, "0", "false"):
         printed = False
@@ -251,7 +263,7 @@ def info(req):
     body = {
         "pid": os.getpid(),
         "hostname": read_trimmed("/proc/sys/kernel/hostname"),
-        "os": sys.platform if sys.platform != "linux2" else "linux",
+        "os": sys.platform,
         "arch": platform.machine(),
         "cpus": cpus(),
         "uptime_s": time.monotonic() - STARTED,
@@ -265,6 +277,7 @@ def info(req):
 
 
 def stall(req):
+    """Answers at once except during the last for_ms of every every_ms period."""
     every = number("every_ms", req.param("every_ms"), 2000, MAX_WAIT_MS)
     if every == 0:
         return bad_request("every_ms must be at least 1")
@@ -278,17 +291,20 @@ def stall(req):
 
 
 def bbox_async(req):
+    """Black box, asynchronous: a fixed delay, any number at once."""
     time.sleep(BBOX_DELAY_S)
     return text("200 OK", "ok")
 
 
 def bbox_sync(req):
+    """Black box, synchronous: a fixed delay, BBOX_WORKERS at once per process; the rest queue."""
     with BBOX_SYNC:
         time.sleep(BBOX_DELAY_S)
     return text("200 OK", "ok")
 
 
 def turno(req, name):
+    """The next ticket of queue name, from 1, atomically in this process."""
     if not name or len(name.encode()) > 128:
         return bad_request("the queue name must have 1 to 128 characters")
     with TICKETS_LOCK:
@@ -298,6 +314,7 @@ def turno(req, name):
 
 
 def site(req, page):
+    """An HTML page linking 4 static resources, after busy-waiting work_ms."""
     if not NAME.fullmatch(page):
         return text(
             "404 Not Found",
@@ -308,6 +325,7 @@ def site(req, page):
 
 
 def static_file(req, file):
+    """A fixed .css, .js or .png body, cacheable for an hour."""
     reason = "a static file is 1 to 32 of a-z, 0-9 and - followed by .css, .js or .png"
     name, dot, ext = file.rpartition(".")
     bodies = {"css": ("text/css", SITE_CSS), "js": ("text/javascript", APP_JS), "png": ("image/png", IMAGE_PNG)}
@@ -318,6 +336,7 @@ def static_file(req, file):
 
 
 def login(req):
+    """Issues a random token for {"user": NAME} and remembers it."""
     try:
         value = json.loads(req.body().decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
@@ -343,6 +362,7 @@ def login(req):
 
 
 def account(req):
+    """{"user": NAME} for a Bearer token issued by login, else 401."""
     def unauthorized(reason):
         return text("401 Unauthorized", reason + "\n", [("WWW-Authenticate", "Bearer")])
 
