@@ -572,6 +572,7 @@ fn answering(port: u16, n: usize) -> (BTreeSet<u64>, BTreeSet<String>) {
 
 #[test]
 fn node_and_python_replicas_with_workers_run_behind_nginx() {
+    let _timing = timing();
     for runtime in ["node", "python"] {
         let mut served =
             Served::start(&["--runtime", runtime, "--replicas", "2", "--workers", "2"]);
@@ -594,6 +595,7 @@ fn node_and_python_replicas_with_workers_run_behind_nginx() {
 
 #[test]
 fn node_cluster_workers_share_the_port_and_keep_their_own_tickets() {
+    let _timing = timing();
     let served = Service::start(&["--runtime", "node", "--workers", "2"]);
     let (pids, _) = answering(served.port, 10);
     assert_eq!(
