@@ -430,8 +430,11 @@ function app(config) {
 function serve(config) {
   const server = require('node:http').createServer(app(config));
   server.on('connection', (socket) => socket.setNoDelay(true));
+  // Idle keep-alive connections outlive nginx's upstream pool (60 s): with Node's 5 s default
+  // nginx may reuse a connection Node is closing and answer 502 for a healthy service.
   server.keepAliveTimeout = 65000;
   server.headersTimeout = 66000;
+  // No limit on receiving a request: the service's own endpoints bound every wait.
   server.requestTimeout = 0;
   server.on('error', (e) => fail(`cannot listen on ${config.host}:${config.port}: ${e.message}`));
   server.listen({ port: config.port, host: config.host, backlog: 4096 }, () => {

@@ -58,6 +58,9 @@ class Service(BaseApplication):
             "worker_class": kind,
             "timeout": WORKER_TIMEOUT_S,
             "graceful_timeout": 2,
+            # gevent workers keep idle connections longer than nginx's upstream pool (60 s),
+            # so nginx never reuses one being closed (sync workers close after each response).
+            "keepalive": 65,
             "backlog": 4096,
             "when_ready": when_ready,
             "loglevel": "warning",
