@@ -315,6 +315,15 @@ pub struct ServeArgs {
     /// nginx's connect/send/read timeouts towards the replicas (seed 001 used 60 s).
     #[arg(long = "proxy-timeout", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
     pub proxy_timeout: Duration,
+    /// Runtime of the reference service: rust (loadlab itself), node (Express; --workers are
+    /// cluster workers) or python (gunicorn; --workers are sync workers unless --async). The
+    /// first use installs node's or python's pinned dependencies under targets/.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub runtime: RuntimeArg,
+    /// With --runtime python: gevent workers instead of sync ones, so /delay and the black
+    /// boxes stop holding a worker.
+    #[arg(long = "async")]
+    pub async_workers: bool,
     /// Bind with SO_REUSEPORT (used by worker processes).
     #[arg(long = "reuse-port", hide = true)]
     pub reuse_port: bool,
@@ -365,6 +374,27 @@ pub enum LbArg {
     Builtin,
     /// No balancer: every replica on its own port, for clients that balance themselves.
     Client,
+}
+
+/// Runtime choice of `loadlab serve`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum RuntimeArg {
+    /// loadlab's own service.
+    Rust,
+    /// Express on Node's http (targets/node).
+    Node,
+    /// A WSGI app under gunicorn (targets/python).
+    Python,
+}
+
+impl From<RuntimeArg> for loadlab_lab::Runtime {
+    fn from(r: RuntimeArg) -> Self {
+        match r {
+            RuntimeArg::Rust => loadlab_lab::Runtime::Rust,
+            RuntimeArg::Node => loadlab_lab::Runtime::Node,
+            RuntimeArg::Python => loadlab_lab::Runtime::Python,
+        }
+    }
 }
 
 /// `loadlab demo` flags.

@@ -79,6 +79,9 @@ pub struct TopologySpec {
     /// The user's server command (reads `$PORT`) instead of loadlab's service.
     #[serde(default)]
     pub cmd: Option<String>,
+    /// Runtime of loadlab's service: `rust` (default), `node` or `python`.
+    #[serde(default)]
+    pub runtime: Option<String>,
     /// Extra `loadlab serve` flags, e.g. `--bbox-workers 3 --bbox-delay 900ms`.
     #[serde(default)]
     pub serve: Option<String>,
@@ -208,6 +211,10 @@ impl TopologySpec {
             lb,
             port: 0,
             command: self.cmd.clone(),
+            runtime: match &self.runtime {
+                Some(r) => r.parse().map_err(|e| anyhow::anyhow!("runtime: {e}"))?,
+                None => loadlab_lab::Runtime::Rust,
+            },
             serve_args,
             health_path: "/health".into(),
             ready_timeout: Duration::from_secs(15),
@@ -290,6 +297,37 @@ mod tests {
             }
         }
         assert!(seen >= 4, "{seen} examples");
+    }
+
+    #[test]
+    fn a_topology_names_its_runtime() {
+        let spec = |runtime: Option<&str>| TopologySpec {
+            name: "t".into(),
+            replicas: 6,
+            workers: 3,
+            lb: "nginx".into(),
+            cmd: None,
+            runtime: runtime.map(String::from),
+            serve: None,
+            proxy_timeout: None,
+            store: None,
+            consumers: None,
+            profile: false,
+            static_files: None,
+        };
+        assert_eq!(
+            spec(None).topology().unwrap().runtime,
+            loadlab_lab::Runtime::Rust
+        );
+        assert_eq!(
+            spec(Some("python")).topology().unwrap().runtime,
+            loadlab_lab::Runtime::Python
+        );
+        let err = format!("{:#}", spec(Some("java")).topology().unwrap_err());
+        assert_eq!(
+            err,
+            "runtime: unknown runtime \"java\"; use rust, node or python"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
 use crate::proxy::Proxy;
 use crate::redis::RedisServer;
+use crate::runtime::{self, Runtime};
 use crate::LabError;
 
 /// The load balancer in front of replicas.
@@ -29,7 +30,8 @@ pub enum Lb {
 /// What to deploy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
-    /// Worker processes per replica, sharing the replica's port (loadlab's service only).
+    /// Worker processes per replica: loadlab processes sharing the replica's port for Rust,
+    /// the runtime's own workers (Node `cluster`, gunicorn) for the others.
     pub workers: usize,
     /// Replicas, each on its own port; more than one puts a load balancer in front.
     pub replicas: usize,
@@ -39,6 +41,8 @@ pub struct Topology {
     pub port: u16,
     /// The user's server command (reads `$PORT`), instead of loadlab's service.
     pub command: Option<String>,
+    /// The runtime of loadlab's service (not of a user's command).
+    pub runtime: Runtime,
     /// Extra arguments for `loadlab serve` (black-box settings, threads).
     pub serve_args: Vec<String>,
     /// Path polled for readiness; any HTTP response counts.
@@ -197,6 +201,20 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 .into(),
         ));
     }
+    if topology.command.is_some() && topology.runtime != Runtime::Rust {
+        return Err(LabError::Invalid(
+            "a runtime applies to loadlab's service, not to your own command".into(),
+        ));
+    }
+    // Once here, so replicas starting together never install at the same time.
+    runtime::prepare(topology.runtime)?;
+    // Rust workers are loadlab processes sharing a port; another runtime's workers are its
+    // own (cluster, gunicorn), under the one process started per replica.
+    let processes = if topology.runtime == Runtime::Rust {
+        topology.workers
+    } else {
+        1
+    };
     let front = if topology.port == 0 {
         free_port()?
     } else {
@@ -239,8 +257,8 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     }
     for (r, port) in ports.iter().enumerate() {
         let first = deployment.instances.len();
-        for w in 0..topology.workers {
-            let label = match (topology.replicas, topology.workers) {
+        for w in 0..processes {
+            let label = match (topology.replicas, processes) {
                 (1, 1) => "service".to_string(),
                 (1, _) => format!("worker {}", w + 1),
                 (_, 1) => format!("replica {}", r + 1),
@@ -260,7 +278,10 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 None => {
                     let mut cmd = Command::new(loadlab_exe);
                     cmd.args(["serve", "--port", &port.to_string()]);
-                    if topology.workers > 1 {
+                    if topology.runtime != Runtime::Rust {
+                        cmd.args(["--runtime", topology.runtime.name()]);
+                        cmd.args(["--workers", &topology.workers.to_string()]);
+                    } else if topology.workers > 1 {
                         cmd.arg("--reuse-port");
                     }
                     cmd.args(&topology.serve_args);
@@ -278,7 +299,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             .iter()
             .map(Supervised::pid)
             .collect();
-        let own_service = topology.command.is_none();
+        // Only Rust workers answer /info with the PIDs started here (a Node or gunicorn
+        // worker is a child of the process started).
+        let own_service = topology.command.is_none() && topology.runtime == Runtime::Rust;
         wait_ready(
             &mut deployment.instances[first..],
             *port,
@@ -291,7 +314,11 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     } else {
         String::new()
     };
-    let what = topology.command.as_deref().unwrap_or("loadlab serve");
+    let own = match topology.runtime {
+        Runtime::Rust => "loadlab serve".to_string(),
+        other => format!("loadlab serve --runtime {other}"),
+    };
+    let what = topology.command.as_deref().unwrap_or(&own);
     let store = match &deployment.redis {
         Some(r) => format!(", sharing redis-server {} (pid {})", r.url(), r.pid()),
         None => String::new(),
