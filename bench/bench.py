@@ -459,10 +459,21 @@ def hyper_min():
     return str(ROOT / "bench" / "hyper-min" / "target" / "release" / "hyper-min")
 
 
+def serve(*flags):
+    """`loadlab serve` on a port with flags (the runtimes' dependencies are installed by
+    scripts/install-runtimes.sh, or by loadlab on first use)."""
+    return lambda port: [str(ROOT / "target" / "release" / "loadlab"), "serve", "--port", str(port), *flags]
+
+
 SERVERS = {
-    "loadlab serve": lambda port: [str(ROOT / "target" / "release" / "loadlab"), "serve", "--port", str(port)],
+    "loadlab serve": serve(),
     "nginx": None,  # started by start_nginx with `return 200`
     "hyper-min": lambda port: [hyper_min(), str(port)],
+    # The same contract on the seeds' runtimes (issue 14), pinned to the same one core.
+    "node": serve("--runtime", "node"),
+    "node cluster x2": serve("--runtime", "node", "--workers", "2"),
+    "gunicorn sync x2": serve("--runtime", "python", "--workers", "2"),
+    "gunicorn gevent": serve("--runtime", "python", "--async"),
 }
 
 
@@ -493,6 +504,68 @@ def run_servers(args, out_dir, tmp, server_cpu, client_cpu):
         rs = results[name]
         rps = median([r.rps for r in rs])
         rows.append(f"| {name} | {rps:,.0f} | {median([r.p50_ms for r in rs]):.2f} | {median([r.p99_ms for r in rs]):.2f} | {rps / base:.2f} |")
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------- seed-004-logging
+# Seed 004 on the runtime it used: node's /info with and without console.log of it (log=1),
+# the service's stdout going to a file and to a pipe (a reader that drops what it reads);
+# loadlab run -c 100, as the seed's autocannon. The seed saw about 40 % less with logging.
+
+LOGGING_LOAD = ["-c", "100"]
+
+
+def start_logging_node(port, cpu, stdout_kind, tmp):
+    """`loadlab serve --runtime node` with its stdout to a file or to a pipe drained by cat."""
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    cmd = pin + serve("--runtime", "node")(port)
+    reader = None
+    if stdout_kind == "file":
+        sink = open(Path(tmp) / f"node-stdout-{port}.log", "wb")
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL)
+        sink.close()
+    else:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        reader = subprocess.Popen(["cat"], stdin=proc.stdout, stdout=subprocess.DEVNULL)
+        proc.stdout.close()
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, reader
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("error: loadlab serve --runtime node did not start")
+
+
+def run_logging(args, out_dir, tmp, server_cpu, client_cpu):
+    results = {}
+    for rnd in range(args.rounds):
+        for stdout_kind in ["file", "pipe"]:
+            for path in ["/info", "/info?log=1"]:
+                port = free_port()
+                proc, reader = start_logging_node(port, server_cpu, stdout_kind, tmp)
+                try:
+                    name = f"{stdout_kind}-{'log' if 'log' in path else 'nolog'}-{rnd}"
+                    j = str(Path(tmp) / f"logging-{name}.json")
+                    argv, parser = loadlab_cmd(*LOGGING_LOAD)(f"http://127.0.0.1:{port}{path}", args.seconds, j, tmp)
+                    raw = out_dir / f"seed-004-logging-{name}.out"
+                    _, cpu, rss, text = run_measured(argv, client_cpu, args.seconds * 3 + 30, raw)
+                    rps, done, p50, p99 = parser(text, j, args.seconds)
+                    results.setdefault((stdout_kind, path), []).append(Result(path, rps, cpu, rss, done, p50, p99))
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=10)
+                    if reader:
+                        reader.wait(timeout=10)
+                time.sleep(1)
+    rows = ["\n## seed-004-logging: node /info with and without log=1, loadlab run -c 100, node pinned to one core\n",
+            "| stdout | req/s without log | req/s with log=1 | with / without |",
+            "|---|---|---|---|"]
+    for stdout_kind in ["file", "pipe"]:
+        plain = median([r.rps for r in results[(stdout_kind, "/info")]])
+        logged = median([r.rps for r in results[(stdout_kind, "/info?log=1")]])
+        rows.append(f"| {stdout_kind} | {plain:,.0f} | {logged:,.0f} | {logged / plain:.2f} |")
     return "\n".join(rows)
 
 
@@ -661,7 +734,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, open-ceiling, serve-ping; "
-                    "conns-19000, conns-20000, conns-100000 run only when named)")
+                    "conns-19000, conns-20000, conns-100000, seed-004-logging run only when named)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     ap.add_argument("--baseline", default="", help="another loadlab binary (an older build) run as 'loadlab-baseline' in every row loadlab runs in, to compare builds in one run")
     args = ap.parse_args()
@@ -727,6 +800,9 @@ def main():
                 print(report[-1])
             if not only or "serve-ping" in only:
                 report.append(run_servers(args, out_dir, tmp, server_cpu, client_cpu))
+                print(report[-1])
+            if "seed-004-logging" in only:
+                report.append(run_logging(args, out_dir, tmp, server_cpu, client_cpu))
                 print(report[-1])
         finally:
             nginx.terminate()

@@ -68,6 +68,10 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check -r tests/browser/requirements.txt
 
+# The conformance suite serves the reference service on Node and Python too: their pinned
+# dependencies go into targets/ (node_modules, a venv), never anywhere global.
+bash scripts/install-runtimes.sh
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 python3 scripts/module-cycles.py

@@ -35,7 +35,7 @@ pub struct Slo {
 
 /// An objective that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("SLO {text:?}: {reason}")]
+#[error("SLO {text:?}: {reason}; write it like 'p99<300ms,errors<1%'")]
 pub struct SloError {
     text: String,
     reason: String,
@@ -50,7 +50,7 @@ impl Slo {
             text: text.to_string(),
             reason,
         };
-        let list = Threshold::parse_list(text).map_err(|e| err(e.to_string()))?;
+        let list = Threshold::parse_list(text).map_err(|e| err(e.reason().to_string()))?;
         let bounds = list
             .into_iter()
             .map(|t| {

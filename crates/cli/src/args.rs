@@ -315,6 +315,15 @@ pub struct ServeArgs {
     /// nginx's connect/send/read timeouts towards the replicas (seed 001 used 60 s).
     #[arg(long = "proxy-timeout", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
     pub proxy_timeout: Duration,
+    /// Runtime of the reference service: rust (loadlab itself), node (Express; --workers are
+    /// cluster workers) or python (gunicorn; --workers are sync workers unless --async). The
+    /// first use installs node's or python's pinned dependencies under targets/.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub runtime: RuntimeArg,
+    /// With --runtime python: gevent workers instead of sync ones, so /delay and the black
+    /// boxes stop holding a worker.
+    #[arg(long = "async")]
+    pub async_workers: bool,
     /// Bind with SO_REUSEPORT (used by worker processes).
     #[arg(long = "reuse-port", hide = true)]
     pub reuse_port: bool,
@@ -337,6 +346,10 @@ pub struct ServeArgs {
     /// Counters per page with --visits.
     #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
+    /// nginx serves /static/ itself (copies of the service's files), as seed 002 moved its
+    /// static files off the web tier; with --replicas and --lb nginx.
+    #[arg(long = "static-at-lb")]
+    pub static_at_lb: bool,
     /// Most requests each process serves at once; past it it answers 429 (seed 002's
     /// per-instance concurrency limit).
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]
@@ -361,6 +374,27 @@ pub enum LbArg {
     Builtin,
     /// No balancer: every replica on its own port, for clients that balance themselves.
     Client,
+}
+
+/// Runtime choice of `loadlab serve`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum RuntimeArg {
+    /// loadlab's own service.
+    Rust,
+    /// Express on Node's http (targets/node).
+    Node,
+    /// A WSGI app under gunicorn (targets/python).
+    Python,
+}
+
+impl From<RuntimeArg> for loadlab_lab::Runtime {
+    fn from(r: RuntimeArg) -> Self {
+        match r {
+            RuntimeArg::Rust => loadlab_lab::Runtime::Rust,
+            RuntimeArg::Node => loadlab_lab::Runtime::Node,
+            RuntimeArg::Python => loadlab_lab::Runtime::Python,
+        }
+    }
 }
 
 /// `loadlab demo` flags.

@@ -94,3 +94,36 @@ fn profiling_needs_processes_to_watch() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--watch-pid"));
 }
+
+#[test]
+fn a_lab_topology_with_profile_true_draws_each_cells_flame_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.yaml");
+    std::fs::write(
+        &file,
+        "name: profiled\n\
+         topologies:\n  - { name: one, profile: true }\n\
+         workloads:\n  - { name: calc, run: \"/calc?n=100000 -c 2 -d 3s\" }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    loadlab_ok(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let cell = out.join("one").join("calc");
+    let s = read_json(&cell.join("summary.json"));
+    match s["profile"]["error"].as_str() {
+        Some(why) => println!("perf cannot run here; checked its message instead: {why}"),
+        None => {
+            assert!(
+                s["profile"]["samples"].as_u64().unwrap() > 100,
+                "{}",
+                s["profile"]
+            );
+            assert!(cell.join("flame.svg").is_file() && cell.join("profile.folded").is_file());
+        }
+    }
+}

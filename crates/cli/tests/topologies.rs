@@ -186,3 +186,52 @@ fn a_bad_experiment_file_names_the_problem() {
         "{stderr}"
     );
 }
+
+/// The raw answer (head and body) to `GET path` on `port`.
+fn raw_get(port: u16, path: &str) -> Vec<u8> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn nginx_serves_the_static_files_itself_with_static_at_lb() {
+    let t = Served::start(&["--replicas", "2", "--static-at-lb"]);
+    let head_and_body = |path: &str| {
+        let out = raw_get(t.port, path);
+        let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        (
+            String::from_utf8_lossy(&out[..end]).to_lowercase(),
+            out[end + 4..].to_vec(),
+        )
+    };
+    let (head, css) = head_and_body("/static/home.css");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    // nginx's own file answers carry an ETag; the service's never do.
+    assert!(
+        head.contains("etag:") && head.contains("content-type: text/css"),
+        "{head}"
+    );
+    assert!(
+        head.contains("cache-control: public, max-age=3600"),
+        "{head}"
+    );
+    let (head, png) = head_and_body("/static/logo.png");
+    assert!(
+        head.contains("etag:") && head.contains("image/png"),
+        "{head}"
+    );
+    assert!(png.starts_with(b"\x89PNG"), "a PNG body");
+    assert!(!css.is_empty());
+    let (head, _) = head_and_body("/static/NOPE.css");
+    assert!(head.starts_with("http/1.1 404"), "{head}");
+    // Pages still go to the replicas.
+    assert_eq!(answers(t.port, 4).len(), 2);
+}

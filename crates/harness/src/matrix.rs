@@ -50,7 +50,7 @@ pub fn run_matrix(
         let watch = Watch {
             pids: deployment.pids().iter().map(|p| *p as i32).collect(),
             stores: deployment.redis_url().into_iter().collect(),
-            profile: false,
+            profile: topology.profile,
         };
         for w in workloads {
             let plan = loadlab_input::lower::workload(&w.flags, &deployment.fronts)?;
@@ -74,6 +74,16 @@ pub fn run_matrix(
             }
             let dir = out.join(slug(name)).join(slug(&w.name));
             loadlab_run::write_run_dir(&dir, &run, &summary)?;
+            if let Some(loadlab_run::ProfileOutcome::Recorded(p)) = &run.profile {
+                let title = format!("{name} / {}", w.name);
+                loadlab_report::files::write_flame(&dir.join("flame.svg"), &title, &p.stacks)
+                    .map_err(|e| {
+                        HarnessError::system(
+                            "cannot write the flame graph",
+                            std::io::Error::other(e),
+                        )
+                    })?;
+            }
             cells.push(LabCell {
                 topology: name.clone(),
                 workload: w.name.clone(),
@@ -108,7 +118,12 @@ fn reconcile(
         .filter(|(_, n)| *n > 0)
         .collect();
     let answered = loadlab_analyze::findings::site_views(summary);
-    loadlab_analyze::findings::visits_reconciled(&answered, &counted, drained)
+    loadlab_analyze::findings::visits_reconciled(
+        &answered,
+        &counted,
+        summary.requests.unfinished,
+        drained,
+    )
 }
 
 #[cfg(test)]

@@ -79,6 +79,9 @@ pub struct TopologySpec {
     /// The user's server command (reads `$PORT`) instead of loadlab's service.
     #[serde(default)]
     pub cmd: Option<String>,
+    /// Runtime of loadlab's service: `rust` (default), `node` or `python`.
+    #[serde(default)]
+    pub runtime: Option<String>,
     /// Extra `loadlab serve` flags, e.g. `--bbox-workers 3 --bbox-delay 900ms`.
     #[serde(default)]
     pub serve: Option<String>,
@@ -93,6 +96,13 @@ pub struct TopologySpec {
     /// many consumers (`store: redis` is implied).
     #[serde(default)]
     pub consumers: Option<usize>,
+    /// Profile the topology's processes during each run (`--profile`): flame graphs in each
+    /// cell's directory.
+    #[serde(default)]
+    pub profile: bool,
+    /// Who serves `/static/`: `service` (default) or `nginx` (seed 002's second test).
+    #[serde(default)]
+    pub static_files: Option<String>,
 }
 
 /// One load.
@@ -184,7 +194,15 @@ impl TopologySpec {
         if consumers > 0 {
             serve_args.push("--visits".into());
         }
+        let static_at_lb = match self.static_files.as_deref() {
+            None | Some("service") => false,
+            Some("nginx") if self.replicas > 1 && lb == loadlab_lab::Lb::Nginx => true,
+            Some("nginx") => bail!("static_files: nginx needs replicas behind lb: nginx"),
+            Some(other) => bail!("static_files must be service or nginx, got {other:?}"),
+        };
         Ok(loadlab_lab::Topology {
+            static_at_lb,
+            profile: self.profile,
             redis,
             consumers,
             shards: None,
@@ -193,6 +211,10 @@ impl TopologySpec {
             lb,
             port: 0,
             command: self.cmd.clone(),
+            runtime: match &self.runtime {
+                Some(r) => r.parse().map_err(|e| anyhow::anyhow!("runtime: {e}"))?,
+                None => loadlab_lab::Runtime::Rust,
+            },
             serve_args,
             health_path: "/health".into(),
             ready_timeout: Duration::from_secs(15),
@@ -275,6 +297,37 @@ mod tests {
             }
         }
         assert!(seen >= 4, "{seen} examples");
+    }
+
+    #[test]
+    fn a_topology_names_its_runtime() {
+        let spec = |runtime: Option<&str>| TopologySpec {
+            name: "t".into(),
+            replicas: 6,
+            workers: 3,
+            lb: "nginx".into(),
+            cmd: None,
+            runtime: runtime.map(String::from),
+            serve: None,
+            proxy_timeout: None,
+            store: None,
+            consumers: None,
+            profile: false,
+            static_files: None,
+        };
+        assert_eq!(
+            spec(None).topology().unwrap().runtime,
+            loadlab_lab::Runtime::Rust
+        );
+        assert_eq!(
+            spec(Some("python")).topology().unwrap().runtime,
+            loadlab_lab::Runtime::Python
+        );
+        let err = format!("{:#}", spec(Some("java")).topology().unwrap_err());
+        assert_eq!(
+            err,
+            "runtime: unknown runtime \"java\"; use rust, node or python"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod process;
 pub mod profile;
 pub mod proxy;
 pub mod redis;
+pub mod runtime;
 pub mod sampler;
 pub mod store_sampler;
 pub mod topology;
@@ -14,6 +15,7 @@ pub mod visits;
 use std::time::Duration;
 
 pub use redis::RedisServer;
+pub use runtime::{Runtime, RuntimeError, ServiceOptions};
 pub use sampler::{Sampler, SamplerError};
 pub use topology::{deploy, Deployment, Lb, Topology};
 
@@ -59,6 +61,9 @@ pub enum LabError {
         /// Its last stderr lines.
         stderr: String,
     },
+    /// A runtime's dependencies or code are missing.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
     /// Starting a process or writing a file failed.
     #[error(transparent)]
     Io(std::io::Error),

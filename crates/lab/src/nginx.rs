@@ -20,6 +20,10 @@ pub struct NginxConfig {
     pub proxy_timeout: Duration,
     /// Idle keep-alive connections kept open to the replicas per nginx worker.
     pub keepalive: usize,
+    /// Serve `/static/NAME.css|js|png` from this directory's `site.css`, `app.js` and
+    /// `image.png` instead of passing them to the replicas (seed 002 moved its static files to
+    /// nginx); `None` passes everything on.
+    pub static_dir: Option<PathBuf>,
 }
 
 /// The nginx binary, or an error saying how to install it.
@@ -46,6 +50,31 @@ pub fn render(config: &NginxConfig, prefix: &Path) -> String {
     for port in &config.upstreams {
         let _ = writeln!(upstream, "        server 127.0.0.1:{port};");
     }
+    // Every name of a kind has the same body, as the reference service answers them.
+    let statics: String = config
+        .static_dir
+        .iter()
+        .fold(String::new(), |mut out, dir| {
+            for (ext, file, mime) in [
+                ("css", "site.css", "text/css"),
+                ("js", "app.js", "text/javascript"),
+                ("png", "image.png", "image/png"),
+            ] {
+                let _ = write!(
+                    out,
+                    "        location ~ \"^/static/[a-z0-9-]{{1,32}}\\.{ext}$\" {{
+            root {dir};
+            types {{ }}
+            default_type {mime};
+            add_header Cache-Control \"public, max-age=3600\";
+            try_files /{file} =404;
+        }}
+",
+                    dir = dir.display()
+                );
+            }
+            out
+        });
     format!(
         "# written by loadlab; started with: nginx -p {p} -c {p}/nginx.conf
 worker_processes auto;
@@ -68,7 +97,7 @@ http {{
     }}
     server {{
         listen 127.0.0.1:{port} backlog=4096;
-        location / {{
+{statics}        location / {{
             proxy_pass http://replicas;
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
@@ -130,6 +159,7 @@ mod tests {
                 upstreams: vec![9001, 9002, 9003],
                 proxy_timeout: Duration::from_secs(60),
                 keepalive: 64,
+                static_dir: None,
             },
             Path::new("/tmp/x"),
         );

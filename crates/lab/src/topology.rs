@@ -12,6 +12,7 @@ use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
 use crate::proxy::Proxy;
 use crate::redis::RedisServer;
+use crate::runtime::{self, Runtime};
 use crate::LabError;
 
 /// The load balancer in front of replicas.
@@ -29,7 +30,8 @@ pub enum Lb {
 /// What to deploy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
-    /// Worker processes per replica, sharing the replica's port (loadlab's service only).
+    /// Worker processes per replica: loadlab processes sharing the replica's port for Rust,
+    /// the runtime's own workers (Node `cluster`, gunicorn) for the others.
     pub workers: usize,
     /// Replicas, each on its own port; more than one puts a load balancer in front.
     pub replicas: usize,
@@ -39,6 +41,8 @@ pub struct Topology {
     pub port: u16,
     /// The user's server command (reads `$PORT`), instead of loadlab's service.
     pub command: Option<String>,
+    /// The runtime of loadlab's service (not of a user's command).
+    pub runtime: Runtime,
     /// Extra arguments for `loadlab serve` (black-box settings, threads).
     pub serve_args: Vec<String>,
     /// Path polled for readiness; any HTTP response counts.
@@ -56,6 +60,12 @@ pub struct Topology {
     /// Counters per page the consumers spread views over (`None`: the consumer's default;
     /// the service must be given the same).
     pub shards: Option<usize>,
+    /// Profile its processes' CPU during each run against it (a lab's watch: deploying does
+    /// not read it).
+    pub profile: bool,
+    /// nginx serves `/static/` itself, from copies of the service's static files taken at
+    /// start (seed 002's second test); only with `Lb::Nginx`.
+    pub static_at_lb: bool,
 }
 
 /// A running topology, stopped (every process, by PID) when dropped.
@@ -191,6 +201,20 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 .into(),
         ));
     }
+    if topology.command.is_some() && topology.runtime != Runtime::Rust {
+        return Err(LabError::Invalid(
+            "a runtime applies to loadlab's service, not to your own command".into(),
+        ));
+    }
+    // Once here, so replicas starting together never install at the same time.
+    runtime::prepare(topology.runtime)?;
+    // Rust workers are loadlab processes sharing a port; another runtime's workers are its
+    // own (cluster, gunicorn), under the one process started per replica.
+    let processes = if topology.runtime == Runtime::Rust {
+        topology.workers
+    } else {
+        1
+    };
     let front = if topology.port == 0 {
         free_port()?
     } else {
@@ -233,8 +257,8 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     }
     for (r, port) in ports.iter().enumerate() {
         let first = deployment.instances.len();
-        for w in 0..topology.workers {
-            let label = match (topology.replicas, topology.workers) {
+        for w in 0..processes {
+            let label = match (topology.replicas, processes) {
                 (1, 1) => "service".to_string(),
                 (1, _) => format!("worker {}", w + 1),
                 (_, 1) => format!("replica {}", r + 1),
@@ -254,7 +278,10 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 None => {
                     let mut cmd = Command::new(loadlab_exe);
                     cmd.args(["serve", "--port", &port.to_string()]);
-                    if topology.workers > 1 {
+                    if topology.runtime != Runtime::Rust {
+                        cmd.args(["--runtime", topology.runtime.name()]);
+                        cmd.args(["--workers", &topology.workers.to_string()]);
+                    } else if topology.workers > 1 {
                         cmd.arg("--reuse-port");
                     }
                     cmd.args(&topology.serve_args);
@@ -272,7 +299,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             .iter()
             .map(Supervised::pid)
             .collect();
-        let own_service = topology.command.is_none();
+        // Only Rust workers answer /info with the PIDs started here (a Node or gunicorn
+        // worker is a child of the process started).
+        let own_service = topology.command.is_none() && topology.runtime == Runtime::Rust;
         wait_ready(
             &mut deployment.instances[first..],
             *port,
@@ -285,7 +314,11 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     } else {
         String::new()
     };
-    let what = topology.command.as_deref().unwrap_or("loadlab serve");
+    let own = match topology.runtime {
+        Runtime::Rust => "loadlab serve".to_string(),
+        other => format!("loadlab serve --runtime {other}"),
+    };
+    let what = topology.command.as_deref().unwrap_or(&own);
     let store = match &deployment.redis {
         Some(r) => format!(", sharing redis-server {} (pid {})", r.url(), r.pid()),
         None => String::new(),
@@ -314,11 +347,17 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             let prefix =
                 std::env::temp_dir().join(format!("loadlab-nginx-{}-{front}", std::process::id()));
             deployment.prefix = Some(prefix.clone());
+            let static_dir = if topology.static_at_lb {
+                Some(copy_statics(ports[0], &prefix.join("static"))?)
+            } else {
+                None
+            };
             let config = NginxConfig {
                 port: front,
                 upstreams: ports.clone(),
                 proxy_timeout: topology.proxy_timeout,
                 keepalive: 64,
+                static_dir,
             };
             let conf = nginx::prepare(&config, &prefix)?;
             let mut balancer = nginx::start(&prefix, &conf)?;
@@ -429,6 +468,46 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     out.starts_with("HTTP/1.").then_some(out)
+}
+
+/// Copies the service's static files (one body per kind) from the replica on `port` into
+/// `dir`, for nginx to serve.
+fn copy_statics(port: u16, dir: &Path) -> Result<PathBuf, LabError> {
+    std::fs::create_dir_all(dir).map_err(LabError::Io)?;
+    for (path, file) in [
+        ("/static/site.css", "site.css"),
+        ("/static/app.js", "app.js"),
+        ("/static/logo.png", "image.png"),
+    ] {
+        let body = http_get_body(port, path).ok_or_else(|| {
+            LabError::Invalid(format!(
+                "the service on port {port} did not answer {path} with 200: nginx cannot serve \
+                 its static files"
+            ))
+        })?;
+        std::fs::write(dir.join(file), body).map_err(LabError::Io)?;
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// The body of a 200 answer to `GET path` on `port`, bytes as sent.
+fn http_get_body(port: u16, path: &str) -> Option<Vec<u8>> {
+    let mut s = TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(500),
+    )
+    .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n")?;
+    out.starts_with(b"HTTP/1.1 200")
+        .then(|| out[end + 4..].to_vec())
 }
 
 /// The `"pid":N` of an `/info` body.

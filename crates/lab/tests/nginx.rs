@@ -12,6 +12,7 @@ fn the_generated_config_passes_nginx_t() {
         upstreams: vec![18_182, 18_183],
         proxy_timeout: Duration::from_secs(60),
         keepalive: 64,
+        static_dir: None,
     };
     let result = prepare(&config, &prefix);
     let _ = std::fs::remove_dir_all(&prefix);

@@ -414,7 +414,7 @@ fn server_totals(s: &Summary) -> Option<(f64, f64)> {
         })
 }
 
-const LAB_COLUMNS: [&str; 15] = [
+const LAB_COLUMNS: [&str; 19] = [
     "topology",
     "workload",
     "req/s",
@@ -427,7 +427,13 @@ const LAB_COLUMNS: [&str; 15] = [
     "2xx",
     "4xx",
     "5xx",
+    // The balancer's answers seed 001's annex counted: no replica reachable, none in time.
+    "502",
+    "504",
     "transport errors",
+    // The annex's ECONNRESET and ESOCKETTIMEDOUT.
+    "reset",
+    "timeout",
     "server cpu %",
     "server rss MB",
 ];
@@ -459,7 +465,11 @@ fn lab_fields(c: &LabCell) -> Vec<String> {
         class('2').to_string(),
         class('4').to_string(),
         class('5').to_string(),
+        s.status.get("502").copied().unwrap_or(0).to_string(),
+        s.status.get("504").copied().unwrap_or(0).to_string(),
         transport.to_string(),
+        s.errors.reset.to_string(),
+        s.errors.timeout.to_string(),
         cpu,
         rss,
     ]
@@ -519,6 +529,41 @@ pub fn lab_csv(cells: &[LabCell]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lab_table_counts_the_balancers_502_and_504_and_resets_and_timeouts_as_seed_001s_annex() {
+        let mut summary = Summary::default();
+        summary.requests.completed = 8;
+        summary.requests.errors = 3 + 2 + 1;
+        summary.status = [("200", 5), ("502", 2), ("504", 1)]
+            .map(|(code, n)| (code.to_string(), n))
+            .into();
+        summary.errors.reset = 2;
+        summary.errors.timeout = 1;
+        let cell = LabCell {
+            topology: "6 replicas".into(),
+            workload: "calc 600/s".into(),
+            summary,
+        };
+        let csv = lab_csv(&[cell]);
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(
+            [
+                "2xx",
+                "5xx",
+                "502",
+                "504",
+                "transport errors",
+                "reset",
+                "timeout"
+            ]
+            .map(at),
+            ["5", "3", "2", "1", "3", "2", "1"]
+        );
+    }
 
     #[test]
     fn thousands_groups_digits_by_three() {

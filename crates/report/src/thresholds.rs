@@ -135,8 +135,6 @@ fn escape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use loadlab_run::thresholds::Comparison;
-
     use super::*;
 
     fn result(threshold: &str, measured: Option<f64>, pass: bool, strict: bool) -> ThresholdResult {
@@ -144,7 +142,7 @@ mod tests {
             threshold: threshold.into(),
             metric: "p99".into(),
             name: None,
-            comparison: Comparison::Below,
+            comparison: "<".into(),
             limit: 300.0,
             unit: "ms".into(),
             measured,

@@ -30,8 +30,10 @@ pub use record::{
 pub use server::{
     ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
 };
-pub use summary::{summary_schema, Breakdown, Finding, LatencyStats, Summary, SUMMARY_SCHEMA};
+pub use summary::{
+    summary_schema, Breakdown, Finding, LatencyStats, Summary, ThresholdResult, SUMMARY_SCHEMA,
+};
 pub use template::{Template, TemplateError};
-pub use thresholds::{Threshold, ThresholdError, ThresholdResult};
+pub use thresholds::{Threshold, ThresholdError};
 pub use timeline::TimelineRow;
 pub use users::UserModel;

@@ -6,8 +6,6 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::thresholds::ThresholdResult;
-
 /// Functions listed in a summary's profile.
 const TOP_FUNCTIONS: usize = 20;
 use crate::timeline::us_to_ms;
@@ -355,6 +353,51 @@ impl ProfileSummary {
     }
 }
 
+/// A threshold checked against a run, as `summary.json` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ThresholdResult {
+    /// The threshold as text, normalized (`p99<300ms`, `errors{login}<1%`).
+    pub threshold: String,
+    /// The metric's name (`p99`, `mean`, `errors`, `rps`).
+    pub metric: String,
+    /// The request name it is scoped to; absent for the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// How the measured value had to compare with the limit: `<`, `<=`, `>` or `>=`.
+    pub comparison: String,
+    /// The limit, in `unit`.
+    pub limit: f64,
+    /// `ms`, `%` or `req/s`.
+    pub unit: String,
+    /// What the run measured; absent when there was nothing to measure (see `reason`).
+    pub measured: Option<f64>,
+    /// True when the measured value met the limit.
+    pub pass: bool,
+    /// A failure here fails the run (its exit code); false only reports it.
+    pub strict: bool,
+    /// Why nothing was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl ThresholdResult {
+    /// True when this result fails the run: strict and not passed.
+    pub fn fails_run(&self) -> bool {
+        self.strict && !self.pass
+    }
+
+    /// The measured value with its unit, or why there is none.
+    pub fn measured_text(&self) -> String {
+        match (self.measured, &self.reason) {
+            (Some(v), _) if self.unit == "ms" => format!("{v:.2} ms"),
+            (Some(v), _) if self.unit == "%" => format!("{v:.2} %"),
+            (Some(v), _) => format!("{v:.1} {}", self.unit),
+            (None, Some(why)) => why.clone(),
+            (None, None) => "not measured".into(),
+        }
+    }
+}
+
 /// One stream (queue) of a watched store.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ServerStream {
@@ -607,7 +650,7 @@ impl Summary {
                 }
             })
             .collect();
-        let mut summary = Summary {
+        Summary {
             schema: SUMMARY_SCHEMA.into(),
             complete: run.complete,
             model: run.plan.model.name().into(),
@@ -712,9 +755,7 @@ impl Summary {
                 .as_ref()
                 .map(|p| ProfileSummary::from_outcome(p, TOP_FUNCTIONS)),
             thresholds: Vec::new(),
-        };
-        summary.thresholds = crate::thresholds::check_all(&run.plan.thresholds, &summary);
-        summary
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::summary::{LatencyStats, Summary};
+use crate::summary::{LatencyStats, Summary, ThresholdResult};
 
 /// What a threshold measures.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -78,7 +78,8 @@ impl Comparison {
         }
     }
 
-    fn symbol(self) -> &'static str {
+    /// `<`, `<=`, `>` or `>=`.
+    pub fn symbol(self) -> &'static str {
         match self {
             Comparison::Below => "<",
             Comparison::AtMost => "<=",
@@ -120,6 +121,11 @@ impl ThresholdError {
             text: text.to_string(),
             reason: reason.into(),
         }
+    }
+
+    /// What is wrong, without the advice.
+    pub fn reason(&self) -> &str {
+        &self.reason
     }
 }
 
@@ -210,7 +216,7 @@ impl Threshold {
             threshold: self.to_string(),
             metric: self.metric.name(),
             name: self.name.clone(),
-            comparison: self.comparison,
+            comparison: self.comparison.symbol().to_string(),
             limit: self.limit,
             unit: self.metric.unit().to_string(),
             measured: measured.as_ref().ok().copied(),
@@ -238,51 +244,6 @@ impl fmt::Display for Threshold {
                 write!(f, "{}us", (self.limit * 1e6).round() / 1e3)
             }
             _ => write!(f, "{}ms", self.limit),
-        }
-    }
-}
-
-/// A threshold checked against a run, as `summary.json` keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ThresholdResult {
-    /// The threshold as text, normalized (`p99<300ms`, `errors{login}<1%`).
-    pub threshold: String,
-    /// The metric's name (`p99`, `mean`, `errors`, `rps`).
-    pub metric: String,
-    /// The request name it is scoped to; absent for the whole run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// How the measured value had to compare with the limit.
-    pub comparison: Comparison,
-    /// The limit, in `unit`.
-    pub limit: f64,
-    /// `ms`, `%` or `req/s`.
-    pub unit: String,
-    /// What the run measured; absent when there was nothing to measure (see `reason`).
-    pub measured: Option<f64>,
-    /// True when the measured value met the limit.
-    pub pass: bool,
-    /// A failure here fails the run (its exit code); false only reports it.
-    pub strict: bool,
-    /// Why nothing was measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-impl ThresholdResult {
-    /// True when this result fails the run: strict and not passed.
-    pub fn fails_run(&self) -> bool {
-        self.strict && !self.pass
-    }
-
-    /// The measured value with its unit, or why there is none.
-    pub fn measured_text(&self) -> String {
-        match (self.measured, &self.reason) {
-            (Some(v), _) if self.unit == "ms" => format!("{v:.2} ms"),
-            (Some(v), _) if self.unit == "%" => format!("{v:.2} %"),
-            (Some(v), _) => format!("{v:.1} {}", self.unit),
-            (None, Some(why)) => why.clone(),
-            (None, None) => "not measured".into(),
         }
     }
 }

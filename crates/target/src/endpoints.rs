@@ -112,7 +112,9 @@ pub async fn block(Query(q): Query<Params>) -> Response {
 pub async fn calc(Query(q): Query<Params>) -> Response {
     match number("n", q.n.as_deref(), None, MAX_CALC_N) {
         Ok(n) => {
-            let sum: f64 = (0..n).map(|i| (i as f64).sin()).sum();
+            // A fold from 0.0, not `sum()` (which starts from -0.0): no work answers "0", as
+            // the Node and Python services do.
+            let sum = (0..n).fold(0.0f64, |acc, i| acc + (i as f64).sin());
             format!("{sum}").into_response()
         }
         Err(e) => e.into_response(),
@@ -155,6 +157,7 @@ pub async fn info(State(s): State<Shared>, Query(q): Query<Params>) -> Response 
         "uptime_s": s.started.elapsed().as_secs_f64(),
         "rss_kb": rss_kb(),
         "loadavg": read_trimmed("/proc/loadavg"),
+        "runtime": "rust",
     });
     if log {
         println!("{body}");

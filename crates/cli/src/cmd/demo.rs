@@ -23,8 +23,14 @@ use crate::cmd::Outcome;
 const CALC_N: u64 = 2_000_000;
 
 fn topology(replicas: usize) -> loadlab_lab::Topology {
+    runtime_topology(replicas, loadlab_lab::Runtime::Rust)
+}
+
+fn runtime_topology(replicas: usize, runtime: loadlab_lab::Runtime) -> loadlab_lab::Topology {
     loadlab_lab::Topology {
         redis: false,
+        profile: false,
+        static_at_lb: false,
         consumers: 0,
         shards: None,
         workers: 1,
@@ -32,6 +38,7 @@ fn topology(replicas: usize) -> loadlab_lab::Topology {
         lb: loadlab_lab::Lb::Nginx,
         port: 0,
         command: None,
+        runtime,
         serve_args: Vec::new(),
         health_path: "/health".into(),
         ready_timeout: Duration::from_secs(15),
@@ -41,9 +48,9 @@ fn topology(replicas: usize) -> loadlab_lab::Topology {
 
 /// The fastest of three sequential `/calc` requests on a fresh single replica: the service
 /// time T, so one replica's capacity is about 1000/T per second.
-fn calc_service_time() -> Result<Duration> {
+fn calc_service_time(runtime: loadlab_lab::Runtime) -> Result<Duration> {
     let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
-    let one = loadlab_lab::deploy(&topology(1), &exe)?;
+    let one = loadlab_lab::deploy(&runtime_topology(1, runtime), &exe)?;
     let port = one.url.rsplit(':').next().unwrap_or("0").to_string();
     let mut best = Duration::from_secs(10);
     for _ in 0..3 {
@@ -70,7 +77,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         PathBuf::from("runs").join(format!("demo-{stamp}"))
     });
     let stop = interrupt_signal()?;
-    let t = calc_service_time()?;
+    let t = calc_service_time(loadlab_lab::Runtime::Rust)?;
     let t_ms = t.as_secs_f64() * 1000.0;
     let calc_rate = (1.5 * 1000.0 / t_ms).clamp(2.0, 500.0).round();
     println!(
@@ -128,6 +135,9 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
     if !stop.is_stopped() {
         black_box(&stop)?;
     }
+    if !stop.is_stopped() {
+        runtimes(t);
+    }
 
     let co = if stop.is_stopped() {
         Vec::new()
@@ -150,6 +160,9 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
          \x20 run; 3 replicas share it across the cores (seed 000's breaking points). The server\n\
          \x20 cpu % column is the sum over the replicas' processes, sampled from /proc; the service\n\
          \x20 demand (CPU per request) gives the rate the cores can serve at most (seed 002's 1000/T).\n\
+         - runtimes: the same /calc costs what each runtime pays for it (seed 001: the\n\
+         \x20 technology matters as much as the replica count); `loadlab serve --runtime node`\n\
+         \x20 or `--runtime python` serves the same endpoints for every experiment above.\n\
          - the black box: p99 doubles at 4 connections while throughput stays at 3 / 200 ms, so it\n\
          \x20 has 3 workers (seed 000 found this by hand with ab -c 1..4).\n\
          - /stall: one closed connection (like most load tools) sends nothing while the server is\n\
@@ -166,6 +179,22 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
     } else {
         Outcome::Done
     })
+}
+
+/// One row: the same `/calc` on one process of each runtime (Rust's time `rust` already
+/// measured). A runtime that cannot start is named with its reason, not fatal.
+fn runtimes(rust: Duration) {
+    let mut row = vec![format!("rust {:.1} ms", rust.as_secs_f64() * 1000.0)];
+    for runtime in [loadlab_lab::Runtime::Node, loadlab_lab::Runtime::Python] {
+        row.push(match calc_service_time(runtime) {
+            Ok(t) => format!("{runtime} {:.1} ms", t.as_secs_f64() * 1000.0),
+            Err(e) => format!("{runtime} not run ({e:#})"),
+        });
+    }
+    println!(
+        "  runtimes: /calc?n={CALC_N} on one process: {}",
+        row.join(", ")
+    );
 }
 
 /// Seed 000's black box: `/bbox/sync` with 3 workers of 200 ms, counted by the probe.

@@ -1,34 +1,66 @@
-//! `loadlab serve`: the reference service on a port, or a topology of it (workers, replicas
-//! behind a load balancer, or the user's own command), until Ctrl-C.
+//! `loadlab serve`: the reference service on a port, in Rust or another runtime, or a topology
+//! of it (workers, replicas behind a load balancer, or the user's own command), until Ctrl-C.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use loadlab_lab::Runtime;
 
 use crate::args::{LbArg, ServeArgs, StoreArg};
 use crate::cmd::Outcome;
 
 /// Runs `loadlab serve`.
 pub fn main(a: ServeArgs) -> Result<Outcome> {
+    let runtime = Runtime::from(a.runtime);
+    if a.async_workers && runtime != Runtime::Python {
+        anyhow::bail!(
+            "--async switches gunicorn to gevent workers; it applies to --runtime python only"
+        );
+    }
+    if a.cmd.is_some() && runtime != Runtime::Rust {
+        anyhow::bail!("--runtime applies to loadlab's service; --cmd runs your own server");
+    }
     // A redis-server of loadlab's own is started here for a single process (and kept until
     // the service stops), or by the topology for workers and replicas.
     let own_redis = (a.store == StoreArg::Redis || a.visits) && a.redis_url.is_none();
-    // The visits application's consumers are processes of their own: with its own Redis, a
-    // topology starts them (an instance given --redis-url is one of its processes).
-    if a.workers == 1 && a.replicas == 1 && a.cmd.is_none() && !(a.visits && own_redis) {
-        let redis = own_redis
-            .then(loadlab_lab::RedisServer::start)
-            .transpose()?;
-        let url = redis.as_ref().map(|r| r.url()).or(a.redis_url.clone());
-        let store = match (&redis, &url) {
-            (Some(r), _) => format!("; /turno in redis-server {} (pid {})", r.url(), r.pid()),
-            (None, Some(url)) => format!("; /turno in Redis at {url}"),
-            (None, None) => String::new(),
-        };
-        serve_here(&a, url, &store)
-    } else {
-        supervise(&a, own_redis)
+    // Another runtime runs its own workers (cluster, gunicorn) under one process. The visits
+    // application's consumers are processes of their own: with its own Redis, a topology
+    // starts them (an instance given --redis-url is one of its processes).
+    let single = a.replicas == 1 && a.cmd.is_none() && !(a.visits && own_redis);
+    match runtime {
+        Runtime::Rust if single && a.workers == 1 => {
+            let redis = own_redis
+                .then(loadlab_lab::RedisServer::start)
+                .transpose()?;
+            let url = redis.as_ref().map(|r| r.url()).or(a.redis_url.clone());
+            let store = match (&redis, &url) {
+                (Some(r), _) => format!("; /turno in redis-server {} (pid {})", r.url(), r.pid()),
+                (None, Some(url)) => format!("; /turno in Redis at {url}"),
+                (None, None) => String::new(),
+            };
+            serve_here(&a, url, &store)
+        }
+        Runtime::Node | Runtime::Python if single && !own_redis => serve_runtime(&a, runtime),
+        _ => supervise(&a, own_redis),
     }
+}
+
+/// The service in another runtime: its dependencies installed if need be, then this process
+/// becomes the runtime's (same PID, so whoever started loadlab stops the service by it).
+fn serve_runtime(a: &ServeArgs, runtime: Runtime) -> Result<Outcome> {
+    use std::os::unix::process::CommandExt;
+    let options = loadlab_lab::ServiceOptions {
+        host: a.host.clone(),
+        port: a.port,
+        workers: a.workers,
+        bbox_delay: a.bbox_delay,
+        bbox_workers: a.bbox_workers,
+        async_workers: a.async_workers,
+    };
+    let mut cmd = loadlab_lab::runtime::command(runtime, &options)?;
+    loadlab_lab::runtime::prepare(runtime)?;
+    let err = cmd.exec();
+    Err(err).with_context(|| format!("cannot start the {runtime} service ({cmd:?})"))
 }
 
 /// Binds `host:port`, with SO_REUSEPORT when several worker processes share the port.
@@ -111,6 +143,9 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
     if let Some(n) = a.max_in_flight {
         serve_args.extend(["--max-in-flight".to_string(), n.to_string()]);
     }
+    if a.async_workers {
+        serve_args.push("--async".to_string());
+    }
     let topology = loadlab_lab::Topology {
         workers: a.workers,
         replicas: a.replicas,
@@ -121,12 +156,15 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         },
         port: a.port,
         command: a.cmd.clone(),
+        runtime: a.runtime.into(),
         serve_args,
         health_path: a.health_path.clone(),
         ready_timeout: a.ready_timeout,
         proxy_timeout: a.proxy_timeout,
         redis,
         consumers: if a.visits && redis { a.consumers } else { 0 },
+        profile: false,
+        static_at_lb: a.static_at_lb,
         shards: Some(a.shards),
     };
     let stop = loadlab_harness::interrupt_signal()?;
