@@ -376,7 +376,23 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
             usl: usl_fit(&points, false),
         });
     }
-    let (k, observed) = workers(&sorted, x_max * s_ms / 1000.0);
+    let (mut k, mut observed) = workers(&sorted, x_max * s_ms / 1000.0);
+    // A service whose CPU is already saturated at one step's worth of cores from the first
+    // step (one connection) is CPU-bound on that many cores, whatever the latency jump says:
+    // throughput that still rose while its CPU stayed flat was its code warming up (a JIT
+    // compiling a hot loop), which makes each request cheaper, not more workers.
+    let first_cpu = sorted.first().and_then(|s| s.server_cpu_pct);
+    let busiest_cpu = sorted
+        .iter()
+        .filter_map(|s| s.server_cpu_pct)
+        .fold(0.0, f64::max);
+    let cores = ((busiest_cpu / 100.0).round() as usize).max(1);
+    let warmed = cores < k
+        && first_cpu.is_some_and(|c| c >= CPU_SATURATED_PCT * cores as f64)
+        && busiest_cpu < CPU_SATURATED_PCT * (cores + 1) as f64;
+    if warmed {
+        (k, observed) = (cores, true);
+    }
     // The plateau: the steps from K connections on, by their median (the highest step's noise
     // would read high).
     let plateau_steps: Vec<f64> = sorted
@@ -398,7 +414,7 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         .filter(|s| s.concurrency > k)
         .filter_map(|s| s.server_cpu_pct)
         .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
-    let cpu = plateau_cpu.is_some_and(|c| c >= CPU_SATURATED_PCT * k as f64);
+    let cpu = warmed || plateau_cpu.is_some_and(|c| c >= CPU_SATURATED_PCT * k as f64);
     let after = sorted.iter().find(|s| s.concurrency == k + 1);
     let doubling = after.map_or(String::new(), |a| {
         format!(
@@ -417,8 +433,14 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         (
             Kind::Cpu,
             format!(
-                "CPU-bound: the server's CPU reached {:.0} % while throughput stayed at",
-                plateau_cpu.unwrap_or(0.0)
+                "CPU-bound{}: the server's CPU reached {:.0} % while throughput stayed at",
+                if warmed {
+                    " (its CPU saturated from one connection on; throughput still rose as its \
+                     code warmed up)"
+                } else {
+                    ""
+                },
+                plateau_cpu.unwrap_or(busiest_cpu)
             ),
         )
     } else {
@@ -729,6 +751,37 @@ mod tests {
         assert_eq!(v.kind, Kind::Async);
         assert_eq!(v.workers, None);
         assert!(v.explanation.contains("no worker limit up to 16"));
+    }
+
+    #[test]
+    fn a_single_event_loop_warming_up_is_cpu_bound_on_one_core_not_three_workers() {
+        // Node /calc as the runtimes suite saw it: CPU ~100 % from one connection on, while
+        // the JIT made each request cheaper (10.6 → 15.1 req/s) and latency jumped past 3.
+        let step = |c: usize, p50: f64, p99: f64, x: f64, cpu: f64| ProbeStep {
+            concurrency: c,
+            requests: 20,
+            throughput_rps: x,
+            p50_ms: p50,
+            p99_ms: p99,
+            mean_ms: p50,
+            error_pct: 0.0,
+            server_cpu_pct: Some(cpu),
+        };
+        let steps = [
+            step(1, 92.7, 98.3, 10.6, 98.0),
+            step(2, 184.1, 292.4, 11.8, 96.4),
+            step(3, 200.8, 365.6, 15.1, 98.6),
+            step(4, 266.8, 476.2, 15.3, 97.2),
+            step(5, 414.0, 829.4, 12.4, 100.2),
+        ];
+        let v = verdict(&steps).unwrap();
+        assert_eq!(
+            (v.kind, v.workers),
+            (Kind::Cpu, Some(1)),
+            "{}",
+            v.explanation
+        );
+        assert!(v.explanation.contains("warmed up"), "{}", v.explanation);
     }
 
     #[test]
