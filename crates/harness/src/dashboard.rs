@@ -112,6 +112,12 @@ impl Dashboard {
         lock(&self.shared.live).add(row, iv);
     }
 
+    /// A feed for the sampler: each store reading shows on `/metrics` as it is taken.
+    pub fn store_feed(&self) -> loadlab_lab::sampler::StoreFeed {
+        let live = self.shared.live.clone();
+        Box::new(move |name, sample| lock(&live).set_store(name, sample))
+    }
+
     /// Marks the current run as ended.
     pub fn finish(&self, summary: &Summary) {
         lock(&self.shared.live).finish(summary.clone());

@@ -36,10 +36,15 @@ pub fn execute(
     let sampler = if watch.pids.is_empty() && watch.stores.is_empty() {
         None
     } else {
-        Some(loadlab_lab::Sampler::start(
+        let feed = match dashboard {
+            Some(d) => d.store_feed(),
+            None => Box::new(|_: &str, _: &loadlab_run::StoreSample| {}),
+        };
+        Some(loadlab_lab::Sampler::start_feeding(
             &watch.pids,
             &watch.stores,
             Duration::from_secs(1),
+            feed,
         )?)
     };
     let profiler = (watch.profile && !watch.pids.is_empty()).then(|| {

@@ -6,7 +6,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use loadlab_run::{ProcessSample, ProcessSeries, ServerData};
+use loadlab_run::{ProcessSample, ProcessSeries, ServerData, StoreSample};
 use procfs::process::Process;
 
 use crate::store_sampler::StoreReader;
@@ -21,6 +21,9 @@ pub enum SamplerError {
     #[error("cannot watch the store: {0}")]
     BadStore(String),
 }
+
+/// Where each store reading goes as it is taken (a live dashboard), besides the run's record.
+pub type StoreFeed = Box<dyn FnMut(&str, &StoreSample) + Send>;
 
 /// Samples watched processes on its own thread until [`Sampler::finish`].
 pub struct Sampler {
@@ -45,6 +48,16 @@ impl Sampler {
         stores: &[String],
         interval: Duration,
     ) -> Result<Sampler, SamplerError> {
+        Sampler::start_feeding(roots, stores, interval, Box::new(|_, _| {}))
+    }
+
+    /// Like [`Sampler::start`], handing each store reading to `feed` as it is taken.
+    pub fn start_feeding(
+        roots: &[i32],
+        stores: &[String],
+        interval: Duration,
+        feed: StoreFeed,
+    ) -> Result<Sampler, SamplerError> {
         for &pid in roots {
             Process::new(pid)
                 .and_then(|p| p.stat())
@@ -58,7 +71,7 @@ impl Sampler {
         let (stop, stopped) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("loadlab-sampler".into())
-            .spawn(move || sample_loop(&roots, readers, interval, &stopped))
+            .spawn(move || sample_loop(&roots, readers, feed, interval, &stopped))
             .expect("the sampler thread starts");
         Ok(Sampler { stop, thread })
     }
@@ -73,6 +86,7 @@ impl Sampler {
 fn sample_loop(
     roots: &[i32],
     mut stores: Vec<StoreReader>,
+    mut feed: StoreFeed,
     interval: Duration,
     stopped: &mpsc::Receiver<()>,
 ) -> ServerData {
@@ -89,7 +103,10 @@ fn sample_loop(
         reader.read_all(None);
         let second = reader.start.elapsed().as_secs();
         for store in &mut stores {
-            store.read(second);
+            let name = store.name().to_string();
+            if let Some(sample) = store.read(second) {
+                feed(&name, sample);
+            }
         }
         tick += 1;
         let next = reader.start + interval * tick;

@@ -42,13 +42,25 @@ impl StoreReader {
         })
     }
 
-    /// Takes one reading for `second`; the first only sets the command counter's start.
-    pub fn read(&mut self, second: u64) {
+    /// Takes one reading for `second` and returns it; the first only sets the command
+    /// counter's start.
+    pub fn read(&mut self, second: u64) -> Option<&StoreSample> {
         match self.try_read(second) {
-            Ok(Some(sample)) => self.series.samples.push(sample),
-            Ok(None) => {}
-            Err(_) => self.conn = None,
+            Ok(Some(sample)) => {
+                self.series.samples.push(sample);
+                self.series.samples.last()
+            }
+            Ok(None) => None,
+            Err(_) => {
+                self.conn = None;
+                None
+            }
         }
+    }
+
+    /// What the store is called: `redis 127.0.0.1:PORT`.
+    pub fn name(&self) -> &str {
+        &self.series.name
     }
 
     /// Every reading taken.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use hdrhistogram::Histogram;
-use loadlab_run::{ErrorKind, Interval, Summary, TimelineRow};
+use loadlab_run::{ErrorKind, Interval, StoreSample, Summary, TimelineRow};
 use serde::Serialize;
 
 use crate::html::RunView;
@@ -33,6 +33,8 @@ pub struct Live {
     offered: u64,
     latency: Histogram<u64>,
     summary: Option<Summary>,
+    /// The latest reading of each watched store, by name.
+    stores: BTreeMap<String, StoreSample>,
 }
 
 /// The status line the page polls.
@@ -66,6 +68,7 @@ impl Live {
             offered: 0,
             latency: loadlab_run::new_histogram(),
             summary: None,
+            stores: BTreeMap::new(),
         }
     }
 
@@ -135,6 +138,11 @@ impl Live {
         let mut s = Summary::default();
         s.throughput.offered_rps = self.open.then_some(0.0);
         s
+    }
+
+    /// Keeps store `name`'s latest reading for `/metrics`.
+    pub fn set_store(&mut self, name: &str, sample: &StoreSample) {
+        self.stores.insert(name.to_string(), sample.clone());
     }
 
     /// The counters in Prometheus' text exposition format.
@@ -251,6 +259,75 @@ impl Live {
             "Latency from each response's intended start (bucket edges exact to 3 significant digits).",
             hist,
         );
+        if !self.stores.is_empty() {
+            let mut gauges: [(&str, &str, String); 6] = [
+                (
+                    "loadlab_store_commands_per_second",
+                    "Commands a watched store ran in the last second (the service's).",
+                    String::new(),
+                ),
+                (
+                    "loadlab_store_memory_bytes",
+                    "Memory a watched store uses.",
+                    String::new(),
+                ),
+                (
+                    "loadlab_store_clients",
+                    "Clients connected to a watched store.",
+                    String::new(),
+                ),
+                (
+                    "loadlab_stream_length",
+                    "Entries in a watched stream.",
+                    String::new(),
+                ),
+                (
+                    "loadlab_stream_pending",
+                    "Entries delivered to a stream's consumer group and not acknowledged.",
+                    String::new(),
+                ),
+                (
+                    "loadlab_stream_lag",
+                    "Entries not yet delivered to a stream's consumer group.",
+                    String::new(),
+                ),
+            ];
+            for (store, r) in &self.stores {
+                let store = store.replace('"', "'");
+                let _ = writeln!(
+                    gauges[0].2,
+                    "{}{{store=\"{store}\"}} {}",
+                    gauges[0].0, r.commands_per_s
+                );
+                let _ = writeln!(
+                    gauges[1].2,
+                    "{}{{store=\"{store}\"}} {}",
+                    gauges[1].0,
+                    (r.memory_mb * 1024.0 * 1024.0).round()
+                );
+                let _ = writeln!(
+                    gauges[2].2,
+                    "{}{{store=\"{store}\"}} {}",
+                    gauges[2].0, r.clients
+                );
+                for q in &r.streams {
+                    let labels = format!(
+                        "store=\"{store}\",stream=\"{}\"",
+                        q.stream.replace('"', "'")
+                    );
+                    let _ = writeln!(gauges[3].2, "{}{{{labels}}} {}", gauges[3].0, q.length);
+                    let _ = writeln!(gauges[4].2, "{}{{{labels}}} {}", gauges[4].0, q.pending);
+                    if let Some(lag) = q.lag {
+                        let _ = writeln!(gauges[5].2, "{}{{{labels}}} {lag}", gauges[5].0);
+                    }
+                }
+            }
+            for (name, help, body) in gauges {
+                if !body.is_empty() {
+                    family(name, "gauge", help, body);
+                }
+            }
+        }
         out
     }
 
@@ -262,5 +339,46 @@ impl Live {
         env.get_template("live.html")
             .and_then(|t| t.render(minijinja::context! { title => title }))
             .expect("the live template renders")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loadlab_run::StreamReading;
+
+    use super::*;
+
+    #[test]
+    fn a_watched_stores_latest_reading_is_a_set_of_gauges() {
+        let mut live = Live::new("x", false);
+        assert!(!live.metrics().contains("loadlab_store_"));
+        let reading = |commands_per_s: f64, lag: u64| StoreSample {
+            second: 3,
+            commands_per_s,
+            memory_mb: 2.0,
+            clients: 5,
+            streams: vec![StreamReading {
+                stream: "visits".into(),
+                length: 900,
+                pending: 12,
+                lag: Some(lag),
+            }],
+        };
+        live.set_store("redis 127.0.0.1:1", &reading(100.0, 40));
+        live.set_store("redis 127.0.0.1:1", &reading(250.0, 7));
+        let m = live.metrics();
+        assert!(
+            m.contains("# TYPE loadlab_store_commands_per_second gauge"),
+            "{m}"
+        );
+        assert!(
+            m.contains("loadlab_store_commands_per_second{store=\"redis 127.0.0.1:1\"} 250\n"),
+            "{m}"
+        );
+        assert!(m.contains("loadlab_store_memory_bytes{store=\"redis 127.0.0.1:1\"} 2097152\n"));
+        assert!(m.contains("loadlab_stream_lag{store=\"redis 127.0.0.1:1\",stream=\"visits\"} 7\n"));
+        assert!(m.contains(
+            "loadlab_stream_pending{store=\"redis 127.0.0.1:1\",stream=\"visits\"} 12\n"
+        ));
     }
 }
