@@ -457,3 +457,66 @@ fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
         );
     }
 }
+
+#[test]
+fn the_live_metrics_carry_the_watched_stores_readings() {
+    let t = Served::start(&["--store", "redis"]);
+    let redis_url = t
+        .line
+        .split("redis-server ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .to_string();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{}/turno/m", t.port);
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args([
+            "run",
+            &url,
+            "-R",
+            "100",
+            "-d",
+            "3s",
+            "-q",
+            "--watch-redis",
+            &redis_url,
+        ])
+        .arg(format!("--dashboard=127.0.0.1:{port}"))
+        .args(["--dashboard-keep", "4s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let metrics = || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        Some(out)
+    };
+    let start = std::time::Instant::now();
+    let mut seen = String::new();
+    while start.elapsed() < std::time::Duration::from_secs(6) {
+        if let Some(m) = metrics() {
+            if m.contains("loadlab_store_commands_per_second{store=") {
+                seen = m;
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let _ = run.wait();
+    assert!(
+        seen.contains("loadlab_store_clients{store=\"redis 127.0.0.1:"),
+        "{seen}"
+    );
+}
