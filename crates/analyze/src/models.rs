@@ -15,13 +15,15 @@ const MOSTLY_QUEUED: f64 = 1.5;
 const SERVED_SHARE: f64 = 0.95;
 
 /// One sentence on why runs of the same target under different load models (`(name,
-/// summary)` pairs) measured different throughputs; `None` when there are fewer than two or
-/// they agree within 10 %.
+/// summary)` pairs) measured different throughputs; `None` when there are fewer than two, they
+/// agree within 10 %, or all are open-model runs (a sweep of offered rates).
 pub fn disagreement_line(target: &str, runs: &[(&str, &Summary)]) -> Option<String> {
     let rps: Vec<f64> = runs.iter().map(|(_, s)| s.throughput.rps).collect();
     let high = rps.iter().copied().fold(0.0, f64::max);
     let low = rps.iter().copied().fold(f64::INFINITY, f64::min);
-    if runs.len() < 2 || low <= 0.0 || high / low < DISAGREE {
+    // Open-model runs alone are a sweep of offered rates, not load models that disagree.
+    let all_open = runs.iter().all(|(_, s)| s.throughput.offered_rps.is_some());
+    if runs.len() < 2 || low <= 0.0 || high / low < DISAGREE || all_open {
         return None;
     }
     let mut parts: Vec<String> = Vec::new();
@@ -162,5 +164,10 @@ mod tests {
         let agree = summary(9_500.0, None, 99.0);
         assert!(disagreement_line("x", &[("a", &pipelined), ("b", &agree)]).is_none());
         assert!(disagreement_line("x", &[("a", &pipelined)]).is_none());
+        let sweep = [
+            summary(50.0, Some(50.0), 1.0),
+            summary(600.0, Some(600.0), 1.0),
+        ];
+        assert!(disagreement_line("x", &[("a", &sweep[0]), ("b", &sweep[1])]).is_none());
     }
 }
