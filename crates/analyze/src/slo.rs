@@ -138,19 +138,9 @@ mod tests {
                 },
             ]
         );
-        for bad in [
-            "",
-            "p99",
-            "p99<fast",
-            "p0<1ms",
-            "errors<1",
-            "q99<1ms",
-            "p99<-1ms",
-            "rps>10",
-            "p99>1ms",
-            "p99{a}<1ms",
-            "mean<1ms",
-        ] {
+        // The syntax is the thresholds' (tested there); an objective refuses what a capacity
+        // search cannot aim for.
+        for bad in ["p99<fast", "rps>10", "p99>1ms", "p99{a}<1ms", "mean<1ms"] {
             assert!(Slo::parse(bad).is_err(), "{bad:?}");
         }
     }

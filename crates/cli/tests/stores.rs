@@ -7,6 +7,16 @@ use std::net::SocketAddr;
 
 use support::{assert_all_gone, loadlab_ok, read_json, ticket_at, Served};
 
+/// The URL of the redis-server a `loadlab serve` first line names.
+fn redis_url(t: &Served) -> String {
+    t.line
+        .split("redis-server ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no redis URL in {:?}", t.line))
+        .to_string()
+}
+
 /// The command name of a running process.
 fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -131,13 +141,7 @@ fn a_run_watching_redis_reports_its_commands_beside_the_latency() {
     let t = Served::start(&["--store", "redis"]);
     let line_url = format!("http://127.0.0.1:{}/turno/w", t.port);
     // The service's first line names its redis-server; the run watches it by URL.
-    let redis_url = t
-        .line
-        .split("redis-server ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("no redis URL in {:?}", t.line))
-        .to_string();
+    let redis_url = redis_url(&t);
     let redis_port = redis_url
         .trim_start_matches("redis://127.0.0.1:")
         .trim_end_matches('/')
@@ -252,13 +256,7 @@ fn every_page_view_is_counted_once_even_when_the_consumer_is_killed_mid_run() {
 #[test]
 fn a_consumer_restarted_under_its_name_counts_what_it_had_taken_and_not_acknowledged() {
     let t = Served::start(&["--store", "redis"]);
-    let url = t
-        .line
-        .split("redis-server ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .unwrap()
-        .to_string();
+    let url = redis_url(&t);
     let mut c = redis::Client::open(url.as_str())
         .unwrap()
         .get_connection()
@@ -461,13 +459,7 @@ fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
 #[test]
 fn the_live_metrics_carry_the_watched_stores_readings() {
     let t = Served::start(&["--store", "redis"]);
-    let redis_url = t
-        .line
-        .split("redis-server ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .unwrap()
-        .to_string();
+    let redis_url = redis_url(&t);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -12,12 +12,25 @@ pub mod store_sampler;
 pub mod topology;
 pub mod visits;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use redis::RedisServer;
 pub use runtime::{Runtime, RuntimeError, ServiceOptions};
 pub use sampler::{Sampler, SamplerError};
 pub use topology::{deploy, Deployment, Lb, Topology};
+
+/// The program `name` on the PATH, else in one of `extra`, else where Debian's packages put
+/// programs (`/usr/bin`, `/usr/sbin`, `/usr/local/sbin`).
+pub fn find_program(name: &str, extra: &[PathBuf]) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain(extra.iter().cloned())
+        .chain(["/usr/bin", "/usr/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
 
 /// A topology could not be started.
 #[derive(Debug, thiserror::Error)]

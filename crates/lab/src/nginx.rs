@@ -28,17 +28,8 @@ pub struct NginxConfig {
 
 /// The nginx binary, or an error saying how to install it.
 pub fn find_nginx() -> Result<PathBuf, LabError> {
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
-        "/usr/sbin",
-        "/usr/local/sbin",
-        "/usr/local/nginx/sbin",
-    ]) {
-        let candidate = Path::new(dir).join("nginx");
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    Err(LabError::NginxMissing)
+    crate::find_program("nginx", &[PathBuf::from("/usr/local/nginx/sbin")])
+        .ok_or(LabError::NginxMissing)
 }
 
 /// Renders nginx.conf for `prefix`: round robin over the upstreams, HTTP/1.1 keep-alive to

@@ -210,7 +210,7 @@ fn start_backend(backend: Backend, pids: &[u32], length: Duration) -> Result<Rec
     let list: Vec<String> = pids.iter().map(u32::to_string).collect();
     let (tool, mut cmd) = match backend {
         Backend::Perf => {
-            let perf = find_tool("perf", &[])
+            let perf = crate::find_program("perf", &[])
                 .ok_or("perf is not installed: install it with apt-get install linux-perf")?;
             let mut cmd = Command::new(&perf);
             // DWARF unwinding: release builds (and most distributions' binaries) keep no
@@ -232,7 +232,7 @@ fn start_backend(backend: Backend, pids: &[u32], length: Duration) -> Result<Rec
             (perf, cmd)
         }
         Backend::PySpy => {
-            let spy = find_tool("py-spy", &tools_venvs()).ok_or(
+            let spy = crate::find_program("py-spy", &tools_venvs()).ok_or(
                 "py-spy is not installed: install it with pip install py-spy==0.4.1 (on the \
                  PATH, or in target/tools-venv as scripts/test.sh does)",
             )?;
@@ -365,17 +365,6 @@ fn tools_venvs() -> Vec<PathBuf> {
         .take(3)
         .map(|d| d.join("tools-venv").join("bin"))
         .collect()
-}
-
-/// `name` on the PATH, in one of `extra`, or in /usr/bin.
-fn find_tool(name: &str, extra: &[PathBuf]) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain(extra.iter().cloned())
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -107,16 +107,13 @@ fn ping(port: u16) -> bool {
 
 /// redis-server on the PATH, or where Debian's package puts it.
 fn find_redis() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("redis-server"))
-        .chain([Path::new("/usr/bin/redis-server").to_path_buf()])
-        .find(|p| p.is_file())
+    crate::find_program("redis-server", &[])
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]

@@ -109,40 +109,15 @@ fn info_field(info: &str, key: &str) -> Option<f64> {
 /// Each stream's length, pending entries (summed over its groups) and lag (the largest of
 /// its groups'), and the number of commands the reading sent.
 fn read_streams(conn: &mut Connection) -> redis::RedisResult<(Vec<StreamReading>, u64)> {
-    let mut keys: Vec<String> = Vec::new();
-    let mut cursor = 0u64;
-    let mut commands = 1; // the INFO before
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("TYPE")
-            .arg("stream")
-            .arg("COUNT")
-            .arg(1000)
-            .query(conn)?;
-        commands += 1;
-        keys.extend(batch);
-        cursor = next;
-        if cursor == 0 || keys.len() >= MAX_STREAMS {
-            break;
-        }
-    }
+    let (mut keys, scans) = scan_keys(conn, &["TYPE", "stream"], MAX_STREAMS)?;
+    let mut commands = 1 + scans; // the INFO before, and the SCANs
     keys.sort();
     keys.truncate(MAX_STREAMS);
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let length: u64 = redis::cmd("XLEN").arg(&key).query(conn)?;
-        let groups: Value = redis::cmd("XINFO").arg("GROUPS").arg(&key).query(conn)?;
+        let (pending, lag) = groups_backlog(conn, &key)?;
         commands += 2;
-        let (mut pending, mut lag) = (0, None);
-        if let Value::Array(groups) = groups {
-            for g in groups {
-                pending += group_field(&g, "pending").unwrap_or(0);
-                if let Some(l) = group_field(&g, "lag") {
-                    lag = Some(lag.map_or(l, |m: u64| m.max(l)));
-                }
-            }
-        }
         out.push(StreamReading {
             stream: key,
             length,
@@ -151,6 +126,49 @@ fn read_streams(conn: &mut Connection) -> redis::RedisResult<(Vec<StreamReading>
         });
     }
     Ok((out, commands))
+}
+
+/// The keys `SCAN` finds with `filter` (`MATCH p` or `TYPE t`), stopping once it has `limit`,
+/// and the number of SCAN commands sent.
+pub(crate) fn scan_keys(
+    conn: &mut Connection,
+    filter: &[&str],
+    limit: usize,
+) -> redis::RedisResult<(Vec<String>, u64)> {
+    let (mut keys, mut cursor, mut commands) = (Vec::new(), 0u64, 0);
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg(filter)
+            .arg("COUNT")
+            .arg(1000)
+            .query(conn)?;
+        commands += 1;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 || keys.len() >= limit {
+            return Ok((keys, commands));
+        }
+    }
+}
+
+/// A stream's entries delivered to its consumer groups and not acknowledged (summed over the
+/// groups), and the entries not yet delivered (the largest lag of its groups, when known).
+pub(crate) fn groups_backlog(
+    conn: &mut Connection,
+    key: &str,
+) -> redis::RedisResult<(u64, Option<u64>)> {
+    let groups: Value = redis::cmd("XINFO").arg("GROUPS").arg(key).query(conn)?;
+    let (mut pending, mut lag) = (0, None);
+    if let Value::Array(groups) = groups {
+        for g in groups {
+            pending += group_field(&g, "pending").unwrap_or(0);
+            if let Some(l) = group_field(&g, "lag") {
+                lag = Some(lag.map_or(l, |m: u64| m.max(l)));
+            }
+        }
+    }
+    Ok((pending, lag))
 }
 
 /// A numeric field of one group in an `XINFO GROUPS` reply (a flat key/value array in RESP2,

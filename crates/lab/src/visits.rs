@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Connection;
+
+use crate::store_sampler::{groups_backlog, scan_keys};
 
 /// The stream the web tier queues page views on (the service's `VISITS_STREAM`).
 const STREAM: &str = "visits";
@@ -13,23 +15,8 @@ const STREAM: &str = "visits";
 /// Views counted so far per page: `visits:PAGE:SHARD` counters summed over the shards.
 pub fn counted(url: &str) -> Result<BTreeMap<String, u64>, String> {
     let mut c = connect(url)?;
-    let mut keys: Vec<String> = Vec::new();
-    let mut cursor = 0u64;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg("visits:*")
-            .arg("COUNT")
-            .arg(1000)
-            .query(&mut c)
-            .map_err(|e| e.to_string())?;
-        keys.extend(batch);
-        cursor = next;
-        if cursor == 0 {
-            break;
-        }
-    }
+    let (keys, _) =
+        scan_keys(&mut c, &["MATCH", "visits:*"], usize::MAX).map_err(|e| e.to_string())?;
     let mut pages = BTreeMap::new();
     for chunk in keys.chunks(500) {
         let values: Vec<Option<u64>> = redis::cmd("MGET")
@@ -66,29 +53,13 @@ pub fn drain(url: &str, limit: Duration) -> Result<Option<Duration>, String> {
 
 /// Entries of the stream not yet delivered or not yet acknowledged, over its groups.
 fn backlog(c: &mut Connection) -> Result<u64, String> {
-    let groups: Value = match redis::cmd("XINFO").arg("GROUPS").arg(STREAM).query(c) {
-        Ok(v) => v,
+    match groups_backlog(c, STREAM) {
+        // Without a lag (entries deleted), a group counts as undrained only by its pending.
+        Ok((pending, lag)) => Ok(pending + lag.unwrap_or(0)),
         // No stream yet: nothing was queued.
-        Err(e) if e.to_string().contains("no such key") => return Ok(0),
-        Err(e) => return Err(e.to_string()),
-    };
-    let Value::Array(groups) = groups else {
-        return Ok(0);
-    };
-    let mut total = 0;
-    for g in &groups {
-        let field = |name: &str| -> Option<i64> {
-            let Value::Array(items) = g else { return None };
-            items.chunks(2).find_map(|kv| match kv {
-                [Value::BulkString(k), Value::Int(v)] if k == name.as_bytes() => Some(*v),
-                _ => None,
-            })
-        };
-        total += field("pending").unwrap_or(0).max(0) as u64;
-        // Without a lag (entries deleted), count the group as undrained only by pending.
-        total += field("lag").unwrap_or(0).max(0) as u64;
+        Err(e) if e.to_string().contains("no such key") => Ok(0),
+        Err(e) => Err(e.to_string()),
     }
-    Ok(total)
 }
 
 fn connect(url: &str) -> Result<Connection, String> {
@@ -127,7 +98,7 @@ mod tests {
             drain(&url, Duration::ZERO).unwrap().is_some(),
             "no stream yet: nothing to drain"
         );
-        let _: Value = redis::cmd("XGROUP")
+        let _: redis::Value = redis::cmd("XGROUP")
             .arg(&["CREATE", STREAM, "counters", "0", "MKSTREAM"][..])
             .query(&mut c)
             .unwrap();

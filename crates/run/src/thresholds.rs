@@ -78,6 +78,20 @@ impl Comparison {
         }
     }
 
+    /// Splits `text` at its first comparison: what comes before, the comparison, and what
+    /// comes after (`p99<=300ms` → `p99`, `AtMost`, `300ms`); `None` without one.
+    pub fn split(text: &str) -> Option<(&str, Comparison, &str)> {
+        let at = text.find(['<', '>'])?;
+        let (left, right) = text.split_at(at);
+        let (comparison, value) = match right.as_bytes() {
+            [b'<', b'=', ..] => (Comparison::AtMost, &right[2..]),
+            [b'>', b'=', ..] => (Comparison::AtLeast, &right[2..]),
+            [b'<', ..] => (Comparison::Below, &right[1..]),
+            _ => (Comparison::Above, &right[1..]),
+        };
+        Some((left, comparison, value))
+    }
+
     /// `<`, `<=`, `>` or `>=`.
     pub fn symbol(self) -> &'static str {
         match self {
@@ -151,16 +165,8 @@ impl Threshold {
     /// Parses one threshold, such as `p99<300ms` or `errors{checkout}<=0.5%`.
     pub fn parse(text: &str) -> Result<Threshold, ThresholdError> {
         let err = |reason: String| ThresholdError::new(text, reason);
-        let at = text
-            .find(['<', '>'])
+        let (left, comparison, value) = Comparison::split(text)
             .ok_or_else(|| err("it has no comparison (<, <=, > or >=)".into()))?;
-        let (left, right) = text.split_at(at);
-        let (comparison, value) = match right.as_bytes() {
-            [b'<', b'=', ..] => (Comparison::AtMost, &right[2..]),
-            [b'>', b'=', ..] => (Comparison::AtLeast, &right[2..]),
-            [b'<', ..] => (Comparison::Below, &right[1..]),
-            _ => (Comparison::Above, &right[1..]),
-        };
         let (key, name) = split_scope(left.trim()).map_err(err)?;
         let metric = metric(key).ok_or_else(|| {
             err(format!(

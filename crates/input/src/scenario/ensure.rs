@@ -180,16 +180,9 @@ fn condition(expression: &str, strict: bool) -> Result<Vec<Threshold>> {
         .split(" and ")
         .map(|clause| {
             let clause = clause.trim();
-            let at = clause.find(['<', '>']).ok_or_else(|| {
+            let (key, comparison, value) = Comparison::split(clause).ok_or_else(|| {
                 anyhow::anyhow!("ensure.conditions: {clause:?} has no <, <=, > or >=")
             })?;
-            let (key, rest) = clause.split_at(at);
-            let (comparison, value) = match rest.as_bytes() {
-                [b'<', b'=', ..] => (Comparison::AtMost, &rest[2..]),
-                [b'>', b'=', ..] => (Comparison::AtLeast, &rest[2..]),
-                [b'<', ..] => (Comparison::Below, &rest[1..]),
-                _ => (Comparison::Above, &rest[1..]),
-            };
             let (metric, name) = artillery_metric(key.trim())?;
             let limit: f64 = value
                 .trim()
