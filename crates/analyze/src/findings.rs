@@ -172,8 +172,20 @@ fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
                      or --insecure"
                 .into(),
         }
+    } else if top == "protocol" && s.http2.as_ref().is_some_and(|h| h.cleartext) {
+        "the server did not speak HTTP/2 with prior knowledge (h2c): check that the port \
+         serves HTTP/2 in the clear (nginx: `listen PORT http2`), or drop --http2"
+            .into()
     } else if top == "protocol" {
-        "the answers were not valid HTTP/1.1: check that the port serves plain HTTP".into()
+        "the answers were not valid HTTP: check that the port serves plain HTTP".into()
+    } else if top == "stream reset" {
+        "the server reset HTTP/2 streams (RST_STREAM) instead of answering: read its logs \
+         for why (a handler that aborts, a limit on request size, headers or rate)"
+            .into()
+    } else if top == "goaway" {
+        "the server shut HTTP/2 connections down with an error (GOAWAY): read its logs; a \
+         server that closes busy connections for flow control or limits shows here"
+            .into()
     } else if top == "HTTP 429" || top == "HTTP 503" {
         "the service shed load past a cap: that cap is its capacity; compare it with the rate \
          offered"

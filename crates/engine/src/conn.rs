@@ -5,6 +5,7 @@
 //! [`send`] step every caller uses: connect if needed, exchange, record transport errors and
 //! timings, drop a closed connection.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::io;
@@ -15,12 +16,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use loadlab_run::{ErrorKind, Plan, TlsFailure};
+use loadlab_run::{ErrorKind, Plan, Protocol, TlsFailure};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::{sleep, sleep_until, Instant, Sleep};
 
-use crate::http1::{encode_request, ResponseParser, MAX_HEAD_BYTES};
+use crate::http1::{encode_request, ResponseParser, MAX_HEAD_BYTES, MAX_KEPT_BODY};
+use crate::http2::{Attach, Http2Connections, Http2Request, StreamSlot};
 use crate::record::{micros, Pending, Recorder};
 use crate::tls::{Stream, TlsClient};
 
@@ -57,6 +59,8 @@ pub struct Dialer {
     timeout: Duration,
     /// The run's TLS client, when it has `https://` endpoints.
     tls: Option<Arc<TlsClient>>,
+    /// The thread's shared HTTP/2 connections, when the plan speaks HTTP/2.
+    http2: Option<Http2Connections>,
 }
 
 /// Why a connection could not be opened: its kind, and for a failed handshake its cause.
@@ -88,7 +92,18 @@ impl Dialer {
             next_source: Cell::new(index),
             timeout: plan.connect_timeout,
             tls,
+            http2: match plan.protocol {
+                Protocol::Http1 => None,
+                Protocol::Http2 { streams } => {
+                    Some(Http2Connections::new(plan.endpoints.len(), streams))
+                }
+            },
         }
+    }
+
+    /// Requests a connection carries at once: HTTP/2's streams, or one.
+    pub fn streams(&self) -> usize {
+        self.http2.as_ref().map_or(1, Http2Connections::streams)
     }
 
     /// The number of endpoints.
@@ -96,9 +111,51 @@ impl Dialer {
         self.addrs.len()
     }
 
-    /// Opens a connection to endpoint `ep`, from the next source address if the plan has any,
-    /// and runs the TLS handshake when the endpoint is `https://`; says how long each took.
-    pub async fn dial(&self, ep: usize) -> Result<(Conn, Opened), DialError> {
+    /// A connection to endpoint `ep` for one request at a time: over HTTP/1.1 a new one; over
+    /// HTTP/2 a stream slot on a shared connection, opened when none has a free stream. Says
+    /// how long opening took when it opened one.
+    pub async fn dial(&self, ep: usize) -> Result<(Conn, Option<Opened>), DialError> {
+        let Some(http2) = &self.http2 else {
+            let (stream, opened) = self.open(ep).await?;
+            return Ok((Conn::Http1(Http1Conn::new(stream)), Some(opened)));
+        };
+        let plain = |kind| DialError { kind, tls: None };
+        let opening = match http2.attach(ep) {
+            Attach::Join(joined) => {
+                let slot = joined.ready().await.map_err(plain)?;
+                return Ok((Conn::Http2(slot), None));
+            }
+            Attach::Open(opening) => opening,
+        };
+        let (stream, opened) = match self.open(ep).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                opening.fail(e.kind);
+                return Err(e);
+            }
+        };
+        if self.is_tls(ep) && !stream.is_h2() {
+            return Err(DialError {
+                kind: opening.fail(ErrorKind::Tls),
+                tls: Some(TlsFailure::NoHttp2),
+            });
+        }
+        let slot = match tokio::time::timeout(self.timeout, opening.open(stream)).await {
+            Ok(slot) => slot.map_err(plain)?,
+            Err(_) => return Err(plain(ErrorKind::ConnectTimeout)),
+        };
+        Ok((Conn::Http2(slot), Some(opened)))
+    }
+
+    /// True when endpoint `ep` is `https://`.
+    fn is_tls(&self, ep: usize) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.is_tls(ep))
+    }
+
+    /// Opens a byte stream to endpoint `ep`, from the next source address if the plan has
+    /// any, and runs the TLS handshake when the endpoint is `https://`; says how long each
+    /// took.
+    async fn open(&self, ep: usize) -> Result<(Stream, Opened), DialError> {
         let source = match self.sources.len() {
             0 => None,
             n => {
@@ -118,7 +175,7 @@ impl Dialer {
                 connect_us,
                 tls_us: 0,
             };
-            return Ok((Conn::new(Stream::Plain(tcp)), opened));
+            return Ok((Stream::Plain(tcp), opened));
         };
         // Boxed: the handshake's state is large, and inline it would grow every pooled
         // connection's task, plain HTTP ones too, by a kilobyte.
@@ -132,7 +189,7 @@ impl Dialer {
             connect_us,
             tls_us: micros(connected.elapsed()),
         };
-        Ok((Conn::new(stream), opened))
+        Ok((stream, opened))
     }
 }
 
@@ -147,6 +204,10 @@ pub struct Wire {
     pub dialer: Rc<Dialer>,
     /// Request timeout.
     pub timeout: Duration,
+    /// Over HTTP/2, each request's HTTP/2 form (indexed like `requests`; `None` for one that
+    /// cannot be sent over HTTP/2, which then fails as a protocol error), and each endpoint's
+    /// scheme and authority for the requests virtual users render.
+    http2: Option<Http2Forms>,
     /// The thread's read buffer, shared by its connections: a connection borrows it only
     /// between a readiness event and the end of parsing, never across an await.
     scratch: RefCell<Vec<u8>>,
@@ -164,11 +225,13 @@ impl Wire {
                 endpoint: r.endpoint,
             })
             .collect();
+        let http2 = matches!(plan.protocol, Protocol::Http2 { .. }).then(|| Http2Forms::new(plan));
         Wire {
             rec,
             requests,
             dialer,
             timeout: plan.timeout,
+            http2,
             scratch: RefCell::new(vec![0; SCRATCH_BYTES]),
         }
     }
@@ -176,6 +239,56 @@ impl Wire {
     /// The number of endpoints.
     pub fn endpoints(&self) -> usize {
         self.dialer.endpoints()
+    }
+}
+
+/// The HTTP/2 forms of a plan's requests.
+struct Http2Forms {
+    /// Each template's form, indexed like the plan's requests.
+    templates: Vec<Option<Http2Request>>,
+    /// Each endpoint's scheme and authority.
+    origins: Vec<(&'static str, String)>,
+}
+
+impl Http2Forms {
+    /// The HTTP/2 forms of `plan`'s requests, converted once from their HTTP/1.1 encoding.
+    fn new(plan: &Plan) -> Self {
+        let origins: Vec<(&'static str, String)> = plan
+            .endpoints
+            .iter()
+            .map(|e| {
+                let scheme = if e.tls.is_some() { "https" } else { "http" };
+                (scheme, e.authority.clone())
+            })
+            .collect();
+        let templates = plan
+            .requests
+            .iter()
+            .map(|r| {
+                let (scheme, authority) = &origins[r.endpoint];
+                let bytes = encode_request(r, authority);
+                Http2Request::from_http1(&bytes, scheme, authority).ok()
+            })
+            .collect();
+        Http2Forms { templates, origins }
+    }
+
+    /// The HTTP/2 form of `p`'s request, or of `rendered` bytes in its place.
+    fn request(
+        &self,
+        p: &Pending,
+        ep: usize,
+        rendered: Option<&[u8]>,
+    ) -> Option<Cow<'_, Http2Request>> {
+        match rendered {
+            None => self.templates[p.template].as_ref().map(Cow::Borrowed),
+            Some(bytes) => {
+                let (scheme, authority) = &self.origins[ep];
+                Http2Request::from_http1(bytes, scheme, authority)
+                    .ok()
+                    .map(Cow::Owned)
+            }
+        }
     }
 }
 
@@ -220,9 +333,11 @@ impl Failed {
 
 /// Sends `batch` to endpoint `ep` on `conn`, opening it first when there is none: counts the
 /// batch as sent, exchanges it, records the requests a failure left unanswered, and drops the
-/// connection when it failed or the server closed it. A [`Rendered`] request (a batch of one)
-/// is written instead of its template's bytes and, as a browser does, goes once more on a new
-/// connection when a kept-alive one turns out closed before any byte of its answer.
+/// connection when it failed or the server closed it. A request the server surely did not
+/// process goes once more on a new connection: a [`Rendered`] request (a batch of one) on a
+/// kept-alive HTTP/1.1 connection found closed before any byte of its answer, as a browser
+/// does, and any request an HTTP/2 connection refused before sending it or by a graceful
+/// GOAWAY.
 ///
 /// Written as a function returning an `async move` block rather than an `async fn`: an
 /// `async fn` keeps a second copy of its arguments in its state, which would make every pooled
@@ -238,7 +353,7 @@ pub fn send<'a>(
     async move {
         let sent_at = Instant::now();
         wire.rec.mark_sent(batch.len(), sent_at);
-        let mut retry = rendered.is_some();
+        let mut retried = false;
         loop {
             let reused = conn.is_some();
             // When the writes begin: at once on an open connection, after the connect (and
@@ -248,7 +363,9 @@ pub fn send<'a>(
                 match wire.dialer.dial(ep).await {
                     Ok((c, opened)) => {
                         *conn = Some(c);
-                        wire.rec.record_opened(opened.connect_us, opened.tls_us);
+                        if let Some(o) = opened {
+                            wire.rec.record_opened(o.connect_us, o.tls_us);
+                        }
                         start = Instant::now();
                     }
                     Err(e) => {
@@ -260,41 +377,127 @@ pub fn send<'a>(
                     }
                 }
             }
-            let c = conn.as_mut().expect("connected above");
-            if let Some(r) = rendered {
-                c.parser.keep(r.keep);
-            }
-            match c
-                .exchange(wire, batch, (sent_at, start), rendered.map(|r| r.bytes))
-                .await
-            {
-                Ok(alive) => {
-                    let (headers, body) = match rendered {
-                        Some(_) => c.parser.take_kept(),
-                        None => Default::default(),
-                    };
-                    let answer = Answer {
-                        status: c.last_status,
-                        headers,
-                        body,
-                    };
+            let times = Times { sent_at, start };
+            let outcome = match conn.as_mut().expect("connected above") {
+                Conn::Http1(c) => {
+                    let outcome = c.send(wire, batch, times, rendered).await;
+                    // A browser's retry: the server closed the kept-alive connection while
+                    // the user thought.
+                    outcome.map_err(|b| Broken {
+                        unprocessed: rendered.is_some()
+                            && reused
+                            && b.answered == 0
+                            && matches!(b.kind, ErrorKind::Closed | ErrorKind::Reset),
+                        ..b
+                    })
+                }
+                // Boxed: an HTTP/2 exchange's state would otherwise grow every pooled
+                // connection's task, HTTP/1.1 ones too.
+                Conn::Http2(slot) => {
+                    Box::pin(send_stream(slot, wire, ep, batch, times, rendered)).await
+                }
+            };
+            match outcome {
+                Ok((answer, alive)) => {
                     if !alive {
                         *conn = None;
                     }
                     return Ok(answer);
                 }
-                // A kept-alive connection the server closed while the user thought.
-                Err((ErrorKind::Closed | ErrorKind::Reset, 0)) if reused && retry => {
+                Err(b) if b.unprocessed && !retried => {
                     *conn = None;
-                    retry = false;
+                    retried = true;
                 }
-                Err((kind, answered)) => {
-                    wire.rec.record_errors(kind, &batch[answered..]);
-                    *conn = None;
-                    return Err(Failed::Exchange(kind));
+                Err(b) => {
+                    wire.rec.record_errors(b.kind, &batch[b.answered..]);
+                    if !b.keep {
+                        *conn = None;
+                    }
+                    return Err(Failed::Exchange(b.kind));
                 }
             }
         }
+    }
+}
+
+/// How an exchange ended without all its answers.
+#[derive(Debug, Clone, Copy)]
+struct Broken {
+    /// The kind the unanswered requests count as.
+    kind: ErrorKind,
+    /// Requests answered before it.
+    answered: usize,
+    /// The connection is still usable (an HTTP/2 stream's failure).
+    keep: bool,
+    /// The server surely did not process the request: it may go again.
+    unprocessed: bool,
+}
+
+impl Broken {
+    /// A failure that ends the connection, after `answered` answers.
+    fn fatal(kind: ErrorKind, answered: usize) -> Self {
+        Broken {
+            kind,
+            answered,
+            keep: false,
+            unprocessed: false,
+        }
+    }
+}
+
+/// Sends a batch of one on an HTTP/2 stream slot and records its response, within the
+/// request timeout.
+async fn send_stream(
+    slot: &mut StreamSlot,
+    wire: &Wire,
+    ep: usize,
+    batch: &[Pending],
+    times: Times,
+    rendered: Option<Rendered<'_>>,
+) -> Result<(Answer, bool), Broken> {
+    let [p] = batch else {
+        // Plans refuse pipelining with HTTP/2, so every batch is one request.
+        return Err(Broken::fatal(ErrorKind::Protocol, 0));
+    };
+    let forms = wire
+        .http2
+        .as_ref()
+        .expect("an HTTP/2 slot has HTTP/2 forms");
+    let Some(request) = forms.request(p, ep, rendered.map(|r| r.bytes)) else {
+        return Err(Broken {
+            keep: true,
+            ..Broken::fatal(ErrorKind::Protocol, 0)
+        });
+    };
+    let keep_body = match rendered {
+        Some(r) if r.keep => MAX_KEPT_BODY,
+        _ => 0,
+    };
+    let deadline = times.sent_at + wire.timeout;
+    let exchange = slot.exchange(&request, keep_body, |n, at| wire.rec.add_bytes(n, at));
+    match tokio::time::timeout_at(deadline, exchange).await {
+        Ok(Ok(resp)) => {
+            let now = Instant::now();
+            let at = (times.sent_at, times.start, resp.first_byte);
+            wire.rec.record_response(p, at, now, resp.status);
+            let answer = Answer {
+                status: resp.status,
+                headers: resp.headers,
+                body: resp.body,
+            };
+            Ok((answer, true))
+        }
+        Ok(Err(f)) => Err(Broken {
+            kind: f.kind,
+            answered: 0,
+            keep: f.connection_alive,
+            unprocessed: f.unprocessed,
+        }),
+        // Dropping the stream resets it (CANCEL); the connection goes on.
+        Err(_) => Err(Broken {
+            keep: true,
+            ..Broken::fatal(ErrorKind::Timeout, 0)
+        }),
     }
 }
 
@@ -376,10 +579,18 @@ fn classify(e: &io::Error) -> ErrorKind {
     }
 }
 
-/// An open connection with its response parser. It owns no read buffer: reads go into the
+/// An open connection: HTTP/1.1, or a stream slot on a shared HTTP/2 connection.
+pub enum Conn {
+    /// An HTTP/1.1 connection of its own.
+    Http1(Http1Conn),
+    /// A slot on an HTTP/2 connection shared with other slots.
+    Http2(StreamSlot),
+}
+
+/// An open HTTP/1.1 connection with its response parser. It owns no read buffer: reads go into the
 /// thread's scratch buffer, and only the bytes of an incomplete response are kept here, so an
 /// idle connection costs a few hundred bytes.
-pub struct Conn {
+pub struct Http1Conn {
     stream: Stream,
     /// Received bytes of a response not yet complete (usually empty).
     leftover: Vec<u8>,
@@ -415,10 +626,10 @@ enum Pass {
     More,
 }
 
-impl Conn {
+impl Http1Conn {
     /// Wraps an open stream.
     fn new(stream: Stream) -> Self {
-        Conn {
+        Http1Conn {
             stream,
             leftover: Vec::new(),
             parser: ResponseParser::default(),
@@ -426,6 +637,37 @@ impl Conn {
             first_byte: None,
             wbuf: Vec::new(),
             timer: Box::pin(sleep_until(Instant::now())),
+        }
+    }
+
+    /// Exchanges a batch (or a virtual user's rendered request) and answers with the last
+    /// response, keeping its headers and body when the rendered request asked; true when the
+    /// connection stays open.
+    async fn send(
+        &mut self,
+        wire: &Wire,
+        batch: &[Pending],
+        times: Times,
+        rendered: Option<Rendered<'_>>,
+    ) -> Result<(Answer, bool), Broken> {
+        if let Some(r) = rendered {
+            self.parser.keep(r.keep);
+        }
+        let written = rendered.map(|r| r.bytes);
+        match self.exchange(wire, batch, times, written).await {
+            Ok(alive) => {
+                let (headers, body) = match rendered {
+                    Some(_) => self.parser.take_kept(),
+                    None => Default::default(),
+                };
+                let answer = Answer {
+                    status: self.last_status,
+                    headers,
+                    body,
+                };
+                Ok((answer, alive))
+            }
+            Err((kind, answered)) => Err(Broken::fatal(kind, answered)),
         }
     }
 
@@ -437,7 +679,7 @@ impl Conn {
         &mut self,
         wire: &Wire,
         batch: &[Pending],
-        (sent_at, start): (Instant, Instant),
+        times: Times,
         bytes: Option<&[u8]>,
     ) -> Exchange {
         let written = if let [one] = batch {
@@ -454,11 +696,10 @@ impl Conn {
         if let Err(e) = written {
             return Err((classify(&e), 0));
         }
-        let deadline = sent_at + wire.timeout;
+        let deadline = times.sent_at + wire.timeout;
         let mut answered = 0;
         self.first_byte = None;
         self.parser.expect(wire.requests[batch[0].template].head);
-        let times = Times { sent_at, start };
         loop {
             let pass =
                 poll_fn(|cx| self.poll_pass(cx, wire, batch, times, deadline, &mut answered))

@@ -43,9 +43,13 @@ pub async fn open_paced(
             conn: None,
         })
         .collect();
-    let mut keep = |joined: Result<(usize, Option<Conn>), _>| {
+    // Connections opened: over HTTP/2 the first slot of a connection opens it and the others
+    // join it.
+    let mut opened = 0u64;
+    let mut keep = |joined: Result<(usize, Option<(Conn, bool)>), _>| {
         if let Ok((i, conn)) = joined {
-            initial[i].conn = conn;
+            opened += conn.as_ref().is_some_and(|c| c.1) as u64;
+            initial[i].conn = conn.map(|c| c.0);
         }
     };
     for (i, &(ep, _)) in wanted.iter().enumerate() {
@@ -54,7 +58,10 @@ pub async fn open_paced(
             sleep_until(due).await;
         }
         let dialer = dialer.clone();
-        attempts.spawn_local(async move { (i, dialer.dial(ep).await.ok().map(|(c, _)| c)) });
+        attempts.spawn_local(async move {
+            let dialed = dialer.dial(ep).await.ok();
+            (i, dialed.map(|(c, new)| (c, new.is_some())))
+        });
         // Ended attempts give their task's memory back while the others are still paced.
         while let Some(joined) = attempts.try_join_next() {
             keep(joined);
@@ -63,11 +70,11 @@ pub async fn open_paced(
     while let Some(joined) = attempts.join_next().await {
         keep(joined);
     }
-    let opened = initial.iter().filter(|c| c.conn.is_some()).count() as u64;
+    let connections = wanted.len().div_ceil(dialer.streams()) as u64;
     let stats = ConnectStats {
-        connections: wanted.len() as u64,
+        connections,
         opened,
-        failed: wanted.len() as u64 - opened,
+        failed: connections.saturating_sub(opened),
         duration_s: if wanted.is_empty() {
             0.0
         } else {

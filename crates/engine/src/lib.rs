@@ -8,7 +8,8 @@
 //! The layers, each using only those below it:
 //! - scheduling, pure or leaves: `schedule`, `http1`, `precise_timer`, `usage`, `limits`;
 //! - recording: `record`, the per-thread recorder and the messages to the collector;
-//! - connections: `tls`, the run's TLS client and the plain-or-TLS stream; `conn`,
+//! - connections: `tls`, the run's TLS client and the plain-or-TLS stream; `http2`, shared
+//!   HTTP/2 connections and the exchange on a stream; `conn`,
 //!   connections, the HTTP exchange and the one send step; `connect`, the paced opening of the
 //!   initial connections before the load;
 //! - work: `pool` (pooled connections of the closed and open models), `session` (virtual
@@ -20,6 +21,7 @@
 mod conn;
 mod connect;
 pub mod http1;
+mod http2;
 pub mod limits;
 mod mode;
 mod pace;
@@ -136,10 +138,17 @@ pub fn run(
     let (origin_tx, origin_rx) = watch::channel(None);
 
     let (initial, max_total) = plan.model.connection_bounds();
-    let max_per_endpoint = max_total.div_ceil(threads * endpoints).max(1);
+    // Over HTTP/2 each connection carries `streams` requests at once: the pooled model runs
+    // that many slots per connection, and each thread's dialer packs its slots onto shared
+    // connections (consecutive slots of an endpoint share one).
+    let streams = plan.protocol.streams();
+    let max_per_endpoint = max_total.div_ceil(threads * endpoints).max(1) * streams;
     let mut connections: Vec<Vec<(usize, usize)>> = vec![Vec::new(); threads];
     for c in 0..initial {
-        connections[(c / endpoints) % threads].push((c % endpoints, c / endpoints));
+        for s in 0..streams {
+            let rotation = c / endpoints * streams + s;
+            connections[(c / endpoints) % threads].push((c % endpoints, rotation));
+        }
     }
 
     let mut handles = Vec::with_capacity(threads);

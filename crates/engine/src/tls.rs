@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use loadlab_run::{Plan, TlsFailure};
+use loadlab_run::{Plan, Protocol, TlsFailure};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
@@ -18,7 +18,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -76,7 +76,7 @@ impl TlsClient {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?;
         let settings = &plan.tls;
-        let config = if settings.insecure {
+        let mut config = if settings.insecure {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
@@ -98,6 +98,11 @@ impl TlsClient {
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         };
+        // HTTP/2 is asked for in ALPN only; a server that does not choose it fails the
+        // handshake as `no_h2` (see `Stream::is_h2`) rather than quietly speaking HTTP/1.1.
+        if let Protocol::Http2 { .. } = plan.protocol {
+            config.alpn_protocols = vec![b"h2".to_vec()];
+        }
         Ok(Some(Arc::new(TlsClient {
             connector: TlsConnector::from(Arc::new(config)),
             names,
@@ -148,6 +153,10 @@ fn cause(e: &io::Error) -> TlsFailure {
         },
         rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
             TlsFailure::NotTls
+        }
+        // Only h2 was offered in ALPN, and the server speaks none of it.
+        rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) => {
+            TlsFailure::NoHttp2
         }
         _ => TlsFailure::Refused,
     }
@@ -225,6 +234,62 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// True when the TLS handshake chose HTTP/2 in ALPN (false for plain TCP).
+    pub fn is_h2(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            Stream::Tls(s) => s.get_ref().1.alpn_protocol() == Some(b"h2"),
+        }
+    }
+}
+
+/// Writes go straight to the socket or through rustls; HTTP/2's framing writes through this.
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     #[inline]
     fn poll_read(
@@ -281,6 +346,12 @@ mod tests {
                 rustls::InvalidMessage::InvalidContentType
             )),
             TlsFailure::NotTls
+        );
+        assert_eq!(
+            failure(rustls::Error::AlertReceived(
+                rustls::AlertDescription::NoApplicationProtocol
+            )),
+            TlsFailure::NoHttp2
         );
         let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "eof");
         assert_eq!(cause(&eof), TlsFailure::Closed);

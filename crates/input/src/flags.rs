@@ -89,6 +89,13 @@ pub struct LoadFlags {
     /// Scenario files: send the load here instead of to `config.target` (as Artillery's --target).
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
+    /// Speak HTTP/2: ALPN h2 on https:// URLs, prior knowledge (h2c) on http:// ones.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2: most requests in flight on each connection, so the closed model keeps -c × N
+    /// requests in flight (h2load's -m, oha's -p) [default: 1].
+    #[arg(long, value_name = "N", requires = "http2", value_parser = positive_count, allow_negative_numbers = true)]
+    pub streams: Option<usize>,
     /// HTTPS: trust the CA certificates of this PEM file besides the platform's roots.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,

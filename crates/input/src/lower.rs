@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use loadlab_run::{
-    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, RatePhase, RequestTemplate, Stop,
-    Threshold, TlsSettings, ValidPlan,
+    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, Protocol, RatePhase,
+    RequestTemplate, Stop, Threshold, TlsSettings, ValidPlan,
 };
 
 use crate::flags::{ArrivalArg, LoadFlags};
@@ -47,6 +47,8 @@ pub struct Overrides {
     pub cacert: Option<PathBuf>,
     /// HTTPS: skip certificate verification (whatever the file says).
     pub insecure: bool,
+    /// HTTP/2 (whatever the file says), with this many streams per connection when given.
+    pub http2: Option<Option<usize>>,
     /// Thresholds given on the command line, checked with the file's `ensure`.
     pub thresholds: Vec<Threshold>,
 }
@@ -63,6 +65,7 @@ struct Parts {
     connect_rate: Option<f64>,
     source_addrs: Vec<IpAddr>,
     tls: TlsSettings,
+    protocol: Protocol,
     thresholds: Vec<Threshold>,
 }
 
@@ -82,6 +85,7 @@ fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
         connect_rate: p.connect_rate.unwrap_or(defaults::CONNECT_RATE),
         source_addrs: p.source_addrs,
         tls: p.tls,
+        protocol: p.protocol,
         thresholds: p.thresholds,
     }
     .check()
@@ -111,6 +115,22 @@ fn tls(cacert: Option<&Path>, insecure: bool) -> Result<TlsSettings> {
         }
     };
     Ok(TlsSettings { cacert, insecure })
+}
+
+/// HTTP/2 with `streams` per connection (one by default, as h2load and oha) when asked for,
+/// else HTTP/1.1.
+fn protocol(http2: Option<Option<usize>>) -> Protocol {
+    match http2 {
+        None => Protocol::Http1,
+        Some(streams) => Protocol::Http2 {
+            streams: streams.unwrap_or(defaults::STREAMS),
+        },
+    }
+}
+
+/// `--http2` and `--streams` as [`protocol`] takes them.
+fn http2_flags(f: &LoadFlags) -> Option<Option<usize>> {
+    f.http2.then_some(f.streams)
 }
 
 /// The line that opens a certificate in a PEM file.
@@ -150,6 +170,7 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             source_addrs: source_addrs(f),
             cacert: f.cacert.clone(),
             insecure: f.insecure,
+            http2: http2_flags(f),
             thresholds: thresholds(f),
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
@@ -206,6 +227,7 @@ pub fn url(
         connect_rate: None,
         source_addrs: Vec::new(),
         tls: TlsSettings::default(),
+        protocol: Protocol::Http1,
         thresholds: Vec::new(),
     })?)
 }
@@ -272,6 +294,11 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
             o.insecure || sc.tls.insecure,
         )
         .map_err(at)?,
+        // The flags' HTTP/2 wins; their --streams fills in for the file's.
+        protocol: protocol(match (o.http2, sc.http2) {
+            (Some(flag), file) => Some(flag.or(file.flatten())),
+            (None, file) => file,
+        }),
         thresholds: sc
             .thresholds
             .into_iter()
@@ -362,6 +389,7 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
         tls: tls(f.cacert.as_deref(), f.insecure)?,
+        protocol: protocol(http2_flags(f)),
         thresholds: thresholds(f),
     })?)
 }

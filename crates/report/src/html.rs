@@ -308,6 +308,7 @@ struct RunContext<'a> {
     errors: String,
     timings: Option<String>,
     tls: Option<String>,
+    http2: Option<String>,
     /// The run's flame graph as a self-contained `srcdoc` (escaped SVG), when profiled.
     flame: Option<String>,
 }
@@ -354,6 +355,7 @@ pub fn render_html(title: &str, runs: &[RunView]) -> String {
                 .join(", "),
             timings: crate::timings_line(&r.summary),
             tls: crate::tls_line(&r.summary),
+            http2: crate::http2_line(&r.summary),
             flame: r
                 .profile
                 .as_ref()

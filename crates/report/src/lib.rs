@@ -110,6 +110,21 @@ pub fn tls_line(s: &Summary) -> Option<String> {
     Some(format!("{checked}; {failures}"))
 }
 
+/// How an HTTP/2 run used its connections, in one line; `None` for HTTP/1.1.
+pub fn http2_line(s: &Summary) -> Option<String> {
+    let h = s.http2.as_ref()?;
+    let how = if h.cleartext {
+        "h2c (prior knowledge)"
+    } else {
+        "h2 (TLS ALPN)"
+    };
+    Some(format!(
+        "{how}, up to {} stream(s) per connection, {} connection(s) opened",
+        h.streams,
+        thousands(h.connections)
+    ))
+}
+
 /// One line describing the load: model, shape and targets.
 pub fn headline(s: &Summary) -> String {
     let unit = if s.users.is_some() {
@@ -208,6 +223,9 @@ pub fn render_summary(s: &Summary) -> String {
     let _ = writeln!(out, "  transport    {kinds}");
     if let Some(line) = tls_line(s) {
         let _ = writeln!(out, "  tls          {line}");
+    }
+    if let Some(line) = http2_line(s) {
+        let _ = writeln!(out, "  http2        {line}");
     }
     let g = &s.generator;
     let _ = writeln!(

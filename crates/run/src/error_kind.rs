@@ -19,11 +19,15 @@ pub enum ErrorKind {
     Closed,
     /// The TLS handshake failed (see [`TlsFailure`] for why, in words).
     Tls,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM), the connection staying up.
+    StreamReset,
+    /// HTTP/2: the server shut the connection down (GOAWAY) before answering the request.
+    GoAway,
 }
 
 impl ErrorKind {
     /// The number of kinds.
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 9;
 
     /// Every kind, in the order summaries list them; kinds added later go last, so the indices
     /// of the older ones never move.
@@ -35,6 +39,8 @@ impl ErrorKind {
         ErrorKind::Protocol,
         ErrorKind::Closed,
         ErrorKind::Tls,
+        ErrorKind::StreamReset,
+        ErrorKind::GoAway,
     ];
 
     /// The stable name used in `summary.json` and `timeline.csv`.
@@ -47,6 +53,8 @@ impl ErrorKind {
             ErrorKind::Protocol => "protocol",
             ErrorKind::Closed => "closed",
             ErrorKind::Tls => "tls",
+            ErrorKind::StreamReset => "stream_reset",
+            ErrorKind::GoAway => "goaway",
         }
     }
 
@@ -84,11 +92,13 @@ pub enum TlsFailure {
     Closed,
     /// The handshake did not complete within the connect timeout.
     Timeout,
+    /// `--http2` on `https://`: the server did not choose HTTP/2 in ALPN.
+    NoHttp2,
 }
 
 impl TlsFailure {
     /// The number of causes.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 
     /// Every cause, in the order summaries list them.
     pub const ALL: [TlsFailure; TlsFailure::COUNT] = [
@@ -101,6 +111,7 @@ impl TlsFailure {
         TlsFailure::NotTls,
         TlsFailure::Closed,
         TlsFailure::Timeout,
+        TlsFailure::NoHttp2,
     ];
 
     /// The stable name used in `summary.json`.
@@ -115,6 +126,7 @@ impl TlsFailure {
             TlsFailure::NotTls => "not_tls",
             TlsFailure::Closed => "closed",
             TlsFailure::Timeout => "timeout",
+            TlsFailure::NoHttp2 => "no_h2",
         }
     }
 
@@ -145,6 +157,10 @@ impl TlsFailure {
             }
             TlsFailure::Closed => "the server closed the connection during the handshake",
             TlsFailure::Timeout => "the handshake did not finish within the connect timeout",
+            TlsFailure::NoHttp2 => {
+                "the server did not offer HTTP/2 in the handshake (ALPN); enable http2 on it, or \
+                 drop --http2"
+            }
         }
     }
 

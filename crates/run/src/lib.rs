@@ -19,7 +19,7 @@ pub mod users;
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
 pub use error_kind::{ErrorKind, TlsFailure};
 pub use plan::{
-    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, RatePhase,
+    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, Protocol, RatePhase,
     RequestTemplate, Stop, TlsSettings, UserPhase, ValidPlan,
 };
 pub use profile::{Profile, ProfileOutcome, TopFunction};
@@ -31,7 +31,8 @@ pub use server::{
     ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
 };
 pub use summary::{
-    summary_schema, Breakdown, Finding, LatencyStats, Summary, ThresholdResult, SUMMARY_SCHEMA,
+    summary_schema, Breakdown, Finding, Http2, LatencyStats, Summary, ThresholdResult,
+    SUMMARY_SCHEMA,
 };
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};

@@ -38,6 +38,30 @@ pub struct TlsSettings {
     pub insecure: bool,
 }
 
+/// How requests travel on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// HTTP/1.1: one request at a time on a connection (or pipelined in the closed model).
+    #[default]
+    Http1,
+    /// HTTP/2 (`--http2`): ALPN `h2` on `https://`, prior knowledge (h2c) on `http://`, with up
+    /// to `streams` requests in flight on each connection.
+    Http2 {
+        /// Most concurrent streams per connection (`--streams`).
+        streams: usize,
+    },
+}
+
+impl Protocol {
+    /// Requests one connection carries at once: its streams over HTTP/2, one over HTTP/1.1.
+    pub fn streams(self) -> usize {
+        match self {
+            Protocol::Http1 => 1,
+            Protocol::Http2 { streams } => streams,
+        }
+    }
+}
+
 /// One request as the user described it; the engine encodes it once and reuses the bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTemplate {
@@ -283,6 +307,8 @@ pub struct Plan {
     pub source_addrs: Vec<IpAddr>,
     /// How `https://` endpoints are verified.
     pub tls: TlsSettings,
+    /// HTTP/1.1, or HTTP/2 with its streams per connection.
+    pub protocol: Protocol,
     /// What the run must meet (`--slo`, a scenario's `ensure`), checked on its summary.
     pub thresholds: Vec<Threshold>,
 }
@@ -298,6 +324,8 @@ pub mod defaults {
     pub const MAX_CONNECTIONS: usize = 1000;
     /// Requests written at a time on a closed-model connection.
     pub const PIPELINE: usize = 1;
+    /// HTTP/2 streams per connection (h2load's and oha's default).
+    pub const STREAMS: usize = 1;
     /// Run length when neither a duration nor a count is given.
     pub const DURATION: Duration = Duration::from_secs(10);
     /// Longest wait for a response, from its send.
@@ -338,6 +366,9 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 pub const MAX_THREADS: usize = 1024;
 /// Most connections a plan may ask for (each costs a socket and a file descriptor).
 pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// Most concurrent HTTP/2 streams per connection a plan may ask for (servers advertise 100 to
+/// 250; nginx 128).
+pub const MAX_STREAMS: usize = 10_000;
 /// Most source addresses a plan may name.
 pub const MAX_SOURCE_ADDRS: usize = 65_536;
 
@@ -376,6 +407,9 @@ pub enum PlanError {
     /// Pipelining only applies to the closed model.
     #[error("pipelining (-p) applies to the closed model only; drop -p or -R")]
     PipelineInOpenModel,
+    /// Pipelining is HTTP/1.1's; HTTP/2 multiplexes streams instead.
+    #[error("pipelining (-p) is HTTP/1.1's; with --http2 use --streams N for requests in flight per connection")]
+    PipelineWithHttp2,
     /// Fewer connections than hosts: some hosts would get no traffic.
     #[error("{connections} connection(s) cannot reach {endpoints} distinct hosts; use -c {endpoints} or more")]
     TooFewConnections {
@@ -445,6 +479,7 @@ impl Plan {
             connect_rate: defaults::CONNECT_RATE,
             source_addrs: Vec::new(),
             tls: TlsSettings::default(),
+            protocol: Protocol::Http1,
             thresholds: Vec::new(),
         }
     }
@@ -502,6 +537,23 @@ impl Plan {
             return Err(PlanError::BadConnectRate(self.connect_rate));
         }
         self.check_sources()?;
+        match self.protocol {
+            Protocol::Http2 { streams: 0 } => {
+                return Err(PlanError::Zero("streams per connection (--streams)"))
+            }
+            Protocol::Http2 { streams } if streams > MAX_STREAMS => {
+                return Err(PlanError::TooMany(
+                    "streams per connection (--streams)",
+                    MAX_STREAMS,
+                ))
+            }
+            Protocol::Http2 { .. } => {
+                if matches!(self.model, Model::Closed { pipeline, .. } if pipeline > 1) {
+                    return Err(PlanError::PipelineWithHttp2);
+                }
+            }
+            Protocol::Http1 => {}
+        }
         if self.stop.count == Some(0) {
             return Err(PlanError::Zero("the request count (-n)"));
         }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// Functions listed in a summary's profile.
 const TOP_FUNCTIONS: usize = 20;
 use crate::timeline::us_to_ms;
-use crate::{ErrorKind, RunData, Timings, TlsFailure};
+use crate::{ErrorKind, Protocol, RunData, Timings, TlsFailure};
 
 /// The schema name written into every summary.
 pub const SUMMARY_SCHEMA: &str = "loadlab.summary/v1";
@@ -118,6 +118,12 @@ pub struct Errors {
     /// TLS handshake failed (why: `tls.failures`).
     #[serde(default)]
     pub tls: u64,
+    /// HTTP/2 stream reset by the server (RST_STREAM).
+    #[serde(default)]
+    pub stream_reset: u64,
+    /// HTTP/2 connection shut down by the server (GOAWAY) before the answer.
+    #[serde(default)]
+    pub goaway: u64,
 }
 
 impl Errors {
@@ -131,6 +137,8 @@ impl Errors {
             (ErrorKind::Protocol, self.protocol),
             (ErrorKind::Closed, self.closed),
             (ErrorKind::Tls, self.tls),
+            (ErrorKind::StreamReset, self.stream_reset),
+            (ErrorKind::GoAway, self.goaway),
         ]
     }
 
@@ -144,6 +152,8 @@ impl Errors {
             protocol: at(ErrorKind::Protocol),
             closed: at(ErrorKind::Closed),
             tls: at(ErrorKind::Tls),
+            stream_reset: at(ErrorKind::StreamReset),
+            goaway: at(ErrorKind::GoAway),
         }
     }
 }
@@ -196,6 +206,17 @@ pub struct Tls {
     pub cacert: Option<String>,
     /// Failed handshakes by cause (`unknown_issuer`, `name_mismatch`, `expired`, ...).
     pub failures: BTreeMap<String, u64>,
+}
+
+/// How an HTTP/2 run (`--http2`) used its connections.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Http2 {
+    /// Most concurrent streams per connection (`--streams`).
+    pub streams: usize,
+    /// Connections opened during the run (the initial ones and reconnects).
+    pub connections: u64,
+    /// True for cleartext HTTP/2 (h2c, prior knowledge) on `http://` targets.
+    pub cleartext: bool,
 }
 
 /// The generator's account of itself.
@@ -542,6 +563,9 @@ pub struct Summary {
     /// How `https://` targets were reached, when the run had any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<Tls>,
+    /// HTTP/2's streams and connections, when the run used it (`--http2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<Http2>,
     /// What the analysis noticed, one sentence each.
     #[serde(default)]
     pub findings: Vec<Finding>,
@@ -721,6 +745,14 @@ impl Summary {
             findings: Vec::new(),
             timings_ms: Breakdown::from_timings(&run.timings),
             tls,
+            http2: match run.plan.protocol {
+                Protocol::Http1 => None,
+                Protocol::Http2 { streams } => Some(Http2 {
+                    streams,
+                    connections: k.opened + run.timings.connect.len(),
+                    cleartext: !run.plan.uses_tls(),
+                }),
+            },
             users: run.users.as_ref().map(|u| Users {
                 started: c.users_started,
                 completed: c.users_completed,

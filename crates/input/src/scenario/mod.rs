@@ -88,6 +88,12 @@ pub struct ScenarioTls {
 struct HttpConfig {
     /// Seconds, as in Artillery.
     timeout: Option<f64>,
+    /// Speak HTTP/2 (ALPN `h2` on `https://`, prior knowledge on `http://`).
+    #[serde(default)]
+    http2: bool,
+    /// HTTP/2: most requests in flight per connection.
+    #[serde(default)]
+    streams: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,6 +138,9 @@ pub struct Scenario {
     pub timeout: Option<Duration>,
     /// `config.tls`.
     pub tls: ScenarioTls,
+    /// `config.http.http2` and `config.http.streams`: HTTP/2 with that many streams per
+    /// connection (`None` for the default), or `None` for HTTP/1.1.
+    pub http2: Option<Option<usize>>,
     /// `config.ensure` as thresholds.
     pub thresholds: Vec<loadlab_run::Threshold>,
 }
@@ -183,6 +192,12 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
         Some(e) => e.thresholds().map_err(at)?,
         None => Vec::new(),
     };
+    let http2 = file
+        .config
+        .http
+        .as_ref()
+        .filter(|h| h.http2)
+        .map(|h| h.streams);
     Ok(Scenario {
         endpoints,
         requests,
@@ -190,6 +205,7 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
         users,
         timeout,
         tls,
+        http2,
         thresholds,
     })
 }
