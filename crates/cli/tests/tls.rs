@@ -1,6 +1,7 @@
-//! HTTPS against a real nginx on 127.0.0.1, on certificates the test makes: a private CA, a
-//! leaf for localhost and 127.0.0.1, a leaf for another name and an expired leaf. Each test
-//! starts its own nginx and stops it by its PID.
+//! HTTPS and HTTP/2 against a real nginx on 127.0.0.1, on certificates the test makes: a
+//! private CA, a leaf for localhost and 127.0.0.1, a leaf for another name and an expired leaf;
+//! HTTP/2 over TLS (ALPN) and in the clear (h2c). Each test starts its own nginx and stops it
+//! by its PID.
 
 mod support;
 
@@ -13,7 +14,7 @@ use loadlab_lab::nginx::find_nginx;
 use loadlab_lab::process::Supervised;
 use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::Value;
-use support::{loadlab, loadlab_ok, read_json};
+use support::{loadlab, loadlab_ok, read_json, Served};
 
 /// The ports of one nginx: each a server block of its own.
 struct Ports {
@@ -25,6 +26,11 @@ struct Ports {
     expired: u16,
     /// Plain HTTP.
     plain: u16,
+    /// TLS with the good leaf and HTTP/2; `/delay` goes to the upstream when there is one.
+    h2: u16,
+    /// HTTP/2 in the clear (h2c); a connection ends with a graceful GOAWAY after 50 requests,
+    /// and `/reset` resets its stream.
+    h2c: u16,
 }
 
 /// An nginx with its certificates, in a directory of its own; stopped when dropped.
@@ -46,7 +52,8 @@ impl Nginx {
     }
 
     /// Stops nginx (by its PID) and returns the lines of its access log:
-    /// `<$ssl_session_reused> <$ssl_protocol> <$status>` for each request.
+    /// `<$ssl_session_reused> <$ssl_protocol> <$connection> <$server_protocol> <$status>` for
+    /// each request.
     fn stop_and_read_log(mut self) -> Vec<String> {
         self.process.stop(Duration::from_secs(5));
         std::fs::read_to_string(self.dir.path().join("access.log"))
@@ -91,30 +98,39 @@ fn make_certificates(dir: &Path) {
     leaf(&["localhost", "127.0.0.1"], "expired", true);
 }
 
-/// Four distinct ports nothing listens on now (the system's choice of free ones, held open
+/// Six distinct ports nothing listens on now (the system's choice of free ones, held open
 /// together so none is handed out twice).
-fn free_ports() -> [u16; 4] {
-    let listeners: Vec<TcpListener> = (0..4)
+fn free_ports() -> [u16; 6] {
+    let listeners: Vec<TcpListener> = (0..6)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
-    let port = |i: usize| listeners[i].local_addr().unwrap().port();
-    [port(0), port(1), port(2), port(3)]
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
-/// Starts nginx on four free ports of 127.0.0.1 and waits until each accepts connections.
+/// Starts nginx on six free ports of 127.0.0.1 and waits until each accepts connections.
 fn start_nginx() -> Nginx {
+    start_nginx_proxying(None)
+}
+
+/// [`start_nginx`], with the HTTP/2 port's `/delay` proxied to `upstream` on 127.0.0.1.
+fn start_nginx_proxying(upstream: Option<u16>) -> Nginx {
     let nginx = find_nginx().expect("nginx is installed (scripts/test.sh installs it)");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
     make_certificates(p);
     std::fs::create_dir_all(p.join("tmp")).unwrap();
-    let [good, other_name, expired, plain] = free_ports();
+    let [good, other_name, expired, plain, h2, h2c] = free_ports();
     let ports = Ports {
         good,
         other_name,
         expired,
         plain,
+        h2,
+        h2c,
     };
+    let delay = upstream.map_or(String::new(), |port| {
+        format!("location /delay {{ proxy_pass http://127.0.0.1:{port}; }}")
+    });
     let server = |port: u16, cert: &str| {
         format!(
             "    server {{
@@ -134,7 +150,7 @@ pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-    log_format tls '$ssl_session_reused $ssl_protocol $status';
+    log_format tls '$ssl_session_reused $ssl_protocol $connection $server_protocol $status';
     access_log {d}/access.log tls;
     client_body_temp_path {d}/tmp/body;
     proxy_temp_path {d}/tmp/proxy;
@@ -146,6 +162,19 @@ http {{
         listen 127.0.0.1:{plain};
         location / {{ return 200 \"pong\\n\"; }}
     }}
+    server {{
+        listen 127.0.0.1:{h2} ssl http2;
+        ssl_certificate {d}/good.pem;
+        ssl_certificate_key {d}/good.key;
+        {delay}
+        location / {{ return 200 \"pong\\n\"; }}
+    }}
+    server {{
+        listen 127.0.0.1:{h2c} http2;
+        keepalive_requests 50;
+        location /reset {{ return 444; }}
+        location / {{ return 200 \"pong\\n\"; }}
+    }}
 }}
 ",
         d = p.display(),
@@ -153,6 +182,8 @@ http {{
         other = server(ports.other_name, "other"),
         expired = server(ports.expired, "expired"),
         plain = ports.plain,
+        h2 = ports.h2,
+        h2c = ports.h2c,
     );
     let conf_path = p.join("nginx.conf");
     std::fs::write(&conf_path, conf).unwrap();
@@ -160,7 +191,7 @@ http {{
     cmd.arg("-p").arg(p).arg("-c").arg(&conf_path);
     let mut process = Supervised::spawn("nginx", cmd).expect("nginx starts");
     let deadline = Instant::now() + Duration::from_secs(10);
-    for port in [ports.good, ports.other_name, ports.expired, ports.plain] {
+    for port in [good, other_name, expired, plain, h2, h2c] {
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
                 process.exited().is_none(),
@@ -517,4 +548,191 @@ fn a_ca_file_that_is_not_usable_is_a_one_line_error() {
             "{name}: {stderr}"
         );
     }
+}
+
+/// The access log's lines of HTTP/2 requests, split into their fields.
+fn http2_lines(log: &[String]) -> Vec<Vec<&str>> {
+    log.iter()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .filter(|f| f.len() == 5 && f[3] == "HTTP/2.0")
+        .collect()
+}
+
+#[test]
+fn http2_multiplexes_streams_on_few_connections_over_tls_and_in_the_clear() {
+    let mut service = Served::start(&[]);
+    let nginx = start_nginx_proxying(Some(service.port));
+    let ca = nginx.ca();
+    // Closed model over TLS: 2 connections × 8 streams keep 16 requests of 50 ms in flight.
+    // Without multiplexing, two connections could not pass 40 req/s.
+    let url = format!("https://localhost:{}/delay?ms=50", nginx.ports.h2);
+    let (closed, stdout) = run(
+        &nginx,
+        "h2-closed",
+        &[
+            &url,
+            "--http2",
+            "--streams",
+            "8",
+            "-c",
+            "2",
+            "-d",
+            "2s",
+            "-t",
+            "1",
+            "--cacert",
+            ca.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(closed["requests"]["errors"], 0, "{closed}");
+    let rps = closed["throughput"]["rps"].as_f64().unwrap();
+    assert!(rps > 100.0, "16 streams of 50 ms go at once: {rps} req/s");
+    assert_eq!(closed["http2"]["streams"], 8, "{closed}");
+    assert_eq!(closed["http2"]["cleartext"], false, "{closed}");
+    assert_eq!(closed["http2"]["connections"], 2, "{closed}");
+    assert!(
+        stdout.contains("h2 (TLS ALPN), up to 8 stream(s)"),
+        "{stdout}"
+    );
+    // Open model in the clear; nginx ends each connection after 50 requests with a graceful
+    // GOAWAY, which costs no request.
+    let url = format!("http://127.0.0.1:{}/", nginx.ports.h2c);
+    let (open, _) = run(
+        &nginx,
+        "h2c-open",
+        &[
+            &url,
+            "--http2",
+            "--streams",
+            "4",
+            "-R",
+            "200",
+            "-d",
+            "1s",
+            "-t",
+            "1",
+        ],
+    );
+    let ok = open["requests"]["ok"].as_u64().unwrap();
+    assert!((150..=201).contains(&ok), "about 200 arrivals: {open}");
+    assert_eq!(open["requests"]["errors"], 0, "{open}");
+    assert_eq!(open["http2"]["cleartext"], true, "{open}");
+    let reconnected = open["http2"]["connections"].as_u64().unwrap();
+    assert!(
+        reconnected >= ok / 50,
+        "a connection per 50 requests: {open}"
+    );
+    service.interrupt();
+    let log = nginx.stop_and_read_log();
+    let h2 = http2_lines(&log);
+    let over_tls: Vec<_> = h2.iter().filter(|f| f[1].starts_with("TLS")).collect();
+    let in_clear: Vec<_> = h2.iter().filter(|f| f[1] == "-").collect();
+    let answered = closed["requests"]["ok"].as_u64().unwrap() as usize;
+    assert!(
+        over_tls.len() >= answered,
+        "{} of {answered}",
+        over_tls.len()
+    );
+    let connections: std::collections::BTreeSet<&str> = over_tls.iter().map(|f| f[2]).collect();
+    assert_eq!(
+        connections.len(),
+        2,
+        "nginx saw 2 connections for 16 requests in flight: {connections:?}"
+    );
+    assert!(in_clear.len() as u64 >= ok, "{} h2c lines", in_clear.len());
+    assert!(
+        log.len() == h2.len(),
+        "every request went over HTTP/2: {log:?}"
+    );
+}
+
+#[test]
+fn http2_failures_count_as_their_own_kinds_with_what_to_do() {
+    let nginx = start_nginx();
+    // A stream the server resets (nginx's 444 over HTTP/2) is a stream_reset; the connection
+    // goes on.
+    let url = format!("http://127.0.0.1:{}/reset", nginx.ports.h2c);
+    let (s, stdout) = run(
+        &nginx,
+        "reset",
+        &[
+            &url,
+            "--http2",
+            "--streams",
+            "4",
+            "-c",
+            "1",
+            "-n",
+            "20",
+            "-t",
+            "1",
+        ],
+    );
+    assert_eq!(s["errors"]["stream_reset"], 20, "{s}");
+    assert_eq!(s["http2"]["connections"], 1, "{s}");
+    assert!(stdout.contains("stream_reset × 20"), "{stdout}");
+    assert!(s["findings"].to_string().contains("RST_STREAM"), "{s}");
+    // A TLS server without HTTP/2 refuses ALPN h2: a tls failure, no_h2.
+    let url = format!("https://localhost:{}/", nginx.ports.good);
+    let ca = nginx.ca();
+    let (s, _) = run(
+        &nginx,
+        "no-h2",
+        &[
+            &url,
+            "--http2",
+            "-c",
+            "1",
+            "-n",
+            "3",
+            "-t",
+            "1",
+            "--cacert",
+            ca.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(s["errors"]["tls"], 3, "{s}");
+    assert!(s["tls"]["failures"]["no_h2"].as_u64().unwrap() >= 1, "{s}");
+    assert!(warnings(&s).contains("did not offer HTTP/2"), "{s}");
+    // Prior knowledge against an HTTP/1.1 port: protocol errors, and the finding says h2c.
+    let url = format!("http://127.0.0.1:{}/", nginx.ports.plain);
+    let (s, _) = run(
+        &nginx,
+        "no-h2c",
+        &[&url, "--http2", "-c", "1", "-n", "3", "-t", "1"],
+    );
+    assert_eq!(s["errors"]["protocol"], 3, "{s}");
+    assert!(s["findings"].to_string().contains("h2c"), "{s}");
+    // Usage: --streams is HTTP/2's; pipelining is HTTP/1.1's.
+    let out = loadlab(&["run", &url, "--streams", "4", "-n", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = loadlab(&["run", &url, "--http2", "-p", "4", "-n", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--streams"), "{stderr}");
+}
+
+#[test]
+fn virtual_users_share_http2_connections_from_a_scenario() {
+    let nginx = start_nginx();
+    let target = format!("https://localhost:{}", nginx.ports.h2);
+    let file = nginx.path("h2-users.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "config:\n  target: \"{target}\"\n  http:\n    http2: true\n    streams: 4\n  tls:\n    cacert: ca.pem\n  phases:\n    - {{ duration: 1, users: 4 }}\nscenarios:\n  - flow:\n      - get: {{ url: \"/a\" }}\n      - post: {{ url: \"/b\", json: {{ n: 1 }} }}\n      - think: 0.05\n"
+        ),
+    )
+    .unwrap();
+    let (s, _) = run(&nginx, "h2-users", &[file.to_str().unwrap(), "-t", "1"]);
+    assert!(s["requests"]["ok"].as_u64().unwrap() >= 20, "{s}");
+    assert_eq!(s["requests"]["errors"], 0, "{s}");
+    assert_eq!(s["http2"]["streams"], 4, "{s}");
+    // Four users, one connection's four streams.
+    assert_eq!(s["http2"]["connections"], 1, "{s}");
+    let log = nginx.stop_and_read_log();
+    let h2 = http2_lines(&log);
+    assert_eq!(h2.len(), log.len(), "{log:?}");
+    assert!(h2.iter().all(|f| f[4] == "200"), "{log:?}");
 }

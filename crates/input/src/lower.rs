@@ -513,4 +513,46 @@ mod tests {
         assert_eq!(from_flags.threads, defaults::threads());
         assert_eq!(from_file.threads, defaults::threads());
     }
+
+    #[test]
+    fn http2_and_its_streams_reach_the_plan_from_flags_and_files_and_refuse_pipelining() {
+        let flags = |http2: bool, streams: Option<usize>, pipeline: Option<usize>| LoadFlags {
+            urls: vec!["http://127.0.0.1:9/x".into()],
+            http2,
+            streams,
+            pipeline,
+            ..LoadFlags::default()
+        };
+        let plan = |f: &LoadFlags| urls(f).map(|p| p.protocol);
+        assert_eq!(plan(&flags(false, None, None)).unwrap(), Protocol::Http1);
+        assert_eq!(
+            plan(&flags(true, None, None)).unwrap(),
+            Protocol::Http2 {
+                streams: defaults::STREAMS
+            }
+        );
+        assert_eq!(
+            plan(&flags(true, Some(16), None)).unwrap(),
+            Protocol::Http2 { streams: 16 }
+        );
+        let refused = plan(&flags(true, Some(4), Some(8)))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("--streams"), "{refused}");
+
+        let text = "config:\n  target: \"http://127.0.0.1:9\"\n  http:\n    http2: true\n    streams: 6\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
+        let file = Path::new("h2.yaml");
+        let from_file = scenario_text(text, file, &Overrides::default()).unwrap();
+        assert_eq!(from_file.protocol, Protocol::Http2 { streams: 6 });
+        // The flags' --streams wins over the file's.
+        let overridden = Overrides {
+            http2: Some(Some(2)),
+            ..Overrides::default()
+        };
+        let from_both = scenario_text(text, file, &overridden).unwrap();
+        assert_eq!(from_both.protocol, Protocol::Http2 { streams: 2 });
+        let plain = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
+        let http1 = scenario_text(&plain, file, &Overrides::default()).unwrap();
+        assert_eq!(http1.protocol, Protocol::Http1);
+    }
 }
