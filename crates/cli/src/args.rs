@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use loadlab_input::values::{
     concurrency_bound, parse_duration, positive_count, positive_duration, positive_rate,
 };
-use loadlab_input::LoadFlags;
+use loadlab_input::{LoadFlags, ReachFlags};
 
 /// The command line with `--dashboard ADDR` (a space, as users write it) rewritten as
 /// `--dashboard=ADDR`. The flag's value is optional, so clap needs the `=`; without this the
@@ -140,6 +140,9 @@ pub struct ProbeArgs {
     /// Write the verdict and its steps as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// HTTP/2 and TLS verification, as `run` takes them.
+    #[command(flatten)]
+    pub reach: ReachFlags,
 }
 
 /// `loadlab capacity` flags.
@@ -181,6 +184,9 @@ pub struct CapacityArgs {
     /// Write the result and its steps as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// HTTP/2 and TLS verification, as `run` takes them.
+    #[command(flatten)]
+    pub reach: ReachFlags,
 }
 
 /// `loadlab compare` flags.

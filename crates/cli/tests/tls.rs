@@ -427,8 +427,7 @@ fn reconnects_resume_their_tls_sessions_and_time_their_handshakes() {
             "1",
             "-t",
             "1",
-            "-H",
-            "Connection: close",
+            "--no-keepalive",
             "--cacert",
             ca.to_str().unwrap(),
             &url,
@@ -735,4 +734,62 @@ fn virtual_users_share_http2_connections_from_a_scenario() {
     let h2 = http2_lines(&log);
     assert_eq!(h2.len(), log.len(), "{log:?}");
     assert!(h2.iter().all(|f| f[4] == "200"), "{log:?}");
+}
+
+#[test]
+fn probe_and_capacity_reach_https_and_http2_targets() {
+    let mut service = Served::start(&[]);
+    let nginx = start_nginx_proxying(Some(service.port));
+    let ca = nginx.ca();
+    let url = format!("https://localhost:{}/delay?ms=5", nginx.ports.h2);
+    let probe_json = nginx.path("probe.json");
+    loadlab_ok(&[
+        "probe",
+        &url,
+        "--http2",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--max-time",
+        "4s",
+        "--max-concurrency",
+        "4",
+        "--json",
+        probe_json.to_str().unwrap(),
+    ]);
+    let probe = read_json(&probe_json);
+    let steps = probe["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "{probe}");
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["error_pct"] == 0.0 && s["requests"].as_u64() > Some(0)),
+        "{probe}"
+    );
+    // Without the CA the one request capacity starts with fails, and it says so.
+    let out = loadlab(&["capacity", &url, "--slo", "p99<100ms", "--max-time", "5s"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not answer one request"), "{stderr}");
+    // With --insecure it searches: the one request is answered and rates are tried.
+    let out = loadlab(&[
+        "capacity",
+        &url,
+        "--slo",
+        "p99<100ms",
+        "--insecure",
+        "--max-time",
+        "4s",
+        "--warmup",
+        "1s",
+        "--step",
+        "1s",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("rate/s"), "{stdout}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("did not answer"));
+    let out = loadlab(&["probe", &url, "--http2", "--streams", "4"]);
+    assert!(!out.status.success());
+    service.interrupt();
+    let log = nginx.stop_and_read_log();
+    assert!(!http2_lines(&log).is_empty(), "{log:?}");
 }

@@ -1,10 +1,11 @@
 //! The probe as a job: closed-model steps at rising concurrency, each chosen by the analysis
 //! from the steps so far, with the service drained between them.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use loadlab_analyze::probe::{next_step, verdict, Next, ProbeLimits, ProbeStep, Verdict};
 use loadlab_engine::StopSignal;
+use loadlab_input::UrlTarget;
 
 use crate::steps::{closed_step, drain};
 use crate::Result;
@@ -19,12 +20,11 @@ pub struct Probed {
     pub stopped_because: String,
 }
 
-/// Probes `url` step by step within `limits`, watching `watch`, and hands each step to
+/// Probes `target` step by step within `limits`, watching `watch`, and hands each step to
 /// `on_step` as soon as it is measured.
 pub fn probe(
-    url: &str,
+    target: &UrlTarget,
     limits: &ProbeLimits,
-    timeout: Duration,
     watch: &[i32],
     stop: &StopSignal,
     mut on_step: impl FnMut(&ProbeStep),
@@ -42,9 +42,9 @@ pub fn probe(
             Next::Stop(why) => break why,
         };
         if let Some(first) = steps.first() {
-            drain(url, first.p50_ms, timeout, stop)?;
+            drain(target, first.p50_ms, stop)?;
         }
-        let step = closed_step(url, concurrency, requests, duration, timeout, stop, watch)?;
+        let step = closed_step(target, concurrency, (requests, duration), stop, watch)?;
         on_step(&step);
         steps.push(step);
         if stop.is_stopped() {
@@ -58,17 +58,16 @@ pub fn probe(
     })
 }
 
-/// Probes `url` as [`probe`] does, printing the steps' table as they are measured and then
-/// the verdict.
+/// Probes `target` as [`probe`] does, printing the steps' table as they are measured and
+/// then the verdict.
 pub fn print_probe(
-    url: &str,
+    target: &UrlTarget,
     limits: &ProbeLimits,
-    timeout: Duration,
     watch: &[i32],
     stop: &StopSignal,
 ) -> Result<Probed> {
     println!("{}", loadlab_report::probe::header());
-    let probed = probe(url, limits, timeout, watch, stop, |step| {
+    let probed = probe(target, limits, watch, stop, |step| {
         println!("{}", loadlab_report::probe::step_line(step));
     })?;
     let verdict = probed.verdict.as_ref();

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use loadlab_analyze::probe::ProbeStep;
 use loadlab_engine::StopSignal;
+use loadlab_input::UrlTarget;
 use loadlab_run::{Model, RunData, Stop, Summary, ValidPlan};
 
 use crate::Result;
@@ -24,22 +25,19 @@ pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(R
 /// One closed-model step of `concurrency` connections and no think time: `requests` requests
 /// (each to completion) or, without a count, until `duration`; at most `duration` either way.
 pub fn closed_step(
-    url: &str,
+    target: &UrlTarget,
     concurrency: usize,
-    requests: Option<u64>,
-    duration: Duration,
-    timeout: Duration,
+    (requests, duration): (Option<u64>, Duration),
     stop: &StopSignal,
     watch: &[i32],
 ) -> Result<ProbeStep> {
     let plan = loadlab_input::lower::url(
-        url,
+        target,
         Model::closed(concurrency, 1),
         Stop {
             duration: Some(duration),
             count: requests,
         },
-        timeout,
         1,
     )?;
     let (_, s) = run_step(&plan, stop, watch)?;
@@ -64,15 +62,14 @@ pub fn closed_step(
 }
 
 /// The latency of one request alone, ms (`None` when it failed).
-pub fn one_request_ms(url: &str, timeout: Duration, stop: &StopSignal) -> Result<Option<f64>> {
+pub fn one_request_ms(target: &UrlTarget, stop: &StopSignal) -> Result<Option<f64>> {
     let plan = loadlab_input::lower::url(
-        url,
+        target,
         Model::closed(1, 1),
         Stop {
             duration: None,
             count: Some(1),
         },
-        timeout,
         1,
     )?;
     let (_, s) = run_step(&plan, stop, &[])?;
@@ -81,10 +78,10 @@ pub fn one_request_ms(url: &str, timeout: Duration, stop: &StopSignal) -> Result
 
 /// Waits until one request alone is answered within 1.5 × `base_ms` (+1 ms) again — the queue
 /// the last step left has drained — or for at most 15 s. Returns how long it waited.
-pub fn drain(url: &str, base_ms: f64, timeout: Duration, stop: &StopSignal) -> Result<Duration> {
+pub fn drain(target: &UrlTarget, base_ms: f64, stop: &StopSignal) -> Result<Duration> {
     let started = Instant::now();
     while started.elapsed() < MAX_DRAIN && !stop.is_stopped() {
-        match one_request_ms(url, timeout, stop)? {
+        match one_request_ms(target, stop)? {
             Some(ms) if ms <= 1.5 * base_ms + 1.0 => break,
             _ => std::thread::sleep(Duration::from_millis(base_ms.clamp(10.0, 1000.0) as u64)),
         }

@@ -89,6 +89,23 @@ pub struct LoadFlags {
     /// Scenario files: send the load here instead of to `config.target` (as Artillery's --target).
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
+    /// Close each connection after its response, so every request opens a new one (and over
+    /// HTTPS makes a handshake), as oha's --disable-keepalive; HTTP/1.1 URLs only.
+    #[arg(long = "no-keepalive", conflicts_with_all = ["http2", "pipeline"])]
+    pub no_keepalive: bool,
+    /// HTTP/2 and TLS verification.
+    #[command(flatten)]
+    pub reach: ReachFlags,
+    /// Thresholds the run must meet, e.g. 'p99<300ms,errors<1%,rps>900' or 'p95{login}<200ms'
+    /// for one request name (repeatable); any failed sets exit code 99.
+    #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = threshold_list)]
+    pub slo: Vec<ThresholdList>,
+}
+
+/// How connections reach a target: HTTP/2 and the checking of HTTPS certificates (`run`, and
+/// the analysis commands that load one URL).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReachFlags {
     /// Speak HTTP/2: ALPN h2 on https:// URLs, prior knowledge (h2c) on http:// ones.
     #[arg(long)]
     pub http2: bool,
@@ -102,10 +119,6 @@ pub struct LoadFlags {
     /// HTTPS: do not verify the servers' certificates (the output says verification was off).
     #[arg(long)]
     pub insecure: bool,
-    /// Thresholds the run must meet, e.g. 'p99<300ms,errors<1%,rps>900' or 'p95{login}<200ms'
-    /// for one request name (repeatable); any failed sets exit code 99.
-    #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = threshold_list)]
-    pub slo: Vec<ThresholdList>,
 }
 
 /// Load flags alone, as an experiment file's workload writes them (`/ping -R 300 -d 10s`).

@@ -19,8 +19,8 @@ mod yaml;
 mod fuzz;
 
 pub use experiment::{Experiment, Workload};
-pub use flags::{is_scenario, ArrivalArg, LoadFlags};
-pub use lower::Overrides;
+pub use flags::{is_scenario, ArrivalArg, LoadFlags, ReachFlags};
+pub use lower::{Overrides, UrlTarget};
 
 /// Input that cannot become a plan, with what is wrong in words (and where, for files).
 #[derive(Debug, thiserror::Error)]

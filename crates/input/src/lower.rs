@@ -14,7 +14,7 @@ use loadlab_run::{
     RequestTemplate, Stop, Threshold, TlsSettings, ValidPlan,
 };
 
-use crate::flags::{ArrivalArg, LoadFlags};
+use crate::flags::{ArrivalArg, LoadFlags, ReachFlags};
 use crate::scenario::{self, Phases};
 use crate::target::{parse_header, resolve, RequestSpec};
 use crate::InputError;
@@ -130,6 +130,11 @@ fn protocol(http2: Option<Option<usize>>) -> Protocol {
 
 /// `--http2` and `--streams` as [`protocol`] takes them.
 fn http2_flags(f: &LoadFlags) -> Option<Option<usize>> {
+    http2_reach(&f.reach)
+}
+
+/// [`http2_flags`] of a [`ReachFlags`] group.
+fn http2_reach(f: &ReachFlags) -> Option<Option<usize>> {
     f.http2.then_some(f.streams)
 }
 
@@ -157,6 +162,13 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
                 "give one scenario file and no URLs".into(),
             ));
         }
+        if f.no_keepalive {
+            return Err(InputError::Flags(
+                "--no-keepalive applies to URLs; in a scenario file, give its requests the \
+                 header 'Connection: close'"
+                    .into(),
+            ));
+        }
         let overrides = Overrides {
             target: f.target.clone(),
             threads: f.threads,
@@ -168,8 +180,8 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             connect_timeout: f.connect_timeout,
             connect_rate: f.connect_rate,
             source_addrs: source_addrs(f),
-            cacert: f.cacert.clone(),
-            insecure: f.insecure,
+            cacert: f.reach.cacert.clone(),
+            insecure: f.reach.insecure,
             http2: http2_flags(f),
             thresholds: thresholds(f),
         };
@@ -199,18 +211,53 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
     urls(&f).map_err(InputError::flags)
 }
 
-/// `GET url` under `model` until `stop`, on `threads` generator threads: what the probe and
-/// the capacity search run step by step.
+/// A URL the analysis commands load step by step (probe, capacity), with how to reach it.
+#[derive(Debug, Clone)]
+pub struct UrlTarget {
+    /// The URL, as given.
+    pub url: String,
+    /// Request timeout.
+    pub timeout: Duration,
+    /// How an `https://` URL's certificate is checked.
+    pub tls: TlsSettings,
+    /// HTTP/1.1 or HTTP/2.
+    pub protocol: Protocol,
+}
+
+impl UrlTarget {
+    /// `url` with `--timeout` and the `reach` flags; a CA file is read here, so a missing one
+    /// is refused before anything runs.
+    pub fn new(url: &str, timeout: Duration, reach: &ReachFlags) -> Result<Self, InputError> {
+        Ok(UrlTarget {
+            url: url.to_string(),
+            timeout,
+            tls: tls(reach.cacert.as_deref(), reach.insecure).map_err(InputError::flags)?,
+            protocol: protocol(http2_reach(reach)),
+        })
+    }
+
+    /// `url` over plain HTTP/1.1 defaults (no CA file, verification on).
+    pub fn plain(url: &str, timeout: Duration) -> Self {
+        UrlTarget {
+            url: url.to_string(),
+            timeout,
+            tls: TlsSettings::default(),
+            protocol: Protocol::Http1,
+        }
+    }
+}
+
+/// `GET` of the target's URL under `model` until `stop`, on `threads` generator threads: what
+/// the probe and the capacity search run step by step.
 pub fn url(
-    url: &str,
+    target: &UrlTarget,
     model: Model,
     stop: Stop,
-    timeout: Duration,
     threads: usize,
 ) -> Result<ValidPlan, InputError> {
     let spec = RequestSpec {
-        name: url.to_string(),
-        url: url.to_string(),
+        name: target.url.clone(),
+        url: target.url.clone(),
         method: defaults::METHOD.into(),
         headers: Vec::new(),
         body: Vec::new(),
@@ -221,13 +268,13 @@ pub fn url(
         requests,
         model,
         stop,
-        timeout: Some(timeout),
+        timeout: Some(target.timeout),
         connect_timeout: None,
         threads: Some(threads),
         connect_rate: None,
         source_addrs: Vec::new(),
-        tls: TlsSettings::default(),
-        protocol: Protocol::Http1,
+        tls: target.tls.clone(),
+        protocol: target.protocol,
         thresholds: Vec::new(),
     })?)
 }
@@ -315,11 +362,16 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
         bail!("method {given:?} is not an HTTP method");
     }
-    let headers = f
+    let mut headers = f
         .headers
         .iter()
         .map(|h| parse_header(h))
         .collect::<Result<Vec<_>>>()?;
+    if f.no_keepalive {
+        // The server closes after answering; the engine then opens the next connection.
+        headers.retain(|(k, _)| !k.eq_ignore_ascii_case("connection"));
+        headers.push(("Connection".into(), "close".into()));
+    }
     let body = match (&f.body, &f.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
         (None, Some(file)) => std::fs::read(file)
@@ -388,7 +440,7 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
         threads: f.threads,
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
-        tls: tls(f.cacert.as_deref(), f.insecure)?,
+        tls: tls(f.reach.cacert.as_deref(), f.reach.insecure)?,
         protocol: protocol(http2_flags(f)),
         thresholds: thresholds(f),
     })?)
@@ -438,7 +490,10 @@ mod tests {
         .unwrap();
         let from_flags = urls(&LoadFlags {
             urls: vec!["https://127.0.0.1/x".into()],
-            cacert: Some(ca.clone()),
+            reach: ReachFlags {
+                cacert: Some(ca.clone()),
+                ..ReachFlags::default()
+            },
             ..LoadFlags::default()
         })
         .unwrap();
@@ -518,8 +573,11 @@ mod tests {
     fn http2_and_its_streams_reach_the_plan_from_flags_and_files_and_refuse_pipelining() {
         let flags = |http2: bool, streams: Option<usize>, pipeline: Option<usize>| LoadFlags {
             urls: vec!["http://127.0.0.1:9/x".into()],
-            http2,
-            streams,
+            reach: ReachFlags {
+                http2,
+                streams,
+                ..ReachFlags::default()
+            },
             pipeline,
             ..LoadFlags::default()
         };
@@ -554,5 +612,24 @@ mod tests {
         let plain = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
         let http1 = scenario_text(&plain, file, &Overrides::default()).unwrap();
         assert_eq!(http1.protocol, Protocol::Http1);
+    }
+
+    #[test]
+    fn no_keepalive_asks_the_server_to_close_after_each_response() {
+        let plan = urls(&LoadFlags {
+            urls: vec!["http://127.0.0.1:9/x".into()],
+            headers: vec!["connection: keep-alive".into(), "X-A: 1".into()],
+            no_keepalive: true,
+            ..LoadFlags::default()
+        })
+        .unwrap();
+        let headers = &plan.requests[0].headers;
+        assert_eq!(
+            headers,
+            &vec![
+                ("X-A".to_string(), "1".to_string()),
+                ("Connection".to_string(), "close".to_string())
+            ]
+        );
     }
 }

@@ -11,6 +11,7 @@ use loadlab_analyze::capacity::{
 };
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
+use loadlab_input::UrlTarget;
 use loadlab_run::{Model, RatePhase, Stop};
 use serde::Serialize;
 
@@ -45,9 +46,10 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     if a.warmup.subsec_nanos() != 0 || a.step.subsec_nanos() != 0 {
         bail!("--warmup and --step are whole seconds, such as 2s and 5s");
     }
+    let target = UrlTarget::new(&a.url, a.timeout, &a.reach)?;
     let stop = loadlab_harness::interrupt_signal()?;
     let started = Instant::now();
-    let base_ms = one_request_ms(&a.url, a.timeout, &stop)?
+    let base_ms = one_request_ms(&target, &stop)?
         .with_context(|| format!("{} did not answer one request with a success; check the URL and that the service is up", a.url))?;
     println!(
         "loadlab capacity {}: SLO {} (warm-up {:?} discarded, {:?} measured per rate)",
@@ -55,7 +57,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     );
     let plateau = match a.start {
         Some(_) => None,
-        None => climb_to_plateau(&a, base_ms, &stop)?,
+        None => climb_to_plateau(&a, &target, base_ms, &stop)?,
     };
     // Without a plateau (the climb failed at once), one connection's rate: any service serves
     // that much.
@@ -88,10 +90,10 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
             );
         }
         if !steps.is_empty() {
-            drain(&a.url, base_ms, a.timeout, &stop)?;
+            drain(&target, base_ms, &stop)?;
         }
         let plan = loadlab_input::lower::url(
-            &a.url,
+            &target,
             Model::open_phases(
                 vec![
                     RatePhase::constant("warm-up", rate, Some(a.warmup)),
@@ -101,7 +103,6 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
                 a.max_connections,
             ),
             Stop::default(),
-            a.timeout,
             threads,
         )?;
         let (run, _) = run_step(&plan, &stop, &[])?;
@@ -214,6 +215,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
 /// throughput, or `None` when no step completed.
 fn climb_to_plateau(
     a: &CapacityArgs,
+    target: &UrlTarget,
     base_ms: f64,
     stop: &loadlab_engine::StopSignal,
 ) -> Result<Option<f64>> {
@@ -231,14 +233,12 @@ fn climb_to_plateau(
             break;
         }
         if !steps.is_empty() {
-            drain(&a.url, base_ms, a.timeout, stop)?;
+            drain(target, base_ms, stop)?;
         }
         steps.push(closed_step(
-            &a.url,
+            target,
             concurrency,
-            requests,
-            max_duration,
-            a.timeout,
+            (requests, max_duration),
             stop,
             &[],
         )?);

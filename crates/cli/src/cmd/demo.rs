@@ -215,13 +215,9 @@ fn black_box(stop: &loadlab_engine::StopSignal) -> Result<()> {
         max_time: Duration::from_secs(30),
         ..Default::default()
     };
-    loadlab_harness::probe::print_probe(
-        &server.url("/bbox/sync"),
-        &limits,
-        Duration::from_secs(10),
-        &[],
-        stop,
-    )?;
+    let target =
+        loadlab_input::UrlTarget::plain(&server.url("/bbox/sync"), Duration::from_secs(10));
+    loadlab_harness::probe::print_probe(&target, &limits, &[], stop)?;
     Ok(())
 }
 

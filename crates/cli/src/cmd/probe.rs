@@ -5,6 +5,7 @@
 use anyhow::Result;
 use loadlab_analyze::probe::{ProbeLimits, ProbeStep, Verdict};
 use loadlab_harness::probe::print_probe;
+use loadlab_input::UrlTarget;
 use loadlab_run::{Model, Stop};
 use serde::Serialize;
 
@@ -23,8 +24,15 @@ struct ProbeReport<'a> {
 
 /// Runs `loadlab probe`.
 pub fn main(a: ProbeArgs) -> Result<Outcome> {
-    // Checks the URL before anything runs.
-    loadlab_input::lower::url(&a.url, Model::closed(1, 1), Stop::default(), a.timeout, 1)?;
+    if a.reach.streams.is_some() {
+        anyhow::bail!(
+            "--streams does not apply to probe: each step's concurrency is its connections, one \
+             request in flight each"
+        );
+    }
+    // Checks the URL (and any CA file) before anything runs.
+    let target = UrlTarget::new(&a.url, a.timeout, &a.reach)?;
+    loadlab_input::lower::url(&target, Model::closed(1, 1), Stop::default(), 1)?;
     let limits = ProbeLimits {
         max_concurrency: a.max_concurrency,
         max_time: a.max_time,
@@ -38,7 +46,7 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
         limits.max_concurrency,
         limits.max_time.as_secs_f64()
     );
-    let probed = print_probe(&a.url, &limits, a.timeout, &a.watch_pid, &stop)?;
+    let probed = print_probe(&target, &limits, &a.watch_pid, &stop)?;
     if let Some(path) = &a.json {
         let report = ProbeReport {
             url: &a.url,
