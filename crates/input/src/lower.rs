@@ -506,7 +506,10 @@ mod tests {
         let from_workload = workload(
             &LoadFlags {
                 urls: vec!["https://127.0.0.1:8443/y".into(), "/z".into()],
-                insecure: true,
+                reach: ReachFlags {
+                    insecure: true,
+                    ..ReachFlags::default()
+                },
                 ..LoadFlags::default()
             },
             &["http://127.0.0.1:1".to_string()],
@@ -550,10 +553,9 @@ mod tests {
         let text = "config:\n  target: \"http://127.0.0.1:1\"\n  http:\n    timeout: 2\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
         let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default()).unwrap();
         let from_url = url(
-            "http://127.0.0.1:1/x",
+            &UrlTarget::plain("http://127.0.0.1:1/x", Duration::from_secs(2)),
             Model::closed(1, 1),
             Stop::default(),
-            Duration::from_secs(2),
             1,
         )
         .unwrap();
