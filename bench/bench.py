@@ -117,6 +117,12 @@ def parse_hey(text, _json, secs):
     return rps, int(total.group(1)) if total else 0, float("nan"), float("nan")
 
 
+def parse_h2load(text, _json, secs):
+    rps = float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", text).group(1))
+    done = int(re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", text).group(1))
+    return rps, done, float("nan"), float("nan")
+
+
 def parse_vegeta(text, json_path, secs):
     s = json.loads(Path(json_path).read_text())
     return s["throughput"], s["requests"], s["latencies"]["50th"] / 1e6, s["latencies"]["99th"] / 1e6
@@ -138,6 +144,8 @@ class Scenario:
     what: str
     # tool -> function(url, secs, json_path, tmpdir) -> (argv, parser) ; argv None if n/a
     tools: dict = field(default_factory=dict)
+    # "http": nginx's plain port; "https": its TLS port (self-signed, HTTP/2 by ALPN)
+    scheme: str = "http"
 
 
 LOADLAB = str(ROOT / "target" / "release" / "loadlab")
@@ -200,6 +208,14 @@ def loadlab_users_cmd():
     return build
 
 
+def oha_cmd(*flags):
+    return lambda url, secs, j, tmp: ([find("oha"), *flags, "-z", f"{secs}s", "--no-tui", "--output-format", "json", "-o", j, url], parse_oha)
+
+
+def wrk_cmd(*flags):
+    return lambda url, secs, j, tmp: ([find("wrk"), "-t1", *flags, f"-d{secs}s", url], parse_wrk)
+
+
 SCENARIOS = [
     Scenario(
         "closed-50",
@@ -237,6 +253,36 @@ SCENARIOS = [
             "wrk": lambda url, secs, j, tmp: ([find("wrk"), "-t1", "-c2000", f"-d{secs}s", url], parse_wrk),
             "oha": lambda url, secs, j, tmp: ([find("oha"), "-c", "2000", "-z", f"{secs}s", "--no-tui", "--output-format", "json", "-o", j, url], parse_oha),
         },
+    ),
+    Scenario(
+        "https-closed-50",
+        "HTTPS (TLS 1.3, HTTP/1.1), closed model, 50 keep-alive connections",
+        {
+            "loadlab": loadlab_cmd("-c", "50", "--insecure"),
+            "wrk": wrk_cmd("-c50"),
+            "oha": oha_cmd("-c", "50", "--insecure"),
+        },
+        scheme="https",
+    ),
+    Scenario(
+        "h2-closed",
+        "HTTP/2 over TLS, closed model, 10 connections × 10 streams",
+        {
+            "loadlab": loadlab_cmd("--http2", "-c", "10", "--streams", "10", "--insecure"),
+            "h2load": lambda url, secs, j, tmp: ([find("h2load"), "-t", "1", "-c", "10", "-m", "10", "-D", str(secs), url], parse_h2load),
+            "oha": oha_cmd("--http2", "-c", "10", "-p", "10", "--insecure"),
+        },
+        scheme="https",
+    ),
+    Scenario(
+        "https-handshake",
+        "HTTPS, a new connection and TLS handshake per request (resumed), 50 at once",
+        {
+            "loadlab": loadlab_cmd("-c", "50", "--no-keepalive", "--insecure"),
+            "oha": oha_cmd("-c", "50", "--disable-keepalive", "--insecure"),
+            "wrk": wrk_cmd("-c50", "-H", "Connection: close"),
+        },
+        scheme="https",
     ),
 ]
 
@@ -699,17 +745,27 @@ def ceiling_table(tools, steps, best, args):
 
 # ---------------------------------------------------------------- nginx
 
-def start_nginx(tmp, port, cpu):
+def start_nginx(tmp, port, cpu, tls_port=None):
+    """nginx on `port` (plain HTTP) and, with `tls_port`, on a TLS port with HTTP/2 by ALPN and
+    a session cache, on a self-signed certificate made here."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("error: nginx is missing; run bash bench/install-peers.sh")
     conf = Path(tmp) / "nginx.conf"
     (Path(tmp) / "logs").mkdir(exist_ok=True)
+    tls = ""
+    if tls_port:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", f"{tmp}/key.pem", "-out", f"{tmp}/cert.pem", "-days", "2", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+        tls = (f"  ssl_session_cache shared:bench:10m;\n"
+               f"  server {{ listen 127.0.0.1:{tls_port} ssl http2 backlog=4096; ssl_certificate {tmp}/cert.pem; "
+               f"ssl_certificate_key {tmp}/key.pem; location / {{ return 200 \"ok\"; }} }}\n")
     conf.write_text(
         f"worker_processes 1;\ndaemon off;\npid {tmp}/nginx.pid;\nerror_log {tmp}/logs/error.log warn;\n"
         "worker_rlimit_nofile 20000;\nevents { worker_connections 10000; }\n"
         f"http {{ access_log off; keepalive_requests 10000000; keepalive_timeout 120s;\n"
-        f"  server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 \"ok\"; }} }} }}\n"
+        f"  server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 \"ok\"; }} }}\n{tls}}}\n"
     )
     cmd = (["taskset", "-c", str(cpu)] if cpu is not None else []) + [nginx, "-p", tmp, "-c", str(conf)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -735,7 +791,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, open-ceiling, serve-ping; "
+    ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, "
+                    "https-closed-50, h2-closed, https-handshake, open-ceiling, serve-ping; "
                     "conns-19000, conns-20000, conns-100000, seed-004-logging run only when named)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     ap.add_argument("--baseline", default="", help="another loadlab binary (an older build) run as 'loadlab-baseline' in every row loadlab runs in, to compare builds in one run")
@@ -759,9 +816,10 @@ def main():
     wanted_tools = set(filter(None, args.tools.split(",")))
 
     with tempfile.TemporaryDirectory(prefix="loadlab-bench-") as tmp:
-        port = free_port()
-        nginx = start_nginx(tmp, port, server_cpu)
+        port, tls_port = free_port(), free_port()
+        nginx = start_nginx(tmp, port, server_cpu, tls_port)
         url = f"http://127.0.0.1:{port}/"
+        urls = {"http": url, "https": f"https://127.0.0.1:{tls_port}/"}
         try:
             for sc in SCENARIOS:
                 if only and sc.name not in only:
@@ -780,7 +838,7 @@ def main():
                             results.setdefault(tool, []).append(None)
                             continue
                         j = str(Path(tmp) / f"{sc.name}-{tool}-{rnd}.json")
-                        argv, parser = sc.tools[tool](url, args.seconds, j, tmp)
+                        argv, parser = sc.tools[tool](urls[sc.scheme], args.seconds, j, tmp)
                         raw = out_dir / f"{sc.name}-{tool}-{rnd}.out"
                         code, cpu, rss, text = run_measured(argv, client_cpu, args.seconds * 3 + 30, raw)
                         try:

@@ -8,8 +8,8 @@ export GOBIN="$PWD/tools/bin"
 
 need() { ! command -v "$1" >/dev/null 2>&1 && [ ! -x "tools/bin/$1" ]; }
 
-if need nginx || need wrk || [ ! -x /usr/bin/time ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk time
+if need nginx || need wrk || need h2load || [ ! -x /usr/bin/time ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk time nghttp2-client
 fi
 need vegeta && go install github.com/tsenart/vegeta/v12@v12.13.0
 need k6 && go install go.k6.io/k6@latest
