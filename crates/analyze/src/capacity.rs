@@ -361,6 +361,7 @@ mod tests {
             requests: 50,
             error_pct: 0.0,
             server_cpu_pct: None,
+            server_cpu_wait_pct: None,
         };
         // 5 workers of 389 ms: 2.6 req/s per connection up to 12.9; far past the knee a short
         // step reads 7 % high.

@@ -845,6 +845,7 @@ mod tests {
                 samples: vec![ProcessSample {
                     second: 0,
                     cpu_pct: 50.0,
+                    cpu_wait_pct: 0.0,
                     rss_mb: 1.0,
                 }],
             }],
@@ -868,6 +869,7 @@ mod tests {
             samples: vec![ProcessSample {
                 second: 0,
                 cpu_pct,
+                cpu_wait_pct: 0.0,
                 rss_mb: 1.0,
             }],
         }

@@ -42,6 +42,20 @@ pub struct ProbeStep {
     pub error_pct: f64,
     /// CPU of the watched server during the step, percent of one core (summed over processes).
     pub server_cpu_pct: Option<f64>,
+    /// Time the watched server's threads were runnable but waiting for a CPU during the step,
+    /// percent of one core: on a machine shared with other work, the CPU it wanted is this
+    /// plus `server_cpu_pct`.
+    pub server_cpu_wait_pct: Option<f64>,
+}
+
+impl ProbeStep {
+    /// The CPU the server wanted during the step: what it used plus what it waited for,
+    /// percent of one core. A busy service starved by other processes is as CPU-bound as one
+    /// that has the cores to itself.
+    pub fn server_cpu_demand_pct(&self) -> Option<f64> {
+        self.server_cpu_pct
+            .map(|c| c + self.server_cpu_wait_pct.unwrap_or(0.0))
+    }
 }
 
 /// Limits of a probe.
@@ -381,10 +395,10 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     // step (one connection) is CPU-bound on that many cores, whatever the latency jump says:
     // throughput that still rose while its CPU stayed flat was its code warming up (a JIT
     // compiling a hot loop), which makes each request cheaper, not more workers.
-    let first_cpu = sorted.first().and_then(|s| s.server_cpu_pct);
+    let first_cpu = sorted.first().and_then(|s| s.server_cpu_demand_pct());
     let busiest_cpu = sorted
         .iter()
-        .filter_map(|s| s.server_cpu_pct)
+        .filter_map(|s| s.server_cpu_demand_pct())
         .fold(0.0, f64::max);
     let cores = ((busiest_cpu / 100.0).round() as usize).max(1);
     let warmed = cores < k
@@ -412,7 +426,7 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     let plateau_cpu = sorted
         .iter()
         .filter(|s| s.concurrency > k)
-        .filter_map(|s| s.server_cpu_pct)
+        .filter_map(|s| s.server_cpu_demand_pct())
         .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
     let cpu = warmed || plateau_cpu.is_some_and(|c| c >= CPU_SATURATED_PCT * k as f64);
     let after = sorted.iter().find(|s| s.concurrency == k + 1);
@@ -548,6 +562,7 @@ mod tests {
             requests: 100,
             error_pct: 0.0,
             server_cpu_pct: Some(cpu_per_worker * k),
+            server_cpu_wait_pct: None,
         }
     }
 
@@ -706,6 +721,7 @@ mod tests {
                     requests: 100,
                     error_pct: 0.0,
                     server_cpu_pct: None,
+                    server_cpu_wait_pct: None,
                 }
             })
             .collect();
@@ -766,6 +782,7 @@ mod tests {
             mean_ms: p50,
             error_pct: 0.0,
             server_cpu_pct: Some(cpu),
+            server_cpu_wait_pct: None,
         };
         let steps = [
             step(1, 92.7, 98.3, 10.6, 98.0),
@@ -790,6 +807,24 @@ mod tests {
         assert_eq!((v.kind, v.workers), (Kind::Cpu, Some(1)));
         let v = verdict(&synthetic(Some(2), 100.0, 3.0, 4)).unwrap();
         assert_eq!((v.kind, v.workers), (Kind::Sync, Some(2)));
+    }
+
+    #[test]
+    fn a_busy_worker_starved_of_cpu_by_other_work_is_still_cpu_bound() {
+        // One busy worker on a machine shared with other work: it gets 60 % of a core and
+        // waits for the CPU the other 40 %.
+        let starved: Vec<ProbeStep> = synthetic(Some(1), 100.0, 60.0, 4)
+            .into_iter()
+            .map(|s| ProbeStep {
+                server_cpu_wait_pct: Some(40.0),
+                ..s
+            })
+            .collect();
+        let v = verdict(&starved).unwrap();
+        assert_eq!((v.kind, v.workers), (Kind::Cpu, Some(1)));
+        // Without the wait, 60 % of a core is a worker that sleeps: synchronous.
+        let v = verdict(&synthetic(Some(1), 100.0, 60.0, 4)).unwrap();
+        assert_eq!(v.kind, Kind::Sync);
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub fn closed_step(
         requests: s.requests.completed,
         error_pct: error_pct(&s),
         server_cpu_pct: server_cpu(&s),
+        server_cpu_wait_pct: s
+            .server
+            .as_ref()
+            .map(|sv| sv.processes.iter().map(|p| p.cpu_wait_pct_avg).sum()),
     })
 }
 

@@ -34,10 +34,12 @@ pub struct Sampler {
 /// CPU ticks and when they were read, per PID.
 struct Previous {
     ticks: u64,
+    /// Nanoseconds its threads spent runnable but waiting for a CPU (`schedstat`'s run delay).
+    waited_ns: u64,
     at: Instant,
-    /// Ticks and time at the start of the last sample's interval, to stretch it over a short
-    /// last reading.
-    sample_from: Option<(u64, Instant)>,
+    /// Ticks, run delay and time at the start of the last sample's interval, to stretch it
+    /// over a short last reading.
+    sample_from: Option<(u64, u64, Instant)>,
 }
 
 impl Sampler {
@@ -149,18 +151,21 @@ impl Reader<'_> {
                 continue;
             };
             let ticks = stat.utime + stat.stime;
+            let waited_ns = run_delay_ns(pid);
             let rss_mb = (stat.rss * page) as f64 / (1024.0 * 1024.0);
             let mut sample_from = None;
             if let Some(prev) = previous.get(&pid) {
                 let short = merge_under.is_some_and(|m| now.duration_since(prev.at) < m);
                 let last = series.get_mut(&pid).and_then(|s| s.samples.last_mut());
-                let (from_ticks, from_at) = match (short, last, prev.sample_from) {
+                let (from_ticks, from_waited, from_at) = match (short, last, prev.sample_from) {
                     (true, Some(_), Some(from)) => from,
-                    _ => (prev.ticks, prev.at),
+                    _ => (prev.ticks, prev.waited_ns, prev.at),
                 };
                 let wall = now.duration_since(from_at).as_secs_f64().max(1e-3);
                 let cpu_pct =
                     100.0 * (ticks.saturating_sub(from_ticks)) as f64 / ticks_per_s / wall;
+                let cpu_wait_pct =
+                    100.0 * waited_ns.saturating_sub(from_waited) as f64 / 1e9 / wall;
                 let samples = &mut series
                     .entry(pid)
                     .or_insert_with(|| ProcessSeries {
@@ -177,20 +182,37 @@ impl Reader<'_> {
                 samples.push(ProcessSample {
                     second,
                     cpu_pct,
+                    cpu_wait_pct,
                     rss_mb,
                 });
-                sample_from = Some((from_ticks, from_at));
+                sample_from = Some((from_ticks, from_waited, from_at));
             }
             previous.insert(
                 pid,
                 Previous {
                     ticks,
+                    waited_ns,
                     at: now,
                     sample_from,
                 },
             );
         }
     }
+}
+
+/// Nanoseconds the threads of `pid` have spent runnable but waiting for a CPU, summed over its
+/// live threads (`/proc/PID/task/*/schedstat`); 0 where the kernel does not keep schedstats.
+/// A process that waits for the CPU as much as it runs wants more CPU than it gets: on a
+/// shared machine its CPU percent alone understates its demand.
+fn run_delay_ns(pid: i32) -> u64 {
+    let Ok(tasks) = Process::new(pid).and_then(|p| p.tasks()) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| t.schedstat().ok())
+        .map(|s| s.run_delay)
+        .sum()
 }
 
 /// The roots that still run and all their descendants.

@@ -156,13 +156,16 @@ impl SavedRun {
     }
 }
 
-/// Reads `server.csv` (second,pid,name,cpu_pct,rss_mb) into per-process series.
+/// Reads `server.csv` (second,pid,name,cpu_pct,rss_mb, and cpu_wait_pct since it was added)
+/// into per-process series.
 fn read_server_csv(text: &str) -> crate::ServerData {
     let mut processes: Vec<crate::ProcessSeries> = Vec::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
-        let [second, pid, name, cpu, rss] = f.as_slice() else {
-            continue;
+        let (second, pid, name, cpu, rss, wait) = match f.as_slice() {
+            [second, pid, name, cpu, rss] => (second, pid, name, cpu, rss, &"0"),
+            [second, pid, name, cpu, rss, wait] => (second, pid, name, cpu, rss, wait),
+            _ => continue,
         };
         let (Ok(second), Ok(pid)) = (second.parse::<u64>(), pid.parse::<u32>()) else {
             continue;
@@ -170,6 +173,7 @@ fn read_server_csv(text: &str) -> crate::ServerData {
         let sample = crate::ProcessSample {
             second,
             cpu_pct: cpu.parse().unwrap_or(0.0),
+            cpu_wait_pct: wait.parse().unwrap_or(0.0),
             rss_mb: rss.parse().unwrap_or(0.0),
         };
         match processes.iter_mut().find(|p| p.pid == pid) {
@@ -299,4 +303,21 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
         latency,
         profile,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_server_csv;
+
+    #[test]
+    fn server_csv_reads_with_and_without_the_cpu_wait_column() {
+        let old = read_server_csv("second,pid,name,cpu_pct,rss_mb\n0,7,node,50.0,10.00\n");
+        let new = read_server_csv(
+            "second,pid,name,cpu_pct,rss_mb,cpu_wait_pct\n0,7,node,50.0,10.00,30.0\n",
+        );
+        assert_eq!(old.processes[0].samples[0].cpu_wait_pct, 0.0);
+        assert_eq!(old.processes[0].samples[0].cpu_pct, 50.0);
+        assert_eq!(new.processes[0].samples[0].cpu_wait_pct, 30.0);
+        assert_eq!(new.processes[0].samples[0].rss_mb, 10.0);
+    }
 }

@@ -10,6 +10,9 @@ pub struct ProcessSample {
     pub second: u64,
     /// CPU used since the previous sample, percent of one core.
     pub cpu_pct: f64,
+    /// Time its threads were runnable but waiting for a CPU since the previous sample,
+    /// percent of one core: with `cpu_pct`, the CPU it wanted.
+    pub cpu_wait_pct: f64,
     /// Resident memory, MB.
     pub rss_mb: f64,
 }
@@ -32,6 +35,14 @@ impl ProcessSeries {
             return 0.0;
         }
         self.samples.iter().map(|s| s.cpu_pct).sum::<f64>() / self.samples.len() as f64
+    }
+
+    /// Mean percent of one core its threads waited for a CPU over the samples.
+    pub fn cpu_wait_pct_avg(&self) -> f64 {
+        if self.samples.is_empty() {
+            return 0.0;
+        }
+        self.samples.iter().map(|s| s.cpu_wait_pct).sum::<f64>() / self.samples.len() as f64
     }
 
     /// Highest CPU percent of any sample.
@@ -94,17 +105,18 @@ pub struct ServerData {
 impl ServerData {
     /// Writes `server.csv`: one line per process per second.
     pub fn write_csv(&self, w: &mut impl Write) -> io::Result<()> {
-        writeln!(w, "second,pid,name,cpu_pct,rss_mb")?;
+        writeln!(w, "second,pid,name,cpu_pct,rss_mb,cpu_wait_pct")?;
         for p in &self.processes {
             for s in &p.samples {
                 writeln!(
                     w,
-                    "{},{},{},{:.1},{:.2}",
+                    "{},{},{},{:.1},{:.2},{:.1}",
                     s.second,
                     p.pid,
                     p.name.replace(',', "_"),
                     s.cpu_pct,
-                    s.rss_mb
+                    s.rss_mb,
+                    s.cpu_wait_pct
                 )?;
             }
         }
@@ -155,11 +167,13 @@ mod tests {
                 ProcessSample {
                     second: 0,
                     cpu_pct: 50.0,
+                    cpu_wait_pct: 0.0,
                     rss_mb: 10.0,
                 },
                 ProcessSample {
                     second: 1,
                     cpu_pct: 100.0,
+                    cpu_wait_pct: 20.0,
                     rss_mb: 12.5,
                 },
             ],
@@ -167,6 +181,7 @@ mod tests {
         assert_eq!(p.cpu_pct_avg(), 75.0);
         assert_eq!(p.cpu_pct_max(), 100.0);
         assert_eq!(p.rss_mb_max(), 12.5);
+        assert_eq!(p.cpu_wait_pct_avg(), 10.0);
         let mut out = Vec::new();
         ServerData {
             processes: vec![p],
@@ -175,7 +190,7 @@ mod tests {
         .write_csv(&mut out)
         .unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert_eq!(text.lines().nth(2), Some("1,7,node_app,100.0,12.50"));
+        assert_eq!(text.lines().nth(2), Some("1,7,node_app,100.0,12.50,20.0"));
         let stores = ServerData {
             processes: Vec::new(),
             stores: vec![StoreSeries {

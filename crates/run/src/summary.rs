@@ -323,6 +323,10 @@ pub struct ServerProcess {
     pub cpu_pct_avg: f64,
     /// Highest one-second CPU, percent of one core.
     pub cpu_pct_max: f64,
+    /// Mean time its threads were runnable but waiting for a CPU, percent of one core (the
+    /// machine's other work took it); with `cpu_pct_avg`, the CPU it wanted.
+    #[serde(default)]
+    pub cpu_wait_pct_avg: f64,
     /// Highest resident memory, MB.
     pub rss_mb_max: f64,
 }
@@ -777,6 +781,7 @@ impl Summary {
                         pid: p.pid,
                         cpu_pct_avg: p.cpu_pct_avg(),
                         cpu_pct_max: p.cpu_pct_max(),
+                        cpu_wait_pct_avg: p.cpu_wait_pct_avg(),
                         rss_mb_max: p.rss_mb_max(),
                     })
                     .collect(),
