@@ -401,29 +401,35 @@ fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Findin
 const BUSY_PROCESS_PCT: f64 = 85.0;
 
 /// Among several watched processes (tiers: balancer, replicas, consumers, store), the one
-/// whose CPU ran highest, when it ran near a full core: by the utilization law it is the first
-/// to saturate as the load grows.
+/// that wanted the most CPU (what it ran plus what it waited for on a shared machine), when
+/// that was near a full core: by the utilization law it is the first to saturate as the load
+/// grows.
 fn busiest_process(s: &Summary, out: &mut Vec<Finding>) {
     let Some(server) = &s.server else { return };
     if server.processes.len() < 2 {
         return;
     }
+    let wanted = |p: &loadlab_run::summary::ServerProcess| p.cpu_pct_avg + p.cpu_wait_pct_avg;
     let Some(top) = server
         .processes
         .iter()
-        .max_by(|a, b| a.cpu_pct_avg.total_cmp(&b.cpu_pct_avg))
+        .max_by(|a, b| wanted(a).total_cmp(&wanted(b)))
     else {
         return;
     };
-    if top.cpu_pct_avg < BUSY_PROCESS_PCT {
+    if wanted(top) < BUSY_PROCESS_PCT {
         return;
     }
     let total: f64 = server.processes.iter().map(|p| p.cpu_pct_avg).sum();
+    let waited = match top.cpu_wait_pct_avg {
+        w if w >= 5.0 => format!(" and waited for one {w:.0} % of the time"),
+        _ => String::new(),
+    };
     out.push(finding(
         "busiest_process",
         format!(
             "{} (pid {}) was the busiest of the {} watched processes at {:.0} % of a core on \
-             average ({:.0} % of all their CPU): its tier saturates first",
+             average{waited} ({:.0} % of all their CPU): its tier saturates first",
             top.name,
             top.pid,
             server.processes.len(),
@@ -432,7 +438,11 @@ fn busiest_process(s: &Summary, out: &mut Vec<Finding>) {
         ),
         "scale that tier (more replicas, workers or consumers) or make it cheaper, then run \
          again to see which tier saturates next",
-        &[("cpu_pct_avg", top.cpu_pct_avg), ("pid", top.pid as f64)],
+        &[
+            ("cpu_pct_avg", top.cpu_pct_avg),
+            ("cpu_wait_pct_avg", top.cpu_wait_pct_avg),
+            ("pid", top.pid as f64),
+        ],
     ));
 }
 
@@ -936,6 +946,23 @@ mod tests {
         assert!(f.iter().all(|f| f.kind != "busiest_process"), "{f:?}");
         let q = f.iter().find(|f| f.kind == "queue_backlog").unwrap();
         assert!(q.message.contains("backlog of 400") && q.message.contains("caught up"));
+
+        // A tier starved of CPU by other work wanted a core even though it ran 60 % of one.
+        let mut starved = process(2, "consumer", 60.0);
+        starved.samples[0].cpu_wait_pct = 35.0;
+        r.server = Some(ServerData {
+            processes: vec![process(1, "loadlab", 40.0), starved],
+            stores: Vec::new(),
+        });
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        let busy = f.iter().find(|f| f.kind == "busiest_process").unwrap();
+        assert!(
+            busy.message
+                .contains("60 % of a core on average and waited for one 35 %"),
+            "{}",
+            busy.message
+        );
     }
 
     #[test]
