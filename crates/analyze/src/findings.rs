@@ -314,12 +314,18 @@ fn littles_law(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
         "on average {l:.1} requests were in flight ({x:.0} req/s × {:.2} ms, Little's law)",
         r * 1000.0
     );
+    // What a connection holds at once: its pipeline over HTTP/1.1, its streams over HTTP/2.
+    let streams = run.plan.protocol.streams();
+    let per_connection = |n: usize| match streams {
+        1 => format!("{n} connections"),
+        s => format!("{n} connections × {s} streams"),
+    };
     match &run.plan.model {
         Model::Closed {
             connections,
             pipeline,
-        } if l < IDLE_CONNECTIONS * (connections * pipeline) as f64 => {
-            let slots = connections * pipeline;
+        } if l < IDLE_CONNECTIONS * (connections * pipeline * streams) as f64 => {
+            let slots = connections * pipeline * streams;
             let idle = 100.0 * (1.0 - l / slots as f64);
             out.push(finding(
                 "littles_law",
@@ -338,14 +344,15 @@ fn littles_law(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
                 max_connections, ..
             },
             ..
-        } if l >= NEAR_CAP * *max_connections as f64 => out.push(finding(
+        } if l >= NEAR_CAP * (max_connections * streams) as f64 => out.push(finding(
             "littles_law",
             format!(
-                "{said}: {:.0} % of the cap of {max_connections} connections",
-                100.0 * l / *max_connections as f64
+                "{said}: {:.0} % of the cap of {}",
+                100.0 * l / (max_connections * streams) as f64,
+                per_connection(*max_connections)
             ),
-            "raise --max-connections, or arrivals will wait for a connection (and count as \
-             dropped after their timeout)",
+            "raise --max-connections (or --streams), or arrivals will wait for a connection \
+             (and count as dropped after their timeout)",
             &values,
         )),
         _ => {}
@@ -797,6 +804,21 @@ mod tests {
         let f = findings(&r, &s, 2);
         assert_eq!(kinds(&f), vec!["littles_law"]);
         assert!(f[0].next.contains("--max-connections"), "{:?}", f[0]);
+        // Over HTTP/2 with 10 streams a connection, 100 connections hold 1000: far from it.
+        let mut h2 = r.clone();
+        h2.plan.protocol = loadlab_run::Protocol::Http2 { streams: 10 };
+        let s = Summary::from_run(&h2);
+        assert!(findings(&h2, &s, 2).is_empty());
+        // And 10 connections × 10 streams are 90 % used.
+        h2.plan.model = Model::open_phases(vec![RatePhase::constant("main", 1000.0, None)], 1, 10);
+        let s = Summary::from_run(&h2);
+        let f = findings(&h2, &s, 2);
+        assert!(
+            f[0].message
+                .contains("90 % of the cap of 10 connections × 10 streams"),
+            "{}",
+            f[0].message
+        );
     }
 
     #[test]
