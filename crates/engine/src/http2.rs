@@ -261,6 +261,14 @@ pub struct StreamSlot {
     send: SendRequest<Bytes>,
 }
 
+impl StreamSlot {
+    /// The connection failed under this slot (or refused a request before sending it): no new
+    /// slot joins it; those still on it finish what they have in flight.
+    pub fn retire(&self) {
+        *self.shared.state.borrow_mut() = State::Dead;
+    }
+}
+
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.shared.slots.set(self.shared.slots.get() - 1);
