@@ -300,8 +300,8 @@ pub fn render_summary(s: &Summary) -> String {
         if !server.processes.is_empty() {
             let _ = writeln!(
                 out,
-                "  {:<8}{:<18}{:>12}{:>12}{:>14}",
-                "pid", "process", "cpu avg %", "cpu max %", "rss max MB"
+                "  {:<8}{:<18}{:>12}{:>12}{:>14}{:>14}",
+                "pid", "process", "cpu avg %", "cpu max %", "cpu wait %", "rss max MB"
             );
         } else if server.stores.is_empty() {
             let _ = writeln!(out, "  (the watched processes had exited)");
@@ -309,8 +309,8 @@ pub fn render_summary(s: &Summary) -> String {
         for p in &server.processes {
             let _ = writeln!(
                 out,
-                "  {:<8}{:<18}{:>12.1}{:>12.1}{:>14.1}",
-                p.pid, p.name, p.cpu_pct_avg, p.cpu_pct_max, p.rss_mb_max
+                "  {:<8}{:<18}{:>12.1}{:>12.1}{:>14.1}{:>14.1}",
+                p.pid, p.name, p.cpu_pct_avg, p.cpu_pct_max, p.cpu_wait_pct_avg, p.rss_mb_max
             );
         }
         for st in &server.stores {
