@@ -10,6 +10,7 @@ pub mod plan;
 pub mod profile;
 pub mod record;
 pub mod server;
+pub mod shard;
 pub mod summary;
 pub mod template;
 pub mod thresholds;
@@ -20,7 +21,7 @@ pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirEr
 pub use error_kind::{ErrorKind, TlsFailure};
 pub use plan::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, RatePhase,
-    RequestTemplate, Stop, TlsSettings, UserPhase, ValidPlan,
+    RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,
 };
 pub use profile::{Profile, ProfileOutcome, TopFunction};
 pub use record::{
@@ -30,8 +31,10 @@ pub use record::{
 pub use server::{
     ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
 };
+pub use shard::ShardError;
 pub use summary::{
-    summary_schema, Breakdown, Finding, LatencyStats, Summary, ThresholdResult, SUMMARY_SCHEMA,
+    summary_schema, Breakdown, Finding, LatencyStats, MergeSummary, MergedShard, ShardSummary,
+    StartSummary, Summary, ThresholdResult, SUMMARY_SCHEMA,
 };
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};
