@@ -74,6 +74,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Write the HTML report of run directories (several are overlaid on the same axes).
     Report(ReportArgs),
+    /// Merge the run directories of a plan's shards (`run --shard I/N`) into one, exactly.
+    Merge(MergeArgs),
     /// The visits application's counter: count page views from a Redis stream into sharded
     /// counters (started by `serve --visits`; run it by hand to restart one).
     Consume(ConsumeArgs),
@@ -92,6 +94,17 @@ pub struct ConsumeArgs {
     /// Counters per page; each view goes to one at random (seed 002 used 100).
     #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
+}
+
+/// `loadlab merge` flags.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' run directories (each from `run --shard I/N --out DIR`).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Where to write the merged run directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// `loadlab report` flags.

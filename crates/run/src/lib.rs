@@ -6,6 +6,7 @@
 
 pub mod dir;
 pub mod error_kind;
+pub mod merge;
 pub mod plan;
 pub mod profile;
 pub mod record;
@@ -19,6 +20,7 @@ pub mod users;
 
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
 pub use error_kind::{ErrorKind, TlsFailure};
+pub use merge::{merge_dirs, MergeError, Merged};
 pub use plan::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, RatePhase,
     RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,

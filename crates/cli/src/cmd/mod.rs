@@ -5,6 +5,7 @@ pub mod compare;
 pub mod consume;
 pub mod demo;
 pub mod lab;
+pub mod merge;
 pub mod probe;
 pub mod report;
 pub mod run;
