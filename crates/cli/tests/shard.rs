@@ -1,0 +1,252 @@
+//! Sharded runs end to end: real `loadlab run --shard I/N --start-at T` processes against one
+//! reference service on loopback, merged by `loadlab merge`, checked against the plan's totals
+//! and against HdrHistogram's own (Python) reader over the union of the shards' logs.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use loadlab_target::TestServer;
+use serde_json::Value;
+use support::{loadlab, loadlab_ok, read_json};
+
+/// Longest a shard may take (a 2 s run, a 2 s wait for the common start, and slack).
+const SHARD_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Starts shard `index` of `count` of `args` with the common start time, writing to `out`.
+fn start_shard(args: &[&str], index: usize, count: usize, start_at: &str, out: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(args)
+        .args([
+            "--shard",
+            &format!("{index}/{count}"),
+            "--start-at",
+            start_at,
+        ])
+        .args(["-q", "--out", out.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("loadlab starts")
+}
+
+/// Waits for every shard to exit successfully, within [`SHARD_DEADLINE`]; a shard still running
+/// then is killed by its PID and the test fails.
+fn wait_all(children: Vec<Child>) {
+    let began = Instant::now();
+    for mut child in children {
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                use std::io::Read;
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                assert!(status.success(), "a shard failed: {err}");
+                break;
+            }
+            if began.elapsed() > SHARD_DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("a shard ran past {SHARD_DEADLINE:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Unix seconds `secs` from now, as `--start-at` takes them.
+fn unix_in(secs: f64) -> String {
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_secs_f64(secs);
+    format!("{:.3}", t.as_secs_f64())
+}
+
+/// The Python interpreter of the tests' tools virtualenv (`scripts/test.sh` installs it, with
+/// the pinned `hdrhistogram` and `kubernetes-validate` packages).
+pub fn tools_python() -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_loadlab"));
+    let target = exe.parent().and_then(Path::parent).unwrap();
+    let python = target.join("tools-venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test.sh once, which installs the tests' Python tools",
+        python.display()
+    );
+    python
+}
+
+/// Percentiles of the union of `logs` as HdrHistogram's Python implementation reads them.
+fn python_union(logs: &[PathBuf]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/hdr_union.py");
+    let out = Command::new(tools_python())
+        .arg(script)
+        .args(logs)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "hdr_union.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+/// A summary's latency percentile in microseconds, as the histogram held it.
+fn us(summary: &Value, key: &str) -> u64 {
+    (summary["latency_ms"][key].as_f64().unwrap() * 1000.0).round() as u64
+}
+
+#[test]
+fn three_shards_started_together_merge_into_the_plan_with_exact_percentiles() {
+    let server = TestServer::start(1).unwrap();
+    let url = server.url("/ping");
+    let dir = tempfile::tempdir().unwrap();
+    let (rate, secs, count) = (600.0, 2.0, 3);
+    let plan = ["run", &url, "-R", "600", "-d", "2s", "-t", "1"];
+    let start_at = unix_in(2.0);
+    let dirs: Vec<PathBuf> = (0..count)
+        .map(|i| dir.path().join(format!("shard-{i}")))
+        .collect();
+    let children = (0..count)
+        .map(|i| start_shard(&plan, i, count, &start_at, &dirs[i]))
+        .collect();
+    wait_all(children);
+
+    let shards: Vec<Value> = dirs
+        .iter()
+        .map(|d| read_json(&d.join("summary.json")))
+        .collect();
+    let hash = shards[0]["plan_hash"].as_str().unwrap();
+    assert_eq!(hash.len(), 16);
+    for (i, s) in shards.iter().enumerate() {
+        assert_eq!(
+            s["plan_hash"], hash,
+            "shard {i} records the one plan's hash"
+        );
+        assert_eq!(s["shard"]["index"], i);
+        let offset = s["start"]["offset_ms"].as_f64().unwrap();
+        assert!(offset.abs() < 50.0, "shard {i} started {offset} ms off");
+        // Arrival k goes to shard k mod 3: 1,200 arrivals make 400 each.
+        let offered =
+            s["requests"]["sent"].as_u64().unwrap() + s["requests"]["dropped"].as_u64().unwrap();
+        assert!(
+            (399..=401).contains(&offered),
+            "shard {i}: {offered} arrivals"
+        );
+    }
+
+    let merged_dir = dir.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    let out = loadlab_ok(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("3 of 3 merged"), "{text}");
+    let merged = read_json(&merged_dir.join("summary.json"));
+    let sent = merged["requests"]["sent"].as_u64().unwrap();
+    let expected = rate * secs;
+    assert!(
+        (sent as f64 - expected).abs() <= 0.01 * expected,
+        "sent {sent}, the plan offers {expected}"
+    );
+    let total: u64 = shards
+        .iter()
+        .map(|s| s["requests"]["sent"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sent, total, "the merged count is the shards' sum");
+    assert_eq!(merged["merged"]["count"], 3);
+    assert_eq!(merged["merged"]["shards"].as_array().unwrap().len(), 3);
+    assert_eq!(merged["plan_hash"], hash);
+
+    // HdrHistogram's Python reader over the union of the shards' own logs.
+    let logs: Vec<PathBuf> = dirs.iter().map(|d| d.join("latency.hlog")).collect();
+    let union = python_union(&logs);
+    assert_eq!(union["count"], merged["requests"]["completed"]);
+    for key in ["p50", "p99", "p99_9"] {
+        assert_eq!(
+            us(&merged, key),
+            union[key].as_u64().unwrap(),
+            "{key}: merged summary vs the Python reader over the shards' logs"
+        );
+    }
+    // The merged directory's own log holds the same union.
+    let again = python_union(&[merged_dir.join("latency.hlog")]);
+    assert_eq!(again, union);
+
+    // Other readers take the merged directory like any run directory.
+    loadlab_ok(&["report", merged_dir.to_str().unwrap()]);
+    loadlab_ok(&[
+        "compare",
+        dirs[0].to_str().unwrap(),
+        merged_dir.to_str().unwrap(),
+    ]);
+}
+
+#[test]
+fn merge_refuses_another_plan_and_a_shard_given_twice() {
+    let server = TestServer::start(1).unwrap();
+    let url = server.url("/ping");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |n: &str, shard: &str, name: &str| {
+        let out = dir.path().join(name);
+        let o = out.to_str().unwrap();
+        loadlab_ok(&[
+            "run", &url, "-c", "2", "-n", n, "--shard", shard, "-q", "--out", o,
+        ]);
+        out
+    };
+    let a0 = run("40", "0/2", "a0");
+    let a1 = run("40", "1/2", "a1");
+    let b1 = run("60", "1/2", "b1");
+    let merge = |dirs: &[&PathBuf]| {
+        let out = dir.path().join("m");
+        let mut args = vec!["merge".to_string()];
+        args.extend(dirs.iter().map(|d| d.display().to_string()));
+        args.extend(["--out".into(), out.display().to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        loadlab(&args)
+    };
+    let one_line_error = |o: &std::process::Output, needle: &str| {
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{err}");
+    };
+    one_line_error(&merge(&[&a0, &b1]), "ran another plan");
+    one_line_error(&merge(&[&a0, &a1, &a1]), "are the same shard (1/2)");
+    let ok = merge(&[&a0, &a1]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let merged = read_json(&dir.path().join("m/summary.json"));
+    assert_eq!(merged["requests"]["completed"], 40, "-n 40 split 20 + 20");
+}
+
+#[test]
+fn a_bad_shard_or_a_start_time_in_the_past_is_refused_in_one_line() {
+    for (flags, needle) in [
+        (&["--shard", "2/2"][..], "is not a shard"),
+        (&["--start-at", "2001-01-01T00:00:00Z"][..], "in the past"),
+        (&["--start-at", "soon"][..], "is not a time"),
+        (
+            &["-c", "1", "--shard", "0/2"][..],
+            "cannot be split over 2 shards",
+        ),
+    ] {
+        let mut args = vec!["run", "http://127.0.0.1:9/", "-d", "1s"];
+        args.extend_from_slice(flags);
+        let o = loadlab(&args);
+        assert!(!o.status.success(), "{flags:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{flags:?}: {err}");
+        assert!(err.contains(needle), "{flags:?}: {err}");
+    }
+}
