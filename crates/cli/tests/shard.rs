@@ -6,7 +6,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use loadlab_target::TestServer;
 use serde_json::Value;
@@ -15,17 +15,19 @@ use support::{loadlab, loadlab_ok, read_json};
 /// Longest a shard may take (a 2 s run, a 2 s wait for the common start, and slack).
 const SHARD_DEADLINE: Duration = Duration::from_secs(30);
 
-/// Starts shard `index` of `count` of `args` with the common start time, writing to `out`.
-fn start_shard(args: &[&str], index: usize, count: usize, start_at: &str, out: &Path) -> Child {
+/// Starts the shard pod `index`'s container command as the kubelet would: `$(VAR)` in its
+/// arguments expanded from its environment (`JOB_COMPLETION_INDEX`), the results volume at
+/// `results`, and the dashboard on a free loopback port instead of the pod's own 9090.
+fn start_pod(command: &[String], index: usize, results: &Path) -> Child {
+    let expand = |arg: &str| {
+        arg.replace("$(JOB_COMPLETION_INDEX)", &index.to_string())
+            .replace("/results", results.to_str().unwrap())
+            .replace("--dashboard=0.0.0.0:9090", "--dashboard=127.0.0.1:0")
+    };
+    assert_eq!(command[0], "loadlab");
     Command::new(env!("CARGO_BIN_EXE_loadlab"))
-        .args(args)
-        .args([
-            "--shard",
-            &format!("{index}/{count}"),
-            "--start-at",
-            start_at,
-        ])
-        .args(["-q", "--out", out.to_str().unwrap()])
+        .args(command[1..].iter().map(|a| expand(a)))
+        .env("JOB_COMPLETION_INDEX", index.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -59,12 +61,6 @@ fn wait_all(children: Vec<Child>) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-/// Unix seconds `secs` from now, as `--start-at` takes them.
-fn unix_in(secs: f64) -> String {
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_secs_f64(secs);
-    format!("{:.3}", t.as_secs_f64())
 }
 
 /// The Python interpreter of the tests' tools virtualenv (`scripts/test.sh` installs it, with
@@ -102,21 +98,80 @@ fn us(summary: &Value, key: &str) -> u64 {
     (summary["latency_ms"][key].as_f64().unwrap() * 1000.0).round() as u64
 }
 
+/// The objects `loadlab k8s job` prints for `args`, after `kubernetes-validate` (offline, with
+/// Kubernetes' published schemas) has accepted them.
+fn validated_job(args: &[&str], dir: &Path) -> Vec<Value> {
+    let mut all = vec!["k8s", "job"];
+    all.extend_from_slice(args);
+    let out = loadlab_ok(&all);
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let file = dir.join("job.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    let validate = tools_python().with_file_name("kubernetes-validate");
+    let check = Command::new(validate)
+        .args(["--strict", "--quiet", file.to_str().unwrap()])
+        .output()
+        .expect("kubernetes-validate runs");
+    assert!(
+        check.status.success(),
+        "kubernetes-validate: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    serde_saphyr::from_multiple(&yaml).expect("YAML documents")
+}
+
+/// A container's command and arguments, as one list.
+fn container_command(object: &Value) -> Vec<String> {
+    let c = &object["spec"]["template"]["spec"]["containers"][0];
+    c["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(c["args"].as_array().into_iter().flatten())
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
-fn three_shards_started_together_merge_into_the_plan_with_exact_percentiles() {
+fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_percentiles() {
     let server = TestServer::start(1).unwrap();
     let url = server.url("/ping");
     let dir = tempfile::tempdir().unwrap();
     let (rate, secs, count) = (600.0, 2.0, 3);
-    let plan = ["run", &url, "-R", "600", "-d", "2s", "-t", "1"];
-    let start_at = unix_in(2.0);
-    let dirs: Vec<PathBuf> = (0..count)
-        .map(|i| dir.path().join(format!("shard-{i}")))
+    let plan = [
+        &url,
+        "-R",
+        "600",
+        "-d",
+        "2s",
+        "-t",
+        "1",
+        "--shards",
+        "3",
+        "--start-in",
+        "3s",
+    ];
+    let objects = validated_job(&plan, dir.path());
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
         .collect();
+    assert_eq!(kinds, ["PersistentVolumeClaim", "Job", "Job"]);
+    let job = &objects[1];
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    assert_eq!(job["spec"]["completions"], count);
+    assert_eq!(job["spec"]["parallelism"], count);
+
+    let shard_command = container_command(job);
+    let results = dir.path().join("results");
     let children = (0..count)
-        .map(|i| start_shard(&plan, i, count, &start_at, &dirs[i]))
+        .map(|i| start_pod(&shard_command, i, &results))
         .collect();
     wait_all(children);
+    let dirs: Vec<PathBuf> = (0..count)
+        .map(|i| results.join(format!("shard-{i}")))
+        .collect();
 
     let shards: Vec<Value> = dirs
         .iter()
@@ -141,11 +196,27 @@ fn three_shards_started_together_merge_into_the_plan_with_exact_percentiles() {
         );
     }
 
-    let merged_dir = dir.path().join("merged");
-    let mut args = vec!["merge"];
-    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
-    args.extend(["--out", merged_dir.to_str().unwrap()]);
-    let out = loadlab_ok(&args);
+    // The merge Job's own command, with `loadlab` on the PATH as in the image.
+    let merge_command = container_command(&objects[2]);
+    assert_eq!(merge_command[..2], ["sh", "-c"]);
+    let script = merge_command[2].replace("/results", results.to_str().unwrap());
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_loadlab"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("PATH", path)
+        .output()
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged_dir = results.join("merged");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("3 of 3 merged"), "{text}");
     let merged = read_json(&merged_dir.join("summary.json"));

@@ -1,10 +1,11 @@
 //! Reports: the live one-line progress display and the end-of-run tables in the terminal,
-//! SVG charts, and the self-contained HTML report.
+//! SVG charts, the self-contained HTML report, and the Kubernetes objects of a sharded run.
 
 pub mod chart;
 pub mod files;
 pub mod flame;
 pub mod html;
+pub mod k8s;
 pub mod live;
 pub mod plot;
 pub mod probe;

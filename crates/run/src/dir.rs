@@ -39,16 +39,15 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
     write_atomic(path, &json)
 }
 
-/// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, and `server.csv`
-/// when the lab watched the service's processes (with `stores.csv` when it watched stores),
-/// and `profile.folded` when the service was profiled.
+/// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, `histograms.hlog`,
+/// and `server.csv` when the lab watched the service's processes (with `stores.csv` when it
+/// watched stores), and `profile.folded` when the service was profiled. `summary.json` is
+/// written last, so a directory that has one is complete (the merge of shards waits for it).
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|source| RunDirError {
         path: dir.to_path_buf(),
         source,
     })?;
-    write_summary(&dir.join("summary.json"), summary)?;
-
     let mut csv = Vec::new();
     writeln!(csv, "{}", TimelineRow::csv_header()).expect("writes to a Vec");
     for row in &run.timeline {
@@ -90,7 +89,7 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
             write_atomic(&dir.join("stores.csv"), &csv)?;
         }
     }
-    Ok(())
+    write_summary(&dir.join("summary.json"), summary)
 }
 
 /// `histograms.hlog`: the whole run's histograms that `latency.hlog` does not hold, so that

@@ -4,6 +4,7 @@ pub mod capacity;
 pub mod compare;
 pub mod consume;
 pub mod demo;
+pub mod k8s;
 pub mod lab;
 pub mod merge;
 pub mod probe;
