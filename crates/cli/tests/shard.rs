@@ -321,3 +321,56 @@ fn a_bad_shard_or_a_start_time_in_the_past_is_refused_in_one_line() {
         assert!(err.contains(needle), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn scenario_shards_split_the_arrivals_and_take_disjoint_payload_rows() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // 40 users over 2 s, each taking the next of 6 rows and counting a visit to its queue.
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/rows.csv"), "r0\nr1\nr2\nr3\nr4\nr5\n").unwrap();
+    let file = dir.path().join("visits.yml");
+    std::fs::write(
+        &file,
+        "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 2\n      arrivalRate: 20\n  payload:\n    path: data/rows.csv\n    fields: [row]\n    order: sequence\nscenarios:\n  - flow:\n      - get: { url: \"/turno/{{ row }}\" }\n",
+    )
+    .unwrap();
+    let target = server.url("");
+    let mut sent = 0;
+    for shard in ["0/2", "1/2"] {
+        let json = dir.path().join(format!("s{}.json", &shard[..1]));
+        let f = file.to_str().unwrap();
+        let j = json.to_str().unwrap();
+        loadlab_ok(&[
+            "run", f, "--target", &target, "--shard", shard, "-q", "--json", j,
+        ]);
+        let s = read_json(&json);
+        let started = s["users"]["started"].as_u64().unwrap();
+        assert_eq!(started, 20, "shard {shard}: half of the 40 arrivals");
+        sent += s["requests"]["sent"].as_u64().unwrap();
+        if shard == "0/2" {
+            // Shard 0 holds rows 0, 2 and 4 only.
+            let seen: Vec<u64> = (0..6)
+                .map(|r| support::next_ticket(&server, &format!("r{r}")) - 1)
+                .collect();
+            assert!(seen[1] == 0 && seen[3] == 0 && seen[5] == 0, "{seen:?}");
+            assert_eq!(seen[0] + seen[2] + seen[4], 20, "{seen:?}");
+        }
+    }
+    assert_eq!(sent, 40);
+
+    // The Job ships the scenario and its payload at the paths the scenario names.
+    let f = file.to_str().unwrap();
+    let objects = validated_job(&[f, "--target", &target, "--shards", "2"], dir.path());
+    let map = &objects[0];
+    assert_eq!(map["kind"], "ConfigMap");
+    assert_eq!(map["data"]["rows.csv"], "r0\nr1\nr2\nr3\nr4\nr5\n");
+    let command = container_command(&objects[2]);
+    assert!(
+        command.contains(&"/etc/loadlab/visits.yml".to_string()),
+        "{command:?}"
+    );
+    let items =
+        objects[2]["spec"]["template"]["spec"]["volumes"][1]["configMap"]["items"].to_string();
+    assert!(items.contains("data/rows.csv"), "{items}");
+}
