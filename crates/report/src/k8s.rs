@@ -10,6 +10,8 @@ pub const FILES_DIR: &str = "/etc/loadlab";
 pub const RESULTS_DIR: &str = "/results";
 /// The port of each pod's live dashboard and `/metrics`.
 pub const METRICS_PORT: u16 = 9090;
+/// The user the Dockerfile's image runs as: the pods' volumes are given to its group.
+pub const IMAGE_UID: u32 = 10001;
 /// Most bytes a ConfigMap holds.
 pub const CONFIGMAP_LIMIT: usize = 1 << 20;
 
@@ -143,6 +145,7 @@ impl JobSpec {
                     },
                     "spec": {
                         "restartPolicy": "Never",
+                        "securityContext": { "fsGroup": IMAGE_UID },
                         "affinity": { "podAntiAffinity": {
                             "preferredDuringSchedulingIgnoredDuringExecution": [{
                                 "weight": 100,
@@ -199,6 +202,7 @@ impl JobSpec {
                     "metadata": { "labels": self.labels() },
                     "spec": {
                         "restartPolicy": "Never",
+                        "securityContext": { "fsGroup": IMAGE_UID },
                         "containers": [{
                             "name": "merge",
                             "image": self.image,
