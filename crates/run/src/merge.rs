@@ -198,6 +198,7 @@ fn add(into: &mut Histogram<u64>, from: &Histogram<u64>) {
 
 /// A merged run: the run data (timeline, interval log, whole-run histograms) to write as a run
 /// directory and analyse, and its summary (findings not yet computed).
+#[derive(Debug)]
 pub struct Merged {
     /// The merged run, as the engine would have returned it.
     pub run: RunData,
@@ -685,4 +686,82 @@ fn interval_log(seconds: &BTreeMap<u64, (Histogram<u64>, Histogram<u64>)>) -> Ve
         let _ = log.write_histogram(svc, start, length, Tag::new("service"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{write_run_dir, Shard};
+
+    /// A shard's run directory: `latencies_us[s]` recorded in second `s`, its origin `start`.
+    fn shard_dir(dir: &Path, index: usize, start: SystemTime, latencies_us: &[&[u64]]) {
+        let mut plan = Plan::get(
+            "127.0.0.1:9".parse().unwrap(),
+            "/",
+            Model::closed(2, 1),
+            Stop::default(),
+        );
+        plan.shard = Some(Shard {
+            index,
+            count: 2,
+            plan_hash: 7,
+        });
+        let intervals: Vec<Interval> = latencies_us
+            .iter()
+            .enumerate()
+            .map(|(s, values)| {
+                let mut iv = Interval::new(s as u64);
+                for v in *values {
+                    iv.latency.record(*v).unwrap();
+                    iv.service.record(*v).unwrap();
+                    iv.counts.sent += 1;
+                    iv.counts.record_status(200);
+                }
+                iv
+            })
+            .collect();
+        let mut run = RunData::from_intervals(plan, &intervals);
+        run.started_at = start;
+        run.hlog_lines = interval_log(
+            &intervals
+                .iter()
+                .map(|iv| (iv.second, (iv.latency.clone(), iv.service.clone())))
+                .collect(),
+        );
+        write_run_dir(dir, &run, &Summary::from_run(&run)).unwrap();
+    }
+
+    #[test]
+    fn shards_join_by_wall_clock_second_and_their_histograms_add_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        shard_dir(&a, 0, t0, &[&[100, 200], &[300]]);
+        // Shard 1 started a second later: its second 0 is shard 0's second 1.
+        shard_dir(
+            &b,
+            1,
+            t0 + Duration::from_secs(1),
+            &[&[400, 500, 600], &[700]],
+        );
+        let m = merge_dirs(&[b.clone(), a.clone()]).unwrap();
+        assert_eq!(m.summary.requests.sent, 7);
+        let sent: Vec<u64> = m.run.timeline.iter().map(|r| r.sent).collect();
+        assert_eq!(sent, [2, 4, 1], "seconds joined on the wall clock");
+        assert_eq!(m.summary.latency_ms.max, 0.7);
+        assert_eq!(m.summary.latency_ms.min, 0.1);
+        assert_eq!(m.summary.latency_ms.p50, 0.4, "the 4th of 7 values");
+        let shards: Vec<usize> = m
+            .summary
+            .merged
+            .unwrap()
+            .shards
+            .iter()
+            .map(|s| s.index)
+            .collect();
+        assert_eq!(shards, [0, 1]);
+
+        let e = merge_dirs(&[a.clone(), a.clone()]).unwrap_err();
+        assert!(e.to_string().contains("same shard (0/2)"), "{e}");
+    }
 }
