@@ -64,24 +64,21 @@ struct ShardRun {
     saved: SavedRun,
     /// Its origin's offset from the merged origin, whole seconds.
     offset_s: u64,
-    /// Per second (of its own origin): latency and service latency.
-    seconds: BTreeMap<u64, (Histogram<u64>, Histogram<u64>)>,
+    /// Per second of its own origin: true for service latency, and the encoded histogram.
+    seconds: Vec<(u64, bool, String)>,
     /// Whole-run histograms by tag (`histograms.hlog`).
     whole: BTreeMap<String, Histogram<u64>>,
     /// Request names by tag.
     names: BTreeMap<String, String>,
 }
 
-/// Histograms of an interval log: each entry's second (from its start timestamp), its tag, and
-/// the histogram; `#name TAG NAME` comment lines give names to tags.
-type LoggedIntervals = (
-    Vec<(u64, Option<String>, Histogram<u64>)>,
-    BTreeMap<String, String>,
-);
+/// The entries of an interval log: each one's second (from its start timestamp), its tag and
+/// its histogram as encoded in the log; `#name TAG NAME` comment lines give names to tags.
+type LoggedIntervals = (Vec<(u64, Option<String>, String)>, BTreeMap<String, String>);
 
-/// Reads every interval of an HdrHistogram interval log.
+/// Reads every interval of an HdrHistogram interval log, leaving the histograms encoded (a
+/// decoded histogram takes hundreds of KB; the merge decodes one second at a time).
 fn read_log(path: &Path) -> Result<LoggedIntervals, MergeError> {
-    use base64::Engine;
     let bad = |why: String| MergeError::Log(path.to_path_buf(), why);
     let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
     let text = String::from_utf8_lossy(&bytes);
@@ -91,23 +88,31 @@ fn read_log(path: &Path) -> Result<LoggedIntervals, MergeError> {
         .filter_map(|l| l.split_once(' '))
         .map(|(tag, name)| (tag.to_string(), name.to_string()))
         .collect();
-    let mut de = Deserializer::new();
     let mut out = Vec::new();
     for entry in IntervalLogIterator::new(&bytes) {
         let entry = entry.map_err(|e| bad(format!("{e:?}")))?;
         let LogEntry::Interval(iv) = entry else {
             continue;
         };
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(iv.encoded_histogram())
-            .map_err(|e| bad(e.to_string()))?;
-        let h: Histogram<u64> = de
-            .deserialize(&mut raw.as_slice())
-            .map_err(|e| bad(format!("{e:?}")))?;
         let second = iv.start_timestamp().as_secs_f64().round() as u64;
-        out.push((second, iv.tag().map(|t| t.as_str().to_string()), h));
+        out.push((
+            second,
+            iv.tag().map(|t| t.as_str().to_string()),
+            iv.encoded_histogram().to_string(),
+        ));
     }
     Ok((out, names))
+}
+
+/// Decodes a histogram as an interval log encodes it (base64 of the compressed V2 form).
+fn decode(encoded: &str, de: &mut Deserializer, path: &Path) -> Result<Histogram<u64>, MergeError> {
+    use base64::Engine;
+    let bad = |why: String| MergeError::Log(path.to_path_buf(), why);
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|e| bad(e.to_string()))?;
+    de.deserialize(&mut raw.as_slice())
+        .map_err(|e| bad(format!("{e:?}")))
 }
 
 /// The time a summary's `started_at` names.
@@ -143,26 +148,24 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
             return Err(MergeError::SameShard(twin.dir.clone(), dir.clone(), label));
         }
         let (intervals, _) = read_log(&dir.join("latency.hlog"))?;
-        let mut seconds: BTreeMap<u64, (Histogram<u64>, Histogram<u64>)> = BTreeMap::new();
-        for (second, tag, h) in intervals {
-            let slot = seconds
-                .entry(second)
-                .or_insert_with(|| (new_histogram(), new_histogram()));
-            let into = match tag.as_deref() {
-                None => &mut slot.0,
-                Some("service") => &mut slot.1,
-                Some(_) => continue,
-            };
-            into.add(&h)
-                .map_err(|e| MergeError::Log(dir.join("latency.hlog"), format!("{e:?}")))?;
-        }
+        let seconds = intervals
+            .into_iter()
+            .filter_map(|(second, tag, h)| match tag.as_deref() {
+                None => Some((second, false, h)),
+                Some("service") => Some((second, true, h)),
+                Some(_) => None,
+            })
+            .collect();
         let whole_path = dir.join("histograms.hlog");
         let (whole, names) = if whole_path.exists() {
             let (intervals, names) = read_log(&whole_path)?;
-            let whole = intervals
-                .into_iter()
-                .filter_map(|(_, tag, h)| tag.map(|t| (t, h)))
-                .collect();
+            let mut de = Deserializer::new();
+            let mut whole = BTreeMap::new();
+            for (_, tag, h) in intervals {
+                if let Some(tag) = tag {
+                    whole.insert(tag, decode(&h, &mut de, &whole_path)?);
+                }
+            }
             (whole, names)
         } else {
             Default::default()
@@ -220,35 +223,55 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let summaries: Vec<&Summary> = shards.iter().map(|s| &s.saved.summary).collect();
 
-    // Per wall-clock second: histograms and timeline rows.
-    let mut seconds: BTreeMap<u64, (Histogram<u64>, Histogram<u64>)> = BTreeMap::new();
+    // Per wall-clock second: the shards' encoded histograms and timeline rows, merged one
+    // second at a time into the run's, its phases' and the merged log.
+    let mut encoded: BTreeMap<u64, Vec<(bool, &str, &Path)>> = BTreeMap::new();
     let mut rows: BTreeMap<u64, Vec<TimelineRow>> = BTreeMap::new();
-    for s in &shards {
-        for (second, (lat, svc)) in &s.seconds {
-            let slot = seconds
-                .entry(second + s.offset_s)
-                .or_insert_with(|| (new_histogram(), new_histogram()));
-            add(&mut slot.0, lat);
-            add(&mut slot.1, svc);
+    let logs: Vec<PathBuf> = shards.iter().map(|s| s.dir.join("latency.hlog")).collect();
+    for (s, log) in shards.iter().zip(&logs) {
+        for (second, service, h) in &s.seconds {
+            encoded.entry(second + s.offset_s).or_default().push((
+                *service,
+                h.as_str(),
+                log.as_path(),
+            ));
         }
         for row in s.saved.timeline() {
             rows.entry(row.second + s.offset_s).or_default().push(row);
         }
     }
-    let timeline: Vec<TimelineRow> = rows
-        .iter()
-        .map(|(second, parts)| {
-            let empty = (new_histogram(), new_histogram());
-            let (lat, svc) = seconds.get(second).unwrap_or(&empty);
-            join_row(*second, parts, lat, svc)
-        })
-        .collect();
-
-    let mut latency = new_histogram();
-    let mut service = new_histogram();
-    for (lat, svc) in seconds.values() {
-        add(&mut latency, lat);
-        add(&mut service, svc);
+    let phase_starts: Vec<f64> = first.phases.iter().map(|p| p.start_s).collect();
+    let phase_of = |second: u64| {
+        phase_starts
+            .iter()
+            .rposition(|start| *start <= second as f64 + 1e-9)
+            .unwrap_or(0)
+    };
+    let mut phase_latency: Vec<Histogram<u64>> =
+        phase_starts.iter().map(|_| new_histogram()).collect();
+    let (mut latency, mut service) = (new_histogram(), new_histogram());
+    let (mut lat, mut svc) = (new_histogram(), new_histogram());
+    let mut de = Deserializer::new();
+    let mut log = IntervalLog::new();
+    let mut timeline = Vec::with_capacity(rows.len());
+    let seconds: std::collections::BTreeSet<u64> =
+        encoded.keys().chain(rows.keys()).copied().collect();
+    for second in seconds {
+        lat.reset();
+        svc.reset();
+        for (service, h, path) in encoded.get(&second).into_iter().flatten() {
+            let h = decode(h, &mut de, path)?;
+            add(if *service { &mut svc } else { &mut lat }, &h);
+        }
+        add(&mut latency, &lat);
+        add(&mut service, &svc);
+        if let Some(p) = phase_latency.get_mut(phase_of(second)) {
+            add(p, &lat);
+        }
+        log.write(second, &lat, &svc);
+        if let Some(parts) = rows.get(&second) {
+            timeline.push(join_row(second, parts, &lat, &svc));
+        }
     }
     let duration_s = shards
         .iter()
@@ -342,14 +365,6 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let mut lat = new_histogram();
-            let next_start = first.phases.get(i + 1).map_or(f64::INFINITY, |n| n.start_s);
-            for (second, (h, _)) in &seconds {
-                let t = *second as f64 + 1e-9;
-                if t >= p.start_s && t < next_start {
-                    add(&mut lat, h);
-                }
-            }
             let of_phase = summaries.iter().filter_map(|s| s.phases.get(i));
             Phase {
                 name: p.name.clone(),
@@ -357,7 +372,7 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
                 duration_s: p.duration_s,
                 offered_rps: of_phase.clone().map(|q| q.offered_rps).sum(),
                 rps: of_phase.map(|q| q.rps).sum(),
-                latency_ms: LatencyStats::from_histogram(&lat),
+                latency_ms: LatencyStats::from_histogram(&phase_latency[i]),
             }
         })
         .collect();
@@ -469,7 +484,7 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     run.elapsed = Duration::from_secs_f64(duration_s);
     run.complete = summary.complete;
     run.timeline = timeline;
-    run.hlog_lines = interval_log(&seconds);
+    run.hlog_lines = log.lines;
     run.by_name = by_name
         .into_iter()
         .map(|(name, _, lat)| {
@@ -672,20 +687,30 @@ fn plan_of(shards: &[ShardRun], s: &Summary) -> Plan {
 
 /// The merged seconds as HdrHistogram interval log lines (latency untagged, service latency
 /// tagged `service`), as the engine writes them.
-fn interval_log(seconds: &BTreeMap<u64, (Histogram<u64>, Histogram<u64>)>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut serializer = V2DeflateSerializer::new();
-    for (second, (lat, svc)) in seconds {
+struct IntervalLog {
+    lines: Vec<u8>,
+    serializer: V2DeflateSerializer,
+}
+
+impl IntervalLog {
+    fn new() -> Self {
+        IntervalLog {
+            lines: Vec::new(),
+            serializer: V2DeflateSerializer::new(),
+        }
+    }
+
+    /// Adds second `second`'s latency and service latency.
+    fn write(&mut self, second: u64, latency: &Histogram<u64>, service: &Histogram<u64>) {
         let mut log = IntervalLogWriterBuilder::new()
-            .begin_log_with(&mut out, &mut serializer)
+            .begin_log_with(&mut self.lines, &mut self.serializer)
             .expect("writes to a Vec");
-        let start = Duration::from_secs(*second);
+        let start = Duration::from_secs(second);
         let length = Duration::from_secs(1);
         // Serializing valid histograms into memory does not fail.
-        let _ = log.write_histogram(lat, start, length, None);
-        let _ = log.write_histogram(svc, start, length, Tag::new("service"));
+        let _ = log.write_histogram(latency, start, length, None);
+        let _ = log.write_histogram(service, start, length, Tag::new("service"));
     }
-    out
 }
 
 #[cfg(test)]
@@ -722,12 +747,11 @@ mod tests {
             .collect();
         let mut run = RunData::from_intervals(plan, &intervals);
         run.started_at = start;
-        run.hlog_lines = interval_log(
-            &intervals
-                .iter()
-                .map(|iv| (iv.second, (iv.latency.clone(), iv.service.clone())))
-                .collect(),
-        );
+        let mut log = IntervalLog::new();
+        for iv in &intervals {
+            log.write(iv.second, &iv.latency, &iv.service);
+        }
+        run.hlog_lines = log.lines;
         write_run_dir(dir, &run, &Summary::from_run(&run)).unwrap();
     }
 
