@@ -314,9 +314,9 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     }
     for h in health.iter().filter(|h| h.bottleneck) {
         warnings.push(format!(
-            "shard {}/{count} was itself the bottleneck (schedule lag p99 {:.1} ms{}): its \
-             share of the load was not all offered; give that generator more CPU or use more \
-             shards",
+            "shard {}/{count} was itself a bottleneck (schedule lag p99 {:.1} ms{}): its \
+             requests went out late, and their latency includes the generator's delay; give \
+             that generator more CPU or use more shards",
             h.index,
             h.schedule_lag_ms_p99,
             if h.saturated {
