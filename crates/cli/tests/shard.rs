@@ -268,7 +268,19 @@ fn merge_refuses_another_plan_and_a_shard_given_twice() {
         let out = dir.path().join(name);
         let o = out.to_str().unwrap();
         loadlab_ok(&[
-            "run", &url, "-c", "2", "-n", n, "--shard", shard, "-q", "--out", o,
+            "run",
+            &url,
+            "-c",
+            "2",
+            "-n",
+            n,
+            "--shard",
+            shard,
+            "--slo",
+            "errors<1%",
+            "-q",
+            "--out",
+            o,
         ]);
         out
     };
@@ -299,6 +311,14 @@ fn merge_refuses_another_plan_and_a_shard_given_twice() {
     );
     let merged = read_json(&dir.path().join("m/summary.json"));
     assert_eq!(merged["requests"]["completed"], 40, "-n 40 split 20 + 20");
+    let thresholds = merged["thresholds"].as_array().unwrap();
+    assert_eq!(
+        thresholds.len(),
+        1,
+        "the plan's thresholds, checked on the merged run"
+    );
+    assert_eq!(thresholds[0]["threshold"], "errors<1%");
+    assert_eq!(thresholds[0]["pass"], true);
 }
 
 #[test]
