@@ -305,60 +305,9 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         .sum();
 
     let health = shard_health(&shards);
-    let mut warnings = Vec::new();
-    for s in &shards {
-        let index = s.saved.summary.shard.as_ref().map_or(0, |x| x.index);
-        for w in &s.saved.summary.generator.warnings {
-            warnings.push(format!("shard {index}/{count}: {w}"));
-        }
-    }
-    for h in health.iter().filter(|h| h.bottleneck) {
-        warnings.push(format!(
-            "shard {}/{count} was itself a bottleneck (schedule lag p99 {:.1} ms{}): its \
-             requests went out late, and their latency includes the generator's delay; give \
-             that generator more CPU or use more shards",
-            h.index,
-            h.schedule_lag_ms_p99,
-            if h.saturated {
-                ", a thread saturated"
-            } else {
-                ""
-            }
-        ));
-    }
     let present: Vec<usize> = health.iter().map(|h| h.index).collect();
     let missing: Vec<usize> = (0..count).filter(|i| !present.contains(i)).collect();
-    if !missing.is_empty() {
-        warnings.push(format!(
-            "shards {missing:?} of {count} are missing: this is part of the plan's load, not all"
-        ));
-    }
-
-    let g = |f: fn(&Generator) -> f64| summaries.iter().map(move |s| f(&s.generator));
-    let generator = Generator {
-        cpu_s: g(|g| g.cpu_s).sum(),
-        max_rss_mb: g(|g| g.max_rss_mb).fold(0.0, f64::max),
-        schedule_lag_ms_p99: g(|g| g.schedule_lag_ms_p99).fold(0.0, f64::max),
-        saturated: summaries.iter().any(|s| s.generator.saturated),
-        threads: summaries.iter().map(|s| s.generator.threads).sum(),
-        warnings,
-        connect: Connect {
-            connections: sum(&|s| s.generator.connect.connections),
-            opened: sum(&|s| s.generator.connect.opened),
-            failed: sum(&|s| s.generator.connect.failed),
-            duration_s: g(|g| g.connect.duration_s).fold(0.0, f64::max),
-            rate_per_s: g(|g| g.connect.rate_per_s).sum(),
-            source_addrs: summaries
-                .iter()
-                .flat_map(|s| s.generator.connect.source_addrs.clone())
-                .collect(),
-            file_limit: summaries
-                .iter()
-                .map(|s| s.generator.connect.file_limit)
-                .min()
-                .unwrap_or(0),
-        },
-    };
+    let generator = merge_generators(&summaries, &health, &missing, count);
 
     let phases: Vec<Phase> = first
         .phases
@@ -500,6 +449,80 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         summary,
         thresholds,
     })
+}
+
+/// The shards' generators as one: CPU and threads summed, the worst lag, every warning
+/// prefixed with its shard, and a warning for each shard that limited the load and for the
+/// shards that are missing.
+fn merge_generators(
+    summaries: &[&Summary],
+    health: &[MergedShard],
+    missing: &[usize],
+    count: usize,
+) -> Generator {
+    let mut warnings = Vec::new();
+    for s in summaries {
+        let index = s.shard.as_ref().map_or(0, |x| x.index);
+        for w in &s.generator.warnings {
+            warnings.push(format!("shard {index}/{count}: {w}"));
+        }
+    }
+    let late: Vec<&MergedShard> = health.iter().filter(|h| h.bottleneck).collect();
+    if late.len() > 1 && late.len() == health.len() {
+        warnings.push(format!(
+            "every shard was late on its schedule (worst lag p99 {:.1} ms): the generators' \
+             machines were the limit, not one shard; give them more CPU or use more shards",
+            late.iter()
+                .map(|h| h.schedule_lag_ms_p99)
+                .fold(0.0, f64::max)
+        ));
+    } else {
+        for h in late {
+            warnings.push(format!(
+                "shard {}/{count} was itself a bottleneck (schedule lag p99 {:.1} ms{}): its \
+                 requests went out late, and their latency includes the generator's delay; \
+                 give that generator more CPU or use more shards",
+                h.index,
+                h.schedule_lag_ms_p99,
+                if h.saturated {
+                    ", a thread saturated"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "shards {missing:?} of {count} are missing: this is part of the plan's load, not all"
+        ));
+    }
+    let sum = |f: fn(&Summary) -> u64| summaries.iter().map(|s| f(s)).sum::<u64>();
+    let g = |f: fn(&Generator) -> f64| summaries.iter().map(move |s| f(&s.generator));
+    Generator {
+        cpu_s: g(|g| g.cpu_s).sum(),
+        max_rss_mb: g(|g| g.max_rss_mb).fold(0.0, f64::max),
+        schedule_lag_ms_p99: g(|g| g.schedule_lag_ms_p99).fold(0.0, f64::max),
+        saturated: summaries.iter().any(|s| s.generator.saturated),
+        threads: summaries.iter().map(|s| s.generator.threads).sum(),
+        warnings,
+        connect: Connect {
+            connections: sum(|s| s.generator.connect.connections),
+            opened: sum(|s| s.generator.connect.opened),
+            failed: sum(|s| s.generator.connect.failed),
+            duration_s: g(|g| g.connect.duration_s).fold(0.0, f64::max),
+            rate_per_s: g(|g| g.connect.rate_per_s).sum(),
+            source_addrs: summaries
+                .iter()
+                .flat_map(|s| s.generator.connect.source_addrs.clone())
+                .collect(),
+            file_limit: summaries
+                .iter()
+                .map(|s| s.generator.connect.file_limit)
+                .min()
+                .unwrap_or(0),
+        },
+    }
 }
 
 /// Transport errors by kind from counts in [`ErrorKind::ALL`] order.
