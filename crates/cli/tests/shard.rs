@@ -394,3 +394,41 @@ fn scenario_shards_split_the_arrivals_and_take_disjoint_payload_rows() {
         objects[2]["spec"]["template"]["spec"]["volumes"][1]["configMap"]["items"].to_string();
     assert!(items.contains("data/rows.csv"), "{items}");
 }
+
+#[test]
+fn k8s_job_refuses_a_plan_it_cannot_split_or_flags_it_sets_itself_in_one_line() {
+    for (args, needle) in [
+        (
+            &["http://web/ping", "-R", "10"][..],
+            "--shards N is required",
+        ),
+        (
+            &["http://web/ping", "-c", "2", "--shards", "3"][..],
+            "-c 2 cannot be split over 3 shards",
+        ),
+        (
+            &[
+                "http://web/ping",
+                "-R",
+                "10",
+                "--shards",
+                "2",
+                "--shard",
+                "0/2",
+            ][..],
+            "drop them",
+        ),
+        (
+            &["http://web/ping", "-R", "10", "--shards", "0"][..],
+            "at least 1",
+        ),
+    ] {
+        let mut all = vec!["k8s", "job"];
+        all.extend_from_slice(args);
+        let o = loadlab(&all);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
