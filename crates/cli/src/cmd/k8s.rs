@@ -18,6 +18,9 @@ use crate::cmd::Outcome;
 const START_IN: Duration = Duration::from_secs(60);
 /// How long past the scheduled end the merge Job may wait for stragglers and merge.
 const MERGE_SLACK: Duration = Duration::from_secs(600);
+/// Longest `--name`: the objects' names add up to 8 characters (`-results`) to it, and a
+/// label value holds 63.
+const MAX_NAME: usize = 52;
 /// The run's length assumed for the merge Job's deadline when the flags do not give it.
 const UNKNOWN_LENGTH: Duration = Duration::from_secs(3600);
 
@@ -46,8 +49,21 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
         (false, None, None) => defaults::DURATION,
         _ => UNKNOWN_LENGTH,
     };
+    let name = a.name.unwrap_or_else(|| "loadlab".into());
+    let dns_label = name.len() <= MAX_NAME
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !dns_label {
+        bail!(
+            "--name {name:?}: Kubernetes names are lower-case letters, digits and '-', starting \
+             with a letter, at most {MAX_NAME} characters here"
+        );
+    }
     let spec = JobSpec {
-        name: a.name.unwrap_or_else(|| "loadlab".into()),
+        name,
         image: a
             .image
             .unwrap_or_else(|| format!("loadlab:{}", env!("CARGO_PKG_VERSION"))),
