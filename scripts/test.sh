@@ -45,11 +45,15 @@ if ! command -v perf >/dev/null 2>&1 && [ ! -x /usr/bin/perf ]; then
   fi
 fi
 
-# py-spy samples Python services for --profile; pinned, in a virtualenv of the tests' own.
+# py-spy samples Python services for --profile; the shard tests read HdrHistogram logs with
+# HdrHistogram's Python implementation and validate the Kubernetes objects `loadlab k8s job`
+# prints against Kubernetes' schemas (offline). Pinned, in a virtualenv of the tests' own.
 tools=target/tools-venv
-if [ ! -x "$tools/bin/py-spy" ]; then
-  python3 -m venv "$tools"
-  "$tools/bin/pip" install -q py-spy==0.4.1
+if [ ! -x "$tools/bin/py-spy" ] || [ ! -x "$tools/bin/kubernetes-validate" ] \
+  || ! "$tools/bin/python" -c 'import hdrh' 2>/dev/null; then
+  [ -x "$tools/bin/python" ] || python3 -m venv "$tools"
+  "$tools/bin/pip" install -q --disable-pip-version-check \
+    py-spy==0.4.1 hdrhistogram==0.10.8 kubernetes-validate==1.37.0
 fi
 
 # The browser tests open the HTML report and the live dashboard in Debian's Chromium, driven by

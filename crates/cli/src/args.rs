@@ -74,6 +74,10 @@ pub enum Command {
     Compare(CompareArgs),
     /// Write the HTML report of run directories (several are overlaid on the same axes).
     Report(ReportArgs),
+    /// Merge the run directories of a plan's shards (`run --shard I/N`) into one, exactly.
+    Merge(MergeArgs),
+    /// Print Kubernetes objects that run a plan as shards on a cluster.
+    K8s(K8sArgs),
     /// The visits application's counter: count page views from a Redis stream into sharded
     /// counters (started by `serve --visits`; run it by hand to restart one).
     Consume(ConsumeArgs),
@@ -92,6 +96,64 @@ pub struct ConsumeArgs {
     /// Counters per page; each view goes to one at random (seed 002 used 100).
     #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
+}
+
+/// `loadlab merge` flags.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' run directories (each from `run --shard I/N --out DIR`).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Where to write the merged run directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// `loadlab k8s` subcommands.
+#[derive(Debug, Args)]
+pub struct K8sArgs {
+    /// What to print.
+    #[command(subcommand)]
+    pub what: K8sCommand,
+}
+
+/// What `loadlab k8s` prints.
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// An Indexed Job of N shards of `loadlab run FLAGS` (or a scenario file) from a common
+    /// start, the ConfigMap of its files, a results volume and the Job that merges the shards.
+    Job(K8sJobArgs),
+}
+
+/// `loadlab k8s job` flags; they may also follow the run's flags, as in
+/// `loadlab k8s job URL -R 1000 -d 60s --shards 4`.
+#[derive(Debug, Args)]
+pub struct K8sJobArgs {
+    /// Shards, one pod each.
+    #[arg(long, value_name = "N", value_parser = positive_count)]
+    pub shards: Option<usize>,
+    /// Container image with `loadlab` on its PATH (build it from the Dockerfile) [default:
+    /// loadlab:VERSION].
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Time from now to the shards' common start: long enough for every pod to be scheduled
+    /// and pull the image [default: 60s].
+    #[arg(long = "start-in", value_name = "DUR", value_parser = positive_duration)]
+    pub start_in: Option<Duration>,
+    /// Name of the Job (the other objects' names start with it) [default: loadlab].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Size of the results volume [default: 1Gi].
+    #[arg(long, value_name = "SIZE")]
+    pub storage: Option<String>,
+    /// `loadlab run`'s flags and URLs, or a scenario file and its flags.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "FLAGS | SCENARIO.yaml"
+    )]
+    pub run: Vec<String>,
 }
 
 /// `loadlab report` flags.

@@ -48,6 +48,8 @@ fn main() -> ExitCode {
         Command::Capacity(a) => cmd::capacity::main(a),
         Command::Compare(a) => cmd::compare::main(a),
         Command::Report(a) => cmd::report::main(a),
+        Command::Merge(a) => cmd::merge::main(a),
+        Command::K8s(a) => cmd::k8s::main(a),
         Command::Consume(a) => cmd::consume::main(a),
     };
     match result {

@@ -117,16 +117,34 @@ fn effective_threads(plan: &Plan) -> usize {
     t.max(1)
 }
 
+/// Sleeps until shortly before the plan's start time (`--start-at`), leaving the time its
+/// initial connections take to open at the plan's connect rate, and a second more; returns at
+/// once without a start time, or when `stop` is asked.
+fn wait_for_start(plan: &Plan, stop: &StopSignal) {
+    let Some(at) = plan.start_at else { return };
+    let (initial, _) = plan.model.connection_bounds();
+    let lead = Duration::from_secs_f64(initial as f64 / plan.connect_rate + 1.0);
+    let wake = at.checked_sub(lead).unwrap_or(at);
+    while let Ok(left) = wake.duration_since(SystemTime::now()) {
+        if stop.is_stopped() || left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
+
 /// Runs `plan` to its end (or until `stop`), calling `on_second` with each second's row and
 /// merged interval as soon as every thread has reported it. The threads first open their
 /// initial connections at the plan's connect rate; the run's origin (the start of its duration
-/// and of every latency) is set once they all have.
+/// and of every latency) is set once they all have, or at the plan's start time if that is
+/// later.
 pub fn run(
     plan: &ValidPlan,
     stop: &StopSignal,
     mut on_second: impl FnMut(&TimelineRow, &Interval),
 ) -> Result<RunData, EngineError> {
     let plan: &Plan = plan;
+    wait_for_start(plan, stop);
     let threads = effective_threads(plan);
     let endpoints = plan.endpoints.len();
     let plan_arc = Arc::new(plan.clone());
@@ -203,8 +221,14 @@ pub fn run(
         if connecting == Some(0) {
             connecting = None;
             cpu_before = usage::process_cpu();
-            started_at = SystemTime::now() + STARTUP;
-            origin_tx.send_replace(Some(Instant::now() + STARTUP));
+            let (now_wall, now) = (SystemTime::now(), Instant::now());
+            let lead = plan
+                .start_at
+                .and_then(|at| at.duration_since(now_wall).ok())
+                .unwrap_or_default()
+                .max(STARTUP);
+            started_at = now_wall + lead;
+            origin_tx.send_replace(Some(now + lead));
         }
         collector.finalize_ready(&mut on_second);
     }

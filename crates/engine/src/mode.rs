@@ -16,7 +16,7 @@ use crate::connect::Initial;
 use crate::pace::pace;
 use crate::pool::{self, Budgeted, Pool, Queues};
 use crate::record::Recorder;
-use crate::schedule::open::{ArrivalClock, RateCurve};
+use crate::schedule::open::{stripe, ArrivalClock, RateCurve};
 use crate::schedule::users::UserCurve;
 use crate::session::{self, Slots, Users};
 
@@ -26,13 +26,16 @@ pub struct OpenSchedule {
     curve: RateCurve,
     arrival: Arrival,
     seed: u64,
+    /// This run's shard of the plan, `(0, 1)` when it runs the whole plan.
+    shard: (usize, usize),
 }
 
 impl OpenSchedule {
-    /// Thread `index`'s share of the arrivals, at most `expected` of them.
+    /// Thread `index`'s share of this shard's arrivals, at most `expected` of them.
     fn clock(&self, (index, threads): (usize, usize), expected: Option<u64>) -> ArrivalClock {
         let curve = self.curve.clone();
-        ArrivalClock::new(curve, self.arrival, index, threads, self.seed, expected)
+        let (k, of) = stripe(index, threads, self.shard);
+        ArrivalClock::new(curve, self.arrival, k, of, self.seed, expected)
     }
 }
 
@@ -73,6 +76,7 @@ impl Load {
                     curve: RateCurve::from_phases(phases, end_s),
                     arrival: *arrival,
                     seed: *seed,
+                    shard: plan.shard.map_or((0, 1), |s| (s.index, s.count)),
                 };
                 match arrivals {
                     Arrivals::Requests { .. } => Load::OpenRequests(schedule),

@@ -9,7 +9,7 @@ use clap::{Args, Parser, ValueEnum};
 
 use crate::values::{
     addr_list, non_negative_rate, positive_count, positive_duration, positive_rate, positive_u64,
-    threshold_list, AddrList, ThresholdList,
+    shard_arg, start_at, threshold_list, AddrList, ShardArg, ThresholdList,
 };
 
 /// Arrival spacing for the open model.
@@ -100,6 +100,14 @@ pub struct LoadFlags {
     /// for one request name (repeatable); any failed sets exit code 99.
     #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = threshold_list)]
     pub slo: Vec<ThresholdList>,
+    /// Run only shard I (from 0) of N of the plan: arrival k of the schedule goes to shard
+    /// k mod N, connections, -n, users and payload rows are split; `loadlab merge` joins them.
+    #[arg(long, value_name = "I/N", value_parser = shard_arg)]
+    pub shard: Option<ShardArg>,
+    /// Start the schedule at this wall-clock time, shared by every shard (RFC 3339, e.g.
+    /// 2026-11-23T15:00:00Z, or Unix seconds); the connections open just before.
+    #[arg(long = "start-at", value_name = "TIME", value_parser = start_at)]
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 /// How connections reach a target: HTTP/2 and the checking of HTTPS certificates (`run`, and

@@ -87,6 +87,8 @@ fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
         tls: p.tls,
         protocol: p.protocol,
         thresholds: p.thresholds,
+        shard: None,
+        start_at: None,
     }
     .check()
 }
@@ -149,8 +151,23 @@ fn arrival(a: Option<ArrivalArg>) -> Arrival {
     }
 }
 
-/// `loadlab run` flags: URLs, or one scenario file with the flags that still apply to it.
+/// `loadlab run` flags: URLs, or one scenario file with the flags that still apply to it; with
+/// `--shard I/N`, shard I's part of the plan, and with `--start-at`, its common start.
 pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
+    let mut plan = whole_plan(f)?;
+    if let Some(s) = f.shard {
+        plan = plan
+            .shard(s.index, s.count)
+            .map_err(|e| InputError::Flags(e.to_string()))?;
+    }
+    Ok(match f.start_at {
+        Some(at) => plan.starting_at(at),
+        None => plan,
+    })
+}
+
+/// The plan the flags describe, before any sharding.
+fn whole_plan(f: &LoadFlags) -> Result<ValidPlan, InputError> {
     if f.is_scenario() {
         if f.rate.is_some() || f.ramp_to.is_some() || f.duration.is_some() || f.requests.is_some() {
             return Err(InputError::Flags(
@@ -194,11 +211,16 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
 /// (`http://127.0.0.1:PORT`; several when the client balances over the replicas, and then each
 /// path goes to every one of them), or a scenario file sent to the first front.
 pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
+    if f.shard.is_some() || f.start_at.is_some() {
+        return Err(InputError::Flags(
+            "--shard and --start-at apply to `loadlab run`; drop them from the workload".into(),
+        ));
+    }
     let mut f = f.clone();
     if f.is_scenario() {
         // A scenario's paths are relative to its target: the (first) front.
         f.target = f.target.or_else(|| fronts.first().cloned());
-        return flags(&f);
+        return whole_plan(&f);
     }
     f.urls = f
         .urls

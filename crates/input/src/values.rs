@@ -145,9 +145,43 @@ pub fn threshold_list(s: &str) -> Result<ThresholdList, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `--shard I/N`: shard I (from 0) of N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardArg {
+    /// The shard, from 0.
+    pub index: usize,
+    /// Shards in all.
+    pub count: usize,
+}
+
+/// Parses `--shard I/N`, with I from 0 to N − 1.
+pub fn shard_arg(s: &str) -> Result<ShardArg, String> {
+    let bad = || format!("{s:?} is not a shard: give I/N with I from 0 to N-1, e.g. 0/4");
+    let (i, n) = s.trim().split_once('/').ok_or_else(bad)?;
+    let index: usize = i.trim().parse().map_err(|_| bad())?;
+    let count: usize = n.trim().parse().map_err(|_| bad())?;
+    if count == 0 || index >= count || count > loadlab_run::shard::MAX_SHARDS {
+        return Err(bad());
+    }
+    Ok(ShardArg { index, count })
+}
+
+/// Parses `--start-at`: RFC 3339 or Unix seconds.
+pub fn start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    loadlab_run::shard::parse_start_at(s).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_is_i_of_n_with_i_below_n() {
+        assert_eq!(shard_arg("2/3"), Ok(ShardArg { index: 2, count: 3 }));
+        for bad in ["3/3", "1", "-1/2", "0/0", "a/b", "1/2/3"] {
+            assert!(shard_arg(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_accept_units_and_bare_seconds() {

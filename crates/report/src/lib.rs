@@ -1,10 +1,11 @@
 //! Reports: the live one-line progress display and the end-of-run tables in the terminal,
-//! SVG charts, and the self-contained HTML report.
+//! SVG charts, the self-contained HTML report, and the Kubernetes objects of a sharded run.
 
 pub mod chart;
 pub mod files;
 pub mod flame;
 pub mod html;
+pub mod k8s;
 pub mod live;
 pub mod plot;
 pub mod probe;
@@ -140,6 +141,49 @@ pub fn headline(s: &Summary) -> String {
     format!("{shape}, {:.2} s, {}", s.duration_s, s.targets.join(" "))
 }
 
+/// The shard a run was and its start, or the shards a merged run came from with each one's
+/// generator health.
+fn shard_lines(out: &mut String, s: &Summary) {
+    if let Some(x) = &s.shard {
+        let start = s
+            .start
+            .as_ref()
+            .map(|t| format!("  started {:+.1} ms from --start-at", t.offset_ms))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  shard        {}/{} of plan {}{start}",
+            x.index, x.count, s.plan_hash
+        );
+    }
+    if let Some(m) = &s.merged {
+        let _ = writeln!(
+            out,
+            "  shards       {} of {} merged (plan {})",
+            m.shards.len(),
+            m.count,
+            s.plan_hash
+        );
+        for h in &m.shards {
+            let _ = writeln!(
+                out,
+                "    {:>3}/{:<4} sent {:>10}  dropped {:>6}  lag p99 {:>7.2} ms  cpu {:>6.2} s{}",
+                h.index,
+                m.count,
+                thousands(h.sent),
+                thousands(h.dropped),
+                h.schedule_lag_ms_p99,
+                h.cpu_s,
+                if h.bottleneck {
+                    "  <- limited the load itself"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+}
+
 /// The end-of-run summary, in the spirit of autocannon's tables.
 pub fn render_summary(s: &Summary) -> String {
     let mut out = String::new();
@@ -227,6 +271,7 @@ pub fn render_summary(s: &Summary) -> String {
     if let Some(line) = http2_line(s) {
         let _ = writeln!(out, "  http2        {line}");
     }
+    shard_lines(&mut out, s);
     let g = &s.generator;
     let _ = writeln!(
         out,

@@ -39,16 +39,15 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
     write_atomic(path, &json)
 }
 
-/// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, and `server.csv`
-/// when the lab watched the service's processes (with `stores.csv` when it watched stores),
-/// and `profile.folded` when the service was profiled.
+/// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, `histograms.hlog`,
+/// and `server.csv` when the lab watched the service's processes (with `stores.csv` when it
+/// watched stores), and `profile.folded` when the service was profiled. `summary.json` is
+/// written last, so a directory that has one is complete (the merge of shards waits for it).
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|source| RunDirError {
         path: dir.to_path_buf(),
         source,
     })?;
-    write_summary(&dir.join("summary.json"), summary)?;
-
     let mut csv = Vec::new();
     writeln!(csv, "{}", TimelineRow::csv_header()).expect("writes to a Vec");
     for row in &run.timeline {
@@ -74,6 +73,9 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
     hlog.extend_from_slice(&run.hlog_lines);
     write_atomic(&dir.join("latency.hlog"), &hlog)?;
 
+    if let Some(whole) = whole_run_log(run) {
+        write_atomic(&dir.join("histograms.hlog"), &whole)?;
+    }
     if let Some(crate::ProfileOutcome::Recorded(p)) = &run.profile {
         write_atomic(&dir.join("profile.folded"), p.folded().as_bytes())?;
     }
@@ -87,7 +89,50 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
             write_atomic(&dir.join("stores.csv"), &csv)?;
         }
     }
-    Ok(())
+    write_summary(&dir.join("summary.json"), summary)
+}
+
+/// `histograms.hlog`: the whole run's histograms that `latency.hlog` does not hold, so that
+/// `loadlab merge` merges them exactly: request timings (tags `connect`, `tls`, `waiting`,
+/// `receiving`), sessions (`sessions`) and the latency of each request name (`n0`, `n1`, …, named
+/// by `#name TAG NAME` lines). `None` when there is none of them.
+fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    let t = &run.timings;
+    let mut entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = vec![
+        ("connect".into(), &t.connect),
+        ("tls".into(), &t.tls),
+        ("waiting".into(), &t.waiting),
+        ("receiving".into(), &t.receiving),
+    ];
+    if let Some(u) = &run.users {
+        entries.push(("sessions".into(), &u.sessions));
+    }
+    let mut text = Vec::new();
+    writeln!(
+        text,
+        "#loadlab whole-run histograms: values in microseconds, one interval per tag"
+    )
+    .expect("writes to a Vec");
+    for (i, (name, iv)) in run.by_name.iter().enumerate() {
+        writeln!(text, "#name n{i} {name}").expect("writes to a Vec");
+        entries.push((format!("n{i}"), &iv.latency));
+    }
+    entries.retain(|(_, h)| !h.is_empty());
+    if entries.is_empty() {
+        return None;
+    }
+    let mut serializer = V2DeflateSerializer::new();
+    let mut log = IntervalLogWriterBuilder::new()
+        .begin_log_with(&mut text, &mut serializer)
+        .expect("writes to a Vec");
+    let length = run.elapsed;
+    for (tag, h) in &entries {
+        // Serializing valid histograms into memory does not fail.
+        let _ = log.write_histogram(*h, std::time::Duration::ZERO, length, Tag::new(tag));
+    }
+    Some(text)
 }
 
 /// A run directory that cannot be read back.

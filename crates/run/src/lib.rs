@@ -6,10 +6,12 @@
 
 pub mod dir;
 pub mod error_kind;
+pub mod merge;
 pub mod plan;
 pub mod profile;
 pub mod record;
 pub mod server;
+pub mod shard;
 pub mod summary;
 pub mod template;
 pub mod thresholds;
@@ -18,9 +20,10 @@ pub mod users;
 
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
 pub use error_kind::{ErrorKind, TlsFailure};
+pub use merge::{merge_dirs, MergeError, Merged};
 pub use plan::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, Protocol, RatePhase,
-    RequestTemplate, Stop, TlsSettings, UserPhase, ValidPlan,
+    RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,
 };
 pub use profile::{Profile, ProfileOutcome, TopFunction};
 pub use record::{
@@ -30,9 +33,10 @@ pub use record::{
 pub use server::{
     ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
 };
+pub use shard::ShardError;
 pub use summary::{
-    summary_schema, Breakdown, Finding, Http2, LatencyStats, Summary, ThresholdResult,
-    SUMMARY_SCHEMA,
+    summary_schema, Breakdown, Finding, Http2, LatencyStats, MergeSummary, MergedShard,
+    ShardSummary, StartSummary, Summary, ThresholdResult, SUMMARY_SCHEMA,
 };
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};

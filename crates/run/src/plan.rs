@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::thresholds::Threshold;
 use crate::users::UserModel;
@@ -282,6 +282,17 @@ pub struct Stop {
     pub count: Option<u64>,
 }
 
+/// Which part of a shared plan a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, from 0.
+    pub index: usize,
+    /// Shards in all.
+    pub count: usize,
+    /// Fingerprint of the whole (unsharded) plan: equal for every shard of one plan.
+    pub plan_hash: u64,
+}
+
 /// Everything the engine needs to run a load test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -311,6 +322,12 @@ pub struct Plan {
     pub protocol: Protocol,
     /// What the run must meet (`--slo`, a scenario's `ensure`), checked on its summary.
     pub thresholds: Vec<Threshold>,
+    /// This run's part of a plan that several generators share (`--shard I/N`); `None` when
+    /// it runs the whole plan.
+    pub shard: Option<Shard>,
+    /// Wall-clock time the schedule starts from (`--start-at`), common to every shard; `None`
+    /// to start as soon as the connections are open.
+    pub start_at: Option<SystemTime>,
 }
 
 /// The defaults every input falls back on (flags, scenario files, experiment workloads, the
@@ -481,6 +498,35 @@ impl Plan {
             tls: TlsSettings::default(),
             protocol: Protocol::Http1,
             thresholds: Vec::new(),
+            shard: None,
+            start_at: None,
+        }
+    }
+
+    /// Fingerprint of what a plan asks of the service, equal on every machine that runs it: the
+    /// addresses names resolve to, the thread count, source addresses, the shard and the start
+    /// time are left out (they differ between machines or between shards, not between plans).
+    /// FNV-1a over the plan's debug form, so one loadlab version gives one value.
+    pub fn fingerprint(&self) -> u64 {
+        let mut whole = self.clone();
+        for e in &mut whole.endpoints {
+            e.addr = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+        }
+        whole.threads = 0;
+        whole.source_addrs.clear();
+        whole.shard = None;
+        whole.start_at = None;
+        let text = format!("{whole:?}");
+        text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+
+    /// Requests pipelined per connection: the closed model's depth, 1 otherwise.
+    pub fn pipeline(&self) -> usize {
+        match self.model {
+            Model::Closed { pipeline, .. } => pipeline,
+            _ => 1,
         }
     }
 
@@ -774,6 +820,12 @@ impl ValidPlan {
     /// The plan itself, to keep with its results.
     pub fn into_inner(self) -> Plan {
         self.0
+    }
+
+    /// The same plan, its schedule starting at `at` (a start time changes no number).
+    pub fn starting_at(mut self, at: SystemTime) -> ValidPlan {
+        self.0.start_at = Some(at);
+        self
     }
 }
 

@@ -142,7 +142,8 @@ impl Errors {
         ]
     }
 
-    fn from_kinds(k: &[u64; ErrorKind::COUNT]) -> Self {
+    /// The counts of [`ErrorKind::ALL`]'s kinds, in its order.
+    pub(crate) fn from_kinds(k: &[u64; ErrorKind::COUNT]) -> Self {
         let at = |e: ErrorKind| k[e.index()];
         Errors {
             connect_refused: at(ErrorKind::ConnectRefused),
@@ -521,6 +522,65 @@ pub struct Finding {
     pub values: BTreeMap<String, f64>,
 }
 
+/// Which part of a shared plan a run was (`--shard I/N`), and its share of the load.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ShardSummary {
+    /// This shard, from 0.
+    pub index: usize,
+    /// Shards in all.
+    pub count: usize,
+    /// This shard's closed-model connections (or open-model initial connections).
+    pub connections: usize,
+    /// This shard's cap on connections (or sessions, or users) open at once.
+    pub max_connections: usize,
+    /// Requests pipelined per connection (closed model).
+    pub pipeline: usize,
+}
+
+/// When the schedule was asked to start (`--start-at`) and when it did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StartSummary {
+    /// The start time asked for, RFC 3339.
+    pub requested: String,
+    /// How much later than asked the schedule's origin was, ms (negative: earlier).
+    pub offset_ms: f64,
+}
+
+/// One shard of a merged run, as its own summary saw it: the generator's health.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MergedShard {
+    /// The shard's index.
+    pub index: usize,
+    /// The run directory it came from.
+    pub dir: String,
+    /// Requests it sent.
+    pub sent: u64,
+    /// Requests it dropped.
+    pub dropped: u64,
+    /// Its start offset from `--start-at`, ms, when it had one.
+    pub start_offset_ms: Option<f64>,
+    /// Its p99 schedule lag, ms.
+    pub schedule_lag_ms_p99: f64,
+    /// Its generator's CPU seconds.
+    pub cpu_s: f64,
+    /// True when a generator thread of it was busy most of the run.
+    pub saturated: bool,
+    /// True when this shard, not the service, limited the load (saturated, late on its
+    /// schedule, or dropping requests the others did not).
+    pub bottleneck: bool,
+}
+
+/// Where a merged run came from (`loadlab merge`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MergeSummary {
+    /// Shards the plan was split into.
+    pub count: usize,
+    /// The shards merged, by index.
+    pub shards: Vec<MergedShard>,
+    /// Shards of the plan that were not merged.
+    pub missing: Vec<usize>,
+}
+
 /// `summary.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
@@ -580,6 +640,18 @@ pub struct Summary {
     /// summary; absent when none were given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<ThresholdResult>,
+    /// Fingerprint of the plan (16 hex digits), equal for every shard of one plan.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plan_hash: String,
+    /// The shard this run was (`--shard I/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardSummary>,
+    /// The start time asked for and the one achieved (`--start-at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartSummary>,
+    /// The shards this run was merged from (`loadlab merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeSummary>,
 }
 
 impl Summary {
@@ -792,6 +864,30 @@ impl Summary {
                 .as_ref()
                 .map(|p| ProfileSummary::from_outcome(p, TOP_FUNCTIONS)),
             thresholds: Vec::new(),
+            plan_hash: format!(
+                "{:016x}",
+                run.plan
+                    .shard
+                    .map_or_else(|| run.plan.fingerprint(), |s| s.plan_hash)
+            ),
+            shard: run.plan.shard.map(|s| {
+                let (connections, max_connections) = run.plan.model.connection_bounds();
+                ShardSummary {
+                    index: s.index,
+                    count: s.count,
+                    connections,
+                    max_connections,
+                    pipeline: run.plan.pipeline(),
+                }
+            }),
+            start: run.plan.start_at.map(|at| StartSummary {
+                requested: humantime::format_rfc3339_millis(at).to_string(),
+                offset_ms: match run.started_at.duration_since(at) {
+                    Ok(late) => late.as_secs_f64() * 1000.0,
+                    Err(early) => -early.duration().as_secs_f64() * 1000.0,
+                },
+            }),
+            merged: None,
         }
     }
 }

@@ -17,6 +17,9 @@ use crate::cmd::Outcome;
 /// Runs `loadlab run`.
 pub fn main(a: RunArgs) -> Result<Outcome> {
     let plan = loadlab_input::lower::flags(&a.load)?;
+    if let Some(at) = plan.start_at {
+        loadlab_run::shard::check_start_at(at, std::time::SystemTime::now())?;
+    }
     if let Some(plot) = &a.plot {
         plot_is_png(plot)?;
     }
@@ -41,6 +44,9 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         stores: a.watch_redis.clone(),
         profile: a.profile,
     };
+    if plan.start_at.is_some() && !a.quiet {
+        eprintln!("waiting for the start time (--start-at)");
+    }
     let (run, summary) = execute(&plan, &stop, live, &watch, dashboard.as_ref())?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {

@@ -7,11 +7,8 @@ pub mod open;
 pub mod users;
 
 /// How a run's request count is split across generator threads: thread `k` of `threads` gets
-/// `count / threads`, plus one for the first `count % threads` threads.
-pub fn share_of(count: u64, thread: usize, threads: usize) -> u64 {
-    let t = threads as u64;
-    count / t + u64::from((thread as u64) < count % t)
-}
+/// `count / threads`, plus one for the first `count % threads` threads (as shards split a plan).
+pub use loadlab_run::shard::share_of;
 
 #[cfg(test)]
 mod tests {

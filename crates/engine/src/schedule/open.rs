@@ -2,10 +2,10 @@
 //! from a fixed origin, so timer jitter never accumulates and a late thread catches up at once
 //! (plan → engine).
 //!
-//! The `i`-th arrival happens when the cumulative rate Λ(t) reaches `u_i`: `u_i = i` for evenly
-//! spaced arrivals, a running sum of exponential gaps for Poisson arrivals. Threads share the
-//! load by striping: thread `k` of `T` takes `u = k, k+T, k+2T, …` (or a Poisson process of
-//! rate Λ/T, since independent Poisson processes add up to one).
+//! An arrival happens when the cumulative rate Λ(t) reaches its `u`: `u = i` for the `i`-th of
+//! evenly spaced arrivals, points of a unit-rate Poisson process for Poisson arrivals. Threads
+//! and shards share the load by striping the unit slots of Λ: stripe `k` of `S` takes slots
+//! `k, k+S, k+2S, …` ([`ArrivalClock`]), so their union is the one schedule.
 
 use std::time::Duration;
 
@@ -154,56 +154,83 @@ impl RateCurve {
     }
 }
 
-/// One thread's stream of arrival times, as offsets from the run's origin.
+/// One stripe's stream of arrival times, as offsets from the run's origin.
+///
+/// The schedule is cut into slots of one expected arrival each (slot `j` spans Λ from `j` to
+/// `j + 1`): a uniform schedule has one arrival at the start of each slot, a Poisson schedule a
+/// Poisson(1) number of them at uniform places inside it, drawn from the seed and the slot's
+/// number alone. Stripe `s` of `S` takes slots `s, s+S, s+2S, …`, so any set of stripes that
+/// covers `0..S` gives back the one schedule, whatever `S` is: generator threads and shards
+/// (`--shard I/N`) split the same arrivals.
 #[derive(Debug, Clone)]
 pub struct ArrivalClock {
     curve: RateCurve,
     arrival: Arrival,
-    /// Λ-units between this thread's consecutive arrivals on average (the thread count).
-    stride: f64,
-    /// Λ value of the next arrival.
-    next_u: f64,
-    /// Arrivals this thread may still release (its share of the run's count).
+    seed: u64,
+    /// Slots between this stripe's consecutive slots (the stripe count).
+    stride: u64,
+    /// The slot whose arrivals are in `due`.
+    slot: u64,
+    /// Λ values of the current slot's arrivals not yet released, latest first.
+    due: Vec<f64>,
+    /// Arrivals this stripe may still release (its share of the run's count).
     remaining: Option<u64>,
-    rng: fastrand::Rng,
     next: Option<Duration>,
 }
 
 impl ArrivalClock {
-    /// The clock of thread `thread` of `threads`; `count` is this thread's share of the run's
+    /// The clock of stripe `stripe` of `stripes`; `count` is this stripe's share of the run's
     /// request count, if the run has one.
     pub fn new(
         curve: RateCurve,
         arrival: Arrival,
-        thread: usize,
-        threads: usize,
+        stripe: usize,
+        stripes: usize,
         seed: u64,
         count: Option<u64>,
     ) -> Self {
-        let stride = threads as f64;
-        let mut rng = fastrand::Rng::with_seed(seed.wrapping_add(thread as u64));
-        let next_u = match arrival {
-            Arrival::Uniform => thread as f64,
-            Arrival::Poisson => stride * exponential(&mut rng),
-        };
         let mut clock = ArrivalClock {
             curve,
             arrival,
-            stride,
-            next_u,
+            seed,
+            stride: stripes.max(1) as u64,
+            slot: stripe as u64,
+            due: Vec::new(),
             remaining: count,
-            rng,
             next: None,
         };
+        clock.fill_slot();
         clock.next = clock.compute_next();
         clock
+    }
+
+    /// Puts the arrivals of `self.slot` into `due`, moving on past empty Poisson slots until
+    /// one has an arrival or the curve has ended.
+    fn fill_slot(&mut self) {
+        loop {
+            let start = self.slot as f64;
+            match self.arrival {
+                Arrival::Uniform => self.due.push(start),
+                Arrival::Poisson => {
+                    let mut rng = fastrand::Rng::with_seed(slot_seed(self.seed, self.slot));
+                    let n = poisson_one(&mut rng);
+                    self.due.extend((0..n).map(|_| start + rng.f64()));
+                    self.due.sort_by(|a, b| b.total_cmp(a));
+                }
+            }
+            if !self.due.is_empty() || self.curve.time_of(start).is_none() {
+                return;
+            }
+            self.slot += self.stride;
+        }
     }
 
     fn compute_next(&self) -> Option<Duration> {
         if self.remaining == Some(0) {
             return None;
         }
-        self.curve.time_of(self.next_u).map(Duration::from_secs_f64)
+        let u = *self.due.last()?;
+        self.curve.time_of(u).map(Duration::from_secs_f64)
     }
 
     /// Offset of the next arrival from the origin, or `None` when the schedule is over.
@@ -219,10 +246,11 @@ impl ArrivalClock {
         if let Some(r) = self.remaining.as_mut() {
             *r -= 1;
         }
-        self.next_u += match self.arrival {
-            Arrival::Uniform => self.stride,
-            Arrival::Poisson => self.stride * exponential(&mut self.rng),
-        };
+        self.due.pop();
+        if self.due.is_empty() {
+            self.slot += self.stride;
+            self.fill_slot();
+        }
         self.next = self.compute_next();
     }
 
@@ -240,10 +268,30 @@ impl ArrivalClock {
     }
 }
 
-/// An exponential variate with mean 1.
-fn exponential(rng: &mut fastrand::Rng) -> f64 {
-    // 1 - f64() lies in (0, 1], so the logarithm is finite.
-    -(1.0 - rng.f64()).ln()
+/// The stripe of generator thread `thread` of `threads` in shard `index` of `count` (`(0, 1)`
+/// unsharded): shard `index` owns the slots `index` mod `count`, and its threads split those.
+pub fn stripe(thread: usize, threads: usize, (index, count): (usize, usize)) -> (usize, usize) {
+    (index + count * thread, count * threads)
+}
+
+/// The seed of slot `slot`'s random draws: the run's seed and the slot mixed (SplitMix64), so
+/// neighbouring slots draw unrelated numbers.
+fn slot_seed(seed: u64, slot: u64) -> u64 {
+    let mut z = seed ^ slot.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A Poisson variate with mean 1 (Knuth's product of uniforms).
+fn poisson_one(rng: &mut fastrand::Rng) -> usize {
+    let limit = (-1.0f64).exp();
+    let (mut n, mut product) = (0, rng.f64());
+    while product > limit {
+        n += 1;
+        product *= rng.f64();
+    }
+    n
 }
 
 #[cfg(test)]
@@ -289,6 +337,65 @@ mod tests {
         assert_eq!(merged.len(), all.len());
         for (a, b) in merged.iter().zip(&all) {
             assert!((ms(*a) - ms(*b)).abs() < 1e-6);
+        }
+    }
+
+    /// Every arrival of `shards` shards of `threads` threads each, in time order.
+    fn union_of_shards(
+        curve: &RateCurve,
+        arrival: Arrival,
+        shards: usize,
+        threads: usize,
+    ) -> Vec<Duration> {
+        let mut all: Vec<Duration> = (0..shards)
+            .flat_map(|i| (0..threads).map(move |t| stripe(t, threads, (i, shards))))
+            .flat_map(|(k, of)| {
+                let mut c = ArrivalClock::new(curve.clone(), arrival, k, of, 7, None);
+                times(&mut c, Duration::from_secs(60))
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn the_union_of_the_shards_is_the_unsharded_schedule_exactly() {
+        use std::time::Duration as D;
+        let phases = [
+            RatePhase::ramp("up", 0.0, 900.0, D::from_secs(2)),
+            RatePhase::pause("quiet", D::from_millis(500)),
+            RatePhase::constant("hold", 700.0, Some(D::from_secs(1))),
+            RatePhase::ramp("down", 700.0, 50.0, D::from_millis(1500)),
+        ];
+        let curve = RateCurve::from_phases(&phases, f64::INFINITY);
+        for arrival in [Arrival::Uniform, Arrival::Poisson] {
+            let one = union_of_shards(&curve, arrival, 1, 1);
+            assert!(one.len() > 2000, "{arrival:?}: {} arrivals", one.len());
+            for (shards, threads) in [(2, 1), (3, 2), (8, 3), (32, 1)] {
+                let union = union_of_shards(&curve, arrival, shards, threads);
+                assert_eq!(
+                    union, one,
+                    "{arrival:?}: {shards} shards x {threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn arrival_k_goes_to_shard_k_mod_n() {
+        let curve = RateCurve::new(100.0, 100.0, 1.0);
+        for i in 0..3 {
+            let (k, of) = stripe(0, 1, (i, 3));
+            let mut c = ArrivalClock::new(curve.clone(), Arrival::Uniform, k, of, 0, None);
+            let mine: Vec<u64> = times(&mut c, Duration::from_secs(2))
+                .iter()
+                .map(|d| (d.as_secs_f64() * 100.0).round() as u64)
+                .collect();
+            assert!(
+                mine.iter().all(|k| k % 3 == i as u64),
+                "shard {i}: {mine:?}"
+            );
+            assert_eq!(mine.len(), [34, 33, 33][i]);
         }
     }
 

@@ -122,6 +122,16 @@ fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases)> {
     Ok((file, phases))
 }
 
+/// The files a scenario's text reads besides itself (payload CSV files and a CA file), as it
+/// names them: relative to the scenario file, or absolute.
+pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>> {
+    let (file, _) = parse(text, path)?;
+    let payloads = file.config.payload.iter().flat_map(|p| p.as_slice());
+    let mut files: Vec<PathBuf> = payloads.map(|p| PathBuf::from(&p.path)).collect();
+    files.extend(file.config.tls.and_then(|t| t.cacert));
+    Ok(files)
+}
+
 /// A scenario file lowered into the parts of a plan; the lowering (`lower.rs`) adds the run's
 /// flags and the defaults.
 #[derive(Debug)]

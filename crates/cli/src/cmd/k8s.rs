@@ -1,0 +1,226 @@
+//! `loadlab k8s job (FLAGS | SCENARIO.yaml) --shards N`: prints the Kubernetes objects that run
+//! a plan as N shards on a cluster (nothing is sent to a cluster): the run's flags are checked
+//! here, and the files they read are shipped in a ConfigMap.
+
+use std::path::{Component, Path};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{anyhow, bail, Context, Result};
+use loadlab_input::values::{positive_count, positive_duration};
+use loadlab_input::LoadFlags;
+use loadlab_report::k8s::{JobSpec, ShippedFile, CONFIGMAP_LIMIT, FILES_DIR};
+use loadlab_run::defaults;
+
+use crate::args::{K8sArgs, K8sCommand, K8sJobArgs};
+use crate::cmd::Outcome;
+
+/// Time from now to the common start when `--start-in` is not given.
+const START_IN: Duration = Duration::from_secs(60);
+/// How long past the scheduled end the merge Job may wait for stragglers and merge.
+const MERGE_SLACK: Duration = Duration::from_secs(600);
+/// Longest `--name`: the objects' names add up to 8 characters (`-results`) to it, and a
+/// label value holds 63.
+const MAX_NAME: usize = 52;
+/// The run's length assumed for the merge Job's deadline when the flags do not give it.
+const UNKNOWN_LENGTH: Duration = Duration::from_secs(3600);
+
+/// Runs `loadlab k8s`.
+pub fn main(a: K8sArgs) -> Result<Outcome> {
+    match a.what {
+        K8sCommand::Job(job) => print_job(job),
+    }
+}
+
+/// Prints the objects of `loadlab k8s job`.
+fn print_job(a: K8sJobArgs) -> Result<Outcome> {
+    let (a, words) = take_job_flags(a)?;
+    let shards = a
+        .shards
+        .context("--shards N is required: the number of pods that share the load")?;
+    let flags = LoadFlags::parse_words(&words).map_err(|e| anyhow!("the run's flags: {e}"))?;
+    if flags.shard.is_some() || flags.start_at.is_some() {
+        bail!("the Job gives each pod its --shard and a common --start-at; drop them");
+    }
+    check_split(&flags, shards)?;
+    let (run_args, files) = ship_files(&words, &flags)?;
+    let start_in = a.start_in.unwrap_or(START_IN);
+    let length = match (flags.is_scenario(), flags.duration, flags.requests) {
+        (false, Some(d), _) => d,
+        (false, None, None) => defaults::DURATION,
+        _ => UNKNOWN_LENGTH,
+    };
+    let name = a.name.unwrap_or_else(|| "loadlab".into());
+    let dns_label = name.len() <= MAX_NAME
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !dns_label {
+        bail!(
+            "--name {name:?}: Kubernetes names are lower-case letters, digits and '-', starting \
+             with a letter, at most {MAX_NAME} characters here"
+        );
+    }
+    let spec = JobSpec {
+        name,
+        image: a
+            .image
+            .unwrap_or_else(|| format!("loadlab:{}", env!("CARGO_PKG_VERSION"))),
+        shards,
+        run_args,
+        files,
+        start_at: humantime::format_rfc3339_seconds(SystemTime::now() + start_in).to_string(),
+        storage: a.storage.unwrap_or_else(|| "1Gi".into()),
+        merge_deadline_s: (start_in + length + MERGE_SLACK).as_secs(),
+    };
+    print!("{}", spec.yaml());
+    Ok(Outcome::Done)
+}
+
+/// Moves the job's own flags out of the run's words (they may follow the run's flags).
+fn take_job_flags(mut a: K8sJobArgs) -> Result<(K8sJobArgs, Vec<String>)> {
+    let mut rest = Vec::new();
+    let mut words = std::mem::take(&mut a.run).into_iter();
+    while let Some(word) = words.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (word.clone(), None),
+        };
+        if !["--shards", "--image", "--start-in", "--name", "--storage"].contains(&flag.as_str()) {
+            rest.push(word);
+            continue;
+        }
+        let value = match inline.or_else(|| words.next()) {
+            Some(v) => v,
+            None => bail!("{flag} needs a value"),
+        };
+        let bad = |e: String| anyhow!("{flag} {value}: {e}");
+        match flag.as_str() {
+            "--shards" => a.shards = Some(positive_count(&value).map_err(bad)?),
+            "--start-in" => a.start_in = Some(positive_duration(&value).map_err(bad)?),
+            "--image" => a.image = Some(value),
+            "--name" => a.name = Some(value),
+            _ => a.storage = Some(value),
+        }
+    }
+    Ok((a, rest))
+}
+
+/// Refuses a closed-model plan whose connections or request count leave a shard with none
+/// (the pods would each refuse it at the start).
+fn check_split(f: &LoadFlags, shards: usize) -> Result<()> {
+    let closed = f.rate.is_none() && !f.is_scenario();
+    let connections = f.connections.unwrap_or(defaults::CONNECTIONS);
+    if closed && connections < shards {
+        bail!("-c {connections} cannot be split over {shards} shards; give -c {shards} or more");
+    }
+    if let Some(n) = f.requests.filter(|n| *n < shards as u64) {
+        bail!("-n {n} cannot be split over {shards} shards; give -n {shards} or more");
+    }
+    Ok(())
+}
+
+/// The run's words with the files they read renamed under the ConfigMap's mount, and those
+/// files: the scenario file with its payloads and CA file, `--body-file` and `--cacert`.
+fn ship_files(words: &[String], f: &LoadFlags) -> Result<(Vec<String>, Vec<ShippedFile>)> {
+    let mut files: Vec<ShippedFile> = Vec::new();
+    let mut out = Vec::with_capacity(words.len());
+    let mut next_is_file = false;
+    for word in words {
+        if next_is_file {
+            next_is_file = false;
+            out.push(ship(Path::new(word), None, &mut files)?);
+            continue;
+        }
+        if let Some((flag @ ("--body-file" | "--cacert"), path)) = word.split_once('=') {
+            out.push(format!(
+                "{flag}={}",
+                ship(Path::new(path), None, &mut files)?
+            ));
+            continue;
+        }
+        if word == "--body-file" || word == "--cacert" {
+            next_is_file = true;
+            out.push(word.clone());
+            continue;
+        }
+        if f.is_scenario() && f.urls.first() == Some(word) {
+            let path = Path::new(word);
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the scenario file {word}"))?;
+            let dir = path.parent().unwrap_or(Path::new("."));
+            for side in loadlab_input::scenario::side_files(&text, path)? {
+                ship(&dir.join(&side), Some(relative(&side)?), &mut files)?;
+            }
+            out.push(ship(path, None, &mut files)?);
+            continue;
+        }
+        out.push(word.clone());
+    }
+    let total: usize = files.iter().map(|f| f.text.len()).sum();
+    if total > CONFIGMAP_LIMIT {
+        bail!(
+            "the run's files hold {total} bytes, over a ConfigMap's 1 MiB; bake them into the \
+             image instead and name them by their path there"
+        );
+    }
+    Ok((out, files))
+}
+
+/// `path` as a relative path inside the scenario's folder, `/`-separated.
+fn relative(path: &Path) -> Result<String> {
+    let inside = path
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !inside {
+        bail!(
+            "{} is outside the scenario's folder: to ship it in the ConfigMap, name it relative \
+             to the scenario file, below it",
+            path.display()
+        );
+    }
+    let parts: Vec<String> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    Ok(parts.join("/"))
+}
+
+/// Adds the file at `path` to `files`, under `under` (its path below the mount; its own name
+/// when `None`), and returns where the pods see it.
+fn ship(path: &Path, under: Option<String>, files: &mut Vec<ShippedFile>) -> Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read {} to ship it in the ConfigMap (text files only)",
+            path.display()
+        )
+    })?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let under = under.unwrap_or_else(|| name.clone());
+    if let Some(same) = files.iter().find(|f| f.path == under) {
+        return Ok(format!("{FILES_DIR}/{}", same.path));
+    }
+    let mut key: String = name
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() || "-_.".contains(c) {
+            true => c,
+            false => '-',
+        })
+        .collect();
+    if files.iter().any(|f| f.key == key) {
+        key = format!("{}-{key}", files.len());
+    }
+    files.push(ShippedFile {
+        key,
+        path: under.clone(),
+        text,
+    });
+    Ok(format!("{FILES_DIR}/{under}"))
+}

@@ -1,0 +1,804 @@
+//! Merging the run directories of a plan's shards into one run (`loadlab merge`): counts summed,
+//! histograms merged exactly from each shard's `latency.hlog` and `histograms.hlog`, timelines
+//! joined per wall-clock second, each shard's generator health kept.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
+use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+
+use crate::dir::{read_run_dir, ReadRunError, SavedRun};
+use crate::record::{new_histogram, Interval, RunData, Timings, UserRecord};
+use crate::summary::{
+    Breakdown, Connect, Errors, Generator, LatencyStats, MergeSummary, MergedShard, NamedRequests,
+    Phase, Requests, Summary, Throughput, Users,
+};
+use crate::timeline::TimelineRow;
+use crate::users::UserModel;
+use crate::{Arrivals, ErrorKind, Model, Plan, RatePhase, Stop, Threshold, TlsFailure, UserPhase};
+
+/// Schedule lag past which a shard is said to have limited the load itself, ms.
+const LATE_SHARD_MS: f64 = 5.0;
+
+/// Shard run directories that cannot be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// A directory that cannot be read.
+    #[error(transparent)]
+    Read(#[from] ReadRunError),
+    /// A run that was not a shard.
+    #[error("{0} is not a shard's run: run each shard with --shard I/N (and --out DIR)")]
+    NotAShard(PathBuf),
+    /// Runs of different plans.
+    #[error("{dir} ran another plan (hash {theirs}, not {ours} as {first}): merge the shards of one plan only")]
+    OtherPlan {
+        /// The directory that differs.
+        dir: PathBuf,
+        /// Its plan hash.
+        theirs: String,
+        /// The first directory.
+        first: PathBuf,
+        /// The first directory's plan hash.
+        ours: String,
+    },
+    /// The same shard given twice.
+    #[error("{0} and {1} are the same shard ({2}): give each shard's directory once")]
+    SameShard(PathBuf, PathBuf, String),
+    /// An interval log that cannot be read, so nothing can be merged exactly.
+    #[error("{0}: unreadable HdrHistogram log ({1}); the shard's run directory is damaged")]
+    Log(PathBuf, String),
+    /// Nothing to merge.
+    #[error("no run directory to merge")]
+    Empty,
+}
+
+/// One shard's run directory, read for merging.
+struct ShardRun {
+    dir: PathBuf,
+    saved: SavedRun,
+    /// Its origin's offset from the merged origin, whole seconds.
+    offset_s: u64,
+    /// Per second of its own origin: true for service latency, and the encoded histogram.
+    seconds: Vec<(u64, bool, String)>,
+    /// Whole-run histograms by tag (`histograms.hlog`).
+    whole: BTreeMap<String, Histogram<u64>>,
+    /// Request names by tag.
+    names: BTreeMap<String, String>,
+}
+
+/// The entries of an interval log: each one's second (from its start timestamp), its tag and
+/// its histogram as encoded in the log; `#name TAG NAME` comment lines give names to tags.
+type LoggedIntervals = (Vec<(u64, Option<String>, String)>, BTreeMap<String, String>);
+
+/// Reads every interval of an HdrHistogram interval log, leaving the histograms encoded (a
+/// decoded histogram takes hundreds of KB; the merge decodes one second at a time).
+fn read_log(path: &Path) -> Result<LoggedIntervals, MergeError> {
+    let bad = |why: String| MergeError::Log(path.to_path_buf(), why);
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let names = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("#name "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(tag, name)| (tag.to_string(), name.to_string()))
+        .collect();
+    let mut out = Vec::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        let entry = entry.map_err(|e| bad(format!("{e:?}")))?;
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
+        let second = iv.start_timestamp().as_secs_f64().round() as u64;
+        out.push((
+            second,
+            iv.tag().map(|t| t.as_str().to_string()),
+            iv.encoded_histogram().to_string(),
+        ));
+    }
+    Ok((out, names))
+}
+
+/// Decodes a histogram as an interval log encodes it (base64 of the compressed V2 form).
+fn decode(encoded: &str, de: &mut Deserializer, path: &Path) -> Result<Histogram<u64>, MergeError> {
+    use base64::Engine;
+    let bad = |why: String| MergeError::Log(path.to_path_buf(), why);
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|e| bad(e.to_string()))?;
+    de.deserialize(&mut raw.as_slice())
+        .map_err(|e| bad(format!("{e:?}")))
+}
+
+/// The time a summary's `started_at` names.
+fn origin_of(s: &Summary) -> SystemTime {
+    humantime::parse_rfc3339_weak(&s.started_at).unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// Reads shard directories and checks they are distinct shards of one plan.
+fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
+    let mut shards: Vec<ShardRun> = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        let saved = read_run_dir(dir)?;
+        let Some(me) = &saved.summary.shard else {
+            return Err(MergeError::NotAShard(dir.clone()));
+        };
+        if let Some(first) = shards.first() {
+            let ours = &first.saved.summary.plan_hash;
+            let first_count = first.saved.summary.shard.as_ref().map_or(0, |s| s.count);
+            if saved.summary.plan_hash != *ours || me.count != first_count {
+                return Err(MergeError::OtherPlan {
+                    dir: dir.clone(),
+                    theirs: format!("{}, {} shards", saved.summary.plan_hash, me.count),
+                    first: first.dir.clone(),
+                    ours: format!("{ours}, {first_count} shards"),
+                });
+            }
+        }
+        if let Some(twin) = shards
+            .iter()
+            .find(|s| s.saved.summary.shard.as_ref().map(|x| x.index) == Some(me.index))
+        {
+            let label = format!("{}/{}", me.index, me.count);
+            return Err(MergeError::SameShard(twin.dir.clone(), dir.clone(), label));
+        }
+        let (intervals, _) = read_log(&dir.join("latency.hlog"))?;
+        let seconds = intervals
+            .into_iter()
+            .filter_map(|(second, tag, h)| match tag.as_deref() {
+                None => Some((second, false, h)),
+                Some("service") => Some((second, true, h)),
+                Some(_) => None,
+            })
+            .collect();
+        let whole_path = dir.join("histograms.hlog");
+        let (whole, names) = if whole_path.exists() {
+            let (intervals, names) = read_log(&whole_path)?;
+            let mut de = Deserializer::new();
+            let mut whole = BTreeMap::new();
+            for (_, tag, h) in intervals {
+                if let Some(tag) = tag {
+                    whole.insert(tag, decode(&h, &mut de, &whole_path)?);
+                }
+            }
+            (whole, names)
+        } else {
+            Default::default()
+        };
+        shards.push(ShardRun {
+            dir: dir.clone(),
+            saved,
+            offset_s: 0,
+            seconds,
+            whole,
+            names,
+        });
+    }
+    let origin = shards
+        .iter()
+        .map(|s| origin_of(&s.saved.summary))
+        .min()
+        .ok_or(MergeError::Empty)?;
+    for s in &mut shards {
+        let late = origin_of(&s.saved.summary)
+            .duration_since(origin)
+            .unwrap_or_default();
+        s.offset_s = late.as_secs_f64().round() as u64;
+    }
+    shards.sort_by_key(|s| s.saved.summary.shard.as_ref().map_or(0, |x| x.index));
+    Ok(shards)
+}
+
+/// Adds `from` into `into` (both from [`new_histogram`], so their bounds agree).
+fn add(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    into.add(from).expect("histograms share bounds");
+}
+
+/// A merged run: the run data (timeline, interval log, whole-run histograms) to write as a run
+/// directory and analyse, and its summary (findings not yet computed).
+#[derive(Debug)]
+pub struct Merged {
+    /// The merged run, as the engine would have returned it.
+    pub run: RunData,
+    /// Its summary; `findings` and `thresholds` are left for the caller.
+    pub summary: Summary,
+    /// The thresholds of the shards' plan, to check on the merged summary.
+    pub thresholds: Vec<Threshold>,
+}
+
+/// Merges the run directories of shards of one plan.
+pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+    let shards = read_shards(dirs)?;
+    let first = &shards.first().ok_or(MergeError::Empty)?.saved.summary;
+    let count = first.shard.as_ref().map_or(1, |s| s.count);
+    let origin = shards
+        .iter()
+        .map(|s| origin_of(&s.saved.summary))
+        .min()
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let summaries: Vec<&Summary> = shards.iter().map(|s| &s.saved.summary).collect();
+
+    // Per wall-clock second: the shards' encoded histograms and timeline rows, merged one
+    // second at a time into the run's, its phases' and the merged log.
+    let mut encoded: BTreeMap<u64, Vec<(bool, &str, &Path)>> = BTreeMap::new();
+    let mut rows: BTreeMap<u64, Vec<TimelineRow>> = BTreeMap::new();
+    let logs: Vec<PathBuf> = shards.iter().map(|s| s.dir.join("latency.hlog")).collect();
+    for (s, log) in shards.iter().zip(&logs) {
+        for (second, service, h) in &s.seconds {
+            encoded.entry(second + s.offset_s).or_default().push((
+                *service,
+                h.as_str(),
+                log.as_path(),
+            ));
+        }
+        for row in s.saved.timeline() {
+            rows.entry(row.second + s.offset_s).or_default().push(row);
+        }
+    }
+    let phase_starts: Vec<f64> = first.phases.iter().map(|p| p.start_s).collect();
+    let phase_of = |second: u64| {
+        phase_starts
+            .iter()
+            .rposition(|start| *start <= second as f64 + 1e-9)
+            .unwrap_or(0)
+    };
+    let mut phase_latency: Vec<Histogram<u64>> =
+        phase_starts.iter().map(|_| new_histogram()).collect();
+    let (mut latency, mut service) = (new_histogram(), new_histogram());
+    let (mut lat, mut svc) = (new_histogram(), new_histogram());
+    let mut de = Deserializer::new();
+    let mut log = IntervalLog::new();
+    let mut timeline = Vec::with_capacity(rows.len());
+    let seconds: std::collections::BTreeSet<u64> =
+        encoded.keys().chain(rows.keys()).copied().collect();
+    for second in seconds {
+        lat.reset();
+        svc.reset();
+        for (service, h, path) in encoded.get(&second).into_iter().flatten() {
+            let h = decode(h, &mut de, path)?;
+            add(if *service { &mut svc } else { &mut lat }, &h);
+        }
+        add(&mut latency, &lat);
+        add(&mut service, &svc);
+        if let Some(p) = phase_latency.get_mut(phase_of(second)) {
+            add(p, &lat);
+        }
+        log.write(second, &lat, &svc);
+        if let Some(parts) = rows.get(&second) {
+            timeline.push(join_row(second, parts, &lat, &svc));
+        }
+    }
+    let duration_s = shards
+        .iter()
+        .map(|s| s.offset_s as f64 + s.saved.summary.duration_s)
+        .fold(0.0, f64::max)
+        .max(1e-9);
+
+    let sum = |f: &dyn Fn(&Summary) -> u64| summaries.iter().map(|s| f(s)).sum::<u64>();
+    let requests = Requests {
+        sent: sum(&|s| s.requests.sent),
+        completed: sum(&|s| s.requests.completed),
+        ok: sum(&|s| s.requests.ok),
+        errors: sum(&|s| s.requests.errors),
+        dropped: sum(&|s| s.requests.dropped),
+        unfinished: sum(&|s| s.requests.unfinished),
+    };
+    let mut status: BTreeMap<String, u64> = BTreeMap::new();
+    let mut kinds = [0u64; ErrorKind::COUNT];
+    for s in &summaries {
+        for (code, n) in &s.status {
+            *status.entry(code.clone()).or_default() += n;
+        }
+        for (k, (_, n)) in s.errors.by_kind().iter().enumerate() {
+            kinds[k] += n;
+        }
+    }
+    let offered: Option<f64> = summaries.iter().map(|s| s.throughput.offered_rps).sum();
+    let bytes: f64 = summaries
+        .iter()
+        .map(|s| s.throughput.bytes_per_s * s.duration_s)
+        .sum();
+
+    let health = shard_health(&shards);
+    let present: Vec<usize> = health.iter().map(|h| h.index).collect();
+    let missing: Vec<usize> = (0..count).filter(|i| !present.contains(i)).collect();
+    let generator = merge_generators(&summaries, &health, &missing, count);
+
+    let phases: Vec<Phase> = first
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let of_phase = summaries.iter().filter_map(|s| s.phases.get(i));
+            Phase {
+                name: p.name.clone(),
+                start_s: p.start_s,
+                duration_s: p.duration_s,
+                offered_rps: of_phase.clone().map(|q| q.offered_rps).sum(),
+                rps: of_phase.map(|q| q.rps).sum(),
+                latency_ms: LatencyStats::from_histogram(&phase_latency[i]),
+            }
+        })
+        .collect();
+
+    let whole = |tag: &str| {
+        let mut h = new_histogram();
+        for s in &shards {
+            if let Some(x) = s.whole.get(tag) {
+                add(&mut h, x);
+            }
+        }
+        h
+    };
+    let by_name = merge_names(&shards);
+    let mut timings = Timings::new();
+    timings.connect = whole("connect");
+    timings.tls = whole("tls");
+    timings.waiting = whole("waiting");
+    timings.receiving = whole("receiving");
+    for (i, f) in TlsFailure::ALL.into_iter().enumerate() {
+        timings.tls_failures[i] = summaries
+            .iter()
+            .filter_map(|s| s.tls.as_ref())
+            .filter_map(|t| t.failures.get(f.as_str()))
+            .sum();
+    }
+    let users = first.users.is_some().then(|| {
+        let mut record = UserRecord::new();
+        record.sessions = whole("sessions");
+        for s in summaries.iter().filter_map(|s| s.users.as_ref()) {
+            for (why, n) in &s.failures {
+                *record.failures.entry(why.clone()).or_default() += n;
+            }
+            record.static_fetched += s.static_fetched;
+            record.static_skipped += s.static_skipped;
+        }
+        record
+    });
+
+    let summary = Summary {
+        schema: first.schema.clone(),
+        complete: summaries.iter().all(|s| s.complete),
+        model: first.model.clone(),
+        targets: first.targets.clone(),
+        started_at: humantime::format_rfc3339_millis(origin).to_string(),
+        duration_s,
+        throughput: Throughput {
+            rps: requests.completed as f64 / duration_s,
+            offered_rps: offered,
+            bytes_per_s: bytes / duration_s,
+        },
+        requests,
+        latency_ms: LatencyStats::from_histogram(&latency),
+        service_latency_ms: LatencyStats::from_histogram(&service),
+        status,
+        errors: Errors::from_kinds(&kinds),
+        generator,
+        phases,
+        server: None,
+        requests_by_name: by_name
+            .iter()
+            .map(|(name, named, _)| (name.clone(), named.clone()))
+            .collect(),
+        users: users.as_ref().map(|u| Users {
+            started: sum(&|s| s.users.as_ref().map_or(0, |u| u.started)),
+            completed: sum(&|s| s.users.as_ref().map_or(0, |u| u.completed)),
+            failed: sum(&|s| s.users.as_ref().map_or(0, |u| u.failed)),
+            failures: u.failures.clone(),
+            max_active: timeline.iter().map(|r| r.users_active).max().unwrap_or(0),
+            session_ms: LatencyStats::from_histogram(&u.sessions),
+            static_fetched: u.static_fetched,
+            static_skipped: u.static_skipped,
+        }),
+        timings_ms: Breakdown::from_timings(&timings),
+        tls: first.tls.clone().map(|mut t| {
+            t.failures = TlsFailure::ALL
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| timings.tls_failures[*i] > 0)
+                .map(|(i, f)| (f.as_str().to_string(), timings.tls_failures[i]))
+                .collect();
+            t
+        }),
+        http2: first.http2.clone().map(|h| crate::Http2 {
+            connections: sum(&|s| s.http2.as_ref().map_or(0, |h| h.connections)),
+            ..h
+        }),
+        findings: Vec::new(),
+        profile: None,
+        thresholds: Vec::new(),
+        plan_hash: first.plan_hash.clone(),
+        shard: None,
+        start: None,
+        merged: Some(MergeSummary {
+            count,
+            shards: health,
+            missing,
+        }),
+    };
+
+    let thresholds = first
+        .thresholds
+        .iter()
+        .filter_map(|t| {
+            let mut parsed = Threshold::parse_list(&t.threshold).ok()?.pop()?;
+            parsed.strict = t.strict;
+            Some(parsed)
+        })
+        .collect();
+
+    let mut run = RunData::from_intervals(plan_of(&shards, &summary), &[]);
+    run.started_at = origin;
+    run.elapsed = Duration::from_secs_f64(duration_s);
+    run.complete = summary.complete;
+    run.timeline = timeline;
+    run.hlog_lines = log.lines;
+    run.by_name = by_name
+        .into_iter()
+        .map(|(name, _, lat)| {
+            let mut iv = Interval::new(0);
+            iv.latency = lat;
+            (name, iv)
+        })
+        .collect();
+    run.users = users;
+    run.timings = timings;
+    Ok(Merged {
+        run,
+        summary,
+        thresholds,
+    })
+}
+
+/// The shards' generators as one: CPU and threads summed, the worst lag, every warning
+/// prefixed with its shard, and a warning for each shard that limited the load and for the
+/// shards that are missing.
+fn merge_generators(
+    summaries: &[&Summary],
+    health: &[MergedShard],
+    missing: &[usize],
+    count: usize,
+) -> Generator {
+    let mut warnings = Vec::new();
+    for s in summaries {
+        let index = s.shard.as_ref().map_or(0, |x| x.index);
+        for w in &s.generator.warnings {
+            warnings.push(format!("shard {index}/{count}: {w}"));
+        }
+    }
+    let late: Vec<&MergedShard> = health.iter().filter(|h| h.bottleneck).collect();
+    if late.len() > 1 && late.len() == health.len() {
+        warnings.push(format!(
+            "every shard was late on its schedule (worst lag p99 {:.1} ms): the generators' \
+             machines were the limit, not one shard; give them more CPU or use more shards",
+            late.iter()
+                .map(|h| h.schedule_lag_ms_p99)
+                .fold(0.0, f64::max)
+        ));
+    } else {
+        for h in late {
+            warnings.push(format!(
+                "shard {}/{count} was itself a bottleneck (schedule lag p99 {:.1} ms{}): its \
+                 requests went out late, and their latency includes the generator's delay; \
+                 give that generator more CPU or use more shards",
+                h.index,
+                h.schedule_lag_ms_p99,
+                if h.saturated {
+                    ", a thread saturated"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "shards {missing:?} of {count} are missing: this is part of the plan's load, not all"
+        ));
+    }
+    let sum = |f: fn(&Summary) -> u64| summaries.iter().map(|s| f(s)).sum::<u64>();
+    let g = |f: fn(&Generator) -> f64| summaries.iter().map(move |s| f(&s.generator));
+    Generator {
+        cpu_s: g(|g| g.cpu_s).sum(),
+        max_rss_mb: g(|g| g.max_rss_mb).fold(0.0, f64::max),
+        schedule_lag_ms_p99: g(|g| g.schedule_lag_ms_p99).fold(0.0, f64::max),
+        saturated: summaries.iter().any(|s| s.generator.saturated),
+        threads: summaries.iter().map(|s| s.generator.threads).sum(),
+        warnings,
+        connect: Connect {
+            connections: sum(|s| s.generator.connect.connections),
+            opened: sum(|s| s.generator.connect.opened),
+            failed: sum(|s| s.generator.connect.failed),
+            duration_s: g(|g| g.connect.duration_s).fold(0.0, f64::max),
+            rate_per_s: g(|g| g.connect.rate_per_s).sum(),
+            source_addrs: summaries
+                .iter()
+                .flat_map(|s| s.generator.connect.source_addrs.clone())
+                .collect(),
+            file_limit: summaries
+                .iter()
+                .map(|s| s.generator.connect.file_limit)
+                .min()
+                .unwrap_or(0),
+        },
+    }
+}
+
+/// One merged second: counts summed, percentiles of the merged histograms, the highest of the
+/// shards' schedule lags.
+fn join_row(
+    second: u64,
+    parts: &[TimelineRow],
+    latency: &Histogram<u64>,
+    service: &Histogram<u64>,
+) -> TimelineRow {
+    let mut iv = Interval::new(second);
+    iv.latency = latency.clone();
+    iv.service = service.clone();
+    let mut row = TimelineRow::from_interval(&iv);
+    for p in parts {
+        row.offered += p.offered;
+        row.sent += p.sent;
+        row.completed += p.completed;
+        for (a, b) in row.status_classes.iter_mut().zip(&p.status_classes) {
+            *a += b;
+        }
+        for (a, b) in row.error_kinds.iter_mut().zip(&p.error_kinds) {
+            *a += b;
+        }
+        row.dropped += p.dropped;
+        row.in_flight += p.in_flight;
+        row.users_active += p.users_active;
+        row.users_started += p.users_started;
+        row.users_failed += p.users_failed;
+        if p.lag_p99_ms.is_finite() {
+            row.lag_p99_ms = row.lag_p99_ms.max(p.lag_p99_ms);
+        }
+    }
+    row
+}
+
+/// Each shard's generator health, and whether it limited the load itself.
+fn shard_health(shards: &[ShardRun]) -> Vec<MergedShard> {
+    shards
+        .iter()
+        .map(|s| {
+            let x = &s.saved.summary;
+            let g = &x.generator;
+            MergedShard {
+                index: x.shard.as_ref().map_or(0, |s| s.index),
+                dir: s.dir.display().to_string(),
+                sent: x.requests.sent,
+                dropped: x.requests.dropped,
+                start_offset_ms: x.start.as_ref().map(|s| s.offset_ms),
+                schedule_lag_ms_p99: g.schedule_lag_ms_p99,
+                cpu_s: g.cpu_s,
+                saturated: g.saturated,
+                bottleneck: g.saturated || g.schedule_lag_ms_p99 > LATE_SHARD_MS,
+            }
+        })
+        .collect()
+}
+
+/// Per request name: counts summed, and the latency merged from `histograms.hlog` (names are
+/// matched by text, tags differ between shards only if their plans did).
+fn merge_names(shards: &[ShardRun]) -> Vec<(String, NamedRequests, Histogram<u64>)> {
+    let mut out: Vec<(String, NamedRequests, Histogram<u64>)> = Vec::new();
+    for s in shards {
+        for (name, n) in &s.saved.summary.requests_by_name {
+            let i = match out.iter().position(|(x, _, _)| x == name) {
+                Some(i) => i,
+                None => {
+                    out.push((name.clone(), NamedRequests::default(), new_histogram()));
+                    out.len() - 1
+                }
+            };
+            let (_, all, lat) = &mut out[i];
+            all.completed += n.completed;
+            all.ok += n.ok;
+            all.errors += n.errors;
+            for (code, k) in &n.status {
+                *all.status.entry(code.clone()).or_default() += k;
+            }
+            let tag = s
+                .names
+                .iter()
+                .find(|(_, v)| *v == name)
+                .map(|(t, _)| t.clone());
+            if let Some(h) = tag.and_then(|t| s.whole.get(&t)) {
+                add(lat, h);
+            }
+        }
+    }
+    for (_, named, lat) in &mut out {
+        named.latency_ms = LatencyStats::from_histogram(lat);
+    }
+    out
+}
+
+/// A plan with the merged run's shape, for the analysis: its model (with every shard's
+/// connections together) and its phases, aimed nowhere.
+fn plan_of(shards: &[ShardRun], s: &Summary) -> Plan {
+    let parts: Vec<&crate::ShardSummary> = shards
+        .iter()
+        .filter_map(|x| x.saved.summary.shard.as_ref())
+        .collect();
+    let connections: usize = parts.iter().map(|p| p.connections).sum();
+    let max_connections: usize = parts.iter().map(|p| p.max_connections).sum();
+    let pipeline = parts.first().map_or(1, |p| p.pipeline);
+    let users = || {
+        Arc::new(UserModel {
+            scenarios: Vec::new(),
+            pattern: vec![0],
+            variables: Vec::new(),
+            payloads: Vec::new(),
+            seed: 0,
+        })
+    };
+    let secs = |x: f64| Duration::from_secs_f64(x.max(0.0));
+    let model = match (s.model.as_str(), s.users.is_some()) {
+        ("open", with_users) => Model::Open {
+            phases: s
+                .phases
+                .iter()
+                .map(|p| {
+                    let rate = p.offered_rps.unwrap_or(0.0);
+                    RatePhase::constant(&p.name, rate, Some(secs(p.duration_s)))
+                })
+                .collect(),
+            arrival: crate::Arrival::Uniform,
+            seed: 0,
+            arrivals: match with_users {
+                true => Arrivals::Sessions {
+                    users: users(),
+                    max_sessions: max_connections,
+                },
+                false => Arrivals::Requests {
+                    connections,
+                    max_connections,
+                },
+            },
+        },
+        (_, true) => Model::Users {
+            phases: s
+                .phases
+                .iter()
+                .map(|p| UserPhase {
+                    name: p.name.clone(),
+                    duration: secs(p.duration_s),
+                    users: max_connections,
+                    spawn_rate: None,
+                })
+                .collect(),
+            users: users(),
+        },
+        _ => Model::Closed {
+            connections,
+            pipeline,
+        },
+    };
+    let stop = Stop {
+        duration: matches!(model, Model::Closed { .. }).then(|| secs(s.duration_s)),
+        count: None,
+    };
+    let mut plan = Plan::get(
+        std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        "/",
+        model,
+        stop,
+    );
+    if let Some(first) = s.targets.first() {
+        plan.requests[0].url = first.clone();
+    }
+    plan
+}
+
+/// The merged seconds as HdrHistogram interval log lines (latency untagged, service latency
+/// tagged `service`), as the engine writes them.
+struct IntervalLog {
+    lines: Vec<u8>,
+    serializer: V2DeflateSerializer,
+}
+
+impl IntervalLog {
+    fn new() -> Self {
+        IntervalLog {
+            lines: Vec::new(),
+            serializer: V2DeflateSerializer::new(),
+        }
+    }
+
+    /// Adds second `second`'s latency and service latency.
+    fn write(&mut self, second: u64, latency: &Histogram<u64>, service: &Histogram<u64>) {
+        let mut log = IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut self.lines, &mut self.serializer)
+            .expect("writes to a Vec");
+        let start = Duration::from_secs(second);
+        let length = Duration::from_secs(1);
+        // Serializing valid histograms into memory does not fail.
+        let _ = log.write_histogram(latency, start, length, None);
+        let _ = log.write_histogram(service, start, length, Tag::new("service"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{write_run_dir, Shard};
+
+    /// A shard's run directory: `latencies_us[s]` recorded in second `s`, its origin `start`.
+    fn shard_dir(dir: &Path, index: usize, start: SystemTime, latencies_us: &[&[u64]]) {
+        let mut plan = Plan::get(
+            "127.0.0.1:9".parse().unwrap(),
+            "/",
+            Model::closed(2, 1),
+            Stop::default(),
+        );
+        plan.shard = Some(Shard {
+            index,
+            count: 2,
+            plan_hash: 7,
+        });
+        let intervals: Vec<Interval> = latencies_us
+            .iter()
+            .enumerate()
+            .map(|(s, values)| {
+                let mut iv = Interval::new(s as u64);
+                for v in *values {
+                    iv.latency.record(*v).unwrap();
+                    iv.service.record(*v).unwrap();
+                    iv.counts.sent += 1;
+                    iv.counts.record_status(200);
+                }
+                iv
+            })
+            .collect();
+        let mut run = RunData::from_intervals(plan, &intervals);
+        run.started_at = start;
+        let mut log = IntervalLog::new();
+        for iv in &intervals {
+            log.write(iv.second, &iv.latency, &iv.service);
+        }
+        run.hlog_lines = log.lines;
+        write_run_dir(dir, &run, &Summary::from_run(&run)).unwrap();
+    }
+
+    #[test]
+    fn shards_join_by_wall_clock_second_and_their_histograms_add_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        shard_dir(&a, 0, t0, &[&[100, 200], &[300]]);
+        // Shard 1 started a second later: its second 0 is shard 0's second 1.
+        shard_dir(
+            &b,
+            1,
+            t0 + Duration::from_secs(1),
+            &[&[400, 500, 600], &[700]],
+        );
+        let m = merge_dirs(&[b.clone(), a.clone()]).unwrap();
+        assert_eq!(m.summary.requests.sent, 7);
+        let sent: Vec<u64> = m.run.timeline.iter().map(|r| r.sent).collect();
+        assert_eq!(sent, [2, 4, 1], "seconds joined on the wall clock");
+        assert_eq!(m.summary.latency_ms.max, 0.7);
+        assert_eq!(m.summary.latency_ms.min, 0.1);
+        assert_eq!(m.summary.latency_ms.p50, 0.4, "the 4th of 7 values");
+        let shards: Vec<usize> = m
+            .summary
+            .merged
+            .unwrap()
+            .shards
+            .iter()
+            .map(|s| s.index)
+            .collect();
+        assert_eq!(shards, [0, 1]);
+
+        let e = merge_dirs(&[a.clone(), a.clone()]).unwrap_err();
+        assert!(e.to_string().contains("same shard (0/2)"), "{e}");
+    }
+}
