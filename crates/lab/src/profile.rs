@@ -132,8 +132,8 @@ impl Recording {
     }
 }
 
-/// Waits `delay`, records the processes `roots` and their descendants (perf for native code,
-/// py-spy for Python) for up to `length` (less if stopped), and folds the stacks.
+/// Waits `delay`, records the processes `roots` and their descendants (each by its backend)
+/// for up to `length` (less if stopped), and folds the stacks.
 fn record(
     roots: &[u32],
     delay: Duration,
