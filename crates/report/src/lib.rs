@@ -414,7 +414,7 @@ fn server_totals(s: &Summary) -> Option<(f64, f64)> {
         })
 }
 
-const LAB_COLUMNS: [&str; 19] = [
+const LAB_COLUMNS: [&str; 21] = [
     "topology",
     "workload",
     // Responses below 400 per second: a pipelined connection a gunicorn sync worker closes
@@ -436,6 +436,10 @@ const LAB_COLUMNS: [&str; 19] = [
     // The annex's ECONNRESET and ESOCKETTIMEDOUT.
     "reset",
     "timeout",
+    // Still in flight when the cell ended (not waited for), and never sent for want of a
+    // connection: a cell of 10 s sleeps shorter than 10 s reads as nothing answered otherwise.
+    "unfinished",
+    "dropped",
     "server cpu %",
     "server rss MB",
 ];
@@ -480,6 +484,8 @@ fn lab_fields(c: &LabCell) -> Vec<String> {
         transport.to_string(),
         s.errors.reset.to_string(),
         s.errors.timeout.to_string(),
+        s.requests.unfinished.to_string(),
+        s.requests.dropped.to_string(),
         cpu,
         rss,
     ]
@@ -586,6 +592,8 @@ mod tests {
         summary.requests.errors = 600;
         summary.errors.closed = 600;
         summary.status = [("200".to_string(), 400)].into();
+        summary.requests.unfinished = 7;
+        summary.requests.dropped = 3;
         let cell = LabCell {
             topology: "python 1 replica".into(),
             workload: "ping -p 10".into(),
@@ -597,8 +605,16 @@ mod tests {
         let row: Vec<&str> = lines.next().unwrap().split(',').collect();
         let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
         assert_eq!(
-            ["ok/s", "requests", "2xx", "transport errors"].map(at),
-            ["40", "1000", "400", "600"]
+            [
+                "ok/s",
+                "requests",
+                "2xx",
+                "transport errors",
+                "unfinished",
+                "dropped"
+            ]
+            .map(at),
+            ["40", "1000", "400", "600", "7", "3"]
         );
         let empty = Summary::default();
         assert_eq!(ok_rps(&empty), 0.0);
