@@ -13,6 +13,7 @@ Peers are installed by bench/install-peers.sh into bench/tools (never committed)
 """
 
 import argparse
+import csv
 import datetime
 import json
 import os
@@ -617,6 +618,77 @@ def run_logging(args, out_dir, tmp, server_cpu, client_cpu):
     return "\n".join(rows)
 
 
+# ---------------------------------------------------------------- profile-overhead
+# What `--profile` costs the service (issue 16): the same server, the same load, with the
+# server's process watched in both runs and profiled in one. The profile's window is the
+# middle three fifths of a run, so the figures are read over those seconds in both runs (the
+# whole-run rate dilutes the cost): the rate, and the server's CPU per response, which a
+# machine shared with other work leaves steadier than the rate. Rust is sampled by perf (DWARF stacks at
+# 499 Hz), node by V8's own profiler (1 sample per ms).
+
+# Loads the server's one core saturates before the generator's does: perf and its writes run
+# on the generator's core (they inherit its pinning), so a load that needs all of that core
+# (/ping -c 50 -p 10) would charge perf's cost to the generator and not to the service.
+OVERHEAD_CASES = [
+    ("rust /calc?n=20000 -c 8", serve(), "/calc?n=20000", ["-c", "8"]),
+    ("node /info -c 100", serve("--runtime", "node"), "/info", LOGGING_LOAD),
+]
+
+
+def window_figures(run_dir, secs):
+    """Over the profile's window (the run's seconds 1/5..4/5): mean successful responses per
+    second, and the server's CPU per response in µs (every process of it, from server.csv),
+    which a machine shared with other work leaves far steadier than the rate."""
+    first, last = secs // 5, secs * 4 // 5
+    rows = list(csv.DictReader(open(Path(run_dir) / "timeline.csv")))
+    inside = [r for r in rows if first <= int(r["second"]) < last]
+    done = sum(int(r["s2xx"]) + int(r["s3xx"]) for r in inside)
+    # server.csv's second N is the CPU used during timeline second N-1.
+    cpu = [r for r in csv.DictReader(open(Path(run_dir) / "server.csv")) if first < int(r["second"]) <= last]
+    cpu_s = sum(float(r["cpu_pct"]) for r in cpu) / 100.0
+    return done / max(1, len(inside)), cpu_s * 1e6 / max(1, done)
+
+
+def run_overhead(args, out_dir, tmp, server_cpu, client_cpu):
+    results = {}
+    for rnd in range(args.rounds):
+        for name, build, path, load in OVERHEAD_CASES:
+            modes = ["plain", "profiled"] if rnd % 2 == 0 else ["profiled", "plain"]
+            for mode in modes:
+                port = free_port()
+                proc = start_process(build(port), port, server_cpu)
+                try:
+                    run_dir = Path(tmp) / f"overhead-{name.split()[0]}-{mode}-{rnd}"
+                    flags = ["--watch-pid", str(proc.pid), "--out", str(run_dir), *load]
+                    if mode == "profiled":
+                        flags.append("--profile")
+                    j = str(run_dir) + ".json"
+                    argv, parser = loadlab_cmd(*flags)(f"http://127.0.0.1:{port}{path}", args.seconds, j, tmp)
+                    raw = out_dir / f"profile-overhead-{name.split()[0]}-{mode}-{rnd}.out"
+                    run_measured(argv, client_cpu, args.seconds * 3 + 60, raw)
+                    s = json.loads(Path(j).read_text())
+                    backend = (s.get("profile") or {}).get("backend") or (s.get("profile") or {}).get("error", "")
+                    rps, cpu_us = window_figures(run_dir, args.seconds)
+                    results.setdefault((name, mode), []).append((rps, cpu_us, backend))
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=10)
+                time.sleep(1)
+    rows = [f"\n## profile-overhead: the same server and load with and without --profile (server pinned to one core), "
+            f"req/s over the profile's window (seconds {args.seconds // 5}..{args.seconds * 4 // 5} of {args.seconds})\n",
+            "| server, load | backend | req/s plain (median; rounds) | req/s profiled (median; rounds) | profiled / plain | server CPU µs/req plain | profiled | profiled / plain |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, *_ in OVERHEAD_CASES:
+        each = lambda mode, i: [r[i] for r in results[(name, mode)]]
+        rounds = lambda mode: ", ".join(f"{r:,.0f}" for r in each(mode, 0))
+        plain, prof = median(each("plain", 0)), median(each("profiled", 0))
+        cpu_plain, cpu_prof = median(each("plain", 1)), median(each("profiled", 1))
+        backend = results[(name, "profiled")][0][2]
+        rows.append(f"| {name} | {backend} | {plain:,.0f}; {rounds('plain')} | {prof:,.0f}; {rounds('profiled')} | {prof / plain:.2f} "
+                    f"| {cpu_plain:,.1f} | {cpu_prof:,.1f} | {cpu_prof / cpu_plain:.2f} |")
+    return "\n".join(rows)
+
+
 # ---------------------------------------------------------------- open-ceiling
 # The highest rate each tool holds on one core: offered rates stepped up until a tool completes
 # fewer than 99 % of the requests the rate asks for in the run's seconds; its last rate held,
@@ -793,7 +865,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, "
                     "https-closed-50, h2-closed, https-handshake, open-ceiling, serve-ping; "
-                    "conns-19000, conns-20000, conns-100000, seed-004-logging run only when named)")
+                    "conns-19000, conns-20000, conns-100000, seed-004-logging, profile-overhead run only when named)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
     ap.add_argument("--baseline", default="", help="another loadlab binary (an older build) run as 'loadlab-baseline' in every row loadlab runs in, to compare builds in one run")
     args = ap.parse_args()
@@ -863,6 +935,9 @@ def main():
                 print(report[-1])
             if "seed-004-logging" in only:
                 report.append(run_logging(args, out_dir, tmp, server_cpu, client_cpu))
+                print(report[-1])
+            if "profile-overhead" in only:
+                report.append(run_overhead(args, out_dir, tmp, server_cpu, client_cpu))
                 print(report[-1])
         finally:
             nginx.terminate()

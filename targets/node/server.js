@@ -494,6 +494,40 @@ function primary(config) {
 // A reader of stdout that went away must not take the service down with an EPIPE.
 process.stdout.on('error', () => {});
 
+/**
+ * V8's CPU profile on demand, for `loadlab run --profile` and lab topologies with `profile:
+ * true` (loadlab sets LOADLAB_V8_PROFILE, so it knows to ask): the first SIGUSR2 starts V8's
+ * sampling profiler in this process through the in-process inspector, the next one stops it
+ * and writes the profile (the `.cpuprofile` JSON of Chrome's tools) to
+ * `$TMPDIR/loadlab-v8-PID.cpuprofile`, written whole and then renamed. Each cluster worker is
+ * its own process and is signalled by its own PID.
+ */
+function profileOnSignal() {
+  const inspector = require('node:inspector');
+  let session = null;
+  process.on('SIGUSR2', () => {
+    if (session === null) {
+      session = new inspector.Session();
+      session.connect();
+      session.post('Profiler.enable', () => {
+        // One sample per millisecond: V8's default, and what seed 004's --prof took.
+        session.post('Profiler.setSamplingInterval', { interval: 1000 }, () => session.post('Profiler.start'));
+      });
+      return;
+    }
+    const ending = session;
+    session = null;
+    ending.post('Profiler.stop', (err, result) => {
+      ending.disconnect();
+      if (err) return process.stderr.write(`loadlab node target: the CPU profile failed: ${err.message}\n`);
+      const file = path.join(os.tmpdir(), `loadlab-v8-${process.pid}.cpuprofile`);
+      fs.writeFileSync(`${file}.part`, JSON.stringify(result.profile));
+      fs.renameSync(`${file}.part`, file);
+    });
+  });
+}
+if (process.env.LOADLAB_V8_PROFILE === '1') profileOnSignal();
+
 const config = parseArgs(process.argv.slice(2));
 if (cluster.isPrimary && config.workers > 1) {
   primary(config);

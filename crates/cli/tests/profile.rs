@@ -1,5 +1,6 @@
 //! `--profile`: the service's CPU sampled with perf while the load is on, folded, drawn as a
-//! flame graph, summarized as top functions, and diffed between two runs.
+//! flame graph, summarized as top functions, and diffed between two runs; node's JavaScript
+//! frames named through V8's perf map.
 
 mod support;
 
@@ -125,5 +126,97 @@ fn a_lab_topology_with_profile_true_draws_each_cells_flame_graph() {
             );
             assert!(cell.join("flame.svg").is_file() && cell.join("profile.folded").is_file());
         }
+    }
+}
+
+/// Samples of a run directory's profile whose stack holds a frame containing `name`.
+fn samples_with(dir: &std::path::Path, name: &str) -> u64 {
+    let text = std::fs::read_to_string(dir.join("profile.folded")).unwrap();
+    text.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.contains(name))
+        .map(|(_, n)| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn node_info_with_log_1_profiles_console_and_stream_writes_that_are_absent_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.yaml");
+    std::fs::write(
+        &file,
+        "name: seed 004 profiled\n\
+         topologies:\n  - { name: node, runtime: node, profile: true }\n\
+         workloads:\n  - { name: info, run: \"/info -c 10 -d 4s\" }\n  \
+         - { name: info log, run: \"/info?log=1 -c 10 -d 4s\" }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    loadlab_ok(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (quiet, logged) = (
+        out.join("node").join("info"),
+        out.join("node").join("info-log"),
+    );
+    // V8's own profiler, asked for by signal: nothing outside the process to forbid it.
+    let s = read_json(&logged.join("summary.json"));
+    assert_eq!(s["profile"]["backend"], "v8", "{}", s["profile"]);
+    let all = s["profile"]["samples"].as_u64().unwrap();
+    assert!(all > 200, "{}", s["profile"]);
+    // JavaScript frames are named, the handler's file among them.
+    assert!(
+        samples_with(&logged, "server.js") > all / 2,
+        "few frames of server.js"
+    );
+    // console.log, and under it the write of the stream to stdout (/dev/null in the lab).
+    let console = samples_with(&logged, "node:internal/console");
+    assert!(
+        console * 100 > all,
+        "{console} of {all} samples in console.log"
+    );
+    let text = std::fs::read_to_string(logged.join("profile.folded")).unwrap();
+    let writes: u64 = text
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| {
+            stack
+                .split_once("node:internal/console")
+                .is_some_and(|(_, below)| below.to_lowercase().contains("write"))
+        })
+        .map(|(_, n)| n.parse::<u64>().unwrap())
+        .sum();
+    assert!(writes > 0, "no stream write under console.log");
+    let q = read_json(&quiet.join("summary.json"));
+    assert!(
+        q["profile"]["samples"].as_u64().unwrap() > 200,
+        "{}",
+        q["profile"]
+    );
+    assert_eq!(
+        samples_with(&quiet, "node:internal/console"),
+        0,
+        "console frames without log=1"
+    );
+    // compare names console.log among the frames that appeared, and draws the difference.
+    let cmp = loadlab_ok(&["compare", quiet.to_str().unwrap(), logged.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    let moved = text
+        .split("where the CPU moved")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(moved.contains("new") && moved.contains("console"), "{text}");
+    let svg = std::fs::read_to_string(logged.join("flame-diff.svg")).unwrap();
+    assert!(
+        svg.contains("node:internal/console"),
+        "the diff draws console.log"
+    );
+    // The profiles node wrote were read and removed.
+    for pid in s["profile"]["pids"].as_array().unwrap() {
+        let file = std::env::temp_dir().join(format!("loadlab-v8-{}.cpuprofile", pid));
+        assert!(!file.exists(), "{} left behind", file.display());
     }
 }

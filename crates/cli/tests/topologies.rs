@@ -140,7 +140,7 @@ fn a_lab_experiment_runs_every_cell_and_writes_one_comparison() {
     let csv = std::fs::read_to_string(out_dir.join("comparison.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 5, "{csv}");
-    assert!(lines[0].starts_with("topology,workload,req/s,min ms,median ms,p95 ms,p99 ms"));
+    assert!(lines[0].starts_with("topology,workload,ok/s,min ms,median ms,p95 ms,p99 ms"));
     let cpu_col = lines[0]
         .split(',')
         .position(|h| h == "server cpu %")

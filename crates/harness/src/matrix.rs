@@ -2,6 +2,7 @@
 //! with the topology's processes watched.
 
 use std::path::Path;
+use std::time::Duration;
 
 use loadlab_engine::StopSignal;
 use loadlab_input::Workload;
@@ -41,18 +42,16 @@ pub fn run_matrix(
         .map_err(|e| HarnessError::system("cannot find the loadlab executable", e))?;
     let mut cells = Vec::new();
     for (name, topology) in topologies {
-        let deployment =
-            loadlab_lab::deploy(topology, &exe).map_err(|source| HarnessError::Topology {
-                name: name.clone(),
-                source,
-            })?;
-        println!("\n  {name}: {}", deployment.description);
-        let watch = Watch {
-            pids: deployment.pids().iter().map(|p| *p as i32).collect(),
-            stores: deployment.redis_url().into_iter().collect(),
-            profile: topology.profile,
-        };
-        for w in workloads {
+        let mut deployment = start(name, topology, &exe)?;
+        for (i, w) in workloads.iter().enumerate() {
+            if i > 0 {
+                deployment = settle(deployment, name, topology, &exe)?;
+            }
+            let watch = Watch {
+                pids: deployment.pids().iter().map(|p| *p as i32).collect(),
+                stores: deployment.redis_url().into_iter().collect(),
+                profile: topology.profile,
+            };
             let plan = loadlab_input::lower::workload(&w.flags, &deployment.fronts)?;
             println!("    running {} …", w.name);
             if let Some(d) = dashboard {
@@ -97,8 +96,66 @@ pub fn run_matrix(
     Ok(cells)
 }
 
+/// Starts a topology, saying what runs.
+fn start(
+    name: &str,
+    topology: &loadlab_lab::Topology,
+    exe: &Path,
+) -> Result<loadlab_lab::Deployment> {
+    let deployment =
+        loadlab_lab::deploy(topology, exe).map_err(|source| HarnessError::Topology {
+            name: name.to_string(),
+            source,
+        })?;
+    println!("\n  {name}: {}", deployment.description);
+    Ok(deployment)
+}
+
+/// Longest wait between two cells for the target to finish what the first left behind.
+const SETTLE_WAIT: Duration = Duration::from_secs(10);
+
+/// A wait between cells worth a line in the output.
+const NOTICEABLE: Duration = Duration::from_millis(500);
+
+/// Hands the next cell a target that has finished the previous cell's requests. The client
+/// stops at the end of a cell, but a server keeps what it had already accepted: a gunicorn
+/// sync worker answers its whole accept queue, one request after another, so a cell started
+/// at once would measure the previous cell's backlog (seed 001's 1 s cells read 0 req/s). A
+/// user comparing cells expects each to start against an idle target that keeps its warm
+/// state (a JIT's compiled code, pooled connections), so the lab first waits, up to
+/// [`SETTLE_WAIT`], for every replica to answer a fresh request; a backlog longer than that
+/// (a 10 s sleep per request on one worker can queue hours) costs less to drop than to wait
+/// for, so the topology is then started again. Either is said in the output.
+fn settle(
+    deployment: loadlab_lab::Deployment,
+    name: &str,
+    topology: &loadlab_lab::Topology,
+    exe: &Path,
+) -> Result<loadlab_lab::Deployment> {
+    match deployment.settle(SETTLE_WAIT) {
+        Some(waited) => {
+            if waited >= NOTICEABLE {
+                println!(
+                    "    waited {:.1} s for the target to finish the previous cell's requests",
+                    waited.as_secs_f64()
+                );
+            }
+            Ok(deployment)
+        }
+        None => {
+            println!(
+                "    the target was still serving the previous cell's requests after {} s: \
+                 starting {name} again",
+                SETTLE_WAIT.as_secs()
+            );
+            drop(deployment);
+            start(name, topology, exe)
+        }
+    }
+}
+
 /// Longest wait after a cell for the visits queue to drain before its books are checked.
-const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+const DRAIN_WAIT: Duration = Duration::from_secs(30);
 
 /// The visits application's books for a cell: the page views answered 200 against those its
 /// consumers counted since `before`, once the queue drained.

@@ -1,8 +1,10 @@
 //! Profiling the service while the load is on (lab → run): after the warm-up, the watched
 //! processes and their descendants are sampled for a bounded window, each by the backend that
-//! reads its stacks (`perf record` for native code, folded by inferno's perf folder; `py-spy`
-//! for Python, which folds its own). A backend that cannot run says why in one line and the
-//! run goes on.
+//! reads its stacks (`perf record` for native code, folded by inferno's perf folder; V8's own
+//! CPU profiler for loadlab's Node service, asked for by signal and converted from its
+//! `.cpuprofile`; perf on frame pointers for any other node process, named through
+//! `/tmp/perf-PID.map` when it was started with `--perf-basic-prof`; `py-spy` for Python,
+//! which folds its own). A backend that cannot run says why in one line and the run goes on.
 
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -52,10 +54,19 @@ fn failed(reason: &str) -> ProfileOutcome {
     }
 }
 
-/// How a process's stacks are read: perf for native code, py-spy for Python's interpreter.
+/// How a process's stacks are read: perf for native code and for Node, V8's profiler for
+/// loadlab's Node service, py-spy for Python's interpreter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
     Perf,
+    /// V8's sampling profiler inside the process, started and stopped by SIGUSR2 (the Node
+    /// service loadlab starts installs the handler). It names JavaScript frames exactly,
+    /// functions the optimizing compiler inlined included, which perf cannot see.
+    V8,
+    /// perf walking frame pointers: V8 keeps them in the code it compiles, which has no
+    /// unwind tables for DWARF unwinding to read; node started with `--perf-basic-prof`
+    /// names that code in `/tmp/perf-PID.map`, where perf looks.
+    Node,
     PySpy,
 }
 
@@ -75,6 +86,14 @@ impl Backend {
         let python = |name: &str| name.starts_with("python") || name == "gunicorn";
         if python(comm.trim()) || python(&exe) {
             Backend::PySpy
+        } else if comm.trim() == "node" || exe == "node" {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let asked = format!("{}=1", crate::runtime::V8_PROFILE_ENV);
+            if environ.split(|&b| b == 0).any(|v| v == asked.as_bytes()) {
+                Backend::V8
+            } else {
+                Backend::Node
+            }
         } else {
             Backend::Perf
         }
@@ -83,6 +102,8 @@ impl Backend {
     fn name(self) -> &'static str {
         match self {
             Backend::Perf => "perf",
+            Backend::V8 => "v8",
+            Backend::Node => "node-perf",
             Backend::PySpy => "py-spy",
         }
     }
@@ -92,14 +113,27 @@ impl Backend {
 struct Recording {
     backend: Backend,
     tool: PathBuf,
-    child: std::process::Child,
+    /// The recording program (perf, py-spy); none for V8, which samples inside the process.
+    child: Option<std::process::Child>,
+    /// When the window ends without a program to say so (V8).
+    until: Instant,
     out: PathBuf,
     /// The process names of the sampled pids, by pid (py-spy's stacks start below them).
     names: Vec<(u32, String)>,
 }
 
-/// Waits `delay`, records the processes `roots` and their descendants (perf for native code,
-/// py-spy for Python) for up to `length` (less if stopped), and folds the stacks.
+impl Recording {
+    /// True once the window is over: the recording program exited, or the time passed.
+    fn done(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => matches!(c.try_wait(), Ok(Some(_))),
+            None => Instant::now() >= self.until,
+        }
+    }
+}
+
+/// Waits `delay`, records the processes `roots` and their descendants (each by its backend)
+/// for up to `length` (less if stopped), and folds the stacks.
 fn record(
     roots: &[u32],
     delay: Duration,
@@ -124,7 +158,7 @@ fn record(
     let start_s = began.elapsed().as_secs_f64();
     let mut recordings = Vec::new();
     let mut problems = Vec::new();
-    for backend in [Backend::Perf, Backend::PySpy] {
+    for backend in [Backend::Perf, Backend::V8, Backend::Node, Backend::PySpy] {
         let mine: Vec<u32> = pids
             .iter()
             .copied()
@@ -132,6 +166,9 @@ fn record(
             .collect();
         if mine.is_empty() {
             continue;
+        }
+        if backend == Backend::Node {
+            problems.extend(unmapped(&mine));
         }
         match start_backend(backend, &mine, length) {
             Ok(r) => recordings.push(r),
@@ -141,20 +178,17 @@ fn record(
     let sampling = Instant::now();
     // The window ends with the backends' own length, or at once when the run ends.
     loop {
-        if recordings
-            .iter_mut()
-            .all(|r| matches!(r.child.try_wait(), Ok(Some(_))))
-        {
+        if recordings.iter_mut().all(Recording::done) {
             break;
         }
         match stopped.recv_timeout(Duration::from_millis(50)) {
             Err(RecvTimeoutError::Timeout) => continue,
             _ => {
-                for r in &recordings {
+                for child in recordings.iter().filter_map(|r| r.child.as_ref()) {
                     // SAFETY: signals a recorder this thread started, by its PID; perf and
                     // py-spy write what they have and exit on SIGINT.
                     unsafe {
-                        libc::kill(r.child.id() as libc::pid_t, libc::SIGINT);
+                        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
                     }
                 }
                 break;
@@ -201,6 +235,31 @@ fn record(
 
 /// Starts `backend` on `pids` for `length`.
 fn start_backend(backend: Backend, pids: &[u32], length: Duration) -> Result<Recording, String> {
+    let names = pids
+        .iter()
+        .map(|&p| {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            (p, comm.trim().to_string())
+        })
+        .collect();
+    if backend == Backend::V8 {
+        for &pid in pids {
+            let _ = std::fs::remove_file(v8_profile_path(pid));
+            // SAFETY: signals a watched process by its PID; loadlab's node service starts its
+            // profiler on SIGUSR2 (its environment says it handles it).
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGUSR2);
+            }
+        }
+        return Ok(Recording {
+            backend,
+            tool: PathBuf::new(),
+            child: None,
+            until: Instant::now() + length,
+            out: PathBuf::new(),
+            names,
+        });
+    }
     let out = std::env::temp_dir().join(format!(
         "loadlab-{}-{}-{}.out",
         backend.name(),
@@ -209,18 +268,26 @@ fn start_backend(backend: Backend, pids: &[u32], length: Duration) -> Result<Rec
     ));
     let list: Vec<String> = pids.iter().map(u32::to_string).collect();
     let (tool, mut cmd) = match backend {
-        Backend::Perf => {
+        Backend::V8 => unreachable!("V8 samples inside the process"),
+        Backend::Perf | Backend::Node => {
             let perf = crate::find_program("perf", &[])
                 .ok_or("perf is not installed: install it with apt-get install linux-perf")?;
             let mut cmd = Command::new(&perf);
-            // DWARF unwinding: release builds (and most distributions' binaries) keep no
-            // frame pointers, and without them every stack stops at its leaf.
+            // DWARF unwinding for native code: release builds (and most distributions'
+            // binaries) keep no frame pointers, and without them every stack stops at its
+            // leaf. Frame pointers for Node: JIT code has no unwind tables, and Debian's node
+            // keeps frame pointers through its own C++ and builtins.
+            let unwind = if backend == Backend::Node {
+                "fp"
+            } else {
+                "dwarf"
+            };
             cmd.args([
                 "record",
                 "-F",
                 &FREQUENCY.to_string(),
                 "--call-graph",
-                "dwarf",
+                unwind,
                 "-q",
             ])
             // No build-id collection: it only slows perf's exit at the window's end.
@@ -258,17 +325,11 @@ fn start_backend(backend: Backend, pids: &[u32], length: Duration) -> Result<Rec
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", backend.name()))?;
-    let names = pids
-        .iter()
-        .map(|&p| {
-            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
-            (p, comm.trim().to_string())
-        })
-        .collect();
     Ok(Recording {
         backend,
         tool,
-        child,
+        child: Some(child),
+        until: Instant::now() + length,
         out,
         names,
     })
@@ -278,13 +339,17 @@ fn start_backend(backend: Backend, pids: &[u32], length: Duration) -> Result<Rec
 fn finish_backend(
     r: Recording,
 ) -> Result<(Backend, std::collections::BTreeMap<String, u64>), String> {
-    let output = r
-        .child
+    let Some(child) = r.child else {
+        return finish_v8(&r.names).map(|f| (r.backend, f));
+    };
+    let output = child
         .wait_with_output()
         .map_err(|e| format!("{} did not finish: {e}", r.backend.name()))?;
     let folded = if !r.out.exists() {
         Err(match r.backend {
-            Backend::Perf => denied(&String::from_utf8_lossy(&output.stderr)),
+            Backend::Perf | Backend::Node | Backend::V8 => {
+                denied(&String::from_utf8_lossy(&output.stderr))
+            }
             Backend::PySpy => format!(
                 "py-spy could not sample the service ({}): it needs ptrace rights over it (run \
                  as root or the service's owner with kernel.yama.ptrace_scope=0, or CAP_SYS_PTRACE \
@@ -299,6 +364,14 @@ fn finish_backend(
     } else {
         match r.backend {
             Backend::Perf => fold(&r.tool, &r.out),
+            Backend::V8 => unreachable!("V8's profiles are read by finish_v8"),
+            Backend::Node => fold(&r.tool, &r.out).map(|stacks| {
+                let mut tidy = std::collections::BTreeMap::new();
+                for (stack, n) in stacks {
+                    *tidy.entry(js_frames(&stack)).or_insert(0) += n;
+                }
+                tidy
+            }),
             Backend::PySpy => {
                 // py-spy's raw format is already folded, from the Python frames down; the
                 // process name goes on top, as perf's stacks have it.
@@ -313,6 +386,166 @@ fn finish_backend(
     };
     let _ = std::fs::remove_file(&r.out);
     folded.map(|f| (r.backend, f))
+}
+
+/// Where loadlab's node service writes its V8 profile (as `os.tmpdir()` in node says).
+fn v8_profile_path(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("loadlab-v8-{pid}.cpuprofile"))
+}
+
+/// Longest wait for node to write its profile once asked.
+const V8_WRITE_WAIT: Duration = Duration::from_secs(10);
+
+/// Asks each node process (`names`: pid and process name) to stop its profiler, reads the
+/// profiles they write, and folds them.
+fn finish_v8(names: &[(u32, String)]) -> Result<std::collections::BTreeMap<String, u64>, String> {
+    for &(pid, _) in names {
+        // SAFETY: as when starting: the second SIGUSR2 stops the profiler and writes it.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGUSR2);
+        }
+    }
+    let deadline = Instant::now() + V8_WRITE_WAIT;
+    let mut stacks = std::collections::BTreeMap::new();
+    let mut missing = Vec::new();
+    for (pid, name) in names {
+        let path = v8_profile_path(*pid);
+        while !path.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let text = std::fs::read_to_string(&path);
+        let _ = std::fs::remove_file(&path);
+        match text.ok().and_then(|t| v8_folded(&t, name)) {
+            Some(folded) => {
+                for (stack, n) in folded {
+                    *stacks.entry(stack).or_insert(0) += n;
+                }
+            }
+            None => missing.push(pid.to_string()),
+        }
+    }
+    if stacks.is_empty() && !missing.is_empty() {
+        return Err(format!(
+            "node's V8 profiler wrote no profile for process {} within {} s: is it loadlab's \
+             node service, still running? (another node program: start it with \
+             --perf-basic-prof for perf instead)",
+            missing.join(", "),
+            V8_WRITE_WAIT.as_secs()
+        ));
+    }
+    Ok(stacks)
+}
+
+/// A V8 `.cpuprofile` (a call tree of nodes, and the node each sample hit) as folded stacks
+/// under `root` (the process name), one count per sample. Frames read `function url:line`
+/// (`(anonymous)` when unnamed); samples of an idle event loop are left out, as perf sees no
+/// idle process; `None` if the text is not such a profile.
+fn v8_folded(text: &str, root: &str) -> Option<std::collections::BTreeMap<String, u64>> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct CallFrame {
+        function_name: String,
+        #[serde(default)]
+        url: String,
+        #[serde(default)]
+        line_number: i64,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Node {
+        id: u64,
+        call_frame: CallFrame,
+        #[serde(default)]
+        children: Vec<u64>,
+    }
+    #[derive(serde::Deserialize)]
+    struct CpuProfile {
+        nodes: Vec<Node>,
+        #[serde(default)]
+        samples: Vec<u64>,
+    }
+    let profile: CpuProfile = serde_json::from_str(text).ok()?;
+    let mut parent = std::collections::HashMap::new();
+    let mut frame = std::collections::HashMap::new();
+    for n in &profile.nodes {
+        for c in &n.children {
+            parent.insert(*c, n.id);
+        }
+        let f = &n.call_frame;
+        let name = if f.function_name.is_empty() {
+            "(anonymous)"
+        } else {
+            f.function_name.as_str()
+        };
+        // A `;` would split the frame in the folded line.
+        let name = name.replace(';', ":");
+        let label = if f.url.is_empty() {
+            name
+        } else {
+            // V8 counts lines from 0; editors and perf's map from 1.
+            format!("{name} {}:{}", f.url, f.line_number + 1)
+        };
+        frame.insert(n.id, label);
+    }
+    let mut hits: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for s in &profile.samples {
+        *hits.entry(*s).or_insert(0) += 1;
+    }
+    let mut stacks = std::collections::BTreeMap::new();
+    for (leaf, count) in hits {
+        let mut frames = Vec::new();
+        let mut at = Some(leaf);
+        while let Some(id) = at {
+            match frame.get(&id).map(String::as_str) {
+                Some("(root)") | None => {}
+                Some(f) => frames.push(f.to_string()),
+            }
+            at = parent.get(&id).copied();
+        }
+        if frames.first().is_some_and(|f| f == "(idle)") {
+            continue;
+        }
+        frames.push(root.to_string());
+        frames.reverse();
+        *stacks.entry(frames.join(";")).or_insert(0) += count;
+    }
+    Some(stacks)
+}
+
+/// One line for each node process whose JavaScript frames perf cannot name: started without
+/// V8's perf map.
+fn unmapped(pids: &[u32]) -> Vec<String> {
+    pids.iter()
+        .filter(|pid| !std::path::Path::new(&format!("/tmp/perf-{pid}.map")).exists())
+        .map(|pid| {
+            format!(
+                "node process {pid} was started without --perf-basic-prof, so its JavaScript \
+                 frames are unnamed addresses: start node with --perf-basic-prof (loadlab serve \
+                 --runtime node --perf-map does; a lab topology with profile: true does it itself)"
+            )
+        })
+        .collect()
+}
+
+/// A folded stack with V8's frame names made stable: `JS:*log node:internal/console:377:6`
+/// (the mark says which tier compiled it, and changes as V8 optimizes) becomes
+/// `log node:internal/console:377:6`, and an anonymous function is named `(anonymous)`.
+fn js_frames(stack: &str) -> String {
+    stack
+        .split(';')
+        .map(|frame| match frame.strip_prefix("JS:") {
+            Some(rest) => {
+                let unmarked = rest.trim_start_matches(['*', '^', '~', '+']);
+                if unmarked.is_empty() || unmarked.starts_with(' ') {
+                    format!("(anonymous){unmarked}")
+                } else {
+                    unmarked.to_string()
+                }
+            }
+            None => frame.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// Why perf recorded nothing, in one line with what to do.
@@ -372,6 +605,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_v8_cpu_profile_folds_into_stacks_under_the_process_name_without_idle_samples() {
+        let text = r#"{"nodes":[
+            {"id":1,"callFrame":{"functionName":"(root)","url":"","lineNumber":-1},"children":[2,3]},
+            {"id":2,"callFrame":{"functionName":"(idle)","url":"","lineNumber":-1}},
+            {"id":3,"callFrame":{"functionName":"","url":"file:///srv/server.js","lineNumber":286},"children":[4]},
+            {"id":4,"callFrame":{"functionName":"log","url":"node:internal/console/constructor","lineNumber":376}}
+          ],"startTime":0,"endTime":5,"samples":[2,2,4,3,4],"timeDeltas":[1,1,1,1,1]}"#;
+        let stacks = v8_folded(text, "node").unwrap();
+        assert_eq!(
+            stacks,
+            [
+                ("node;(anonymous) file:///srv/server.js:287".to_string(), 1),
+                (
+                    "node;(anonymous) file:///srv/server.js:287;log node:internal/console/constructor:377"
+                        .to_string(),
+                    2
+                ),
+            ]
+            .into()
+        );
+        assert_eq!(v8_folded("{}", "node"), None);
+    }
+
+    #[test]
+    fn v8_frames_lose_their_tier_mark_and_anonymous_ones_get_a_name() {
+        assert_eq!(
+            js_frames("node;uv_run;JS:*log node:internal/console/constructor:377:6;JS:^formatWithOptions node:internal/util/inspect:2237:27"),
+            "node;uv_run;log node:internal/console/constructor:377:6;formatWithOptions node:internal/util/inspect:2237:27"
+        );
+        assert_eq!(
+            js_frames("node;JS:~ /srv/server.js:2:19;JS:+get /srv/app.js:9:1"),
+            "node;(anonymous) /srv/server.js:2:19;get /srv/app.js:9:1"
+        );
+    }
+
+    #[test]
     fn a_busy_process_profiles_as_its_own_stacks_and_a_short_run_says_why_not() {
         // A shell busy in arithmetic: whatever perf can see, its samples name its pid's frames.
         let mut busy = Command::new("sh")
@@ -403,8 +672,15 @@ mod tests {
                 println!("perf is not usable here; checked the message instead: {reason}");
             }
         }
-        // A Python process is read by py-spy: its frames are Python functions.
-        let mut py = Command::new("python3")
+        // A Python process is read by py-spy: its frames are Python functions. The
+        // interpreter itself, not a version manager's shim that is still a shell script when
+        // the window opens on a loaded machine.
+        let exe = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .unwrap();
+        let python = String::from_utf8_lossy(&exe.stdout).trim().to_string();
+        let mut py = Command::new(python)
             .args(["-c", "import math\ndef spin():\n    return sum(math.sin(i) for i in range(10**6))\nwhile True: spin()\n"])
             .spawn()
             .unwrap();

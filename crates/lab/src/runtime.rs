@@ -214,6 +214,8 @@ pub fn command(runtime: Runtime, options: &ServiceOptions) -> Result<Command, Ru
         Runtime::Node => {
             let mut c = Command::new("node");
             c.arg(dir.join("server.js"));
+            // Tells the profiler its CPU profile can be asked for (SIGUSR2, see server.js).
+            c.env(V8_PROFILE_ENV, "1");
             c
         }
         Runtime::Python => {
@@ -236,6 +238,10 @@ pub fn command(runtime: Runtime, options: &ServiceOptions) -> Result<Command, Ru
         .current_dir(&dir);
     Ok(cmd)
 }
+
+/// Set in the environment of the Node service (and so of its cluster workers): the process
+/// starts V8's CPU profiler on SIGUSR2 and writes the profile on the next SIGUSR2.
+pub const V8_PROFILE_ENV: &str = "LOADLAB_V8_PROFILE";
 
 /// Fails with the Debian package to install when `program` cannot be run.
 fn require(program: &'static str, package: &'static str) -> Result<(), RuntimeError> {
@@ -315,6 +321,19 @@ mod tests {
         };
         let err = command(Runtime::Node, &options).unwrap_err().to_string();
         assert!(err.contains("applies to --runtime python"), "{err}");
+        let node = command(
+            Runtime::Node,
+            &ServiceOptions {
+                async_workers: false,
+                ..options.clone()
+            },
+        )
+        .unwrap();
+        assert!(
+            node.get_envs()
+                .any(|(k, v)| k == V8_PROFILE_ENV && v.is_some_and(|v| v == "1")),
+            "node is told its profile can be asked for"
+        );
         let cmd = command(Runtime::Python, &options).unwrap();
         let args: Vec<_> = cmd
             .get_args()

@@ -85,6 +85,10 @@ pub struct Deployment {
     consumers: Vec<Supervised>,
     /// How to start consumer `i` again (the loadlab executable, the Redis URL, the shards).
     consumer_spec: Option<(PathBuf, String, Option<usize>)>,
+    /// Each replica's port, as often as processes share it (a settle probe per process).
+    probes: Vec<u16>,
+    /// The path a settle probe asks for.
+    health_path: String,
 }
 
 impl Deployment {
@@ -128,6 +132,29 @@ impl Deployment {
         self.redis.as_ref().map(RedisServer::url)
     }
 
+    /// Waits up to `bound` until every replica answers a fresh request for the health path,
+    /// asked of each replica's own port (past the balancer); the time it took, or `None` if
+    /// some replica had not answered by then. A replica serves its queued connections in the
+    /// order they came, so its answer means that what an earlier run left queued or in
+    /// progress there is done (a request still sleeping without holding a worker, as an
+    /// asynchronous `/delay`, does not delay the answer, and does not hold back the next run
+    /// either). Processes sharing a port by SO_REUSEPORT are each reached only by chance: one
+    /// probe per process goes to that port.
+    pub fn settle(&self, bound: Duration) -> Option<Duration> {
+        let began = Instant::now();
+        for &port in &self.probes {
+            // A full accept queue refuses or drops the connection: ask again until the bound.
+            loop {
+                let left = bound.checked_sub(began.elapsed())?;
+                if http_get_within(port, &self.health_path, left).is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Some(began.elapsed())
+    }
+
     /// Waits up to `wait` for one of the processes to exit; returns its label if one did. A
     /// consumer that exited is started again instead.
     pub fn exited(&mut self, wait: Duration) -> Option<String> {
@@ -159,6 +186,7 @@ impl Drop for Deployment {
         for p in &mut self.instances {
             p.stop(Duration::from_secs(3));
         }
+
         if let Some(prefix) = self.prefix.take() {
             let _ = std::fs::remove_dir_all(prefix);
         }
@@ -206,6 +234,13 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             "a runtime applies to loadlab's service, not to your own command".into(),
         ));
     }
+    if topology.redis && topology.command.is_none() && topology.runtime != Runtime::Rust {
+        return Err(LabError::Invalid(format!(
+            "the {} service has no Redis store (only the Rust one has): drop `store: redis`, or \
+             use `runtime: rust`",
+            topology.runtime
+        )));
+    }
     // Once here, so replicas starting together never install at the same time.
     runtime::prepare(topology.runtime)?;
     // Rust workers are loadlab processes sharing a port; another runtime's workers are its
@@ -242,6 +277,11 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         redis: None,
         consumers: Vec::new(),
         consumer_spec: None,
+        probes: ports
+            .iter()
+            .flat_map(|&p| std::iter::repeat_n(p, processes))
+            .collect(),
+        health_path: topology.health_path.clone(),
     };
     if topology.redis {
         deployment.redis = Some(RedisServer::start()?);
@@ -454,12 +494,24 @@ fn wait_ready(
 
 /// A one-shot `GET` on 127.0.0.1:`port`; the response, if any HTTP response came.
 fn http_get(port: u16, path: &str) -> Option<String> {
+    http_get_within(port, path, Duration::from_secs(2))
+}
+
+/// A one-shot `GET` on 127.0.0.1:`port` answered within about `within` (connecting included,
+/// each read given what is left); the response, if any HTTP response came in time.
+fn http_get_within(port: u16, path: &str, within: Duration) -> Option<String> {
+    let began = Instant::now();
     let mut s = TcpStream::connect_timeout(
         &SocketAddr::from(([127, 0, 0, 1], port)),
-        Duration::from_millis(200),
+        within
+            .min(Duration::from_millis(200))
+            .max(Duration::from_millis(1)),
     )
     .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let left = within
+        .checked_sub(began.elapsed())
+        .filter(|d| !d.is_zero())?;
+    s.set_read_timeout(Some(left)).ok()?;
     write!(
         s,
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"

@@ -69,6 +69,20 @@ pub fn write_flame(
     write(path, svg)
 }
 
+/// Writes the differential flame graph from `before`'s stacks to `after`'s to `path`.
+pub fn write_flame_diff(
+    path: &Path,
+    title: &str,
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> Result<(), FileError> {
+    let svg = crate::flame::diff_svg(title, before, after).map_err(|source| FileError::Write {
+        path: path.display().to_string(),
+        source,
+    })?;
+    write(path, svg)
+}
+
 /// True for a `.png` plot, false for `.svg`; any other name is refused.
 pub fn plot_is_png(path: &Path) -> Result<bool, FileError> {
     let ext = path

@@ -50,6 +50,66 @@ pub fn diff_svg(
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// One function whose share of the samples changed between two profiles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    /// The frame's name.
+    pub function: String,
+    /// Its share of the first profile's samples (itself and what it called), percent.
+    pub before_pct: f64,
+    /// Its share of the second's, percent.
+    pub after_pct: f64,
+}
+
+/// The `n` functions whose total share (itself and what it called) changed the most from
+/// `before` to `after`: first those absent before that hold at least 1 % after (new work, as
+/// seed 004's console.log), then the largest changes; the terminal's reading of a
+/// differential flame graph.
+pub fn moved(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    n: usize,
+) -> Vec<Moved> {
+    let shares = |stacks: &BTreeMap<String, u64>| -> BTreeMap<String, f64> {
+        let all = stacks.values().sum::<u64>().max(1) as f64;
+        let mut total: BTreeMap<String, u64> = BTreeMap::new();
+        for (stack, count) in stacks {
+            let mut seen = std::collections::HashSet::new();
+            for f in stack.split(';') {
+                if seen.insert(f) {
+                    *total.entry(f.to_string()).or_insert(0) += count;
+                }
+            }
+        }
+        total
+            .into_iter()
+            .map(|(f, c)| (f, 100.0 * c as f64 / all))
+            .collect()
+    };
+    let (b, a) = (shares(before), shares(after));
+    let mut out: Vec<Moved> = b
+        .keys()
+        .chain(a.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|f| Moved {
+            function: f.clone(),
+            before_pct: b.get(f).copied().unwrap_or(0.0),
+            after_pct: a.get(f).copied().unwrap_or(0.0),
+        })
+        .collect();
+    let new = |m: &Moved| m.before_pct == 0.0 && m.after_pct >= 1.0;
+    out.sort_by(|x, y| {
+        let d = |m: &Moved| (m.after_pct - m.before_pct).abs();
+        new(y)
+            .cmp(&new(x))
+            .then(d(y).total_cmp(&d(x)))
+            .then(x.function.cmp(&y.function))
+    });
+    out.truncate(n);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +130,11 @@ mod tests {
         assert!(svg.starts_with("<?xml") && svg.contains("calc") && svg.contains("write"));
         let diff = diff_svg("before → after", &before, &after).unwrap();
         assert!(diff.contains("log"), "the new frame is drawn");
+        let m = moved(&before, &after, 2);
+        assert_eq!(m[0].function, "log", "new work first");
+        assert_eq!((m[0].before_pct, m[0].after_pct), (0.0, 40.0));
+        assert_eq!(m[1].function, "calc");
+        assert_eq!((m[1].before_pct, m[1].after_pct), (80.0, 40.0));
         // Grown frames are red, shrunk ones blue.
         assert!(
             diff.contains("rgb(255,") && diff.contains(",255)"),

@@ -87,6 +87,7 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
             p99,
         });
     }
+    flame_diffs(&runs, &a.runs)?;
     if let Some(path) = &a.html {
         let views: Vec<loadlab_report::html::RunView> = runs
             .iter()
@@ -103,6 +104,38 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
         loadlab_report::files::write_json(path, &report)?;
     }
     Ok(Outcome::Done)
+}
+
+/// For each run profiled as the baseline was: where the CPU moved, as a differential flame
+/// graph written beside the run's own (`flame-diff.svg`: red grew, blue shrank) and the
+/// functions whose share changed most, printed.
+fn flame_diffs(
+    runs: &[(String, loadlab_run::SavedRun)],
+    dirs: &[std::path::PathBuf],
+) -> Result<()> {
+    let (base_label, base) = &runs[0];
+    let Some(before) = &base.profile else {
+        return Ok(());
+    };
+    for ((label, run), dir) in runs.iter().zip(dirs).skip(1) {
+        let Some(after) = &run.profile else {
+            println!("  {label} has no profile to compare with {base_label}'s");
+            continue;
+        };
+        let path = dir.join("flame-diff.svg");
+        let title = format!("{base_label} → {label}");
+        loadlab_report::files::write_flame_diff(&path, &title, before, after)?;
+        println!("\n  where the CPU moved, {title} (share of samples in the function and what it called):");
+        for m in loadlab_report::flame::moved(before, after, 8) {
+            let new = if m.before_pct == 0.0 { "new " } else { "    " };
+            println!(
+                "  {new}{:>5.1} % → {:>5.1} %  {}",
+                m.before_pct, m.after_pct, m.function
+            );
+        }
+        println!("  differential flame graph: {}", path.display());
+    }
+    Ok(())
 }
 
 /// `×1.32 (+2.1..+4.0 ms) differs` or `×1.01 within noise`.

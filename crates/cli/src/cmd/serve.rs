@@ -20,6 +20,12 @@ pub fn main(a: ServeArgs) -> Result<Outcome> {
     if a.cmd.is_some() && runtime != Runtime::Rust {
         anyhow::bail!("--runtime applies to loadlab's service; --cmd runs your own server");
     }
+    if let Some(flag) = rust_only_flag(&a).filter(|_| runtime != Runtime::Rust) {
+        anyhow::bail!(
+            "{flag} is served by the Rust service only (the {runtime} one has no Redis store, \
+             visits queue or in-flight limit); drop it, or use --runtime rust"
+        );
+    }
     // A redis-server of loadlab's own is started here for a single process (and kept until
     // the service stops), or by the topology for workers and replicas.
     let own_redis = (a.store == StoreArg::Redis || a.visits) && a.redis_url.is_none();
@@ -43,6 +49,18 @@ pub fn main(a: ServeArgs) -> Result<Outcome> {
         Runtime::Node | Runtime::Python if single && !own_redis => serve_runtime(&a, runtime),
         _ => supervise(&a, own_redis),
     }
+}
+
+/// The first flag given that only the Rust service implements.
+fn rust_only_flag(a: &ServeArgs) -> Option<&'static str> {
+    [
+        (a.store == StoreArg::Redis, "--store redis"),
+        (a.redis_url.is_some(), "--redis-url"),
+        (a.visits, "--visits"),
+        (a.max_in_flight.is_some(), "--max-in-flight"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// The service in another runtime: its dependencies installed if need be, then this process
