@@ -609,6 +609,24 @@ pub fn lab_csv(cells: &[LabCell]) -> String {
 mod tests {
     use super::*;
 
+    /// The lab CSV's row for one cell of `summary`, by column name.
+    fn lab_row(
+        topology: &str,
+        workload: &str,
+        summary: Summary,
+    ) -> std::collections::BTreeMap<String, String> {
+        let cell = LabCell {
+            topology: topology.into(),
+            workload: workload.into(),
+            summary,
+        };
+        let csv = lab_csv(&[cell]);
+        let mut lines = csv.lines();
+        let header = lines.next().unwrap().split(',').map(str::to_string);
+        let row = lines.next().unwrap().split(',').map(str::to_string);
+        header.zip(row).collect()
+    }
+
     #[test]
     fn the_lab_table_counts_the_balancers_502_and_504_and_resets_and_timeouts_as_seed_001s_annex() {
         let mut summary = Summary::default();
@@ -619,16 +637,8 @@ mod tests {
             .into();
         summary.errors.reset = 2;
         summary.errors.timeout = 1;
-        let cell = LabCell {
-            topology: "6 replicas".into(),
-            workload: "calc 600/s".into(),
-            summary,
-        };
-        let csv = lab_csv(&[cell]);
-        let mut lines = csv.lines();
-        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        let row = lab_row("6 replicas", "calc 600/s", summary);
+        let at = |name: &str| row[name].as_str();
         assert_eq!(
             [
                 "2xx",
@@ -657,16 +667,8 @@ mod tests {
         summary.status = [("200".to_string(), 400)].into();
         summary.requests.unfinished = 7;
         summary.requests.dropped = 3;
-        let cell = LabCell {
-            topology: "python 1 replica".into(),
-            workload: "ping -p 10".into(),
-            summary,
-        };
-        let csv = lab_csv(&[cell]);
-        let mut lines = csv.lines();
-        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let at = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        let row = lab_row("python 1 replica", "ping -p 10", summary);
+        let at = |name: &str| row[name].as_str();
         assert_eq!(
             [
                 "ok/s",
