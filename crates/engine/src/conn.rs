@@ -405,28 +405,19 @@ pub fn send<'a>(
                     return Ok(answer);
                 }
                 Err(b) if b.unprocessed && !retried => {
-                    retire(conn);
+                    *conn = None;
                     retried = true;
                 }
                 Err(b) => {
                     wire.rec.record_errors(b.kind, &batch[b.answered..]);
                     if !b.keep {
-                        retire(conn);
+                        *conn = None;
                     }
                     return Err(Failed::Exchange(b.kind));
                 }
             }
         }
     }
-}
-
-/// Drops a connection that failed; a shared HTTP/2 one is retired first, so no slot joins it
-/// again while its last streams finish.
-fn retire(conn: &mut Option<Conn>) {
-    if let Some(Conn::Http2(slot)) = conn {
-        slot.retire();
-    }
-    *conn = None;
 }
 
 /// How an exchange ended without all its answers.

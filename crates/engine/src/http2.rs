@@ -264,7 +264,7 @@ pub struct StreamSlot {
 impl StreamSlot {
     /// The connection failed under this slot (or refused a request before sending it): no new
     /// slot joins it; those still on it finish what they have in flight.
-    pub fn retire(&self) {
+    fn retire(&self) {
         *self.shared.state.borrow_mut() = State::Dead;
     }
 }
@@ -303,7 +303,23 @@ impl StreamSlot {
     /// Sends `request` on a new stream and reads its whole response, counting its bytes with
     /// `on_bytes`; keeps headers and up to `keep_body` bytes of body when `keep_body > 0`. The
     /// caller bounds the time it may take.
+    /// A failure that ends the connection (or refused the request unsent) retires it, so no
+    /// slot joins it again while its driver task winds down.
     pub async fn exchange(
+        &mut self,
+        request: &Http2Request,
+        keep_body: usize,
+        on_bytes: impl FnMut(usize, Instant),
+    ) -> Result<Http2Response, StreamFailure> {
+        let answered = self.round_trip(request, keep_body, on_bytes).await;
+        if answered.as_ref().is_err_and(|f| !f.connection_alive) {
+            self.retire();
+        }
+        answered
+    }
+
+    /// [`StreamSlot::exchange`]'s request and response, on one stream.
+    async fn round_trip(
         &mut self,
         request: &Http2Request,
         keep_body: usize,
