@@ -14,36 +14,26 @@ for component in rustfmt clippy; do
   fi
 done
 
+# Installs Debian package $3 unless program $1 (or the file $2) is there; without root, says
+# what to run instead.
+need_program() {
+  if ! command -v "$1" >/dev/null 2>&1 && [ ! -x "$2" ]; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$3"
+    else
+      echo "error: $1 is missing; install it with: sudo apt-get install $3" >&2
+      exit 1
+    fi
+  fi
+}
+
 # The topology tests run the real nginx (never the system service: loadlab starts its own).
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light
-  else
-    echo "error: nginx is missing; install it with: sudo apt-get install nginx-light" >&2
-    exit 1
-  fi
-fi
-
+need_program nginx /usr/sbin/nginx nginx-light
 # The store tests run the real redis-server (loadlab starts its own on a free port).
-if ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
-  else
-    echo "error: redis-server is missing; install it with: sudo apt-get install redis-server" >&2
-    exit 1
-  fi
-fi
-
+need_program redis-server /usr/bin/redis-server redis-server
 # The profile tests sample the service with perf (where the machine forbids it, they check
 # the one-line message instead).
-if ! command -v perf >/dev/null 2>&1 && [ ! -x /usr/bin/perf ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf
-  else
-    echo "error: perf is missing; install it with: sudo apt-get install linux-perf" >&2
-    exit 1
-  fi
-fi
+need_program perf /usr/bin/perf linux-perf
 
 # py-spy samples Python services for --profile; the shard tests read HdrHistogram logs with
 # HdrHistogram's Python implementation and validate the Kubernetes objects `loadlab k8s job`
