@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{loadlab, loadlab_ok, read_json, Served};
+use support::{lab_ok, loadlab, loadlab_ok, read_json, Served};
 
 /// Share of a run directory's profile samples whose stack holds a frame containing `name`.
 fn share_with(dir: &std::path::Path, name: &str) -> f64 {
@@ -99,21 +99,12 @@ fn profiling_needs_processes_to_watch() {
 #[test]
 fn a_lab_topology_with_profile_true_draws_each_cells_flame_graph() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("exp.yaml");
-    std::fs::write(
-        &file,
+    let (_, out) = lab_ok(
+        dir.path(),
         "name: profiled\n\
          topologies:\n  - { name: one, profile: true }\n\
          workloads:\n  - { name: calc, run: \"/calc?n=100000 -c 2 -d 3s\" }\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    loadlab_ok(&[
-        "lab",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    );
     let cell = out.join("one").join("calc");
     let s = read_json(&cell.join("summary.json"));
     match s["profile"]["error"].as_str() {
@@ -142,22 +133,13 @@ fn samples_with(dir: &std::path::Path, name: &str) -> u64 {
 #[test]
 fn node_info_with_log_1_profiles_console_and_stream_writes_that_are_absent_without_it() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("exp.yaml");
-    std::fs::write(
-        &file,
+    let (_, out) = lab_ok(
+        dir.path(),
         "name: seed 004 profiled\n\
          topologies:\n  - { name: node, runtime: node, profile: true }\n\
          workloads:\n  - { name: info, run: \"/info -c 10 -d 4s\" }\n  \
          - { name: info log, run: \"/info?log=1 -c 10 -d 4s\" }\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    loadlab_ok(&[
-        "lab",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    );
     let (quiet, logged) = (
         out.join("node").join("info"),
         out.join("node").join("info-log"),

@@ -5,7 +5,7 @@ mod support;
 
 use std::net::SocketAddr;
 
-use support::{assert_all_gone, loadlab_ok, read_json, ticket_at, Served};
+use support::{assert_all_gone, lab_ok, loadlab_ok, read_json, ticket_at, Served};
 
 /// The URL of the redis-server a `loadlab serve` first line names.
 fn redis_url(t: &Served) -> String {
@@ -332,22 +332,12 @@ fn a_consumer_restarted_under_its_name_counts_what_it_had_taken_and_not_acknowle
 #[test]
 fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redis() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("exp.yaml");
-    std::fs::write(
-        &file,
+    let (text, out_dir) = lab_ok(
+        dir.path(),
         "name: turnomatic\n\
          topologies:\n  - { name: two, replicas: 2, lb: client, store: redis }\n\
          workloads:\n  - { name: tickets, run: \"/turno/q -c 4 -n 400\" }\n",
-    )
-    .unwrap();
-    let out_dir = dir.path().join("out");
-    let out = loadlab_ok(&[
-        "lab",
-        file.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
+    );
     assert!(
         text.contains("balanced by the client over http://127.0.0.1:"),
         "{text}"

@@ -36,6 +36,21 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("file written")).expect("valid JSON")
 }
 
+/// Writes `experiment` (an experiment file's YAML) into `dir` and runs `loadlab lab` on it,
+/// which must succeed; what it printed and its output directory.
+pub fn lab_ok(dir: &Path, experiment: &str) -> (String, std::path::PathBuf) {
+    let file = dir.join("exp.yaml");
+    std::fs::write(&file, experiment).unwrap();
+    let out = dir.join("out");
+    let done = loadlab_ok(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    (String::from_utf8_lossy(&done.stdout).into_owned(), out)
+}
+
 /// Runs a scenario file against `server` (with `extra` flags) and returns its summary, written
 /// beside the file.
 pub fn run_scenario(file: &Path, server: &TestServer, extra: &[&str]) -> Value {
