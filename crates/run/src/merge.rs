@@ -695,6 +695,10 @@ fn plan_of(shards: &[ShardRun], s: &Summary) -> Plan {
     if let Some(first) = s.targets.first() {
         plan.requests[0].url = first.clone();
     }
+    // What a connection held: the findings' Little's law counts connections × streams.
+    if let Some(h) = &s.http2 {
+        plan.protocol = crate::Protocol::Http2 { streams: h.streams };
+    }
     plan
 }
 
@@ -744,6 +748,7 @@ mod tests {
             count: 2,
             plan_hash: 7,
         });
+        plan.protocol = crate::Protocol::Http2 { streams: 3 };
         let intervals: Vec<Interval> = latencies_us
             .iter()
             .enumerate()
@@ -797,6 +802,8 @@ mod tests {
             .map(|s| s.index)
             .collect();
         assert_eq!(shards, [0, 1]);
+        assert_eq!(m.run.plan.protocol, crate::Protocol::Http2 { streams: 3 });
+        assert_eq!(m.summary.http2.as_ref().map(|h| h.streams), Some(3));
 
         let e = merge_dirs(&[a.clone(), a.clone()]).unwrap_err();
         assert!(e.to_string().contains("same shard (0/2)"), "{e}");
