@@ -131,11 +131,6 @@ fn protocol(http2: Option<Option<usize>>) -> Protocol {
 }
 
 /// `--http2` and `--streams` as [`protocol`] takes them.
-fn http2_flags(f: &LoadFlags) -> Option<Option<usize>> {
-    http2_reach(&f.reach)
-}
-
-/// [`http2_flags`] of a [`ReachFlags`] group.
 fn http2_reach(f: &ReachFlags) -> Option<Option<usize>> {
     f.http2.then_some(f.streams)
 }
@@ -199,7 +194,7 @@ fn whole_plan(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             source_addrs: source_addrs(f),
             cacert: f.reach.cacert.clone(),
             insecure: f.reach.insecure,
-            http2: http2_flags(f),
+            http2: http2_reach(&f.reach),
             thresholds: thresholds(f),
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
@@ -463,7 +458,7 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
         tls: tls(f.reach.cacert.as_deref(), f.reach.insecure)?,
-        protocol: protocol(http2_flags(f)),
+        protocol: protocol(http2_reach(&f.reach)),
         thresholds: thresholds(f),
     })?)
 }
