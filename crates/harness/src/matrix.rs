@@ -73,16 +73,10 @@ pub fn run_matrix(
             }
             let dir = out.join(slug(name)).join(slug(&w.name));
             loadlab_run::write_run_dir(&dir, &run, &summary)?;
-            if let Some(loadlab_run::ProfileOutcome::Recorded(p)) = &run.profile {
-                let title = format!("{name} / {}", w.name);
-                loadlab_report::files::write_flame(&dir.join("flame.svg"), &title, &p.stacks)
-                    .map_err(|e| {
-                        HarnessError::system(
-                            "cannot write the flame graph",
-                            std::io::Error::other(e),
-                        )
-                    })?;
-            }
+            let title = format!("{name} / {}", w.name);
+            loadlab_report::files::write_run_flame(&dir, &title, &run).map_err(|e| {
+                HarnessError::system("cannot write the flame graph", std::io::Error::other(e))
+            })?;
             cells.push(LabCell {
                 topology: name.clone(),
                 workload: w.name.clone(),

@@ -57,7 +57,7 @@ pub fn write_junit(
 }
 
 /// Writes the flame graph of a profile's `stacks` to `path`.
-pub fn write_flame(
+fn write_flame(
     path: &Path,
     title: &str,
     stacks: &std::collections::BTreeMap<String, u64>,
@@ -67,6 +67,20 @@ pub fn write_flame(
         source,
     })?;
     write(path, svg)
+}
+
+/// Writes `flame.svg` into run directory `dir` when the run recorded a profile; its path.
+pub fn write_run_flame(
+    dir: &Path,
+    title: &str,
+    run: &loadlab_run::RunData,
+) -> Result<Option<std::path::PathBuf>, FileError> {
+    let Some(loadlab_run::ProfileOutcome::Recorded(p)) = &run.profile else {
+        return Ok(None);
+    };
+    let path = dir.join("flame.svg");
+    write_flame(&path, title, &p.stacks)?;
+    Ok(Some(path))
 }
 
 /// Writes the differential flame graph from `before`'s stacks to `after`'s to `path`.

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use loadlab_harness::{execute, interrupt_signal, Dashboard, Watch};
 use loadlab_report::files::{
-    label_of, plot_is_png, write_flame, write_html, write_junit, write_plot,
+    label_of, plot_is_png, write_html, write_junit, write_plot, write_run_flame,
 };
 use loadlab_report::html::RunView;
 
@@ -61,9 +61,8 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     let view = match &a.out {
         Some(dir) => {
             loadlab_run::write_run_dir(dir, &run, &summary)?;
-            if let Some(loadlab_run::ProfileOutcome::Recorded(p)) = &run.profile {
-                write_flame(&dir.join("flame.svg"), &label, &p.stacks)?;
-                println!("  profile      {}", dir.join("flame.svg").display());
+            if let Some(flame) = write_run_flame(dir, &label, &run)? {
+                println!("  profile      {}", flame.display());
             }
             let view = RunView::from_saved(&label, &loadlab_run::read_run_dir(dir)?);
             if a.html {
