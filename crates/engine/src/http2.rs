@@ -11,6 +11,7 @@
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::rc::{Rc, Weak};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use h2::client::SendRequest;
@@ -311,11 +312,36 @@ impl StreamSlot {
         keep_body: usize,
         on_bytes: impl FnMut(usize, Instant),
     ) -> Result<Http2Response, StreamFailure> {
-        let answered = self.round_trip(request, keep_body, on_bytes).await;
+        let answered = self
+            .round_trip(request, keep_body, on_bytes)
+            .await
+            .map_err(|f| self.blame_goaway(f));
         if answered.as_ref().is_err_and(|f| !f.connection_alive) {
             self.retire();
         }
         answered
+    }
+
+    /// A stream the connection's end cut off counts as `goaway` when the server had sent a
+    /// GOAWAY with an error code first: `h2` hands such streams (those the GOAWAY said were
+    /// being processed) only the end of the connection, and keeps the GOAWAY as the
+    /// connection's error, which a send handle reports without waiting.
+    fn blame_goaway(&mut self, f: StreamFailure) -> StreamFailure {
+        if !matches!(f.kind, ErrorKind::Closed | ErrorKind::Reset) {
+            return f;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        match self.send.poll_ready(&mut cx) {
+            Poll::Ready(Err(e))
+                if e.is_go_away() && e.is_remote() && e.reason() != Some(h2::Reason::NO_ERROR) =>
+            {
+                StreamFailure {
+                    kind: ErrorKind::GoAway,
+                    ..f
+                }
+            }
+            _ => f,
+        }
     }
 
     /// [`StreamSlot::exchange`]'s request and response, on one stream.
@@ -406,19 +432,38 @@ fn classify(e: &h2::Error) -> ErrorKind {
     } else if e.is_go_away() && e.is_remote() {
         ErrorKind::GoAway
     } else if let Some(io) = e.get_io() {
-        match io.kind() {
-            std::io::ErrorKind::UnexpectedEof => ErrorKind::Closed,
-            std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
-            _ => ErrorKind::Reset,
-        }
+        io_kind(io)
     } else {
         ErrorKind::Protocol
+    }
+}
+
+/// The kind of an I/O failure under an HTTP/2 connection.
+fn io_kind(io: &std::io::Error) -> ErrorKind {
+    match io.kind() {
+        std::io::ErrorKind::UnexpectedEof => ErrorKind::Closed,
+        // `h2`'s own word for a connection the server closed under open streams; a write that
+        // hit a reset connection carries the system's EPIPE instead.
+        std::io::ErrorKind::BrokenPipe if io.raw_os_error().is_none() => ErrorKind::Closed,
+        std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+        _ => ErrorKind::Reset,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_h2_saw_close_is_closed_and_a_system_broken_pipe_is_a_reset() {
+        let closed = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stream closed");
+        assert_eq!(io_kind(&closed), ErrorKind::Closed);
+        let epipe = std::io::Error::from_raw_os_error(32);
+        assert_eq!(epipe.kind(), std::io::ErrorKind::BrokenPipe);
+        assert_eq!(io_kind(&epipe), ErrorKind::Reset);
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(io_kind(&reset), ErrorKind::Reset);
+    }
 
     #[test]
     fn an_http1_request_becomes_its_http2_form() {
