@@ -175,8 +175,9 @@ fn reset_streams_and_an_erroring_goaway_count_as_their_own_kinds() {
     let (_, s): (_, Summary) = run_plan(&h2_plan(&server, closed(1, 1), count(40), 4));
     assert!(s.requests.ok >= 1, "{:?}", s.requests);
     // The streams a GOAWAY cut off count as `goaway` (3 a connection here), not only those it
-    // refused. Some connections end with no GOAWAY read by the client (h2 then reports a plain
-    // close): those count as `closed`, so only a floor is asserted (11 or more seen in 30 runs).
+    // refused. When the client writes a request just as the server closes, the write fails
+    // (EPIPE) before the GOAWAY waiting in the receive buffer is read, and h2 reads no more:
+    // that connection's streams are `closed`. So only a floor (≥ 11 seen in 30 runs).
     assert!(s.errors.goaway >= 3, "{:?}", s.errors);
     assert_eq!(
         s.requests.ok + s.errors.goaway + s.errors.closed + s.errors.reset,
