@@ -5,10 +5,11 @@
 //! The reasoning: in a closed loop with c clients and no think time, throughput is
 //! `X = c / R` (Little's law). A service that takes S per request on K workers answers with
 //! `R ≈ S` while `c ≤ K` (X grows as c/S) and queues past that: X stays at K/S and R grows as
-//! cS/K — one request in K+1 waits a whole S, so p99 doubles at c = K+1. The probe observes K
-//! as the last concurrency before that jump, stepping back to the concurrencies between two
-//! steps when the jump falls between them (a worker count is observed, not rounded from
-//! `X_max · S`). An asynchronous service keeps R ≈ S and X ≈ c/S as far as the probe goes.
+//! cS/K. That holds whatever the spread of the service times (nobody waits while c ≤ K, all K
+//! are busy past it), so the probe finds K as the knee of the steps' mean latency, stepping
+//! back to measure K and K + 1 when the climb skipped them. When the times do not vary, the
+//! K+1st request waits a whole S and p99 doubles right at c = K+1: then K is also observed. An
+//! asynchronous service keeps R ≈ S and X ≈ c/S as far as the probe goes.
 
 use std::time::Duration;
 
@@ -114,19 +115,24 @@ const FLAT: f64 = 1.10;
 
 /// The next step, given the steps so far (in the order they ran) and the time they took.
 ///
-/// The probe climbs the [`LADDER`] until throughput stops growing, the errors, the latency, the
-/// concurrency bound or the time says stop; then, when the p99 jump that marks the first queued
-/// request fell between two steps more than one connection apart, it steps back and bisects
-/// between them until the worker count is observed between consecutive concurrencies.
+/// The probe measures one connection (again, when its first second held too few requests),
+/// climbs the [`LADDER`] until throughput stops growing, the errors, the latency, the
+/// concurrency bound or the time says stop; then it steps back to measure the concurrencies
+/// on either side of the worker count the steps suggest (K and K + 1, see [`knee`]) that it has
+/// not run yet, until both are measured.
 pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> Next {
+    if let Some(again) = measure_alone_again(steps, elapsed, limits) {
+        return again;
+    }
     let climb = climb(steps);
+    let went_back = stepped_back(steps);
     let stopped = match climb_next(&climb, elapsed, limits) {
         // Still climbing: no step has gone back down yet.
-        run @ Next::Run { .. } if climb.len() == steps.len() => return run,
+        run @ Next::Run { .. } if !went_back => return run,
         Next::Run { .. } => String::from("throughput stopped growing for two steps"),
         Next::Stop(why) => why,
     };
-    if let Some(last) = steps.last().filter(|_| climb.len() < steps.len()) {
+    if let Some(last) = steps.last().filter(|_| went_back) {
         if let Some(why) = failed(last, limits) {
             return Next::Stop(why);
         }
@@ -134,35 +140,80 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
     if climb.first().is_none_or(|s| s.requests == 0) {
         return Next::Stop(stopped);
     }
-    let sorted = by_concurrency(steps);
-    let Some((below, above)) = jump(&sorted).filter(|(b, a)| a.concurrency > b.concurrency + 1)
+    let sorted: Vec<&ProbeStep> = by_concurrency(steps)
+        .into_iter()
+        .filter(|s| s.requests > 0)
+        .collect();
+    let k = knee(&sorted);
+    let top = sorted.last().map_or(1, |s| s.concurrency);
+    let Some(concurrency) = [k, k + 1]
+        .into_iter()
+        .find(|c| *c <= top && sorted.iter().all(|s| s.concurrency != *c))
     else {
         return Next::Stop(stopped);
     };
-    let concurrency = (below.concurrency + above.concurrency) / 2;
-    // The step above the gap bounds its latency.
-    let run = step_of(concurrency, above.mean_ms, CYCLES * 2.0);
+    // The step above it bounds its latency.
+    let above = sorted.iter().find(|s| s.concurrency > concurrency);
+    let expected_ms = above.map_or(sorted.last().map_or(1.0, |s| s.mean_ms), |s| s.mean_ms);
+    let run = step_of(concurrency, expected_ms, CYCLES * 2.0);
     match run {
         Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
-            "{stopped}; no time left to try the concurrencies between {} and {}",
-            below.concurrency, above.concurrency
+            "{stopped}; no time left to measure {concurrency} connections, next to the {k} \
+             workers the steps suggest"
         )),
         run => run,
     }
 }
 
-/// The steps that went higher than every step before them: the climb, without the steps back.
+/// Requests the service time is measured on, at one connection: the median and mean of a
+/// service whose times vary need this many (a 1 s step of a 300 ms service holds 3).
+const MIN_ALONE: u64 = 20;
+
+/// One connection measured again, counted to [`MIN_ALONE`] requests (at most [`MAX_STEP`]),
+/// when the first step completed fewer and the time allows; only right after the first step.
+fn measure_alone_again(
+    steps: &[ProbeStep],
+    elapsed: Duration,
+    limits: &ProbeLimits,
+) -> Option<Next> {
+    let [first] = steps else {
+        return None;
+    };
+    if first.concurrency != 1 || first.requests >= MIN_ALONE || failed(first, limits).is_some() {
+        return None;
+    }
+    let expected = Duration::from_secs_f64(MIN_ALONE as f64 * first.mean_ms / 1000.0);
+    let duration = expected.clamp(MIN_STEP, MAX_STEP);
+    (elapsed + duration <= limits.max_time).then_some(Next::Run {
+        concurrency: 1,
+        requests: Some(MIN_ALONE),
+        duration,
+        max_duration: duration,
+    })
+}
+
+/// The steps that went higher than every step before them: the climb, without the steps back
+/// (a second measure of one connection replaces the first).
 fn climb(steps: &[ProbeStep]) -> Vec<ProbeStep> {
+    let mut climb: Vec<ProbeStep> = Vec::new();
+    for s in steps {
+        match climb.last_mut() {
+            Some(top) if s.concurrency == 1 && top.concurrency == 1 => *top = s.clone(),
+            Some(top) if s.concurrency <= top.concurrency => {}
+            _ => climb.push(s.clone()),
+        }
+    }
+    climb
+}
+
+/// True once a step ran fewer connections than a step before it: the climb is over.
+fn stepped_back(steps: &[ProbeStep]) -> bool {
     let mut top = 0;
-    steps
-        .iter()
-        .filter(|s| {
-            let higher = s.concurrency > top;
-            top = top.max(s.concurrency);
-            higher
-        })
-        .cloned()
-        .collect()
+    steps.iter().any(|s| {
+        let lower = s.concurrency < top;
+        top = top.max(s.concurrency);
+        lower
+    })
 }
 
 /// The steps sorted by concurrency (the last measure of a concurrency tried twice).
@@ -303,7 +354,7 @@ pub struct Verdict {
     /// True when the worker count was observed: p99 jumped between K and K + 1 connections.
     /// False when it was estimated from `X · S` (the probe ran out of time or steps).
     pub workers_observed: bool,
-    /// Service time at minimum load (median latency with one connection), ms.
+    /// Service time at minimum load (mean latency with one connection), ms.
     pub service_time_ms: f64,
     /// Throughput at the plateau (`sync`, `cpu`: the median of the steps from the worker count
     /// on) or the highest seen (`async`), requests per second.
@@ -350,7 +401,9 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         .filter(|s| s.requests > 0)
         .collect();
     let first = sorted.iter().find(|s| s.concurrency == 1)?;
-    let s_ms = first.p50_ms.max(1e-3);
+    // The mean, not the median: throughput is K over the mean service time whatever its
+    // spread, and the two agree when it has none.
+    let s_ms = first.mean_ms.max(1e-3);
     let ideal = |c: usize| c as f64 * 1000.0 / s_ms;
     let x_max = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
     let last = sorted.last()?;
@@ -368,7 +421,7 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         }
         None => true,
     };
-    if growing && scaling >= SCALING && last.p50_ms <= 1.5 * s_ms {
+    if growing && scaling >= SCALING && last.mean_ms <= 1.5 * s_ms {
         return Some(Verdict {
             kind: Kind::Async,
             workers: None,
@@ -390,7 +443,7 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
             usl: usl_fit(&points, false),
         });
     }
-    let (mut k, mut observed) = workers(&sorted, x_max * s_ms / 1000.0);
+    let (mut k, mut observed) = workers(&sorted);
     // A service whose CPU is already saturated at one step's worth of cores from the first
     // step (one connection) is CPU-bound on that many cores, whatever the latency jump says:
     // throughput that still rose while its CPU stayed flat was its code warming up (a JIT
@@ -512,11 +565,24 @@ fn usl_fit(points: &[(f64, f64)], hard_limit: bool) -> Option<UslFit> {
 /// queued request: it waits a whole service time, so it takes about twice as long.
 const P99_JUMP: f64 = 1.6;
 
+/// p99 over the median at one connection past which a service's times vary too much for a
+/// queued request to show as a p99 jump.
+const VARIABLE: f64 = 1.5;
+
+/// True when the service's own times vary (p99 alone over [`VARIABLE`] × its median): its
+/// workers show in the steps' mean latency, not in a p99 jump.
+fn variable(alone: &ProbeStep) -> bool {
+    alone.p99_ms > VARIABLE * alone.p50_ms
+}
+
 /// The two neighbouring steps (by concurrency) between which p99 first jumps, once throughput
 /// is near its plateau (earlier p99 noise is no queue): the workers are at least the lower
-/// step's concurrency and fewer than the upper's.
+/// step's concurrency and fewer than the upper's. None for a service whose times vary.
 fn jump<'a>(sorted: &[&'a ProbeStep]) -> Option<(&'a ProbeStep, &'a ProbeStep)> {
-    let alone = sorted.iter().find(|s| s.concurrency == 1)?;
+    let alone = sorted
+        .iter()
+        .find(|s| s.concurrency == 1)
+        .filter(|s| !variable(s))?;
     let x_max = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
     sorted
         .windows(2)
@@ -524,18 +590,42 @@ fn jump<'a>(sorted: &[&'a ProbeStep]) -> Option<(&'a ProbeStep, &'a ProbeStep)> 
         .map(|w| (w[0], w[1]))
 }
 
-/// The worker count, and whether it was observed: the concurrency just below the p99 jump when
-/// the jump lies between consecutive concurrencies. Otherwise `X_max · S` rounded (kept within
-/// the jump's range), not observed.
-fn workers(sorted: &[&ProbeStep], from_throughput: f64) -> (usize, bool) {
-    let by_x = (from_throughput.round() as usize).max(1);
-    match jump(sorted) {
-        Some((below, above)) if above.concurrency == below.concurrency + 1 => {
-            (below.concurrency, true)
-        }
-        Some((below, above)) => (by_x.clamp(below.concurrency, above.concurrency - 1), false),
-        None => (by_x, false),
-    }
+/// The worker count (the mean latency's [`knee`]), and whether it was observed: p99 also jumps
+/// right after it, between K and K + 1 connections, as it does for a service whose times do
+/// not vary.
+fn workers(sorted: &[&ProbeStep]) -> (usize, bool) {
+    let k = knee(sorted);
+    let observed = jump(sorted)
+        .is_some_and(|(below, above)| below.concurrency == k && above.concurrency == k + 1);
+    (k, observed)
+}
+
+/// The worker count the steps' mean latencies fit best. With K workers and c connections
+/// without think time, nobody waits while c ≤ K and all K are busy past it, whatever the
+/// spread of the service times, so the mean latency is `S · max(1, c / K)`: for each K the
+/// best S follows by least squares (each step weighted by its requests over its latency
+/// squared, as its mean's relative error shrinks with its count), and the K with the least
+/// residual wins — every step counts, not one noisy p99.
+fn knee(sorted: &[&ProbeStep]) -> usize {
+    let top = sorted.last().map_or(1, |s| s.concurrency);
+    let weight = |s: &ProbeStep| s.requests as f64 / s.mean_ms.max(1e-3).powi(2);
+    let residual = |k: usize| {
+        let g = |s: &ProbeStep| (s.concurrency as f64 / k as f64).max(1.0);
+        let num: f64 = sorted.iter().map(|s| weight(s) * s.mean_ms * g(s)).sum();
+        let den: f64 = sorted.iter().map(|s| weight(s) * g(s) * g(s)).sum();
+        let s_hat = num / den.max(1e-12);
+        sorted
+            .iter()
+            .map(|s| weight(s) * (s.mean_ms - s_hat * g(s)).powi(2))
+            .sum::<f64>()
+    };
+    (1..=top)
+        .map(|k| (k, residual(k)))
+        .fold(
+            (top, f64::INFINITY),
+            |best, (k, r)| if r < best.1 { (k, r) } else { best },
+        )
+        .0
 }
 
 #[cfg(test)]
@@ -685,7 +775,7 @@ mod tests {
         };
         let (steps, why) = drive(service, &tight);
         assert!(
-            why.contains("no time left to try the concurrencies between 12 and 14"),
+            why.contains("no time left to measure 13 connections, next to the 12 workers"),
             "{why}"
         );
         assert!(!ran(&steps).contains(&13));
@@ -761,6 +851,97 @@ mod tests {
         assert_eq!(verdict(&steps).unwrap().workers, Some(8));
     }
 
+    /// A step at `c` connections on a service with `workers` workers (None: unlimited) whose
+    /// times are exponential with mean `s_ms`: its mean latency off by `noise` (relative), its
+    /// median and p99 those of the exponential, five requests per connection.
+    fn exponential_step(workers: Option<usize>, s_ms: f64, c: usize, noise: f64) -> ProbeStep {
+        let k = workers.unwrap_or(usize::MAX).min(c) as f64;
+        let mean = s_ms * (c as f64 / k) * (1.0 + noise);
+        ProbeStep {
+            concurrency: c,
+            throughput_rps: c as f64 * 1000.0 / mean,
+            p50_ms: 0.69 * mean,
+            p99_ms: 4.6 * mean,
+            mean_ms: mean,
+            requests: 5 * c as u64,
+            error_pct: 0.0,
+            server_cpu_pct: None,
+            server_cpu_wait_pct: None,
+        }
+    }
+
+    /// Noise in ±`spread`, the same for the same `i`.
+    fn noise(i: usize, spread: f64) -> f64 {
+        let x = (i as u64)
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        spread * ((x >> 33) as f64 / (1u64 << 31) as f64 * 2.0 - 1.0)
+    }
+
+    #[test]
+    fn the_workers_of_a_service_whose_times_vary_come_from_every_steps_mean_latency() {
+        // Exponential times: p99 is 6.7× the median from one connection on, so no p99 jump can
+        // mark the first queued request; the mean latency's knee does, through 5 % noise.
+        for (k, s) in [(3, 40.0), (10, 150.0), (16, 20.0)] {
+            let steps: Vec<ProbeStep> = LADDER
+                .iter()
+                .take_while(|c| **c <= 2 * k)
+                .enumerate()
+                .map(|(i, &c)| exponential_step(Some(k), s, c, noise(i, 0.05)))
+                .collect();
+            let v = verdict(&steps).unwrap();
+            assert_eq!((v.kind, v.workers_observed), (Kind::Sync, false), "{v:?}");
+            let found = v.workers.unwrap();
+            assert!(
+                found.abs_diff(k) <= k / 10,
+                "{found} workers for {k}: {v:?}"
+            );
+            assert!((v.service_time_ms - s).abs() <= 0.05 * s, "{v:?}");
+            assert!(jump(&steps.iter().collect::<Vec<_>>()).is_none());
+        }
+        // Unlimited, with the same noise: asynchronous.
+        let steps: Vec<ProbeStep> = LADDER
+            .iter()
+            .take_while(|c| **c <= 24)
+            .enumerate()
+            .map(|(i, &c)| exponential_step(None, 80.0, c, noise(i, 0.05)))
+            .collect();
+        assert_eq!(verdict(&steps).unwrap().kind, Kind::Async);
+    }
+
+    #[test]
+    fn one_connection_is_measured_again_when_its_first_step_held_too_few_requests() {
+        let limits = ProbeLimits::default();
+        // 300 ms requests: 3 in the first second.
+        let mut first = step_at(Some(4), 300.0, 1.0, 1);
+        first.requests = 3;
+        match next_step(
+            std::slice::from_ref(&first),
+            Duration::from_secs(1),
+            &limits,
+        ) {
+            Next::Run {
+                concurrency: 1,
+                requests: Some(n),
+                duration,
+                ..
+            } => {
+                assert_eq!(n, MIN_ALONE);
+                assert_eq!(duration, Duration::from_secs(6));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Once only, and then the climb goes on from the second measure.
+        let again = step_at(Some(4), 300.0, 1.0, 1);
+        let steps = [first, again];
+        assert!(matches!(
+            next_step(&steps, Duration::from_secs(7), &limits),
+            Next::Run { concurrency: 2, .. }
+        ));
+        assert_eq!(climb(&steps).len(), 1);
+        assert!(!stepped_back(&steps));
+    }
+
     #[test]
     fn an_asynchronous_service_has_no_worker_limit() {
         let v = verdict(&synthetic(None, 1100.0, 0.0, 16)).unwrap();
@@ -798,6 +979,19 @@ mod tests {
             "{}",
             v.explanation
         );
+        // The mean latency doubles from 2 connections on: one worker, whatever p99 did.
+        assert!(v.explanation.contains("CPU-bound"), "{}", v.explanation);
+        // Warming faster, so that the mean latency alone suggests 2 workers: the CPU, flat at
+        // one core from the first step, says one.
+        let steps = [
+            step(1, 92.7, 98.3, 10.8, 98.0),
+            step(2, 100.0, 120.0, 20.0, 97.0),
+            step(3, 140.0, 200.0, 21.4, 99.0),
+            step(4, 190.0, 260.0, 21.0, 99.5),
+            step(5, 240.0, 330.0, 20.8, 100.0),
+        ];
+        let v = verdict(&steps).unwrap();
+        assert_eq!((v.kind, v.workers), (Kind::Cpu, Some(1)), "{v:?}");
         assert!(v.explanation.contains("warmed up"), "{}", v.explanation);
     }
 

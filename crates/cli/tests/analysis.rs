@@ -87,6 +87,76 @@ fn the_probe_observes_the_workers_of_a_slow_box_and_of_one_wider_than_the_ladder
     }
 }
 
+/// `tests/fixtures/jitterbox.py`: a Python black box with `workers` threads whose service
+/// times vary (uniform within ±`spread` of `mean_ms`, or exponential), killed when dropped.
+struct JitterBox {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl JitterBox {
+    fn start(workers: usize, mean_ms: u64, spread: &str) -> JitterBox {
+        use std::io::BufRead;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/jitterbox.py");
+        let mut child = std::process::Command::new("python3")
+            .args([
+                script,
+                "0",
+                &workers.to_string(),
+                &mean_ms.to_string(),
+                spread,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs (Debian: python3)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no port in {line:?}"));
+        JitterBox { child, port }
+    }
+}
+
+impl Drop for JitterBox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_probe_counts_the_workers_of_a_box_whose_service_times_vary() {
+    // 12 threads of 20 ms ± 20 %: the workers fall out of step, so the 13th request waits far
+    // less than a whole service time and p99 has no jump at 13 (it read 13 or 14 when the
+    // probe looked for one); the knee of the mean latency is at 12.
+    let jitter = JitterBox::start(12, 20, "0.2");
+    let v = probe(&format!("http://127.0.0.1:{}/", jitter.port), &[]);
+    assert_eq!(
+        (v["kind"].as_str(), v["workers"].as_u64()),
+        (Some("sync"), Some(12)),
+        "{v}"
+    );
+    let s = v["service_time_ms"].as_f64().unwrap();
+    assert!(
+        (19.0..24.0).contains(&s),
+        "mean service time {s} ms for 20 ms: {v}"
+    );
+    let ran: Vec<u64> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["concurrency"].as_u64().unwrap())
+        .collect();
+    assert!(
+        ran.contains(&12) && ran.contains(&13),
+        "K and K + 1 measured: {ran:?}"
+    );
+}
+
 #[test]
 fn the_probe_finds_no_limit_on_an_asynchronous_black_box() {
     let server = black_box(2, 100);
