@@ -7,7 +7,14 @@ plateau near K/S) and `loadlab capacity --slo 'p99<2S'` (within 15 % of K/S, nev
 1.05 x K/S, the search within 150 s). Prints one row per box and a verdict line; writes the
 rows as JSON next to the other bench runs.
 
-Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--binary target/release/loadlab]
+With --jitter, the boxes are a Python service loadlab did not write instead
+(crates/cli/tests/fixtures/jitterbox.py): K threads (1-32) holding each request for a time
+around S (5-600 ms) drawn uniform within +-10, 20 or 50 % or exponential. Only the probe runs
+there (an SLO of 2S means nothing for exponential times); its worker count must be K, observed
+or not.
+
+Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--jitter]
+       [--binary target/release/loadlab]
 Minutes, not seconds: this belongs in bench/, not in the tests.
 """
 
@@ -55,7 +62,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--boxes", type=int, default=6)
     ap.add_argument("--seed", type=int, default=12)
-    ap.add_argument("--box", action="append", default=[], help="K:S_MS, a box to add to the random ones")
+    ap.add_argument("--box", action="append", default=[],
+                    help="K:S_MS (with --jitter K:S_MS:SPREAD), a box to add to the random ones")
+    ap.add_argument("--jitter", action="store_true",
+                    help="probe Python boxes whose service times vary instead")
     ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "loadlab"))
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -65,6 +75,8 @@ def main():
         print(line, flush=True)
         lines.append(line)
 
+    if a.jitter:
+        return jitter_sweep(a, rng, say, rows, lines)
     say(f"# analysis sweep: {a.boxes} random black boxes, seed {a.seed}\n")
     say("| K | S ms | K/S | probe K | observed | plateau | plateau/(K/S) | probe s "
         "| capacity | capacity/(K/S) | capacity s |")
@@ -99,11 +111,52 @@ def main():
           for r in rows]
     say(f"\n{sum(ok)} of {len(rows)} boxes: exact observed worker count, capacity within "
         f"0.85-1.05 x K/S, search within 150 s")
+    save("analysis-sweep", rows, lines)
+    return 0 if all(ok) else 1
+
+
+def save(name, rows, lines):
+    """Writes the rows as JSON and the printed lines as README.md into a new bench run."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    out = ROOT / "bench" / "runs" / f"{stamp}-analysis-sweep"
+    out = ROOT / "bench" / "runs" / f"{stamp}-{name}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")
     (out / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def jitter_sweep(a, rng, say, rows, lines):
+    """The probe on Python boxes whose service times vary; 0 when every worker count is K."""
+    box = ROOT / "crates" / "cli" / "tests" / "fixtures" / "jitterbox.py"
+    say(f"# analysis sweep, varying service times: {a.boxes} random Python boxes, seed {a.seed}\n")
+    say("| K | S ms | spread | probe K | observed | probe S ms | plateau/(K/S) | probe s | why it stopped |")
+    say("|---|---|---|---|---|---|---|---|---|")
+    boxes = [(int(k), int(s_ms), spread) for k, s_ms, spread in (b.split(":") for b in a.box)]
+    boxes += [(rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32]),
+               rng.choice([5, 10, 20, 40, 80, 150, 300, 600]),
+               rng.choice(["0.1", "0.2", "0.5", "exp"])) for _ in range(a.boxes)]
+    for k, s_ms, spread in boxes:
+        server = subprocess.Popen(["python3", str(box), "0", str(k), str(s_ms), spread],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            port = int(server.stdout.readline())
+            probe, probe_s = run_json([a.binary, "probe", f"http://127.0.0.1:{port}/",
+                                       "--max-time", "90s"], 200)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        ks = k * 1000.0 / s_ms
+        row = dict(workers=k, service_ms=s_ms, spread=spread, probe_kind=probe.get("kind"),
+                   probe_workers=probe.get("workers"), observed=probe.get("workers_observed"),
+                   probe_service_ms=probe.get("service_time_ms"),
+                   plateau=probe.get("max_throughput_rps"), probe_s=probe_s,
+                   stopped=probe.get("stopped_because"))
+        rows.append(row)
+        say(f"| {k} | {s_ms} | {spread} | {row['probe_workers']} | {row['observed']} "
+            f"| {row['probe_service_ms']:.1f} | {(row['plateau'] or 0) / ks:.3f} | {probe_s:.0f} "
+            f"| {row['stopped']} |")
+    ok = [r["probe_kind"] == "sync" and r["probe_workers"] == r["workers"] for r in rows]
+    say(f"\n{sum(ok)} of {len(rows)} boxes: exact worker count")
+    save("analysis-sweep-jitter", rows, lines)
     return 0 if all(ok) else 1
 
 

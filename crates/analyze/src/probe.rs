@@ -155,7 +155,7 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
     // The step above it bounds its latency.
     let above = sorted.iter().find(|s| s.concurrency > concurrency);
     let expected_ms = above.map_or(sorted.last().map_or(1.0, |s| s.mean_ms), |s| s.mean_ms);
-    let run = step_of(concurrency, expected_ms, CYCLES * 2.0);
+    let run = step_of(concurrency, expected_ms, cycles(&climb).max(CYCLES * 2.0));
     match run {
         Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
             "{stopped}; no time left to measure {concurrency} connections, next to the {k} \
@@ -296,11 +296,20 @@ pub(crate) fn first_step() -> Next {
 }
 
 /// Latencies per connection a step should hold: [`CYCLES`], twice that once requests queue
-/// (past the first p99 jump). A counted step's last requests end with fewer than all its
-/// connections busy, which a queued service answers faster; more cycles dilute that end.
+/// (past the first p99 jump), four times for a service whose times vary. A counted step's last
+/// requests end with fewer than all its connections busy, which a queued service answers
+/// faster; more cycles dilute that end. Varying times make a short step's mean noisy: with
+/// exponential times, 5 requests a connection read a 4-connection step's throughput ±22 %,
+/// and two such steps can look like a plateau long before the workers are busy.
 fn cycles(climb: &[ProbeStep]) -> f64 {
     let sorted: Vec<&ProbeStep> = climb.iter().collect();
-    if jump(&sorted).is_some() {
+    if climb
+        .iter()
+        .find(|s| s.concurrency == 1)
+        .is_some_and(variable)
+    {
+        CYCLES * 4.0
+    } else if jump(&sorted).is_some() {
         CYCLES * 2.0
     } else {
         CYCLES
@@ -898,6 +907,8 @@ mod tests {
             );
             assert!((v.service_time_ms - s).abs() <= 0.05 * s, "{v:?}");
             assert!(jump(&steps.iter().collect::<Vec<_>>()).is_none());
+            // Their noisy means get four times the latencies a step.
+            assert_eq!(cycles(&steps), 4.0 * CYCLES);
         }
         // Unlimited, with the same noise: asynchronous.
         let steps: Vec<ProbeStep> = LADDER
