@@ -255,7 +255,7 @@ fn climb_next(climb: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> N
     if let Some(why) = failed(last, limits) {
         return Next::Stop(why);
     }
-    if plateaued(climb) {
+    if plateaued(climb) && past_the_knee(climb) {
         return Next::Stop("throughput stopped growing for two steps".into());
     }
     // Past the ladder's end, about 1.3× a step.
@@ -329,6 +329,22 @@ pub(crate) fn step_of(concurrency: usize, expected_ms: f64, cycles: f64) -> Next
         duration,
         max_duration: duration * 3 + MIN_STEP,
     }
+}
+
+/// Concurrency over the mean latency's knee that a service whose times vary must reach before
+/// its throughput may count as flat.
+const PAST_KNEE: f64 = 1.25;
+
+/// True unless the service's times vary and the climb is not yet [`PAST_KNEE`] × the knee of
+/// its mean latency: two noisy steps then look flat long before the workers are all busy (32
+/// exponential workers of 80 ms read flat from 10 to 12 connections), while the latency's rise
+/// past the knee is the workers' own evidence.
+fn past_the_knee(climb: &[ProbeStep]) -> bool {
+    let sorted: Vec<&ProbeStep> = climb.iter().filter(|s| s.requests > 0).collect();
+    let (Some(alone), Some(last)) = (sorted.first(), sorted.last()) else {
+        return true;
+    };
+    !variable(alone) || last.concurrency as f64 >= PAST_KNEE * knee(&sorted) as f64
 }
 
 /// True when the last two steps gained less than 10 % throughput over the best before them.
@@ -907,8 +923,16 @@ mod tests {
             );
             assert!((v.service_time_ms - s).abs() <= 0.05 * s, "{v:?}");
             assert!(jump(&steps.iter().collect::<Vec<_>>()).is_none());
-            // Their noisy means get four times the latencies a step.
+            // Their noisy means get four times the latencies a step, and the climb goes on
+            // until a quarter past the knee.
             assert_eq!(cycles(&steps), 4.0 * CYCLES);
+            assert!(past_the_knee(&steps));
+            let before: Vec<ProbeStep> = steps
+                .iter()
+                .filter(|s| s.concurrency <= k)
+                .cloned()
+                .collect();
+            assert!(!past_the_knee(&before));
         }
         // Unlimited, with the same noise: asynchronous.
         let steps: Vec<ProbeStep> = LADDER
