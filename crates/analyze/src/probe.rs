@@ -377,7 +377,8 @@ pub struct Verdict {
     /// Workers (requests served at once), for `sync` and `cpu`.
     pub workers: Option<usize>,
     /// True when the worker count was observed: p99 jumped between K and K + 1 connections.
-    /// False when it was estimated from `X · S` (the probe ran out of time or steps).
+    /// False when only the knee of the mean latency shows it (the service's times vary, or the
+    /// probe ran out of time before measuring K + 1).
     pub workers_observed: bool,
     /// Service time at minimum load (mean latency with one connection), ms.
     pub service_time_ms: f64,
