@@ -38,7 +38,9 @@ pub fn verdict_lines(
     };
     let workers = match (v.workers, v.workers_observed) {
         (Some(k), true) => format!("{k} worker(s)"),
-        (Some(k), false) => format!("about {k} worker(s) (not observed between two steps)"),
+        (Some(k), false) => format!(
+            "about {k} worker(s) (the knee of the mean latency; p99 did not jump right after it)"
+        ),
         (None, _) => "no limit found".to_string(),
     };
     let rate = if v.workers.is_some() {
