@@ -155,7 +155,19 @@ def test_the_live_dashboard_updates_stops_the_run_and_exports_metrics(browser, s
         assert value(after, "loadlab_transport_errors_total", kind=kind) == n
     assert value(after, "loadlab_requests_sent_total") == summary["requests"]["sent"]
     assert value(after, "loadlab_latency_seconds_count") == sum(summary["status"].values())
-    # The 5 ms delay: nearly every response under 50 ms, none under 5 ms.
+    # The buckets are in seconds and hold what summary.json says: none under 1 ms (the delay
+    # is 5 ms), half under the summary's p50 and not under 0.99 of it. (Not "nearly all under
+    # 50 ms": with the browser busy on the same two cores, 7 % of a run measured from each
+    # request's intended start came over 50 ms once.)
     assert value(after, "loadlab_latency_seconds_bucket", le="0.001") == 0
     total = value(after, "loadlab_latency_seconds_bucket", le="+Inf")
-    assert value(after, "loadlab_latency_seconds_bucket", le="0.05") >= 0.95 * total
+    p50_s = summary["latency_ms"]["p50"] / 1000.0
+    buckets = sorted(
+        (float(s.labels["le"]), s.value)
+        for s in after
+        if s.name == "loadlab_latency_seconds_bucket" and s.labels["le"] != "+Inf"
+    )
+    above = [n for le, n in buckets if le >= 1.01 * p50_s]
+    below = [n for le, n in buckets if le <= 0.99 * p50_s]
+    assert above and above[0] >= 0.5 * total, (p50_s, buckets)
+    assert not below or below[-1] <= 0.5 * total, (p50_s, buckets)
