@@ -153,8 +153,11 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
         return Next::Stop(stopped);
     };
     // The step above it bounds its latency.
-    let above = sorted.iter().find(|s| s.concurrency > concurrency);
-    let expected_ms = above.map_or(sorted.last().map_or(1.0, |s| s.mean_ms), |s| s.mean_ms);
+    let expected_ms = sorted
+        .iter()
+        .find(|s| s.concurrency > concurrency)
+        .or(sorted.last())
+        .map_or(1.0, |s| s.mean_ms);
     let run = step_of(concurrency, expected_ms, cycles(&climb).max(CYCLES * 2.0));
     match run {
         Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
@@ -303,11 +306,7 @@ pub(crate) fn first_step() -> Next {
 /// and two such steps can look like a plateau long before the workers are busy.
 fn cycles(climb: &[ProbeStep]) -> f64 {
     let sorted: Vec<&ProbeStep> = climb.iter().collect();
-    if climb
-        .iter()
-        .find(|s| s.concurrency == 1)
-        .is_some_and(variable)
-    {
+    if times_vary(climb) {
         CYCLES * 4.0
     } else if jump(&sorted).is_some() {
         CYCLES * 2.0
@@ -341,10 +340,11 @@ const PAST_KNEE: f64 = 1.25;
 /// past the knee is the workers' own evidence.
 fn past_the_knee(climb: &[ProbeStep]) -> bool {
     let sorted: Vec<&ProbeStep> = climb.iter().filter(|s| s.requests > 0).collect();
-    let (Some(alone), Some(last)) = (sorted.first(), sorted.last()) else {
+    let Some(last) = sorted.last() else {
         return true;
     };
-    !variable(alone) || last.concurrency as f64 >= PAST_KNEE * knee(&sorted) as f64
+    !times_vary(sorted.iter().copied())
+        || last.concurrency as f64 >= PAST_KNEE * knee(&sorted) as f64
 }
 
 /// True when the last two steps gained less than 10 % throughput over the best before them.
@@ -599,6 +599,14 @@ const VARIABLE: f64 = 1.5;
 /// workers show in the steps' mean latency, not in a p99 jump.
 fn variable(alone: &ProbeStep) -> bool {
     alone.p99_ms > VARIABLE * alone.p50_ms
+}
+
+/// True when the steps' one-connection step says the service's times vary.
+fn times_vary<'a>(steps: impl IntoIterator<Item = &'a ProbeStep>) -> bool {
+    steps
+        .into_iter()
+        .find(|s| s.concurrency == 1)
+        .is_some_and(variable)
 }
 
 /// The two neighbouring steps (by concurrency) between which p99 first jumps, once throughput
