@@ -74,9 +74,7 @@ pub fn execute(
         run.attach_server(sampler.finish());
     }
     run.profile = profiler.map(loadlab_lab::profile::Profiler::finish);
-    let mut summary = Summary::from_run(&run);
-    summary.findings = loadlab_analyze::findings(&run, &summary, cores());
-    summary.thresholds = loadlab_run::thresholds::check_all(&plan.thresholds, &summary);
+    let summary = loadlab_analyze::summarize(&run, cores());
     Ok((run, summary))
 }
 

@@ -1,13 +1,15 @@
 //! loadlab's jobs as the subcommands run them (plan → engine → run, with the lab watching):
 //! one plan run with its servers sampled, its findings and Ctrl-C ([`execute`]); the live
 //! dashboard ([`dashboard`]); an experiment's matrix of topologies × workloads ([`matrix`]);
-//! and the stepped runs of the probe and the capacity search ([`steps`], [`probe`]).
+//! the stepped runs of the probe and the capacity search ([`steps`], [`probe`]); and the merge
+//! of shards' run directories into one ([`merge`]).
 //! Subcommands parse, call one of these, and print.
 
 pub mod dashboard;
 pub mod execute;
 pub mod interrupt;
 pub mod matrix;
+pub mod merge;
 pub mod probe;
 pub mod steps;
 
@@ -15,6 +17,7 @@ pub use dashboard::Dashboard;
 pub use execute::{cores, execute, Watch};
 pub use interrupt::interrupt_signal;
 pub use matrix::{run_matrix, slug};
+pub use merge::{merge_dirs, MergeError, Merged};
 
 /// A job that could not run to its end.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +42,9 @@ pub enum HarnessError {
     /// A run directory could not be written.
     #[error(transparent)]
     RunDir(#[from] loadlab_run::RunDirError),
+    /// Shards' run directories could not be merged.
+    #[error(transparent)]
+    Merge(#[from] MergeError),
     /// The operating system refused something (a thread, a socket, a signal handler).
     #[error("{what}: {source}")]
     System {

@@ -1,12 +1,16 @@
-//! Run directories on disk: `summary.json`, `timeline.csv` and `latency.hlog`, each written
-//! atomically (to a temporary name, then renamed), and read back for comparisons.
+//! Run directories on disk: `summary.json`, `plan.json`, `timeline.csv` and `latency.hlog`,
+//! each written atomically (to a temporary name, then renamed), and read back for comparisons
+//! and merges.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use crate::{RunData, Summary, TimelineRow};
+use crate::interval::TimelineRow;
+use crate::plan::Plan;
+use crate::record::RunData;
+use crate::summary::Summary;
 
 /// A run directory or summary file could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +43,8 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
     write_atomic(path, &json)
 }
 
-/// Writes a run directory: `summary.json`, `timeline.csv`, `latency.hlog`, `histograms.hlog`,
+/// Writes a run directory: `summary.json`, `plan.json` (the plan as it ran, so a merge of shards
+/// recovers it), `timeline.csv`, `latency.hlog`, `histograms.hlog`,
 /// and `server.csv` when the lab watched the service's processes (with `stores.csv` when it
 /// watched stores), and `profile.folded` when the service was profiled. `summary.json` is
 /// written last, so a directory that has one is complete (the merge of shards waits for it).
@@ -48,6 +53,9 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
         path: dir.to_path_buf(),
         source,
     })?;
+    let mut plan = serde_json::to_vec_pretty(&run.plan).expect("a plan serializes");
+    plan.push(b'\n');
+    write_atomic(&dir.join("plan.json"), &plan)?;
     let mut csv = Vec::new();
     writeln!(csv, "{}", TimelineRow::csv_header()).expect("writes to a Vec");
     for row in &run.timeline {
@@ -76,7 +84,7 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
     if let Some(whole) = whole_run_log(run) {
         write_atomic(&dir.join("histograms.hlog"), &whole)?;
     }
-    if let Some(crate::ProfileOutcome::Recorded(p)) = &run.profile {
+    if let Some(crate::profile::ProfileOutcome::Recorded(p)) = &run.profile {
         write_atomic(&dir.join("profile.folded"), p.folded().as_bytes())?;
     }
     if let Some(server) = &run.server {
@@ -154,6 +162,14 @@ pub enum ReadRunError {
         /// What is wrong.
         reason: String,
     },
+    /// `plan.json` that does not parse.
+    #[error("{path} is not a plan this loadlab reads: {reason}")]
+    Plan {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// A run read back from its directory: the summary, the per-second timeline's columns, the
@@ -162,12 +178,14 @@ pub enum ReadRunError {
 pub struct SavedRun {
     /// `summary.json`.
     pub summary: Summary,
+    /// `plan.json`: the plan as it ran (`None` in directories written before it was kept).
+    pub plan: Option<Plan>,
     /// `timeline.csv`'s column names.
     pub columns: Vec<String>,
     /// Its rows, as numbers (an empty field reads as NaN).
     pub rows: Vec<Vec<f64>>,
     /// `server.csv`, when the run watched processes.
-    pub server: Option<crate::ServerData>,
+    pub server: Option<crate::server::ServerData>,
     /// The latency from the intended start of every interval in `latency.hlog`, merged (µs);
     /// `None` when the log is missing or unreadable.
     pub latency: Option<hdrhistogram::Histogram<u64>>,
@@ -203,8 +221,8 @@ impl SavedRun {
 
 /// Reads `server.csv` (second,pid,name,cpu_pct,rss_mb, and cpu_wait_pct since it was added)
 /// into per-process series.
-fn read_server_csv(text: &str) -> crate::ServerData {
-    let mut processes: Vec<crate::ProcessSeries> = Vec::new();
+fn read_server_csv(text: &str) -> crate::server::ServerData {
+    let mut processes: Vec<crate::server::ProcessSeries> = Vec::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         let (second, pid, name, cpu, rss, wait) = match f.as_slice() {
@@ -215,7 +233,7 @@ fn read_server_csv(text: &str) -> crate::ServerData {
         let (Ok(second), Ok(pid)) = (second.parse::<u64>(), pid.parse::<u32>()) else {
             continue;
         };
-        let sample = crate::ProcessSample {
+        let sample = crate::server::ProcessSample {
             second,
             cpu_pct: cpu.parse().unwrap_or(0.0),
             cpu_wait_pct: wait.parse().unwrap_or(0.0),
@@ -223,22 +241,22 @@ fn read_server_csv(text: &str) -> crate::ServerData {
         };
         match processes.iter_mut().find(|p| p.pid == pid) {
             Some(p) => p.samples.push(sample),
-            None => processes.push(crate::ProcessSeries {
+            None => processes.push(crate::server::ProcessSeries {
                 pid,
                 name: name.to_string(),
                 samples: vec![sample],
             }),
         }
     }
-    crate::ServerData {
+    crate::server::ServerData {
         processes,
         stores: Vec::new(),
     }
 }
 
 /// Reads `stores.csv` (a line per store per second, and one per stream) into series.
-fn read_stores_csv(text: &str) -> Vec<crate::StoreSeries> {
-    let mut stores: Vec<crate::StoreSeries> = Vec::new();
+fn read_stores_csv(text: &str) -> Vec<crate::server::StoreSeries> {
+    let mut stores: Vec<crate::server::StoreSeries> = Vec::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         let [second, store, cmds, mem, clients, stream, length, pending, lag] = f.as_slice() else {
@@ -250,7 +268,7 @@ fn read_stores_csv(text: &str) -> Vec<crate::StoreSeries> {
         let i = match stores.iter().position(|s| s.name == *store) {
             Some(i) => i,
             None => {
-                stores.push(crate::StoreSeries {
+                stores.push(crate::server::StoreSeries {
                     name: store.to_string(),
                     samples: Vec::new(),
                 });
@@ -259,7 +277,7 @@ fn read_stores_csv(text: &str) -> Vec<crate::StoreSeries> {
         };
         let samples = &mut stores[i].samples;
         if stream.is_empty() {
-            samples.push(crate::StoreSample {
+            samples.push(crate::server::StoreSample {
                 second,
                 commands_per_s: cmds.parse().unwrap_or(0.0),
                 memory_mb: mem.parse().unwrap_or(0.0),
@@ -267,7 +285,7 @@ fn read_stores_csv(text: &str) -> Vec<crate::StoreSeries> {
                 streams: Vec::new(),
             });
         } else if let Some(sample) = samples.last_mut().filter(|s| s.second == second) {
-            sample.streams.push(crate::StreamReading {
+            sample.streams.push(crate::server::StreamReading {
                 stream: stream.to_string(),
                 length: length.parse().unwrap_or(0),
                 pending: pending.parse().unwrap_or(0),
@@ -313,6 +331,13 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
         path: dir.join("summary.json"),
         reason: e.to_string(),
     })?;
+    let plan = match fs::read_to_string(dir.join("plan.json")) {
+        Ok(text) => Some(serde_json::from_str(&text).map_err(|e| ReadRunError::Plan {
+            path: dir.join("plan.json"),
+            reason: e.to_string(),
+        })?),
+        Err(_) => None,
+    };
     let csv = read("timeline.csv")?;
     let mut lines = csv.lines();
     let columns: Vec<String> = lines
@@ -339,9 +364,10 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
         .and_then(|b| read_latency_log(&b));
     let profile = fs::read_to_string(dir.join("profile.folded"))
         .ok()
-        .map(|t| crate::Profile::parse_folded(&t));
+        .map(|t| crate::profile::Profile::parse_folded(&t));
     Ok(SavedRun {
         summary,
+        plan,
         columns,
         rows,
         server,

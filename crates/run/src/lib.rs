@@ -6,7 +6,7 @@
 
 pub mod dir;
 pub mod error_kind;
-pub mod merge;
+pub mod interval;
 pub mod plan;
 pub mod profile;
 pub mod record;
@@ -15,21 +15,17 @@ pub mod shard;
 pub mod summary;
 pub mod template;
 pub mod thresholds;
-pub mod timeline;
 pub mod users;
 
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
 pub use error_kind::{ErrorKind, TlsFailure};
-pub use merge::{merge_dirs, MergeError, Merged};
+pub use interval::{new_histogram, Counts, Interval, TimelineRow};
 pub use plan::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, Protocol, RatePhase,
     RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,
 };
 pub use profile::{Profile, ProfileOutcome, TopFunction};
-pub use record::{
-    new_histogram, ConnectStats, Counts, GeneratorStats, Interval, PhaseRecord, RunData, Timings,
-    UserRecord,
-};
+pub use record::{ConnectStats, GeneratorStats, PhaseRecord, RunData, Timings, UserRecord};
 pub use server::{
     ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
 };
@@ -40,5 +36,4 @@ pub use summary::{
 };
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};
-pub use timeline::TimelineRow;
 pub use users::UserModel;

@@ -8,8 +8,10 @@ use std::time::{Duration, SystemTime};
 use crate::thresholds::Threshold;
 use crate::users::UserModel;
 
+use serde::{Deserialize, Serialize};
+
 /// A host and port that connections are opened to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
     /// Resolved socket address the engine connects to.
     pub addr: SocketAddr,
@@ -21,7 +23,7 @@ pub struct Endpoint {
 }
 
 /// A private CA's certificates, added to the platform's roots (`--cacert`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaCert {
     /// The file they were read from, for reports.
     pub path: String,
@@ -30,7 +32,7 @@ pub struct CaCert {
 }
 
 /// How connections to `https://` endpoints check the server.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TlsSettings {
     /// Extra trusted roots, besides the platform's.
     pub cacert: Option<CaCert>,
@@ -39,7 +41,7 @@ pub struct TlsSettings {
 }
 
 /// How requests travel on a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Protocol {
     /// HTTP/1.1: one request at a time on a connection (or pipelined in the closed model).
     #[default]
@@ -63,7 +65,7 @@ impl Protocol {
 }
 
 /// One request as the user described it; the engine encodes it once and reuses the bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestTemplate {
     /// Name for per-request results (the scenario's name, or the URL as given).
     pub name: String,
@@ -82,7 +84,7 @@ pub struct RequestTemplate {
 }
 
 /// How arrivals are spaced in the open model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Arrival {
     /// Evenly spaced at the current rate.
     Uniform,
@@ -92,7 +94,7 @@ pub enum Arrival {
 
 /// A stretch of open-model load: the rate moves linearly from `start_rps` to `end_rps`
 /// (equal for a constant rate, both zero for a pause).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RatePhase {
     /// Name, for per-phase results.
     pub name: String,
@@ -134,7 +136,7 @@ impl RatePhase {
 /// A stretch of closed-model load with virtual users: during the phase the number of users
 /// moves to `users`, `spawn_rate` users per second (at once when `None`), and each user runs
 /// session after session until the phase's count leaves no room for it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserPhase {
     /// Name, for per-phase results.
     pub name: String,
@@ -147,7 +149,7 @@ pub struct UserPhase {
 }
 
 /// What each arrival of the open model starts.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Arrivals {
     /// One request of the plan's round robin, sent over a pool of kept-alive connections.
     Requests {
@@ -166,7 +168,7 @@ pub enum Arrivals {
 }
 
 /// The load model, with the parameters that belong to it and no others.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Model {
     /// A fixed number of connections, each sending its next request when the last answered.
     Closed {
@@ -274,7 +276,7 @@ impl Model {
 }
 
 /// When a run ends: after a duration, after a number of requests, or whichever comes first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Stop {
     /// Wall-clock length of the run.
     pub duration: Option<Duration>,
@@ -283,7 +285,7 @@ pub struct Stop {
 }
 
 /// Which part of a shared plan a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
     /// This shard, from 0.
     pub index: usize,
@@ -294,7 +296,7 @@ pub struct Shard {
 }
 
 /// Everything the engine needs to run a load test.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     /// Where connections go.
     pub endpoints: Vec<Endpoint>,

@@ -1,188 +1,13 @@
-//! Records the engine produces: counts and histograms per second, merged into a [`RunData`].
+//! Records the engine produces, merged into a [`RunData`]: the per-second intervals and
+//! timeline, the generator's account of itself, phases, timings and sessions.
 
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
 
-use crate::{ErrorKind, Plan, TimelineRow, TlsFailure};
-
-/// Highest latency a histogram holds, in microseconds (one hour); longer values are clamped.
-pub const MAX_LATENCY_US: u64 = 3_600_000_000;
-
-/// A latency histogram in microseconds, 1 µs to one hour, three significant digits.
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("constant bounds are valid")
-}
-
-/// Number of distinct status codes counted (000–999; httparse accepts any three digits).
-const STATUS_SLOTS: usize = 1000;
-
-/// Request counters for one interval or a whole run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Counts {
-    /// Requests whose bytes were written (or whose connect was attempted).
-    pub sent: u64,
-    /// Requests that ended, with a response or a transport error.
-    pub completed: u64,
-    /// Responses with a status below 400.
-    pub ok: u64,
-    /// Requests never sent: they could not get a connection within their timeout.
-    pub dropped: u64,
-    /// Arrivals scheduled by the open model.
-    pub offered: u64,
-    /// Response bytes read, headers included.
-    pub bytes: u64,
-    /// Responses by status code.
-    pub status: Vec<u64>,
-    /// Transport errors by kind, indexed by [`ErrorKind::index`].
-    pub error_kinds: [u64; ErrorKind::COUNT],
-    /// Virtual-user sessions started.
-    pub users_started: u64,
-    /// Sessions that ran to their end.
-    pub users_completed: u64,
-    /// Sessions ended early by an error, a failed expectation or a failed capture.
-    pub users_failed: u64,
-}
-
-impl Default for Counts {
-    fn default() -> Self {
-        Counts {
-            sent: 0,
-            completed: 0,
-            ok: 0,
-            dropped: 0,
-            offered: 0,
-            bytes: 0,
-            status: vec![0; STATUS_SLOTS],
-            error_kinds: [0; ErrorKind::COUNT],
-            users_started: 0,
-            users_completed: 0,
-            users_failed: 0,
-        }
-    }
-}
-
-impl Counts {
-    /// Counts one response with the given status.
-    #[inline]
-    pub fn record_status(&mut self, status: u16) {
-        self.completed += 1;
-        if status < 400 {
-            self.ok += 1;
-        }
-        self.status[usize::from(status) % STATUS_SLOTS] += 1;
-    }
-
-    /// Counts one request that ended in a transport error.
-    #[inline]
-    pub fn record_error(&mut self, kind: ErrorKind) {
-        self.completed += 1;
-        self.error_kinds[kind.index()] += 1;
-    }
-
-    /// Requests that ended without a successful status: HTTP errors plus transport errors.
-    pub fn errors(&self) -> u64 {
-        self.completed - self.ok
-    }
-
-    /// Transport errors of every kind.
-    pub fn transport_errors(&self) -> u64 {
-        self.error_kinds.iter().sum()
-    }
-
-    /// Responses whose status is in `class` (1 for 1xx … 5xx).
-    pub fn status_class(&self, class: usize) -> u64 {
-        self.status[class * 100..(class + 1) * 100].iter().sum()
-    }
-
-    /// Status codes that occurred, with their counts, in ascending order.
-    pub fn statuses(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
-        self.status
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(code, n)| (code as u16, *n))
-    }
-
-    /// Adds another set of counts to this one.
-    pub fn add(&mut self, other: &Counts) {
-        self.sent += other.sent;
-        self.completed += other.completed;
-        self.ok += other.ok;
-        self.dropped += other.dropped;
-        self.offered += other.offered;
-        self.bytes += other.bytes;
-        self.users_started += other.users_started;
-        self.users_completed += other.users_completed;
-        self.users_failed += other.users_failed;
-        for (a, b) in self.status.iter_mut().zip(&other.status) {
-            *a += b;
-        }
-        for (a, b) in self.error_kinds.iter_mut().zip(&other.error_kinds) {
-            *a += b;
-        }
-    }
-}
-
-/// What one generator thread (or all of them, merged) saw during one second of the run.
-#[derive(Debug, Clone)]
-pub struct Interval {
-    /// Second of the run this interval covers, counted from the run's origin.
-    pub second: u64,
-    /// Request counters.
-    pub counts: Counts,
-    /// Latency from the intended start, µs.
-    pub latency: Histogram<u64>,
-    /// Latency from the actual send, µs.
-    pub service: Histogram<u64>,
-    /// How late the open-model scheduler released each arrival, µs.
-    pub lag: Histogram<u64>,
-    /// Requests in flight (sent, not ended) when the interval closed.
-    pub in_flight: u64,
-    /// Virtual users in a session when the interval closed.
-    pub users_active: u64,
-}
-
-impl Interval {
-    /// An empty interval for `second`.
-    pub fn new(second: u64) -> Self {
-        Interval {
-            second,
-            counts: Counts::default(),
-            latency: new_histogram(),
-            service: new_histogram(),
-            lag: new_histogram(),
-            in_flight: 0,
-            users_active: 0,
-        }
-    }
-
-    /// Adds another thread's interval (or a later interval, for totals) into this one.
-    pub fn merge(&mut self, other: &Interval) {
-        self.counts.add(&other.counts);
-        self.latency
-            .add(&other.latency)
-            .expect("histograms share bounds");
-        self.service
-            .add(&other.service)
-            .expect("histograms share bounds");
-        self.lag.add(&other.lag).expect("histograms share bounds");
-        self.in_flight += other.in_flight;
-        self.users_active += other.users_active;
-    }
-
-    /// Empties the interval for reuse as `second`, keeping its allocations.
-    pub fn reset(&mut self, second: u64) {
-        self.second = second;
-        self.counts = Counts::default();
-        self.latency.reset();
-        self.service.reset();
-        self.lag.reset();
-        self.in_flight = 0;
-        self.users_active = 0;
-    }
-}
-
+use crate::error_kind::TlsFailure;
+use crate::interval::{new_histogram, Interval, TimelineRow};
+use crate::plan::Plan;
 /// The generator's account of itself.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GeneratorStats {
@@ -341,7 +166,7 @@ pub struct RunData {
     /// The generator's own resource use.
     pub generator: GeneratorStats,
     /// The service's processes, when the lab watched them.
-    pub server: Option<crate::ServerData>,
+    pub server: Option<crate::server::ServerData>,
     /// What the virtual users did, when the plan had a user model.
     pub users: Option<UserRecord>,
     /// Where the requests' time went: connect, TLS handshake, waiting, receiving.
@@ -430,7 +255,7 @@ impl RunData {
     /// (over the time actually run when the run stopped early or had no duration); open model
     /// only.
     pub fn offered_rps(&self) -> Option<f64> {
-        let crate::Model::Open { .. } = self.plan.model else {
+        let crate::plan::Model::Open { .. } = self.plan.model else {
             return None;
         };
         Some(self.totals.counts.offered as f64 / self.schedule_secs())
@@ -448,7 +273,7 @@ impl RunData {
 
     /// Attaches what the lab saw of the service, and adds each second's totals (CPU summed
     /// over processes, RSS summed) to the timeline.
-    pub fn attach_server(&mut self, server: crate::ServerData) {
+    pub fn attach_server(&mut self, server: crate::server::ServerData) {
         for row in &mut self.timeline {
             let samples = server
                 .processes
@@ -471,38 +296,5 @@ impl RunData {
     /// Length of the run in seconds, never zero.
     pub fn secs(&self) -> f64 {
         self.elapsed.as_secs_f64().max(1e-9)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_500_counts_as_an_error_and_under_its_code() {
-        let mut c = Counts::default();
-        c.record_status(200);
-        c.record_status(500);
-        c.record_error(ErrorKind::Reset);
-        assert_eq!(c.completed, 3);
-        assert_eq!(c.ok, 1);
-        assert_eq!(c.errors(), 2);
-        assert_eq!(c.transport_errors(), 1);
-        assert_eq!(c.statuses().collect::<Vec<_>>(), vec![(200, 1), (500, 1)]);
-        assert_eq!(c.status_class(5), 1);
-    }
-
-    #[test]
-    fn merging_intervals_adds_counts_and_histograms() {
-        let mut a = Interval::new(0);
-        let mut b = Interval::new(0);
-        a.latency.record(100).unwrap();
-        b.latency.record(300).unwrap();
-        a.counts.record_status(200);
-        b.counts.record_status(204);
-        a.merge(&b);
-        assert_eq!(a.latency.len(), 2);
-        assert_eq!(a.counts.ok, 2);
-        assert_eq!(a.latency.max(), 300);
     }
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::plan::{Arrivals, Model, PlanError, Shard, ValidPlan};
+use crate::plan::{Arrivals, Model, Plan, PlanError, Shard, ValidPlan};
 use crate::users::UserModel;
 
 /// Most shards a plan may be split into.
@@ -126,6 +126,94 @@ impl ValidPlan {
     }
 }
 
+/// The plan a set of shards ran together, from the plans they recorded (each run directory's
+/// `plan.json`): the first shard's plan with what [`ValidPlan::shard`] split summed back —
+/// connections, connection caps, the request count, users per phase and their spawn rates —
+/// and the payload rows interleaved in their original order. With every shard present it is
+/// the whole plan (the open model's caps, rounded up per shard, sum to what the shards had
+/// together); `None` without shards.
+pub fn join_shards(parts: &[&Plan]) -> Option<Plan> {
+    let mut parts: Vec<&Plan> = parts.to_vec();
+    parts.sort_by_key(|p| p.shard.map_or(0, |s| s.index));
+    let mut whole = (*parts.first()?).clone();
+    whole.shard = None;
+    whole.stop.count = parts
+        .iter()
+        .map(|p| p.stop.count)
+        .try_fold(0u64, |sum, n| n.map(|n| sum + n));
+    let models: Vec<&Model> = parts.iter().map(|p| &p.model).collect();
+    match &mut whole.model {
+        Model::Closed { connections, .. } => {
+            *connections = models.iter().map(|m| m.connection_bounds().0).sum();
+        }
+        Model::Open { arrivals, .. } => match arrivals {
+            Arrivals::Requests {
+                connections,
+                max_connections,
+            } => {
+                *connections = models.iter().map(|m| m.connection_bounds().0).sum();
+                *max_connections = models.iter().map(|m| m.connection_bounds().1).sum();
+            }
+            Arrivals::Sessions {
+                users,
+                max_sessions,
+            } => {
+                *max_sessions = models.iter().map(|m| m.connection_bounds().1).sum();
+                *users = Arc::new(joined_rows(&models));
+            }
+        },
+        Model::Users { phases, users } => {
+            for (k, phase) in phases.iter_mut().enumerate() {
+                let theirs = models.iter().filter_map(|m| match m {
+                    Model::Users { phases, .. } => phases.get(k),
+                    _ => None,
+                });
+                let (mut count, mut rate) = (0, None::<f64>);
+                for p in theirs {
+                    count += p.users;
+                    rate = p.spawn_rate.map(|r| rate.unwrap_or(0.0) + r);
+                }
+                phase.users = count;
+                phase.spawn_rate = rate;
+            }
+            *users = Arc::new(joined_rows(&models));
+        }
+    }
+    Some(whole)
+}
+
+/// The user model of the first of `models` with every model's payload rows interleaved back:
+/// row `k` of shard `i` of `n` was row `i + k·n`.
+fn joined_rows(models: &[&Model]) -> UserModel {
+    let users: Vec<&UserModel> = models.iter().filter_map(|m| m.users()).collect();
+    let mut whole = users.first().map_or_else(
+        || UserModel {
+            scenarios: Vec::new(),
+            pattern: Vec::new(),
+            variables: Vec::new(),
+            payloads: Vec::new(),
+            seed: 0,
+        },
+        |u| (*u).clone(),
+    );
+    for (i, payload) in whole.payloads.iter_mut().enumerate() {
+        let longest = users
+            .iter()
+            .map(|u| u.payloads.get(i).map_or(0, |p| p.rows.len()))
+            .max()
+            .unwrap_or(0);
+        payload.rows = (0..longest)
+            .flat_map(|k| {
+                users
+                    .iter()
+                    .filter_map(move |u| u.payloads.get(i).and_then(|p| p.rows.get(k)))
+            })
+            .cloned()
+            .collect();
+    }
+    whole
+}
+
 /// The user model with shard `index`'s payload rows only: rows `index`, `index + count`, ….
 fn own_rows(users: &UserModel, index: usize, count: usize) -> Result<UserModel, ShardError> {
     let mut mine = users.clone();
@@ -204,7 +292,7 @@ pub fn check_start_at(at: SystemTime, now: SystemTime) -> Result<(), StartAtErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Plan, Stop, UserPhase};
+    use crate::plan::{Stop, UserPhase};
     use crate::users::{Payload, PayloadOrder};
 
     fn closed(connections: usize, count: Option<u64>) -> ValidPlan {
@@ -237,6 +325,12 @@ mod tests {
                 .collect();
             let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
             assert!(hi - lo <= 1, "as even as possible: {sizes:?}");
+            let recorded: Vec<&Plan> = parts.iter().map(|p| &**p).collect();
+            assert_eq!(
+                join_shards(&recorded).unwrap(),
+                *closed(connections, Some(count)),
+                "joined back whole"
+            );
         }
     }
 
@@ -309,6 +403,13 @@ mod tests {
             rows.extend(users.payloads[0].rows.iter().map(|r| r[0].clone()));
         }
         assert_eq!(first_phase, 5);
+        let shards: Vec<ValidPlan> = (0..3).map(|i| plan.clone().shard(i, 3).unwrap()).collect();
+        let recorded: Vec<&Plan> = shards.iter().rev().map(|s| &**s).collect();
+        let joined = join_shards(&recorded).unwrap();
+        assert_eq!(
+            &joined, &*plan,
+            "the shards' plans join back into the whole plan"
+        );
         rows.sort_by_key(|r| r.parse::<u32>().unwrap());
         let all: Vec<String> = (0..10).map(|i| i.to_string()).collect();
         assert_eq!(rows, all, "each row in exactly one shard");

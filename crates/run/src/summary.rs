@@ -6,20 +6,16 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::error_kind::{ErrorKind, TlsFailure};
+use crate::interval::us_to_ms;
+use crate::plan::Protocol;
+use crate::record::{RunData, Timings};
+
 /// Functions listed in a summary's profile.
 const TOP_FUNCTIONS: usize = 20;
-use crate::timeline::us_to_ms;
-use crate::{ErrorKind, Protocol, RunData, Timings, TlsFailure};
 
 /// The schema name written into every summary.
 pub const SUMMARY_SCHEMA: &str = "loadlab.summary/v1";
-
-/// Achieved/offered ratio under which the generator is said to have fallen behind.
-const BEHIND_RATIO: f64 = 0.98;
-/// Connect time past which connections closed by the server are blamed on idle timeouts.
-const SLOW_CONNECTS_S: f64 = 30.0;
-/// Busiest thread's CPU share over which the generator is said to be saturated.
-const SATURATED_UTILIZATION: f64 = 0.9;
 
 /// Percentiles and moments of a latency histogram, in milliseconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -143,7 +139,7 @@ impl Errors {
     }
 
     /// The counts of [`ErrorKind::ALL`]'s kinds, in its order.
-    pub(crate) fn from_kinds(k: &[u64; ErrorKind::COUNT]) -> Self {
+    pub fn from_kinds(k: &[u64; ErrorKind::COUNT]) -> Self {
         let at = |e: ErrorKind| k[e.index()];
         Errors {
             connect_refused: at(ErrorKind::ConnectRefused),
@@ -347,7 +343,7 @@ pub struct ProfileSummary {
     /// Stacks sampled.
     pub samples: u64,
     /// The functions with the most samples on top of the stack.
-    pub top: Vec<crate::TopFunction>,
+    pub top: Vec<crate::profile::TopFunction>,
     /// Why there is no profile, and what to do, when the backend could not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -358,9 +354,9 @@ pub struct ProfileSummary {
 
 impl ProfileSummary {
     /// The summary of a profiling outcome, with its `top` functions.
-    pub fn from_outcome(outcome: &crate::ProfileOutcome, top: usize) -> ProfileSummary {
+    pub fn from_outcome(outcome: &crate::profile::ProfileOutcome, top: usize) -> ProfileSummary {
         match outcome {
-            crate::ProfileOutcome::Recorded(p) => ProfileSummary {
+            crate::profile::ProfileOutcome::Recorded(p) => ProfileSummary {
                 backend: p.backend.clone(),
                 pids: p.pids.clone(),
                 start_s: p.start_s,
@@ -370,7 +366,7 @@ impl ProfileSummary {
                 error: None,
                 notes: p.notes.clone(),
             },
-            crate::ProfileOutcome::Failed { backend, reason } => ProfileSummary {
+            crate::profile::ProfileOutcome::Failed { backend, reason } => ProfileSummary {
                 backend: backend.clone(),
                 error: Some(reason.clone()),
                 ..ProfileSummary::default()
@@ -655,7 +651,8 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Builds the summary of a run.
+    /// The numbers of a run; the judgments (the generator's health, findings, thresholds) are
+    /// the analysis's to add (`loadlab_analyze::summarize`).
     pub fn from_run(run: &RunData) -> Self {
         let t = &run.totals;
         let c = &t.counts;
@@ -669,65 +666,8 @@ impl Summary {
             us_to_ms(t.lag.value_at_quantile(0.99))
         };
         let g = &run.generator;
-        let saturated = g.busiest_thread_utilization > SATURATED_UTILIZATION;
-        let mut warnings = Vec::new();
-        if let Some(offered) = offered_rps {
-            // With virtual users an arrival is a user, who may send many requests.
-            let (started, what) = match run.users {
-                Some(_) => (c.users_started, "users/s"),
-                None => (c.sent, "req/s"),
-            };
-            let achieved = started as f64 / run.schedule_secs();
-            if offered > 0.0 && achieved < BEHIND_RATIO * offered {
-                warnings.push(format!(
-                    "the generator started {achieved:.0} {what} of the {offered:.0} {what} \
-                     offered ({:.1} %): arrivals waited for connections or the generator fell \
-                     behind",
-                    100.0 * achieved / offered
-                ));
-            }
-        }
-        if c.dropped > 0 {
-            warnings.push(format!(
-                "{} requests were dropped: no connection freed up within their timeout; \
-                 raise --max-connections or lower the rate",
-                c.dropped
-            ));
-        }
-        if saturated {
-            warnings.push(format!(
-                "a generator thread was busy {:.0} % of the run: the generator may have limited \
-                 the load; give it more threads (-t) or a core of its own",
-                100.0 * g.busiest_thread_utilization
-            ));
-        }
-        if lag_p99 > 5.0 {
-            warnings.push(format!(
-                "arrivals were released up to {lag_p99:.1} ms late (p99 schedule lag): the \
-                 generator could not keep its schedule"
-            ));
-        }
         let k = &g.connect;
-        if k.failed > 0 {
-            warnings.push(format!(
-                "{} of {} connections could not be opened before the load started; each tried \
-                 again at its first request (lower --connect-rate if the server's listen \
-                 backlog overflowed)",
-                k.failed, k.connections
-            ));
-        }
-        let closed = c.error_kinds[ErrorKind::Closed.index()];
-        if k.duration_s > SLOW_CONNECTS_S && closed > 0 {
-            warnings.push(format!(
-                "opening the connections took {:.0} s, and {closed} requests found their \
-                 connection closed: a server closes connections idle that long (nginx after its \
-                 60 s client_header_timeout); open them faster with --connect-rate, or with \
-                 --source-addr when connects to one destination slow down past ~14,000 from one \
-                 address",
-                k.duration_s
-            ));
-        }
-        let tls = run.plan.uses_tls().then(|| tls_summary(run, &mut warnings));
+        let tls = run.plan.uses_tls().then(|| tls_summary(run));
         let open = offered_rps.is_some();
         let phases = run
             .phases
@@ -781,9 +721,9 @@ impl Summary {
                 cpu_s: g.cpu_s,
                 max_rss_mb: g.max_rss_mb,
                 schedule_lag_ms_p99: lag_p99,
-                saturated,
+                saturated: false,
                 threads: g.threads,
-                warnings,
+                warnings: Vec::new(),
                 connect: Connect {
                     connections: k.connections,
                     opened: k.opened,
@@ -892,29 +832,10 @@ impl Summary {
     }
 }
 
-/// The `tls` section of a run with `https://` targets; warns when verification was off and
-/// names the commonest cause of failed handshakes in words.
-fn tls_summary(run: &RunData, warnings: &mut Vec<String>) -> Tls {
+/// The `tls` section of a run with `https://` targets.
+fn tls_summary(run: &RunData) -> Tls {
     let settings = &run.plan.tls;
-    if settings.insecure {
-        warnings.push(
-            "TLS certificate verification was off (--insecure): the servers' identities were \
-             not checked"
-                .into(),
-        );
-    }
     let failed = &run.timings.tls_failures;
-    let commonest = TlsFailure::ALL
-        .into_iter()
-        .filter(|f| failed[f.index()] > 0)
-        .max_by_key(|f| (failed[f.index()], std::cmp::Reverse(f.index())));
-    if let Some(cause) = commonest {
-        let total: u64 = failed.iter().sum();
-        warnings.push(format!(
-            "{total} TLS handshake(s) failed; the commonest cause: tls: {}",
-            cause.message()
-        ));
-    }
     Tls {
         verify: !settings.insecure,
         cacert: settings.cacert.as_ref().map(|c| c.path.clone()),
@@ -935,7 +856,7 @@ pub fn summary_schema() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Model, Plan, Stop, TlsSettings};
+    use crate::plan::{Model, Plan, Stop, TlsSettings};
 
     #[test]
     fn requests_on_open_connections_count_as_zero_connect_time() {
@@ -959,7 +880,7 @@ mod tests {
     }
 
     #[test]
-    fn an_insecure_https_run_says_so_and_names_the_commonest_tls_failure() {
+    fn an_https_run_has_a_tls_section_with_its_failures_by_cause() {
         let mut plan = Plan::get(
             "127.0.0.1:8443".parse().unwrap(),
             "/",
@@ -978,9 +899,6 @@ mod tests {
         let tls = s.tls.expect("an https run has a tls section");
         assert!(!tls.verify);
         assert_eq!(tls.failures.get("name_mismatch"), Some(&3));
-        let w = s.generator.warnings.join("\n");
-        assert!(w.contains("verification was off (--insecure)"), "{w}");
-        assert!(w.contains("4 TLS handshake(s) failed"), "{w}");
-        assert!(w.contains("not valid for the URL's host name"), "{w}");
+        assert_eq!(tls.failures.get("expired"), Some(&1));
     }
 }

@@ -7,11 +7,13 @@
 
 use std::fmt::Write;
 
+use serde::{Deserialize, Serialize};
+
 /// Longest string `$randomString(n)` may produce.
 const MAX_RANDOM_STRING: usize = 4096;
 
 /// One piece of a template.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Part {
     /// Text copied as is.
     Text(String),
@@ -24,7 +26,7 @@ enum Part {
 }
 
 /// A parsed template.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Template {
     parts: Vec<Part>,
 }

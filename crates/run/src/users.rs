@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use crate::template::Template;
 
+use serde::{Deserialize, Serialize};
+
 /// What the users of a run do.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserModel {
     /// The scenarios, each with its share of the users.
     pub scenarios: Vec<UserScenario>,
@@ -24,7 +26,7 @@ pub struct UserModel {
 }
 
 /// One scenario: a name and a behaviour.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserScenario {
     /// Name, for reports.
     pub name: String,
@@ -33,7 +35,7 @@ pub struct UserScenario {
 }
 
 /// A user's behaviour.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Behaviour {
     /// Steps in order, once.
     Flow(Vec<Step>),
@@ -42,7 +44,7 @@ pub enum Behaviour {
 }
 
 /// One step of a flow.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Step {
     /// Send a request and wait for its response.
     Request(RequestStep),
@@ -59,7 +61,7 @@ pub enum Step {
 
 /// A request a user sends: the parts that may hold `{{ }}` placeholders, and what to take from
 /// and check in the response.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestStep {
     /// Index into the plan's requests: its endpoint, method and name for the results.
     pub request: usize,
@@ -96,7 +98,7 @@ impl RequestStep {
 }
 
 /// A value taken from a response into a variable.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capture {
     /// Where the value comes from.
     pub source: CaptureSource,
@@ -105,7 +107,7 @@ pub struct Capture {
 }
 
 /// Where a captured value comes from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum CaptureSource {
     /// A JSONPath query (RFC 9535) over the JSON body; the first match is taken.
     Json(String),
@@ -114,7 +116,7 @@ pub enum CaptureSource {
 }
 
 /// A check on a response.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Expect {
     /// The status is one of these.
     Status(Vec<u16>),
@@ -123,7 +125,7 @@ pub enum Expect {
 }
 
 /// A think time: how long a user waits between steps.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Think {
     /// Always the same.
     Constant(Duration),
@@ -162,7 +164,7 @@ impl Think {
 
 /// A Markov chain of pages: a user starts at `start`, does the state's request (if any), thinks,
 /// and moves to a next state drawn from the state's transitions, until it reaches the end.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chain {
     /// The first state.
     pub start: usize,
@@ -171,7 +173,7 @@ pub struct Chain {
 }
 
 /// One state of a [`Chain`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChainState {
     /// Name, for reports.
     pub name: String,
@@ -244,7 +246,7 @@ impl Chain {
 }
 
 /// How payload rows are handed to users.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PayloadOrder {
     /// A row at random for each user.
     Random,
@@ -253,7 +255,7 @@ pub enum PayloadOrder {
 }
 
 /// Rows of a CSV file, each user taking one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Payload {
     /// Variable names of the columns.
     pub fields: Vec<String>,

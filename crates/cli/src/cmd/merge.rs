@@ -4,7 +4,6 @@
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use loadlab_run::thresholds::check_all;
 
 use crate::args::MergeArgs;
 use crate::cmd::Outcome;
@@ -21,10 +20,8 @@ pub fn main(a: MergeArgs) -> Result<Outcome> {
         }
     }
     let began = Instant::now();
-    let mut merged = loadlab_run::merge_dirs(&a.runs)?;
-    let summary = &mut merged.summary;
-    summary.findings = loadlab_analyze::findings(&merged.run, summary, loadlab_harness::cores());
-    summary.thresholds = check_all(&merged.thresholds, summary);
+    let merged = loadlab_harness::merge_dirs(&a.runs, loadlab_harness::cores())?;
+    let summary = &merged.summary;
     loadlab_run::write_run_dir(&a.out, &merged.run, summary)?;
     print!("{}", loadlab_report::render_summary(summary));
     println!(

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use loadlab_analyze::thresholds::check_all;
 use loadlab_report::files::{label_of, plot_is_png, write_html, write_junit, write_plot};
 use loadlab_report::html::RunView;
 use loadlab_report::thresholds::render_thresholds;
-use loadlab_run::thresholds::check_all;
 use loadlab_run::Threshold;
 
 use crate::args::ReportArgs;

@@ -1,8 +1,188 @@
-//! One row per second of a run, as written to `timeline.csv`.
+//! One second of a run: what the engine counts ([`Counts`], latency histograms, in an
+//! [`Interval`]) and the row of `timeline.csv` it becomes ([`TimelineRow`]).
 
 use std::io::{self, Write};
 
-use crate::{ErrorKind, Interval};
+use hdrhistogram::Histogram;
+
+use crate::error_kind::ErrorKind;
+
+/// Highest latency a histogram holds, in microseconds (one hour); longer values are clamped.
+pub const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// A latency histogram in microseconds, 1 µs to one hour, three significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("constant bounds are valid")
+}
+
+/// Number of distinct status codes counted (000–999; httparse accepts any three digits).
+const STATUS_SLOTS: usize = 1000;
+
+/// Request counters for one interval or a whole run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts {
+    /// Requests whose bytes were written (or whose connect was attempted).
+    pub sent: u64,
+    /// Requests that ended, with a response or a transport error.
+    pub completed: u64,
+    /// Responses with a status below 400.
+    pub ok: u64,
+    /// Requests never sent: they could not get a connection within their timeout.
+    pub dropped: u64,
+    /// Arrivals scheduled by the open model.
+    pub offered: u64,
+    /// Response bytes read, headers included.
+    pub bytes: u64,
+    /// Responses by status code.
+    pub status: Vec<u64>,
+    /// Transport errors by kind, indexed by [`ErrorKind::index`].
+    pub error_kinds: [u64; ErrorKind::COUNT],
+    /// Virtual-user sessions started.
+    pub users_started: u64,
+    /// Sessions that ran to their end.
+    pub users_completed: u64,
+    /// Sessions ended early by an error, a failed expectation or a failed capture.
+    pub users_failed: u64,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts {
+            sent: 0,
+            completed: 0,
+            ok: 0,
+            dropped: 0,
+            offered: 0,
+            bytes: 0,
+            status: vec![0; STATUS_SLOTS],
+            error_kinds: [0; ErrorKind::COUNT],
+            users_started: 0,
+            users_completed: 0,
+            users_failed: 0,
+        }
+    }
+}
+
+impl Counts {
+    /// Counts one response with the given status.
+    #[inline]
+    pub fn record_status(&mut self, status: u16) {
+        self.completed += 1;
+        if status < 400 {
+            self.ok += 1;
+        }
+        self.status[usize::from(status) % STATUS_SLOTS] += 1;
+    }
+
+    /// Counts one request that ended in a transport error.
+    #[inline]
+    pub fn record_error(&mut self, kind: ErrorKind) {
+        self.completed += 1;
+        self.error_kinds[kind.index()] += 1;
+    }
+
+    /// Requests that ended without a successful status: HTTP errors plus transport errors.
+    pub fn errors(&self) -> u64 {
+        self.completed - self.ok
+    }
+
+    /// Transport errors of every kind.
+    pub fn transport_errors(&self) -> u64 {
+        self.error_kinds.iter().sum()
+    }
+
+    /// Responses whose status is in `class` (1 for 1xx … 5xx).
+    pub fn status_class(&self, class: usize) -> u64 {
+        self.status[class * 100..(class + 1) * 100].iter().sum()
+    }
+
+    /// Status codes that occurred, with their counts, in ascending order.
+    pub fn statuses(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.status
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(code, n)| (code as u16, *n))
+    }
+
+    /// Adds another set of counts to this one.
+    pub fn add(&mut self, other: &Counts) {
+        self.sent += other.sent;
+        self.completed += other.completed;
+        self.ok += other.ok;
+        self.dropped += other.dropped;
+        self.offered += other.offered;
+        self.bytes += other.bytes;
+        self.users_started += other.users_started;
+        self.users_completed += other.users_completed;
+        self.users_failed += other.users_failed;
+        for (a, b) in self.status.iter_mut().zip(&other.status) {
+            *a += b;
+        }
+        for (a, b) in self.error_kinds.iter_mut().zip(&other.error_kinds) {
+            *a += b;
+        }
+    }
+}
+
+/// What one generator thread (or all of them, merged) saw during one second of the run.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// Second of the run this interval covers, counted from the run's origin.
+    pub second: u64,
+    /// Request counters.
+    pub counts: Counts,
+    /// Latency from the intended start, µs.
+    pub latency: Histogram<u64>,
+    /// Latency from the actual send, µs.
+    pub service: Histogram<u64>,
+    /// How late the open-model scheduler released each arrival, µs.
+    pub lag: Histogram<u64>,
+    /// Requests in flight (sent, not ended) when the interval closed.
+    pub in_flight: u64,
+    /// Virtual users in a session when the interval closed.
+    pub users_active: u64,
+}
+
+impl Interval {
+    /// An empty interval for `second`.
+    pub fn new(second: u64) -> Self {
+        Interval {
+            second,
+            counts: Counts::default(),
+            latency: new_histogram(),
+            service: new_histogram(),
+            lag: new_histogram(),
+            in_flight: 0,
+            users_active: 0,
+        }
+    }
+
+    /// Adds another thread's interval (or a later interval, for totals) into this one.
+    pub fn merge(&mut self, other: &Interval) {
+        self.counts.add(&other.counts);
+        self.latency
+            .add(&other.latency)
+            .expect("histograms share bounds");
+        self.service
+            .add(&other.service)
+            .expect("histograms share bounds");
+        self.lag.add(&other.lag).expect("histograms share bounds");
+        self.in_flight += other.in_flight;
+        self.users_active += other.users_active;
+    }
+
+    /// Empties the interval for reuse as `second`, keeping its allocations.
+    pub fn reset(&mut self, second: u64) {
+        self.second = second;
+        self.counts = Counts::default();
+        self.latency.reset();
+        self.service.reset();
+        self.lag.reset();
+        self.in_flight = 0;
+        self.users_active = 0;
+    }
+}
 
 /// What happened during one second of a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,5 +395,33 @@ mod tests {
         );
         assert!(line.starts_with("3,0,0,1,0,1,0,0,0,"));
         assert!((row.p50_ms - 1.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn status_500_counts_as_an_error_and_under_its_code() {
+        let mut c = Counts::default();
+        c.record_status(200);
+        c.record_status(500);
+        c.record_error(ErrorKind::Reset);
+        assert_eq!(c.completed, 3);
+        assert_eq!(c.ok, 1);
+        assert_eq!(c.errors(), 2);
+        assert_eq!(c.transport_errors(), 1);
+        assert_eq!(c.statuses().collect::<Vec<_>>(), vec![(200, 1), (500, 1)]);
+        assert_eq!(c.status_class(5), 1);
+    }
+
+    #[test]
+    fn merging_intervals_adds_counts_and_histograms() {
+        let mut a = Interval::new(0);
+        let mut b = Interval::new(0);
+        a.latency.record(100).unwrap();
+        b.latency.record(300).unwrap();
+        a.counts.record_status(200);
+        b.counts.record_status(204);
+        a.merge(&b);
+        assert_eq!(a.latency.len(), 2);
+        assert_eq!(a.counts.ok, 2);
+        assert_eq!(a.latency.max(), 300);
     }
 }

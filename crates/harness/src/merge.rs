@@ -1,10 +1,10 @@
 //! Merging the run directories of a plan's shards into one run (`loadlab merge`): counts summed,
 //! histograms merged exactly from each shard's `latency.hlog` and `histograms.hlog`, timelines
-//! joined per wall-clock second, each shard's generator health kept.
+//! joined per wall-clock second, each shard's generator health kept, the plan joined back from
+//! the plans the shards recorded, and the merged run judged as `run` judges one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{
@@ -13,18 +13,16 @@ use hdrhistogram::serialization::interval_log::{
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
-use crate::dir::{read_run_dir, ReadRunError, SavedRun};
-use crate::record::{new_histogram, Interval, RunData, Timings, UserRecord};
-use crate::summary::{
-    Breakdown, Connect, Errors, Generator, LatencyStats, MergeSummary, MergedShard, NamedRequests,
-    Phase, Requests, Summary, Throughput, Users,
+use loadlab_analyze::health;
+use loadlab_run::shard::join_shards;
+use loadlab_run::summary::{
+    Breakdown, Connect, Errors, Generator, Http2, LatencyStats, MergeSummary, MergedShard,
+    NamedRequests, Phase, Requests, Summary, Throughput, Users,
 };
-use crate::timeline::TimelineRow;
-use crate::users::UserModel;
-use crate::{Arrivals, ErrorKind, Model, Plan, RatePhase, Stop, Threshold, TlsFailure, UserPhase};
-
-/// Schedule lag past which a shard is said to have limited the load itself, ms.
-const LATE_SHARD_MS: f64 = 5.0;
+use loadlab_run::{
+    new_histogram, read_run_dir, ErrorKind, Interval, Plan, ReadRunError, RunData, SavedRun,
+    TimelineRow, Timings, TlsFailure, UserRecord,
+};
 
 /// Shard run directories that cannot be merged.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +51,9 @@ pub enum MergeError {
     /// An interval log that cannot be read, so nothing can be merged exactly.
     #[error("{0}: unreadable HdrHistogram log ({1}); the shard's run directory is damaged")]
     Log(PathBuf, String),
+    /// A shard's directory without the plan it ran (written by a loadlab before `plan.json`).
+    #[error("{0} holds no plan.json (the plan a shard ran, kept since loadlab 0.1 round 3): run the shards again with this loadlab")]
+    NoPlan(PathBuf),
     /// Nothing to merge.
     #[error("no run directory to merge")]
     Empty,
@@ -128,6 +129,9 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
         let Some(me) = &saved.summary.shard else {
             return Err(MergeError::NotAShard(dir.clone()));
         };
+        if saved.plan.is_none() {
+            return Err(MergeError::NoPlan(dir.clone()));
+        }
         if let Some(first) = shards.first() {
             let ours = &first.saved.summary.plan_hash;
             let first_count = first.saved.summary.shard.as_ref().map_or(0, |s| s.count);
@@ -199,20 +203,19 @@ fn add(into: &mut Histogram<u64>, from: &Histogram<u64>) {
     into.add(from).expect("histograms share bounds");
 }
 
-/// A merged run: the run data (timeline, interval log, whole-run histograms) to write as a run
-/// directory and analyse, and its summary (findings not yet computed).
+/// A merged run: the run data (timeline, interval log, whole-run histograms, the joined plan)
+/// to write as a run directory, and its summary with findings and thresholds.
 #[derive(Debug)]
 pub struct Merged {
     /// The merged run, as the engine would have returned it.
     pub run: RunData,
-    /// Its summary; `findings` and `thresholds` are left for the caller.
+    /// Its summary, judged as `run` judges one (`cores`: the CPUs the service could use).
     pub summary: Summary,
-    /// The thresholds of the shards' plan, to check on the merged summary.
-    pub thresholds: Vec<Threshold>,
 }
 
-/// Merges the run directories of shards of one plan.
-pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+/// Merges the run directories of shards of one plan; `cores` is what the findings take the
+/// service's machine to have.
+pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> {
     let shards = read_shards(dirs)?;
     let first = &shards.first().ok_or(MergeError::Empty)?.saved.summary;
     let count = first.shard.as_ref().map_or(1, |s| s.count);
@@ -307,7 +310,8 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     let health = shard_health(&shards);
     let present: Vec<usize> = health.iter().map(|h| h.index).collect();
     let missing: Vec<usize> = (0..count).filter(|i| !present.contains(i)).collect();
-    let generator = merge_generators(&summaries, &health, &missing, count);
+    let mut generator = merge_generators(&summaries);
+    generator.warnings = health::merged_warnings(&summaries, &health, &missing, count);
 
     let phases: Vec<Phase> = first
         .phases
@@ -405,7 +409,7 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
                 .collect();
             t
         }),
-        http2: first.http2.clone().map(|h| crate::Http2 {
+        http2: first.http2.clone().map(|h| Http2 {
             connections: sum(&|s| s.http2.as_ref().map_or(0, |h| h.connections)),
             ..h
         }),
@@ -422,17 +426,12 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         }),
     };
 
-    let thresholds = first
-        .thresholds
+    let recorded: Vec<&Plan> = shards
         .iter()
-        .filter_map(|t| {
-            let mut parsed = Threshold::parse_list(&t.threshold).ok()?.pop()?;
-            parsed.strict = t.strict;
-            Some(parsed)
-        })
+        .filter_map(|s| s.saved.plan.as_ref())
         .collect();
-
-    let mut run = RunData::from_intervals(plan_of(&shards, &summary), &[]);
+    let plan = join_shards(&recorded).ok_or(MergeError::Empty)?;
+    let mut run = RunData::from_intervals(plan, &[]);
     run.started_at = origin;
     run.elapsed = Duration::from_secs_f64(duration_s);
     run.complete = summary.complete;
@@ -448,59 +447,15 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         .collect();
     run.users = users;
     run.timings = timings;
-    Ok(Merged {
-        run,
-        summary,
-        thresholds,
-    })
+    let mut summary = summary;
+    summary.findings = loadlab_analyze::findings(&run, &summary, cores);
+    summary.thresholds = loadlab_analyze::thresholds::check_all(&run.plan.thresholds, &summary);
+    Ok(Merged { run, summary })
 }
 
-/// The shards' generators as one: CPU and threads summed, the worst lag, every warning
-/// prefixed with its shard, and a warning for each shard that limited the load and for the
-/// shards that are missing.
-fn merge_generators(
-    summaries: &[&Summary],
-    health: &[MergedShard],
-    missing: &[usize],
-    count: usize,
-) -> Generator {
-    let mut warnings = Vec::new();
-    for s in summaries {
-        let index = s.shard.as_ref().map_or(0, |x| x.index);
-        for w in &s.generator.warnings {
-            warnings.push(format!("shard {index}/{count}: {w}"));
-        }
-    }
-    let late: Vec<&MergedShard> = health.iter().filter(|h| h.bottleneck).collect();
-    if late.len() > 1 && late.len() == health.len() {
-        warnings.push(format!(
-            "every shard was late on its schedule (worst lag p99 {:.1} ms): the generators' \
-             machines were the limit, not one shard; give them more CPU or use more shards",
-            late.iter()
-                .map(|h| h.schedule_lag_ms_p99)
-                .fold(0.0, f64::max)
-        ));
-    } else {
-        for h in late {
-            warnings.push(format!(
-                "shard {}/{count} was itself a bottleneck (schedule lag p99 {:.1} ms{}): its \
-                 requests went out late, and their latency includes the generator's delay; \
-                 give that generator more CPU or use more shards",
-                h.index,
-                h.schedule_lag_ms_p99,
-                if h.saturated {
-                    ", a thread saturated"
-                } else {
-                    ""
-                }
-            ));
-        }
-    }
-    if !missing.is_empty() {
-        warnings.push(format!(
-            "shards {missing:?} of {count} are missing: this is part of the plan's load, not all"
-        ));
-    }
+/// The shards' generators as one: CPU and threads summed, the worst lag (the warnings are the
+/// analysis's: [`health::merged_warnings`]).
+fn merge_generators(summaries: &[&Summary]) -> Generator {
     let sum = |f: fn(&Summary) -> u64| summaries.iter().map(|s| f(s)).sum::<u64>();
     let g = |f: fn(&Generator) -> f64| summaries.iter().map(move |s| f(&s.generator));
     Generator {
@@ -509,7 +464,7 @@ fn merge_generators(
         schedule_lag_ms_p99: g(|g| g.schedule_lag_ms_p99).fold(0.0, f64::max),
         saturated: summaries.iter().any(|s| s.generator.saturated),
         threads: summaries.iter().map(|s| s.generator.threads).sum(),
-        warnings,
+        warnings: Vec::new(),
         connect: Connect {
             connections: sum(|s| s.generator.connect.connections),
             opened: sum(|s| s.generator.connect.opened),
@@ -579,7 +534,7 @@ fn shard_health(shards: &[ShardRun]) -> Vec<MergedShard> {
                 schedule_lag_ms_p99: g.schedule_lag_ms_p99,
                 cpu_s: g.cpu_s,
                 saturated: g.saturated,
-                bottleneck: g.saturated || g.schedule_lag_ms_p99 > LATE_SHARD_MS,
+                bottleneck: health::shard_was_bottleneck(g),
             }
         })
         .collect()
@@ -621,87 +576,6 @@ fn merge_names(shards: &[ShardRun]) -> Vec<(String, NamedRequests, Histogram<u64
     out
 }
 
-/// A plan with the merged run's shape, for the analysis: its model (with every shard's
-/// connections together) and its phases, aimed nowhere.
-fn plan_of(shards: &[ShardRun], s: &Summary) -> Plan {
-    let parts: Vec<&crate::ShardSummary> = shards
-        .iter()
-        .filter_map(|x| x.saved.summary.shard.as_ref())
-        .collect();
-    let connections: usize = parts.iter().map(|p| p.connections).sum();
-    let max_connections: usize = parts.iter().map(|p| p.max_connections).sum();
-    let pipeline = parts.first().map_or(1, |p| p.pipeline);
-    let users = || {
-        Arc::new(UserModel {
-            scenarios: Vec::new(),
-            pattern: vec![0],
-            variables: Vec::new(),
-            payloads: Vec::new(),
-            seed: 0,
-        })
-    };
-    let secs = |x: f64| Duration::from_secs_f64(x.max(0.0));
-    let model = match (s.model.as_str(), s.users.is_some()) {
-        ("open", with_users) => Model::Open {
-            phases: s
-                .phases
-                .iter()
-                .map(|p| {
-                    let rate = p.offered_rps.unwrap_or(0.0);
-                    RatePhase::constant(&p.name, rate, Some(secs(p.duration_s)))
-                })
-                .collect(),
-            arrival: crate::Arrival::Uniform,
-            seed: 0,
-            arrivals: match with_users {
-                true => Arrivals::Sessions {
-                    users: users(),
-                    max_sessions: max_connections,
-                },
-                false => Arrivals::Requests {
-                    connections,
-                    max_connections,
-                },
-            },
-        },
-        (_, true) => Model::Users {
-            phases: s
-                .phases
-                .iter()
-                .map(|p| UserPhase {
-                    name: p.name.clone(),
-                    duration: secs(p.duration_s),
-                    users: max_connections,
-                    spawn_rate: None,
-                })
-                .collect(),
-            users: users(),
-        },
-        _ => Model::Closed {
-            connections,
-            pipeline,
-        },
-    };
-    let stop = Stop {
-        duration: matches!(model, Model::Closed { .. }).then(|| secs(s.duration_s)),
-        count: None,
-    };
-    let mut plan = Plan::get(
-        std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
-        "/",
-        model,
-        stop,
-    );
-    if let Some(first) = s.targets.first() {
-        plan.requests[0].url = first.clone();
-    }
-    // What a connection held: the findings' Little's law counts connections × streams.
-    if let Some(h) = &s.http2 {
-        plan.protocol = crate::Protocol::Http2 { streams: h.streams };
-    }
-    plan
-}
-
 /// The merged seconds as HdrHistogram interval log lines (latency untagged, service latency
 /// tagged `service`), as the engine writes them.
 struct IntervalLog {
@@ -733,22 +607,23 @@ impl IntervalLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{write_run_dir, Shard};
+    use loadlab_run::{write_run_dir, Model, Protocol, Shard, Stop};
 
     /// A shard's run directory: `latencies_us[s]` recorded in second `s`, its origin `start`.
     fn shard_dir(dir: &Path, index: usize, start: SystemTime, latencies_us: &[&[u64]]) {
         let mut plan = Plan::get(
             "127.0.0.1:9".parse().unwrap(),
             "/",
-            Model::closed(2, 1),
+            Model::closed(1, 1),
             Stop::default(),
         );
+        plan.thresholds = loadlab_run::Threshold::parse_list("p99<1ms").unwrap();
         plan.shard = Some(Shard {
             index,
             count: 2,
             plan_hash: 7,
         });
-        plan.protocol = crate::Protocol::Http2 { streams: 3 };
+        plan.protocol = Protocol::Http2 { streams: 3 };
         let intervals: Vec<Interval> = latencies_us
             .iter()
             .enumerate()
@@ -786,8 +661,20 @@ mod tests {
             t0 + Duration::from_secs(1),
             &[&[400, 500, 600], &[700]],
         );
-        let m = merge_dirs(&[b.clone(), a.clone()]).unwrap();
+        let m = merge_dirs(&[b.clone(), a.clone()], 2).unwrap();
         assert_eq!(m.summary.requests.sent, 7);
+        assert_eq!(
+            m.run.plan.model,
+            Model::closed(2, 1),
+            "the plan joined from the shards' plan.json: their connections summed"
+        );
+        assert_eq!(m.run.plan.shard, None);
+        assert_eq!(
+            m.summary.thresholds.len(),
+            1,
+            "the plan's thresholds checked"
+        );
+        assert!(m.summary.thresholds[0].pass, "{:?}", m.summary.thresholds);
         let sent: Vec<u64> = m.run.timeline.iter().map(|r| r.sent).collect();
         assert_eq!(sent, [2, 4, 1], "seconds joined on the wall clock");
         assert_eq!(m.summary.latency_ms.max, 0.7);
@@ -802,10 +689,14 @@ mod tests {
             .map(|s| s.index)
             .collect();
         assert_eq!(shards, [0, 1]);
-        assert_eq!(m.run.plan.protocol, crate::Protocol::Http2 { streams: 3 });
+        assert_eq!(m.run.plan.protocol, Protocol::Http2 { streams: 3 });
         assert_eq!(m.summary.http2.as_ref().map(|h| h.streams), Some(3));
 
-        let e = merge_dirs(&[a.clone(), a.clone()]).unwrap_err();
+        let e = merge_dirs(&[a.clone(), a.clone()], 2).unwrap_err();
         assert!(e.to_string().contains("same shard (0/2)"), "{e}");
+
+        std::fs::remove_file(b.join("plan.json")).unwrap();
+        let e = merge_dirs(&[a.clone(), b.clone()], 2).unwrap_err();
+        assert!(e.to_string().contains("holds no plan.json"), "{e}");
     }
 }
