@@ -11,6 +11,7 @@ use loadlab_input::values::{
     concurrency_bound, parse_duration, positive_count, positive_duration, positive_rate,
 };
 use loadlab_input::{LoadFlags, ReachFlags};
+use loadlab_run::topology::{self, Lb, Runtime};
 
 /// The command line with `--dashboard ADDR` (a space, as users write it) rewritten as
 /// `--dashboard=ADDR`. The flag's value is optional, so clap needs the `=`; without this the
@@ -362,32 +363,33 @@ pub struct ServeArgs {
     #[arg(long = "bbox-workers", value_name = "N", default_value = "3", value_parser = positive_count)]
     pub bbox_workers: usize,
     /// Worker processes sharing the port (SO_REUSEPORT), like a Node cluster or gunicorn -w N.
-    #[arg(long, default_value = "1", value_parser = positive_count)]
+    #[arg(long, default_value_t = topology::defaults::WORKERS, value_parser = positive_count)]
     pub workers: usize,
     /// Replicas on their own ports behind a load balancer on --port.
-    #[arg(long, default_value = "1", value_parser = positive_count)]
+    #[arg(long, default_value_t = topology::defaults::REPLICAS, value_parser = positive_count)]
     pub replicas: usize,
-    /// Load balancer in front of replicas (builtin: a round-robin TCP proxy, when nginx is
-    /// missing; client: none, the replicas' URLs are printed for clients to balance over).
-    #[arg(long, value_enum, default_value = "nginx")]
-    pub lb: LbArg,
+    /// Load balancer in front of replicas [default: nginx] (builtin: a round-robin TCP proxy,
+    /// when nginx is missing; client: none, the replicas' URLs are printed for clients to
+    /// balance over).
+    #[arg(long, value_enum)]
+    pub lb: Option<LbArg>,
     /// Run your own server instead (it must listen on $PORT), in the same topologies.
     #[arg(long, value_name = "COMMAND")]
     pub cmd: Option<String>,
-    /// Path polled for readiness of --cmd servers; any HTTP response counts.
-    #[arg(long = "health-path", default_value = "/health")]
-    pub health_path: String,
-    /// How long a replica may take to answer its first request.
-    #[arg(long = "ready-timeout", value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
-    pub ready_timeout: Duration,
-    /// nginx's connect/send/read timeouts towards the replicas (seed 001 used 60 s).
-    #[arg(long = "proxy-timeout", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
-    pub proxy_timeout: Duration,
-    /// Runtime of the reference service: rust (loadlab itself), node (Express; --workers are
-    /// cluster workers) or python (gunicorn; --workers are sync workers unless --async). The
-    /// first use installs node's or python's pinned dependencies under targets/.
-    #[arg(long, value_enum, default_value = "rust")]
-    pub runtime: RuntimeArg,
+    /// Path polled for readiness of --cmd servers; any HTTP response counts [default: /health].
+    #[arg(long = "health-path")]
+    pub health_path: Option<String>,
+    /// How long a replica may take to answer its first request [default: 15s].
+    #[arg(long = "ready-timeout", value_name = "DUR", value_parser = positive_duration)]
+    pub ready_timeout: Option<Duration>,
+    /// nginx's connect/send/read timeouts towards the replicas [default: 60s, as seed 001].
+    #[arg(long = "proxy-timeout", value_name = "DUR", value_parser = positive_duration)]
+    pub proxy_timeout: Option<Duration>,
+    /// Runtime of the reference service [default: rust]: rust (loadlab itself), node (Express;
+    /// --workers are cluster workers) or python (gunicorn; --workers are sync workers unless
+    /// --async). The first use installs node's or python's pinned dependencies under targets/.
+    #[arg(long, value_enum)]
+    pub runtime: Option<RuntimeArg>,
     /// With --runtime python: gevent workers instead of sync ones, so /delay and the black
     /// boxes stop holding a worker.
     #[arg(long = "async")]
@@ -455,12 +457,22 @@ pub enum RuntimeArg {
     Python,
 }
 
-impl From<RuntimeArg> for loadlab_lab::Runtime {
+impl From<RuntimeArg> for Runtime {
     fn from(r: RuntimeArg) -> Self {
         match r {
-            RuntimeArg::Rust => loadlab_lab::Runtime::Rust,
-            RuntimeArg::Node => loadlab_lab::Runtime::Node,
-            RuntimeArg::Python => loadlab_lab::Runtime::Python,
+            RuntimeArg::Rust => Runtime::Rust,
+            RuntimeArg::Node => Runtime::Node,
+            RuntimeArg::Python => Runtime::Python,
+        }
+    }
+}
+
+impl From<LbArg> for Lb {
+    fn from(l: LbArg) -> Self {
+        match l {
+            LbArg::Nginx => Lb::Nginx,
+            LbArg::Builtin => Lb::Builtin,
+            LbArg::Client => Lb::Client,
         }
     }
 }

@@ -15,12 +15,13 @@
 
 use std::path::Path;
 
-use std::time::Duration;
-
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
+use loadlab_run::topology::Topology;
+
 use crate::flags::LoadFlags;
+use crate::topology::{lb_named, runtime_named, TopologyError, TopologyInput};
 use crate::yaml::located;
 
 /// A whole experiment file, as written.
@@ -47,7 +48,7 @@ pub struct Experiment {
     /// What the original report ran, when this file shortens it.
     pub note: Option<String>,
     /// Systems under test, by name.
-    pub topologies: Vec<(String, loadlab_lab::Topology)>,
+    pub topologies: Vec<(String, Topology)>,
     /// Loads, by name.
     pub workloads: Vec<Workload>,
 }
@@ -67,15 +68,15 @@ pub struct Workload {
 pub struct TopologySpec {
     /// Name in the comparison table.
     pub name: String,
-    /// Replicas behind the load balancer.
-    #[serde(default = "one")]
-    pub replicas: usize,
-    /// Worker processes per replica.
-    #[serde(default = "one")]
-    pub workers: usize,
-    /// `nginx`, `builtin`, or `client` (no balancer: the load goes to every replica).
-    #[serde(default = "nginx")]
-    pub lb: String,
+    /// Replicas behind the load balancer (default 1).
+    #[serde(default)]
+    pub replicas: Option<usize>,
+    /// Worker processes per replica (default 1).
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// `nginx` (default), `builtin`, or `client` (no balancer: the load goes to every replica).
+    #[serde(default)]
+    pub lb: Option<String>,
     /// The user's server command (reads `$PORT`) instead of loadlab's service.
     #[serde(default)]
     pub cmd: Option<String>,
@@ -116,14 +117,6 @@ pub struct WorkloadSpec {
     /// Thresholds each cell of this workload must meet, as `--slo` takes them.
     #[serde(default)]
     pub slo: Option<String>,
-}
-
-fn one() -> usize {
-    1
-}
-
-fn nginx() -> String {
-    "nginx".into()
 }
 
 /// Reads and checks an experiment file; errors name the file and, for YAML, line and column.
@@ -176,54 +169,53 @@ fn read(path: &Path) -> Result<Experiment> {
 }
 
 impl TopologySpec {
-    /// The topology to deploy: loadlab's service (or the user's command) on a free port.
-    pub fn topology(&self) -> Result<loadlab_lab::Topology> {
-        let lb = match self.lb.as_str() {
-            "nginx" => loadlab_lab::Lb::Nginx,
-            "builtin" => loadlab_lab::Lb::Builtin,
-            "client" => loadlab_lab::Lb::Client,
-            other => bail!("lb must be nginx, builtin or client, got {other:?}"),
-        };
+    /// The topology described, before its defaults: loadlab's service (or the user's
+    /// command) on a free port.
+    pub fn input(&self) -> std::result::Result<TopologyInput, TopologyError> {
         let consumers = self.consumers.unwrap_or(0);
         let redis = match self.store.as_deref() {
             None | Some("memory") => consumers > 0,
             Some("redis") => true,
-            Some(other) => bail!("store must be memory or redis, got {other:?}"),
+            Some(other) => return Err(TopologyError::UnknownStore(other.into())),
         };
-        let mut serve_args = split_words(self.serve.as_deref().unwrap_or(""))?;
+        let static_at_lb = match self.static_files.as_deref() {
+            None | Some("service") => false,
+            Some("nginx") => true,
+            Some(other) => return Err(TopologyError::UnknownStaticFiles(other.into())),
+        };
+        let mut serve_args = split_words(self.serve.as_deref().unwrap_or(""))
+            .map_err(|e| TopologyError::ServeArgs(e.to_string()))?;
         if consumers > 0 {
             serve_args.push("--visits".into());
         }
-        let static_at_lb = match self.static_files.as_deref() {
-            None | Some("service") => false,
-            Some("nginx") if self.replicas > 1 && lb == loadlab_lab::Lb::Nginx => true,
-            Some("nginx") => bail!("static_files: nginx needs replicas behind lb: nginx"),
-            Some(other) => bail!("static_files must be service or nginx, got {other:?}"),
-        };
-        Ok(loadlab_lab::Topology {
-            static_at_lb,
-            profile: self.profile,
+        Ok(TopologyInput {
+            workers: self.workers,
+            replicas: self.replicas,
+            lb: self.lb.as_deref().map(lb_named).transpose()?,
+            port: None,
+            command: self.cmd.clone(),
+            runtime: self.runtime.as_deref().map(runtime_named).transpose()?,
+            serve_args,
+            health_path: None,
+            ready_timeout: None,
+            proxy_timeout: match &self.proxy_timeout {
+                Some(d) => Some(
+                    crate::values::parse_duration(d)
+                        .map_err(|e| TopologyError::ProxyTimeout(e.to_string()))?,
+                ),
+                None => None,
+            },
             redis,
             consumers,
             shards: None,
-            workers: self.workers,
-            replicas: self.replicas,
-            lb,
-            port: 0,
-            command: self.cmd.clone(),
-            runtime: match &self.runtime {
-                Some(r) => r.parse().map_err(|e| anyhow::anyhow!("runtime: {e}"))?,
-                None => loadlab_lab::Runtime::Rust,
-            },
-            serve_args,
-            health_path: "/health".into(),
-            ready_timeout: Duration::from_secs(15),
-            proxy_timeout: match &self.proxy_timeout {
-                Some(d) => crate::values::parse_duration(d)
-                    .map_err(|e| anyhow::anyhow!("proxy_timeout {e}"))?,
-                None => Duration::from_secs(60),
-            },
+            profile: self.profile,
+            static_at_lb,
         })
+    }
+
+    /// The topology to deploy, lowered with the defaults every topology shares.
+    pub fn topology(&self) -> std::result::Result<Topology, TopologyError> {
+        crate::topology::lower(&self.input()?)
     }
 }
 
@@ -279,6 +271,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadlab_run::topology::Runtime;
 
     #[test]
     fn every_example_experiment_loads() {
@@ -303,9 +296,9 @@ mod tests {
     fn a_topology_names_its_runtime() {
         let spec = |runtime: Option<&str>| TopologySpec {
             name: "t".into(),
-            replicas: 6,
-            workers: 3,
-            lb: "nginx".into(),
+            replicas: Some(6),
+            workers: Some(3),
+            lb: Some("nginx".into()),
             cmd: None,
             runtime: runtime.map(String::from),
             serve: None,
@@ -315,19 +308,13 @@ mod tests {
             profile: false,
             static_files: None,
         };
-        assert_eq!(
-            spec(None).topology().unwrap().runtime,
-            loadlab_lab::Runtime::Rust
-        );
+        assert_eq!(spec(None).topology().unwrap().runtime, Runtime::Rust);
         assert_eq!(
             spec(Some("python")).topology().unwrap().runtime,
-            loadlab_lab::Runtime::Python
+            Runtime::Python
         );
-        let err = format!("{:#}", spec(Some("java")).topology().unwrap_err());
-        assert_eq!(
-            err,
-            "runtime: unknown runtime \"java\"; use rust, node or python"
-        );
+        let err = spec(Some("java")).topology().unwrap_err().to_string();
+        assert_eq!(err, "unknown runtime \"java\"; use rust, node or python");
     }
 
     #[test]

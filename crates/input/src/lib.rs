@@ -1,6 +1,8 @@
 //! What loadlab's users write, parsed into typed inputs and lowered into one checked plan
 //! (input → plan): `loadlab run` flags ([`LoadFlags`]), scenario files ([`scenario`]),
-//! experiment files ([`experiment`]), and the URL steps of the probe and the capacity search.
+//! experiment files ([`experiment`]), and the URL steps of the probe and the capacity search;
+//! and topologies ([`topology`]: `serve`'s flags, an experiment's topologies, the demo's),
+//! lowered once with their own table of defaults.
 //!
 //! Where a new thing goes: a load flag is a field of [`LoadFlags`] and a line in [`lower`]; a
 //! scenario key is a field of its `scenario/` parser and a line in [`lower`] (or in the
@@ -12,6 +14,7 @@ pub mod flags;
 pub mod lower;
 pub mod scenario;
 pub mod target;
+pub mod topology;
 pub mod values;
 mod yaml;
 
@@ -21,6 +24,7 @@ mod fuzz;
 pub use experiment::{Experiment, Workload};
 pub use flags::{is_scenario, ArrivalArg, LoadFlags, ReachFlags};
 pub use lower::{Overrides, UrlTarget};
+pub use topology::{TopologyError, TopologyInput};
 
 /// Input that cannot become a plan, with what is wrong in words (and where, for files).
 #[derive(Debug, thiserror::Error)]

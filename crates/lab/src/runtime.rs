@@ -12,55 +12,11 @@ use std::time::Duration;
 /// Environment variable naming the `targets` directory, when the repository's is not wanted.
 pub const TARGETS_ENV: &str = "LOADLAB_TARGETS";
 
-/// A runtime of the reference service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Runtime {
-    /// loadlab's own service (crates/target), in-process.
-    #[default]
-    Rust,
-    /// Express on Node's http; `cluster` for workers.
-    Node,
-    /// A WSGI app under gunicorn; sync workers, or gevent ones.
-    Python,
-}
-
-impl Runtime {
-    /// Every runtime, in the order tables list them.
-    pub const ALL: [Runtime; 3] = [Runtime::Rust, Runtime::Node, Runtime::Python];
-
-    /// Its name on the command line and in experiment files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Runtime::Rust => "rust",
-            Runtime::Node => "node",
-            Runtime::Python => "python",
-        }
-    }
-}
-
-impl std::fmt::Display for Runtime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Runtime {
-    type Err = RuntimeError;
-
-    fn from_str(s: &str) -> Result<Runtime, RuntimeError> {
-        Runtime::ALL
-            .into_iter()
-            .find(|r| r.name() == s)
-            .ok_or_else(|| RuntimeError::Unknown(s.to_string()))
-    }
-}
+pub use loadlab_run::topology::Runtime;
 
 /// A runtime could not be prepared or started.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// Not one of rust, node, python.
-    #[error("unknown runtime {0:?}; use rust, node or python")]
-    Unknown(String),
     /// A program the runtime needs is not installed.
     #[error("{program} is not installed; install it with: apt-get install {package}")]
     Missing {
@@ -287,15 +243,6 @@ fn io(path: &Path, e: std::io::Error) -> RuntimeError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn runtimes_are_named_as_the_flag_spells_them() {
-        for r in Runtime::ALL {
-            assert_eq!(r.name().parse::<Runtime>().unwrap(), r);
-        }
-        let err = "java".parse::<Runtime>().unwrap_err().to_string();
-        assert_eq!(err, "unknown runtime \"java\"; use rust, node or python");
-    }
 
     #[test]
     fn the_repository_holds_both_runtimes_code() {

@@ -12,61 +12,9 @@ use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
 use crate::proxy::Proxy;
 use crate::redis::RedisServer;
-use crate::runtime::{self, Runtime};
+use crate::runtime;
 use crate::LabError;
-
-/// The load balancer in front of replicas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lb {
-    /// The real nginx, configured and run by loadlab.
-    Nginx,
-    /// loadlab's own round-robin TCP proxy.
-    Builtin,
-    /// No balancer: the load goes to every replica's own URL at once, as clients balancing
-    /// by DNS do (seed 003).
-    Client,
-}
-
-/// What to deploy.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Topology {
-    /// Worker processes per replica: loadlab processes sharing the replica's port for Rust,
-    /// the runtime's own workers (Node `cluster`, gunicorn) for the others.
-    pub workers: usize,
-    /// Replicas, each on its own port; more than one puts a load balancer in front.
-    pub replicas: usize,
-    /// The load balancer, when there are replicas.
-    pub lb: Lb,
-    /// Port of the front (the balancer, or the only replica); 0 picks a free one.
-    pub port: u16,
-    /// The user's server command (reads `$PORT`), instead of loadlab's service.
-    pub command: Option<String>,
-    /// The runtime of loadlab's service (not of a user's command).
-    pub runtime: Runtime,
-    /// Extra arguments for `loadlab serve` (black-box settings, threads).
-    pub serve_args: Vec<String>,
-    /// Path polled for readiness; any HTTP response counts.
-    pub health_path: String,
-    /// How long a replica may take to become ready.
-    pub ready_timeout: Duration,
-    /// nginx's timeouts towards the replicas.
-    pub proxy_timeout: Duration,
-    /// Start a redis-server first and give every instance its URL (`--redis-url`, or
-    /// `$REDIS_URL` for a user's command).
-    pub redis: bool,
-    /// With `redis`: `loadlab consume` processes counting the visits application's page
-    /// views (named `counter-1`, `counter-2`, …).
-    pub consumers: usize,
-    /// Counters per page the consumers spread views over (`None`: the consumer's default;
-    /// the service must be given the same).
-    pub shards: Option<usize>,
-    /// Profile its processes' CPU during each run against it (a lab's watch: deploying does
-    /// not read it).
-    pub profile: bool,
-    /// nginx serves `/static/` itself, from copies of the service's static files taken at
-    /// start (seed 002's second test); only with `Lb::Nginx`.
-    pub static_at_lb: bool,
-}
+pub use loadlab_run::topology::{Lb, Runtime, Topology};
 
 /// A running topology, stopped (every process, by PID) when dropped.
 pub struct Deployment {

@@ -15,6 +15,7 @@ pub mod shard;
 pub mod summary;
 pub mod template;
 pub mod thresholds;
+pub mod topology;
 pub mod users;
 
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
@@ -36,4 +37,5 @@ pub use summary::{
 };
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};
+pub use topology::{Lb, Runtime, Topology};
 pub use users::UserModel;

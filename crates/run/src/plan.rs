@@ -473,7 +473,8 @@ pub enum PlanError {
 
 impl Plan {
     /// A plan of plain `GET path` requests to one address on one thread, with the default
-    /// timeouts: what the demo and the tests start from (nothing to resolve).
+    /// timeouts: what unit tests start from (nothing to resolve). Commands lower their plans
+    /// through `loadlab_input` instead.
     pub fn get(addr: SocketAddr, path: &str, model: Model, stop: Stop) -> Plan {
         Plan {
             endpoints: vec![Endpoint {

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use loadlab_report::{render_comparison, render_lab_table, ComparisonRow};
-use loadlab_run::{Model, Plan, Stop};
+use loadlab_run::{defaults, Model, Runtime, Stop, Topology};
 use loadlab_target::TestServer;
 
 use loadlab_harness::{execute, interrupt_signal, run_matrix, slug, Watch};
 use loadlab_input::experiment::WorkloadSpec;
-use loadlab_input::Workload;
+use loadlab_input::{TopologyInput, Workload};
 
 use crate::args::DemoArgs;
 use crate::cmd::Outcome;
@@ -22,33 +22,23 @@ use crate::cmd::Outcome;
 /// Work per `/calc` request in the tour (about 20 ms of one core on a recent x86 machine).
 const CALC_N: u64 = 2_000_000;
 
-fn topology(replicas: usize) -> loadlab_lab::Topology {
-    runtime_topology(replicas, loadlab_lab::Runtime::Rust)
+fn topology(replicas: usize) -> Topology {
+    runtime_topology(replicas, Runtime::Rust)
 }
 
-fn runtime_topology(replicas: usize, runtime: loadlab_lab::Runtime) -> loadlab_lab::Topology {
-    loadlab_lab::Topology {
-        redis: false,
-        profile: false,
-        static_at_lb: false,
-        consumers: 0,
-        shards: None,
-        workers: 1,
-        replicas,
-        lb: loadlab_lab::Lb::Nginx,
-        port: 0,
-        command: None,
-        runtime,
-        serve_args: Vec::new(),
-        health_path: "/health".into(),
-        ready_timeout: Duration::from_secs(15),
-        proxy_timeout: Duration::from_secs(60),
-    }
+/// `replicas` of the service in `runtime` behind nginx, every other setting the default.
+fn runtime_topology(replicas: usize, runtime: Runtime) -> Topology {
+    loadlab_input::topology::lower(&TopologyInput {
+        replicas: Some(replicas),
+        runtime: Some(runtime),
+        ..TopologyInput::default()
+    })
+    .expect("replicas of the reference service are a valid topology")
 }
 
 /// The fastest of three sequential `/calc` requests on a fresh single replica: the service
 /// time T, so one replica's capacity is about 1000/T per second.
-fn calc_service_time(runtime: loadlab_lab::Runtime) -> Result<Duration> {
+fn calc_service_time(runtime: Runtime) -> Result<Duration> {
     let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
     let one = loadlab_lab::deploy(&runtime_topology(1, runtime), &exe)?;
     let port = one.url.rsplit(':').next().unwrap_or("0").to_string();
@@ -77,7 +67,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         PathBuf::from("runs").join(format!("demo-{stamp}"))
     });
     let stop = interrupt_signal()?;
-    let t = calc_service_time(loadlab_lab::Runtime::Rust)?;
+    let t = calc_service_time(Runtime::Rust)?;
     let t_ms = t.as_secs_f64() * 1000.0;
     let calc_rate = (1.5 * 1000.0 / t_ms).clamp(2.0, 500.0).round();
     println!(
@@ -185,7 +175,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
 /// measured). A runtime that cannot start is named with its reason, not fatal.
 fn runtimes(rust: Duration) {
     let mut row = vec![format!("rust {:.1} ms", rust.as_secs_f64() * 1000.0)];
-    for runtime in [loadlab_lab::Runtime::Node, loadlab_lab::Runtime::Python] {
+    for runtime in [Runtime::Node, Runtime::Python] {
         row.push(match calc_service_time(runtime) {
             Ok(t) => format!("{runtime} {:.1} ms", t.as_secs_f64() * 1000.0),
             Err(e) => format!("{runtime} not run ({e:#})"),
@@ -239,7 +229,9 @@ fn coordinated_omission(
             duration: Some(Duration::from_secs(secs)),
             count: None,
         };
-        let plan = Plan::get(server.addr, path, model, stop_at).check()?;
+        // One thread: one connection in either model, as the closed-model tools run it.
+        let target = loadlab_input::UrlTarget::plain(&server.url(path), defaults::TIMEOUT);
+        let plan = loadlab_input::lower::url(&target, model, stop_at, 1)?;
         let (run, summary) = execute(&plan, stop, false, &Watch::default(), None)?;
         loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {

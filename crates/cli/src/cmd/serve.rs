@@ -4,14 +4,15 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use loadlab_lab::Runtime;
+use loadlab_input::TopologyInput;
+use loadlab_run::topology::{defaults, Runtime};
 
-use crate::args::{LbArg, ServeArgs, StoreArg};
+use crate::args::{ServeArgs, StoreArg};
 use crate::cmd::Outcome;
 
 /// Runs `loadlab serve`.
 pub fn main(a: ServeArgs) -> Result<Outcome> {
-    let runtime = Runtime::from(a.runtime);
+    let runtime = a.runtime.map_or(defaults::RUNTIME, Runtime::from);
     if a.async_workers && runtime != Runtime::Python {
         anyhow::bail!(
             "--async switches gunicorn to gevent workers; it applies to --runtime python only"
@@ -164,27 +165,23 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
     if a.async_workers {
         serve_args.push("--async".to_string());
     }
-    let topology = loadlab_lab::Topology {
-        workers: a.workers,
-        replicas: a.replicas,
-        lb: match a.lb {
-            LbArg::Nginx => loadlab_lab::Lb::Nginx,
-            LbArg::Builtin => loadlab_lab::Lb::Builtin,
-            LbArg::Client => loadlab_lab::Lb::Client,
-        },
-        port: a.port,
+    let topology = loadlab_input::topology::lower(&TopologyInput {
+        workers: Some(a.workers),
+        replicas: Some(a.replicas),
+        lb: a.lb.map(Into::into),
+        port: Some(a.port),
         command: a.cmd.clone(),
-        runtime: a.runtime.into(),
+        runtime: a.runtime.map(Into::into),
         serve_args,
         health_path: a.health_path.clone(),
         ready_timeout: a.ready_timeout,
         proxy_timeout: a.proxy_timeout,
         redis,
         consumers: if a.visits && redis { a.consumers } else { 0 },
+        shards: Some(a.shards),
         profile: false,
         static_at_lb: a.static_at_lb,
-        shards: Some(a.shards),
-    };
+    })?;
     let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;
     let pids: Vec<String> = deployment.pids().iter().map(u32::to_string).collect();

@@ -1,0 +1,198 @@
+//! A topology as the user describes it (`loadlab serve`'s flags, an experiment's `topologies`
+//! entry, the demo's tour), before its defaults; [`lower`] turns it into the one
+//! [`Topology`] the lab deploys, with every default from [`loadlab_run::topology::defaults`].
+
+use std::time::Duration;
+
+use loadlab_run::topology::{defaults, Lb, Runtime, Topology};
+
+/// A topology that cannot be deployed as described.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TopologyError {
+    /// A balancer name that is not one.
+    #[error("lb must be nginx, builtin or client, got {0:?}")]
+    UnknownLb(String),
+    /// A runtime name that is not one.
+    #[error("unknown runtime {0:?}; use rust, node or python")]
+    UnknownRuntime(String),
+    /// A store name that is not one.
+    #[error("store must be memory or redis, got {0:?}")]
+    UnknownStore(String),
+    /// A static-files server that is not one.
+    #[error("static_files must be service or nginx, got {0:?}")]
+    UnknownStaticFiles(String),
+    /// nginx serving the static files without nginx in front of replicas.
+    #[error("static files at the balancer need replicas behind nginx (replicas > 1, lb nginx)")]
+    StaticWithoutNginx,
+    /// Zero workers or replicas.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A runtime asked for together with the user's own command.
+    #[error("--runtime applies to loadlab's service; --cmd runs your own server")]
+    RuntimeWithCommand,
+    /// `serve:` flags that do not split into words.
+    #[error("serve: {0}")]
+    ServeArgs(String),
+    /// A `proxy_timeout` that is not a duration.
+    #[error("proxy_timeout {0}")]
+    ProxyTimeout(String),
+    /// Consumers of the visits queue without Redis to read it from.
+    #[error("the visits application's consumers read a Redis stream: give the topology redis")]
+    ConsumersWithoutRedis,
+}
+
+/// A topology as described, every part optional; `None` and `false` take the defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopologyInput {
+    /// Worker processes per replica.
+    pub workers: Option<usize>,
+    /// Replicas.
+    pub replicas: Option<usize>,
+    /// The balancer.
+    pub lb: Option<Lb>,
+    /// Port of the front; 0 or `None` picks a free one.
+    pub port: Option<u16>,
+    /// The user's own server command, instead of loadlab's service.
+    pub command: Option<String>,
+    /// The runtime of loadlab's service.
+    pub runtime: Option<Runtime>,
+    /// Extra arguments for every `loadlab serve` instance.
+    pub serve_args: Vec<String>,
+    /// Path polled for readiness.
+    pub health_path: Option<String>,
+    /// How long a replica may take to become ready.
+    pub ready_timeout: Option<Duration>,
+    /// nginx's timeouts towards the replicas.
+    pub proxy_timeout: Option<Duration>,
+    /// Start a redis-server of the topology's own.
+    pub redis: bool,
+    /// Consumers of the visits application's queue (they need `redis`).
+    pub consumers: usize,
+    /// Counters per page the consumers spread views over.
+    pub shards: Option<usize>,
+    /// Profile the topology's processes during each run against it.
+    pub profile: bool,
+    /// nginx serves `/static/` itself.
+    pub static_at_lb: bool,
+}
+
+/// The balancer `name` names (`nginx`, `builtin`, `client`).
+pub fn lb_named(name: &str) -> Result<Lb, TopologyError> {
+    Lb::named(name).ok_or_else(|| TopologyError::UnknownLb(name.into()))
+}
+
+/// The runtime `name` names (`rust`, `node`, `python`).
+pub fn runtime_named(name: &str) -> Result<Runtime, TopologyError> {
+    Runtime::named(name).ok_or_else(|| TopologyError::UnknownRuntime(name.into()))
+}
+
+/// The topology `input` describes, its gaps filled from the defaults, checked.
+pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
+    let lb = input.lb.unwrap_or(defaults::LB);
+    let runtime = input.runtime.unwrap_or(defaults::RUNTIME);
+    let workers = input.workers.unwrap_or(defaults::WORKERS);
+    let replicas = input.replicas.unwrap_or(defaults::REPLICAS);
+    if workers == 0 {
+        return Err(TopologyError::Zero("workers"));
+    }
+    if replicas == 0 {
+        return Err(TopologyError::Zero("replicas"));
+    }
+    if input.command.is_some() && runtime != Runtime::Rust {
+        return Err(TopologyError::RuntimeWithCommand);
+    }
+    if input.consumers > 0 && !input.redis {
+        return Err(TopologyError::ConsumersWithoutRedis);
+    }
+    if input.static_at_lb && !(replicas > 1 && lb == Lb::Nginx) {
+        return Err(TopologyError::StaticWithoutNginx);
+    }
+    Ok(Topology {
+        workers,
+        replicas,
+        lb,
+        port: input.port.unwrap_or(0),
+        command: input.command.clone(),
+        runtime,
+        serve_args: input.serve_args.clone(),
+        health_path: input
+            .health_path
+            .clone()
+            .unwrap_or_else(|| defaults::HEALTH_PATH.into()),
+        ready_timeout: input.ready_timeout.unwrap_or(defaults::READY_TIMEOUT),
+        proxy_timeout: input.proxy_timeout.unwrap_or(defaults::PROXY_TIMEOUT),
+        redis: input.redis,
+        consumers: input.consumers,
+        shards: input.shards,
+        profile: input.profile,
+        static_at_lb: input.static_at_lb,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_description_is_the_defaults() {
+        let t = lower(&TopologyInput::default()).unwrap();
+        assert_eq!((t.workers, t.replicas), (1, 1));
+        assert_eq!(t.lb, Lb::Nginx);
+        assert_eq!(t.runtime, Runtime::Rust);
+        assert_eq!(t.health_path, "/health");
+        assert_eq!(t.ready_timeout, defaults::READY_TIMEOUT);
+        assert_eq!(t.proxy_timeout, Duration::from_secs(60));
+        assert_eq!(t.port, 0);
+    }
+
+    #[test]
+    fn names_are_spelled_as_the_flags_and_files_spell_them() {
+        for r in Runtime::ALL {
+            assert_eq!(runtime_named(r.name()), Ok(r));
+        }
+        for l in Lb::ALL {
+            assert_eq!(lb_named(l.name()), Ok(l));
+        }
+        assert_eq!(
+            runtime_named("java").unwrap_err().to_string(),
+            "unknown runtime \"java\"; use rust, node or python"
+        );
+        assert_eq!(
+            lb_named("haproxy").unwrap_err().to_string(),
+            "lb must be nginx, builtin or client, got \"haproxy\""
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_deployed_is_refused_in_one_line() {
+        let bad = [
+            TopologyInput {
+                static_at_lb: true,
+                ..TopologyInput::default()
+            },
+            TopologyInput {
+                consumers: 2,
+                ..TopologyInput::default()
+            },
+            TopologyInput {
+                command: Some("python3 app.py".into()),
+                runtime: Some(Runtime::Node),
+                ..TopologyInput::default()
+            },
+            TopologyInput {
+                replicas: Some(0),
+                ..TopologyInput::default()
+            },
+        ];
+        for input in bad {
+            let e = lower(&input).unwrap_err().to_string();
+            assert!(!e.contains('\n') && !e.is_empty(), "{input:?}: {e}");
+        }
+        let at_nginx = TopologyInput {
+            replicas: Some(3),
+            static_at_lb: true,
+            ..TopologyInput::default()
+        };
+        assert!(lower(&at_nginx).unwrap().static_at_lb);
+    }
+}

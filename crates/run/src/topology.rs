@@ -1,0 +1,137 @@
+//! Topologies of the service under test, described: workers, replicas and their balancer, the
+//! runtime or the user's own command, stores and consumers, with their one table of defaults.
+//! `input` builds one from flags or an experiment file; `lab` deploys it.
+
+use std::time::Duration;
+
+/// The defaults of a topology the user did not spell out, in one place for `serve`,
+/// experiments and the demo.
+pub mod defaults {
+    use super::{Lb, Runtime};
+    use std::time::Duration;
+
+    /// Worker processes per replica.
+    pub const WORKERS: usize = 1;
+    /// Replicas.
+    pub const REPLICAS: usize = 1;
+    /// The balancer in front of replicas.
+    pub const LB: Lb = Lb::Nginx;
+    /// The runtime of loadlab's service.
+    pub const RUNTIME: Runtime = Runtime::Rust;
+    /// The path polled for readiness.
+    pub const HEALTH_PATH: &str = "/health";
+    /// How long a replica may take to become ready: a Node or Python service installs its
+    /// dependencies and a gunicorn pool forks its workers within it on a loaded 2-core machine.
+    pub const READY_TIMEOUT: Duration = Duration::from_secs(15);
+    /// nginx's timeouts towards the replicas (seed 001 ran nginx with 60 s).
+    pub const PROXY_TIMEOUT: Duration = Duration::from_secs(60);
+}
+
+/// The load balancer in front of replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lb {
+    /// The real nginx, configured and run by loadlab.
+    Nginx,
+    /// loadlab's own round-robin TCP proxy.
+    Builtin,
+    /// No balancer: the load goes to every replica's own URL at once, as clients balancing
+    /// by DNS do (seed 003).
+    Client,
+}
+
+impl Lb {
+    /// Every balancer, in the order help texts list them.
+    pub const ALL: [Lb; 3] = [Lb::Nginx, Lb::Builtin, Lb::Client];
+
+    /// Its name on the command line and in experiment files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lb::Nginx => "nginx",
+            Lb::Builtin => "builtin",
+            Lb::Client => "client",
+        }
+    }
+
+    /// The balancer named `name`, if any.
+    pub fn named(name: &str) -> Option<Lb> {
+        Lb::ALL.into_iter().find(|l| l.name() == name)
+    }
+}
+
+/// A runtime of the reference service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// loadlab's own service (crates/target), in-process.
+    #[default]
+    Rust,
+    /// Express on Node's http; `cluster` for workers.
+    Node,
+    /// A WSGI app under gunicorn; sync workers, or gevent ones.
+    Python,
+}
+
+impl Runtime {
+    /// Every runtime, in the order tables list them.
+    pub const ALL: [Runtime; 3] = [Runtime::Rust, Runtime::Node, Runtime::Python];
+
+    /// Its name on the command line and in experiment files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Rust => "rust",
+            Runtime::Node => "node",
+            Runtime::Python => "python",
+        }
+    }
+
+    /// The runtime named `name`, if any.
+    pub fn named(name: &str) -> Option<Runtime> {
+        Runtime::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+impl std::fmt::Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What to deploy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    /// Worker processes per replica: loadlab processes sharing the replica's port for Rust,
+    /// the runtime's own workers (Node `cluster`, gunicorn) for the others.
+    pub workers: usize,
+    /// Replicas, each on its own port; more than one puts a load balancer in front.
+    pub replicas: usize,
+    /// The load balancer, when there are replicas.
+    pub lb: Lb,
+    /// Port of the front (the balancer, or the only replica); 0 picks a free one.
+    pub port: u16,
+    /// The user's server command (reads `$PORT`), instead of loadlab's service.
+    pub command: Option<String>,
+    /// The runtime of loadlab's service (not of a user's command).
+    pub runtime: Runtime,
+    /// Extra arguments for `loadlab serve` (black-box settings, threads).
+    pub serve_args: Vec<String>,
+    /// Path polled for readiness; any HTTP response counts.
+    pub health_path: String,
+    /// How long a replica may take to become ready.
+    pub ready_timeout: Duration,
+    /// nginx's timeouts towards the replicas.
+    pub proxy_timeout: Duration,
+    /// Start a redis-server first and give every instance its URL (`--redis-url`, or
+    /// `$REDIS_URL` for a user's command).
+    pub redis: bool,
+    /// With `redis`: `loadlab consume` processes counting the visits application's page
+    /// views (named `counter-1`, `counter-2`, …).
+    pub consumers: usize,
+    /// Counters per page the consumers spread views over (`None`: the consumer's default;
+    /// the service must be given the same).
+    pub shards: Option<usize>,
+    /// Profile its processes' CPU during each run against it (a lab's watch: deploying does
+    /// not read it).
+    pub profile: bool,
+    /// nginx serves `/static/` itself, from copies of the service's static files taken at
+    /// start (seed 002's second test); only with `Lb::Nginx`.
+    pub static_at_lb: bool,
+}
