@@ -4,6 +4,8 @@
 //! comparisons say whether two runs differ by more than noise; thresholds and the generator's
 //! health are judged here too, so one crate writes every verdict.
 
+#![deny(missing_docs)]
+
 use loadlab_run::{RunData, Summary};
 
 pub mod capacity;

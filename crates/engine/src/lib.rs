@@ -18,6 +18,8 @@
 //!   once-a-second loop);
 //! - `run` and the collector, here.
 
+#![deny(missing_docs)]
+
 mod conn;
 mod connect;
 pub mod http1;

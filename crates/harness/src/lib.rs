@@ -5,6 +5,8 @@
 //! of shards' run directories into one ([`merge`]).
 //! Subcommands parse, call one of these, and print.
 
+#![deny(missing_docs)]
+
 pub mod dashboard;
 pub mod execute;
 pub mod interrupt;

@@ -9,6 +9,8 @@
 //! scenario's own lowering when it shapes flows or phases); defaults are in
 //! [`loadlab_run::defaults`].
 
+#![deny(missing_docs)]
+
 pub mod experiment;
 pub mod flags;
 pub mod lower;

@@ -1,6 +1,8 @@
 //! The laboratory around the load: the service's topologies (workers, replicas, a load
 //! balancer) started as real processes, and a sampler watching them while a run goes on.
 
+#![deny(missing_docs)]
+
 pub mod nginx;
 pub mod process;
 pub mod profile;

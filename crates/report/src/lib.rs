@@ -1,6 +1,8 @@
 //! Reports: the live one-line progress display and the end-of-run tables in the terminal,
 //! SVG charts, the self-contained HTML report, and the Kubernetes objects of a sharded run.
 
+#![deny(missing_docs)]
+
 pub mod chart;
 pub mod files;
 pub mod flame;

@@ -4,6 +4,8 @@
 //! No async runtime and no HTTP here: this crate is the file format and the arithmetic
 //! on it, so analysis and reports can read yesterday's runs without the engine.
 
+#![deny(missing_docs)]
+
 pub mod dir;
 pub mod error_kind;
 pub mod interval;

@@ -6,6 +6,8 @@
 //! `/site?work_ms=N`) hold it the way a synchronous server's worker is held; `/delay` and
 //! `/bbox/async` do not.
 
+#![deny(missing_docs)]
+
 pub mod consumer;
 mod endpoints;
 mod store;
