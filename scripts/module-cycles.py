@@ -314,7 +314,6 @@ class Crate:
     for a name a module imports from outside the crate."""
 
     def __init__(self, src: Path):
-        self.src = src
         files = [f for f in src.rglob("*.rs") if f.relative_to(src).parts[0] != "bin"]
         if (src / "lib.rs").exists():
             files = [f for f in files if f != src / "main.rs"]  # binaries are other crates
@@ -329,10 +328,11 @@ class Crate:
             if any(module.path[: len(t)] == t for t in test_roots):
                 module.test_only = True
 
-    def lookup(self, where: tuple, name: str, want_module: bool, viewer=None, seen=frozenset()):
+    def lookup(self, where, name, want_module, viewer=None, seen=frozenset()):
         """What `name` is in module `where`: a child module, an item defined there, an import
-        (followed to its definition) or a glob import's name. With a viewer, only names the
-        viewer may see (public ones, or any when the viewer is inside `where`)."""
+        (followed to its definition) or a glob import's name; a module first if want_module
+        (a path goes on), else an item. With a viewer, only names the viewer may see (public
+        ones, or any when the viewer is inside `where`)."""
         module = self.modules.get(where)
         if module is None or (where, name) in seen:
             return None
@@ -367,8 +367,7 @@ class Crate:
             and self.lookup(where, segments[0], True, None, seen) in (None, EXTERNAL)
         )
 
-    def resolve(self, where: tuple, segments: tuple, depth: int, want_module: bool,
-                seen=frozenset()):
+    def resolve(self, where, segments, depth, want_module, seen=frozenset()):
         """What a path written in module `where` (inside `depth` inline modules) names, or
         None when it leads out of the crate or to a name the script does not know."""
         if not segments or segments[0] == "::":
@@ -544,8 +543,7 @@ def check_crate(src: Path, root: Path, verbose: bool) -> bool:
         line, note = edges[frm][to]
         file = crate.modules[frm].file
         text = crate.modules[frm].lines[line - 1].strip()
-        location = f"{file.relative_to(root) if file.is_relative_to(root) else file}:{line}"
-        return f"{location}: {text[:100]}" + (f"  [{note}]" if note else "")
+        return f"{file.relative_to(root)}:{line}: {text[:100]}" + (f"  [{note}]" if note else "")
 
     if verbose:
         for frm in sorted(edges):
@@ -554,8 +552,8 @@ def check_crate(src: Path, root: Path, verbose: bool) -> bool:
     found = components(edges)
     for component in found:
         members = set(component)
-        members_list = ", ".join(map(name_of, component))
-        print(f"{label}: import cycle among {len(component)} modules: {members_list}")
+        listed = ", ".join(map(name_of, component))
+        print(f"{label}: import cycle among {len(component)} modules: {listed}")
         print("  edges:")
         for frm in component:
             for to in sorted(t for t in edges[frm] if t in members):

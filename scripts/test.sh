@@ -68,7 +68,7 @@ bash scripts/install-runtimes.sh
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-python3 -m unittest -q scripts/test_module_cycles.py
+python3 -B -m unittest -q scripts/test_module_cycles.py
 python3 scripts/module-cycles.py
 cargo test --workspace --locked
 LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \
