@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
-use crate::Shared;
+use crate::state::Shared;
 
 /// Longest wait an endpoint accepts, so a typo cannot hold a connection for days.
 const MAX_WAIT_MS: u64 = 600_000;

@@ -11,7 +11,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use crate::endpoints::{bad_request, busy_wait, millis};
-use crate::Shared;
+use crate::state::Shared;
 
 /// Most tokens kept at once; see [`login`].
 const MAX_TOKENS: usize = 1_000_000;

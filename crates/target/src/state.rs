@@ -1,0 +1,59 @@
+//! What the handlers share: the service's configuration and state (the black box's workers,
+//! the store, the tokens `/login` issued).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::store::Store;
+
+/// How the black-box endpoints behave, and where `/turno` counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// Delay of `/bbox/async` and `/bbox/sync`.
+    pub bbox_delay: Duration,
+    /// Requests `/bbox/sync` serves at once; the rest queue.
+    pub bbox_workers: usize,
+    /// A Redis server holding `/turno`'s counters (shared by replicas); `None` counts in
+    /// the process.
+    pub redis_url: Option<String>,
+    /// The visits application: each `/site` page view is recorded (queued on the visits
+    /// stream with Redis, counted at once without), and `/visits/PAGE` tells the count.
+    pub visits: bool,
+    /// Counters per page the consumer spreads views over (seed 002 used 100).
+    pub shards: usize,
+    /// Most requests in progress at once; past it the service answers 429 (as Cloud Run's
+    /// per-instance concurrency limit did in seed 002). `None` for no cap.
+    pub max_in_flight: Option<usize>,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            bbox_delay: Duration::from_millis(1000),
+            bbox_workers: 3,
+            redis_url: None,
+            visits: false,
+            shards: DEFAULT_SHARDS,
+            max_in_flight: None,
+        }
+    }
+}
+
+/// Counters per page of the visits application (seed 002's 100 shards).
+pub const DEFAULT_SHARDS: usize = 100;
+
+/// State shared by the handlers.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) started: Instant,
+    pub(crate) config: ServiceConfig,
+    pub(crate) bbox_sync: Arc<Semaphore>,
+    /// Tickets and page views.
+    pub(crate) store: Arc<Store>,
+    /// Tokens issued by `/login`, to their users.
+    pub(crate) tokens: Arc<Mutex<HashMap<String, String>>>,
+}
