@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use loadlab_target::{ServiceConfig, TestServer};
 use serde_json::Value;
-use support::{loadlab, loadlab_ok, read_json, Served};
+use support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 
 /// A reference service whose `/bbox/sync` serves `workers` at once, each for `delay_ms`.
 fn black_box(workers: usize, delay_ms: u64) -> TestServer {
@@ -33,12 +33,9 @@ fn finding_kinds(summary: &Value) -> Vec<&str> {
 }
 
 fn probe(url: &str, extra: &[&str]) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("probe.json");
-    let mut args = vec!["probe", url, "--json", json.to_str().unwrap()];
+    let mut args = vec!["probe", url];
     args.extend_from_slice(extra);
-    loadlab_ok(&args);
-    read_json(&json)
+    loadlab_json(&args).0
 }
 
 #[test]
@@ -190,9 +187,7 @@ fn the_probe_calls_a_busy_single_worker_cpu_bound_when_it_watches_the_cpu() {
 fn capacity_finds_k_over_d_and_never_more() {
     // 4 workers of 50 ms: 80 req/s at most.
     let server = black_box(4, 50);
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("capacity.json");
-    loadlab_ok(&[
+    let (v, _) = loadlab_json(&[
         "capacity",
         &server.url("/bbox/sync"),
         "--slo",
@@ -203,10 +198,7 @@ fn capacity_finds_k_over_d_and_never_more() {
         "2s",
         "--max-time",
         "80s",
-        "--json",
-        json.to_str().unwrap(),
     ]);
-    let v = read_json(&json);
     let found = v["max_rate_rps"].as_f64().unwrap();
     assert!(
         (68.0..=84.0).contains(&found),
@@ -229,19 +221,14 @@ fn capacity_on_a_slow_service_starts_at_its_plateau_and_finds_k_over_s() {
     // 5 workers of 320 ms: 15.6 req/s. Every rate from one connection's 3.1 req/s used to
     // "break" on the request still in flight at the window's end.
     let server = black_box(5, 320);
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("capacity.json");
-    loadlab_ok(&[
+    let (v, _) = loadlab_json(&[
         "capacity",
         &server.url("/bbox/sync"),
         "--slo",
         "p99<640ms",
         "--max-time",
         "150s",
-        "--json",
-        json.to_str().unwrap(),
     ]);
-    let v = read_json(&json);
     let capacity = 5.0 * 1000.0 / 320.0;
     let found = v["max_rate_rps"].as_f64().unwrap();
     assert!(
@@ -323,19 +310,7 @@ fn capacity_exits_3_when_no_rate_meets_the_objective() {
 fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
     // One worker of 20 ms serves 50 req/s; 100 are offered.
     let server = black_box(1, 20);
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("s.json");
-    let out = loadlab_ok(&[
-        "run",
-        &server.url("/bbox/sync"),
-        "-R",
-        "100",
-        "-d",
-        "8s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let s = read_json(&json);
+    let (s, out) = loadlab_json(&["run", &server.url("/bbox/sync"), "-R", "100", "-d", "8s"]);
     let kinds = finding_kinds(&s);
     for want in ["saturation", "rising_latency", "climbing_in_flight"] {
         assert!(kinds.contains(&want), "{want} missing from {kinds:?}");

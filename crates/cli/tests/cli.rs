@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use loadlab_target::TestServer;
-use support::{loadlab, loadlab_ok, read_json, Served};
+use support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 
 #[test]
 fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {
@@ -61,19 +61,7 @@ fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {
 #[test]
 fn the_json_summary_has_every_field_of_the_contract() {
     let server = TestServer::start(1).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("summary.json");
-    let out = loadlab_ok(&[
-        "run",
-        &server.url("/ping"),
-        "-n",
-        "300",
-        "-c",
-        "5",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    let s = read_json(&path);
+    let (s, out) = loadlab_json(&["run", &server.url("/ping"), "-n", "300", "-c", "5"]);
     for key in loadlab_run::summary_schema()["required"]
         .as_array()
         .unwrap()

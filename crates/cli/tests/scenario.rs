@@ -3,7 +3,7 @@
 mod support;
 
 use loadlab_target::TestServer;
-use support::{loadlab, loadlab_ok, next_ticket, read_json, run_scenario};
+use support::{loadlab, loadlab_json, next_ticket, run_scenario};
 
 #[test]
 fn an_artillery_script_runs_its_phases_and_weights() {
@@ -18,14 +18,7 @@ fn an_artillery_script_runs_its_phases_and_weights() {
         ),
     )
     .unwrap();
-    let json = dir.path().join("s.json");
-    loadlab_ok(&[
-        "run",
-        file.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let s = read_json(&json);
+    let (s, _) = loadlab_json(&["run", file.to_str().unwrap()]);
     assert_eq!(s["model"], "open");
     assert_eq!(
         s["requests"]["sent"], 250,

@@ -5,7 +5,7 @@ mod support;
 
 use std::net::SocketAddr;
 
-use support::{assert_all_gone, lab_ok, loadlab_ok, read_json, ticket_at, Served};
+use support::{assert_all_gone, lab_ok, loadlab_json, loadlab_ok, read_json, ticket_at, Served};
 
 /// The URL of the redis-server a `loadlab serve` first line names.
 fn redis_url(t: &Served) -> String {
@@ -64,20 +64,8 @@ fn tickets_stay_unique_and_gap_free_across_three_replicas_sharing_redis() {
         "unique and gap-free"
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("s.json");
     let url = format!("http://127.0.0.1:{}/turno/q", t.port);
-    loadlab_ok(&[
-        "run",
-        &url,
-        "-c",
-        "20",
-        "-n",
-        "2000",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let s = read_json(&json);
+    let (s, _) = loadlab_json(&["run", &url, "-c", "20", "-n", "2000"]);
     assert_eq!(s["status"]["200"], 2000, "{}", s["status"]);
     assert_eq!(
         ticket_at(front, "q"),

@@ -14,7 +14,7 @@ use loadlab_lab::nginx::find_nginx;
 use loadlab_lab::process::Supervised;
 use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::Value;
-use support::{loadlab, loadlab_ok, read_json, Served};
+use support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 
 /// The ports of one nginx: each a server block of its own.
 struct Ports {
@@ -742,8 +742,7 @@ fn probe_and_capacity_reach_https_and_http2_targets() {
     let nginx = start_nginx_proxying(Some(service.port));
     let ca = nginx.ca();
     let url = format!("https://localhost:{}/delay?ms=5", nginx.ports.h2);
-    let probe_json = nginx.path("probe.json");
-    loadlab_ok(&[
+    let (probe, _) = loadlab_json(&[
         "probe",
         &url,
         "--http2",
@@ -753,10 +752,7 @@ fn probe_and_capacity_reach_https_and_http2_targets() {
         "4s",
         "--max-concurrency",
         "4",
-        "--json",
-        probe_json.to_str().unwrap(),
     ]);
-    let probe = read_json(&probe_json);
     let steps = probe["steps"].as_array().unwrap();
     assert!(!steps.is_empty(), "{probe}");
     assert!(

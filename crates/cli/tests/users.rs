@@ -8,7 +8,7 @@ use std::path::Path;
 
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_ok, next_ticket, read_json, run_scenario};
+use support::{loadlab, loadlab_json, next_ticket, read_json, run_scenario};
 
 /// Runs a scenario file against `server` and returns its summary.
 fn run(file: &Path, server: &TestServer) -> Value {
@@ -470,14 +470,7 @@ fn a_kept_alive_connection_closed_during_a_think_is_replaced_not_failed() {
         "config:\n  target: \"http://{}\"\n  phases:\n    - duration: 1\n      arrivalCount: 5\nscenarios:\n  - flow:\n      - get: {{ url: \"/a\" }}\n      - think: 0.2\n      - get: {{ url: \"/b\" }}\n",
         server.addr
     ));
-    let json = file.with_extension("json");
-    loadlab_ok(&[
-        "run",
-        file.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let s = read_json(&json);
+    let (s, _) = loadlab_json(&["run", file.to_str().unwrap()]);
     assert_eq!(s["users"]["completed"], 5, "{}", s["users"]);
     assert_eq!(s["requests"]["ok"], 10);
     assert_eq!(s["requests"]["errors"], 0, "{}", s["errors"]);

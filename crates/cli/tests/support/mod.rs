@@ -31,6 +31,17 @@ pub fn loadlab_ok(args: &[&str]) -> Output {
     out
 }
 
+/// Runs loadlab with `args` plus `--json FILE` (a file of its own), insists it succeeded, and
+/// returns the summary it wrote with what it printed.
+pub fn loadlab_json(args: &[&str]) -> (Value, Output) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let json = dir.path().join("summary.json");
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().expect("a UTF-8 path")]);
+    let out = loadlab_ok(&all);
+    (read_json(&json), out)
+}
+
 /// A JSON file loadlab wrote.
 pub fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("file written")).expect("valid JSON")
@@ -51,22 +62,12 @@ pub fn lab_ok(dir: &Path, experiment: &str) -> (String, std::path::PathBuf) {
     (String::from_utf8_lossy(&done.stdout).into_owned(), out)
 }
 
-/// Runs a scenario file against `server` (with `extra` flags) and returns its summary, written
-/// beside the file.
+/// Runs a scenario file against `server` (with `extra` flags) and returns its summary.
 pub fn run_scenario(file: &Path, server: &TestServer, extra: &[&str]) -> Value {
-    let json = file.with_extension("json");
     let target = server.url("");
-    let mut args = vec![
-        "run",
-        file.to_str().unwrap(),
-        "--target",
-        &target,
-        "--json",
-        json.to_str().unwrap(),
-    ];
+    let mut args = vec!["run", file.to_str().unwrap(), "--target", &target];
     args.extend_from_slice(extra);
-    loadlab_ok(&args);
-    read_json(&json)
+    loadlab_json(&args).0
 }
 
 /// The next ticket of queue `name`: one more than the requests it has served.
