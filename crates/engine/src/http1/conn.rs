@@ -184,18 +184,10 @@ impl Http1Conn {
         answered: &mut usize,
     ) -> Result<Pass, (ErrorKind, usize)> {
         let now = Instant::now();
-        let first_byte = *self.first_byte.get_or_insert(now);
+        self.first_byte.get_or_insert(now);
         if n == 0 {
             if let Some(resp) = self.parser.finish_at_eof() {
-                wire.rec.record_response(
-                    &batch[*answered],
-                    (times.sent_at, times.start, first_byte),
-                    now,
-                    resp.status,
-                );
-                self.last_status = resp.status;
-                *answered += 1;
-                if *answered == batch.len() {
+                if self.record_answer(wire, batch, times, answered, now, resp.status) {
                     return Ok(Pass::Done(false));
                 }
             }
@@ -210,16 +202,7 @@ impl Http1Conn {
                 .map_err(|_| (ErrorKind::Protocol, *answered))?;
             pos += progress.consumed;
             let Some(resp) = progress.done else { break };
-            let first_byte = self.first_byte.unwrap_or(now);
-            wire.rec.record_response(
-                &batch[*answered],
-                (times.sent_at, times.start, first_byte),
-                now,
-                resp.status,
-            );
-            self.last_status = resp.status;
-            *answered += 1;
-            if *answered == batch.len() {
+            if self.record_answer(wire, batch, times, answered, now, resp.status) {
                 self.leftover.clear();
                 return Ok(Pass::Done(!resp.close));
             }
@@ -234,6 +217,30 @@ impl Http1Conn {
         self.leftover.clear();
         self.leftover.extend_from_slice(&data[pos..]);
         Ok(Pass::More)
+    }
+
+    /// Records a response with `status`, complete at `now`, as the answer to the batch's
+    /// first unanswered request (its first byte came at `self.first_byte`, or now), and
+    /// counts it answered; true when it answered the batch's last request.
+    fn record_answer(
+        &mut self,
+        wire: &Wire,
+        batch: &[Pending],
+        times: Times,
+        answered: &mut usize,
+        now: Instant,
+        status: u16,
+    ) -> bool {
+        let first_byte = self.first_byte.unwrap_or(now);
+        wire.rec.record_response(
+            &batch[*answered],
+            (times.sent_at, times.start, first_byte),
+            now,
+            status,
+        );
+        self.last_status = status;
+        *answered += 1;
+        *answered == batch.len()
     }
 }
 
