@@ -1,27 +1,24 @@
-//! Connections and the HTTP exchange (above the recorder, below the pooled connection loop and
+//! Connections of either protocol (above the recorder, below the pooled connection loop and
 //! the virtual users): what a thread's connections share ([`Wire`]), opening a connection
 //! ([`Dialer`], bound to the plan's source addresses round-robin, with a TLS handshake for
-//! `https://` endpoints), writing a batch and reading and recording its responses, and the one
-//! [`send`] step every caller uses: connect if needed, exchange, record transport errors and
+//! `https://` endpoints), and the one [`send`] step every caller uses: connect if needed,
+//! exchange over HTTP/1.1 (`http1`) or on an HTTP/2 stream, record transport errors and
 //! timings, drop a closed connection.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use loadlab_run::{ErrorKind, Plan, Protocol, TlsFailure};
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
-use tokio::time::{sleep, sleep_until, Instant, Sleep};
+use tokio::time::{sleep, Instant};
 
-use crate::http1::{encode_request, ResponseParser, MAX_HEAD_BYTES, MAX_KEPT_BODY};
+use crate::http1::{encode_request, Http1Conn, MAX_HEAD_BYTES, MAX_KEPT_BODY};
 use crate::http2::{Attach, Http2Connections, Http2Request, StreamSlot};
 use crate::record::{micros, Pending, Recorder};
 use crate::tls::{Stream, TlsClient};
@@ -80,6 +77,14 @@ pub struct Opened {
     pub connect_us: u64,
     /// TLS handshake.
     pub tls_us: u64,
+}
+
+/// An open connection: HTTP/1.1, or a stream slot on a shared HTTP/2 connection.
+pub enum Conn {
+    /// An HTTP/1.1 connection of its own.
+    Http1(Http1Conn),
+    /// A slot on an HTTP/2 connection shared with other slots.
+    Http2(StreamSlot),
 }
 
 impl Dialer {
@@ -210,7 +215,7 @@ pub struct Wire {
     http2: Option<Http2Forms>,
     /// The thread's read buffer, shared by its connections: a connection borrows it only
     /// between a readiness event and the end of parsing, never across an await.
-    scratch: RefCell<Vec<u8>>,
+    pub(crate) scratch: RefCell<Vec<u8>>,
 }
 
 impl Wire {
@@ -420,9 +425,19 @@ pub fn send<'a>(
     }
 }
 
+/// When a batch was sent (its latency's start when it has no intended one) and when its
+/// writes began (after any connect: where its waiting starts).
+#[derive(Clone, Copy)]
+pub(crate) struct Times {
+    /// When the batch was sent, before any connect.
+    pub(crate) sent_at: Instant,
+    /// When its writes began.
+    pub(crate) start: Instant,
+}
+
 /// How an exchange ended without all its answers.
 #[derive(Debug, Clone, Copy)]
-struct Broken {
+pub(crate) struct Broken {
     /// The kind the unanswered requests count as.
     kind: ErrorKind,
     /// Requests answered before it.
@@ -435,7 +450,7 @@ struct Broken {
 
 impl Broken {
     /// A failure that ends the connection, after `answered` answers.
-    fn fatal(kind: ErrorKind, answered: usize) -> Self {
+    pub(crate) fn fatal(kind: ErrorKind, answered: usize) -> Self {
         Broken {
             kind,
             answered,
@@ -568,250 +583,4 @@ fn bind_address_no_port(socket: &TcpSocket) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = socket;
-}
-
-/// Maps an I/O failure on an established connection to its kind.
-fn classify(e: &io::Error) -> ErrorKind {
-    match e.kind() {
-        io::ErrorKind::TimedOut => ErrorKind::Timeout,
-        io::ErrorKind::UnexpectedEof => ErrorKind::Closed,
-        _ => ErrorKind::Reset,
-    }
-}
-
-/// An open connection: HTTP/1.1, or a stream slot on a shared HTTP/2 connection.
-pub enum Conn {
-    /// An HTTP/1.1 connection of its own.
-    Http1(Http1Conn),
-    /// A slot on an HTTP/2 connection shared with other slots.
-    Http2(StreamSlot),
-}
-
-/// An open HTTP/1.1 connection with its response parser. It owns no read buffer: reads go into the
-/// thread's scratch buffer, and only the bytes of an incomplete response are kept here, so an
-/// idle connection costs a few hundred bytes.
-pub struct Http1Conn {
-    stream: Stream,
-    /// Received bytes of a response not yet complete (usually empty).
-    leftover: Vec<u8>,
-    /// The response parser; virtual users ask it to keep headers and bodies.
-    parser: ResponseParser,
-    /// Status of the last response recorded.
-    last_status: u16,
-    /// When the first byte of the response being read arrived (`None` before it did).
-    first_byte: Option<Instant>,
-    wbuf: Vec<u8>,
-    /// Fires no later than the oldest outstanding request's timeout; it is only re-armed when
-    /// it fires early, so most requests cost no timer operation.
-    timer: Pin<Box<Sleep>>,
-}
-
-/// When a batch was sent (its latency's start when it has no intended one) and when its
-/// writes began (after any connect: where its waiting starts).
-#[derive(Clone, Copy)]
-struct Times {
-    sent_at: Instant,
-    start: Instant,
-}
-
-/// Outcome of an exchange: keep the connection (`true`), close it (`false`), or a transport
-/// error with the number of requests answered before it.
-type Exchange = Result<bool, (ErrorKind, usize)>;
-
-/// What one read and parse pass achieved.
-enum Pass {
-    /// Every request of the batch was answered; keep the connection or not.
-    Done(bool),
-    /// More bytes are needed.
-    More,
-}
-
-impl Http1Conn {
-    /// Wraps an open stream.
-    fn new(stream: Stream) -> Self {
-        Http1Conn {
-            stream,
-            leftover: Vec::new(),
-            parser: ResponseParser::default(),
-            last_status: 0,
-            first_byte: None,
-            wbuf: Vec::new(),
-            timer: Box::pin(sleep_until(Instant::now())),
-        }
-    }
-
-    /// Exchanges a batch (or a virtual user's rendered request) and answers with the last
-    /// response, keeping its headers and body when the rendered request asked; true when the
-    /// connection stays open.
-    async fn send(
-        &mut self,
-        wire: &Wire,
-        batch: &[Pending],
-        times: Times,
-        rendered: Option<Rendered<'_>>,
-    ) -> Result<(Answer, bool), Broken> {
-        if let Some(r) = rendered {
-            self.parser.keep(r.keep);
-        }
-        let written = rendered.map(|r| r.bytes);
-        match self.exchange(wire, batch, times, written).await {
-            Ok(alive) => {
-                let (headers, body) = match rendered {
-                    Some(_) => self.parser.take_kept(),
-                    None => Default::default(),
-                };
-                let answer = Answer {
-                    status: self.last_status,
-                    headers,
-                    body,
-                };
-                Ok((answer, alive))
-            }
-            Err((kind, answered)) => Err(Broken::fatal(kind, answered)),
-        }
-    }
-
-    /// Writes the batch's requests back to back, then reads and records their responses.
-    /// `bytes`, when given, is what to write for a batch of one (a request rendered for a
-    /// virtual user) instead of the template's pre-encoded bytes. `sent_at` is when the batch
-    /// was sent (before any connect), `start` when its writes began.
-    async fn exchange(
-        &mut self,
-        wire: &Wire,
-        batch: &[Pending],
-        times: Times,
-        bytes: Option<&[u8]>,
-    ) -> Exchange {
-        let written = if let [one] = batch {
-            let bytes = bytes.unwrap_or(&wire.requests[one.template].bytes);
-            self.stream.write_all(bytes).await
-        } else {
-            self.wbuf.clear();
-            for p in batch {
-                self.wbuf
-                    .extend_from_slice(&wire.requests[p.template].bytes);
-            }
-            self.stream.write_all(&self.wbuf).await
-        };
-        if let Err(e) = written {
-            return Err((classify(&e), 0));
-        }
-        let deadline = times.sent_at + wire.timeout;
-        let mut answered = 0;
-        self.first_byte = None;
-        self.parser.expect(wire.requests[batch[0].template].head);
-        loop {
-            let pass =
-                poll_fn(|cx| self.poll_pass(cx, wire, batch, times, deadline, &mut answered))
-                    .await?;
-            if let Pass::Done(keep) = pass {
-                return Ok(keep);
-            }
-        }
-    }
-
-    /// One poll: reads what the socket has into the thread's scratch buffer (after any
-    /// leftover bytes) and records every response it completes, or arms the timeout. The
-    /// scratch buffer is borrowed only within this synchronous poll. Reading through
-    /// `poll_read` lets tokio mark the socket drained after a short read, which saves the
-    /// `EAGAIN` read that `try_read` would cost on nearly every response.
-    fn poll_pass(
-        &mut self,
-        cx: &mut Context<'_>,
-        wire: &Wire,
-        batch: &[Pending],
-        times: Times,
-        deadline: Instant,
-        answered: &mut usize,
-    ) -> Poll<Result<Pass, (ErrorKind, usize)>> {
-        let mut scratch = wire.scratch.borrow_mut();
-        let kept = self.leftover.len();
-        scratch[..kept].copy_from_slice(&self.leftover);
-        let mut buf = ReadBuf::new(&mut scratch[kept..]);
-        match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
-            Poll::Ready(Ok(())) => {
-                let n = buf.filled().len();
-                Poll::Ready(self.parse(wire, &scratch[..kept + n], n, batch, times, answered))
-            }
-            // A TLS peer that closes without close_notify: an end of stream like TCP's (a plain
-            // TCP read never reports it).
-            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                Poll::Ready(self.parse(wire, &scratch[..kept], 0, batch, times, answered))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err((classify(&e), *answered))),
-            Poll::Pending => {
-                while self.timer.as_mut().poll(cx).is_ready() {
-                    if Instant::now() >= deadline {
-                        return Poll::Ready(Err((ErrorKind::Timeout, *answered)));
-                    }
-                    self.timer.as_mut().reset(deadline);
-                }
-                Poll::Pending
-            }
-        }
-    }
-
-    /// Records the responses completed by `data` (leftover bytes plus `n` new ones; `n == 0`
-    /// means the peer closed) and keeps the bytes of an incomplete one.
-    fn parse(
-        &mut self,
-        wire: &Wire,
-        data: &[u8],
-        n: usize,
-        batch: &[Pending],
-        times: Times,
-        answered: &mut usize,
-    ) -> Result<Pass, (ErrorKind, usize)> {
-        let now = Instant::now();
-        let first_byte = *self.first_byte.get_or_insert(now);
-        if n == 0 {
-            if let Some(resp) = self.parser.finish_at_eof() {
-                wire.rec.record_response(
-                    &batch[*answered],
-                    (times.sent_at, times.start, first_byte),
-                    now,
-                    resp.status,
-                );
-                self.last_status = resp.status;
-                *answered += 1;
-                if *answered == batch.len() {
-                    return Ok(Pass::Done(false));
-                }
-            }
-            return Err((ErrorKind::Closed, *answered));
-        }
-        wire.rec.add_bytes(n, now);
-        let mut pos = 0;
-        while pos < data.len() {
-            let progress = self
-                .parser
-                .advance(&data[pos..])
-                .map_err(|_| (ErrorKind::Protocol, *answered))?;
-            pos += progress.consumed;
-            let Some(resp) = progress.done else { break };
-            let first_byte = self.first_byte.unwrap_or(now);
-            wire.rec.record_response(
-                &batch[*answered],
-                (times.sent_at, times.start, first_byte),
-                now,
-                resp.status,
-            );
-            self.last_status = resp.status;
-            *answered += 1;
-            if *answered == batch.len() {
-                self.leftover.clear();
-                return Ok(Pass::Done(!resp.close));
-            }
-            // The next pipelined response began in this read, or begins in a later one.
-            self.first_byte = (pos < data.len()).then_some(now);
-            if resp.close {
-                return Err((ErrorKind::Closed, *answered));
-            }
-            self.parser
-                .expect(wire.requests[batch[*answered].template].head);
-        }
-        self.leftover.clear();
-        self.leftover.extend_from_slice(&data[pos..]);
-        Ok(Pass::More)
-    }
 }

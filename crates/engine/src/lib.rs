@@ -6,12 +6,13 @@
 //! the collector merges them in order, so no request ever takes a lock.
 //!
 //! The layers, each using only those below it:
-//! - scheduling, pure or leaves: `schedule`, `http1`, `precise_timer`, `usage`, `limits`;
+//! - scheduling, pure or leaves: `schedule`, `http1`'s encoding and parsing, `precise_timer`,
+//!   `usage`, `limits`;
 //! - recording: `record`, the per-thread recorder and the messages to the collector;
-//! - connections: `tls`, the run's TLS client and the plain-or-TLS stream; `http2`, shared
-//!   HTTP/2 connections and the exchange on a stream; `conn`,
-//!   connections, the HTTP exchange and the one send step; `connect`, the paced opening of the
-//!   initial connections before the load;
+//! - connections: `tls`, the run's TLS client and the plain-or-TLS stream; `http1`'s
+//!   connection and its exchange of pipelined requests; `http2`, shared HTTP/2 connections and
+//!   the exchange on a stream; `conn`, what both protocols share: opening connections and the
+//!   one send step; `connect`, the paced opening of the initial connections before the load;
 //! - work: `pool` (pooled connections of the closed and open models), `session` (virtual
 //!   users) and `pace` (the open model's arrivals), none using another;
 //! - the thread: `mode` (its state by the plan's model), then `worker` (its event loop and
