@@ -10,7 +10,8 @@ use loadlab_run::ConnectStats;
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 
-use crate::conn::{Conn, Dialer};
+use crate::conn::{self, Conn};
+use crate::dial::Dialer;
 
 /// An initial connection of a thread: its endpoint, its place in the endpoint's requests, and
 /// the connection when it opened.
@@ -59,7 +60,7 @@ pub async fn open_paced(
         }
         let dialer = dialer.clone();
         attempts.spawn_local(async move {
-            let dialed = dialer.dial(ep).await.ok();
+            let dialed = conn::dial(&dialer, ep).await.ok();
             (i, dialed.map(|(c, new)| (c, new.is_some())))
         });
         // Ended attempts give their task's memory back while the others are still paced.

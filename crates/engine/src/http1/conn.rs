@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::{sleep_until, Instant, Sleep};
 
 use super::parse::ResponseParser;
-use crate::conn::{Answer, Broken, Rendered, Times, Wire};
+use crate::exchange::{Answer, Broken, Rendered, Times, Wire};
 use crate::record::Pending;
 use crate::tls::Stream;
 

@@ -3,7 +3,8 @@
 
 use std::future::Future;
 
-use crate::conn::{self, Answer, Conn, Failed, Rendered, Wire};
+use crate::conn::{self, Conn};
+use crate::exchange::{Answer, Failed, Rendered, Wire};
 use crate::record::Pending;
 
 /// One user's connections during a session.
