@@ -4,6 +4,7 @@
 //! and the stepped runs of the probe and the capacity search ([`steps`], [`probe`]).
 //! Subcommands parse, call one of these, and print.
 
+pub mod capacity;
 pub mod dashboard;
 pub mod execute;
 pub mod interrupt;

@@ -2,6 +2,7 @@
 //! SVG charts, the self-contained HTML report, a plan in words, and the Kubernetes objects of
 //! a sharded run.
 
+pub mod capacity;
 pub mod chart;
 pub mod files;
 pub mod flame;
