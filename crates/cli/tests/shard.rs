@@ -404,7 +404,11 @@ fn k8s_job_refuses_a_plan_it_cannot_split_or_flags_it_sets_itself_in_one_line() 
         ),
         (
             &["http://web/ping", "-c", "2", "--shards", "3"][..],
-            "-c 2 cannot be split over 3 shards",
+            "connections (-c) (2) cannot be split over 3 shards",
+        ),
+        (
+            &["http://web/a", "http://api/b", "-c", "2", "--shards", "2"][..],
+            "1 connection(s) cannot reach 2 distinct hosts",
         ),
         (
             &[
@@ -431,4 +435,29 @@ fn k8s_job_refuses_a_plan_it_cannot_split_or_flags_it_sets_itself_in_one_line() 
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn k8s_job_refuses_a_scenario_with_fewer_users_than_shards_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("few.yml");
+    std::fs::write(
+        &file,
+        "config:\n  target: \"http://web:8080\"\n  phases:\n    - { duration: 5, users: 1 }\n    - { duration: 5, users: 2 }\nscenarios:\n  - flow:\n      - get: { url: \"/ping\" }\n      - think: 1\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let o = loadlab(&["k8s", "job", f, "--shards", "3"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("users (2) cannot be split over 3 shards"),
+        "{err}"
+    );
+    // Two shards take one user each: the Job is printed, its merge deadline from the phases.
+    let o = loadlab(&["k8s", "job", f, "--shards", "2", "--start-in", "30s"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let yaml = String::from_utf8_lossy(&o.stdout);
+    assert!(yaml.contains("activeDeadlineSeconds: 640"), "{yaml}");
 }

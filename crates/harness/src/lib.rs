@@ -1,12 +1,13 @@
 //! loadlab's jobs as the subcommands run them (plan → engine → run, with the lab watching):
 //! one plan run with its servers sampled, its findings and Ctrl-C ([`execute`]); the live
 //! dashboard ([`dashboard`]); an experiment's matrix of topologies × workloads ([`matrix`]);
-//! the stepped runs of the probe and the capacity search ([`steps`], [`probe`]); and the merge
-//! of shards' run directories into one ([`merge`]).
+//! the stepped runs of the probe and the capacity search ([`steps`], [`probe`], [`capacity`]);
+//! and the merge of shards' run directories into one ([`merge`]).
 //! Subcommands parse, call one of these, and print.
 
 #![deny(missing_docs)]
 
+pub mod capacity;
 pub mod dashboard;
 pub mod execute;
 pub mod interrupt;

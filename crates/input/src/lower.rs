@@ -16,7 +16,7 @@ use loadlab_run::{
 
 use crate::flags::{ArrivalArg, LoadFlags, ReachFlags};
 use crate::scenario::{self, Phases};
-use crate::target::{parse_header, resolve, RequestSpec};
+use crate::target::{parse_header, resolve, Lookup, RequestSpec};
 use crate::InputError;
 
 /// The run flags a scenario file still takes: its phases, target and timeout come from the
@@ -51,6 +51,8 @@ pub struct Overrides {
     pub http2: Option<Option<usize>>,
     /// Thresholds given on the command line, checked with the file's `ensure`.
     pub thresholds: Vec<Threshold>,
+    /// Whether the file's hosts are looked up (not a flag: `loadlab k8s job` skips it).
+    pub lookup: Lookup,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -149,7 +151,13 @@ fn arrival(a: Option<ArrivalArg>) -> Arrival {
 /// `loadlab run` flags: URLs, or one scenario file with the flags that still apply to it; with
 /// `--shard I/N`, shard I's part of the plan, and with `--start-at`, its common start.
 pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
-    let mut plan = whole_plan(f)?;
+    flags_with(f, Lookup::Resolve)
+}
+
+/// As [`flags`], with host names looked up as `lookup` says: [`Lookup::Skip`] lowers the plan
+/// of a run on other machines (`loadlab k8s job`), whose names resolve only there.
+pub fn flags_with(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
+    let mut plan = whole_plan(f, lookup)?;
     if let Some(s) = f.shard {
         plan = plan
             .shard(s.index, s.count)
@@ -162,7 +170,7 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
 }
 
 /// The plan the flags describe, before any sharding.
-fn whole_plan(f: &LoadFlags) -> Result<ValidPlan, InputError> {
+fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
     if f.is_scenario() {
         if f.rate.is_some() || f.ramp_to.is_some() || f.duration.is_some() || f.requests.is_some() {
             return Err(InputError::Flags(
@@ -196,10 +204,11 @@ fn whole_plan(f: &LoadFlags) -> Result<ValidPlan, InputError> {
             insecure: f.reach.insecure,
             http2: http2_reach(&f.reach),
             thresholds: thresholds(f),
+            lookup,
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
-    urls(f).map_err(InputError::flags)
+    urls(f, lookup).map_err(InputError::flags)
 }
 
 /// An experiment's workload: load flags whose URLs are paths on the topology's `fronts`
@@ -215,7 +224,7 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
     if f.is_scenario() {
         // A scenario's paths are relative to its target: the (first) front.
         f.target = f.target.or_else(|| fronts.first().cloned());
-        return whole_plan(&f);
+        return whole_plan(&f, Lookup::Resolve);
     }
     f.urls = f
         .urls
@@ -225,7 +234,7 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
             false => vec![url.clone()],
         })
         .collect();
-    urls(&f).map_err(InputError::flags)
+    urls(&f, Lookup::Resolve).map_err(InputError::flags)
 }
 
 /// A URL the analysis commands load step by step (probe, capacity), with how to reach it.
@@ -279,7 +288,8 @@ pub fn url(
         headers: Vec::new(),
         body: Vec::new(),
     };
-    let (endpoints, requests) = resolve(std::slice::from_ref(&spec)).map_err(InputError::flags)?;
+    let (endpoints, requests) =
+        resolve(std::slice::from_ref(&spec), Lookup::Resolve).map_err(InputError::flags)?;
     Ok(finish(Parts {
         endpoints,
         requests,
@@ -307,7 +317,7 @@ pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
 /// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
 fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
     let seed = o.seed.unwrap_or(defaults::SEED);
-    let sc = scenario::from_text(text, path, o.target.as_deref(), seed)?;
+    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup)?;
     let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
     let model = match sc.phases {
         Phases::Rates(phases) => {
@@ -372,8 +382,9 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
     .map_err(|e| at(e.into()))
 }
 
-/// URLs with their method, headers and body, under the closed or open model the flags say.
-fn urls(f: &LoadFlags) -> Result<ValidPlan> {
+/// URLs with their method, headers and body, under the closed or open model the flags say,
+/// their hosts looked up as `lookup` says.
+fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan> {
     let given = f.method.as_deref().unwrap_or(defaults::METHOD);
     let method = given.to_ascii_uppercase();
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
@@ -406,7 +417,7 @@ fn urls(f: &LoadFlags) -> Result<ValidPlan> {
             body: body.clone(),
         })
         .collect();
-    let (endpoints, requests) = resolve(&specs)?;
+    let (endpoints, requests) = resolve(&specs, lookup)?;
 
     let duration = match (f.duration, f.requests) {
         (None, None) => Some(defaults::DURATION),
@@ -505,14 +516,17 @@ mod tests {
             "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
         )
         .unwrap();
-        let from_flags = urls(&LoadFlags {
-            urls: vec!["https://127.0.0.1/x".into()],
-            reach: ReachFlags {
-                cacert: Some(ca.clone()),
-                ..ReachFlags::default()
+        let from_flags = urls(
+            &LoadFlags {
+                urls: vec!["https://127.0.0.1/x".into()],
+                reach: ReachFlags {
+                    cacert: Some(ca.clone()),
+                    ..ReachFlags::default()
+                },
+                ..LoadFlags::default()
             },
-            ..LoadFlags::default()
-        })
+            Lookup::Resolve,
+        )
         .unwrap();
         assert_eq!(from_flags.endpoints[0].addr.port(), 443);
         assert_eq!(from_flags.endpoints[0].tls.as_deref(), Some("127.0.0.1"));
@@ -561,11 +575,14 @@ mod tests {
 
     #[test]
     fn every_input_falls_back_on_the_same_defaults() {
-        let from_flags = urls(&LoadFlags {
-            urls: vec!["http://127.0.0.1:1/x".into()],
-            timeout: Some(Duration::from_secs(2)),
-            ..LoadFlags::default()
-        })
+        let from_flags = urls(
+            &LoadFlags {
+                urls: vec!["http://127.0.0.1:1/x".into()],
+                timeout: Some(Duration::from_secs(2)),
+                ..LoadFlags::default()
+            },
+            Lookup::Resolve,
+        )
         .unwrap();
         let text = "config:\n  target: \"http://127.0.0.1:1\"\n  http:\n    timeout: 2\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
         let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default()).unwrap();
@@ -600,7 +617,7 @@ mod tests {
             pipeline,
             ..LoadFlags::default()
         };
-        let plan = |f: &LoadFlags| urls(f).map(|p| p.protocol);
+        let plan = |f: &LoadFlags| urls(f, Lookup::Resolve).map(|p| p.protocol);
         assert_eq!(plan(&flags(false, None, None)).unwrap(), Protocol::Http1);
         assert_eq!(
             plan(&flags(true, None, None)).unwrap(),
@@ -635,12 +652,15 @@ mod tests {
 
     #[test]
     fn no_keepalive_asks_the_server_to_close_after_each_response() {
-        let plan = urls(&LoadFlags {
-            urls: vec!["http://127.0.0.1:9/x".into()],
-            headers: vec!["connection: keep-alive".into(), "X-A: 1".into()],
-            no_keepalive: true,
-            ..LoadFlags::default()
-        })
+        let plan = urls(
+            &LoadFlags {
+                urls: vec!["http://127.0.0.1:9/x".into()],
+                headers: vec!["connection: keep-alive".into(), "X-A: 1".into()],
+                no_keepalive: true,
+                ..LoadFlags::default()
+            },
+            Lookup::Resolve,
+        )
         .unwrap();
         let headers = &plan.requests[0].headers;
         assert_eq!(

@@ -1,7 +1,7 @@
 //! Target URLs and headers as users write them, parsed and resolved into the plan's
 //! endpoints and requests.
 
-use std::net::ToSocketAddrs;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 
 use anyhow::{bail, Context, Result};
 use loadlab_run::{Endpoint, RequestTemplate};
@@ -93,27 +93,48 @@ pub struct RequestSpec {
     pub body: Vec<u8>,
 }
 
-/// Parses and resolves a URL; returns the index of its endpoint in `endpoints` (added when no
-/// endpoint has its address yet, or, for `https://`, its address and host name: the name is
-/// the connection's SNI) and the parsed URL.
-pub fn endpoint_of(endpoints: &mut Vec<Endpoint>, raw: &str) -> Result<(usize, Target)> {
+/// Whether the lowering looks host names up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Lookup {
+    /// Resolve every host now, as a run on this machine needs: a name that does not resolve is
+    /// refused before anything runs.
+    #[default]
+    Resolve,
+    /// Look no name up, for a plan that runs elsewhere (`loadlab k8s job`: cluster-internal
+    /// names resolve only in the pods). An IP literal keeps its address; a name's endpoint gets
+    /// the unspecified IPv4 address with the URL's port, and each distinct `host:port` is an
+    /// endpoint of its own (two names of one address would share one when resolved).
+    Skip,
+}
+
+/// Parses and resolves a URL (as `lookup` says); returns the index of its endpoint in
+/// `endpoints` (added when no endpoint has its address yet, or, for `https://`, its address and
+/// host name: the name is the connection's SNI) and the parsed URL.
+pub fn endpoint_of(
+    endpoints: &mut Vec<Endpoint>,
+    raw: &str,
+    lookup: Lookup,
+) -> Result<(usize, Target)> {
     let t = parse_target(raw)?;
-    let addr = (t.host.as_str(), t.port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve the host of {raw:?}"))?
-        .next()
-        .with_context(|| format!("the host of {raw:?} has no address"))?;
-    // The name a certificate is checked against: an IPv6 literal without its brackets.
-    let tls = t.tls.then(|| {
-        t.host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string()
-    });
-    let index = match endpoints
-        .iter()
-        .position(|e| e.addr == addr && e.tls == tls)
-    {
+    // The host without an IPv6 literal's brackets: the name a certificate is checked against.
+    let literal = t.host.trim_start_matches('[').trim_end_matches(']');
+    let ip = literal.parse::<IpAddr>().ok();
+    // A name left unresolved gets a placeholder address; its `host:port` tells it apart.
+    let unresolved = lookup == Lookup::Skip && ip.is_none();
+    let addr = match (lookup, ip) {
+        (Lookup::Resolve, _) => (t.host.as_str(), t.port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve the host of {raw:?}"))?
+            .next()
+            .with_context(|| format!("the host of {raw:?} has no address"))?,
+        (Lookup::Skip, Some(ip)) => SocketAddr::new(ip, t.port),
+        (Lookup::Skip, None) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), t.port),
+    };
+    let tls = t.tls.then(|| literal.to_string());
+    let same = |e: &Endpoint| {
+        e.addr == addr && e.tls == tls && (!unresolved || e.authority == t.authority)
+    };
+    let index = match endpoints.iter().position(same) {
         Some(i) => i,
         None => {
             endpoints.push(Endpoint {
@@ -128,16 +149,20 @@ pub fn endpoint_of(endpoints: &mut Vec<Endpoint>, raw: &str) -> Result<(usize, T
 }
 
 /// The endpoint of `url` in `endpoints`, added when new (scenario flows resolve their origins).
-pub fn endpoint_index(endpoints: &mut Vec<Endpoint>, url: &str) -> Result<usize> {
-    endpoint_of(endpoints, url).map(|(i, _)| i)
+pub fn endpoint_index(endpoints: &mut Vec<Endpoint>, url: &str, lookup: Lookup) -> Result<usize> {
+    endpoint_of(endpoints, url, lookup).map(|(i, _)| i)
 }
 
-/// Parses and resolves each request's URL; requests to the same address share an endpoint.
-pub fn resolve(specs: &[RequestSpec]) -> Result<(Vec<Endpoint>, Vec<RequestTemplate>)> {
+/// Parses and resolves (as `lookup` says) each request's URL; requests to the same address
+/// share an endpoint.
+pub fn resolve(
+    specs: &[RequestSpec],
+    lookup: Lookup,
+) -> Result<(Vec<Endpoint>, Vec<RequestTemplate>)> {
     let mut endpoints: Vec<Endpoint> = Vec::new();
     let mut requests = Vec::new();
     for spec in specs {
-        let (endpoint, t) = endpoint_of(&mut endpoints, &spec.url)?;
+        let (endpoint, t) = endpoint_of(&mut endpoints, &spec.url, lookup)?;
         requests.push(RequestTemplate {
             name: spec.name.clone(),
             url: t.url,
@@ -181,15 +206,32 @@ mod tests {
         assert_eq!(t.port, 443);
         assert_eq!(t.authority, "localhost");
         let mut endpoints = Vec::new();
-        let (i, _) = endpoint_of(&mut endpoints, "https://127.0.0.1:8443/x").unwrap();
+        let (i, _) =
+            endpoint_of(&mut endpoints, "https://127.0.0.1:8443/x", Lookup::Resolve).unwrap();
         assert_eq!(endpoints[i].tls.as_deref(), Some("127.0.0.1"));
         assert_eq!(endpoints[i].addr.port(), 8443);
-        let (j, _) = endpoint_of(&mut endpoints, "http://127.0.0.1:8443/x").unwrap();
+        let (j, _) =
+            endpoint_of(&mut endpoints, "http://127.0.0.1:8443/x", Lookup::Resolve).unwrap();
         assert_ne!(
             i, j,
             "plain and TLS connections to one port are distinct endpoints"
         );
         assert_eq!(endpoints[j].tls, None);
+    }
+
+    #[test]
+    fn skipping_the_lookup_leaves_names_unresolved_and_apart() {
+        let mut endpoints = Vec::new();
+        let skip = Lookup::Skip;
+        let (web, _) = endpoint_of(&mut endpoints, "http://web.invalid/ping", skip).unwrap();
+        let (api, _) = endpoint_of(&mut endpoints, "http://api.invalid/x", skip).unwrap();
+        let (again, _) = endpoint_of(&mut endpoints, "http://web.invalid/other", skip).unwrap();
+        let (ip, _) = endpoint_of(&mut endpoints, "http://127.0.0.2:81/", skip).unwrap();
+        assert_eq!((web, api, again, ip), (0, 1, 0, 2));
+        assert!(endpoints[0].addr.ip().is_unspecified());
+        assert_eq!(endpoints[1].addr.port(), 80);
+        assert_eq!(endpoints[2].addr, "127.0.0.2:81".parse().unwrap());
+        assert!(endpoint_of(&mut endpoints, "http://web.invalid/", Lookup::Resolve).is_err());
     }
 
     #[test]

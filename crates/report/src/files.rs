@@ -18,6 +18,14 @@ pub enum FileError {
     /// The value could not be written as JSON.
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The file's directory does not exist.
+    #[error("cannot write {file}: directory {dir} does not exist")]
+    NoDirectory {
+        /// The file.
+        file: String,
+        /// Its directory.
+        dir: String,
+    },
     /// The file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -95,6 +103,19 @@ pub fn write_flame_diff(
         source,
     })?;
     write(path, svg)
+}
+
+/// Refuses, before a run, a file whose directory does not exist (rather than losing the run's
+/// results at its end).
+pub fn writable(file: &Path) -> Result<(), FileError> {
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+    match parent.filter(|p| !p.is_dir()) {
+        Some(dir) => Err(FileError::NoDirectory {
+            file: file.display().to_string(),
+            dir: dir.display().to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// True for a `.png` plot, false for `.svg`; any other name is refused.

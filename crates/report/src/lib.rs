@@ -1,14 +1,17 @@
 //! Reports: the live one-line progress display and the end-of-run tables in the terminal,
-//! SVG charts, the self-contained HTML report, and the Kubernetes objects of a sharded run.
+//! SVG charts, the self-contained HTML report, a plan in words, and the Kubernetes objects of
+//! a sharded run.
 
 #![deny(missing_docs)]
 
+pub mod capacity;
 pub mod chart;
 pub mod files;
 pub mod flame;
 pub mod html;
 pub mod k8s;
 pub mod live;
+pub mod plan;
 pub mod plot;
 pub mod probe;
 pub mod thresholds;

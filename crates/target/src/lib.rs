@@ -25,8 +25,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-pub use crate::state::{ServiceConfig, DEFAULT_SHARDS};
 use crate::state::Shared;
+pub use crate::state::{ServiceConfig, DEFAULT_SHARDS};
 use crate::store::Store;
 
 /// The service's routes; fails only on a Redis URL that cannot be parsed.

@@ -6,16 +6,13 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use loadlab_analyze::capacity::{
-    bracket, judge, next_rate, plateau_rps, plateau_step, RateStep, Search, Window,
-};
-use loadlab_analyze::probe::{Next, ProbeStep};
+use loadlab_analyze::capacity::RateStep;
 use loadlab_analyze::Slo;
+use loadlab_harness::capacity::{capacity, CapacitySearch, Progress};
+use loadlab_harness::steps::one_request_ms;
 use loadlab_input::UrlTarget;
-use loadlab_run::{Model, RatePhase, Stop};
+use loadlab_report::capacity::{header, plateau_line, result_lines, step_line};
 use serde::Serialize;
-
-use loadlab_harness::steps::{closed_step, drain, one_request_ms, run_step};
 
 use crate::args::CapacityArgs;
 use crate::cmd::Outcome;
@@ -55,149 +52,42 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
         "loadlab capacity {}: SLO {} (warm-up {:?} discarded, {:?} measured per rate)",
         a.url, slo, a.warmup, a.step
     );
-    let plateau = match a.start {
-        Some(_) => None,
-        None => climb_to_plateau(&a, &target, base_ms, &stop)?,
-    };
-    // Without a plateau (the climb failed at once), one connection's rate: any service serves
-    // that much.
-    let start = a
-        .start
-        .or(plateau)
-        .unwrap_or(1000.0 / base_ms.max(0.01))
-        .min(a.max_rate);
-    let search = Search {
-        start_rps: start,
-        min_rps: 0.1,
-        max_rps: a.max_rate,
+    let search = CapacitySearch {
+        slo,
+        start_rps: a.start,
+        max_rate_rps: a.max_rate,
         tolerance: a.tolerance,
+        warmup: a.warmup,
+        measured: a.step,
+        max_time: a.max_time,
+        max_connections: a.max_connections,
+        threads: a.threads.unwrap_or_else(loadlab_run::defaults::threads),
     };
-    let threads = a.threads.unwrap_or_else(loadlab_run::defaults::threads);
-    println!(
-        "  {:>10}{:>11}{:>10}{:>10}{:>10}  verdict",
-        "rate/s", "served/s", "p50 ms", "p99 ms", "errors %"
-    );
-    let mut steps: Vec<RateStep> = Vec::new();
-    let reason = loop {
-        let Some(rate) = next_rate(&steps, &search) else {
-            break "bracketed within the tolerance".to_string();
-        };
-        let step_time = a.warmup + a.step;
-        if started.elapsed() + step_time > a.max_time {
-            break format!(
-                "the search's time ({:.0} s) is up",
-                a.max_time.as_secs_f64()
-            );
-        }
-        if !steps.is_empty() {
-            drain(&target, base_ms, &stop)?;
-        }
-        let plan = loadlab_input::lower::url(
-            &target,
-            Model::open_phases(
-                vec![
-                    RatePhase::constant("warm-up", rate, Some(a.warmup)),
-                    RatePhase::constant("measured", rate, Some(a.step)),
-                ],
-                1,
-                a.max_connections,
-            ),
-            Stop::default(),
-            threads,
-        )?;
-        let (run, _) = run_step(&plan, &stop, &[])?;
-        if stop.is_stopped() {
-            break "interrupted".to_string();
-        }
-        let measured = &run.phases[1];
-        let h = &measured.totals.latency;
-        let at = |p: f64| {
-            if h.is_empty() {
-                f64::INFINITY
-            } else {
-                h.value_at_quantile(p / 100.0) as f64 / 1000.0
+    let found = capacity(&target, base_ms, started, &search, &stop, |p| match p {
+        Progress::Climbed(plateau) => {
+            if let Some(p) = plateau {
+                println!("{}", plateau_line(p.rps, p.connections, p.seconds));
             }
-        };
-        let c = &measured.totals.counts;
-        let secs = a.step.as_secs_f64();
-        let achieved = c.completed as f64 / secs;
-        let errors = if c.completed == 0 {
-            100.0
-        } else {
-            100.0 * c.errors() as f64 / c.completed as f64
-        };
-        let warm = a.warmup.as_secs_f64();
-        let in_window = |second: u64| second as f64 >= warm && (second as f64) < warm + secs;
-        let window = Window {
-            arrivals: run
-                .timeline
-                .iter()
-                .filter(|r| in_window(r.second))
-                .map(|r| r.offered)
-                .sum(),
-            completed: c.completed,
-            seconds: secs,
-            in_flight: rate * base_ms / 1000.0,
-        };
-        let per_second: Vec<f64> = run
-            .timeline
-            .iter()
-            .filter(|r| r.second as f64 >= warm && r.completed > 0)
-            .map(|r| r.p50_ms)
-            .collect();
-        let broken = judge(&slo, &window, at, errors, &per_second);
-        let step = RateStep {
-            rate_rps: rate,
-            achieved_rps: achieved,
-            arrived_rps: window.arrived_rps(),
-            served_rps: window.served_rps(),
-            p50_ms: at(50.0),
-            p99_ms: at(99.0),
-            error_pct: errors,
-            warmup_s: warm,
-            measured_s: secs,
-            meets: broken.is_empty(),
-            broken,
-        };
-        println!(
-            "  {:>10.1}{:>11.1}{:>10.2}{:>10.2}{:>10.2}  {}",
-            step.rate_rps,
-            step.served_rps,
-            step.p50_ms,
-            step.p99_ms,
-            step.error_pct,
-            if step.meets {
-                "meets".to_string()
-            } else {
-                format!("breaks: {}", step.broken.join("; "))
-            }
-        );
-        steps.push(step);
-    };
-    let (lo, hi) = bracket(&steps);
-    let at_lo = lo.and_then(|r| steps.iter().find(|s| s.rate_rps == r));
-    println!("  stopped: {reason}");
-    match (lo, hi) {
-        (Some(lo), _) => println!(
-            "\n  capacity     {lo:.1} req/s meet {slo} (p50 {:.2} ms, p99 {:.2} ms){}",
-            at_lo.map_or(0.0, |s| s.p50_ms),
-            at_lo.map_or(0.0, |s| s.p99_ms),
-            hi.map_or(String::new(), |h| format!("; it broke at {h:.1} req/s")),
-        ),
-        (None, Some(hi)) => println!("\n  capacity     none: even {hi:.1} req/s broke {slo}"),
-        (None, None) => println!("\n  capacity     unknown: no rate was measured"),
+            println!("{}", header());
+        }
+        Progress::Step(step) => println!("{}", step_line(step)),
+    })?;
+    for line in result_lines(&found.steps, &search.slo, &found.stopped_because) {
+        println!("{line}");
     }
+    let (lo, hi) = found.bracket();
     if let Some(path) = &a.json {
+        let best = found.best();
         let report = CapacityReport {
             url: &a.url,
             max_rate_rps: lo,
-            plateau_rps: plateau,
-            slo: &slo,
+            plateau_rps: found.plateau.as_ref().map(|p| p.rps),
+            slo: &search.slo,
             broke_at_rps: hi,
-            p50_ms: at_lo.map(|s| s.p50_ms),
-            p99_ms: at_lo.map(|s| s.p99_ms),
-            stopped_because: &reason,
-            steps: &steps,
+            p50_ms: best.map(|s| s.p50_ms),
+            p99_ms: best.map(|s| s.p99_ms),
+            stopped_because: &found.stopped_because,
+            steps: &found.steps,
         };
         loadlab_report::files::write_json(path, &report)?;
     }
@@ -208,48 +98,4 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     } else {
         Outcome::NotMet
     })
-}
-
-/// The closed-loop climb to the service's plateau (connections doubled until throughput stops
-/// growing, within `--max-connections` and a third of `--max-time`), printed as it goes; its
-/// throughput, or `None` when no step completed.
-fn climb_to_plateau(
-    a: &CapacityArgs,
-    target: &UrlTarget,
-    base_ms: f64,
-    stop: &loadlab_engine::StopSignal,
-) -> Result<Option<f64>> {
-    let started = Instant::now();
-    let budget = a.max_time / 3;
-    let mut steps: Vec<ProbeStep> = Vec::new();
-    while let Some(Next::Run {
-        concurrency,
-        requests,
-        duration,
-        max_duration,
-    }) = plateau_step(&steps, a.max_connections)
-    {
-        if started.elapsed() + duration > budget || stop.is_stopped() {
-            break;
-        }
-        if !steps.is_empty() {
-            drain(target, base_ms, stop)?;
-        }
-        steps.push(closed_step(
-            target,
-            concurrency,
-            (requests, max_duration),
-            stop,
-            &[],
-        )?);
-    }
-    let plateau = plateau_rps(&steps);
-    if let Some(x) = plateau {
-        println!(
-            "  plateau      {x:.1} req/s in a closed loop of up to {} connections ({:.0} s): the first rate tried",
-            steps.last().map_or(0, |s| s.concurrency),
-            started.elapsed().as_secs_f64()
-        );
-    }
-    Ok(plateau)
 }

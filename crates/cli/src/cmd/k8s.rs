@@ -1,15 +1,18 @@
 //! `loadlab k8s job (FLAGS | SCENARIO.yaml) --shards N`: prints the Kubernetes objects that run
-//! a plan as N shards on a cluster (nothing is sent to a cluster): the run's flags are checked
-//! here, and the files they read are shipped in a ConfigMap.
+//! a plan as N shards on a cluster (nothing is sent to a cluster): the run's flags are lowered
+//! into the plan here as `run` lowers them (without looking the cluster's host names up), every
+//! shard of it is checked, and the files they read are shipped in a ConfigMap.
 
 use std::path::{Component, Path};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context, Result};
+use loadlab_input::target::Lookup;
 use loadlab_input::values::{positive_count, positive_duration};
 use loadlab_input::LoadFlags;
 use loadlab_report::k8s::{JobSpec, ShippedFile, CONFIGMAP_LIMIT, FILES_DIR};
-use loadlab_run::defaults;
+use loadlab_run::shard::{ShardError, MAX_SHARDS};
+use loadlab_run::ValidPlan;
 
 use crate::args::{K8sArgs, K8sCommand, K8sJobArgs};
 use crate::cmd::Outcome;
@@ -21,7 +24,8 @@ const MERGE_SLACK: Duration = Duration::from_secs(600);
 /// Longest `--name`: the objects' names add up to 8 characters (`-results`) to it, and a
 /// label value holds 63.
 const MAX_NAME: usize = 52;
-/// The run's length assumed for the merge Job's deadline when the flags do not give it.
+/// The run's length assumed for the merge Job's deadline when the plan's schedule does not end
+/// it (a request count, or a constant rate without a duration).
 const UNKNOWN_LENGTH: Duration = Duration::from_secs(3600);
 
 /// Runs `loadlab k8s`.
@@ -41,14 +45,12 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
     if flags.shard.is_some() || flags.start_at.is_some() {
         bail!("the Job gives each pod its --shard and a common --start-at; drop them");
     }
-    check_split(&flags, shards)?;
+    // The pods resolve the cluster's names; here none is looked up.
+    let plan = loadlab_input::lower::flags_with(&flags, Lookup::Skip)?;
+    check_shards(&plan, shards)?;
     let (run_args, files) = ship_files(&words, &flags)?;
     let start_in = a.start_in.unwrap_or(START_IN);
-    let length = match (flags.is_scenario(), flags.duration, flags.requests) {
-        (false, Some(d), _) => d,
-        (false, None, None) => defaults::DURATION,
-        _ => UNKNOWN_LENGTH,
-    };
+    let length = plan.scheduled_duration().unwrap_or(UNKNOWN_LENGTH);
     let name = a.name.unwrap_or_else(|| "loadlab".into());
     let dns_label = name.len() <= MAX_NAME
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -78,7 +80,10 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// Moves the job's own flags out of the run's words (they may follow the run's flags).
+/// Moves the job's own flags out of the run's words (they may follow the run's flags). Clap
+/// cannot: the run's words are one trailing list, which takes every word after the first URL
+/// (the job's flags too), and they must stay words, as the pods get them as written (files
+/// renamed), rather than be parsed into flags beside the job's own.
 fn take_job_flags(mut a: K8sJobArgs) -> Result<(K8sJobArgs, Vec<String>)> {
     let mut rest = Vec::new();
     let mut words = std::mem::take(&mut a.run).into_iter();
@@ -107,16 +112,19 @@ fn take_job_flags(mut a: K8sJobArgs) -> Result<(K8sJobArgs, Vec<String>)> {
     Ok((a, rest))
 }
 
-/// Refuses a closed-model plan whose connections or request count leave a shard with none
-/// (the pods would each refuse it at the start).
-fn check_split(f: &LoadFlags, shards: usize) -> Result<()> {
-    let closed = f.rate.is_none() && !f.is_scenario();
-    let connections = f.connections.unwrap_or(defaults::CONNECTIONS);
-    if closed && connections < shards {
-        bail!("-c {connections} cannot be split over {shards} shards; give -c {shards} or more");
+/// Refuses a plan that some shard's pod would refuse at the start: each shard is split off as
+/// `run --shard I/N` splits it (connections, the request count, users and payload rows) and
+/// checked.
+fn check_shards(plan: &ValidPlan, shards: usize) -> Result<()> {
+    if shards > MAX_SHARDS {
+        bail!("--shards {shards}: a plan splits into at most {MAX_SHARDS} shards");
     }
-    if let Some(n) = f.requests.filter(|n| *n < shards as u64) {
-        bail!("-n {n} cannot be split over {shards} shards; give -n {shards} or more");
+    for index in 0..shards {
+        match plan.clone().shard(index, shards) {
+            Ok(_) => {}
+            Err(e @ ShardError::Plan(_)) => bail!("shard {index}/{shards}: {e}"),
+            Err(e) => bail!("{e}"),
+        }
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ use crate::cmd::Outcome;
 pub fn main(a: LabArgs) -> Result<Outcome> {
     let exp = loadlab_input::experiment::load(&a.file)?;
     if let Some(junit) = &a.junit {
-        crate::cmd::run::writable(junit)?;
+        loadlab_report::files::writable(junit)?;
     }
     let out = a.out.unwrap_or_else(|| {
         let stamp = SystemTime::now()

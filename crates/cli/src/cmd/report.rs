@@ -19,7 +19,7 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
         plot_is_png(plot)?;
     }
     if let Some(junit) = &a.junit {
-        crate::cmd::run::writable(junit)?;
+        loadlab_report::files::writable(junit)?;
     }
     let slo: Vec<Threshold> = a.slo.iter().flat_map(|l| l.0.iter().cloned()).collect();
     let mut views = Vec::new();

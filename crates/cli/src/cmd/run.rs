@@ -2,12 +2,11 @@
 //! summary and write the requested files.
 
 use std::io::IsTerminal;
-use std::path::Path;
 
 use anyhow::{Context, Result};
 use loadlab_harness::{execute, interrupt_signal, Dashboard, Watch};
 use loadlab_report::files::{
-    label_of, plot_is_png, write_html, write_junit, write_plot, write_run_flame,
+    label_of, plot_is_png, writable, write_html, write_junit, write_plot, write_run_flame,
 };
 use loadlab_report::html::RunView;
 
@@ -95,18 +94,4 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     } else {
         Outcome::Interrupted
     })
-}
-
-/// Refuses, before the run, a file whose directory does not exist (rather than losing the
-/// run's results at its end).
-pub fn writable(file: &Path) -> Result<()> {
-    let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(parent) = parent.filter(|p| !p.is_dir()) {
-        anyhow::bail!(
-            "cannot write {}: directory {} does not exist",
-            file.display(),
-            parent.display()
-        );
-    }
-    Ok(())
 }

@@ -12,6 +12,7 @@ use loadlab_run::users::{
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use serde::Deserialize;
 
+use crate::target::Lookup;
 use crate::yaml::{OneOrMany, Seconds};
 
 /// Request headers, in order.
@@ -263,6 +264,8 @@ fn think_kind(t: &ThinkSpec) -> Result<Think> {
 pub struct Lowering<'a> {
     /// `config.target`, or `--target`.
     pub target: &'a str,
+    /// Whether the requests' hosts are looked up.
+    pub lookup: Lookup,
     /// The plan's endpoints, filled as requests name them.
     pub endpoints: Vec<Endpoint>,
     /// The plan's requests, one per request step (and one per page's static resources).
@@ -273,10 +276,12 @@ pub struct Lowering<'a> {
 }
 
 impl<'a> Lowering<'a> {
-    /// Starts lowering against `target`, with the variables config and payload define.
-    pub fn new(target: &'a str, defined: HashSet<String>) -> Self {
+    /// Starts lowering against `target`, with the variables config and payload define, looking
+    /// hosts up as `lookup` says.
+    pub fn new(target: &'a str, defined: HashSet<String>, lookup: Lookup) -> Self {
         Lowering {
             target,
+            lookup,
             endpoints: Vec::new(),
             requests: Vec::new(),
             defined,
@@ -570,7 +575,7 @@ impl<'a> Lowering<'a> {
     }
 
     fn endpoint(&mut self, origin: &str) -> Result<usize> {
-        crate::target::endpoint_index(&mut self.endpoints, &format!("{origin}/"))
+        crate::target::endpoint_index(&mut self.endpoints, &format!("{origin}/"), self.lookup)
     }
 }
 

@@ -28,6 +28,7 @@ use self::flows::{MarkovSpec, StepSpec};
 use self::payload::{read_payload, PayloadSpec};
 use self::phases::PhaseSpec;
 pub use self::phases::Phases;
+use crate::target::Lookup;
 use crate::yaml::{located, plain_untagged, OneOrMany};
 
 /// A whole scenario file.
@@ -156,8 +157,15 @@ pub struct Scenario {
 }
 
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
-/// the load to `target` instead of `config.target` when given; `seed` seeds the users.
-pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Result<Scenario> {
+/// the load to `target` instead of `config.target` when given; `seed` seeds the users, and
+/// `lookup` says whether the hosts are looked up.
+pub fn from_text(
+    text: &str,
+    path: &Path,
+    target: Option<&str>,
+    seed: u64,
+    lookup: Lookup,
+) -> Result<Scenario> {
     let (file, phases) = parse(text, path)?;
     let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
     let target = target.unwrap_or(&file.config.target);
@@ -171,10 +179,10 @@ pub fn from_text(text: &str, path: &Path, target: Option<&str>, seed: u64) -> Re
                 )
         });
     let (endpoints, requests, users) = if simple {
-        let (e, r) = plain_requests(&file.scenarios, target).map_err(at)?;
+        let (e, r) = plain_requests(&file.scenarios, target, lookup).map_err(at)?;
         (e, r, None)
     } else {
-        user_model(&file, path, target, seed).map_err(at)?
+        user_model(&file, path, target, seed, lookup).map_err(at)?
     };
     let timeout = file
         .config
@@ -264,6 +272,7 @@ fn interleave(weights: &[u32]) -> Result<Vec<usize>> {
 fn plain_requests(
     scenarios: &[ScenarioSpec],
     target: &str,
+    lookup: Lookup,
 ) -> Result<(
     Vec<loadlab_run::Endpoint>,
     Vec<loadlab_run::RequestTemplate>,
@@ -294,7 +303,7 @@ fn plain_requests(
         .into_iter()
         .map(|k| specs[k].clone())
         .collect();
-    crate::target::resolve(&order)
+    crate::target::resolve(&order, lookup)
 }
 
 /// Flows and chains as a user model, with the plan's endpoints and requests.
@@ -303,6 +312,7 @@ fn user_model(
     path: &Path,
     target: &str,
     seed: u64,
+    lookup: Lookup,
 ) -> Result<(
     Vec<loadlab_run::Endpoint>,
     Vec<loadlab_run::RequestTemplate>,
@@ -337,7 +347,7 @@ fn user_model(
     defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
     let chosen = weighted(&file.scenarios);
     let mut scenarios = Vec::new();
-    let mut lowering = flows::Lowering::new(target, defined.clone());
+    let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
     for (i, name, _) in &chosen {
         let s = &file.scenarios[*i];
         // Each scenario sees only the variables defined before it: config, payload, and its

@@ -1,0 +1,261 @@
+//! The capacity search as a job: a closed-loop climb to the service's plateau, then one
+//! open-model run per rate (a warm-up, discarded, then the measured part), each rate chosen by
+//! the analysis from the steps so far, with the service drained between steps.
+
+use std::time::{Duration, Instant};
+
+use loadlab_analyze::capacity::{
+    bracket, judge, next_rate, plateau_rps, plateau_step, RateStep, Search, Window,
+};
+use loadlab_analyze::probe::{Next, ProbeStep};
+use loadlab_analyze::Slo;
+use loadlab_engine::StopSignal;
+use loadlab_input::UrlTarget;
+use loadlab_run::{Model, RatePhase, RunData, Stop};
+
+use crate::steps::{closed_step, drain, run_step};
+use crate::Result;
+
+/// What the search looks for and its bounds.
+#[derive(Debug, Clone)]
+pub struct CapacitySearch {
+    /// The objective a rate's steady state must meet.
+    pub slo: Slo,
+    /// First rate tried; `None` climbs to the plateau for it.
+    pub start_rps: Option<f64>,
+    /// Highest rate tried.
+    pub max_rate_rps: f64,
+    /// Stop when the failing rate is within this fraction of the passing one.
+    pub tolerance: f64,
+    /// Each rate's warm-up, discarded (whole seconds).
+    pub warmup: Duration,
+    /// Each rate's measured part (whole seconds).
+    pub measured: Duration,
+    /// Longest the whole search may take; the climb takes at most a third of it.
+    pub max_time: Duration,
+    /// Most connections: the climb's last step, and each rate's cap.
+    pub max_connections: usize,
+    /// Generator threads of each rate's run.
+    pub threads: usize,
+}
+
+/// What the closed-loop climb found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plateau {
+    /// The plateau's throughput, req/s: the first rate tried.
+    pub rps: f64,
+    /// Connections of the climb's last step.
+    pub connections: usize,
+    /// How long the climb took, seconds.
+    pub seconds: f64,
+}
+
+/// The search's progress, reported as it happens.
+pub enum Progress<'a> {
+    /// The climb is over (or skipped, with a first rate given): its plateau when it found one.
+    /// The rate steps follow.
+    Climbed(Option<&'a Plateau>),
+    /// A rate was measured.
+    Step(&'a RateStep),
+}
+
+/// What a capacity search found: the climb's plateau, every rate step, and why it stopped.
+#[derive(Debug, Clone)]
+pub struct Capacity {
+    /// The climb's plateau; `None` with a first rate given or when no climb step completed.
+    pub plateau: Option<Plateau>,
+    /// Every rate step, in order.
+    pub steps: Vec<RateStep>,
+    /// Why the search stopped.
+    pub stopped_because: String,
+}
+
+impl Capacity {
+    /// The highest rate that met the objective and the lowest that broke it.
+    pub fn bracket(&self) -> (Option<f64>, Option<f64>) {
+        bracket(&self.steps)
+    }
+
+    /// The step at the highest rate that met the objective.
+    pub fn best(&self) -> Option<&RateStep> {
+        let (lo, _) = self.bracket();
+        lo.and_then(|r| self.steps.iter().find(|s| s.rate_rps == r))
+    }
+}
+
+/// Searches `target`'s capacity as `search` asks, reporting each stage to `on_progress` as it
+/// ends. `base_ms` is the latency of one request alone (the queue-free time the drains wait
+/// for); the search's time (`max_time`) counts from `started`.
+pub fn capacity(
+    target: &UrlTarget,
+    base_ms: f64,
+    started: Instant,
+    search: &CapacitySearch,
+    stop: &StopSignal,
+    mut on_progress: impl FnMut(Progress),
+) -> Result<Capacity> {
+    let plateau = match search.start_rps {
+        Some(_) => None,
+        None => climb(target, base_ms, search, stop)?,
+    };
+    on_progress(Progress::Climbed(plateau.as_ref()));
+    // Without a plateau (the climb failed at once), one connection's rate: any service serves
+    // that much.
+    let bounds = Search {
+        start_rps: search
+            .start_rps
+            .or(plateau.as_ref().map(|p| p.rps))
+            .unwrap_or(1000.0 / base_ms.max(0.01))
+            .min(search.max_rate_rps),
+        min_rps: 0.1,
+        max_rps: search.max_rate_rps,
+        tolerance: search.tolerance,
+    };
+    let mut steps: Vec<RateStep> = Vec::new();
+    let reason = loop {
+        let Some(rate) = next_rate(&steps, &bounds) else {
+            break "bracketed within the tolerance".to_string();
+        };
+        if started.elapsed() + search.warmup + search.measured > search.max_time {
+            break format!(
+                "the search's time ({:.0} s) is up",
+                search.max_time.as_secs_f64()
+            );
+        }
+        if !steps.is_empty() {
+            drain(target, base_ms, stop)?;
+        }
+        let Some(step) = rate_step(target, rate, base_ms, search, stop)? else {
+            break "interrupted".to_string();
+        };
+        on_progress(Progress::Step(&step));
+        steps.push(step);
+    };
+    Ok(Capacity {
+        plateau,
+        steps,
+        stopped_because: reason,
+    })
+}
+
+/// The closed-loop climb to the service's plateau: connections doubled until throughput stops
+/// growing, within `max_connections` and a third of `max_time`; `None` when no step completed.
+fn climb(
+    target: &UrlTarget,
+    base_ms: f64,
+    search: &CapacitySearch,
+    stop: &StopSignal,
+) -> Result<Option<Plateau>> {
+    let started = Instant::now();
+    let budget = search.max_time / 3;
+    let mut steps: Vec<ProbeStep> = Vec::new();
+    while let Some(Next::Run {
+        concurrency,
+        requests,
+        duration,
+        max_duration,
+    }) = plateau_step(&steps, search.max_connections)
+    {
+        if started.elapsed() + duration > budget || stop.is_stopped() {
+            break;
+        }
+        if !steps.is_empty() {
+            drain(target, base_ms, stop)?;
+        }
+        steps.push(closed_step(
+            target,
+            concurrency,
+            (requests, max_duration),
+            stop,
+            &[],
+        )?);
+    }
+    Ok(plateau_rps(&steps).map(|rps| Plateau {
+        rps,
+        connections: steps.last().map_or(0, |s| s.concurrency),
+        seconds: started.elapsed().as_secs_f64(),
+    }))
+}
+
+/// Runs `rate` for the warm-up and then the measured part, and judges the measured part;
+/// `None` when Ctrl-C stopped it.
+fn rate_step(
+    target: &UrlTarget,
+    rate: f64,
+    base_ms: f64,
+    search: &CapacitySearch,
+    stop: &StopSignal,
+) -> Result<Option<RateStep>> {
+    let plan = loadlab_input::lower::url(
+        target,
+        Model::open_phases(
+            vec![
+                RatePhase::constant("warm-up", rate, Some(search.warmup)),
+                RatePhase::constant("measured", rate, Some(search.measured)),
+            ],
+            1,
+            search.max_connections,
+        ),
+        Stop::default(),
+        search.threads,
+    )?;
+    let (run, _) = run_step(&plan, stop, &[])?;
+    if stop.is_stopped() {
+        return Ok(None);
+    }
+    Ok(Some(measured(&run, rate, base_ms, search)))
+}
+
+/// The measured part (the run's second phase) of a rate's run, judged against the objective:
+/// its latency, errors, the arrivals it served and whether its median kept rising.
+fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> RateStep {
+    let measured = &run.phases[1];
+    let h = &measured.totals.latency;
+    let at = |p: f64| {
+        if h.is_empty() {
+            f64::INFINITY
+        } else {
+            h.value_at_quantile(p / 100.0) as f64 / 1000.0
+        }
+    };
+    let c = &measured.totals.counts;
+    let secs = search.measured.as_secs_f64();
+    let errors = if c.completed == 0 {
+        100.0
+    } else {
+        100.0 * c.errors() as f64 / c.completed as f64
+    };
+    let warm = search.warmup.as_secs_f64();
+    let in_window = |second: u64| second as f64 >= warm && (second as f64) < warm + secs;
+    let window = Window {
+        arrivals: run
+            .timeline
+            .iter()
+            .filter(|r| in_window(r.second))
+            .map(|r| r.offered)
+            .sum(),
+        completed: c.completed,
+        seconds: secs,
+        in_flight: rate * base_ms / 1000.0,
+    };
+    let per_second: Vec<f64> = run
+        .timeline
+        .iter()
+        .filter(|r| r.second as f64 >= warm && r.completed > 0)
+        .map(|r| r.p50_ms)
+        .collect();
+    let broken = judge(&search.slo, &window, at, errors, &per_second);
+    RateStep {
+        rate_rps: rate,
+        achieved_rps: c.completed as f64 / secs,
+        arrived_rps: window.arrived_rps(),
+        served_rps: window.served_rps(),
+        p50_ms: at(50.0),
+        p99_ms: at(99.0),
+        error_pct: errors,
+        warmup_s: warm,
+        measured_s: secs,
+        meets: broken.is_empty(),
+        broken,
+    }
+}

@@ -1,0 +1,100 @@
+//! The capacity search's terminal lines: the climb's plateau, the rates' table, and the
+//! capacity found in words.
+
+use loadlab_analyze::capacity::{bracket, RateStep};
+use loadlab_analyze::Slo;
+
+/// The plateau the closed-loop climb found at `rps`, with up to `connections` connections in
+/// `seconds`.
+pub fn plateau_line(rps: f64, connections: usize, seconds: f64) -> String {
+    format!(
+        "  plateau      {rps:.1} req/s in a closed loop of up to {connections} connections \
+         ({seconds:.0} s): the first rate tried"
+    )
+}
+
+/// The header of the rates' table.
+pub fn header() -> String {
+    format!(
+        "  {:>10}{:>11}{:>10}{:>10}{:>10}  verdict",
+        "rate/s", "served/s", "p50 ms", "p99 ms", "errors %"
+    )
+}
+
+/// One rate step as a line of the table, with its verdict.
+pub fn step_line(step: &RateStep) -> String {
+    format!(
+        "  {:>10.1}{:>11.1}{:>10.2}{:>10.2}{:>10.2}  {}",
+        step.rate_rps,
+        step.served_rps,
+        step.p50_ms,
+        step.p99_ms,
+        step.error_pct,
+        if step.meets {
+            "meets".to_string()
+        } else {
+            format!("breaks: {}", step.broken.join("; "))
+        }
+    )
+}
+
+/// Why the search stopped, then the capacity against `slo`: the highest rate that met it with
+/// its latency and where it broke, or that none met it, as lines.
+pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec<String> {
+    let (lo, hi) = bracket(steps);
+    let at_lo = lo.and_then(|r| steps.iter().find(|s| s.rate_rps == r));
+    let capacity = match (lo, hi) {
+        (Some(lo), _) => format!(
+            "\n  capacity     {lo:.1} req/s meet {slo} (p50 {:.2} ms, p99 {:.2} ms){}",
+            at_lo.map_or(0.0, |s| s.p50_ms),
+            at_lo.map_or(0.0, |s| s.p99_ms),
+            hi.map_or(String::new(), |h| format!("; it broke at {h:.1} req/s")),
+        ),
+        (None, Some(hi)) => format!("\n  capacity     none: even {hi:.1} req/s broke {slo}"),
+        (None, None) => "\n  capacity     unknown: no rate was measured".to_string(),
+    };
+    vec![format!("  stopped: {stopped_because}"), capacity]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(rate: f64, meets: bool) -> RateStep {
+        RateStep {
+            rate_rps: rate,
+            achieved_rps: rate,
+            arrived_rps: rate,
+            served_rps: rate,
+            p50_ms: 1.5,
+            p99_ms: 4.25,
+            error_pct: 0.0,
+            warmup_s: 2.0,
+            measured_s: 5.0,
+            meets,
+            broken: if meets {
+                Vec::new()
+            } else {
+                vec!["p99 9.0 ms > 5 ms".into()]
+            },
+        }
+    }
+
+    #[test]
+    fn the_capacity_is_the_highest_passing_rate_below_the_lowest_failing_one() {
+        let slo = Slo::parse("p99<5ms").unwrap();
+        let steps = [step(100.0, true), step(200.0, false), step(141.4, true)];
+        assert_eq!(
+            result_lines(&steps, &slo, "bracketed within the tolerance"),
+            [
+                "  stopped: bracketed within the tolerance",
+                "\n  capacity     141.4 req/s meet p99<5ms (p50 1.50 ms, p99 4.25 ms); it broke at 200.0 req/s",
+            ]
+        );
+        assert_eq!(
+            result_lines(&steps[1..2], &slo, "interrupted")[1],
+            "\n  capacity     none: even 200.0 req/s broke p99<5ms"
+        );
+        assert!(step_line(&steps[1]).ends_with("  breaks: p99 9.0 ms > 5 ms"));
+    }
+}

@@ -1,0 +1,241 @@
+//! A plan in words, as `loadlab validate` shows it: the requests or what each scenario's users
+//! do, then the load phase by phase.
+
+use std::fmt::Write;
+
+use loadlab_run::users::{Behaviour, Chain, Step, Think};
+use loadlab_run::{Model, Plan};
+
+/// The plan's requests (the round robin, or each scenario's flow or chain with its share of
+/// the users and the payloads) and its phases with their totals, one line each.
+pub fn render_plan(plan: &Plan) -> String {
+    let mut out = String::new();
+    match plan.model.users() {
+        None => round_robin(&mut out, plan),
+        Some(model) => {
+            let _ = writeln!(
+                out,
+                "  virtual users, each with its own connections; scenarios by weight: {}",
+                model.pattern.len()
+            );
+            for (i, sc) in model.scenarios.iter().enumerate() {
+                let share = model.pattern.iter().filter(|k| **k == i).count() as f64
+                    / model.pattern.len() as f64;
+                let _ = writeln!(
+                    out,
+                    "  scenario {:?} ({:.0} % of users)",
+                    sc.name,
+                    100.0 * share
+                );
+                match &sc.behaviour {
+                    Behaviour::Flow(steps) => flow(&mut out, plan, steps, 4),
+                    Behaviour::Chain(c) => chain(&mut out, plan, c),
+                }
+            }
+            for p in &model.payloads {
+                let _ = writeln!(
+                    out,
+                    "  payload: {} rows of {} ({:?} order)",
+                    p.rows.len(),
+                    p.fields.join(", "),
+                    p.order
+                );
+            }
+        }
+    }
+    phases(&mut out, plan);
+    out
+}
+
+/// The open model's arrival phases or the users phases, with their totals; nothing for the
+/// closed model.
+fn phases(out: &mut String, plan: &Plan) {
+    match &plan.model {
+        Model::Open { phases, .. } => {
+            let what = if plan.model.users().is_some() {
+                "users"
+            } else {
+                "arrivals"
+            };
+            let _ = writeln!(
+                out,
+                "  {:<24}{:>9}{:>9}{:>10}{:>10}{:>11}",
+                "phase", "start s", "length s", "from/s", "to/s", what
+            );
+            let (mut start, mut total) = (0.0, 0.0);
+            for p in phases {
+                let len = p.duration.map_or(0.0, |d| d.as_secs_f64());
+                let arrivals = (p.start_rps + p.end_rps) / 2.0 * len;
+                let _ = writeln!(
+                    out,
+                    "  {:<24}{:>9.1}{:>9.1}{:>10.1}{:>10.1}{:>11.0}",
+                    p.name, start, len, p.start_rps, p.end_rps, arrivals
+                );
+                start += len;
+                total += arrivals;
+            }
+            let _ = writeln!(
+                out,
+                "  total: {total:.0} {what} over {start:.1} s; timeout {:?}",
+                plan.timeout
+            );
+        }
+        Model::Users { phases, .. } => {
+            let _ = writeln!(
+                out,
+                "  {:<24}{:>9}{:>9}{:>9}{:>14}",
+                "phase", "start s", "length s", "users", "spawn/s"
+            );
+            let mut start = 0.0;
+            for p in phases {
+                let len = p.duration.as_secs_f64();
+                let rate = p
+                    .spawn_rate
+                    .map_or("at once".to_string(), |r| format!("{r:.1}"));
+                let _ = writeln!(
+                    out,
+                    "  {:<24}{:>9.1}{:>9.1}{:>9}{:>14}",
+                    p.name, start, len, p.users, rate
+                );
+                start += len;
+            }
+            let most = phases.iter().map(|p| p.users).max().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "  total: up to {most} users over {start:.1} s (closed model); timeout {:?}",
+                plan.timeout
+            );
+        }
+        Model::Closed { .. } => {}
+    }
+}
+
+/// Plain requests: the round-robin list with its repetitions.
+fn round_robin(out: &mut String, plan: &Plan) {
+    let urls: Vec<&String> = plan.requests.iter().map(|r| &r.url).collect();
+    let _ = writeln!(
+        out,
+        "  requests (round robin, weights as repetitions): {}",
+        urls.len()
+    );
+    for u in plan.target_urls() {
+        let n = urls.iter().filter(|x| ***x == u).count();
+        let _ = writeln!(out, "    {u} × {n}");
+    }
+}
+
+/// A think time in words.
+fn think_text(t: &Think) -> String {
+    match t {
+        Think::Constant(d) => format!("{:.2} s", d.as_secs_f64()),
+        Think::Uniform(a, b) => format!("{:.2}–{:.2} s", a.as_secs_f64(), b.as_secs_f64()),
+        Think::Exponential(m) => format!("exponential, mean {:.2} s", m.as_secs_f64()),
+    }
+}
+
+/// A flow's steps, one a line, loops' steps indented under them.
+fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
+    let pad = " ".repeat(indent);
+    for s in steps {
+        match s {
+            Step::Request(r) => {
+                let t = &plan.requests[r.request];
+                let mut extra = Vec::new();
+                if !r.captures.is_empty() {
+                    let vars: Vec<&str> = r.captures.iter().map(|c| c.var.as_str()).collect();
+                    extra.push(format!("captures {}", vars.join(", ")));
+                }
+                if !r.expects.is_empty() {
+                    extra.push(format!("{} expectation(s)", r.expects.len()));
+                }
+                if r.static_resources.is_some() {
+                    extra.push("static resources on first visit".into());
+                }
+                let extra = if extra.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", extra.join("; "))
+                };
+                let _ = writeln!(out, "{pad}{} {}{extra}", t.method, t.url);
+            }
+            Step::Think(t) => {
+                let _ = writeln!(out, "{pad}think {}", think_text(t));
+            }
+            Step::Loop { count, steps } => {
+                let _ = match count {
+                    Some(n) => writeln!(out, "{pad}loop × {n}:"),
+                    None => writeln!(out, "{pad}loop until the run ends:"),
+                };
+                flow(out, plan, steps, indent + 2);
+            }
+        }
+    }
+}
+
+/// A chain's states with their pages, think times and transitions, and the share of visits
+/// each gets in the long run (its stationary distribution).
+fn chain(out: &mut String, plan: &Plan, chain: &Chain) {
+    let pi = chain.stationary();
+    let _ = writeln!(
+        out,
+        "    {:<14}{:>9}  {:<38}{:<26}next",
+        "state", "visits %", "page", "think"
+    );
+    for (i, s) in chain.states.iter().enumerate() {
+        let page = s.request.as_ref().map_or("-".to_string(), |r| {
+            let t = &plan.requests[r.request];
+            let star = if r.static_resources.is_some() {
+                " +static"
+            } else {
+                ""
+            };
+            format!("{} {}{star}", t.method, t.path)
+        });
+        let think = s.think.as_ref().map_or("-".to_string(), think_text);
+        let mut prev = 0.0;
+        let next: Vec<String> = s
+            .next
+            .iter()
+            .map(|(to, cum)| {
+                let p = cum - prev;
+                prev = *cum;
+                let name = to.map_or("end", |k| chain.states[k].name.as_str());
+                format!("{name} {:.0} %", 100.0 * p)
+            })
+            .collect();
+        let next = if next.is_empty() {
+            "end".to_string()
+        } else {
+            next.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "    {:<14}{:>9.1}  {:<38}{:<26}{next}",
+            s.name,
+            100.0 * pi[i],
+            page,
+            think
+        );
+    }
+    let _ = writeln!(out, "    start: {}", chain.states[chain.start].name);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loadlab_run::Stop;
+
+    #[test]
+    fn a_closed_plan_lists_its_requests_and_no_phases() {
+        let plan = Plan::get(
+            "127.0.0.1:8080".parse().unwrap(),
+            "/ping",
+            Model::closed(2, 1),
+            Stop::default(),
+        );
+        assert_eq!(
+            render_plan(&plan),
+            "  requests (round robin, weights as repetitions): 1\n    http://127.0.0.1:8080/ping × 1\n"
+        );
+    }
+}
