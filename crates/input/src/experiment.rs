@@ -13,16 +13,60 @@
 //! front; the same flags users already know, parsed once when the file is read into
 //! [`LoadFlags`], and lowered against each topology's front by the lowering (`lower::workload`).
 
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use loadlab_run::thresholds::Threshold;
 use serde::Deserialize;
 
 use loadlab_run::topology::Topology;
 
-use crate::flags::LoadFlags;
+use crate::flags::{FlagsError, LoadFlags};
 use crate::topology::{lb_named, runtime_named, TopologyError, TopologyInput};
-use crate::yaml::located;
+use crate::values::ThresholdList;
+use crate::yaml::YamlError;
+
+/// An experiment file that cannot be run: the file, the topology or workload, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The file cannot be read.
+    #[error("cannot read the experiment file {path}: {error}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        error: io::Error,
+    },
+    /// The file is not YAML in an experiment's shape.
+    #[error(transparent)]
+    Yaml(YamlError),
+    /// No topology or no workload.
+    #[error("{path}: needs at least one topology and one workload")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A topology that cannot be deployed.
+    #[error("{path}: topology {name:?}: {error}")]
+    Topology {
+        /// The file.
+        path: PathBuf,
+        /// The topology's name.
+        name: String,
+        /// Why.
+        error: TopologyError,
+    },
+    /// A workload whose flags cannot be parsed.
+    #[error("{path}: workload {name:?}: {error}")]
+    Workload {
+        /// The file.
+        path: PathBuf,
+        /// The workload's name.
+        name: String,
+        /// Why.
+        error: FlagsError,
+    },
+}
 
 /// A whole experiment file, as written.
 #[derive(Debug, Deserialize)]
@@ -121,32 +165,37 @@ pub struct WorkloadSpec {
 
 /// Reads and checks an experiment file; errors name the file and, for YAML, line and column.
 pub fn load(path: &Path) -> Result<Experiment, crate::InputError> {
-    read(path).map_err(|e| crate::InputError::Experiment(format!("{e:#}")))
+    Ok(read(path)?)
 }
 
-fn read(path: &Path) -> Result<Experiment> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the experiment file {}", path.display()))?;
+fn read(path: &Path) -> Result<Experiment, ExperimentError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ExperimentError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let exp: ExperimentFile = serde_saphyr::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}", located(path, &e.to_string())))?;
+        .map_err(|e| ExperimentError::Yaml(YamlError::new(path, &e.to_string())))?;
     if exp.topologies.is_empty() || exp.workloads.is_empty() {
-        bail!(
-            "{}: needs at least one topology and one workload",
-            path.display()
-        );
+        return Err(ExperimentError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     let mut topologies = Vec::new();
     for t in &exp.topologies {
-        let topology = t
-            .topology()
-            .with_context(|| format!("{}: topology {:?}", path.display(), t.name))?;
+        let topology = t.topology().map_err(|error| ExperimentError::Topology {
+            path: path.to_path_buf(),
+            name: t.name.clone(),
+            error,
+        })?;
         topologies.push((t.name.clone(), topology));
     }
     let mut workloads = Vec::new();
     for w in &exp.workloads {
-        let mut flags = w
-            .flags()
-            .with_context(|| format!("{}: workload {:?}", path.display(), w.name))?;
+        let mut flags = w.flags().map_err(|error| ExperimentError::Workload {
+            path: path.to_path_buf(),
+            name: w.name.clone(),
+            error,
+        })?;
         // A scenario file named by a workload is found beside the experiment file.
         if flags.is_scenario() {
             let file = Path::new(&flags.urls[0]);
@@ -171,7 +220,7 @@ fn read(path: &Path) -> Result<Experiment> {
 impl TopologySpec {
     /// The topology described, before its defaults: loadlab's service (or the user's
     /// command) on a free port.
-    pub fn input(&self) -> std::result::Result<TopologyInput, TopologyError> {
+    pub fn input(&self) -> Result<TopologyInput, TopologyError> {
         let consumers = self.consumers.unwrap_or(0);
         let redis = match self.store.as_deref() {
             None | Some("memory") => consumers > 0,
@@ -214,27 +263,25 @@ impl TopologySpec {
     }
 
     /// The topology to deploy, lowered with the defaults every topology shares.
-    pub fn topology(&self) -> std::result::Result<Topology, TopologyError> {
+    pub fn topology(&self) -> Result<Topology, TopologyError> {
         crate::topology::lower(&self.input()?)
     }
 }
 
 impl WorkloadSpec {
     /// The workload's `run` as load flags (paths stand for URLs on the topology's front).
-    pub fn flags(&self) -> Result<LoadFlags> {
-        let mut flags =
-            LoadFlags::parse_words(&split_words(&self.run)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+    pub fn flags(&self) -> Result<LoadFlags, FlagsError> {
+        let mut flags = LoadFlags::parse_words(&split_words(&self.run)?)?;
         if let Some(slo) = &self.slo {
-            flags
-                .slo
-                .push(crate::values::threshold_list(slo).map_err(|e| anyhow::anyhow!("slo: {e}"))?);
+            let list = Threshold::parse_list(slo).map_err(FlagsError::Slo)?;
+            flags.slo.push(ThresholdList(list));
         }
         Ok(flags)
     }
 }
 
 /// Splits a flag string on whitespace, keeping single- or double-quoted parts together.
-pub fn split_words(s: &str) -> Result<Vec<String>> {
+pub fn split_words(s: &str) -> Result<Vec<String>, FlagsError> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quote: Option<char> = None;
@@ -260,7 +307,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>> {
         }
     }
     if quote.is_some() {
-        bail!("unbalanced quote in {s:?}");
+        return Err(FlagsError::UnbalancedQuote(s.into()));
     }
     if has {
         out.push(cur);
@@ -318,12 +365,44 @@ mod tests {
     }
 
     #[test]
+    fn an_experiment_error_names_the_file_the_topology_and_the_cause() {
+        let dir = std::env::temp_dir().join(format!("loadlab-exp-err-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("e.yaml");
+        std::fs::write(
+            &file,
+            "name: e\ntopologies:\n  - { name: big, runtime: java }\nworkloads:\n  - { name: w, run: /ping }\n",
+        )
+        .unwrap();
+        let e = load(&file).unwrap_err();
+        let crate::InputError::Experiment(exp) = &e else {
+            panic!("{e:?}");
+        };
+        let ExperimentError::Topology { path, name, error } = exp.as_ref() else {
+            panic!("{e:?}");
+        };
+        assert_eq!((path, name.as_str()), (&file, "big"));
+        assert_eq!(error, &TopologyError::UnknownRuntime("java".into()));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: topology \"big\": unknown runtime \"java\"; use rust, node or python",
+                file.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn words_split_on_spaces_and_keep_quotes() {
         assert_eq!(
             split_words("/ping -H 'X-A: b c' -d 10s").unwrap(),
             vec!["/ping", "-H", "X-A: b c", "-d", "10s"]
         );
-        assert!(split_words("-H 'open").is_err());
+        assert!(matches!(
+            split_words("-H 'open"),
+            Err(FlagsError::UnbalancedQuote(_))
+        ));
     }
 
     #[test]
@@ -367,12 +446,12 @@ mod tests {
             run: "/ping -c 0".into(),
             slo: None,
         };
-        assert!(bad.flags().is_err());
+        assert!(matches!(bad.flags(), Err(FlagsError::Words(_))));
         let bad_slo = WorkloadSpec {
             name: "z".into(),
             run: "/ping".into(),
             slo: Some("p99<soon".into()),
         };
-        assert!(bad_slo.flags().is_err());
+        assert!(matches!(bad_slo.flags(), Err(FlagsError::Slo(_))));
     }
 }

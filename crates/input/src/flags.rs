@@ -1,16 +1,92 @@
 //! The flags of `loadlab run` that shape the load, as one typed input: the command line and
 //! an experiment's workloads parse into [`LoadFlags`], and the lowering (`lower.rs`) turns them into a
-//! plan. A new load flag is a field here and a line in the lowering.
+//! plan, or refuses them with a [`FlagsError`]. A new load flag is a field here and a line in the
+//! lowering.
 
+use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, ValueEnum};
+use loadlab_run::shard::ShardError;
+use loadlab_run::thresholds::ThresholdError;
 
+use crate::target::{HeaderError, UrlError};
+use crate::tls::CaFileError;
 use crate::values::{
     addr_list, non_negative_rate, positive_count, positive_duration, positive_rate, positive_u64,
     shard_arg, start_at, threshold_list, AddrList, ShardArg, ThresholdList,
 };
+
+/// Flags (or a URL among them) that cannot become a plan: which one, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum FlagsError {
+    /// A target URL.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// A `-H` header.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// A `-m` that is not a method's name.
+    #[error("method {0:?} is not an HTTP method")]
+    Method(String),
+    /// A `--body-file` that cannot be read.
+    #[error("cannot read the body file {path}: {error}")]
+    BodyFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        error: io::Error,
+    },
+    /// A `--cacert` that cannot be used.
+    #[error(transparent)]
+    CaFile(#[from] CaFileError),
+    /// `-p` with `-R`.
+    #[error("pipelining (-p) applies to the closed model only; drop -p or -R")]
+    PipelineWithRate,
+    /// `--ramp-to` without `-d`.
+    #[error("--ramp-to needs a duration (-d) to ramp over")]
+    RampWithoutDuration,
+    /// A scenario file with the flags its phases replace.
+    #[error("-R, --ramp-to, -d and -n come from the scenario's phases; drop them")]
+    PhasesFromFlags,
+    /// A scenario file with URLs or another file.
+    #[error("give one scenario file and no URLs")]
+    ScenarioWithUrls,
+    /// A scenario file with `--no-keepalive`.
+    #[error(
+        "--no-keepalive applies to URLs; in a scenario file, give its requests the header \
+         'Connection: close'"
+    )]
+    NoKeepaliveWithScenario,
+    /// An experiment's workload with `--shard` or `--start-at`.
+    #[error("--shard and --start-at apply to `loadlab run`; drop them from the workload")]
+    ShardInWorkload,
+    /// A plan that cannot be split as `--shard` asks.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    /// A flag string whose quote is not closed.
+    #[error("unbalanced quote in {0:?}")]
+    UnbalancedQuote(String),
+    /// Words clap refuses as load flags (an unknown flag, a bad value); shown as clap's
+    /// first line.
+    #[error("{}", first_line(.0))]
+    Words(clap::Error),
+    /// A workload's `slo` that is not a list of thresholds.
+    #[error("slo: {0}")]
+    Slo(ThresholdError),
+}
+
+/// The first line of clap's message, which names the flag and the problem.
+fn first_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    rendered
+        .lines()
+        .next()
+        .unwrap_or("invalid flags")
+        .trim()
+        .to_string()
+}
 
 /// Arrival spacing for the open model.
 #[derive(Debug, Clone, Copy, Default, ValueEnum, PartialEq, Eq)]
@@ -140,18 +216,10 @@ struct WorkloadCommand {
 impl LoadFlags {
     /// Parses a workload's words (paths stand for URLs on the topology's front); the message
     /// of a refusal is clap's first line.
-    pub fn parse_words(words: &[String]) -> Result<LoadFlags, String> {
+    pub fn parse_words(words: &[String]) -> Result<LoadFlags, FlagsError> {
         WorkloadCommand::try_parse_from(words)
             .map(|c| c.flags)
-            .map_err(|e| {
-                let rendered = e.render().to_string();
-                rendered
-                    .lines()
-                    .next()
-                    .unwrap_or("invalid flags")
-                    .trim()
-                    .to_string()
-            })
+            .map_err(FlagsError::Words)
     }
 
     /// True when the flags name a scenario file rather than URLs.

@@ -16,6 +16,7 @@ pub mod flags;
 pub mod lower;
 pub mod scenario;
 pub mod target;
+mod tls;
 pub mod topology;
 pub mod values;
 mod yaml;
@@ -23,34 +24,46 @@ mod yaml;
 #[cfg(test)]
 mod fuzz;
 
-pub use experiment::{Experiment, Workload};
-pub use flags::{is_scenario, ArrivalArg, LoadFlags, ReachFlags};
+pub use experiment::{Experiment, ExperimentError, Workload};
+pub use flags::{is_scenario, ArrivalArg, FlagsError, LoadFlags, ReachFlags};
 pub use lower::{Overrides, UrlTarget};
+pub use scenario::ScenarioError;
+pub use target::{HeaderError, UrlError};
+pub use tls::CaFileError;
 pub use topology::{TopologyError, TopologyInput};
+pub use yaml::{DurationError, Position, YamlError};
 
 /// Input that cannot become a plan, with what is wrong in words (and where, for files).
+///
+/// Every error of this crate says all of itself in its `Display`, the errors it wraps
+/// included, and returns none of them as its `source`: the message alone and the message with
+/// its source chain (as the binary prints errors) are the same one line. The wrapped errors
+/// stay typed, in the variants' fields. The file errors are boxed, so that a `Result`
+/// carrying this error stays small.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// Flags or URLs.
-    #[error("{0}")]
-    Flags(String),
+    #[error(transparent)]
+    Flags(#[from] FlagsError),
     /// A scenario file; the message starts with its path.
-    #[error("{0}")]
-    Scenario(String),
+    #[error(transparent)]
+    Scenario(Box<ScenarioError>),
     /// An experiment file; the message starts with its path.
-    #[error("{0}")]
-    Experiment(String),
+    #[error(transparent)]
+    Experiment(Box<ExperimentError>),
     /// A plan whose numbers do not hold together.
     #[error(transparent)]
     Plan(#[from] loadlab_run::PlanError),
 }
 
-impl InputError {
-    fn flags(e: anyhow::Error) -> Self {
-        InputError::Flags(format!("{e:#}"))
+impl From<ScenarioError> for InputError {
+    fn from(e: ScenarioError) -> Self {
+        InputError::Scenario(Box::new(e))
     }
+}
 
-    fn scenario(e: anyhow::Error) -> Self {
-        InputError::Scenario(format!("{e:#}"))
+impl From<ExperimentError> for InputError {
+    fn from(e: ExperimentError) -> Self {
+        InputError::Experiment(Box::new(e))
     }
 }

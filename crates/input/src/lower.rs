@@ -8,15 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use loadlab_run::{
-    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, Protocol, RatePhase,
+    defaults, Arrival, Arrivals, Endpoint, Model, Plan, PlanError, Protocol, RatePhase,
     RequestTemplate, Stop, Threshold, TlsSettings, ValidPlan,
 };
 
-use crate::flags::{ArrivalArg, LoadFlags, ReachFlags};
-use crate::scenario::{self, Phases};
+use crate::flags::{ArrivalArg, FlagsError, LoadFlags, ReachFlags};
+use crate::scenario::{self, Phases, Problem, ScenarioError};
 use crate::target::{parse_header, resolve, Lookup, RequestSpec};
+use crate::tls;
 use crate::InputError;
 
 /// The run flags a scenario file still takes: its phases, target and timeout come from the
@@ -72,7 +72,7 @@ struct Parts {
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
-fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
+fn finish(p: Parts) -> Result<ValidPlan, PlanError> {
     let timeout = p.timeout.unwrap_or(defaults::TIMEOUT);
     Plan {
         endpoints: p.endpoints,
@@ -95,32 +95,6 @@ fn finish(p: Parts) -> Result<ValidPlan, loadlab_run::PlanError> {
     .check()
 }
 
-/// The TLS settings of `--cacert` and `--insecure` (or a scenario's `config.tls`): the CA
-/// file is read here, so a missing or empty one is refused before anything runs.
-fn tls(cacert: Option<&Path>, insecure: bool) -> Result<TlsSettings> {
-    let cacert = match cacert {
-        None => None,
-        Some(path) => {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("cannot read the CA file {}", path.display()))?;
-            if !pem
-                .windows(CERTIFICATE_PEM.len())
-                .any(|w| w == CERTIFICATE_PEM)
-            {
-                bail!(
-                    "the CA file {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-                    path.display()
-                );
-            }
-            Some(CaCert {
-                path: path.display().to_string(),
-                pem,
-            })
-        }
-    };
-    Ok(TlsSettings { cacert, insecure })
-}
-
 /// HTTP/2 with `streams` per connection (one by default, as h2load and oha) when asked for,
 /// else HTTP/1.1.
 fn protocol(http2: Option<Option<usize>>) -> Protocol {
@@ -136,9 +110,6 @@ fn protocol(http2: Option<Option<usize>>) -> Protocol {
 fn http2_reach(f: &ReachFlags) -> Option<Option<usize>> {
     f.http2.then_some(f.streams)
 }
-
-/// The line that opens a certificate in a PEM file.
-const CERTIFICATE_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----";
 
 /// The plan's arrival spacing for the flag's value.
 fn arrival(a: Option<ArrivalArg>) -> Arrival {
@@ -159,9 +130,7 @@ pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
 pub fn flags_with(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
     let mut plan = whole_plan(f, lookup)?;
     if let Some(s) = f.shard {
-        plan = plan
-            .shard(s.index, s.count)
-            .map_err(|e| InputError::Flags(e.to_string()))?;
+        plan = plan.shard(s.index, s.count).map_err(FlagsError::Shard)?;
     }
     Ok(match f.start_at {
         Some(at) => plan.starting_at(at),
@@ -173,21 +142,13 @@ pub fn flags_with(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError
 fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
     if f.is_scenario() {
         if f.rate.is_some() || f.ramp_to.is_some() || f.duration.is_some() || f.requests.is_some() {
-            return Err(InputError::Flags(
-                "-R, --ramp-to, -d and -n come from the scenario's phases; drop them".into(),
-            ));
+            return Err(FlagsError::PhasesFromFlags.into());
         }
         if f.urls.len() != 1 {
-            return Err(InputError::Flags(
-                "give one scenario file and no URLs".into(),
-            ));
+            return Err(FlagsError::ScenarioWithUrls.into());
         }
         if f.no_keepalive {
-            return Err(InputError::Flags(
-                "--no-keepalive applies to URLs; in a scenario file, give its requests the \
-                 header 'Connection: close'"
-                    .into(),
-            ));
+            return Err(FlagsError::NoKeepaliveWithScenario.into());
         }
         let overrides = Overrides {
             target: f.target.clone(),
@@ -208,7 +169,7 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
-    urls(f, lookup).map_err(InputError::flags)
+    urls(f, lookup)
 }
 
 /// An experiment's workload: load flags whose URLs are paths on the topology's `fronts`
@@ -216,9 +177,7 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
 /// path goes to every one of them), or a scenario file sent to the first front.
 pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
     if f.shard.is_some() || f.start_at.is_some() {
-        return Err(InputError::Flags(
-            "--shard and --start-at apply to `loadlab run`; drop them from the workload".into(),
-        ));
+        return Err(FlagsError::ShardInWorkload.into());
     }
     let mut f = f.clone();
     if f.is_scenario() {
@@ -234,7 +193,7 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
             false => vec![url.clone()],
         })
         .collect();
-    urls(&f, Lookup::Resolve).map_err(InputError::flags)
+    urls(&f, Lookup::Resolve)
 }
 
 /// A URL the analysis commands load step by step (probe, capacity), with how to reach it.
@@ -257,7 +216,8 @@ impl UrlTarget {
         Ok(UrlTarget {
             url: url.to_string(),
             timeout,
-            tls: tls(reach.cacert.as_deref(), reach.insecure).map_err(InputError::flags)?,
+            tls: tls::settings(reach.cacert.as_deref(), reach.insecure)
+                .map_err(FlagsError::from)?,
             protocol: protocol(http2_reach(reach)),
         })
     }
@@ -289,7 +249,7 @@ pub fn url(
         body: Vec::new(),
     };
     let (endpoints, requests) =
-        resolve(std::slice::from_ref(&spec), Lookup::Resolve).map_err(InputError::flags)?;
+        resolve(std::slice::from_ref(&spec), Lookup::Resolve).map_err(FlagsError::from)?;
     Ok(finish(Parts {
         endpoints,
         requests,
@@ -308,17 +268,17 @@ pub fn url(
 
 /// A scenario file, read from `path`, with the run flags that still apply to it.
 pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the scenario file {}", path.display()))
-        .map_err(InputError::scenario)?;
-    scenario_text(&text, path, o).map_err(InputError::scenario)
+    let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    Ok(scenario_text(&text, path, o)?)
 }
 
 /// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
-fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
+fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan, ScenarioError> {
     let seed = o.seed.unwrap_or(defaults::SEED);
     let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup)?;
-    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
     let model = match sc.phases {
         Phases::Rates(phases) => {
             let connections = o.connections.unwrap_or(sc.endpoints.len());
@@ -343,13 +303,14 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
         }
         Phases::Users(phases) => {
             if o.connections.is_some() || o.max_connections.is_some() {
-                return Err(at(anyhow::anyhow!(
-                    "-c and --max-connections do not apply to users phases: each user has its own connections"
-                )));
+                return Err(ScenarioError::invalid(path, Problem::ConnectionsWithUsers));
             }
             Model::Users {
                 phases,
-                users: Arc::new(sc.users.context("users phases run virtual users")?),
+                users: Arc::new(
+                    sc.users
+                        .expect("a file of users phases lowers into virtual users"),
+                ),
             }
         }
     };
@@ -363,11 +324,11 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
         threads: o.threads,
         connect_rate: o.connect_rate,
         source_addrs: o.source_addrs.clone(),
-        tls: tls(
+        tls: tls::settings(
             o.cacert.as_deref().or(sc.tls.cacert.as_deref()),
             o.insecure || sc.tls.insecure,
         )
-        .map_err(at)?,
+        .map_err(|e| ScenarioError::invalid(path, e))?,
         // The flags' HTTP/2 wins; their --streams fills in for the file's.
         protocol: protocol(match (o.http2, sc.http2) {
             (Some(flag), file) => Some(flag.or(file.flatten())),
@@ -379,22 +340,27 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan> {
             .chain(o.thresholds.clone())
             .collect(),
     })
-    .map_err(|e| at(e.into()))
+    .map_err(|e| ScenarioError::invalid(path, e))
 }
 
 /// URLs with their method, headers and body, under the closed or open model the flags say,
 /// their hosts looked up as `lookup` says.
-fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan> {
+fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
+    Ok(finish(url_parts(f, lookup)?)?)
+}
+
+/// The parts of the plan of [`urls`], before the defaults and the checks.
+fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
     let given = f.method.as_deref().unwrap_or(defaults::METHOD);
     let method = given.to_ascii_uppercase();
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-        bail!("method {given:?} is not an HTTP method");
+        return Err(FlagsError::Method(given.into()));
     }
     let mut headers = f
         .headers
         .iter()
         .map(|h| parse_header(h))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     if f.no_keepalive {
         // The server closes after answering; the engine then opens the next connection.
         headers.retain(|(k, _)| !k.eq_ignore_ascii_case("connection"));
@@ -402,8 +368,10 @@ fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan> {
     }
     let body = match (&f.body, &f.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
-        (None, Some(file)) => std::fs::read(file)
-            .with_context(|| format!("cannot read the body file {}", file.display()))?,
+        (None, Some(file)) => std::fs::read(file).map_err(|error| FlagsError::BodyFile {
+            path: file.clone(),
+            error,
+        })?,
         (None, None) => Vec::new(),
     };
     let specs: Vec<RequestSpec> = f
@@ -433,13 +401,13 @@ fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan> {
         },
         Some(rate) => {
             if pipeline > 1 {
-                bail!("pipelining (-p) applies to the closed model only; drop -p or -R");
+                return Err(FlagsError::PipelineWithRate);
             }
             let connections = f.connections.unwrap_or(endpoints.len());
             // A constant rate lasts until the run stops; a ramp spans the run's duration.
             let phase = match (f.ramp_to, duration) {
                 (Some(to), Some(d)) => RatePhase::ramp("main", rate, to, d),
-                (Some(_), None) => bail!("--ramp-to needs a duration (-d) to ramp over"),
+                (Some(_), None) => return Err(FlagsError::RampWithoutDuration),
                 (None, _) => RatePhase::constant("main", rate, None),
             };
             Model::Open {
@@ -455,7 +423,7 @@ fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan> {
             }
         }
     };
-    Ok(finish(Parts {
+    Ok(Parts {
         endpoints,
         requests,
         model,
@@ -468,10 +436,10 @@ fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan> {
         threads: f.threads,
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
-        tls: tls(f.reach.cacert.as_deref(), f.reach.insecure)?,
+        tls: tls::settings(f.reach.cacert.as_deref(), f.reach.insecure)?,
         protocol: protocol(http2_reach(&f.reach)),
         thresholds: thresholds(f),
-    })?)
+    })
 }
 
 /// The source addresses of every `--source-addr`, in order.
@@ -648,6 +616,42 @@ mod tests {
         let plain = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
         let http1 = scenario_text(&plain, file, &Overrides::default()).unwrap();
         assert_eq!(http1.protocol, Protocol::Http1);
+    }
+
+    #[test]
+    fn refused_flags_say_which_flag_and_why() {
+        let flags = |words: &[&str]| {
+            let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            LoadFlags::parse_words(&words).unwrap()
+        };
+        let e = super::flags(&flags(&["http://127.0.0.1:9/", "-p", "2", "-R", "10"])).unwrap_err();
+        assert!(
+            matches!(e, InputError::Flags(FlagsError::PipelineWithRate)),
+            "{e:?}"
+        );
+        let e = super::flags(&flags(&["gopher://127.0.0.1/"])).unwrap_err();
+        let InputError::Flags(FlagsError::Url(crate::UrlError::UnsupportedScheme {
+            scheme, ..
+        })) = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!(scheme, "gopher");
+        let e = super::flags(&flags(&["http://127.0.0.1:9/", "-H", "nocolon"])).unwrap_err();
+        let InputError::Flags(FlagsError::Header(crate::HeaderError::NoColon(header))) = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(header, "nocolon");
+        // The wrapped errors are in the message, not in the source chain: {:#} adds nothing.
+        assert!(std::error::Error::source(&e).is_none());
+        let e = super::flags(&flags(&["/nonexistent/s.yaml", "-c", "2"])).unwrap_err();
+        let InputError::Scenario(scenario) = &e else {
+            panic!("{e:?}");
+        };
+        let ScenarioError::Read { path, .. } = scenario.as_ref() else {
+            panic!("{e:?}");
+        };
+        assert_eq!(path, Path::new("/nonexistent/s.yaml"));
     }
 
     #[test]

@@ -1,10 +1,65 @@
 //! Target URLs and headers as users write them, parsed and resolved into the plan's
 //! endpoints and requests.
 
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 
-use anyhow::{bail, Context, Result};
 use loadlab_run::{Endpoint, RequestTemplate};
+
+/// A target URL that cannot be loaded, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    /// Not a URL at all.
+    #[error("{url:?} is not a URL ({reason}); write it as http[s]://host[:port]/path")]
+    Invalid {
+        /// The URL as given.
+        url: String,
+        /// The URL parser's reason.
+        reason: url::ParseError,
+    },
+    /// A scheme other than `http` and `https`.
+    #[error("{url:?}: unsupported scheme {scheme:?}; use http:// or https://")]
+    UnsupportedScheme {
+        /// The URL as given.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// A URL without a host.
+    #[error("{url:?} has no host")]
+    NoHost {
+        /// The URL as given.
+        url: String,
+    },
+    /// A host name the resolver could not look up.
+    #[error("cannot resolve the host of {url:?}: {error}")]
+    Unresolved {
+        /// The URL as given.
+        url: String,
+        /// The resolver's failure.
+        error: io::Error,
+    },
+    /// A host name that resolves to no address.
+    #[error("the host of {url:?} has no address")]
+    NoAddress {
+        /// The URL as given.
+        url: String,
+    },
+}
+
+/// A request header, as `-H` takes it, that cannot be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// No colon between name and value.
+    #[error("header {0:?} must look like 'Name: value'")]
+    NoColon(String),
+    /// An empty name, or one with spaces or control characters.
+    #[error("header {0:?} has an invalid name")]
+    InvalidName(String),
+    /// A line break, which would end the header early.
+    #[error("header {0:?} must not contain line breaks")]
+    LineBreak(String),
+}
 
 /// A parsed target URL.
 pub struct Target {
@@ -24,19 +79,25 @@ pub struct Target {
 
 /// Parses an `http://` or `https://` URL; other schemes are refused with what to write
 /// instead.
-pub fn parse_target(raw: &str) -> Result<Target> {
-    let url = url::Url::parse(raw).map_err(|e| {
-        anyhow::anyhow!("{raw:?} is not a URL ({e}); write it as http[s]://host[:port]/path")
+pub fn parse_target(raw: &str) -> Result<Target, UrlError> {
+    let url = url::Url::parse(raw).map_err(|reason| UrlError::Invalid {
+        url: raw.into(),
+        reason,
     })?;
     let tls = match url.scheme() {
         "http" => false,
         "https" => true,
-        other => bail!("{raw:?}: unsupported scheme {other:?}; use http:// or https://"),
+        other => {
+            return Err(UrlError::UnsupportedScheme {
+                url: raw.into(),
+                scheme: other.into(),
+            })
+        }
     };
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
-        .with_context(|| format!("{raw:?} has no host"))?
+        .ok_or_else(|| UrlError::NoHost { url: raw.into() })?
         .to_string();
     let port = url
         .port_or_known_default()
@@ -61,19 +122,19 @@ pub fn parse_target(raw: &str) -> Result<Target> {
 }
 
 /// Parses a `Name: value` header.
-pub fn parse_header(raw: &str) -> Result<(String, String)> {
+pub fn parse_header(raw: &str) -> Result<(String, String), HeaderError> {
     let (k, v) = raw
         .split_once(':')
-        .with_context(|| format!("header {raw:?} must look like 'Name: value'"))?;
+        .ok_or_else(|| HeaderError::NoColon(raw.into()))?;
     let k = k.trim();
     if k.is_empty()
         || k.bytes()
             .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
     {
-        bail!("header {raw:?} has an invalid name");
+        return Err(HeaderError::InvalidName(raw.into()));
     }
     if v.bytes().any(|b| b == b'\r' || b == b'\n') {
-        bail!("header {raw:?} must not contain line breaks");
+        return Err(HeaderError::LineBreak(raw.into()));
     }
     Ok((k.to_string(), v.trim().to_string()))
 }
@@ -114,7 +175,7 @@ pub fn endpoint_of(
     endpoints: &mut Vec<Endpoint>,
     raw: &str,
     lookup: Lookup,
-) -> Result<(usize, Target)> {
+) -> Result<(usize, Target), UrlError> {
     let t = parse_target(raw)?;
     // The host without an IPv6 literal's brackets: the name a certificate is checked against.
     let literal = t.host.trim_start_matches('[').trim_end_matches(']');
@@ -124,9 +185,12 @@ pub fn endpoint_of(
     let addr = match (lookup, ip) {
         (Lookup::Resolve, _) => (t.host.as_str(), t.port)
             .to_socket_addrs()
-            .with_context(|| format!("cannot resolve the host of {raw:?}"))?
+            .map_err(|error| UrlError::Unresolved {
+                url: raw.into(),
+                error,
+            })?
             .next()
-            .with_context(|| format!("the host of {raw:?} has no address"))?,
+            .ok_or_else(|| UrlError::NoAddress { url: raw.into() })?,
         (Lookup::Skip, Some(ip)) => SocketAddr::new(ip, t.port),
         (Lookup::Skip, None) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), t.port),
     };
@@ -149,7 +213,11 @@ pub fn endpoint_of(
 }
 
 /// The endpoint of `url` in `endpoints`, added when new (scenario flows resolve their origins).
-pub fn endpoint_index(endpoints: &mut Vec<Endpoint>, url: &str, lookup: Lookup) -> Result<usize> {
+pub fn endpoint_index(
+    endpoints: &mut Vec<Endpoint>,
+    url: &str,
+    lookup: Lookup,
+) -> Result<usize, UrlError> {
     endpoint_of(endpoints, url, lookup).map(|(i, _)| i)
 }
 
@@ -158,7 +226,7 @@ pub fn endpoint_index(endpoints: &mut Vec<Endpoint>, url: &str, lookup: Lookup) 
 pub fn resolve(
     specs: &[RequestSpec],
     lookup: Lookup,
-) -> Result<(Vec<Endpoint>, Vec<RequestTemplate>)> {
+) -> Result<(Vec<Endpoint>, Vec<RequestTemplate>), UrlError> {
     let mut endpoints: Vec<Endpoint> = Vec::new();
     let mut requests = Vec::new();
     for spec in specs {
@@ -193,10 +261,15 @@ mod tests {
 
     #[test]
     fn bad_urls_and_schemes_are_refused_with_a_reason() {
-        let e = parse_target("not a url").err().unwrap().to_string();
-        assert!(e.contains("is not a URL"), "{e}");
-        let e = parse_target("ftp://127.0.0.1/").err().unwrap().to_string();
-        assert!(e.contains("unsupported scheme"), "{e}");
+        let e = parse_target("not a url").err().unwrap();
+        assert!(matches!(e, UrlError::Invalid { .. }), "{e:?}");
+        assert!(e.to_string().contains("is not a URL"), "{e}");
+        let e = parse_target("ftp://127.0.0.1/").err().unwrap();
+        assert!(
+            matches!(&e, UrlError::UnsupportedScheme { scheme, .. } if scheme == "ftp"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("unsupported scheme"), "{e}");
     }
 
     #[test]
@@ -240,7 +313,13 @@ mod tests {
             parse_header("X-Token:  abc ").unwrap(),
             ("X-Token".to_string(), "abc".to_string())
         );
-        assert!(parse_header("no colon").is_err());
-        assert!(parse_header(": empty").is_err());
+        assert_eq!(
+            parse_header("no colon"),
+            Err(HeaderError::NoColon("no colon".into()))
+        );
+        assert_eq!(
+            parse_header(": empty"),
+            Err(HeaderError::InvalidName(": empty".into()))
+        );
     }
 }

@@ -1,10 +1,10 @@
 //! YAML shapes that scenario and experiment files share (one item or a list, seconds or a
-//! duration) and the parser's messages rewritten as `file:line:col: message`.
+//! duration) and the parser's messages as a [`YamlError`] read as `file:line:col: message`.
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Result};
 use serde::Deserialize;
 
 /// One item or a list of them, as Artillery accepts for `payload`, `capture` and codes.
@@ -37,31 +37,101 @@ pub enum Seconds {
     Text(String),
 }
 
+/// A duration in a file that cannot be one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DurationError {
+    /// Seconds past what a duration holds.
+    #[error("a duration of {0} s is too long")]
+    TooLong(f64),
+    /// Zero or fewer seconds (or not a number).
+    #[error("a duration must be more than zero seconds, got {0}")]
+    NotPositive(f64),
+    /// Text that is not a duration, with the duration parser's reason.
+    #[error("{text:?}: {reason}")]
+    Text {
+        /// The text as written.
+        text: String,
+        /// Why it is not a duration.
+        reason: String,
+    },
+}
+
 impl Seconds {
     /// The duration, which must be above zero.
-    pub fn duration(&self) -> Result<Duration> {
+    pub fn duration(&self) -> Result<Duration, DurationError> {
         match self {
-            Seconds::Number(s) if s.is_finite() && *s > 0.0 => Duration::try_from_secs_f64(*s)
-                .map_err(|_| anyhow::anyhow!("a duration of {s} s is too long")),
-            Seconds::Number(s) => bail!("a duration must be more than zero seconds, got {s}"),
+            Seconds::Number(s) if s.is_finite() && *s > 0.0 => {
+                Duration::try_from_secs_f64(*s).map_err(|_| DurationError::TooLong(*s))
+            }
+            Seconds::Number(s) => Err(DurationError::NotPositive(*s)),
             Seconds::Text(t) => {
-                crate::values::parse_duration(t).map_err(|e| anyhow::anyhow!("{t:?}: {e}"))
+                crate::values::parse_duration(t).map_err(|reason| DurationError::Text {
+                    text: t.clone(),
+                    reason,
+                })
             }
         }
     }
 }
 
-/// The parser's first line as `file:line:col: message`.
-pub fn located(path: &Path, message: &str) -> String {
-    let first = message.lines().next().unwrap_or("invalid YAML");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    let position = first.strip_prefix("line ").and_then(|rest| {
-        let (line, rest) = rest.split_once(" column ")?;
-        let (col, msg) = rest.split_once(": ")?;
-        Some(format!("{}:{line}:{col}: {msg}", path.display()))
-    });
-    position.unwrap_or_else(|| format!("{}: {first}", path.display()))
+/// A line and a column in a file, from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The line.
+    pub line: u64,
+    /// The column.
+    pub column: u64,
 }
+
+/// A file the YAML parser refused, with its message and where it stopped when it said so;
+/// read as `file:line:col: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlError {
+    /// The file.
+    pub path: PathBuf,
+    /// Where the parser stopped, when its message says.
+    pub position: Option<Position>,
+    /// The parser's message (its first line, without the position).
+    pub message: String,
+}
+
+impl YamlError {
+    /// The parser's `message` about `path`, its position taken out of the first line.
+    pub fn new(path: &Path, message: &str) -> Self {
+        let first = message.lines().next().unwrap_or("invalid YAML");
+        let first = first.strip_prefix("error: ").unwrap_or(first);
+        let located = first.strip_prefix("line ").and_then(|rest| {
+            let (line, rest) = rest.split_once(" column ")?;
+            let (column, message) = rest.split_once(": ")?;
+            let position = Position {
+                line: line.parse().ok()?,
+                column: column.parse().ok()?,
+            };
+            Some((position, message))
+        });
+        let (position, message) = match located {
+            Some((p, m)) => (Some(p), m),
+            None => (None, first),
+        };
+        YamlError {
+            path: path.to_path_buf(),
+            position,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for YamlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some(p) = self.position {
+            write!(f, ":{}:{}", p.line, p.column)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for YamlError {}
 
 /// serde's message for a value that fits none of an untagged enum's shapes names the Rust
 /// type; this says what the key accepts instead.
@@ -92,10 +162,11 @@ mod tests {
     #[test]
     fn parser_errors_read_as_file_line_col() {
         let p = Path::new("x.yaml");
-        assert_eq!(
-            located(p, "error: line 4 column 1: unknown field `extra`\n  |"),
-            "x.yaml:4:1: unknown field `extra`"
-        );
-        assert_eq!(located(p, "something else"), "x.yaml: something else");
+        let e = YamlError::new(p, "error: line 4 column 1: unknown field `extra`\n  |");
+        assert_eq!(e.position, Some(Position { line: 4, column: 1 }));
+        assert_eq!(e.to_string(), "x.yaml:4:1: unknown field `extra`");
+        let e = YamlError::new(p, "something else");
+        assert_eq!(e.position, None);
+        assert_eq!(e.to_string(), "x.yaml: something else");
     }
 }

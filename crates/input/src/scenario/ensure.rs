@@ -8,9 +8,10 @@
 //! completed requests per second, and `plugins.metrics-by-endpoint.response_time.NAME.STAT`
 //! the latency of the requests named NAME.
 
-use anyhow::{bail, Result};
 use loadlab_run::thresholds::{Comparison, Metric, Threshold};
 use serde::Deserialize;
+
+use super::error::EnsureError;
 
 /// `config.ensure` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -65,7 +66,7 @@ fn strict_by_default() -> bool {
 
 impl EnsureSpec {
     /// The thresholds this block asks for, in the order written.
-    pub fn thresholds(&self) -> Result<Vec<Threshold>> {
+    pub fn thresholds(&self) -> Result<Vec<Threshold>, EnsureError> {
         let mut out = Vec::new();
         let legacy = [
             ("min", self.min),
@@ -94,7 +95,7 @@ impl EnsureSpec {
         }
         if let Some(pct) = self.max_error_rate {
             if !(0.0..=100.0).contains(&pct) {
-                bail!("ensure.maxErrorRate is a percentage from 0 to 100, got {pct}");
+                return Err(EnsureError::MaxErrorRate(pct));
             }
             out.push(Threshold {
                 metric: Metric::Errors,
@@ -112,9 +113,17 @@ impl EnsureSpec {
 }
 
 /// `metric < limit`, strict, with a finite non-negative limit.
-fn under(metric: Metric, name: Option<String>, limit: f64, what: &str) -> Result<Threshold> {
+fn under(
+    metric: Metric,
+    name: Option<String>,
+    limit: f64,
+    what: &str,
+) -> Result<Threshold, EnsureError> {
     if !(limit.is_finite() && limit >= 0.0) {
-        bail!("ensure: {what} needs a limit of 0 or more, got {limit}");
+        return Err(EnsureError::Limit {
+            what: what.into(),
+            limit,
+        });
     }
     Ok(Threshold {
         metric,
@@ -126,7 +135,7 @@ fn under(metric: Metric, name: Option<String>, limit: f64, what: &str) -> Result
 }
 
 /// A latency statistic's Artillery name (`p99`, `p999`, `median`, `mean`).
-fn latency_stat(stat: &str) -> Result<Metric> {
+fn latency_stat(stat: &str) -> Result<Metric, EnsureError> {
     Ok(match stat {
         "min" => Metric::Latency { percentile: 0.0 },
         "max" => Metric::Latency { percentile: 100.0 },
@@ -137,15 +146,12 @@ fn latency_stat(stat: &str) -> Result<Metric> {
         "p95" => Metric::Latency { percentile: 95.0 },
         "p99" => Metric::Latency { percentile: 99.0 },
         "p999" => Metric::Latency { percentile: 99.9 },
-        _ => bail!(
-            "ensure: {stat:?} is not a latency statistic (min, max, mean, median, p50, p75, \
-             p90, p95, p99, p999)"
-        ),
+        _ => return Err(EnsureError::LatencyStat(stat.into())),
     })
 }
 
 /// An Artillery metric name as a metric, and the request name it is scoped to.
-fn artillery_metric(key: &str) -> Result<(Metric, Option<String>)> {
+fn artillery_metric(key: &str) -> Result<(Metric, Option<String>), EnsureError> {
     const BY_ENDPOINT: &str = "plugins.metrics-by-endpoint.response_time.";
     if let Some(stat) = key.strip_prefix("http.response_time.") {
         return Ok((latency_stat(stat)?, None));
@@ -158,40 +164,30 @@ fn artillery_metric(key: &str) -> Result<(Metric, Option<String>)> {
             return Ok((latency_stat(stat)?, Some(name.to_string())));
         }
     }
-    bail!(
-        "ensure: {key:?} is not a metric loadlab checks; use http.response_time.STAT, \
-         http.request_rate, plugins.metrics-by-endpoint.response_time.NAME.STAT, maxErrorRate \
-         or ensure.slo"
-    )
+    Err(EnsureError::Metric(key.into()))
 }
 
 /// A condition's expression: clauses `METRIC OP NUMBER` joined by `and`.
-fn condition(expression: &str, strict: bool) -> Result<Vec<Threshold>> {
+fn condition(expression: &str, strict: bool) -> Result<Vec<Threshold>, EnsureError> {
     if expression
         .split_whitespace()
         .any(|w| w == "or" || w == "not")
     {
-        bail!(
-            "ensure.conditions: {expression:?} uses 'or' or 'not'; loadlab checks clauses \
-             joined by 'and' (write each alternative as its own run's threshold)"
-        );
+        return Err(EnsureError::OrNot(expression.into()));
     }
     expression
         .split(" and ")
         .map(|clause| {
             let clause = clause.trim();
-            let (key, comparison, value) = Comparison::split(clause).ok_or_else(|| {
-                anyhow::anyhow!("ensure.conditions: {clause:?} has no <, <=, > or >=")
-            })?;
+            let (key, comparison, value) = Comparison::split(clause)
+                .ok_or_else(|| EnsureError::NoComparison(clause.into()))?;
             let (metric, name) = artillery_metric(key.trim())?;
             let limit: f64 = value
                 .trim()
                 .parse()
                 .ok()
                 .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| {
-                    anyhow::anyhow!("ensure.conditions: {clause:?} needs a number after it")
-                })?;
+                .ok_or_else(|| EnsureError::NoNumber(clause.into()))?;
             Ok(Threshold {
                 metric,
                 name,
@@ -207,7 +203,7 @@ fn condition(expression: &str, strict: bool) -> Result<Vec<Threshold>> {
 mod tests {
     use super::*;
 
-    fn thresholds(yaml: &str) -> Result<Vec<String>> {
+    fn thresholds(yaml: &str) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         let spec: EnsureSpec = serde_saphyr::from_str(yaml)?;
         Ok(spec
             .thresholds()?

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use loadlab_run::users::{
     Behaviour, Capture, CaptureSource, Chain, ChainState, Expect, RequestStep, Step, Think,
     UserScenario,
@@ -12,8 +11,9 @@ use loadlab_run::users::{
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use serde::Deserialize;
 
-use crate::target::Lookup;
-use crate::yaml::{OneOrMany, Seconds};
+use super::error::{FlowError, Place, Traced, Within};
+use crate::target::{Lookup, UrlError};
+use crate::yaml::{DurationError, OneOrMany, Seconds};
 
 /// Request headers, in order.
 pub type Headers = Vec<(String, String)>;
@@ -55,7 +55,7 @@ impl StepSpec {
     }
 
     /// The step's request and its method, if it is one (and only one) request.
-    fn request(&self) -> Result<Option<(&'static str, &RequestSpec)>> {
+    fn request(&self) -> Result<Option<(&'static str, &RequestSpec)>, FlowError> {
         let all = [
             ("GET", &self.get),
             ("POST", &self.post),
@@ -66,7 +66,7 @@ impl StepSpec {
         let mut given = all.iter().filter_map(|(m, r)| r.as_ref().map(|r| (*m, r)));
         let first = given.next();
         if given.next().is_some() {
-            bail!("a step sends one request; split get/post/… into separate steps");
+            return Err(FlowError::TwoRequests);
         }
         Ok(first)
     }
@@ -123,21 +123,21 @@ impl RequestSpec {
     }
 
     /// The headers (with `Content-Type: application/json` added for a JSON body) and the body.
-    pub fn headers_and_body(&self) -> Result<(Headers, Vec<u8>)> {
+    pub fn headers_and_body(&self) -> Result<(Headers, Vec<u8>), FlowError> {
         let mut headers: Headers = self.headers.clone().into_iter().collect();
         for (k, v) in &headers {
             if k.is_empty()
                 || k.bytes()
                     .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
             {
-                bail!("header name {k:?} is not valid");
+                return Err(FlowError::HeaderName(k.clone()));
             }
             if v.contains(['\r', '\n']) {
-                bail!("header {k:?} must not contain line breaks");
+                return Err(FlowError::HeaderLineBreak(k.clone()));
             }
         }
         let body = match (&self.json, &self.body) {
-            (Some(_), Some(_)) => bail!("give json or body, not both"),
+            (Some(_), Some(_)) => return Err(FlowError::JsonAndBody),
             (Some(j), None) => {
                 if !headers
                     .iter()
@@ -145,7 +145,7 @@ impl RequestSpec {
                 {
                     headers.push(("Content-Type".into(), "application/json".into()));
                 }
-                serde_json::to_vec(j)?
+                serde_json::to_vec(j).map_err(FlowError::Json)?
             }
             (None, Some(b)) => b.clone().into_bytes(),
             (None, None) => Vec::new(),
@@ -223,26 +223,26 @@ pub struct StateSpec {
     next: BTreeMap<String, f64>,
 }
 
-fn seconds(s: &Seconds) -> Result<Duration> {
+fn seconds(s: &Seconds) -> Result<Duration, DurationError> {
     match s {
         Seconds::Number(n) if *n == 0.0 => Ok(Duration::ZERO),
         other => other.duration(),
     }
 }
 
-fn think_of(t: &ThinkSpec) -> Result<Think> {
+fn think_of(t: &ThinkSpec) -> Result<Think, FlowError> {
     let think = think_kind(t)?;
     let longest = match think {
         Think::Constant(d) | Think::Exponential(d) => d,
         Think::Uniform(_, b) => b,
     };
     if longest > loadlab_run::plan::MAX_DURATION {
-        bail!("think times are at most a year");
+        return Err(FlowError::ThinkTooLong);
     }
     Ok(think)
 }
 
-fn think_kind(t: &ThinkSpec) -> Result<Think> {
+fn think_kind(t: &ThinkSpec) -> Result<Think, FlowError> {
     Ok(match t {
         ThinkSpec::Fixed(s) => Think::Constant(seconds(s)?),
         ThinkSpec::Dist(d) => match (&d.constant, &d.uniform, &d.exponential) {
@@ -250,12 +250,12 @@ fn think_kind(t: &ThinkSpec) -> Result<Think> {
             (None, Some([a, b]), None) => {
                 let (a, b) = (seconds(a)?, seconds(b)?);
                 if a > b {
-                    bail!("think: uniform needs [low, high] with low ≤ high");
+                    return Err(FlowError::UniformOrder);
                 }
                 Think::Uniform(a, b)
             }
             (None, None, Some(m)) => Think::Exponential(seconds(m)?),
-            _ => bail!("think takes seconds, or one of constant, uniform [low, high], exponential (its mean)"),
+            _ => return Err(FlowError::ThinkKind),
         },
     })
 }
@@ -295,15 +295,15 @@ impl<'a> Lowering<'a> {
         name: &str,
         flow: Option<&[StepSpec]>,
         markov: Option<&MarkovSpec>,
-    ) -> Result<UserScenario> {
+    ) -> Result<UserScenario, Traced> {
         let before = self.requests.len();
         let behaviour = match (flow, markov) {
             (Some(flow), None) => Behaviour::Flow(self.steps(flow)?),
             (None, Some(m)) => Behaviour::Chain(self.chain(m)?),
-            _ => bail!("scenario {name:?} needs a flow or a markov model (one of them)"),
+            _ => return Err(FlowError::NoBehaviour(name.into()).into()),
         };
         if self.requests.len() == before {
-            bail!("sends no request; add a get, post, put, patch or delete step");
+            return Err(FlowError::NoRequest.into());
         }
         Ok(UserScenario {
             name: name.to_string(),
@@ -311,45 +311,41 @@ impl<'a> Lowering<'a> {
         })
     }
 
-    fn count_step(&mut self) -> Result<()> {
+    fn count_step(&mut self) -> Result<(), FlowError> {
         self.steps += 1;
         if self.steps > MAX_STEPS {
-            bail!("more than {MAX_STEPS} steps; use loop with a count instead of repeating steps");
+            return Err(FlowError::TooManySteps { max: MAX_STEPS });
         }
         Ok(())
     }
 
-    fn steps(&mut self, flow: &[StepSpec]) -> Result<Vec<Step>> {
+    fn steps(&mut self, flow: &[StepSpec]) -> Result<Vec<Step>, Traced> {
         let mut out = Vec::with_capacity(flow.len());
         for (i, s) in flow.iter().enumerate() {
             self.count_step()?;
-            let at = |e: anyhow::Error| e.context(format!("flow step {}", i + 1));
-            let request = s.request().map_err(at)?;
+            let step = || Place::FlowStep(i + 1);
+            let request = s.request().within(step)?;
             let kinds = usize::from(request.is_some())
                 + usize::from(s.think.is_some())
                 + usize::from(s.looped.is_some());
             if kinds != 1 {
-                return Err(at(anyhow::anyhow!(
-                    "a step is one of get/post/put/patch/delete, think, or loop (with count)"
-                )));
+                return Err(FlowError::StepKind).within(step);
             }
             if s.count.is_some() && s.looped.is_none() {
-                return Err(at(anyhow::anyhow!("count goes with loop")));
+                return Err(FlowError::CountWithoutLoop).within(step);
             }
             if let Some((method, r)) = request {
-                out.push(Step::Request(self.request(method, r).map_err(at)?));
+                out.push(Step::Request(self.request(method, r).within(step)?));
             } else if let Some(t) = &s.think {
-                out.push(Step::Think(think_of(t).map_err(at)?));
+                out.push(Step::Think(think_of(t).within(step)?));
             } else if let Some(body) = &s.looped {
                 if body.is_empty() {
-                    return Err(at(anyhow::anyhow!("a loop needs steps")));
+                    return Err(FlowError::EmptyLoop).within(step);
                 }
                 let before = self.requests.len();
-                let steps = self.steps(body).map_err(at)?;
+                let steps = self.steps(body).within(step)?;
                 if s.count.is_none() && self.requests.len() == before {
-                    return Err(at(anyhow::anyhow!(
-                        "a loop without count runs until the run ends, so it needs a request in it"
-                    )));
+                    return Err(FlowError::EndlessLoop).within(step);
                 }
                 out.push(Step::Loop {
                     count: s.count,
@@ -360,12 +356,12 @@ impl<'a> Lowering<'a> {
         Ok(out)
     }
 
-    fn chain(&mut self, m: &MarkovSpec) -> Result<Chain> {
+    fn chain(&mut self, m: &MarkovSpec) -> Result<Chain, Traced> {
         if m.states.contains_key("end") {
-            bail!("markov: `end` ends a session and cannot be a state");
+            return Err(FlowError::EndState.into());
         }
         let names: Vec<&String> = m.states.keys().collect();
-        let index = |n: &str| -> Result<Option<usize>> {
+        let index = |n: &str| -> Result<Option<usize>, FlowError> {
             if n == "end" {
                 return Ok(None);
             }
@@ -373,9 +369,9 @@ impl<'a> Lowering<'a> {
                 .iter()
                 .position(|s| *s == n)
                 .map(Some)
-                .with_context(|| format!("markov: no state named {n:?}"))
+                .ok_or_else(|| FlowError::NoState(n.into()))
         };
-        let start = index(&m.start)?.context("markov: start must be a state, not end")?;
+        let start = index(&m.start)?.ok_or(FlowError::StartAtEnd)?;
         // A walk's order is random: any state's capture may come before any other's use.
         for st in m.states.values() {
             for r in [&st.get, &st.post].into_iter().flatten() {
@@ -387,23 +383,23 @@ impl<'a> Lowering<'a> {
         let mut states = Vec::new();
         for (name, st) in &m.states {
             self.count_step()?;
-            let at = |e: anyhow::Error| e.context(format!("markov state {name:?}"));
+            let state = || Place::MarkovState(name.clone());
             let request = match (&st.get, &st.post) {
-                (Some(r), None) => Some(self.request("GET", r).map_err(at)?),
-                (None, Some(r)) => Some(self.request("POST", r).map_err(at)?),
+                (Some(r), None) => Some(self.request("GET", r).within(state)?),
+                (None, Some(r)) => Some(self.request("POST", r).within(state)?),
                 (None, None) => None,
-                _ => return Err(at(anyhow::anyhow!("a state loads one page: get or post"))),
+                _ => return Err(FlowError::TwoPages).within(state),
             };
-            let think = st.think.as_ref().map(think_of).transpose().map_err(at)?;
+            let think = st.think.as_ref().map(think_of).transpose().within(state)?;
             let mut weights = Vec::new();
             for (to, w) in &st.next {
                 if !(w.is_finite() && *w >= 0.0) {
-                    return Err(at(anyhow::anyhow!("transition weights must be 0 or more")));
+                    return Err(FlowError::NegativeWeight).within(state);
                 }
-                weights.push((index(to).map_err(at)?, *w));
+                weights.push((index(to).within(state)?, *w));
             }
             if !st.next.is_empty() && weights.iter().all(|(_, w)| *w == 0.0) {
-                return Err(at(anyhow::anyhow!("every transition weight is 0")));
+                return Err(FlowError::ZeroWeights).within(state);
             }
             states.push(ChainState {
                 name: name.clone(),
@@ -422,10 +418,7 @@ impl<'a> Lowering<'a> {
                 for (to, _) in &states[i].next {
                     let Some(to) = *to else { continue };
                     if to == from {
-                        bail!(
-                            "markov state {:?} can come back to itself through states that load no page and do not think; a walk would never end",
-                            states[from].name
-                        );
+                        return Err(FlowError::IdleCycle(states[from].name.clone()).into());
                     }
                     if idle(to) && !seen[to] {
                         seen[to] = true;
@@ -439,7 +432,7 @@ impl<'a> Lowering<'a> {
 
     /// Lowers one request step: its endpoint and name into the plan's requests, its templates
     /// parsed, its captures and expectations checked.
-    fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep> {
+    fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
         let (origin, path) = split_url(self.target, &r.url)?;
         let endpoint = self.endpoint(&origin)?;
         let (headers, body) = r.headers_and_body()?;
@@ -447,26 +440,25 @@ impl<'a> Lowering<'a> {
             .name
             .clone()
             .unwrap_or_else(|| format!("{method} {}", r.url));
-        let template = |text: &str| Template::parse(text).map_err(|e| anyhow::anyhow!("{e}"));
-        let path_t = template(&path)?;
+        let path_t = Template::parse(&path)?;
         let header_ts = headers
             .iter()
-            .map(|(k, v)| Ok((k.clone(), template(v)?)))
-            .collect::<Result<Vec<_>>>()?;
+            .map(|(k, v)| Ok((k.clone(), Template::parse(v)?)))
+            .collect::<Result<Vec<_>, FlowError>>()?;
         let query =
             r.qs.iter()
                 .map(|(k, v)| {
                     let text = match v {
                         serde_json::Value::String(s) => s.clone(),
                         serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
-                        _ => bail!("qs {k:?}: a value must be a string, number or boolean"),
+                        _ => return Err(FlowError::QueryValue(k.clone())),
                     };
-                    Ok((k.clone(), template(&text)?))
+                    Ok((k.clone(), Template::parse(&text)?))
                 })
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>, _>>()?;
         let body_t = match &r.json {
             Some(_) => Template::default(),
-            None => template(&String::from_utf8_lossy(&body))?,
+            None => Template::parse(&String::from_utf8_lossy(&body))?,
         };
         let mut uses: Vec<String> = path_t.variables().map(str::to_string).collect();
         uses.extend(
@@ -484,23 +476,23 @@ impl<'a> Lowering<'a> {
             json_variables(j, &mut uses)?;
         }
         if let Some(v) = uses.iter().find(|v| !self.defined.contains(*v)) {
-            bail!("{{{{ {v} }}}} is not defined before this request: define it in config.variables, a payload's fields, or an earlier capture");
+            return Err(FlowError::Undefined(v.clone()));
         }
         let request = self.push_request(&name, &r.url, endpoint, method, &path, &headers, &body);
         let mut captures = Vec::new();
         for c in r.capture.iter().flat_map(OneOrMany::as_slice) {
             let source = match (&c.json, &c.header) {
                 (Some(q), None) => {
-                    serde_json_path::JsonPath::parse(q).map_err(|e| {
-                        anyhow::anyhow!("capture json {q:?} is not a JSONPath query: {e}")
+                    serde_json_path::JsonPath::parse(q).map_err(|error| {
+                        FlowError::CaptureQuery {
+                            query: q.clone(),
+                            error,
+                        }
                     })?;
                     CaptureSource::Json(q.clone())
                 }
                 (None, Some(h)) => CaptureSource::Header(h.clone()),
-                _ => bail!(
-                    "capture {:?} needs json (a JSONPath) or header, one of them",
-                    c.var
-                ),
+                _ => return Err(FlowError::CaptureSource(c.var.clone())),
             };
             self.defined.insert(c.var.clone());
             captures.push(Capture {
@@ -514,12 +506,12 @@ impl<'a> Lowering<'a> {
                 (Some(codes), None) => {
                     let codes = codes.as_slice().to_vec();
                     if codes.iter().any(|c| !(100..1000).contains(c)) {
-                        bail!("expect statusCode: codes are from 100 to 999");
+                        return Err(FlowError::StatusCode);
                     }
                     expects.push(Expect::Status(codes));
                 }
                 (None, Some(ct)) => expects.push(Expect::ContentType(ct.clone())),
-                _ => bail!("each expect item is one of statusCode or contentType"),
+                _ => return Err(FlowError::ExpectKind),
             }
         }
         let static_resources = r.fetch_static.then(|| {
@@ -574,28 +566,29 @@ impl<'a> Lowering<'a> {
         self.requests.len() - 1
     }
 
-    fn endpoint(&mut self, origin: &str) -> Result<usize> {
+    fn endpoint(&mut self, origin: &str) -> Result<usize, UrlError> {
         crate::target::endpoint_index(&mut self.endpoints, &format!("{origin}/"), self.lookup)
     }
 }
 
 /// Splits a request URL into its origin (`http://host:port`) and its path template; relative
 /// URLs take the target's origin and path prefix.
-fn split_url(target: &str, url: &str) -> Result<(String, String)> {
+fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
     let absolute = if url.starts_with('/') {
         format!("{}{url}", target.trim_end_matches('/'))
     } else {
         url.to_string()
     };
-    let after_scheme = absolute.find("://").map(|i| i + 3).with_context(|| {
-        format!("{url:?} is neither a path starting with / nor an http:// or https:// URL")
-    })?;
+    let after_scheme = absolute
+        .find("://")
+        .map(|i| i + 3)
+        .ok_or_else(|| FlowError::NotUrl(url.into()))?;
     let path_at = absolute[after_scheme..]
         .find(['/', '?'])
         .map_or(absolute.len(), |i| after_scheme + i);
     let (origin, path) = absolute.split_at(path_at);
     if origin.contains("{{") {
-        bail!("{url:?}: templates may appear in the path, not in the scheme or host");
+        return Err(FlowError::TemplatedOrigin(url.into()));
     }
     let path = if path.starts_with('/') {
         path.to_string()
@@ -606,10 +599,10 @@ fn split_url(target: &str, url: &str) -> Result<(String, String)> {
 }
 
 /// Collects the variables a JSON body's strings read; fails on a malformed template.
-fn json_variables(v: &serde_json::Value, out: &mut Vec<String>) -> Result<()> {
+fn json_variables(v: &serde_json::Value, out: &mut Vec<String>) -> Result<(), FlowError> {
     match v {
         serde_json::Value::String(s) => {
-            let t = Template::parse(s).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let t = Template::parse(s)?;
             out.extend(t.variables().map(str::to_string));
         }
         serde_json::Value::Array(items) => {
@@ -649,7 +642,10 @@ mod tests {
             split_url("http://h:1/base", "/p").unwrap().1,
             "/base/p".to_string()
         );
-        assert!(split_url(t, "http://{{ host }}/x").is_err());
-        assert!(split_url(t, "x").is_err());
+        assert!(matches!(
+            split_url(t, "http://{{ host }}/x"),
+            Err(FlowError::TemplatedOrigin(_))
+        ));
+        assert!(matches!(split_url(t, "x"), Err(FlowError::NotUrl(_))));
     }
 }

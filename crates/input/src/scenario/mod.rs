@@ -9,27 +9,34 @@
 //!
 //! A file whose scenarios are each a single plain request runs as plain arrivals over kept-alive
 //! connections; anything more runs as virtual users, each with connections of its own.
+//!
+//! What cannot run is a [`ScenarioError`]: the file, where in it (a trail of [`Place`]s), and
+//! the [`Problem`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod ensure;
+mod error;
 mod flows;
 mod payload;
 mod phases;
 
-use anyhow::{bail, Context, Result};
 use loadlab_run::UserModel;
 use serde::Deserialize;
 
 use self::ensure::EnsureSpec;
-use self::flows::{MarkovSpec, StepSpec};
+pub use self::error::{
+    EnsureError, FlowError, PayloadError, PhaseError, Place, Problem, ScenarioError,
+};
+use self::error::{Traced, Within};
+use self::flows::{MarkovSpec, RequestSpec, StepSpec};
 use self::payload::{read_payload, PayloadSpec};
 use self::phases::PhaseSpec;
 pub use self::phases::Phases;
 use crate::target::Lookup;
-use crate::yaml::{located, plain_untagged, OneOrMany};
+use crate::yaml::{plain_untagged, OneOrMany, YamlError};
 
 /// A whole scenario file.
 #[derive(Debug, Deserialize)]
@@ -115,17 +122,16 @@ struct ScenarioSpec {
 const MAX_WEIGHT_SUM: u32 = 1000;
 
 /// Parses a scenario's text and its phases; no I/O, so it can be fed anything.
-fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases)> {
+fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases), ScenarioError> {
     let file: ScenarioFile = serde_saphyr::from_str(text)
-        .map_err(|e| anyhow::anyhow!("{}", located(path, &plain_untagged(&e.to_string()))))?;
-    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
-    let phases = phases::lower(&file.config.phases).map_err(at)?;
+        .map_err(|e| ScenarioError::Yaml(YamlError::new(path, &plain_untagged(&e.to_string()))))?;
+    let phases = phases::lower(&file.config.phases).map_err(|e| ScenarioError::invalid(path, e))?;
     Ok((file, phases))
 }
 
 /// The files a scenario's text reads besides itself (payload CSV files and a CA file), as it
 /// names them: relative to the scenario file, or absolute.
-pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>> {
+pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
     let (file, _) = parse(text, path)?;
     let payloads = file.config.payload.iter().flat_map(|p| p.as_slice());
     let mut files: Vec<PathBuf> = payloads.map(|p| PathBuf::from(&p.path)).collect();
@@ -165,24 +171,16 @@ pub fn from_text(
     target: Option<&str>,
     seed: u64,
     lookup: Lookup,
-) -> Result<Scenario> {
+) -> Result<Scenario, ScenarioError> {
     let (file, phases) = parse(text, path)?;
-    let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e:#}", path.display());
     let target = target.unwrap_or(&file.config.target);
-    let simple = matches!(phases, Phases::Rates(_))
-        && file.config.variables.is_empty()
-        && file.config.payload.is_none()
-        && file.scenarios.iter().all(|s| {
-            s.markov.is_none()
-                && s.flow.as_ref().is_some_and(
-                    |f| matches!(f.as_slice(), [step] if step.plain_request().is_some()),
-                )
-        });
-    let (endpoints, requests, users) = if simple {
-        let (e, r) = plain_requests(&file.scenarios, target, lookup).map_err(at)?;
-        (e, r, None)
-    } else {
-        user_model(&file, path, target, seed, lookup).map_err(at)?
+    let (endpoints, requests, users) = match plain(&file, &phases) {
+        Some(plain) => {
+            let (e, r) = plain_requests(&file.scenarios, &plain, target, lookup)
+                .map_err(|e| e.in_file(path))?;
+            (e, r, None)
+        }
+        None => user_model(&file, path, target, seed, lookup).map_err(|e| e.in_file(path))?,
     };
     let timeout = file
         .config
@@ -192,7 +190,7 @@ pub fn from_text(
         .filter(|t| t.is_finite() && *t > 0.0)
         .map(|t| {
             Duration::try_from_secs_f64(t)
-                .map_err(|_| at(anyhow::anyhow!("config.http.timeout of {t} s is too long")))
+                .map_err(|_| ScenarioError::invalid(path, Problem::TimeoutTooLong(t)))
         })
         .transpose()?;
     let tls = file
@@ -207,7 +205,9 @@ pub fn from_text(
             }
         });
     let thresholds = match &file.config.ensure {
-        Some(e) => e.thresholds().map_err(at)?,
+        Some(e) => e
+            .thresholds()
+            .map_err(|e| ScenarioError::invalid(path, e))?,
         None => Vec::new(),
     };
     let http2 = file
@@ -244,16 +244,40 @@ fn weighted(scenarios: &[ScenarioSpec]) -> Vec<(usize, String, u32)> {
         .collect()
 }
 
+/// Each scenario's one plain request and its method, when the file runs as plain arrivals:
+/// arrival phases, no variables or payload, and every scenario a flow of one plain request.
+fn plain<'a>(
+    file: &'a ScenarioFile,
+    phases: &Phases,
+) -> Option<Vec<(&'static str, &'a RequestSpec)>> {
+    if !matches!(phases, Phases::Rates(_))
+        || !file.config.variables.is_empty()
+        || file.config.payload.is_some()
+    {
+        return None;
+    }
+    file.scenarios
+        .iter()
+        .map(|s| match (&s.markov, s.flow.as_deref()) {
+            (None, Some([step])) => step.plain_request(),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Weights as interleaved repetitions (a b a a …), reduced by their common divisor, so short
 /// stretches of arrivals see the mix too: the item indices in order.
-fn interleave(weights: &[u32]) -> Result<Vec<usize>> {
+fn interleave(weights: &[u32]) -> Result<Vec<usize>, Problem> {
     let divisor = weights.iter().fold(0, |g, w| gcd(g, *w));
     if divisor == 0 {
-        bail!("no scenario with a positive weight");
+        return Err(Problem::NoWeight);
     }
     let total: u32 = weights.iter().map(|w| w / divisor).sum();
     if total > MAX_WEIGHT_SUM {
-        bail!("scenario weights reduce to {total} slots; keep them under {MAX_WEIGHT_SUM}");
+        return Err(Problem::TooManySlots {
+            slots: total,
+            max: MAX_WEIGHT_SUM,
+        });
     }
     let mut remaining: Vec<u32> = weights.iter().map(|w| w / divisor).collect();
     let mut out = Vec::new();
@@ -268,20 +292,24 @@ fn interleave(weights: &[u32]) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// Single-request scenarios as the round-robin list of plain requests.
+/// Single-request scenarios (each scenario's request in `plain`) as the round-robin list of
+/// plain requests.
 fn plain_requests(
     scenarios: &[ScenarioSpec],
+    plain: &[(&'static str, &RequestSpec)],
     target: &str,
     lookup: Lookup,
-) -> Result<(
-    Vec<loadlab_run::Endpoint>,
-    Vec<loadlab_run::RequestTemplate>,
-)> {
+) -> Result<
+    (
+        Vec<loadlab_run::Endpoint>,
+        Vec<loadlab_run::RequestTemplate>,
+    ),
+    Traced,
+> {
     let chosen = weighted(scenarios);
     let mut specs = Vec::new();
     for (i, name, _) in &chosen {
-        let flow = scenarios[*i].flow.as_deref().unwrap_or_default();
-        let (method, r) = flow[0].plain_request().context("a single request")?;
+        let (method, r) = plain[*i];
         let url = if r.url.starts_with('/') {
             format!("{}{}", target.trim_end_matches('/'), r.url)
         } else {
@@ -289,7 +317,7 @@ fn plain_requests(
         };
         let (headers, body) = r
             .headers_and_body()
-            .with_context(|| format!("scenario {name:?}"))?;
+            .within(|| Place::Scenario(name.clone()))?;
         specs.push(crate::target::RequestSpec {
             name: name.clone(),
             url,
@@ -303,8 +331,15 @@ fn plain_requests(
         .into_iter()
         .map(|k| specs[k].clone())
         .collect();
-    crate::target::resolve(&order, lookup)
+    Ok(crate::target::resolve(&order, lookup)?)
 }
+
+/// A file's scenarios lowered: the plan's endpoints and requests, and what users do.
+type Lowered = (
+    Vec<loadlab_run::Endpoint>,
+    Vec<loadlab_run::RequestTemplate>,
+    Option<UserModel>,
+);
 
 /// Flows and chains as a user model, with the plan's endpoints and requests.
 fn user_model(
@@ -313,26 +348,22 @@ fn user_model(
     target: &str,
     seed: u64,
     lookup: Lookup,
-) -> Result<(
-    Vec<loadlab_run::Endpoint>,
-    Vec<loadlab_run::RequestTemplate>,
-    Option<UserModel>,
-)> {
+) -> Result<Lowered, Traced> {
     let mut variables = Vec::new();
     for (name, v) in &file.config.variables {
         let scalar = |v: &serde_json::Value| match v {
             serde_json::Value::String(s) => Ok(s.clone()),
             serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Ok(v.to_string()),
-            _ => bail!("variable {name:?}: values are strings, numbers or booleans"),
+            _ => Err(Problem::VariableNotScalar(name.clone())),
         };
         let values = match v {
             serde_json::Value::Array(items) => {
-                items.iter().map(scalar).collect::<Result<Vec<_>>>()?
+                items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?
             }
             other => vec![scalar(other)?],
         };
         if values.is_empty() {
-            bail!("variable {name:?} has an empty list of values");
+            return Err(Problem::VariableEmpty(name.clone()).into());
         }
         variables.push((name.clone(), values));
     }
@@ -356,7 +387,7 @@ fn user_model(
         scenarios.push(
             lowering
                 .scenario(name, s.flow.as_deref(), s.markov.as_ref())
-                .with_context(|| format!("scenario {name:?}"))?,
+                .within(|| Place::Scenario(name.clone()))?,
         );
     }
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
@@ -396,5 +427,42 @@ mod tests {
         mutations(USERS_SEED, 3000, |text| {
             let _ = parse(text, path);
         });
+    }
+
+    #[test]
+    fn a_scenario_error_names_the_file_the_places_leading_to_the_problem_and_the_problem() {
+        let path = Path::new("s.yaml");
+        let text = "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - { duration: 1, users: 1 }\nscenarios:\n  - name: shop\n    flow:\n      - get: { url: \"/\" }\n      - loop:\n          - get: { url: \"/{{ cart }}\" }\n        count: 2\n";
+        let e = from_text(text, path, None, 1, Lookup::Skip).unwrap_err();
+        let ScenarioError::Invalid {
+            path: at,
+            trail,
+            problem: Problem::Flow(FlowError::Undefined(variable)),
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!(at, path);
+        assert_eq!(
+            trail,
+            &[
+                Place::Scenario("shop".into()),
+                Place::FlowStep(2),
+                Place::FlowStep(1)
+            ]
+        );
+        assert_eq!(variable, "cart");
+        assert!(
+            e.to_string()
+                .starts_with("s.yaml: scenario \"shop\": flow step 2: flow step 1: {{ cart }}"),
+            "{e}"
+        );
+
+        let e = parse("config:\n  target: x\n  extra: 1\n", path).unwrap_err();
+        let ScenarioError::Yaml(yaml) = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(yaml.position, Some(crate::Position { line: 3, column: 3 }));
+        assert!(yaml.message.starts_with("unknown field `extra`"), "{e}");
     }
 }

@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use loadlab_run::users::{Payload, PayloadOrder};
 use serde::Deserialize;
+
+use super::error::PayloadError;
 
 /// `config.payload`: a CSV file and the variables its columns fill.
 #[derive(Debug, Deserialize)]
@@ -30,41 +31,43 @@ pub struct PayloadSpec {
 const MAX_PAYLOAD_ROWS: usize = 10_000_000;
 
 /// Reads a payload CSV file, relative to the scenario file.
-pub fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload> {
+pub fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload, PayloadError> {
     let file = scenario.parent().unwrap_or(Path::new(".")).join(&spec.path);
     let delimiter = match spec.delimiter.as_deref() {
         None => b',',
         Some(d) if d.len() == 1 => d.as_bytes()[0],
-        Some(d) => bail!("payload delimiter {d:?} must be one character"),
+        Some(d) => return Err(PayloadError::Delimiter(d.into())),
     };
     let order = match spec.order.as_deref() {
         None | Some("random") => PayloadOrder::Random,
         Some("sequence") => PayloadOrder::Sequence,
-        Some(o) => bail!("payload order {o:?}: use random or sequence"),
+        Some(o) => return Err(PayloadError::Order(o.into())),
     };
     if spec.fields.is_empty() {
-        bail!(
-            "payload {}: fields names the variables of its columns",
-            spec.path
-        );
+        return Err(PayloadError::NoFields(spec.path.clone()));
     }
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(spec.skip_header)
         .delimiter(delimiter)
         .flexible(true)
         .from_path(&file)
-        .with_context(|| format!("cannot read the payload file {}", file.display()))?;
+        .map_err(|error| PayloadError::Unreadable {
+            file: file.clone(),
+            error,
+        })?;
     let mut rows = Vec::new();
     for (i, record) in reader.records().enumerate() {
-        let record = record.with_context(|| format!("payload {}", file.display()))?;
+        let record = record.map_err(|error| PayloadError::Row {
+            file: file.clone(),
+            error,
+        })?;
         if record.len() < spec.fields.len() {
-            bail!(
-                "payload {} row {}: {} columns, fields names {}",
-                file.display(),
-                i + 1,
-                record.len(),
-                spec.fields.len()
-            );
+            return Err(PayloadError::ShortRow {
+                file,
+                row: i + 1,
+                columns: record.len(),
+                fields: spec.fields.len(),
+            });
         }
         rows.push(
             record
@@ -74,14 +77,14 @@ pub fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload> {
                 .collect(),
         );
         if rows.len() > MAX_PAYLOAD_ROWS {
-            bail!(
-                "payload {} has more than {MAX_PAYLOAD_ROWS} rows",
-                file.display()
-            );
+            return Err(PayloadError::TooManyRows {
+                file,
+                max: MAX_PAYLOAD_ROWS,
+            });
         }
     }
     if rows.is_empty() {
-        bail!("payload {} has no rows", file.display());
+        return Err(PayloadError::NoRows { file });
     }
     Ok(Payload {
         fields: spec.fields.clone(),

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use loadlab_run::{RatePhase, UserPhase};
 use serde::Deserialize;
 
+use super::error::PhaseError;
 use crate::yaml::Seconds;
 
 #[derive(Debug, Deserialize)]
@@ -79,7 +79,7 @@ pub enum Phases {
 
 /// The phases of a file: all arrival phases (the open model) or all user phases (the closed
 /// model with virtual users); pauses fit either.
-pub fn lower(specs: &[PhaseSpec]) -> Result<Phases> {
+pub fn lower(specs: &[PhaseSpec]) -> Result<Phases, PhaseError> {
     let mut lowered = Vec::new();
     for (i, p) in specs.iter().enumerate() {
         lowered.push(phases_of(i, p)?);
@@ -87,7 +87,7 @@ pub fn lower(specs: &[PhaseSpec]) -> Result<Phases> {
     let users = lowered.iter().any(|l| matches!(l, Lowered::Users(_)));
     let rates = lowered.iter().any(|l| matches!(l, Lowered::Rates(_)));
     if users && rates {
-        bail!("phases mix users (closed model) with arrival rates (open model); use one kind");
+        return Err(PhaseError::Mixed);
     }
     let phases = if users {
         Phases::Users(
@@ -120,7 +120,7 @@ pub fn lower(specs: &[PhaseSpec]) -> Result<Phases> {
     Ok(phases)
 }
 
-fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered> {
+fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered, PhaseError> {
     let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
     if let Some(pause) = &p.pause {
         if p.arrival_rate.is_some()
@@ -128,14 +128,14 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered> {
             || p.duration.is_some()
             || p.users.is_some()
         {
-            bail!("phase {name:?}: a pause takes no duration, arrivalRate, arrivalCount or users");
+            return Err(PhaseError::PauseWithLoad(name));
         }
         return Ok(Lowered::Pause(name, pause.duration()?));
     }
     let duration = p
         .duration
         .as_ref()
-        .with_context(|| format!("phase {name:?} needs a duration (or is a pause)"))?
+        .ok_or_else(|| PhaseError::NoDuration(name.clone()))?
         .duration()?;
     if let Some(users) = p.users {
         let other = p.arrival_rate.is_some()
@@ -144,17 +144,17 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered> {
             || p.step.is_some()
             || p.ramp_to.is_some();
         if other {
-            bail!("phase {name:?}: users phases (closed model) take no arrival rates");
+            return Err(PhaseError::UsersWithRates(name));
         }
         if users > loadlab_run::plan::MAX_CONNECTIONS {
-            bail!(
-                "phase {name:?}: at most {} users",
-                loadlab_run::plan::MAX_CONNECTIONS
-            );
+            return Err(PhaseError::TooManyUsers {
+                phase: name,
+                max: loadlab_run::plan::MAX_CONNECTIONS,
+            });
         }
         if let Some(r) = p.spawn_rate {
             if !(r.is_finite() && r > 0.0) {
-                bail!("phase {name:?}: spawnRate must be more than 0 users per second");
+                return Err(PhaseError::SpawnRate(name));
             }
         }
         return Ok(Lowered::Users(UserPhase {
@@ -165,12 +165,16 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered> {
         }));
     }
     if p.spawn_rate.is_some() {
-        bail!("phase {name:?}: spawnRate goes with users");
+        return Err(PhaseError::SpawnRateWithoutUsers(name));
     }
     Ok(Lowered::Rates(rate_phases(&name, p, duration)?))
 }
 
-fn rate_phases(name: &str, p: &PhaseSpec, duration: Duration) -> Result<Vec<RatePhase>> {
+fn rate_phases(
+    name: &str,
+    p: &PhaseSpec,
+    duration: Duration,
+) -> Result<Vec<RatePhase>, PhaseError> {
     let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
     let kinds = [
         p.arrival_rate.is_some() || p.arrival_count.is_some(),
@@ -178,18 +182,18 @@ fn rate_phases(name: &str, p: &PhaseSpec, duration: Duration) -> Result<Vec<Rate
         p.step.is_some(),
     ];
     if kinds.iter().filter(|k| **k).count() != 1 {
-        bail!("phase {name:?} needs one of arrivalRate, arrivalCount, spike or step");
+        return Err(PhaseError::Shape(name.into()));
     }
     if let Some(sp) = &p.spike {
         let (length, every) = (sp.length.duration()?, sp.every.duration()?);
         if !(rate_ok(sp.base) && rate_ok(sp.to)) || length >= every {
-            bail!("phase {name:?}: a spike needs rates of at least 0 and a length shorter than its spacing");
+            return Err(PhaseError::Spike(name.into()));
         }
         if duration.as_secs_f64() / every.as_secs_f64() > MAX_SHAPE_PHASES as f64 / 2.0 {
-            bail!(
-                "phase {name:?}: more than {} spikes; space them further apart",
-                MAX_SHAPE_PHASES / 2
-            );
+            return Err(PhaseError::TooManySpikes {
+                phase: name.into(),
+                max: MAX_SHAPE_PHASES / 2,
+            });
         }
         return Ok(spikes(name, sp.base, sp.to, length, every, duration));
     }
@@ -198,9 +202,10 @@ fn rate_phases(name: &str, p: &PhaseSpec, duration: Duration) -> Result<Vec<Rate
             || st.steps == 0
             || u64::from(st.steps) > MAX_SHAPE_PHASES
         {
-            bail!(
-                "phase {name:?}: steps need rates of at least 0 and 1 to {MAX_SHAPE_PHASES} steps"
-            );
+            return Err(PhaseError::Steps {
+                phase: name.into(),
+                max: MAX_SHAPE_PHASES,
+            });
         }
         let each = duration / st.steps;
         return Ok((0..st.steps)
@@ -227,9 +232,7 @@ fn rate_phases(name: &str, p: &PhaseSpec, duration: Duration) -> Result<Vec<Rate
             n / duration.as_secs_f64(),
             Some(duration),
         )]),
-        _ => bail!(
-            "phase {name:?} needs arrivalRate (optionally rampTo) or arrivalCount, not negative"
-        ),
+        _ => Err(PhaseError::Rates(name.into())),
     }
 }
 

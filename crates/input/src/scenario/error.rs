@@ -1,0 +1,452 @@
+//! What can be wrong in a scenario file: a [`ScenarioError`] names the file, the trail of
+//! [`Place`]s leading into it, and the [`Problem`], one enum for each part of the file (phases,
+//! flows and chains, `ensure`, `payload`). The parsers return a crate-private [`Traced`]
+//! problem, which [`Within::within`] places one step further out (`flow step 2` inside
+//! `scenario "x"`), and the scenario's lowering names the file.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use loadlab_run::thresholds::ThresholdError;
+use loadlab_run::{PlanError, TemplateError};
+
+use crate::target::UrlError;
+use crate::tls::CaFileError;
+use crate::yaml::{DurationError, YamlError};
+
+/// A scenario file that cannot become a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file cannot be read.
+    #[error("cannot read the scenario file {path}: {error}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        error: io::Error,
+    },
+    /// The file is not YAML in a scenario's shape (an unknown key, a wrong type).
+    #[error(transparent)]
+    Yaml(YamlError),
+    /// The file describes something loadlab cannot run.
+    #[error("{path}: {}{problem}", Trail(.trail))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Where in the file, outermost first; empty for the file as a whole.
+        trail: Vec<Place>,
+        /// What is wrong.
+        problem: Problem,
+    },
+}
+
+impl ScenarioError {
+    /// `problem` in the file at `path` as a whole.
+    pub(crate) fn invalid(path: &Path, problem: impl Into<Problem>) -> Self {
+        Traced::from(problem).in_file(path)
+    }
+}
+
+/// A place in a scenario file, as a trail names it on the way to a problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// A scenario, by its name (or `scenario N`).
+    Scenario(String),
+    /// A step of a flow or of a loop, from 1.
+    FlowStep(usize),
+    /// A state of a Markov chain, by its name.
+    MarkovState(String),
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Scenario(name) => write!(f, "scenario {name:?}"),
+            Place::FlowStep(n) => write!(f, "flow step {n}"),
+            Place::MarkovState(name) => write!(f, "markov state {name:?}"),
+        }
+    }
+}
+
+/// A trail as a message writes it: each place followed by `: `.
+struct Trail<'a>(&'a [Place]);
+
+impl fmt::Display for Trail<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|p| write!(f, "{p}: "))
+    }
+}
+
+/// What is wrong in a scenario file that parses.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// A phase of `config.phases`.
+    #[error(transparent)]
+    Phase(#[from] PhaseError),
+    /// A flow or a Markov chain.
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    /// `config.ensure`.
+    #[error(transparent)]
+    Ensure(#[from] EnsureError),
+    /// `config.payload`.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// `config.target` (or `--target`), or a plain request's URL.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// `config.tls.cacert` (or `--cacert`).
+    #[error(transparent)]
+    CaFile(#[from] CaFileError),
+    /// The plan the file describes does not hold together.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A variable whose value is a list or a map of lists or maps.
+    #[error("variable {0:?}: values are strings, numbers or booleans")]
+    VariableNotScalar(String),
+    /// A variable with an empty list of values.
+    #[error("variable {0:?} has an empty list of values")]
+    VariableEmpty(String),
+    /// Every scenario has weight 0.
+    #[error("no scenario with a positive weight")]
+    NoWeight,
+    /// Weights whose mix takes too many slots.
+    #[error("scenario weights reduce to {slots} slots; keep them under {max}")]
+    TooManySlots {
+        /// Slots the weights reduce to.
+        slots: u32,
+        /// Most slots a file may have.
+        max: u32,
+    },
+    /// A `config.http.timeout` past what a duration holds.
+    #[error("config.http.timeout of {0} s is too long")]
+    TimeoutTooLong(f64),
+    /// `-c` or `--max-connections` with users phases.
+    #[error(
+        "-c and --max-connections do not apply to users phases: each user has its own connections"
+    )]
+    ConnectionsWithUsers,
+}
+
+/// A problem with the trail that leads to it, before the file's path is known.
+#[derive(Debug)]
+pub(crate) struct Traced {
+    trail: Vec<Place>,
+    problem: Problem,
+}
+
+impl<E: Into<Problem>> From<E> for Traced {
+    fn from(problem: E) -> Self {
+        Traced {
+            trail: Vec::new(),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl Traced {
+    /// The error of the file at `path`.
+    pub(crate) fn in_file(self, path: &Path) -> ScenarioError {
+        ScenarioError::Invalid {
+            path: path.to_path_buf(),
+            trail: self.trail,
+            problem: self.problem,
+        }
+    }
+}
+
+/// Puts a result's error at a place in the file, one step further out on its trail.
+pub(crate) trait Within<T> {
+    /// The error, if any, found within `place`.
+    fn within(self, place: impl FnOnce() -> Place) -> Result<T, Traced>;
+}
+
+impl<T, E: Into<Traced>> Within<T> for Result<T, E> {
+    fn within(self, place: impl FnOnce() -> Place) -> Result<T, Traced> {
+        self.map_err(|e| {
+            let mut traced = e.into();
+            traced.trail.insert(0, place());
+            traced
+        })
+    }
+}
+
+/// A phase of `config.phases` that cannot run, by its name (or `phase N`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PhaseError {
+    /// Users phases and arrival phases in one file.
+    #[error("phases mix users (closed model) with arrival rates (open model); use one kind")]
+    Mixed,
+    /// A pause with a duration or a load.
+    #[error("phase {0:?}: a pause takes no duration, arrivalRate, arrivalCount or users")]
+    PauseWithLoad(String),
+    /// A phase that is neither a pause nor has a duration.
+    #[error("phase {0:?} needs a duration (or is a pause)")]
+    NoDuration(String),
+    /// A duration (or a spike's length or spacing) that is not one.
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    /// A users phase with arrival rates.
+    #[error("phase {0:?}: users phases (closed model) take no arrival rates")]
+    UsersWithRates(String),
+    /// More users than a plan may have.
+    #[error("phase {phase:?}: at most {max} users")]
+    TooManyUsers {
+        /// The phase.
+        phase: String,
+        /// Most users a phase may have.
+        max: usize,
+    },
+    /// A spawn rate of zero or less.
+    #[error("phase {0:?}: spawnRate must be more than 0 users per second")]
+    SpawnRate(String),
+    /// A spawn rate without users.
+    #[error("phase {0:?}: spawnRate goes with users")]
+    SpawnRateWithoutUsers(String),
+    /// None, or several, of the arrival shapes.
+    #[error("phase {0:?} needs one of arrivalRate, arrivalCount, spike or step")]
+    Shape(String),
+    /// A spike with a negative rate, or as long as its spacing.
+    #[error(
+        "phase {0:?}: a spike needs rates of at least 0 and a length shorter than its spacing"
+    )]
+    Spike(String),
+    /// Spikes too close together for the phase's length.
+    #[error("phase {phase:?}: more than {max} spikes; space them further apart")]
+    TooManySpikes {
+        /// The phase.
+        phase: String,
+        /// Most spikes a phase may have.
+        max: u64,
+    },
+    /// Steps with a negative rate, or too few or too many steps.
+    #[error("phase {phase:?}: steps need rates of at least 0 and 1 to {max} steps")]
+    Steps {
+        /// The phase.
+        phase: String,
+        /// Most steps a phase may have.
+        max: u64,
+    },
+    /// A negative arrival rate or count, or a count with `rampTo`.
+    #[error("phase {0:?} needs arrivalRate (optionally rampTo) or arrivalCount, not negative")]
+    Rates(String),
+}
+
+/// A flow step, a Markov chain or a request in either that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// A scenario with both a flow and a chain, or neither.
+    #[error("scenario {0:?} needs a flow or a markov model (one of them)")]
+    NoBehaviour(String),
+    /// A scenario that never sends a request.
+    #[error("sends no request; add a get, post, put, patch or delete step")]
+    NoRequest,
+    /// More steps than a user model may have.
+    #[error("more than {max} steps; use loop with a count instead of repeating steps")]
+    TooManySteps {
+        /// Most steps a user model may have.
+        max: usize,
+    },
+    /// A step with two requests.
+    #[error("a step sends one request; split get/post/… into separate steps")]
+    TwoRequests,
+    /// A step that is not exactly one of a request, a think and a loop.
+    #[error("a step is one of get/post/put/patch/delete, think, or loop (with count)")]
+    StepKind,
+    /// `count` without `loop`.
+    #[error("count goes with loop")]
+    CountWithoutLoop,
+    /// A loop without steps.
+    #[error("a loop needs steps")]
+    EmptyLoop,
+    /// A loop without count and without a request: it would never end.
+    #[error("a loop without count runs until the run ends, so it needs a request in it")]
+    EndlessLoop,
+    /// A think time that is not a duration.
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    /// A think time past a year.
+    #[error("think times are at most a year")]
+    ThinkTooLong,
+    /// A uniform think time whose low end is above its high end.
+    #[error("think: uniform needs [low, high] with low ≤ high")]
+    UniformOrder,
+    /// A think time that is none of the distributions, or several.
+    #[error(
+        "think takes seconds, or one of constant, uniform [low, high], exponential (its mean)"
+    )]
+    ThinkKind,
+    /// A state named `end`, which ends sessions.
+    #[error("markov: `end` ends a session and cannot be a state")]
+    EndState,
+    /// A transition (or the start) to a state that is not defined.
+    #[error("markov: no state named {0:?}")]
+    NoState(String),
+    /// `start: end`.
+    #[error("markov: start must be a state, not end")]
+    StartAtEnd,
+    /// A state with both a get and a post.
+    #[error("a state loads one page: get or post")]
+    TwoPages,
+    /// A negative or non-finite transition weight.
+    #[error("transition weights must be 0 or more")]
+    NegativeWeight,
+    /// Transitions whose weights are all 0.
+    #[error("every transition weight is 0")]
+    ZeroWeights,
+    /// States that load nothing and lead back to themselves.
+    #[error(
+        "markov state {0:?} can come back to itself through states that load no page and do not think; a walk would never end"
+    )]
+    IdleCycle(String),
+    /// A request's URL that is neither a path nor an `http[s]://` URL.
+    #[error("{0:?} is neither a path starting with / nor an http:// or https:// URL")]
+    NotUrl(String),
+    /// A template in a URL's scheme or host.
+    #[error("{0:?}: templates may appear in the path, not in the scheme or host")]
+    TemplatedOrigin(String),
+    /// A request's origin that cannot be loaded.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// A header name that is empty or holds spaces or control characters.
+    #[error("header name {0:?} is not valid")]
+    HeaderName(String),
+    /// A header value with a line break.
+    #[error("header {0:?} must not contain line breaks")]
+    HeaderLineBreak(String),
+    /// Both `json` and `body`.
+    #[error("give json or body, not both")]
+    JsonAndBody,
+    /// A JSON body that cannot be written.
+    #[error("{0}")]
+    Json(serde_json::Error),
+    /// A `{{ }}` template that does not parse.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// A `qs` value that is a list or a map.
+    #[error("qs {0:?}: a value must be a string, number or boolean")]
+    QueryValue(String),
+    /// A variable used before anything defines it.
+    #[error(
+        "{{{{ {0} }}}} is not defined before this request: define it in config.variables, a payload's fields, or an earlier capture"
+    )]
+    Undefined(String),
+    /// A capture's JSONPath query that does not parse.
+    #[error("capture json {query:?} is not a JSONPath query: {error}")]
+    CaptureQuery {
+        /// The query as written.
+        query: String,
+        /// The JSONPath parser's reason.
+        error: serde_json_path::ParseError,
+    },
+    /// A capture with both or neither of `json` and `header`.
+    #[error("capture {0:?} needs json (a JSONPath) or header, one of them")]
+    CaptureSource(String),
+    /// An expected status code outside 100 to 999.
+    #[error("expect statusCode: codes are from 100 to 999")]
+    StatusCode,
+    /// An expect item with both or neither of `statusCode` and `contentType`.
+    #[error("each expect item is one of statusCode or contentType")]
+    ExpectKind,
+}
+
+/// A check in `config.ensure` that loadlab cannot make.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnsureError {
+    /// A `maxErrorRate` outside 0 to 100.
+    #[error("ensure.maxErrorRate is a percentage from 0 to 100, got {0}")]
+    MaxErrorRate(f64),
+    /// An `ensure.slo` that is not a list of thresholds.
+    #[error(transparent)]
+    Slo(#[from] ThresholdError),
+    /// A negative or non-finite limit.
+    #[error("ensure: {what} needs a limit of 0 or more, got {limit}")]
+    Limit {
+        /// The metric's key as written (`ensure` for the top-level forms).
+        what: String,
+        /// The limit given.
+        limit: f64,
+    },
+    /// A latency statistic loadlab does not know.
+    #[error(
+        "ensure: {0:?} is not a latency statistic (min, max, mean, median, p50, p75, \
+         p90, p95, p99, p999)"
+    )]
+    LatencyStat(String),
+    /// A metric name loadlab does not check.
+    #[error(
+        "ensure: {0:?} is not a metric loadlab checks; use http.response_time.STAT, \
+         http.request_rate, plugins.metrics-by-endpoint.response_time.NAME.STAT, maxErrorRate \
+         or ensure.slo"
+    )]
+    Metric(String),
+    /// A condition with `or` or `not`.
+    #[error(
+        "ensure.conditions: {0:?} uses 'or' or 'not'; loadlab checks clauses \
+         joined by 'and' (write each alternative as its own run's threshold)"
+    )]
+    OrNot(String),
+    /// A clause without a comparison.
+    #[error("ensure.conditions: {0:?} has no <, <=, > or >=")]
+    NoComparison(String),
+    /// A clause whose limit is not a number of 0 or more.
+    #[error("ensure.conditions: {0:?} needs a number after it")]
+    NoNumber(String),
+}
+
+/// A `config.payload` entry that cannot be read into rows.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// A delimiter longer than one character.
+    #[error("payload delimiter {0:?} must be one character")]
+    Delimiter(String),
+    /// An order other than `random` and `sequence`.
+    #[error("payload order {0:?}: use random or sequence")]
+    Order(String),
+    /// No `fields`, by the path as written.
+    #[error("payload {0}: fields names the variables of its columns")]
+    NoFields(String),
+    /// The CSV file cannot be opened.
+    #[error("cannot read the payload file {file}: {error}")]
+    Unreadable {
+        /// The file.
+        file: PathBuf,
+        /// The CSV reader's failure.
+        error: csv::Error,
+    },
+    /// A row the CSV reader refuses.
+    #[error("payload {file}: {error}")]
+    Row {
+        /// The file.
+        file: PathBuf,
+        /// The CSV reader's failure.
+        error: csv::Error,
+    },
+    /// A row with fewer columns than `fields` names.
+    #[error("payload {file} row {row}: {columns} columns, fields names {fields}")]
+    ShortRow {
+        /// The file.
+        file: PathBuf,
+        /// The row, from 1.
+        row: usize,
+        /// Its columns.
+        columns: usize,
+        /// The fields named.
+        fields: usize,
+    },
+    /// More rows than a payload may have.
+    #[error("payload {file} has more than {max} rows")]
+    TooManyRows {
+        /// The file.
+        file: PathBuf,
+        /// Most rows a payload may have.
+        max: usize,
+    },
+    /// A file without rows.
+    #[error("payload {file} has no rows")]
+    NoRows {
+        /// The file.
+        file: PathBuf,
+    },
+}
