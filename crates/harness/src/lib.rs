@@ -32,12 +32,12 @@ pub enum HarnessError {
     #[error(transparent)]
     Sampler(#[from] loadlab_lab::SamplerError),
     /// A topology could not be started.
-    #[error("topology {name:?}: {source}")]
+    #[error("topology {name:?}: {error}")]
     Topology {
         /// The topology's name.
         name: String,
         /// Why.
-        source: loadlab_lab::LabError,
+        error: loadlab_lab::LabError,
     },
     /// A plan could not be made.
     #[error(transparent)]
@@ -49,21 +49,21 @@ pub enum HarnessError {
     #[error(transparent)]
     Merge(#[from] MergeError),
     /// The operating system refused something (a thread, a socket, a signal handler).
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     System {
         /// What was being done.
         what: String,
         /// Why it failed.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 impl HarnessError {
     /// An operating-system failure while doing `what`.
-    pub fn system(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub fn system(what: impl Into<String>, error: std::io::Error) -> Self {
         HarnessError::System {
             what: what.into(),
-            source,
+            error,
         }
     }
 }

@@ -97,9 +97,9 @@ fn start(
     exe: &Path,
 ) -> Result<loadlab_lab::Deployment> {
     let deployment =
-        loadlab_lab::deploy(topology, exe).map_err(|source| HarnessError::Topology {
+        loadlab_lab::deploy(topology, exe).map_err(|error| HarnessError::Topology {
             name: name.to_string(),
-            source,
+            error,
         })?;
     println!("\n  {name}: {}", deployment.description);
     Ok(deployment)

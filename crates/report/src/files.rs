@@ -27,19 +27,19 @@ pub enum FileError {
         dir: String,
     },
     /// The file could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}")]
     Write {
         /// The file.
         path: String,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), FileError> {
-    std::fs::write(path, bytes).map_err(|source| FileError::Write {
+    std::fs::write(path, bytes).map_err(|error| FileError::Write {
         path: path.display().to_string(),
-        source,
+        error,
     })
 }
 
@@ -70,9 +70,9 @@ fn write_flame(
     title: &str,
     stacks: &std::collections::BTreeMap<String, u64>,
 ) -> Result<(), FileError> {
-    let svg = crate::flame::flame_svg(title, stacks).map_err(|source| FileError::Write {
+    let svg = crate::flame::flame_svg(title, stacks).map_err(|error| FileError::Write {
         path: path.display().to_string(),
-        source,
+        error,
     })?;
     write(path, svg)
 }
@@ -98,9 +98,9 @@ pub fn write_flame_diff(
     before: &std::collections::BTreeMap<String, u64>,
     after: &std::collections::BTreeMap<String, u64>,
 ) -> Result<(), FileError> {
-    let svg = crate::flame::diff_svg(title, before, after).map_err(|source| FileError::Write {
+    let svg = crate::flame::diff_svg(title, before, after).map_err(|error| FileError::Write {
         path: path.display().to_string(),
-        source,
+        error,
     })?;
     write(path, svg)
 }

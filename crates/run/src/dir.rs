@@ -14,18 +14,18 @@ use crate::summary::Summary;
 
 /// A run directory or summary file could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write {path}: {source}")]
+#[error("cannot write {path}: {error}")]
 pub struct RunDirError {
     /// The file or directory concerned.
     pub path: PathBuf,
     /// The underlying failure.
-    pub source: io::Error,
+    pub error: io::Error,
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
-    let err = |source| RunDirError {
+    let err = |error| RunDirError {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
@@ -49,9 +49,9 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
 /// watched stores), and `profile.folded` when the service was profiled. `summary.json` is
 /// written last, so a directory that has one is complete (the merge of shards waits for it).
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
-    fs::create_dir_all(dir).map_err(|source| RunDirError {
+    fs::create_dir_all(dir).map_err(|error| RunDirError {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let mut plan = serde_json::to_vec_pretty(&run.plan).expect("a plan serializes");
     plan.push(b'\n');
@@ -147,12 +147,12 @@ fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
 #[derive(Debug, thiserror::Error)]
 pub enum ReadRunError {
     /// A file is missing or unreadable.
-    #[error("cannot read {path}: {source}; is it a run directory (from --out, lab or demo)?")]
+    #[error("cannot read {path}: {error}; is it a run directory (from --out, lab or demo)?")]
     Io {
         /// The file.
         path: PathBuf,
         /// The failure.
-        source: io::Error,
+        error: io::Error,
     },
     /// `summary.json` is not a loadlab summary.
     #[error("{path} is not a loadlab summary: {reason}")]
@@ -324,7 +324,7 @@ fn read_latency_log(bytes: &[u8]) -> Option<hdrhistogram::Histogram<u64>> {
 pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
     let read = |name: &str| {
         let path = dir.join(name);
-        fs::read_to_string(&path).map_err(|source| ReadRunError::Io { path, source })
+        fs::read_to_string(&path).map_err(|error| ReadRunError::Io { path, error })
     };
     let text = read("summary.json")?;
     let summary: Summary = serde_json::from_str(&text).map_err(|e| ReadRunError::Summary {
