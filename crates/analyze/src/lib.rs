@@ -18,6 +18,7 @@ pub mod scaling;
 pub mod slo;
 pub mod thresholds;
 pub mod usl;
+pub mod verdict;
 
 pub use findings::findings;
 pub use slo::Slo;
