@@ -10,7 +10,7 @@ use loadlab_analyze::capacity::{
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
-use loadlab_input::UrlTarget;
+use loadlab_input::{CapacityFlags, UrlTarget};
 use loadlab_run::{Model, RatePhase, RunData, Stop};
 
 use crate::steps::{closed_step, drain, run_step};
@@ -37,6 +37,23 @@ pub struct CapacitySearch {
     pub max_connections: usize,
     /// Generator threads of each rate's run.
     pub threads: usize,
+}
+
+impl CapacitySearch {
+    /// The search `flags` describe, aiming at `slo`.
+    pub fn new(slo: Slo, flags: &CapacityFlags) -> CapacitySearch {
+        CapacitySearch {
+            slo,
+            start_rps: flags.start,
+            max_rate_rps: flags.max_rate,
+            tolerance: flags.tolerance,
+            warmup: flags.warmup,
+            measured: flags.step,
+            max_time: flags.max_time,
+            max_connections: flags.max_connections,
+            threads: flags.threads.unwrap_or_else(loadlab_run::defaults::threads),
+        }
+    }
 }
 
 /// What the closed-loop climb found.

@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+pub mod capacity;
 pub mod experiment;
 pub mod flags;
 pub mod lower;
@@ -23,6 +24,7 @@ mod yaml;
 #[cfg(test)]
 mod fuzz;
 
+pub use capacity::CapacityFlags;
 pub use experiment::{Experiment, Workload};
 pub use flags::{is_scenario, ArrivalArg, LoadFlags, ReachFlags};
 pub use lower::{Overrides, UrlTarget};
