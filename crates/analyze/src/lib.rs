@@ -14,7 +14,6 @@ pub mod findings;
 pub mod health;
 pub mod models;
 pub mod probe;
-pub mod scaling;
 pub mod slo;
 pub mod thresholds;
 pub mod usl;

@@ -42,8 +42,8 @@ pub struct CellResult {
     /// Why this cell is left out of the comparisons, when it is (a process exited mid-cell).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub excluded: Option<String>,
-    /// What limited it, in words (empty when nothing did).
-    pub limits: Vec<String>,
+    /// What limited it (empty when nothing did).
+    pub limits: Vec<Limit>,
 }
 
 /// A cell's figures, by the kind of load it ran.
@@ -395,10 +395,10 @@ fn describe(measure: &str, base: &str, var: &str, i: &Interval) -> String {
         "latency_p50" => "median latency",
         _ => "p99 latency",
     };
-    let mut s = format!("{var}'s {what} is ×{:.2} {base}'s", i.ratio);
+    let mut s = format!("{what} ×{:.2} ({var} over {base}", i.ratio);
     if i.n > 1 {
         s.push_str(&format!(
-            " (95 % interval ×{:.2}–×{:.2} over {} rounds): ",
+            "; 95 % interval ×{:.2}–×{:.2} over {} rounds): ",
             i.low, i.high, i.n
         ));
         s.push_str(if i.differs() {
@@ -407,7 +407,7 @@ fn describe(measure: &str, base: &str, var: &str, i: &Interval) -> String {
             "no difference beyond the rounds' noise"
         });
     } else {
-        s.push_str(" (one round: no interval; run rounds: 3 or more to judge)");
+        s.push_str("; one round: no interval, run rounds: 3 or more to judge)");
     }
     s
 }
@@ -431,70 +431,174 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
     ))
 }
 
-/// The limits the cells of one side named, each once, in the order first seen.
-fn limits_of(cells: &[&CellResult]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for c in cells {
-        for l in &c.limits {
-            if !out.contains(l) {
-                out.push(l.clone());
-            }
-        }
-    }
-    out
+/// Something that limited a cell, with the figures that show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Limit {
+    /// The generator and the watched processes together kept the host's cores busy.
+    Host {
+        /// The host's cores.
+        cores: usize,
+        /// The generator's CPU, percent of one core.
+        generator_pct: f64,
+        /// The watched processes' CPU, percent of one core.
+        service_pct: f64,
+    },
+    /// Processes of the topology that were CPU-bound (used plus waited ≥ 85 % of a core).
+    CpuBound {
+        /// Their command name.
+        name: String,
+        /// How many were.
+        busy: usize,
+        /// Processes of that name watched.
+        of: usize,
+        /// Their mean CPU wanted, percent of one core.
+        demand_pct: f64,
+    },
+    /// Responses with status 429.
+    RateLimited {
+        /// Percent of completed requests.
+        pct: f64,
+    },
+    /// Requests that failed otherwise (error statuses, transport errors, dropped).
+    Failing {
+        /// Percent of completed requests.
+        pct: f64,
+    },
+    /// A generator thread saturated.
+    Generator,
 }
 
-/// What limited a run, in words, from what the lab watched: the host's cores (the generator
-/// and the watched processes together), the busiest process's CPU (used plus waited), 429s,
-/// errors, the generator itself. `cores` is the host's.
-pub fn limits(s: &Summary, cores: usize) -> Vec<String> {
+/// One side's limits in words: each kind once, its figures the mean over the cells that had
+/// it, and in how many of the side's rounds when not in all.
+fn limits_of(cells: &[&CellResult]) -> Vec<String> {
+    let n = cells.len();
+    let mut kinds: Vec<Vec<&Limit>> = Vec::new();
+    for l in cells.iter().flat_map(|c| &c.limits) {
+        match kinds
+            .iter_mut()
+            .find(|k| std::mem::discriminant(k[0]) == std::mem::discriminant(l))
+        {
+            Some(k) => k.push(l),
+            None => kinds.push(vec![l]),
+        }
+    }
+    kinds
+        .iter()
+        .map(|k| {
+            let mean =
+                |f: &dyn Fn(&Limit) -> f64| k.iter().map(|l| f(l)).sum::<f64>() / k.len() as f64;
+            let mut text = match k[0] {
+                Limit::Host { cores, .. } => {
+                    let generator = mean(&|l| match l {
+                        Limit::Host { generator_pct, .. } => *generator_pct,
+                        _ => 0.0,
+                    });
+                    let service = mean(&|l| match l {
+                        Limit::Host { service_pct, .. } => *service_pct,
+                        _ => 0.0,
+                    });
+                    format!(
+                        "the host's {cores} cores were busy (generator {generator:.0} %, service \
+                         {service:.0} % of {} %): the host, not the topology, capped it",
+                        100 * cores
+                    )
+                }
+                Limit::CpuBound { name, of, .. } => {
+                    let busy = mean(&|l| match l {
+                        Limit::CpuBound { busy, .. } => *busy as f64,
+                        _ => 0.0,
+                    });
+                    let demand = mean(&|l| match l {
+                        Limit::CpuBound { demand_pct, .. } => *demand_pct,
+                        _ => 0.0,
+                    });
+                    format!(
+                        "{busy:.0} of {of} {name} process(es) CPU-bound ({demand:.0} % of a core \
+                         each, run plus waited)"
+                    )
+                }
+                Limit::RateLimited { .. } => format!(
+                    "{:.0} % answered 429 (too many requests)",
+                    mean(&|l| match l {
+                        Limit::RateLimited { pct } => *pct,
+                        _ => 0.0,
+                    })
+                ),
+                Limit::Failing { .. } => format!(
+                    "{:.0} % of requests failed",
+                    mean(&|l| match l {
+                        Limit::Failing { pct } => *pct,
+                        _ => 0.0,
+                    })
+                ),
+                Limit::Generator => "the generator saturated a thread".to_string(),
+            };
+            if k.len() < n {
+                text.push_str(&format!(" in {} of {n} rounds", k.len()));
+            }
+            text
+        })
+        .collect()
+}
+
+/// What limited a run, from what the lab watched: the host's cores (the generator and the
+/// watched processes together), CPU-bound processes (used plus waited), 429s, errors, the
+/// generator itself. `cores` is the host's.
+pub fn limits(s: &Summary, cores: usize) -> Vec<Limit> {
     let mut out = Vec::new();
     let secs = s.duration_s.max(1e-9);
     let completed = s.requests.completed.max(1) as f64;
     let processes = s.server.as_ref().map_or(&[][..], |x| &x.processes[..]);
-    let served_pct: f64 = processes.iter().map(|p| p.cpu_pct_avg).sum();
+    let service_pct: f64 = processes.iter().map(|p| p.cpu_pct_avg).sum();
     let generator_pct = 100.0 * s.generator.cpu_s / secs;
-    let host_pct = 100.0 * cores.max(1) as f64;
-    if served_pct + generator_pct >= HOST_BUSY * host_pct {
-        out.push(format!(
-            "the host's {cores} cores were busy ({:.0} % of {:.0} %: generator {:.0} %, \
-             service {:.0} %), so the host, not the topology, capped it",
-            served_pct + generator_pct,
-            host_pct,
+    if service_pct + generator_pct >= HOST_BUSY * 100.0 * cores.max(1) as f64 {
+        out.push(Limit::Host {
+            cores,
             generator_pct,
-            served_pct
-        ));
+            service_pct,
+        });
     }
-    if let Some(p) = processes
-        .iter()
-        .max_by(|a, b| demand(a).total_cmp(&demand(b)))
-        .filter(|p| demand(p) >= BUSY_PROCESS_PCT)
-    {
-        out.push(format!(
-            "{} (pid {}) CPU-bound at {:.0} % of a core ({:.0} % run, {:.0} % waiting)",
-            p.name,
-            p.pid,
-            demand(p),
-            p.cpu_pct_avg,
-            p.cpu_wait_pct_avg
-        ));
+    let mut names: Vec<&str> = Vec::new();
+    for p in processes {
+        if !names.contains(&p.name.as_str()) {
+            names.push(&p.name);
+        }
+    }
+    for name in names {
+        let of: Vec<f64> = processes
+            .iter()
+            .filter(|p| p.name == name)
+            .map(demand)
+            .collect();
+        let busy: Vec<f64> = of
+            .iter()
+            .copied()
+            .filter(|d| *d >= BUSY_PROCESS_PCT)
+            .collect();
+        if !busy.is_empty() {
+            out.push(Limit::CpuBound {
+                name: name.to_string(),
+                busy: busy.len(),
+                of: of.len(),
+                demand_pct: busy.iter().sum::<f64>() / busy.len() as f64,
+            });
+        }
     }
     let limited = s.status.get("429").copied().unwrap_or(0) as f64;
     if limited / completed >= RATE_LIMITED {
-        out.push(format!(
-            "{:.0} % answered 429 (too many requests)",
-            100.0 * limited / completed
-        ));
+        out.push(Limit::RateLimited {
+            pct: 100.0 * limited / completed,
+        });
     }
     let failed = (s.requests.errors as f64 - limited).max(0.0) + s.requests.dropped as f64;
     if failed / completed >= FAILING {
-        out.push(format!(
-            "{:.0} % of requests failed",
-            100.0 * failed / completed
-        ));
+        out.push(Limit::Failing {
+            pct: 100.0 * failed / completed,
+        });
     }
     if s.generator.saturated {
-        out.push("the generator saturated a thread".into());
+        out.push(Limit::Generator);
     }
     out
 }
