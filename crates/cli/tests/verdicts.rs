@@ -115,3 +115,99 @@ fn an_open_load_under_capacity_is_judged_on_latency_and_a_paired_workload_on_thr
         "{t}"
     );
 }
+
+/// The PIDs of `parent`'s children whose command line holds `word`.
+fn children_with(parent: u32, word: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The parent's PID is the second field after the command's closing parenthesis.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(word) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_replica_killed_mid_cell_is_named_its_cell_left_out_and_the_lab_goes_on() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.yaml");
+    std::fs::write(
+        &file,
+        "name: crash\n\
+         topologies:\n  - { name: two, replicas: 2, lb: builtin }\n\
+         workloads:\n  - { name: first, run: \"/ping -R 200 -d 4s --timeout 2s\" }\n\
+         \x20 - { name: second, run: \"/ping -R 100 -d 1s\" }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let mut lab = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args([
+            "lab",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(lab.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.contains("running first") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let replicas = children_with(lab.id(), "serve");
+    assert_eq!(replicas.len(), 2, "{replicas:?}\n{printed}");
+    // SAFETY: a replica this test's lab started, by its PID.
+    unsafe {
+        libc::kill(replicas[0] as libc::pid_t, libc::SIGKILL);
+    }
+    let started = Instant::now();
+    for line in lines {
+        printed.push_str(&line.unwrap());
+        printed.push('\n');
+        assert!(started.elapsed() < Duration::from_secs(60), "{printed}");
+    }
+    assert!(lab.wait().unwrap().success(), "{printed}");
+    assert!(
+        printed.contains(&format!("(pid {}) exited during the cell", replicas[0])),
+        "{printed}"
+    );
+    assert!(printed.contains("left out of the comparisons"), "{printed}");
+    assert!(
+        !printed.contains("still serving the previous cell"),
+        "{printed}"
+    );
+    let json = read_json(&out.join("lab.json"));
+    let cells = json["cells"].as_array().unwrap();
+    let reason = cells[0]["excluded"].as_str().unwrap_or_default();
+    assert!(reason.contains("signal: 9"), "{}", cells[0]);
+    assert!(cells[1]["excluded"].is_null(), "{}", cells[1]);
+    let second = read_json(&out.join("two").join("second").join("summary.json"));
+    assert_eq!(
+        second["requests"]["errors"], 0,
+        "the restarted topology served: {second}"
+    );
+}

@@ -71,7 +71,19 @@ pub fn run_matrix(
                     round,
                     dir: &dir,
                 };
-                let (lab_cell, complete) = run_cell(&cell, &deployment, stop, dashboard)?;
+                let (mut lab_cell, complete, run) = run_cell(&cell, &deployment, stop, dashboard)?;
+                if let Some((label, pid, status)) = deployment.casualty() {
+                    let why = format!(
+                        "{label} (pid {pid}) exited during the cell ({status}){}",
+                        last_seen(run.as_ref(), pid)
+                    );
+                    println!(
+                        "    {why}: the cell is left out of the comparisons; starting {name} again"
+                    );
+                    lab_cell.excluded = Some(why);
+                    drop(deployment);
+                    deployment = start(name, topology, &exe)?;
+                }
                 cells.push(lab_cell);
                 if !complete {
                     return Ok(cells);
@@ -90,14 +102,14 @@ struct Cell<'a> {
     dir: &'a Path,
 }
 
-/// Runs one cell against its deployed topology and writes its run directory; the cell, and
-/// false when Ctrl-C cut it short.
+/// Runs one cell against its deployed topology and writes its run directory; the cell, false
+/// when Ctrl-C cut it short, and the run.
 fn run_cell(
     cell: &Cell,
     deployment: &loadlab_lab::Deployment,
     stop: &StopSignal,
     dashboard: Option<&Dashboard>,
-) -> Result<(LabCell, bool)> {
+) -> Result<(LabCell, bool, Option<RunData>)> {
     let (name, topology) = cell.topology;
     let w = cell.workload;
     let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
@@ -141,7 +153,7 @@ fn run_cell(
                     breaking_point: None,
                     excluded: Some("the target did not answer one request with a success".into()),
                 };
-                return Ok((lab_cell, !stop.is_stopped()));
+                return Ok((lab_cell, !stop.is_stopped(), None));
             };
             (run, summary, Some(found))
         }
@@ -163,7 +175,21 @@ fn run_cell(
         breaking_point,
         excluded: None,
     };
-    Ok((lab_cell, run.complete))
+    let complete = run.complete;
+    Ok((lab_cell, complete, Some(run)))
+}
+
+/// When the lab last saw process `pid` running, from the cell's server samples.
+fn last_seen(run: Option<&RunData>, pid: u32) -> String {
+    let last = run
+        .and_then(|r| r.server.as_ref())
+        .and_then(|s| s.processes.iter().find(|p| p.pid == pid))
+        .and_then(|p| p.samples.last())
+        .map(|x| x.second);
+    match last {
+        Some(second) => format!(", last sampled at second {second} of the cell"),
+        None => String::new(),
+    }
 }
 
 /// A capacity workload's search against a topology's front, with its processes watched: the

@@ -503,7 +503,7 @@ fn server_totals(s: &Summary) -> Option<(f64, f64)> {
         })
 }
 
-const LAB_COLUMNS: [&str; 23] = [
+const LAB_COLUMNS: [&str; 24] = [
     "topology",
     "workload",
     // Responses below 400 per second: a pipelined connection a gunicorn sync worker closes
@@ -536,6 +536,8 @@ const LAB_COLUMNS: [&str; 23] = [
     "round",
     // A capacity workload's breaking point: the highest rate that met its objective.
     "breaking req/s",
+    // Why a cell does not count in the comparisons (a process of the topology exited).
+    "left out",
 ];
 
 /// Responses below 400 per second: the completed requests' rate, scaled by their ok share.
@@ -589,6 +591,7 @@ fn lab_fields(c: &LabCell) -> Vec<String> {
         rss,
         (c.round + 1).to_string(),
         breaking,
+        c.excluded.clone().unwrap_or_else(|| "-".into()),
     ]
 }
 
