@@ -82,7 +82,7 @@ pub fn findings(run: &RunData, s: &Summary, cores: usize) -> Vec<Finding> {
             trends(&phase, &label, &run.plan.model, &mut out);
         }
         littles_law(run, s, &mut out);
-        service_demand(run, s, cores, &mut out);
+        service_demand(run, cores, &mut out);
         busiest_process(s, &mut out);
     }
     queue_backlog(run, &mut out);
@@ -359,22 +359,26 @@ fn littles_law(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
     }
 }
 
-fn service_demand(run: &RunData, s: &Summary, cores: usize, out: &mut Vec<Finding>) {
+fn service_demand(run: &RunData, cores: usize, out: &mut Vec<Finding>) {
     // CPU and requests over the same seconds: those the sampler read (it may miss the first
     // or last partial second of a run).
     let sampled = run
         .timeline
         .iter()
         .filter_map(|r| r.server_cpu_pct.map(|c| (c, r.completed)));
-    let (cpu_pct, requests) = sampled.fold((0.0, 0u64), |(c, n), (rc, rn)| (c + rc, n + rn));
+    let (cpu_pct, requests, seconds) = sampled.fold((0.0, 0u64, 0u64), |(c, n, k), (rc, rn)| {
+        (c + rc, n + rn, k + 1)
+    });
     let cpu_s = cpu_pct / 100.0;
-    if run.server.is_none() || requests == 0 || cpu_s <= 0.0 {
+    if run.server.is_none() || requests == 0 || cpu_s <= 0.0 || seconds == 0 {
         return;
     }
     let demand_ms = 1000.0 * cpu_s / requests as f64;
     let per_core = 1000.0 / demand_ms;
     let max_rps = cores as f64 * per_core;
-    let busy_cores = s.throughput.rps * demand_ms / 1000.0;
+    // U = X·D over the same seconds as the CPU: the cores the service kept busy on average,
+    // which the host's cores bound (a sample can read a little over a second's CPU).
+    let busy_cores = (cpu_s / seconds as f64).min(cores as f64);
     let utilization = busy_cores / cores as f64;
     let next = if utilization >= 0.8 {
         "the CPU is the bottleneck: profile the service to see where it goes, or give it more \
@@ -892,6 +896,46 @@ mod tests {
         assert!((d.values["max_rps_per_core"] - 2000.0).abs() < 1e-6);
         assert!((d.values["busy_cores"] - 0.5).abs() < 1e-9);
         assert!((d.values["utilization"] - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn busy_cores_come_from_the_seconds_the_cpu_was_sampled_and_never_exceed_the_host() {
+        // Seed 003's short cell: the sampler read one second of two, which held fewer of the
+        // requests than the run's average second; the whole run's rate times the demand read
+        // 2.41 busy cores on a 2-core host while the processes used 1.26.
+        let rows = (0..2).map(|s| second(s, 1000 * (s + 1), 1.0, 1)).collect();
+        let mut r = run(
+            open(vec![RatePhase::constant("main", 2000.0, None)]),
+            rows,
+            2000,
+        );
+        r.timeline[0].server_cpu_pct = Some(126.0);
+        r.server = Some(ServerData {
+            processes: vec![ProcessSeries {
+                pid: 1,
+                name: "svc".into(),
+                samples: Vec::new(),
+            }],
+            stores: Vec::new(),
+        });
+        let s = Summary::from_run(&r);
+        let d = findings(&r, &s, 2)
+            .into_iter()
+            .find(|f| f.kind == "service_demand")
+            .unwrap();
+        assert!((d.values["busy_cores"] - 1.26).abs() < 1e-9, "{d:?}");
+        assert!(
+            d.message.contains("kept 1.26 core(s) busy"),
+            "{}",
+            d.message
+        );
+        assert!(!d.next.contains("the CPU is the bottleneck"), "{}", d.next);
+        r.timeline[0].server_cpu_pct = Some(260.0);
+        let d = findings(&r, &s, 2)
+            .into_iter()
+            .find(|f| f.kind == "service_demand")
+            .unwrap();
+        assert!(d.values["busy_cores"] <= 2.0, "{d:?}");
     }
 
     fn process(pid: u32, name: &str, cpu_pct: f64) -> ProcessSeries {

@@ -14,10 +14,10 @@ pub mod findings;
 pub mod health;
 pub mod models;
 pub mod probe;
-pub mod scaling;
 pub mod slo;
 pub mod thresholds;
 pub mod usl;
+pub mod verdict;
 
 pub use findings::findings;
 pub use slo::Slo;

@@ -7,10 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use loadlab_input::values::{
-    concurrency_bound, parse_duration, positive_count, positive_duration, positive_rate,
-};
-use loadlab_input::{LoadFlags, ReachFlags};
+use loadlab_input::values::{concurrency_bound, parse_duration, positive_count, positive_duration};
+use loadlab_input::{CapacityFlags, LoadFlags, ReachFlags};
 use loadlab_run::topology::{self, Lb, Runtime};
 
 /// The command line with `--dashboard ADDR` (a space, as users write it) rewritten as
@@ -211,45 +209,12 @@ pub struct ProbeArgs {
 /// `loadlab capacity` flags.
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
-    /// The URL to load (GET).
-    #[arg(value_name = "URL")]
-    pub url: String,
-    /// The objective, e.g. 'p99<300ms,errors<1%'.
-    #[arg(long, value_name = "SLO")]
-    pub slo: String,
-    /// Longest time the search may take.
-    #[arg(long = "max-time", value_name = "DUR", default_value = "120s", value_parser = positive_duration)]
-    pub max_time: Duration,
-    /// Each rate's warm-up, discarded (and reported).
-    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = positive_duration)]
-    pub warmup: Duration,
-    /// Each rate's measured steady state.
-    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = positive_duration)]
-    pub step: Duration,
-    /// First rate tried (default: the plateau of a quick closed-loop climb).
-    #[arg(long, value_name = "RATE", value_parser = positive_rate, allow_negative_numbers = true)]
-    pub start: Option<f64>,
-    /// Highest rate tried.
-    #[arg(long = "max-rate", value_name = "RATE", default_value = "200000", value_parser = positive_rate, allow_negative_numbers = true)]
-    pub max_rate: f64,
-    /// Stop when the failing rate is within this fraction of the passing one.
-    #[arg(long, value_name = "FRACTION", default_value = "0.05")]
-    pub tolerance: f64,
-    /// A request not answered this long after its send counts as a timeout.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
-    pub timeout: Duration,
-    /// Most connections open at once.
-    #[arg(long = "max-connections", value_name = "N", default_value = "1000", value_parser = positive_count)]
-    pub max_connections: usize,
-    /// Generator threads (default: the cores this process may use).
-    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive_count)]
-    pub threads: Option<usize>,
+    /// The URL, the objective and the search's bounds.
+    #[command(flatten)]
+    pub search: CapacityFlags,
     /// Write the result and its steps as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// HTTP/2 and TLS verification, as `run` takes them.
-    #[command(flatten)]
-    pub reach: ReachFlags,
 }
 
 /// `loadlab compare` flags.

@@ -118,7 +118,8 @@ fn a_lab_experiment_runs_every_cell_and_writes_one_comparison() {
         &file,
         "name: smoke\n\
          topologies:\n  - { name: one }\n  - { name: two behind proxy, replicas: 2, lb: builtin }\n\
-         workloads:\n  - { name: ping, run: \"/ping -R 100 -d 1s\" }\n  - { name: heavy, run: \"/heavy?ms=2 -c 2 -d 1s\" }\n",
+         workloads:\n  - { name: ping, run: \"/ping -R 100 -d 1s\" }\n  - { name: heavy, run: \"/heavy?ms=2 -c 2 -d 1s\" }\n\
+         rounds: 1\n",
     )
     .unwrap();
     let out_dir = dir.path().join("out");

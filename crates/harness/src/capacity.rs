@@ -10,8 +10,8 @@ use loadlab_analyze::capacity::{
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
-use loadlab_input::UrlTarget;
-use loadlab_run::{Model, RatePhase, RunData, Stop};
+use loadlab_input::{CapacityFlags, UrlTarget};
+use loadlab_run::{Model, RatePhase, RunData, Stop, Summary};
 
 use crate::steps::{closed_step, drain, run_step};
 use crate::Result;
@@ -37,6 +37,27 @@ pub struct CapacitySearch {
     pub max_connections: usize,
     /// Generator threads of each rate's run.
     pub threads: usize,
+    /// Processes sampled during each rate's run (a lab cell's topology), so each step's
+    /// summary says what the service used.
+    pub watch: Vec<i32>,
+}
+
+impl CapacitySearch {
+    /// The search `flags` describe, aiming at `slo`.
+    pub fn new(slo: Slo, flags: &CapacityFlags) -> CapacitySearch {
+        CapacitySearch {
+            slo,
+            start_rps: flags.start,
+            max_rate_rps: flags.max_rate,
+            tolerance: flags.tolerance,
+            warmup: flags.warmup,
+            measured: flags.step,
+            max_time: flags.max_time,
+            max_connections: flags.max_connections,
+            threads: flags.threads.unwrap_or_else(loadlab_run::defaults::threads),
+            watch: Vec::new(),
+        }
+    }
 }
 
 /// What the closed-loop climb found.
@@ -66,6 +87,8 @@ pub struct Capacity {
     pub plateau: Option<Plateau>,
     /// Every rate step, in order.
     pub steps: Vec<RateStep>,
+    /// Each rate step's run and its summary (warm-up and measured part), in the same order.
+    pub runs: Vec<(RunData, Summary)>,
     /// Why the search stopped.
     pub stopped_because: String,
 }
@@ -80,6 +103,16 @@ impl Capacity {
     pub fn best(&self) -> Option<&RateStep> {
         let (lo, _) = self.bracket();
         lo.and_then(|r| self.steps.iter().find(|s| s.rate_rps == r))
+    }
+
+    /// The index of the step (and run) at the highest rate that met the objective, or, when
+    /// none did, at the lowest rate tried; `None` without steps.
+    pub fn best_index(&self) -> Option<usize> {
+        match self.bracket().0 {
+            Some(r) => self.steps.iter().position(|s| s.rate_rps == r),
+            None => (0..self.steps.len())
+                .min_by(|a, b| self.steps[*a].rate_rps.total_cmp(&self.steps[*b].rate_rps)),
+        }
     }
 }
 
@@ -112,6 +145,7 @@ pub fn capacity(
         tolerance: search.tolerance,
     };
     let mut steps: Vec<RateStep> = Vec::new();
+    let mut runs: Vec<(RunData, Summary)> = Vec::new();
     let reason = loop {
         let Some(rate) = next_rate(&steps, &bounds) else {
             break "bracketed within the tolerance".to_string();
@@ -125,15 +159,17 @@ pub fn capacity(
         if !steps.is_empty() {
             drain(target, base_ms, stop)?;
         }
-        let Some(step) = rate_step(target, rate, base_ms, search, stop)? else {
+        let Some((step, run)) = rate_step(target, rate, base_ms, search, stop)? else {
             break "interrupted".to_string();
         };
         on_progress(Progress::Step(&step));
         steps.push(step);
+        runs.push(run);
     };
     Ok(Capacity {
         plateau,
         steps,
+        runs,
         stopped_because: reason,
     })
 }
@@ -185,7 +221,7 @@ fn rate_step(
     base_ms: f64,
     search: &CapacitySearch,
     stop: &StopSignal,
-) -> Result<Option<RateStep>> {
+) -> Result<Option<(RateStep, (RunData, Summary))>> {
     let plan = loadlab_input::lower::url(
         target,
         Model::open_phases(
@@ -199,11 +235,12 @@ fn rate_step(
         Stop::default(),
         search.threads,
     )?;
-    let (run, _) = run_step(&plan, stop, &[])?;
+    let (run, summary) = run_step(&plan, stop, &search.watch)?;
     if stop.is_stopped() {
         return Ok(None);
     }
-    Ok(Some(measured(&run, rate, base_ms, search)))
+    let step = measured(&run, rate, base_ms, search);
+    Ok(Some((step, (run, summary))))
 }
 
 /// The measured part (the run's second phase) of a rate's run, judged against the objective:

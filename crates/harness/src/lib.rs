@@ -19,7 +19,7 @@ pub mod steps;
 pub use dashboard::Dashboard;
 pub use execute::{cores, execute, Watch};
 pub use interrupt::interrupt_signal;
-pub use matrix::{run_matrix, slug};
+pub use matrix::{cell_results, run_matrix, slug};
 pub use merge::{merge_dirs, MergeError, Merged};
 
 /// A job that could not run to its end.
@@ -42,6 +42,9 @@ pub enum HarnessError {
     /// A plan could not be made.
     #[error(transparent)]
     Input(#[from] loadlab_input::InputError),
+    /// A capacity workload's objective could not be read.
+    #[error(transparent)]
+    Slo(#[from] loadlab_analyze::slo::SloError),
     /// A run directory could not be written.
     #[error(transparent)]
     RunDir(#[from] loadlab_run::RunDirError),

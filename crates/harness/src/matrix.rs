@@ -1,15 +1,22 @@
-//! An experiment's matrix: every workload against every topology, each cell a run directory
-//! with the topology's processes watched.
+//! An experiment's matrix: every workload against every topology, round after round, each
+//! cell a run directory with the topology's processes watched — a fixed load, or a search for
+//! the breaking point — and what the verdicts read of each cell.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use loadlab_analyze::verdict::{self, CellResult, Measured};
+use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
-use loadlab_input::Workload;
-use loadlab_report::LabCell;
+use loadlab_input::experiment::Load;
+use loadlab_input::{CapacityFlags, UrlTarget, Workload};
+use loadlab_report::{BreakingPoint, LabCell};
+use loadlab_run::{RunData, Summary, Topology};
 
+use crate::capacity::{capacity, CapacitySearch, Progress};
 use crate::dashboard::Dashboard;
 use crate::execute::{execute, Watch};
+use crate::steps::one_request_ms;
 use crate::{HarnessError, Result};
 
 /// A file-name-safe form of a name.
@@ -29,11 +36,14 @@ pub fn slug(name: &str) -> String {
         .join("-")
 }
 
-/// Runs every workload against every topology, watching the topology's processes; each cell
-/// goes to `out/<topology>/<workload>/`. Stops after the cell that Ctrl-C interrupted.
+/// Runs every workload against every topology, watching the topology's processes, `rounds`
+/// times, interleaved (every topology and workload once, then again), so each comparison has
+/// as many paired rounds. Each cell goes to `out/<topology>/<workload>/` (with `round-N/` below
+/// it when there are several rounds). Stops after the cell that Ctrl-C interrupted.
 pub fn run_matrix(
-    topologies: &[(String, loadlab_lab::Topology)],
+    topologies: &[(String, Topology)],
     workloads: &[Workload],
+    rounds: usize,
     out: &Path,
     stop: &StopSignal,
     dashboard: Option<&Dashboard>,
@@ -41,22 +51,81 @@ pub fn run_matrix(
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError::system("cannot find the loadlab executable", e))?;
     let mut cells = Vec::new();
-    for (name, topology) in topologies {
-        let mut deployment = start(name, topology, &exe)?;
-        for (i, w) in workloads.iter().enumerate() {
-            if i > 0 {
-                deployment = settle(deployment, name, topology, &exe)?;
+    for round in 0..rounds {
+        if rounds > 1 {
+            println!("\n  round {} of {rounds}", round + 1);
+        }
+        for (name, topology) in topologies {
+            let mut deployment = start(name, topology, &exe)?;
+            for (i, w) in workloads.iter().enumerate() {
+                if i > 0 {
+                    deployment = settle(deployment, name, topology, &exe)?;
+                }
+                let mut dir = out.join(slug(name)).join(slug(&w.name));
+                if rounds > 1 {
+                    dir = dir.join(format!("round-{}", round + 1));
+                }
+                let cell = Cell {
+                    topology: (name, topology),
+                    workload: w,
+                    round,
+                    dir: &dir,
+                };
+                let (mut lab_cell, complete, run) = run_cell(&cell, &deployment, stop, dashboard)?;
+                if let Some((label, pid, status)) = deployment.casualty() {
+                    let why = format!(
+                        "{label} (pid {pid}) exited during the cell ({status}){}",
+                        last_seen(run.as_ref(), pid)
+                    );
+                    println!(
+                        "    {why}: the cell is left out of the comparisons; starting {name} again"
+                    );
+                    lab_cell.excluded = Some(why);
+                    drop(deployment);
+                    deployment = start(name, topology, &exe)?;
+                }
+                cells.push(lab_cell);
+                if !complete {
+                    return Ok(cells);
+                }
             }
+        }
+    }
+    Ok(cells)
+}
+
+/// One cell to run: which topology, which workload, which round, and where its results go.
+struct Cell<'a> {
+    topology: (&'a str, &'a Topology),
+    workload: &'a Workload,
+    round: usize,
+    dir: &'a Path,
+}
+
+/// Runs one cell against its deployed topology and writes its run directory; the cell, false
+/// when Ctrl-C cut it short, and the run.
+fn run_cell(
+    cell: &Cell,
+    deployment: &loadlab_lab::Deployment,
+    stop: &StopSignal,
+    dashboard: Option<&Dashboard>,
+) -> Result<(LabCell, bool, Option<RunData>)> {
+    let (name, topology) = cell.topology;
+    let w = cell.workload;
+    let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
+    println!("    running {} …", w.name);
+    let title = format!("{name} / {}", w.name);
+    let (run, summary, breaking_point) = match &w.load {
+        Load::Run(flags) => {
             let watch = Watch {
-                pids: deployment.pids().iter().map(|p| *p as i32).collect(),
+                pids,
                 stores: deployment.redis_url().into_iter().collect(),
                 profile: topology.profile,
             };
-            let plan = loadlab_input::lower::workload(&w.flags, &deployment.fronts)?;
-            println!("    running {} …", w.name);
+            let plan = loadlab_input::lower::workload(flags, &deployment.fronts)?;
             if let Some(d) = dashboard {
                 d.begin(
-                    &format!("{name} / {}", w.name),
+                    &title,
                     matches!(plan.model, loadlab_run::Model::Open { .. }),
                 );
             }
@@ -71,31 +140,132 @@ pub fn run_matrix(
             if let Some((before, url)) = books {
                 summary.findings.push(reconcile(&summary, &before, &url));
             }
-            let dir = out.join(slug(name)).join(slug(&w.name));
-            loadlab_run::write_run_dir(&dir, &run, &summary)?;
-            let title = format!("{name} / {}", w.name);
-            loadlab_report::files::write_run_flame(&dir, &title, &run).map_err(|e| {
-                HarnessError::system("cannot write the flame graph", std::io::Error::other(e))
-            })?;
-            cells.push(LabCell {
-                topology: name.clone(),
-                workload: w.name.clone(),
-                summary,
-            });
-            if !run.complete {
-                return Ok(cells);
-            }
+            (run, summary, None)
         }
+        Load::Capacity(flags) => {
+            let Some((run, summary, found)) = breaking_point(flags, &deployment.url, pids, stop)?
+            else {
+                let lab_cell = LabCell {
+                    topology: name.to_string(),
+                    workload: w.name.clone(),
+                    round: cell.round,
+                    summary: Summary::default(),
+                    breaking_point: None,
+                    excluded: Some("the target did not answer one request with a success".into()),
+                };
+                return Ok((lab_cell, !stop.is_stopped(), None));
+            };
+            (run, summary, Some(found))
+        }
+    };
+    loadlab_run::write_run_dir(cell.dir, &run, &summary)?;
+    if let Some(found) = &breaking_point {
+        loadlab_report::files::write_json(&cell.dir.join("capacity.json"), found).map_err(|e| {
+            HarnessError::system("cannot write capacity.json", std::io::Error::other(e))
+        })?;
     }
-    Ok(cells)
+    loadlab_report::files::write_run_flame(cell.dir, &title, &run).map_err(|e| {
+        HarnessError::system("cannot write the flame graph", std::io::Error::other(e))
+    })?;
+    let lab_cell = LabCell {
+        topology: name.to_string(),
+        workload: w.name.clone(),
+        round: cell.round,
+        summary,
+        breaking_point,
+        excluded: None,
+    };
+    let complete = run.complete;
+    Ok((lab_cell, complete, Some(run)))
+}
+
+/// When the lab last saw process `pid` running, from the cell's server samples.
+fn last_seen(run: Option<&RunData>, pid: u32) -> String {
+    let last = run
+        .and_then(|r| r.server.as_ref())
+        .and_then(|s| s.processes.iter().find(|p| p.pid == pid))
+        .and_then(|p| p.samples.last())
+        .map(|x| x.second);
+    match last {
+        Some(second) => format!(", last sampled at second {second} of the cell"),
+        None => String::new(),
+    }
+}
+
+/// A capacity workload's search against a topology's front, with its processes watched: the
+/// run at the highest rate that met the objective (or the lowest tried) and what it found;
+/// `None` when the target did not answer one request or Ctrl-C stopped the search before a step.
+fn breaking_point(
+    flags: &CapacityFlags,
+    front: &str,
+    pids: Vec<i32>,
+    stop: &StopSignal,
+) -> Result<Option<(RunData, Summary, BreakingPoint)>> {
+    let f = flags.on_front(front);
+    let slo = Slo::parse(&f.slo)?;
+    let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
+    let started = Instant::now();
+    let Some(base_ms) = one_request_ms(&target, stop)? else {
+        return Ok(None);
+    };
+    let mut search = CapacitySearch::new(slo, &f);
+    search.watch = pids;
+    let found = capacity(&target, base_ms, started, &search, stop, |p| {
+        if let Progress::Step(step) = p {
+            println!("      {}", loadlab_report::capacity::step_line(step));
+        }
+    })?;
+    let (lo, hi) = found.bracket();
+    let point = BreakingPoint {
+        rps: lo,
+        broke_at_rps: hi,
+        slo: f.slo.clone(),
+        stopped_because: found.stopped_because.clone(),
+    };
+    let Some(best) = found.best_index() else {
+        return Ok(None);
+    };
+    let Some((run, summary)) = found.runs.into_iter().nth(best) else {
+        return Ok(None);
+    };
+    Ok(Some((run, summary, point)))
+}
+
+/// What the verdicts read of each cell: its figures, the topology's processes, and what
+/// limited it (`cores`: the host's).
+pub fn cell_results(
+    cells: &[LabCell],
+    topologies: &[(String, Topology)],
+    cores: usize,
+) -> Vec<CellResult> {
+    cells
+        .iter()
+        .map(|c| {
+            let processes = topologies
+                .iter()
+                .find(|(n, _)| *n == c.topology)
+                .map_or(1, |(_, t)| t.replicas * t.workers);
+            let measured = match &c.breaking_point {
+                Some(b) => Measured::Capacity {
+                    breaking_point_rps: b.rps,
+                },
+                None => Measured::of_run(&c.summary),
+            };
+            CellResult {
+                topology: c.topology.clone(),
+                processes,
+                workload: c.workload.clone(),
+                round: c.round,
+                measured,
+                excluded: c.excluded.clone(),
+                limits: verdict::limits(&c.summary, cores),
+            }
+        })
+        .collect()
 }
 
 /// Starts a topology, saying what runs.
-fn start(
-    name: &str,
-    topology: &loadlab_lab::Topology,
-    exe: &Path,
-) -> Result<loadlab_lab::Deployment> {
+fn start(name: &str, topology: &Topology, exe: &Path) -> Result<loadlab_lab::Deployment> {
     let deployment =
         loadlab_lab::deploy(topology, exe).map_err(|error| HarnessError::Topology {
             name: name.to_string(),
@@ -123,7 +293,7 @@ const NOTICEABLE: Duration = Duration::from_millis(500);
 fn settle(
     deployment: loadlab_lab::Deployment,
     name: &str,
-    topology: &loadlab_lab::Topology,
+    topology: &Topology,
     exe: &Path,
 ) -> Result<loadlab_lab::Deployment> {
     match deployment.settle(SETTLE_WAIT) {

@@ -12,6 +12,13 @@
 //! A workload's `run` is `loadlab run` flags with the URL given as a path on the topology's
 //! front; the same flags users already know, parsed once when the file is read into
 //! [`LoadFlags`], and lowered against each topology's front by the lowering (`lower::workload`).
+//! A workload's `capacity` instead searches for the breaking point, with `loadlab capacity`'s
+//! flags ([`CapacityFlags`]).
+//!
+//! An experiment is a question: the topologies are one factor; `compare: [A, B]` (or a list
+//! of such pairs) names workloads to set against each other on every topology; `rounds: N`
+//! repeats every cell, interleaved (every topology and workload once, then again), so each
+//! comparison has an interval (default 3 when the file compares anything, else 1).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,6 +28,7 @@ use serde::Deserialize;
 
 use loadlab_run::topology::Topology;
 
+use crate::capacity::{CapacityError, CapacityFlags};
 use crate::flags::{FlagsError, LoadFlags};
 use crate::topology::{lb_named, runtime_named, TopologyError, TopologyInput};
 use crate::values::ThresholdList;
@@ -64,8 +72,67 @@ pub enum ExperimentError {
         /// The workload's name.
         name: String,
         /// Why.
-        error: FlagsError,
+        error: WorkloadError,
     },
+    /// Two workloads of one name.
+    #[error("{path}: two workloads are named {name:?}")]
+    SameName {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// A `compare` entry that is not two workload names.
+    #[error("{path}: compare takes pairs of workload names, [A, B], not {pair:?}")]
+    NotAPair {
+        /// The file.
+        path: PathBuf,
+        /// The entry.
+        pair: Vec<String>,
+    },
+    /// A `compare` entry naming no workload.
+    #[error("{path}: compare names {name:?}, which is no workload")]
+    UnknownWorkload {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// A workload compared with itself.
+    #[error("{path}: compare sets {name:?} against itself")]
+    AgainstItself {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// A number of rounds out of range.
+    #[error("{path}: rounds must be from 1 to {max}, got {rounds}")]
+    Rounds {
+        /// The file.
+        path: PathBuf,
+        /// The number given.
+        rounds: usize,
+        /// The most allowed.
+        max: usize,
+    },
+}
+
+/// A workload that cannot be run: its flags, or which of `run` and `capacity` it gives.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// `run` flags that cannot be parsed.
+    #[error(transparent)]
+    Flags(#[from] FlagsError),
+    /// `capacity` flags that cannot be parsed or used.
+    #[error("capacity: {0}")]
+    Capacity(CapacityError),
+    /// `slo:` beside `capacity` (the search's objective is its `--slo`).
+    #[error("a capacity workload takes its objective in --slo, not slo:")]
+    SloWithCapacity,
+    /// Neither or both of `run` and `capacity`.
+    #[error("give run (a fixed load) or capacity (a breaking point), one of them")]
+    RunOrCapacity,
 }
 
 /// A whole experiment file, as written.
@@ -81,7 +148,26 @@ struct ExperimentFile {
     pub topologies: Vec<TopologySpec>,
     /// Loads run against each topology.
     pub workloads: Vec<WorkloadSpec>,
+    /// Times every cell runs, interleaved.
+    #[serde(default)]
+    pub rounds: Option<usize>,
+    /// Workloads to set against each other: one pair `[A, B]` or a list of pairs.
+    #[serde(default)]
+    pub compare: Option<Pairs>,
 }
+
+/// `compare:` as written: one pair, or a list of pairs.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Pairs {
+    /// `[A, B]`.
+    One(Vec<String>),
+    /// `[[A, B], [C, D]]`.
+    Many(Vec<Vec<String>>),
+}
+
+/// Most rounds an experiment may ask for.
+const MAX_ROUNDS: usize = 100;
 
 /// An experiment file read and checked: each workload's flags parsed, each topology ready to
 /// deploy.
@@ -95,6 +181,10 @@ pub struct Experiment {
     pub topologies: Vec<(String, Topology)>,
     /// Loads, by name.
     pub workloads: Vec<Workload>,
+    /// Times every cell runs, interleaved.
+    pub rounds: usize,
+    /// Workload pairs set against each other (baseline, variant), by name.
+    pub compare: Vec<(String, String)>,
 }
 
 /// One load of an experiment, its flags parsed.
@@ -102,8 +192,19 @@ pub struct Experiment {
 pub struct Workload {
     /// Name in the comparison table.
     pub name: String,
-    /// The flags; URLs are paths on the topology's front.
-    pub flags: LoadFlags,
+    /// What each cell runs.
+    pub load: Load,
+}
+
+/// What a workload measures (both kinds of flags are large; a workload is made once per
+/// experiment, so the size of the larger one costs nothing).
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
+pub enum Load {
+    /// A fixed load: `loadlab run` flags; URLs are paths on the topology's front.
+    Run(LoadFlags),
+    /// A breaking point: `loadlab capacity` flags; the URL is a path on the topology's front.
+    Capacity(CapacityFlags),
 }
 
 /// One system under test.
@@ -157,7 +258,11 @@ pub struct WorkloadSpec {
     /// Name in the comparison table.
     pub name: String,
     /// `loadlab run` flags, with the URL as a path: `/ping -R 300 -d 10s`.
-    pub run: String,
+    #[serde(default)]
+    pub run: Option<String>,
+    /// `loadlab capacity` flags, with the URL as a path: `/heavy?ms=50 --slo 'p99<500ms'`.
+    #[serde(default)]
+    pub capacity: Option<String>,
     /// Thresholds each cell of this workload must meet, as `--slo` takes them.
     #[serde(default)]
     pub slo: Option<String>,
@@ -189,24 +294,69 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
         })?;
         topologies.push((t.name.clone(), topology));
     }
-    let mut workloads = Vec::new();
+    let mut workloads: Vec<Workload> = Vec::new();
     for w in &exp.workloads {
-        let mut flags = w.flags().map_err(|error| ExperimentError::Workload {
+        let mut load = w.load().map_err(|error| ExperimentError::Workload {
             path: path.to_path_buf(),
             name: w.name.clone(),
             error,
         })?;
         // A scenario file named by a workload is found beside the experiment file.
-        if flags.is_scenario() {
-            let file = Path::new(&flags.urls[0]);
-            if file.is_relative() {
-                let beside = path.parent().unwrap_or(Path::new(".")).join(file);
-                flags.urls[0] = beside.to_string_lossy().into_owned();
+        if let Load::Run(flags) = &mut load {
+            if flags.is_scenario() {
+                let file = Path::new(&flags.urls[0]);
+                if file.is_relative() {
+                    let beside = path.parent().unwrap_or(Path::new(".")).join(file);
+                    flags.urls[0] = beside.to_string_lossy().into_owned();
+                }
             }
+        }
+        if workloads.iter().any(|x| x.name == w.name) {
+            return Err(ExperimentError::SameName {
+                path: path.to_path_buf(),
+                name: w.name.clone(),
+            });
         }
         workloads.push(Workload {
             name: w.name.clone(),
-            flags,
+            load,
+        });
+    }
+    let pairs = match exp.compare {
+        None => Vec::new(),
+        Some(Pairs::One(pair)) => vec![pair],
+        Some(Pairs::Many(pairs)) => pairs,
+    };
+    let mut compare = Vec::new();
+    for pair in pairs {
+        let [a, b] =
+            <[String; 2]>::try_from(pair.clone()).map_err(|_| ExperimentError::NotAPair {
+                path: path.to_path_buf(),
+                pair,
+            })?;
+        for name in [&a, &b] {
+            if !workloads.iter().any(|w| &w.name == name) {
+                return Err(ExperimentError::UnknownWorkload {
+                    path: path.to_path_buf(),
+                    name: name.clone(),
+                });
+            }
+        }
+        if a == b {
+            return Err(ExperimentError::AgainstItself {
+                path: path.to_path_buf(),
+                name: a,
+            });
+        }
+        compare.push((a, b));
+    }
+    let compares = topologies.len() > 1 || !compare.is_empty();
+    let rounds = exp.rounds.unwrap_or(if compares { 3 } else { 1 });
+    if !(1..=MAX_ROUNDS).contains(&rounds) {
+        return Err(ExperimentError::Rounds {
+            path: path.to_path_buf(),
+            rounds,
+            max: MAX_ROUNDS,
         });
     }
     Ok(Experiment {
@@ -214,6 +364,8 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
         note: exp.note,
         topologies,
         workloads,
+        rounds,
+        compare,
     })
 }
 
@@ -269,9 +421,26 @@ impl TopologySpec {
 }
 
 impl WorkloadSpec {
+    /// What the workload measures: a fixed load (`run`) or a breaking point (`capacity`).
+    pub fn load(&self) -> Result<Load, WorkloadError> {
+        match (&self.run, &self.capacity) {
+            (Some(_), None) => Ok(Load::Run(self.flags()?)),
+            (None, Some(words)) => {
+                if self.slo.is_some() {
+                    return Err(WorkloadError::SloWithCapacity);
+                }
+                let flags = CapacityFlags::parse_words(&split_words(words)?)
+                    .map_err(WorkloadError::Capacity)?;
+                Ok(Load::Capacity(flags))
+            }
+            _ => Err(WorkloadError::RunOrCapacity),
+        }
+    }
+
     /// The workload's `run` as load flags (paths stand for URLs on the topology's front).
     pub fn flags(&self) -> Result<LoadFlags, FlagsError> {
-        let mut flags = LoadFlags::parse_words(&split_words(&self.run)?)?;
+        let run = self.run.as_deref().unwrap_or_default();
+        let mut flags = LoadFlags::parse_words(&split_words(run)?)?;
         if let Some(slo) = &self.slo {
             let list = Threshold::parse_list(slo).map_err(FlagsError::Slo)?;
             flags.slo.push(ThresholdList(list));
@@ -420,7 +589,8 @@ mod tests {
     fn a_workload_becomes_run_flags_aimed_at_the_front() {
         let w = WorkloadSpec {
             name: "x".into(),
-            run: "/delay?ms=5 -R 300 -d 10s".into(),
+            run: Some("/delay?ms=5 -R 300 -d 10s".into()),
+            capacity: None,
             slo: Some("p99<300ms".into()),
         };
         let flags = w.flags().unwrap();
@@ -443,15 +613,65 @@ mod tests {
         assert_eq!(plan.thresholds.len(), 1);
         let bad = WorkloadSpec {
             name: "y".into(),
-            run: "/ping -c 0".into(),
+            run: Some("/ping -c 0".into()),
+            capacity: None,
             slo: None,
         };
         assert!(matches!(bad.flags(), Err(FlagsError::Words(_))));
         let bad_slo = WorkloadSpec {
             name: "z".into(),
-            run: "/ping".into(),
+            run: Some("/ping".into()),
+            capacity: None,
             slo: Some("p99<soon".into()),
         };
         assert!(matches!(bad_slo.flags(), Err(FlagsError::Slo(_))));
+    }
+
+    fn experiment(text: &str) -> Result<Experiment, ExperimentError> {
+        let dir = std::env::temp_dir().join(format!("loadlab-exp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(format!("{}.yaml", fastrand::u64(..)));
+        std::fs::write(&file, text).unwrap();
+        let read = read(&file);
+        let _ = std::fs::remove_file(&file);
+        read
+    }
+
+    #[test]
+    fn an_experiment_names_its_question_rounds_pairs_and_breaking_points() {
+        let e = experiment(
+            "name: q\n\
+             topologies: [{ name: one }, { name: three, workers: 3 }]\n\
+             workloads:\n\
+             - { name: a, run: /ping -c 2 -d 2s }\n\
+             - { name: b, run: /ping?x=1 -c 2 -d 2s }\n\
+             - { name: k, capacity: \"/block?ms=20 --slo 'p99<100ms' --max-time 20s\" }\n\
+             compare: [a, b]\n",
+        )
+        .unwrap();
+        assert_eq!(e.rounds, 3, "a comparison gets 3 rounds unless told");
+        assert_eq!(e.compare, vec![("a".to_string(), "b".to_string())]);
+        assert!(matches!(&e.workloads[2].load, Load::Capacity(f) if f.slo == "p99<100ms"));
+        let one = experiment(
+            "name: q\ntopologies: [{ name: one }]\nworkloads: [{ name: a, run: /ping }]\n",
+        )
+        .unwrap();
+        assert_eq!(one.rounds, 1, "nothing to compare: one round");
+        for (bad, says) in [
+            ("compare: [a, zz]", "which is no workload"),
+            ("compare: [a, a]", "against itself"),
+            ("compare: [[a, b, a]]", "pairs of workload names"),
+            ("rounds: 0", "rounds must be from 1"),
+        ] {
+            let text = format!(
+                "name: q\ntopologies: [{{ name: one }}]\n\
+                 workloads: [{{ name: a, run: /ping }}, {{ name: b, run: /ping }}]\n{bad}\n"
+            );
+            let e = format!("{:#}", experiment(&text).unwrap_err());
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let neither = "name: q\ntopologies: [{ name: one }]\nworkloads: [{ name: a }]\n";
+        let e = format!("{:#}", experiment(neither).unwrap_err());
+        assert!(e.contains("give run (a fixed load) or capacity"), "{e}");
     }
 }

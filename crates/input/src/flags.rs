@@ -78,7 +78,7 @@ pub enum FlagsError {
 }
 
 /// The first line of clap's message, which names the flag and the problem.
-fn first_line(e: &clap::Error) -> String {
+pub(crate) fn first_line(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
     rendered
         .lines()

@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+pub mod capacity;
 pub mod experiment;
 pub mod flags;
 pub mod lower;
@@ -24,7 +25,8 @@ mod yaml;
 #[cfg(test)]
 mod fuzz;
 
-pub use experiment::{Experiment, ExperimentError, Workload};
+pub use capacity::{CapacityError, CapacityFlags};
+pub use experiment::{Experiment, ExperimentError, Workload, WorkloadError};
 pub use flags::{is_scenario, ArrivalArg, FlagsError, LoadFlags, ReachFlags};
 pub use lower::{Overrides, UrlTarget};
 pub use scenario::ScenarioError;

@@ -103,6 +103,23 @@ impl Deployment {
         Some(began.elapsed())
     }
 
+    /// The first process of the topology that has exited (a crash, the OOM killer, a kill),
+    /// with its PID and exit status in words; consumers are started again instead, as
+    /// [`Deployment::exited`] does. Does not wait.
+    pub fn casualty(&mut self) -> Option<(String, u32, String)> {
+        self.restart_consumers();
+        for p in self.instances.iter_mut().chain(self.balancer.as_mut()) {
+            if let Some(status) = p.exited() {
+                return Some((p.label.clone(), p.pid(), status.to_string()));
+            }
+        }
+        if self.redis.as_mut().is_some_and(RedisServer::exited) {
+            let pid = self.redis.as_ref().map_or(0, RedisServer::pid);
+            return Some(("redis-server".into(), pid, "exited".into()));
+        }
+        None
+    }
+
     /// Waits up to `wait` for one of the processes to exit; returns its label if one did. A
     /// consumer that exited is started again instead.
     pub fn exited(&mut self, wait: Duration) -> Option<String> {

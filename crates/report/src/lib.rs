@@ -15,6 +15,7 @@ pub mod plan;
 pub mod plot;
 pub mod probe;
 pub mod thresholds;
+pub mod verdicts;
 
 use std::fmt::Write;
 
@@ -459,14 +460,34 @@ pub fn render_comparison(rows: &[ComparisonRow]) -> String {
     out
 }
 
-/// One cell of a lab experiment: a workload run against a topology.
+/// One cell of a lab experiment: a workload run against a topology, in one round.
 pub struct LabCell {
     /// Topology name.
     pub topology: String,
     /// Workload name.
     pub workload: String,
-    /// The run's summary.
+    /// The round, from 0.
+    pub round: usize,
+    /// The run's summary (for a breaking-point search, the run at the highest rate that met
+    /// the objective).
     pub summary: Summary,
+    /// The breaking point, for a capacity workload.
+    pub breaking_point: Option<BreakingPoint>,
+    /// Why the cell does not count in the comparisons, when it does not.
+    pub excluded: Option<String>,
+}
+
+/// What a lab cell's breaking-point search found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BreakingPoint {
+    /// The highest rate that met the objective, req/s (`None`: none did).
+    pub rps: Option<f64>,
+    /// The lowest rate that broke it, req/s.
+    pub broke_at_rps: Option<f64>,
+    /// The objective, as written.
+    pub slo: String,
+    /// Why the search stopped.
+    pub stopped_because: String,
 }
 
 /// Server CPU (sum over processes of their mean %) and memory (sum of their peak MB).
@@ -482,7 +503,7 @@ fn server_totals(s: &Summary) -> Option<(f64, f64)> {
         })
 }
 
-const LAB_COLUMNS: [&str; 21] = [
+const LAB_COLUMNS: [&str; 24] = [
     "topology",
     "workload",
     // Responses below 400 per second: a pipelined connection a gunicorn sync worker closes
@@ -510,6 +531,13 @@ const LAB_COLUMNS: [&str; 21] = [
     "dropped",
     "server cpu %",
     "server rss MB",
+    // Added after the columns above, so theirs keep their positions in older scripts.
+    // Rounds repeat every cell, interleaved, so each comparison has an interval.
+    "round",
+    // A capacity workload's breaking point: the highest rate that met its objective.
+    "breaking req/s",
+    // Why a cell does not count in the comparisons (a process of the topology exited).
+    "left out",
 ];
 
 /// Responses below 400 per second: the completed requests' rate, scaled by their ok share.
@@ -534,6 +562,11 @@ fn lab_fields(c: &LabCell) -> Vec<String> {
     let (cpu, rss) = server_totals(s).map_or(("-".to_string(), "-".to_string()), |(c, r)| {
         (format!("{c:.0}"), format!("{r:.1}"))
     });
+    let breaking = match &c.breaking_point {
+        Some(BreakingPoint { rps: Some(r), .. }) => format!("{r:.1}"),
+        Some(BreakingPoint { rps: None, .. }) => "none met".to_string(),
+        None => "-".to_string(),
+    };
     vec![
         c.topology.clone(),
         c.workload.clone(),
@@ -556,6 +589,9 @@ fn lab_fields(c: &LabCell) -> Vec<String> {
         s.requests.dropped.to_string(),
         cpu,
         rss,
+        (c.round + 1).to_string(),
+        breaking,
+        c.excluded.clone().unwrap_or_else(|| "-".into()),
     ]
 }
 
@@ -623,7 +659,10 @@ mod tests {
         let cell = LabCell {
             topology: topology.into(),
             workload: workload.into(),
+            round: 0,
             summary,
+            breaking_point: None,
+            excluded: None,
         };
         let csv = lab_csv(&[cell]);
         let mut lines = csv.lines();

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use loadlab_analyze::capacity::RateStep;
 use loadlab_analyze::Slo;
 use loadlab_harness::capacity::{capacity, CapacitySearch, Progress};
@@ -35,34 +35,19 @@ struct CapacityReport<'a> {
 
 /// Runs `loadlab capacity`.
 pub fn main(a: CapacityArgs) -> Result<Outcome> {
-    let slo = Slo::parse(&a.slo)?;
-    if !(a.tolerance > 0.0 && a.tolerance < 1.0) {
-        bail!("--tolerance must be between 0 and 1, such as 0.05");
-    }
-    // Results are kept per whole second, so phases must fall on seconds.
-    if a.warmup.subsec_nanos() != 0 || a.step.subsec_nanos() != 0 {
-        bail!("--warmup and --step are whole seconds, such as 2s and 5s");
-    }
-    let target = UrlTarget::new(&a.url, a.timeout, &a.reach)?;
+    let f = &a.search;
+    let slo = Slo::parse(&f.slo)?;
+    f.check()?;
+    let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
     let stop = loadlab_harness::interrupt_signal()?;
     let started = Instant::now();
     let base_ms = one_request_ms(&target, &stop)?
-        .with_context(|| format!("{} did not answer one request with a success; check the URL and that the service is up", a.url))?;
+        .with_context(|| format!("{} did not answer one request with a success; check the URL and that the service is up", f.url))?;
     println!(
         "loadlab capacity {}: SLO {} (warm-up {:?} discarded, {:?} measured per rate)",
-        a.url, slo, a.warmup, a.step
+        f.url, slo, f.warmup, f.step
     );
-    let search = CapacitySearch {
-        slo,
-        start_rps: a.start,
-        max_rate_rps: a.max_rate,
-        tolerance: a.tolerance,
-        warmup: a.warmup,
-        measured: a.step,
-        max_time: a.max_time,
-        max_connections: a.max_connections,
-        threads: a.threads.unwrap_or_else(loadlab_run::defaults::threads),
-    };
+    let search = CapacitySearch::new(slo, f);
     let found = capacity(&target, base_ms, started, &search, &stop, |p| match p {
         Progress::Climbed(plateau) => {
             if let Some(p) = plateau {
@@ -79,7 +64,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     if let Some(path) = &a.json {
         let best = found.best();
         let report = CapacityReport {
-            url: &a.url,
+            url: &f.url,
             max_rate_rps: lo,
             plateau_rps: found.plateau.as_ref().map(|p| p.rps),
             slo: &search.slo,

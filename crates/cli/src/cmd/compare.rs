@@ -41,7 +41,10 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
         .map(|(label, run)| LabCell {
             topology: label.clone(),
             workload: run.summary.targets.join(" "),
+            round: 0,
             summary: run.summary.clone(),
+            breaking_point: None,
+            excluded: None,
         })
         .collect();
     println!("{}", render_lab_table(&cells));

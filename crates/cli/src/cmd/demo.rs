@@ -101,17 +101,25 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
     let workloads = workloads
         .into_iter()
         .map(|(name, run)| {
-            let flags = WorkloadSpec {
+            let load = WorkloadSpec {
                 name: name.clone(),
-                run,
+                run: Some(run),
+                capacity: None,
                 slo: None,
             }
-            .flags()
+            .load()
             .with_context(|| format!("demo workload {name:?}"))?;
-            Ok(Workload { name, flags })
+            Ok(Workload { name, load })
         })
         .collect::<Result<Vec<_>>>()?;
-    let cells = run_matrix(&topologies, &workloads, &out.join("replicas"), &stop, None)?;
+    let cells = run_matrix(
+        &topologies,
+        &workloads,
+        1,
+        &out.join("replicas"),
+        &stop,
+        None,
+    )?;
     println!("\n{}", render_lab_table(&cells));
     println!("  findings on calc (every run's summary.json has its own):");
     for c in cells.iter().filter(|c| c.workload.starts_with("calc")) {

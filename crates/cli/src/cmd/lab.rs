@@ -1,19 +1,36 @@
-//! `loadlab lab EXPERIMENT.yaml`: every workload against every topology, each cell a run
-//! directory, then one comparison table (also as CSV) and how throughput scaled.
+//! `loadlab lab EXPERIMENT.yaml`: every workload against every topology, round after round,
+//! each cell a run directory; then one comparison table (also as CSV), the verdicts of each
+//! factor the experiment varies, and `lab.json` with the cells and verdicts.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use loadlab_harness::{interrupt_signal, run_matrix, slug, Dashboard};
+use loadlab_analyze::verdict::{CellResult, Verdict};
+use loadlab_harness::{cell_results, cores, interrupt_signal, run_matrix, slug, Dashboard};
 use loadlab_report::files::write_junit;
 use loadlab_report::html::RunView;
 use loadlab_report::thresholds::render_thresholds;
+use loadlab_report::verdicts::render_verdicts;
 use loadlab_report::{lab_csv, render_lab_table, LabCell};
 use loadlab_run::ThresholdResult;
 
 use crate::args::LabArgs;
 use crate::cmd::Outcome;
+
+/// The schema name of `lab.json`.
+const LAB_SCHEMA: &str = "loadlab.lab/v1";
+
+/// `lab.json`: what each cell measured and the verdicts of each factor.
+#[derive(serde::Serialize)]
+struct LabJson<'a> {
+    schema: &'a str,
+    name: &'a str,
+    rounds: usize,
+    compare: &'a [(String, String)],
+    cells: &'a [CellResult],
+    verdicts: &'a [Verdict],
+}
 
 /// Runs `loadlab lab`.
 pub fn main(a: LabArgs) -> Result<Outcome> {
@@ -29,10 +46,11 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     });
     let stop = interrupt_signal()?;
     println!(
-        "loadlab lab: {} — {} topologies × {} workloads",
+        "loadlab lab: {} — {} topologies × {} workloads × {} round(s)",
         exp.name,
         exp.topologies.len(),
-        exp.workloads.len()
+        exp.workloads.len(),
+        exp.rounds
     );
     if let Some(note) = &exp.note {
         println!("  {note}");
@@ -41,27 +59,15 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     let cells = run_matrix(
         &exp.topologies,
         &exp.workloads,
+        exp.rounds,
         &out,
         &stop,
         dashboard.as_ref(),
     )?;
     println!("\n{}", render_lab_table(&cells));
-    for w in &exp.workloads {
-        // Processes (replicas × workers) against throughput, one point per topology.
-        let points: Vec<(f64, f64)> = exp
-            .topologies
-            .iter()
-            .filter_map(|(name, t)| {
-                let cell = cells
-                    .iter()
-                    .find(|c| c.topology == *name && c.workload == w.name)?;
-                Some(((t.replicas * t.workers) as f64, cell.summary.throughput.rps))
-            })
-            .collect();
-        if let Some(line) = loadlab_analyze::scaling::scaling_line(&w.name, &points) {
-            println!("  {line}");
-        }
-    }
+    let results = cell_results(&cells, &exp.topologies, cores());
+    let verdicts = loadlab_analyze::verdict::verdicts(&results, &exp.compare);
+    print!("{}", render_verdicts(&verdicts));
     // Workloads aimed at the same target on one topology: why their load models disagree.
     for (topology, _) in &exp.topologies {
         let mut by_target: Vec<(&str, Vec<(&str, &loadlab_run::Summary)>)> = Vec::new();
@@ -101,11 +107,20 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     let csv = out.join("comparison.csv");
     std::fs::write(&csv, lab_csv(&cells))
         .with_context(|| format!("cannot write {}", csv.display()))?;
+    let lab = LabJson {
+        schema: LAB_SCHEMA,
+        name: &exp.name,
+        rounds: exp.rounds,
+        compare: &exp.compare,
+        cells: &results,
+        verdicts: &verdicts,
+    };
+    loadlab_report::files::write_json(&out.join("lab.json"), &lab)?;
     if a.html {
         write_report(&out, &exp.name, &cells)?;
     }
     println!(
-        "  results in {} (comparison.csv, {}one run directory per cell)",
+        "  results in {} (comparison.csv, lab.json, {}one run directory per cell)",
         out.display(),
         if a.html { "report.html, " } else { "" }
     );
@@ -127,13 +142,18 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
 /// `out/report.html` overlaying every cell, read back from the cells' run directories.
 fn write_report(out: &std::path::Path, title: &str, cells: &[LabCell]) -> Result<()> {
     let mut views = Vec::new();
-    for c in cells {
-        let dir = out.join(slug(&c.topology)).join(slug(&c.workload));
+    let rounds = cells.iter().map(|c| c.round + 1).max().unwrap_or(1);
+    for c in cells.iter().filter(|c| c.excluded.is_none()) {
+        let mut dir = out.join(slug(&c.topology)).join(slug(&c.workload));
+        if rounds > 1 {
+            dir = dir.join(format!("round-{}", c.round + 1));
+        }
         let saved = loadlab_run::read_run_dir(&dir)?;
-        views.push(RunView::from_saved(
-            &format!("{} / {}", c.topology, c.workload),
-            &saved,
-        ));
+        let label = match rounds {
+            1 => format!("{} / {}", c.topology, c.workload),
+            _ => format!("{} / {} #{}", c.topology, c.workload, c.round + 1),
+        };
+        views.push(RunView::from_saved(&label, &saved));
     }
     loadlab_report::files::write_html(&out.join("report.html"), title, &views)?;
     Ok(())

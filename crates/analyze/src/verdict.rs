@@ -1,0 +1,792 @@
+//! An experiment's verdicts: for each factor it varies (the topology, or a pair of workloads
+//! named with `compare:`), one ratio per measure that means something for the cells' model —
+//! the breaking point of capacity cells, the throughput of closed-model cells, latency
+//! percentiles of open-model cells under their capacity (their throughput is the offered rate)
+//! — with a 95 % interval over the rounds, `differs` only when the interval leaves out 1, and
+//! why each side performed as it did.
+//!
+//! The interval is Student's t on the logarithms of the per-round ratios (the rounds run
+//! interleaved, so round r of each side shared the machine's state). A percentile bootstrap
+//! over so few rounds is too narrow: with 3 rounds its 95 % interval is the lowest to the
+//! highest ratio, which leaves out 1 a quarter of the time when nothing differs.
+
+use serde::Serialize;
+
+use loadlab_run::Summary;
+
+/// Share of the offered rate under which an open-model cell counts as saturated.
+const SATURATED: f64 = 0.95;
+/// Share of the host's cores the generator and the watched processes used together over which
+/// the host, not the topology, capped the result.
+const HOST_BUSY: f64 = 0.9;
+/// Share of responses with status 429 worth naming as a limit.
+const RATE_LIMITED: f64 = 0.01;
+/// Share of failed requests worth naming.
+const FAILING: f64 = 0.01;
+/// A process using this much of one core (used plus waited) counts as CPU-bound.
+const BUSY_PROCESS_PCT: f64 = 85.0;
+
+/// What one cell of one round measured, as the verdicts read it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellResult {
+    /// The topology's name.
+    pub topology: String,
+    /// Processes serving the topology (replicas × workers), for the ideal scaling.
+    pub processes: usize,
+    /// The workload's name.
+    pub workload: String,
+    /// The round, from 0.
+    pub round: usize,
+    /// What the cell measured.
+    pub measured: Measured,
+    /// Why this cell is left out of the comparisons, when it is (a process exited mid-cell).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<String>,
+    /// What limited it (empty when nothing did).
+    pub limits: Vec<Limit>,
+}
+
+/// A cell's figures, by the kind of load it ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Measured {
+    /// A breaking-point search: the highest rate that met the objective, req/s (`None` when
+    /// none did).
+    Capacity {
+        /// The highest rate that met the objective.
+        breaking_point_rps: Option<f64>,
+    },
+    /// A closed model: successful responses per second.
+    Closed {
+        /// Successful responses per second.
+        ok_rps: f64,
+        /// Median latency, ms.
+        p50_ms: f64,
+        /// 99th percentile latency, ms.
+        p99_ms: f64,
+    },
+    /// An open model at an offered rate.
+    Open {
+        /// Offered arrivals per second.
+        offered_rps: f64,
+        /// Successful responses per second.
+        ok_rps: f64,
+        /// Median latency from the intended start, ms.
+        p50_ms: f64,
+        /// 99th percentile latency from the intended start, ms.
+        p99_ms: f64,
+    },
+}
+
+impl Measured {
+    /// The figures of a fixed-load run's summary.
+    pub fn of_run(s: &Summary) -> Measured {
+        let ok_rps = if s.duration_s > 0.0 {
+            s.requests.ok as f64 / s.duration_s
+        } else {
+            0.0
+        };
+        let (p50_ms, p99_ms) = (s.latency_ms.p50, s.latency_ms.p99);
+        match s.throughput.offered_rps {
+            Some(offered_rps) => Measured::Open {
+                offered_rps,
+                ok_rps,
+                p50_ms,
+                p99_ms,
+            },
+            None => Measured::Closed {
+                ok_rps,
+                p50_ms,
+                p99_ms,
+            },
+        }
+    }
+
+    /// True when the service, not the offered load, set the throughput: a breaking point was
+    /// reached, a closed model kept every connection busy, or an open model fell behind its
+    /// offered rate.
+    pub fn saturated(&self) -> bool {
+        match self {
+            Measured::Capacity { .. } | Measured::Closed { .. } => true,
+            Measured::Open {
+                offered_rps,
+                ok_rps,
+                ..
+            } => *ok_rps < SATURATED * offered_rps,
+        }
+    }
+}
+
+/// What an experiment compares.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Factor {
+    /// Every topology against the first, workload by workload.
+    Topology,
+    /// Workload `variant` against workload `baseline`, topology by topology (`compare:`).
+    Workload,
+}
+
+/// One comparison's answer (`lab.json`'s `verdicts`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// `topology` or `workload`.
+    pub factor: Factor,
+    /// `breaking_point`, `throughput`, `latency_p50` or `latency_p99`.
+    pub measure: String,
+    /// The side compared against.
+    pub baseline: String,
+    /// The side compared.
+    pub variant: String,
+    /// The workload both sides ran (for a workload factor: the baseline's).
+    pub workload: String,
+    /// The topology both sides ran on (workload factor only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+    /// Variant over baseline (geometric mean of the rounds' ratios).
+    pub ratio: f64,
+    /// Lower end of the ratio's 95 % interval over the rounds (equal to `ratio` with one
+    /// round).
+    pub ci_low: f64,
+    /// Upper end of that interval.
+    pub ci_high: f64,
+    /// Rounds compared.
+    pub rounds: usize,
+    /// True only when the interval leaves out 1.
+    pub differs: bool,
+    /// The verdict in words: the ratio, what limited each side, and for topologies the ideal
+    /// scaling when the smaller side saturated.
+    pub why: String,
+}
+
+/// The verdicts of an experiment's cells: every topology against the first for each
+/// workload, and each `compare` pair (baseline, variant) on each topology. Cells left out, or
+/// missing a round on one side, do not count; a comparison with no round left gives none.
+pub fn verdicts(cells: &[CellResult], pairs: &[(String, String)]) -> Vec<Verdict> {
+    let mut topologies: Vec<&str> = Vec::new();
+    let mut workloads: Vec<&str> = Vec::new();
+    for c in cells {
+        if !topologies.contains(&c.topology.as_str()) {
+            topologies.push(&c.topology);
+        }
+        if !workloads.contains(&c.workload.as_str()) {
+            workloads.push(&c.workload);
+        }
+    }
+    let mut out = Vec::new();
+    if let Some((first, others)) = topologies.split_first() {
+        for w in &workloads {
+            for t in others {
+                let base = side(cells, first, w);
+                let var = side(cells, t, w);
+                out.extend(compare(
+                    Factor::Topology,
+                    (first, &base),
+                    (t, &var),
+                    w,
+                    None,
+                ));
+            }
+        }
+    }
+    for (a, b) in pairs {
+        for t in &topologies {
+            let base = side(cells, t, a);
+            let var = side(cells, t, b);
+            out.extend(compare(Factor::Workload, (a, &base), (b, &var), a, Some(t)));
+        }
+    }
+    out
+}
+
+/// The cells of `topology` × `workload` that count, by round.
+fn side<'a>(cells: &'a [CellResult], topology: &str, workload: &str) -> Vec<&'a CellResult> {
+    cells
+        .iter()
+        .filter(|c| c.topology == topology && c.workload == workload && c.excluded.is_none())
+        .collect()
+}
+
+/// The measures both sides' cells support, with each cell's value of it.
+fn measures(base: &[&CellResult], var: &[&CellResult]) -> Vec<(&'static str, Vec<(f64, f64)>)> {
+    let rounds: Vec<(&CellResult, &CellResult)> = base
+        .iter()
+        .filter_map(|b| var.iter().find(|v| v.round == b.round).map(|v| (*b, *v)))
+        .collect();
+    let Some((b0, v0)) = rounds.first() else {
+        return Vec::new();
+    };
+    let values = |f: &dyn Fn(&Measured) -> Option<f64>| -> Vec<(f64, f64)> {
+        rounds
+            .iter()
+            .filter_map(|(b, v)| Some((f(&b.measured)?, f(&v.measured)?)))
+            .filter(|(b, v)| *b > 0.0 && *v > 0.0 && b.is_finite() && v.is_finite())
+            .collect()
+    };
+    match (&b0.measured, &v0.measured) {
+        (Measured::Capacity { .. }, Measured::Capacity { .. }) => vec![(
+            "breaking_point",
+            values(&|m| match m {
+                Measured::Capacity { breaking_point_rps } => *breaking_point_rps,
+                _ => None,
+            }),
+        )],
+        (Measured::Closed { .. }, Measured::Closed { .. }) => vec![
+            ("throughput", values(&|m| ok_rps(m))),
+            ("latency_p99", values(&|m| p99(m))),
+        ],
+        (Measured::Open { .. }, Measured::Open { .. }) => {
+            let any_saturated = rounds
+                .iter()
+                .any(|(b, v)| b.measured.saturated() || v.measured.saturated());
+            if any_saturated {
+                vec![
+                    ("throughput", values(&|m| ok_rps(m))),
+                    ("latency_p99", values(&|m| p99(m))),
+                ]
+            } else {
+                vec![
+                    ("latency_p50", values(&|m| p50(m))),
+                    ("latency_p99", values(&|m| p99(m))),
+                ]
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn ok_rps(m: &Measured) -> Option<f64> {
+    match m {
+        Measured::Closed { ok_rps, .. } | Measured::Open { ok_rps, .. } => Some(*ok_rps),
+        Measured::Capacity { .. } => None,
+    }
+}
+
+fn p50(m: &Measured) -> Option<f64> {
+    match m {
+        Measured::Closed { p50_ms, .. } | Measured::Open { p50_ms, .. } => Some(*p50_ms),
+        Measured::Capacity { .. } => None,
+    }
+}
+
+fn p99(m: &Measured) -> Option<f64> {
+    match m {
+        Measured::Closed { p99_ms, .. } | Measured::Open { p99_ms, .. } => Some(*p99_ms),
+        Measured::Capacity { .. } => None,
+    }
+}
+
+/// The verdicts of one comparison, one per measure with at least one round on both sides.
+fn compare(
+    factor: Factor,
+    (base_name, base): (&str, &[&CellResult]),
+    (var_name, var): (&str, &[&CellResult]),
+    workload: &str,
+    topology: Option<&str>,
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (measure, pairs) in measures(base, var) {
+        let ratios: Vec<f64> = pairs.iter().map(|(b, v)| v / b).collect();
+        let Some(interval) = Interval::of_ratios(&ratios) else {
+            continue;
+        };
+        let mut why = describe(measure, base_name, var_name, &interval);
+        let higher_is_better = matches!(measure, "breaking_point" | "throughput");
+        if factor == Factor::Topology && higher_is_better {
+            if let Some(scaling) = scaling(base, var, &interval) {
+                why.push_str(&scaling);
+            }
+        }
+        for (name, cells) in [(base_name, base), (var_name, var)] {
+            let limits = limits_of(cells);
+            if !limits.is_empty() {
+                why.push_str(&format!("; {name}: {}", limits.join(", ")));
+            }
+        }
+        out.push(Verdict {
+            factor: factor.clone(),
+            measure: measure.into(),
+            baseline: base_name.into(),
+            variant: var_name.into(),
+            workload: workload.into(),
+            topology: topology.map(String::from),
+            ratio: interval.ratio,
+            ci_low: interval.low,
+            ci_high: interval.high,
+            rounds: ratios.len(),
+            differs: interval.differs(),
+            why,
+        });
+    }
+    out
+}
+
+/// A ratio with its 95 % interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// The geometric mean of the ratios.
+    pub ratio: f64,
+    /// Lower end.
+    pub low: f64,
+    /// Upper end.
+    pub high: f64,
+    /// Ratios it was made from.
+    pub n: usize,
+}
+
+impl Interval {
+    /// The geometric mean of `ratios` with Student's t 95 % interval on their logarithms;
+    /// one ratio gives a point (no interval). `None` without a finite, positive ratio.
+    pub fn of_ratios(ratios: &[f64]) -> Option<Interval> {
+        let logs: Vec<f64> = ratios
+            .iter()
+            .filter(|r| r.is_finite() && **r > 0.0)
+            .map(|r| r.ln())
+            .collect();
+        let n = logs.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        if n == 1 {
+            let r = mean.exp();
+            return Some(Interval {
+                ratio: r,
+                low: r,
+                high: r,
+                n,
+            });
+        }
+        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = t_975(n - 1) * (var / n as f64).sqrt();
+        Some(Interval {
+            ratio: mean.exp(),
+            low: (mean - half).exp(),
+            high: (mean + half).exp(),
+            n,
+        })
+    }
+
+    /// True when there is an interval and it leaves out 1.
+    pub fn differs(&self) -> bool {
+        self.n > 1 && (self.low > 1.0 || self.high < 1.0)
+    }
+}
+
+/// Student's t 97.5th percentile for `df` degrees of freedom.
+fn t_975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        d if d <= TABLE.len() => TABLE[d - 1],
+        _ => 1.96,
+    }
+}
+
+/// The verdict's first words: the measure's ratio, its interval, and what it means.
+fn describe(measure: &str, base: &str, var: &str, i: &Interval) -> String {
+    let what = match measure {
+        "breaking_point" => "breaking point",
+        "throughput" => "throughput",
+        "latency_p50" => "median latency",
+        _ => "p99 latency",
+    };
+    let mut s = format!("{what} ×{:.2} ({var} over {base}", i.ratio);
+    if i.n > 1 {
+        s.push_str(&format!(
+            "; 95 % interval ×{:.2}–×{:.2} over {} rounds): ",
+            i.low, i.high, i.n
+        ));
+        s.push_str(if i.differs() {
+            "a real difference"
+        } else {
+            "no difference beyond the rounds' noise"
+        });
+    } else {
+        s.push_str("; one round: no interval, run rounds: 3 or more to judge)");
+    }
+    s
+}
+
+/// For a topology with more processes than the baseline, the gain against the ideal — only
+/// when the baseline saturated (otherwise the load, not the topology, set the throughput).
+fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<String> {
+    let (b, v) = (base.first()?, var.first()?);
+    if v.processes <= b.processes || b.processes == 0 {
+        return None;
+    }
+    if !base.iter().all(|c| c.measured.saturated()) {
+        return None;
+    }
+    let ideal = v.processes as f64 / b.processes as f64;
+    Some(format!(
+        "; {} → {} processes: {:.0} % of the ideal ×{ideal:.0}",
+        b.processes,
+        v.processes,
+        100.0 * i.ratio / ideal
+    ))
+}
+
+/// Something that limited a cell, with the figures that show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Limit {
+    /// The generator and the watched processes together kept the host's cores busy.
+    Host {
+        /// The host's cores.
+        cores: usize,
+        /// The generator's CPU, percent of one core.
+        generator_pct: f64,
+        /// The watched processes' CPU, percent of one core.
+        service_pct: f64,
+    },
+    /// Processes of the topology that were CPU-bound (used plus waited ≥ 85 % of a core).
+    CpuBound {
+        /// Their command name.
+        name: String,
+        /// How many were.
+        busy: usize,
+        /// Processes of that name watched.
+        of: usize,
+        /// Their mean CPU wanted, percent of one core.
+        demand_pct: f64,
+    },
+    /// Responses with status 429.
+    RateLimited {
+        /// Percent of completed requests.
+        pct: f64,
+    },
+    /// Requests that failed otherwise (error statuses, transport errors, dropped).
+    Failing {
+        /// Percent of completed requests.
+        pct: f64,
+    },
+    /// A generator thread saturated.
+    Generator,
+}
+
+/// One side's limits in words: each kind once, its figures the mean over the cells that had
+/// it, and in how many of the side's rounds when not in all.
+fn limits_of(cells: &[&CellResult]) -> Vec<String> {
+    let n = cells.len();
+    let mut kinds: Vec<Vec<&Limit>> = Vec::new();
+    for l in cells.iter().flat_map(|c| &c.limits) {
+        match kinds
+            .iter_mut()
+            .find(|k| std::mem::discriminant(k[0]) == std::mem::discriminant(l))
+        {
+            Some(k) => k.push(l),
+            None => kinds.push(vec![l]),
+        }
+    }
+    kinds
+        .iter()
+        .map(|k| {
+            let mean =
+                |f: &dyn Fn(&Limit) -> f64| k.iter().map(|l| f(l)).sum::<f64>() / k.len() as f64;
+            let mut text = match k[0] {
+                Limit::Host { cores, .. } => {
+                    let generator = mean(&|l| match l {
+                        Limit::Host { generator_pct, .. } => *generator_pct,
+                        _ => 0.0,
+                    });
+                    let service = mean(&|l| match l {
+                        Limit::Host { service_pct, .. } => *service_pct,
+                        _ => 0.0,
+                    });
+                    format!(
+                        "the host's {cores} cores were busy (generator {generator:.0} %, service \
+                         {service:.0} % of {} %): the host, not the topology, capped it",
+                        100 * cores
+                    )
+                }
+                Limit::CpuBound { name, of, .. } => {
+                    let busy = mean(&|l| match l {
+                        Limit::CpuBound { busy, .. } => *busy as f64,
+                        _ => 0.0,
+                    });
+                    let demand = mean(&|l| match l {
+                        Limit::CpuBound { demand_pct, .. } => *demand_pct,
+                        _ => 0.0,
+                    });
+                    format!(
+                        "{busy:.0} of {of} {name} process(es) CPU-bound ({demand:.0} % of a core \
+                         each, run plus waited)"
+                    )
+                }
+                Limit::RateLimited { .. } => format!(
+                    "{:.0} % answered 429 (too many requests)",
+                    mean(&|l| match l {
+                        Limit::RateLimited { pct } => *pct,
+                        _ => 0.0,
+                    })
+                ),
+                Limit::Failing { .. } => format!(
+                    "{:.0} % of requests failed",
+                    mean(&|l| match l {
+                        Limit::Failing { pct } => *pct,
+                        _ => 0.0,
+                    })
+                ),
+                Limit::Generator => "the generator saturated a thread".to_string(),
+            };
+            if k.len() < n {
+                text.push_str(&format!(" in {} of {n} rounds", k.len()));
+            }
+            text
+        })
+        .collect()
+}
+
+/// What limited a run, from what the lab watched: the host's cores (the generator and the
+/// watched processes together), CPU-bound processes (used plus waited), 429s, errors, the
+/// generator itself. `cores` is the host's.
+pub fn limits(s: &Summary, cores: usize) -> Vec<Limit> {
+    let mut out = Vec::new();
+    let secs = s.duration_s.max(1e-9);
+    let completed = s.requests.completed.max(1) as f64;
+    let processes = s.server.as_ref().map_or(&[][..], |x| &x.processes[..]);
+    let service_pct: f64 = processes.iter().map(|p| p.cpu_pct_avg).sum();
+    let generator_pct = 100.0 * s.generator.cpu_s / secs;
+    if service_pct + generator_pct >= HOST_BUSY * 100.0 * cores.max(1) as f64 {
+        out.push(Limit::Host {
+            cores,
+            generator_pct,
+            service_pct,
+        });
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for p in processes {
+        if !names.contains(&p.name.as_str()) {
+            names.push(&p.name);
+        }
+    }
+    for name in names {
+        let of: Vec<f64> = processes
+            .iter()
+            .filter(|p| p.name == name)
+            .map(demand)
+            .collect();
+        let busy: Vec<f64> = of
+            .iter()
+            .copied()
+            .filter(|d| *d >= BUSY_PROCESS_PCT)
+            .collect();
+        if !busy.is_empty() {
+            out.push(Limit::CpuBound {
+                name: name.to_string(),
+                busy: busy.len(),
+                of: of.len(),
+                demand_pct: busy.iter().sum::<f64>() / busy.len() as f64,
+            });
+        }
+    }
+    let limited = s.status.get("429").copied().unwrap_or(0) as f64;
+    if limited / completed >= RATE_LIMITED {
+        out.push(Limit::RateLimited {
+            pct: 100.0 * limited / completed,
+        });
+    }
+    let failed = (s.requests.errors as f64 - limited).max(0.0) + s.requests.dropped as f64;
+    if failed / completed >= FAILING {
+        out.push(Limit::Failing {
+            pct: 100.0 * failed / completed,
+        });
+    }
+    if s.generator.saturated {
+        out.push(Limit::Generator);
+    }
+    out
+}
+
+/// CPU a process wanted: what it ran plus what it waited for, percent of one core.
+fn demand(p: &loadlab_run::summary::ServerProcess) -> f64 {
+    p.cpu_pct_avg + p.cpu_wait_pct_avg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(
+        topology: &str,
+        processes: usize,
+        workload: &str,
+        round: usize,
+        m: Measured,
+    ) -> CellResult {
+        CellResult {
+            topology: topology.into(),
+            processes,
+            workload: workload.into(),
+            round,
+            measured: m,
+            excluded: None,
+            limits: Vec::new(),
+        }
+    }
+
+    fn capacity(rps: f64) -> Measured {
+        Measured::Capacity {
+            breaking_point_rps: Some(rps),
+        }
+    }
+
+    fn open(offered: f64, ok: f64, p50: f64, p99: f64) -> Measured {
+        Measured::Open {
+            offered_rps: offered,
+            ok_rps: ok,
+            p50_ms: p50,
+            p99_ms: p99,
+        }
+    }
+
+    #[test]
+    fn three_times_the_workers_triple_the_breaking_point_and_it_differs() {
+        let cells: Vec<CellResult> = (0..3)
+            .flat_map(|r| {
+                let jitter = [0.97, 1.02, 1.0][r];
+                [
+                    cell("1 worker", 1, "block", r, capacity(50.0 * jitter)),
+                    cell("3 workers", 3, "block", r, capacity(150.0 / jitter)),
+                ]
+            })
+            .collect();
+        let v = verdicts(&cells, &[]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        let v = &v[0];
+        assert_eq!(v.measure, "breaking_point");
+        assert!((v.ratio - 3.0).abs() < 0.2, "{v:?}");
+        assert!(v.differs && v.ci_low > 1.0, "{v:?}");
+        assert!(v.why.contains("ideal ×3"), "{}", v.why);
+    }
+
+    #[test]
+    fn an_open_load_under_capacity_gets_latency_verdicts_and_no_throughput_or_scaling() {
+        let cells: Vec<CellResult> = (0..3)
+            .flat_map(|r| {
+                [
+                    cell(
+                        "1",
+                        1,
+                        "ping 500/s",
+                        r,
+                        open(500.0, 500.0, 0.2, 1.0 + r as f64 * 0.1),
+                    ),
+                    cell("3", 3, "ping 500/s", r, open(500.0, 499.0, 0.25, 1.1)),
+                ]
+            })
+            .collect();
+        let v = verdicts(&cells, &[]);
+        let measures: Vec<&str> = v.iter().map(|v| v.measure.as_str()).collect();
+        assert_eq!(measures, ["latency_p50", "latency_p99"]);
+        assert!(v.iter().all(|v| !v.why.contains("ideal")), "{v:?}");
+    }
+
+    #[test]
+    fn a_paired_workload_factor_compares_on_each_topology() {
+        let cells: Vec<CellResult> = (0..3)
+            .flat_map(|r| {
+                let noise = 1.0 + 0.02 * r as f64;
+                [
+                    cell(
+                        "t",
+                        1,
+                        "calc 100k",
+                        r,
+                        Measured::Closed {
+                            ok_rps: 200.0 * noise,
+                            p50_ms: 5.0,
+                            p99_ms: 9.0,
+                        },
+                    ),
+                    cell(
+                        "t",
+                        1,
+                        "calc 200k",
+                        r,
+                        Measured::Closed {
+                            ok_rps: 100.0 * noise,
+                            p50_ms: 10.0,
+                            p99_ms: 18.0,
+                        },
+                    ),
+                ]
+            })
+            .collect();
+        let pairs = [("calc 100k".to_string(), "calc 200k".to_string())];
+        let v = verdicts(&cells, &pairs);
+        let t = v.iter().find(|v| v.measure == "throughput").unwrap();
+        assert_eq!(t.factor, Factor::Workload);
+        assert_eq!(t.topology.as_deref(), Some("t"));
+        assert!(
+            (t.ratio - 0.5).abs() < 0.01 && t.differs && t.ci_high < 1.0,
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn the_same_cell_twice_says_no_difference_nine_times_in_ten() {
+        // A/A: both sides draw from the same noise (±10 % uniform per round), 3 rounds.
+        let mut honest = 0;
+        for seed in 0..200u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut draw = || 100.0 * (1.0 + 0.2 * (rng.f64() - 0.5));
+            let cells: Vec<CellResult> = (0..3)
+                .flat_map(|r| {
+                    [
+                        cell("a", 1, "w", r, capacity(draw())),
+                        cell("b", 1, "w", r, capacity(draw())),
+                    ]
+                })
+                .collect();
+            let v = verdicts(&cells, &[]);
+            if !v[0].differs {
+                honest += 1;
+            }
+        }
+        assert!(honest >= 180, "{honest} of 200 said no difference");
+    }
+
+    #[test]
+    fn one_round_has_no_interval_and_never_differs() {
+        let cells = [
+            cell("a", 1, "w", 0, capacity(100.0)),
+            cell("b", 2, "w", 0, capacity(300.0)),
+        ];
+        let v = &verdicts(&cells, &[])[0];
+        assert_eq!((v.ci_low, v.ci_high), (v.ratio, v.ratio));
+        assert!(!v.differs && v.why.contains("one round"), "{v:?}");
+    }
+
+    #[test]
+    fn left_out_cells_and_empty_measures_give_no_nan() {
+        let mut cells = vec![
+            cell("a", 1, "w", 0, capacity(100.0)),
+            cell(
+                "b",
+                2,
+                "w",
+                0,
+                Measured::Capacity {
+                    breaking_point_rps: None,
+                },
+            ),
+            cell("a", 1, "x", 0, open(10.0, 0.0, 0.0, 0.0)),
+            cell("b", 2, "x", 0, open(10.0, 0.0, 0.0, 0.0)),
+        ];
+        cells.push(CellResult {
+            excluded: Some("a replica exited".into()),
+            ..cell("b", 2, "w", 1, capacity(5.0))
+        });
+        for v in verdicts(&cells, &[]) {
+            assert!(v.ratio.is_finite() && v.ci_low.is_finite() && v.ci_high.is_finite());
+        }
+        let json = serde_json::to_string(&verdicts(&cells, &[])).unwrap();
+        assert!(!json.contains("NaN") && !json.contains("inf"), "{json}");
+    }
+}

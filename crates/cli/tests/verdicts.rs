@@ -1,0 +1,213 @@
+//! `loadlab lab` answers an experiment's question on the reference service, whose answers are
+//! known: breaking points per topology, latency (not throughput) under capacity, and a paired
+//! workload factor, each verdict with its interval over the rounds, in `lab.json`.
+
+mod support;
+
+use std::sync::Mutex;
+
+use serde_json::Value;
+use support::{lab_ok, read_json};
+
+/// Labs share the machine's two cores with nothing else of theirs: one at a time.
+static ONE_LAB: Mutex<()> = Mutex::new(());
+
+/// Runs an experiment and returns what it printed and its `lab.json`.
+fn lab(experiment: &str) -> (String, Value) {
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, out) = lab_ok(dir.path(), experiment);
+    let json = read_json(&out.join("lab.json"));
+    let text = std::fs::read_to_string(out.join("comparison.csv")).unwrap();
+    for (what, body) in [("stdout", &stdout), ("comparison.csv", &text)] {
+        assert!(
+            !body.contains("NaN") && !body.contains("inf"),
+            "{what}: {body}"
+        );
+    }
+    assert_eq!(json["schema"], "loadlab.lab/v1");
+    (stdout, json)
+}
+
+fn verdicts<'a>(json: &'a Value, measure: &str) -> Vec<&'a Value> {
+    json["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["measure"] == measure)
+        .collect()
+}
+
+fn breaking_points(json: &Value, topology: &str) -> Vec<f64> {
+    json["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["topology"] == topology)
+        .map(|c| c["measured"]["breaking_point_rps"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn three_workers_of_a_blocking_endpoint_have_three_times_the_breaking_point() {
+    // /block?ms=20 holds a worker 20 ms: 50 req/s a worker.
+    let (stdout, json) = lab("name: block\n\
+         topologies:\n  - { name: 1 worker }\n  - { name: 3 workers, workers: 3 }\n\
+         workloads:\n  - { name: block, capacity: \"/block?ms=20 --slo 'p99<500ms,errors<1%' \
+         --max-time 30s --warmup 1s --step 2s\" }\n\
+         rounds: 2\n");
+    for (topology, expected) in [("1 worker", 50.0), ("3 workers", 150.0)] {
+        for found in breaking_points(&json, topology) {
+            assert!(
+                (found / expected - 1.0).abs() <= 0.15,
+                "{topology}: breaking point {found} req/s, expected {expected} ± 15 %\n{stdout}"
+            );
+        }
+    }
+    let v = verdicts(&json, "breaking_point");
+    assert_eq!(v.len(), 1, "{json}");
+    let ratio = v[0]["ratio"].as_f64().unwrap();
+    assert!((2.55..=3.45).contains(&ratio), "{}", v[0]);
+    assert_eq!(v[0]["differs"], true, "{}", v[0]);
+    assert!(v[0]["ci_low"].as_f64().unwrap() > 1.0, "{}", v[0]);
+    assert!(
+        stdout.contains("≠ 3 workers vs 1 worker [block, breaking point]"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_open_load_under_capacity_is_judged_on_latency_and_a_paired_workload_on_throughput() {
+    // 500 req/s of /ping is far under either topology's capacity: the offered rate is the
+    // throughput, so only latency can differ. /calc over twice the values takes twice the CPU
+    // on one single-threaded worker: half the throughput.
+    let (stdout, json) = lab("name: models\n\
+         topologies:\n  - { name: 1 worker }\n  - { name: 3 workers, workers: 3 }\n\
+         workloads:\n  - { name: ping, run: \"/ping -R 500 -d 2s\" }\n\
+         rounds: 2\n");
+    assert!(verdicts(&json, "throughput").is_empty(), "{json}");
+    assert_eq!(verdicts(&json, "latency_p50").len(), 1, "{json}");
+    assert_eq!(verdicts(&json, "latency_p99").len(), 1, "{json}");
+    for v in json["verdicts"].as_array().unwrap() {
+        let why = v["why"].as_str().unwrap();
+        assert!(
+            !why.contains("ideal") && !why.contains("CPU-bound"),
+            "{why}"
+        );
+    }
+    assert!(!stdout.contains("saturat"), "{stdout}");
+
+    let (_, json) = lab("name: pair\n\
+         topologies:\n  - { name: 1 worker }\n\
+         workloads:\n  - { name: calc 100k, run: \"/calc?n=100000 -c 2 -d 2s\" }\n\
+         \x20 - { name: calc 200k, run: \"/calc?n=200000 -c 2 -d 2s\" }\n\
+         compare: [calc 100k, calc 200k]\n");
+    assert_eq!(json["rounds"], 3, "a comparison runs 3 rounds unless told");
+    let t = verdicts(&json, "throughput");
+    assert_eq!(t.len(), 1, "{json}");
+    let t = t[0];
+    assert_eq!(t["factor"], "workload");
+    assert_eq!(t["baseline"], "calc 100k");
+    let ratio = t["ratio"].as_f64().unwrap();
+    assert!((0.4..=0.6).contains(&ratio), "{t}");
+    assert!(
+        t["differs"] == true && t["ci_high"].as_f64().unwrap() < 1.0,
+        "{t}"
+    );
+}
+
+/// The PIDs of `parent`'s children whose command line holds `word`.
+fn children_with(parent: u32, word: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The parent's PID is the second field after the command's closing parenthesis.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(word) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_replica_killed_mid_cell_is_named_its_cell_left_out_and_the_lab_goes_on() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.yaml");
+    std::fs::write(
+        &file,
+        "name: crash\n\
+         topologies:\n  - { name: two, replicas: 2, lb: builtin }\n\
+         workloads:\n  - { name: first, run: \"/ping -R 200 -d 4s --timeout 2s\" }\n\
+         \x20 - { name: second, run: \"/ping -R 100 -d 1s\" }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let mut lab = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args([
+            "lab",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(lab.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.contains("running first") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let replicas = children_with(lab.id(), "serve");
+    assert_eq!(replicas.len(), 2, "{replicas:?}\n{printed}");
+    // SAFETY: a replica this test's lab started, by its PID.
+    unsafe {
+        libc::kill(replicas[0] as libc::pid_t, libc::SIGKILL);
+    }
+    let started = Instant::now();
+    for line in lines {
+        printed.push_str(&line.unwrap());
+        printed.push('\n');
+        assert!(started.elapsed() < Duration::from_secs(60), "{printed}");
+    }
+    assert!(lab.wait().unwrap().success(), "{printed}");
+    assert!(
+        printed.contains(&format!("(pid {}) exited during the cell", replicas[0])),
+        "{printed}"
+    );
+    assert!(printed.contains("left out of the comparisons"), "{printed}");
+    assert!(
+        !printed.contains("still serving the previous cell"),
+        "{printed}"
+    );
+    let json = read_json(&out.join("lab.json"));
+    let cells = json["cells"].as_array().unwrap();
+    let reason = cells[0]["excluded"].as_str().unwrap_or_default();
+    assert!(reason.contains("signal: 9"), "{}", cells[0]);
+    assert!(cells[1]["excluded"].is_null(), "{}", cells[1]);
+    let second = read_json(&out.join("two").join("second").join("summary.json"));
+    assert_eq!(
+        second["requests"]["errors"], 0,
+        "the restarted topology served: {second}"
+    );
+}
