@@ -385,6 +385,11 @@ pub struct ServeArgs {
     /// static files off the web tier; with --replicas and --lb nginx.
     #[arg(long = "static-at-lb")]
     pub static_at_lb: bool,
+    /// Where the topology's service processes write their standard output [default: pipe]:
+    /// pipe (drained by loadlab, as a container runtime's log driver reads a container's), null
+    /// (/dev/null) or file (one per process, removed at the end).
+    #[arg(long, value_name = "null|pipe|file")]
+    pub stdout: Option<String>,
     /// Most requests each process serves at once; past it it answers 429 (seed 002's
     /// per-instance concurrency limit).
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]

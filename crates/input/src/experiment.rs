@@ -30,7 +30,7 @@ use loadlab_run::topology::Topology;
 
 use crate::capacity::{CapacityError, CapacityFlags};
 use crate::flags::{FlagsError, LoadFlags};
-use crate::topology::{lb_named, runtime_named, TopologyError, TopologyInput};
+use crate::topology::{lb_named, runtime_named, stdout_named, TopologyError, TopologyInput};
 use crate::values::ThresholdList;
 use crate::yaml::YamlError;
 
@@ -249,6 +249,18 @@ pub struct TopologySpec {
     /// Who serves `/static/`: `service` (default) or `nginx` (seed 002's second test).
     #[serde(default)]
     pub static_files: Option<String>,
+    /// Where the service's standard output goes: `pipe` (default, drained by the lab as a
+    /// container runtime's log driver would), `null` or `file`.
+    #[serde(default, deserialize_with = "null_is_a_name")]
+    pub stdout: Option<String>,
+}
+
+/// A key whose value may be the word `null`, which YAML reads as no value: written, it names
+/// itself (an absent key is `None` through `#[serde(default)]`).
+fn null_is_a_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Some(
+        Option::<String>::deserialize(d)?.unwrap_or_else(|| "null".into()),
+    ))
 }
 
 /// One load.
@@ -411,6 +423,7 @@ impl TopologySpec {
             shards: None,
             profile: self.profile,
             static_at_lb,
+            stdout: self.stdout.as_deref().map(stdout_named).transpose()?,
         })
     }
 
@@ -523,6 +536,7 @@ mod tests {
             consumers: None,
             profile: false,
             static_files: None,
+            stdout: None,
         };
         assert_eq!(spec(None).topology().unwrap().runtime, Runtime::Rust);
         assert_eq!(
@@ -641,7 +655,7 @@ mod tests {
     fn an_experiment_names_its_question_rounds_pairs_and_breaking_points() {
         let e = experiment(
             "name: q\n\
-             topologies: [{ name: one }, { name: three, workers: 3 }]\n\
+             topologies: [{ name: one }, { name: three, workers: 3, stdout: null }]\n\
              workloads:\n\
              - { name: a, run: /ping -c 2 -d 2s }\n\
              - { name: b, run: /ping?x=1 -c 2 -d 2s }\n\
@@ -650,6 +664,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.rounds, 3, "a comparison gets 3 rounds unless told");
+        assert_eq!(e.topologies[0].1.stdout, loadlab_run::Stdout::Pipe);
+        assert_eq!(
+            e.topologies[1].1.stdout,
+            loadlab_run::Stdout::Null,
+            "YAML's null names /dev/null here"
+        );
         assert_eq!(e.compare, vec![("a".to_string(), "b".to_string())]);
         assert!(matches!(&e.workloads[2].load, Load::Capacity(f) if f.slo == "p99<100ms"));
         let one = experiment(

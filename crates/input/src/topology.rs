@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use loadlab_run::topology::{defaults, Lb, Runtime, Topology};
+use loadlab_run::topology::{defaults, Lb, Runtime, Stdout, Topology};
 
 /// A topology that cannot be deployed as described.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -15,6 +15,9 @@ pub enum TopologyError {
     /// A runtime name that is not one.
     #[error("unknown runtime {0:?}; use rust, node or python")]
     UnknownRuntime(String),
+    /// A standard-output destination that is not one.
+    #[error("stdout must be null, pipe or file, got {0:?}")]
+    UnknownStdout(String),
     /// A store name that is not one.
     #[error("store must be memory or redis, got {0:?}")]
     UnknownStore(String),
@@ -74,6 +77,8 @@ pub struct TopologyInput {
     pub profile: bool,
     /// nginx serves `/static/` itself.
     pub static_at_lb: bool,
+    /// Where the service processes' standard output goes.
+    pub stdout: Option<Stdout>,
 }
 
 /// The balancer `name` names (`nginx`, `builtin`, `client`).
@@ -84,6 +89,11 @@ pub fn lb_named(name: &str) -> Result<Lb, TopologyError> {
 /// The runtime `name` names (`rust`, `node`, `python`).
 pub fn runtime_named(name: &str) -> Result<Runtime, TopologyError> {
     Runtime::named(name).ok_or_else(|| TopologyError::UnknownRuntime(name.into()))
+}
+
+/// The standard-output destination `name` names (`null`, `pipe`, `file`).
+pub fn stdout_named(name: &str) -> Result<Stdout, TopologyError> {
+    Stdout::named(name).ok_or_else(|| TopologyError::UnknownStdout(name.into()))
 }
 
 /// The topology `input` describes, its gaps filled from the defaults, checked.
@@ -126,6 +136,7 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
         shards: input.shards,
         profile: input.profile,
         static_at_lb: input.static_at_lb,
+        stdout: input.stdout.unwrap_or(defaults::STDOUT),
     })
 }
 
@@ -143,6 +154,7 @@ mod tests {
         assert_eq!(t.ready_timeout, defaults::READY_TIMEOUT);
         assert_eq!(t.proxy_timeout, Duration::from_secs(60));
         assert_eq!(t.port, 0);
+        assert_eq!(t.stdout, Stdout::Pipe);
     }
 
     #[test]
@@ -153,6 +165,10 @@ mod tests {
         for l in Lb::ALL {
             assert_eq!(lb_named(l.name()), Ok(l));
         }
+        for o in Stdout::ALL {
+            assert_eq!(stdout_named(o.name()), Ok(o));
+        }
+        assert!(stdout_named("tty").is_err());
         assert_eq!(
             runtime_named("java").unwrap_err().to_string(),
             "unknown runtime \"java\"; use rust, node or python"

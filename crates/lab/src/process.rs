@@ -20,8 +20,8 @@ pub struct Supervised {
 }
 
 impl Supervised {
-    /// Spawns `command`; the child gets SIGTERM if loadlab dies first, and its stderr is
-    /// both passed through and remembered.
+    /// Spawns `command`; the child gets SIGTERM if loadlab dies first, its stderr is both
+    /// passed through and remembered, and a piped stdout is drained.
     pub fn spawn(label: &str, mut command: Command) -> std::io::Result<Supervised> {
         command.stdin(Stdio::null()).stderr(Stdio::piped());
         // SAFETY: prctl is async-signal-safe; it runs in the child between fork and exec.
@@ -32,6 +32,14 @@ impl Supervised {
             });
         }
         let mut child = command.spawn()?;
+        if let Some(mut pipe) = child.stdout.take() {
+            // A piped stdout is drained and discarded, as a container runtime's log driver
+            // reads a container's: the service pays for its writes, never blocks on a full
+            // pipe for long.
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+            });
+        }
         let stderr = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_LINES)));
         if let Some(pipe) = child.stderr.take() {
             let keep = stderr.clone();

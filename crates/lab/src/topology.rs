@@ -14,7 +14,7 @@ use crate::proxy::Proxy;
 use crate::redis::RedisServer;
 use crate::runtime;
 use crate::LabError;
-pub use loadlab_run::topology::{Lb, Runtime, Topology};
+pub use loadlab_run::topology::{Lb, Runtime, Stdout, Topology};
 
 /// A running topology, stopped (every process, by PID) when dropped.
 pub struct Deployment {
@@ -175,6 +175,34 @@ fn consumer_command(exe: &Path, url: &str, i: usize, shards: Option<usize>) -> C
     cmd
 }
 
+/// Where a service process's standard output goes: `/dev/null`, a pipe the process's
+/// supervisor drains, or a file of its own in the system's temporary directory (removed once
+/// opened: the process keeps writing to it, and nothing is left behind).
+fn stdout_of(sink: Stdout, label: &str) -> Result<std::process::Stdio, LabError> {
+    Ok(match sink {
+        Stdout::Null => std::process::Stdio::null(),
+        Stdout::Pipe => std::process::Stdio::piped(),
+        Stdout::File => {
+            let path = std::env::temp_dir().join(format!(
+                "loadlab-stdout-{}-{}-{}",
+                std::process::id(),
+                label.replace(' ', "-"),
+                unique_suffix()
+            ));
+            let file = std::fs::File::create(&path).map_err(LabError::Io)?;
+            let _ = std::fs::remove_file(&path);
+            std::process::Stdio::from(file)
+        }
+    })
+}
+
+/// A suffix that keeps two files of one label apart.
+fn unique_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// A free port on 127.0.0.1 (bound, then released for a child to take).
 fn free_port() -> Result<u16, LabError> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(LabError::Io)?;
@@ -293,7 +321,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                     if let Some(url) = &redis_url {
                         cmd.args(["--redis-url", url]);
                     }
-                    cmd.stdout(std::process::Stdio::null());
+                    cmd.stdout(stdout_of(topology.stdout, &label)?);
                     cmd
                 }
             };

@@ -39,5 +39,5 @@ pub use summary::{
 };
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};
-pub use topology::{Lb, Runtime, Topology};
+pub use topology::{Lb, Runtime, Stdout, Topology};
 pub use users::UserModel;

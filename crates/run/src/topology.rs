@@ -8,6 +8,7 @@ use std::time::Duration;
 /// experiments and the demo.
 pub mod defaults {
     use super::{Lb, Runtime};
+
     use std::time::Duration;
 
     /// Worker processes per replica.
@@ -25,6 +26,40 @@ pub mod defaults {
     pub const READY_TIMEOUT: Duration = Duration::from_secs(15);
     /// nginx's timeouts towards the replicas (seed 001 ran nginx with 60 s).
     pub const PROXY_TIMEOUT: Duration = Duration::from_secs(60);
+    /// Where the service's standard output goes: a pipe the lab drains, as a container
+    /// runtime's log driver reads a container's (seed 004's logging cost was measured there).
+    pub const STDOUT: super::Stdout = super::Stdout::Pipe;
+}
+
+/// Where a topology's service processes write their standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdout {
+    /// `/dev/null`: a write costs the system call alone.
+    Null,
+    /// A pipe the lab reads and discards, as a container runtime's log driver reads one: a
+    /// write wakes the reader, and blocks when the pipe is full.
+    Pipe,
+    /// A file on disk, one per process, removed when the topology stops.
+    File,
+}
+
+impl Stdout {
+    /// Every destination, in the order help texts list them.
+    pub const ALL: [Stdout; 3] = [Stdout::Null, Stdout::Pipe, Stdout::File];
+
+    /// Its name in experiment files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stdout::Null => "null",
+            Stdout::Pipe => "pipe",
+            Stdout::File => "file",
+        }
+    }
+
+    /// The destination `name` names, if any.
+    pub fn named(name: &str) -> Option<Stdout> {
+        Stdout::ALL.into_iter().find(|s| s.name() == name)
+    }
 }
 
 /// The load balancer in front of replicas.
@@ -134,4 +169,6 @@ pub struct Topology {
     /// nginx serves `/static/` itself, from copies of the service's static files taken at
     /// start (seed 002's second test); only with `Lb::Nginx`.
     pub static_at_lb: bool,
+    /// Where the service processes' standard output goes.
+    pub stdout: Stdout,
 }

@@ -181,6 +181,11 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         shards: Some(a.shards),
         profile: false,
         static_at_lb: a.static_at_lb,
+        stdout: a
+            .stdout
+            .as_deref()
+            .map(loadlab_input::topology::stdout_named)
+            .transpose()?,
     })?;
     let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;
