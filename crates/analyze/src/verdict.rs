@@ -467,6 +467,20 @@ pub enum Limit {
     },
     /// A generator thread saturated.
     Generator,
+    /// A queue (a Redis stream's consumer group) still held entries when the load ended: the
+    /// tier after it fell behind.
+    Backlog {
+        /// The stream.
+        stream: String,
+        /// Entries not yet delivered at the end.
+        waiting: u64,
+    },
+    /// The cell saturated with no process CPU-bound and the host not busy: a worker cap, a
+    /// lock, a rate limit or I/O set the limit, not the CPU (`loadlab probe` counts workers).
+    NotCpu {
+        /// The watched processes' CPU together, percent of one core.
+        service_pct: f64,
+    },
 }
 
 /// One side's limits in words: each kind once, its figures the mean over the cells that had
@@ -533,6 +547,22 @@ fn limits_of(cells: &[&CellResult]) -> Vec<String> {
                     })
                 ),
                 Limit::Generator => "the generator saturated a thread".to_string(),
+                Limit::Backlog { stream, .. } => format!(
+                    "{:.0} entries still waiting on the {stream} stream at the end (the tier \
+                     reading it fell behind)",
+                    mean(&|l| match l {
+                        Limit::Backlog { waiting, .. } => *waiting as f64,
+                        _ => 0.0,
+                    })
+                ),
+                Limit::NotCpu { .. } => format!(
+                    "not the CPU ({:.0} % of a core in all): a worker cap, a lock, a rate limit or \
+                     I/O set the limit (`loadlab probe` counts workers)",
+                    mean(&|l| match l {
+                        Limit::NotCpu { service_pct } => *service_pct,
+                        _ => 0.0,
+                    })
+                ),
             };
             if k.len() < n {
                 text.push_str(&format!(" in {} of {n} rounds", k.len()));
@@ -544,8 +574,9 @@ fn limits_of(cells: &[&CellResult]) -> Vec<String> {
 
 /// What limited a run, from what the lab watched: the host's cores (the generator and the
 /// watched processes together), CPU-bound processes (used plus waited), 429s, errors, the
-/// generator itself. `cores` is the host's.
-pub fn limits(s: &Summary, cores: usize) -> Vec<Limit> {
+/// generator itself, a queue left behind, and — for a cell that `saturated` with none of
+/// those — that the limit was not the CPU. `cores` is the host's.
+pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
     let mut out = Vec::new();
     let secs = s.duration_s.max(1e-9);
     let completed = s.requests.completed.max(1) as f64;
@@ -599,6 +630,17 @@ pub fn limits(s: &Summary, cores: usize) -> Vec<Limit> {
     }
     if s.generator.saturated {
         out.push(Limit::Generator);
+    }
+    for store in s.server.iter().flat_map(|x| &x.stores) {
+        for q in store.streams.iter().filter(|q| q.lag_end > 0) {
+            out.push(Limit::Backlog {
+                stream: q.name.clone(),
+                waiting: q.lag_end,
+            });
+        }
+    }
+    if saturated && out.is_empty() && !processes.is_empty() {
+        out.push(Limit::NotCpu { service_pct });
     }
     out
 }
@@ -750,6 +792,46 @@ mod tests {
             }
         }
         assert!(honest >= 180, "{honest} of 200 said no difference");
+    }
+
+    #[test]
+    fn a_saturated_cell_whose_processes_idled_was_not_limited_by_the_cpu() {
+        use loadlab_run::summary::{Server, ServerProcess};
+        let mut s = Summary {
+            duration_s: 10.0,
+            ..Summary::default()
+        };
+        s.requests.completed = 1000;
+        s.requests.ok = 1000;
+        let process = |cpu: f64| ServerProcess {
+            name: "loadlab".into(),
+            pid: 1,
+            cpu_pct_avg: cpu,
+            cpu_pct_max: cpu,
+            cpu_wait_pct_avg: 0.0,
+            rss_mb_max: 1.0,
+        };
+        s.server = Some(Server {
+            processes: vec![process(12.0), process(15.0)],
+            stores: Vec::new(),
+        });
+        assert_eq!(
+            limits(&s, 2, true),
+            vec![Limit::NotCpu { service_pct: 27.0 }]
+        );
+        assert!(
+            limits(&s, 2, false).is_empty(),
+            "under capacity nothing limited it"
+        );
+        s.server = Some(Server {
+            processes: vec![process(97.0)],
+            stores: Vec::new(),
+        });
+        let l = limits(&s, 2, true);
+        assert!(
+            matches!(l[..], [Limit::CpuBound { busy: 1, of: 1, .. }]),
+            "{l:?}"
+        );
     }
 
     #[test]

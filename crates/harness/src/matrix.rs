@@ -251,6 +251,14 @@ pub fn cell_results(
                 },
                 None => Measured::of_run(&c.summary),
             };
+            // A closed model's throughput is its connections over the latency whatever the
+            // service: only a breaking point or an open load it fell behind says the service
+            // itself hit a limit.
+            let service_bound = match measured {
+                Measured::Closed { .. } => false,
+                _ => measured.saturated(),
+            };
+            let limits = verdict::limits(&c.summary, cores, service_bound);
             CellResult {
                 topology: c.topology.clone(),
                 processes,
@@ -258,7 +266,7 @@ pub fn cell_results(
                 round: c.round,
                 measured,
                 excluded: c.excluded.clone(),
-                limits: verdict::limits(&c.summary, cores),
+                limits,
             }
         })
         .collect()
