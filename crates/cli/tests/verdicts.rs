@@ -71,7 +71,11 @@ fn three_workers_of_a_blocking_endpoint_have_three_times_the_breaking_point() {
     assert_eq!(v[0]["differs"], true, "{}", v[0]);
     assert!(v[0]["ci_low"].as_f64().unwrap() > 1.0, "{}", v[0]);
     // The workers sleep: the limit is their number, not the CPU.
-    assert!(v[0]["why"].as_str().unwrap().contains("not the CPU"), "{}", v[0]);
+    assert!(
+        v[0]["why"].as_str().unwrap().contains("not the CPU"),
+        "{}",
+        v[0]
+    );
     assert!(
         stdout.contains("≠ 3 workers vs 1 worker [block, breaking point]"),
         "{stdout}"
