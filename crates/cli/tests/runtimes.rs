@@ -790,12 +790,13 @@ fn seed_001s_short_matrix_runs_on_python_and_node() {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/seed-001-replicas.short.yaml");
     let out = tempfile::tempdir().unwrap();
-    support::loadlab_ok(&[
+    let done = support::loadlab_ok(&[
         "lab",
         file.to_str().unwrap(),
         "--out",
         out.path().to_str().unwrap(),
     ]);
+    support::assert_lab_finite(out.path(), &String::from_utf8_lossy(&done.stdout));
     let csv = std::fs::read_to_string(out.path().join("comparison.csv")).unwrap();
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();

@@ -361,7 +361,9 @@ fn lab_example(file: &str) -> (String, tempfile::TempDir) {
         "--out",
         dir.path().to_str().unwrap(),
     ]);
-    (String::from_utf8_lossy(&out.stdout).into_owned(), dir)
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    support::assert_lab_finite(dir.path(), &stdout);
+    (stdout, dir)
 }
 
 #[test]

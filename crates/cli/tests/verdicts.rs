@@ -18,13 +18,7 @@ fn lab(experiment: &str) -> (String, Value) {
     let dir = tempfile::tempdir().unwrap();
     let (stdout, out) = lab_ok(dir.path(), experiment);
     let json = read_json(&out.join("lab.json"));
-    let text = std::fs::read_to_string(out.join("comparison.csv")).unwrap();
-    for (what, body) in [("stdout", &stdout), ("comparison.csv", &text)] {
-        assert!(
-            !body.contains("NaN") && !body.contains("inf"),
-            "{what}: {body}"
-        );
-    }
+    support::assert_lab_finite(&out, &stdout);
     assert_eq!(json["schema"], "loadlab.lab/v1");
     (stdout, json)
 }

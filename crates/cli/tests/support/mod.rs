@@ -42,6 +42,29 @@ pub fn loadlab_json(args: &[&str]) -> (Value, Output) {
     (read_json(&json), out)
 }
 
+/// Fails when any of the `(what, text)` pairs holds a number that is not one: `NaN`, `inf` or
+/// `Infinity` as a word of its own (so a workload named "info" is fine).
+pub fn assert_no_nan(texts: &[(&str, &str)]) {
+    for (what, text) in texts {
+        let bad = text
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|w| matches!(*w, "NaN" | "nan" | "inf" | "Infinity"));
+        assert!(bad.is_none(), "{what} holds {bad:?}:\n{text}");
+    }
+}
+
+/// What a lab wrote beside its runs, with its stdout, checked for numbers that are not:
+/// stdout, `comparison.csv` and `lab.json`.
+pub fn assert_lab_finite(out: &Path, stdout: &str) {
+    let csv = std::fs::read_to_string(out.join("comparison.csv")).expect("comparison.csv");
+    let json = std::fs::read_to_string(out.join("lab.json")).expect("lab.json");
+    assert_no_nan(&[
+        ("stdout", stdout),
+        ("comparison.csv", &csv),
+        ("lab.json", &json),
+    ]);
+}
+
 /// A JSON file loadlab wrote.
 pub fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("file written")).expect("valid JSON")
