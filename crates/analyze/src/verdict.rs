@@ -835,6 +835,56 @@ mod tests {
     }
 
     #[test]
+    fn random_cells_never_give_a_number_that_is_not_one() {
+        // Zeros, missing breaking points, huge and tiny values, left-out cells, mixed models
+        // for one workload: every verdict's figures stay finite.
+        let mut rng = fastrand::Rng::with_seed(7);
+        let value = |rng: &mut fastrand::Rng| match rng.u8(..6) {
+            0 => 0.0,
+            1 => 1e-12,
+            2 => 1e12,
+            _ => rng.f64() * 1000.0,
+        };
+        for _ in 0..500 {
+            let mut cells = Vec::new();
+            for round in 0..1 + rng.usize(..4) {
+                for (t, processes) in [("a", 1), ("b", 3)] {
+                    for w in ["x", "y"] {
+                        let r = &mut rng;
+                        let measured = match r.u8(..4) {
+                            0 => Measured::Capacity {
+                                breaking_point_rps: r.bool().then(|| value(r)),
+                            },
+                            1 => Measured::Closed {
+                                ok_rps: value(r),
+                                p50_ms: value(r),
+                                p99_ms: value(r),
+                            },
+                            _ => open(value(r), value(r), value(r), value(r)),
+                        };
+                        let mut c = cell(t, processes, w, round, measured);
+                        if rng.u8(..10) == 0 {
+                            c.excluded = Some("exited".into());
+                        }
+                        cells.push(c);
+                    }
+                }
+            }
+            let pairs = [("x".to_string(), "y".to_string())];
+            for v in verdicts(&cells, &pairs) {
+                for x in [v.ratio, v.ci_low, v.ci_high] {
+                    assert!(x.is_finite() && x > 0.0, "{v:?}");
+                }
+                assert!(
+                    !v.why.contains("NaN") && !v.why.contains("inf"),
+                    "{}",
+                    v.why
+                );
+            }
+        }
+    }
+
+    #[test]
     fn one_round_has_no_interval_and_never_differs() {
         let cells = [
             cell("a", 1, "w", 0, capacity(100.0)),
