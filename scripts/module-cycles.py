@@ -13,8 +13,11 @@ items, `#[cfg(test)]` items (tests may reach anywhere), plain comments, names fr
 the crate (std, other crates, what the script cannot resolve). A child naming an item its
 parent defines is an edge.
 
-Prints each set of modules caught in a cycle (a strongly-connected component) with the
-file:line of its edges and its simple cycles, and exits 1 if there is any. `-v` prints every
+Checks twice: file by file, and top-level module by top-level module, a folder module taken
+whole (a file inside `a/` using `b` while a file inside `b/` uses `a` ties the folders in a
+cycle even when no two files import each other). Prints each set of modules caught in a cycle
+(a strongly-connected component) with the file:line of its edges and, file by file, its simple
+cycles, and exits 1 if there is any. `-v` prints every
 edge; `--root DIR` checks the crates of another checkout.
 """
 
@@ -566,7 +569,43 @@ def check_crate(src: Path, root: Path, verbose: bool) -> bool:
         if len(cycles) > CYCLES_SHOWN:
             more = len(cycles) - CYCLES_SHOWN
             print(f"    … {'at least ' if cut else ''}{more} more")
-    return not found
+    folders = folder_cycles(edges)
+    for component, through in folders:
+        listed = ", ".join(map(name_of, component))
+        print(f"{label}: import cycle among the top-level modules {listed} (through their files)")
+        print("  edges:")
+        for (top, other), (frm, to) in sorted(through.items()):
+            print(f"    {name_of(top)} -> {name_of(other)}  {where(frm, to)}")
+    return not found and not folders
+
+
+def top_level(path: tuple) -> tuple:
+    """The crate's top-level module a module belongs to (its folder, or itself)."""
+    return path[:1]
+
+
+def folder_cycles(edges: dict) -> list:
+    """Cycles among top-level modules, each folder module taken whole (its `mod.rs` and
+    everything below it): a file inside `a/` importing `b` while a file inside `b/` imports
+    `a` is a cycle between `a` and `b` even when no two files import each other. Each with
+    the first file edge behind every arrow between its members."""
+    tops: dict = {}
+    through: dict = {}
+    for frm, targets in edges.items():
+        a = top_level(frm)
+        tops.setdefault(a, set())
+        for to in sorted(targets):
+            b = top_level(to)
+            tops.setdefault(b, set())
+            if a != b and () not in (a, b):
+                tops[a].add(b)
+                through.setdefault((a, b), (frm, to))
+    found = []
+    for component in components(tops):
+        members = set(component)
+        arrows = {k: v for k, v in through.items() if k[0] in members and k[1] in members}
+        found.append((component, arrows))
+    return found
 
 
 def main(argv=None) -> int:

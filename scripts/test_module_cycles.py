@@ -283,3 +283,32 @@ class Reports(CrateTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FolderModules(CrateTest):
+    def test_two_folders_whose_files_use_each_other_are_a_cycle(self):
+        # No two files import each other, but folder `h` (its parser) is used by `x`, and a
+        # file inside `h` uses `x`: the folders depend on each other.
+        self.write({
+            "lib.rs": "mod h;\nmod x;\n",
+            "h/mod.rs": "mod parse;\nmod conn;\npub use parse::Parser;\n",
+            "h/parse.rs": "pub struct Parser;\n",
+            "h/conn.rs": "use crate::x::Wire;\npub struct Conn(Wire);\n",
+            "x.rs": "use crate::h::Parser;\npub struct Wire(Parser);\n",
+        })
+        self.assertEqual(self.cycles({}), [], "no file-level cycle")
+        code, out = self.run_script()
+        self.assertEqual(code, 1, out)
+        self.assertIn("top-level modules h, x", out)
+        self.assertIn("h/conn.rs:1", out)
+
+    def test_a_folder_using_its_own_files_and_a_leaf_outside_is_fine(self):
+        self.write({
+            "lib.rs": "mod conn;\nmod codec;\n",
+            "codec.rs": "pub struct Parser;\n",
+            "conn/mod.rs": "mod wire;\nmod one;\nuse wire::Wire;\nuse one::One;\n",
+            "conn/wire.rs": "use crate::codec::Parser;\npub struct Wire(Parser);\n",
+            "conn/one.rs": "use super::wire::Wire;\npub struct One(Wire);\n",
+        })
+        code, out = self.run_script()
+        self.assertEqual(code, 0, out)

@@ -10,8 +10,8 @@ use loadlab_run::ConnectStats;
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 
+use crate::conn::dialer::Dialer;
 use crate::conn::{self, Conn};
-use crate::dial::Dialer;
 
 /// An initial connection of a thread: its endpoint, its place in the endpoint's requests, and
 /// the connection when it opened.

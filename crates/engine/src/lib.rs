@@ -10,11 +10,12 @@
 //!   `usage`, `limits`;
 //! - recording: `record`, the per-thread recorder and the messages to the collector;
 //! - connections, bottom up: `tls`, the run's TLS client and the plain-or-TLS stream;
-//!   `http2`, shared HTTP/2 connections and the exchange on a stream; `dial`, opening a
-//!   connection; `exchange`, what an exchange carries whatever the protocol (the thread's
-//!   wire, the answer, why it failed); `http1`'s connection and its exchange of pipelined
-//!   requests; `conn`, a connection of either protocol and the one send step; `connect`, the
-//!   paced opening of the initial connections before the load;
+//!   `http2`, shared HTTP/2 connections and the exchange on a stream; `conn`, a connection of
+//!   either protocol and the one send step, with inside it `conn::dialer` (opening a
+//!   connection), `conn::exchange` (what an exchange carries whatever the protocol: the
+//!   thread's wire, the answer, why it failed) and `conn::http1` (an HTTP/1.1 connection and
+//!   its exchange of pipelined requests); `connect`, the paced opening of the initial
+//!   connections before the load;
 //! - work: `pool` (pooled connections of the closed and open models), `session` (virtual
 //!   users) and `pace` (the open model's arrivals), none using another;
 //! - the thread: `mode` (its state by the plan's model), then `worker` (its event loop and
@@ -25,8 +26,6 @@
 
 mod conn;
 mod connect;
-mod dial;
-mod exchange;
 pub mod http1;
 mod http2;
 pub mod limits;

@@ -11,9 +11,9 @@ use loadlab_run::{Arrival, Arrivals, Model, Plan, UserRecord};
 use tokio::task::spawn_local;
 use tokio::time::Instant;
 
+use crate::conn::dialer::Dialer;
+use crate::conn::exchange::Wire;
 use crate::connect::Initial;
-use crate::dial::Dialer;
-use crate::exchange::Wire;
 use crate::pace::pace;
 use crate::pool::{self, Budgeted, Pool, Queues};
 use crate::record::Recorder;

@@ -12,8 +12,8 @@ use tokio::sync::Notify;
 use tokio::task::spawn_local;
 use tokio::time::Instant;
 
+use crate::conn::exchange::{Failed, Wire};
 use crate::conn::{self, Backoff, Conn};
-use crate::exchange::{Failed, Wire};
 use crate::record::Pending;
 use crate::schedule::closed::Budget;
 

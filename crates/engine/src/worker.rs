@@ -15,8 +15,8 @@ use tokio::sync::watch;
 use tokio::task::LocalSet;
 use tokio::time::{sleep_until, Instant};
 
+use crate::conn::dialer::Dialer;
 use crate::connect::open_paced;
-use crate::dial::Dialer;
 use crate::mode::{Load, Mode};
 use crate::record::{Msg, Recorder, ThreadEnd};
 use crate::tls::TlsClient;

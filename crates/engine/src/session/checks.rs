@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use loadlab_run::users::{Behaviour, CaptureSource, Expect, RequestStep, Step, UserModel};
 use serde_json_path::JsonPath;
 
-use crate::exchange::Answer;
+use crate::conn::exchange::Answer;
 
 /// A model's JSONPath capture queries, compiled once per thread, by their text.
 pub struct JsonPaths(HashMap<String, JsonPath>);

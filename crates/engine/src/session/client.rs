@@ -3,8 +3,8 @@
 
 use std::future::Future;
 
+use crate::conn::exchange::{Answer, Failed, Rendered, Wire};
 use crate::conn::{self, Conn};
-use crate::exchange::{Answer, Failed, Rendered, Wire};
 use crate::record::Pending;
 
 /// One user's connections during a session.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use loadlab_run::users::UserModel;
 use loadlab_run::{Plan, UserRecord};
 
-use crate::exchange::Wire;
+use crate::conn::exchange::Wire;
 use crate::session::checks::JsonPaths;
 
 /// One thread's virtual users.

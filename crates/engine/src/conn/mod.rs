@@ -1,7 +1,12 @@
 //! Connections of either protocol (above the recorder, below the pooled connection loop and
-//! the virtual users): a [`Conn`] over HTTP/1.1 (`http1`) or on an HTTP/2 stream, opened by
-//! [`dial`], and the one [`send`] step every caller uses: connect if needed, exchange, record
-//! transport errors and timings, drop a closed connection.
+//! the virtual users): a [`Conn`] over HTTP/1.1 (`http1` here, on the codec of `crate::http1`)
+//! or on an HTTP/2 stream, opened by [`dial`] with the thread's `dialer`, and the one [`send`]
+//! step every caller uses: connect if needed, exchange, record transport errors and timings,
+//! drop a closed connection.
+
+pub(crate) mod dialer;
+pub(crate) mod exchange;
+mod http1;
 
 use std::future::Future;
 use std::time::Duration;
@@ -9,11 +14,12 @@ use std::time::Duration;
 use loadlab_run::{ErrorKind, TlsFailure};
 use tokio::time::{sleep, Instant};
 
-use crate::dial::{DialError, Dialer, Opened};
-use crate::exchange::{Answer, Broken, Failed, Rendered, Times, Wire};
-use crate::http1::{Http1Conn, MAX_KEPT_BODY};
+use crate::http1::MAX_KEPT_BODY;
 use crate::http2::{Attach, StreamSlot};
 use crate::record::Pending;
+use dialer::{DialError, Dialer, Opened};
+use exchange::{Answer, Broken, Failed, Rendered, Times, Wire};
+use http1::Http1Conn;
 
 /// First pause after a failure to connect, doubled after each further failure.
 const MIN_BACKOFF: Duration = Duration::from_millis(10);

@@ -11,8 +11,8 @@ use loadlab_run::ErrorKind;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::{sleep_until, Instant, Sleep};
 
-use super::parse::ResponseParser;
-use crate::exchange::{Answer, Broken, Rendered, Times, Wire};
+use super::exchange::{Answer, Broken, Rendered, Times, Wire};
+use crate::http1::ResponseParser;
 use crate::record::Pending;
 use crate::tls::Stream;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use loadlab_run::{ErrorKind, Plan, Protocol};
 use tokio::time::Instant;
 
-use crate::dial::Dialer;
+use super::dialer::Dialer;
 use crate::http1::{encode_request, MAX_HEAD_BYTES};
 use crate::http2::Http2Request;
 use crate::record::{Pending, Recorder};
