@@ -186,6 +186,7 @@ mod tests {
         let tls = s.tls.expect("an https run has a tls section");
         assert!(!tls.verify);
         assert_eq!(tls.failures.get("name_mismatch"), Some(&3));
+        assert_eq!(tls.failures.get("expired"), Some(&1));
         let w = s.generator.warnings.join("\n");
         assert!(w.contains("verification was off (--insecure)"), "{w}");
         assert!(w.contains("4 TLS handshake(s) failed"), "{w}");

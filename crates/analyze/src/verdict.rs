@@ -81,11 +81,7 @@ pub enum Measured {
 impl Measured {
     /// The figures of a fixed-load run's summary.
     pub fn of_run(s: &Summary) -> Measured {
-        let ok_rps = if s.duration_s > 0.0 {
-            s.requests.ok as f64 / s.duration_s
-        } else {
-            0.0
-        };
+        let ok_rps = s.ok_rps();
         let (p50_ms, p99_ms) = (s.latency_ms.p50, s.latency_ms.p99);
         match s.throughput.offered_rps {
             Some(offered_rps) => Measured::Open {
@@ -483,6 +479,109 @@ pub enum Limit {
     },
 }
 
+impl Limit {
+    /// Several limits of one kind as one: their figures averaged (`None` without any).
+    fn mean_of(same: &[&Limit]) -> Option<Limit> {
+        let mean = |f: &dyn Fn(&Limit) -> Option<f64>| {
+            let v: Vec<f64> = same.iter().filter_map(|l| f(l)).collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        };
+        Some(match same.first()? {
+            Limit::Host { cores, .. } => Limit::Host {
+                cores: *cores,
+                generator_pct: mean(&|l| match l {
+                    Limit::Host { generator_pct, .. } => Some(*generator_pct),
+                    _ => None,
+                }),
+                service_pct: mean(&|l| match l {
+                    Limit::Host { service_pct, .. } => Some(*service_pct),
+                    _ => None,
+                }),
+            },
+            Limit::CpuBound { name, of, .. } => Limit::CpuBound {
+                name: name.clone(),
+                of: *of,
+                busy: mean(&|l| match l {
+                    Limit::CpuBound { busy, .. } => Some(*busy as f64),
+                    _ => None,
+                })
+                .round() as usize,
+                demand_pct: mean(&|l| match l {
+                    Limit::CpuBound { demand_pct, .. } => Some(*demand_pct),
+                    _ => None,
+                }),
+            },
+            Limit::RateLimited { .. } => Limit::RateLimited {
+                pct: mean(&|l| match l {
+                    Limit::RateLimited { pct } => Some(*pct),
+                    _ => None,
+                }),
+            },
+            Limit::Failing { .. } => Limit::Failing {
+                pct: mean(&|l| match l {
+                    Limit::Failing { pct } => Some(*pct),
+                    _ => None,
+                }),
+            },
+            Limit::Generator => Limit::Generator,
+            Limit::Backlog { stream, .. } => Limit::Backlog {
+                stream: stream.clone(),
+                waiting: mean(&|l| match l {
+                    Limit::Backlog { waiting, .. } => Some(*waiting as f64),
+                    _ => None,
+                })
+                .round() as u64,
+            },
+            Limit::NotCpu { .. } => Limit::NotCpu {
+                service_pct: mean(&|l| match l {
+                    Limit::NotCpu { service_pct } => Some(*service_pct),
+                    _ => None,
+                }),
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Host {
+                cores,
+                generator_pct,
+                service_pct,
+            } => write!(
+                f,
+                "the host's {cores} cores were busy (generator {generator_pct:.0} %, service \
+                 {service_pct:.0} % of {} %): the host, not the topology, capped it",
+                100 * cores
+            ),
+            Limit::CpuBound {
+                name,
+                busy,
+                of,
+                demand_pct,
+            } => write!(
+                f,
+                "{busy} of {of} {name} process(es) CPU-bound ({demand_pct:.0} % of a core each, \
+                 run plus waited)"
+            ),
+            Limit::RateLimited { pct } => write!(f, "{pct:.0} % answered 429 (too many requests)"),
+            Limit::Failing { pct } => write!(f, "{pct:.0} % of requests failed"),
+            Limit::Generator => write!(f, "the generator saturated a thread"),
+            Limit::Backlog { stream, waiting } => write!(
+                f,
+                "{waiting} entries still waiting on the {stream} stream at the end (the tier \
+                 reading it fell behind)"
+            ),
+            Limit::NotCpu { service_pct } => write!(
+                f,
+                "not the CPU ({service_pct:.0} % of a core in all): a worker cap, a lock, a rate \
+                 limit or I/O set the limit (`loadlab probe` counts workers)"
+            ),
+        }
+    }
+}
+
 /// One side's limits in words: each kind once, its figures the mean over the cells that had
 /// it, and in how many of the side's rounds when not in all.
 fn limits_of(cells: &[&CellResult]) -> Vec<String> {
@@ -499,75 +598,12 @@ fn limits_of(cells: &[&CellResult]) -> Vec<String> {
     }
     kinds
         .iter()
-        .map(|k| {
-            let mean =
-                |f: &dyn Fn(&Limit) -> f64| k.iter().map(|l| f(l)).sum::<f64>() / k.len() as f64;
-            let mut text = match k[0] {
-                Limit::Host { cores, .. } => {
-                    let generator = mean(&|l| match l {
-                        Limit::Host { generator_pct, .. } => *generator_pct,
-                        _ => 0.0,
-                    });
-                    let service = mean(&|l| match l {
-                        Limit::Host { service_pct, .. } => *service_pct,
-                        _ => 0.0,
-                    });
-                    format!(
-                        "the host's {cores} cores were busy (generator {generator:.0} %, service \
-                         {service:.0} % of {} %): the host, not the topology, capped it",
-                        100 * cores
-                    )
-                }
-                Limit::CpuBound { name, of, .. } => {
-                    let busy = mean(&|l| match l {
-                        Limit::CpuBound { busy, .. } => *busy as f64,
-                        _ => 0.0,
-                    });
-                    let demand = mean(&|l| match l {
-                        Limit::CpuBound { demand_pct, .. } => *demand_pct,
-                        _ => 0.0,
-                    });
-                    format!(
-                        "{busy:.0} of {of} {name} process(es) CPU-bound ({demand:.0} % of a core \
-                         each, run plus waited)"
-                    )
-                }
-                Limit::RateLimited { .. } => format!(
-                    "{:.0} % answered 429 (too many requests)",
-                    mean(&|l| match l {
-                        Limit::RateLimited { pct } => *pct,
-                        _ => 0.0,
-                    })
-                ),
-                Limit::Failing { .. } => format!(
-                    "{:.0} % of requests failed",
-                    mean(&|l| match l {
-                        Limit::Failing { pct } => *pct,
-                        _ => 0.0,
-                    })
-                ),
-                Limit::Generator => "the generator saturated a thread".to_string(),
-                Limit::Backlog { stream, .. } => format!(
-                    "{:.0} entries still waiting on the {stream} stream at the end (the tier \
-                     reading it fell behind)",
-                    mean(&|l| match l {
-                        Limit::Backlog { waiting, .. } => *waiting as f64,
-                        _ => 0.0,
-                    })
-                ),
-                Limit::NotCpu { .. } => format!(
-                    "not the CPU ({:.0} % of a core in all): a worker cap, a lock, a rate limit or \
-                     I/O set the limit (`loadlab probe` counts workers)",
-                    mean(&|l| match l {
-                        Limit::NotCpu { service_pct } => *service_pct,
-                        _ => 0.0,
-                    })
-                ),
-            };
+        .filter_map(|k| {
+            let mut text = Limit::mean_of(k)?.to_string();
             if k.len() < n {
                 text.push_str(&format!(" in {} of {n} rounds", k.len()));
             }
-            text
+            Some(text)
         })
         .collect()
 }

@@ -71,7 +71,8 @@ pub fn run_matrix(
                     round,
                     dir: &dir,
                 };
-                let (mut lab_cell, complete, run) = run_cell(&cell, &deployment, stop, dashboard)?;
+                let (mut lab_cell, run) = run_cell(&cell, &deployment, stop, dashboard)?;
+                let complete = run.as_ref().map_or(!stop.is_stopped(), |r| r.complete);
                 if let Some((label, pid, status)) = deployment.casualty() {
                     let why = format!(
                         "{label} (pid {pid}) exited during the cell ({status}){}",
@@ -102,14 +103,14 @@ struct Cell<'a> {
     dir: &'a Path,
 }
 
-/// Runs one cell against its deployed topology and writes its run directory; the cell, false
-/// when Ctrl-C cut it short, and the run.
+/// Runs one cell against its deployed topology and writes its run directory; the cell and its
+/// run (none when the target did not answer a capacity search's first request).
 fn run_cell(
     cell: &Cell,
     deployment: &loadlab_lab::Deployment,
     stop: &StopSignal,
     dashboard: Option<&Dashboard>,
-) -> Result<(LabCell, bool, Option<RunData>)> {
+) -> Result<(LabCell, Option<RunData>)> {
     let (name, topology) = cell.topology;
     let w = cell.workload;
     let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
@@ -153,7 +154,7 @@ fn run_cell(
                     breaking_point: None,
                     excluded: Some("the target did not answer one request with a success".into()),
                 };
-                return Ok((lab_cell, !stop.is_stopped(), None));
+                return Ok((lab_cell, None));
             };
             (run, summary, Some(found))
         }
@@ -175,8 +176,7 @@ fn run_cell(
         breaking_point,
         excluded: None,
     };
-    let complete = run.complete;
-    Ok((lab_cell, complete, Some(run)))
+    Ok((lab_cell, Some(run)))
 }
 
 /// When the lab last saw process `pid` running, from the cell's server samples.

@@ -540,14 +540,6 @@ const LAB_COLUMNS: [&str; 24] = [
     "left out",
 ];
 
-/// Responses below 400 per second: the completed requests' rate, scaled by their ok share.
-fn ok_rps(s: &Summary) -> f64 {
-    if s.requests.completed == 0 {
-        return 0.0;
-    }
-    s.throughput.rps * s.requests.ok as f64 / s.requests.completed as f64
-}
-
 fn lab_fields(c: &LabCell) -> Vec<String> {
     let s = &c.summary;
     let l = &s.latency_ms;
@@ -570,7 +562,7 @@ fn lab_fields(c: &LabCell) -> Vec<String> {
     vec![
         c.topology.clone(),
         c.workload.clone(),
-        format!("{:.0}", ok_rps(s)),
+        format!("{:.0}", s.ok_rps()),
         format!("{:.2}", l.min),
         format!("{:.2}", l.p50),
         format!("{:.2}", l.p95),
@@ -726,7 +718,7 @@ mod tests {
             ["40", "1000", "400", "600", "7", "3"]
         );
         let empty = Summary::default();
-        assert_eq!(ok_rps(&empty), 0.0);
+        assert_eq!(empty.ok_rps(), 0.0);
     }
 
     #[test]

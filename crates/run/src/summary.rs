@@ -651,6 +651,16 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Responses below 400 per second: the completed requests' rate, scaled by their ok share
+    /// (a pipelined connection a server closes completes its requests as errors, which are no
+    /// throughput).
+    pub fn ok_rps(&self) -> f64 {
+        if self.requests.completed == 0 {
+            return 0.0;
+        }
+        self.throughput.rps * self.requests.ok as f64 / self.requests.completed as f64
+    }
+
     /// The numbers of a run; the judgments (the generator's health, findings, thresholds) are
     /// the analysis's to add (`loadlab_analyze::summarize`).
     pub fn from_run(run: &RunData) -> Self {
@@ -856,7 +866,6 @@ pub fn summary_schema() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Model, Plan, Stop, TlsSettings};
 
     #[test]
     fn requests_on_open_connections_count_as_zero_connect_time() {
@@ -877,28 +886,5 @@ mod tests {
         assert_eq!(b.tls.max, 0.0);
         assert!((b.waiting.p50 - 1.0).abs() < 0.01);
         assert!(Breakdown::from_timings(&Timings::new()).is_none());
-    }
-
-    #[test]
-    fn an_https_run_has_a_tls_section_with_its_failures_by_cause() {
-        let mut plan = Plan::get(
-            "127.0.0.1:8443".parse().unwrap(),
-            "/",
-            Model::closed(1, 1),
-            Stop::default(),
-        );
-        plan.endpoints[0].tls = Some("127.0.0.1".into());
-        plan.tls = TlsSettings {
-            cacert: None,
-            insecure: true,
-        };
-        let mut run = RunData::from_intervals(plan, &[]);
-        run.timings.tls_failures[TlsFailure::NameMismatch.index()] = 3;
-        run.timings.tls_failures[TlsFailure::Expired.index()] = 1;
-        let s = Summary::from_run(&run);
-        let tls = s.tls.expect("an https run has a tls section");
-        assert!(!tls.verify);
-        assert_eq!(tls.failures.get("name_mismatch"), Some(&3));
-        assert_eq!(tls.failures.get("expired"), Some(&1));
     }
 }
