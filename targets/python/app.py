@@ -144,20 +144,16 @@ def millis(name, value, default=None):
     return number(name, value, default, MAX_WAIT_MS)
 
 
-def read_trimmed(path):
-    """A file's text without surrounding whitespace, or None when unreadable."""
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def rss_kb():
-    """This process's resident memory in KB, from /proc."""
-    status = read_trimmed("/proc/self/status") or ""
-    m = re.search(r"^VmRSS:\s+(\d+)", status, re.M)
-    return int(m.group(1)) if m else None
+    """This process's resident memory in KB (the second field of /proc/self/statm, in pages)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * PAGE_KB
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def cpus():
@@ -262,17 +258,22 @@ def info(req):
         return bad_request(f"log must be 0 or 1, got {quoted(log)}")
     body = {
         "pid": os.getpid(),
-        "hostname": read_trimmed("/proc/sys/kernel/hostname"),
+        "hostname": platform.node(),
         "os": sys.platform,
         "arch": platform.machine(),
         "cpus": cpus(),
         "uptime_s": time.monotonic() - STARTED,
         "rss_kb": rss_kb(),
-        "loadavg": read_trimmed("/proc/loadavg"),
+        "loadavg": list(os.getloadavg()),
         "runtime": "python",
+        "version": platform.python_version(),
+        "argv": sys.argv,
+        "exec_path": sys.executable,
+        "cwd": os.getcwd(),
     }
     if printed:
-        print(json.dumps(body, separators=(",", ":"), sort_keys=True), flush=True)
+        # print() of the dict on the hot path, as a Python service would log it (seed 004).
+        print(body, flush=True)
     return to_json(body)
 
 

@@ -387,8 +387,9 @@ pub struct ServeArgs {
     pub static_at_lb: bool,
     /// Where the topology's service processes write their standard output [default: pipe]:
     /// pipe (drained by loadlab, as a container runtime's log driver reads a container's), null
-    /// (/dev/null) or file (one per process, removed at the end).
-    #[arg(long, value_name = "null|pipe|file")]
+    /// (/dev/null), file (one per process, removed at the end) or tty (a terminal loadlab
+    /// drains, as a service started in a shell writes to).
+    #[arg(long, value_name = "null|pipe|file|tty")]
     pub stdout: Option<String>,
     /// Most requests each process serves at once; past it it answers 429 (seed 002's
     /// per-instance concurrency limit).

@@ -260,7 +260,19 @@ fn conforms(case: &Case) {
     assert_eq!(
         keys,
         BTreeSet::from([
-            "arch", "cpus", "hostname", "loadavg", "os", "pid", "rss_kb", "runtime", "uptime_s"
+            "arch",
+            "argv",
+            "cpus",
+            "cwd",
+            "exec_path",
+            "hostname",
+            "loadavg",
+            "os",
+            "pid",
+            "rss_kb",
+            "runtime",
+            "uptime_s",
+            "version"
         ]),
         "{name}"
     );
@@ -280,16 +292,38 @@ fn conforms(case: &Case) {
         "{name}"
     );
     assert!(info["rss_kb"].as_u64().is_some_and(|r| r > 0), "{name}");
-    // log=1 also writes the same JSON to stdout, one line (seed 004's console.log).
+    let loadavg = info["loadavg"].as_array();
+    assert!(
+        loadavg.is_some_and(|l| l.len() == 3 && l.iter().all(|x| x.as_f64().is_some())),
+        "{name}: {info}"
+    );
+    assert!(
+        info["argv"].as_array().is_some_and(|a| !a.is_empty()),
+        "{name}: {info}"
+    );
+    for key in ["exec_path", "cwd", "version", "hostname"] {
+        assert!(
+            info[key].as_str().is_some_and(|v| !v.is_empty()),
+            "{name}: {key} in {info}"
+        );
+    }
+    // log=1 also prints the body to stdout in the runtime's own way of printing a value
+    // (console.log of the object on node, print of the dict on python, pretty JSON on rust):
+    // a line names the pid, and the runtime is printed with it.
     let logged = get(port, "/info?log=1").json();
     let pid = logged["pid"].to_string();
-    let lines = served.printed(&format!("\"pid\":{pid}"));
-    let line = lines
-        .iter()
-        .find(|l| l.contains(&format!("\"pid\":{pid}")))
-        .unwrap_or_else(|| panic!("{name}: /info?log=1 printed nothing: {lines:?}"));
-    let printed: Value = serde_json::from_str(line).unwrap();
-    assert_eq!(printed["runtime"], case.runtime, "{name}");
+    let names_pid = |l: &String| l.contains("pid") && l.contains(&pid);
+    let lines = served.printed(&pid);
+    assert!(
+        lines.iter().any(names_pid),
+        "{name}: /info?log=1 printed nothing: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("runtime") && l.contains(case.runtime)),
+        "{name}: /info?log=1 printed no runtime: {lines:?}"
+    );
 
     // delay waits its time; block holds the worker (the event loop, for node); delay does
     // not, except under gunicorn's sync workers, where every request holds one.

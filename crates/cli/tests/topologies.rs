@@ -241,18 +241,18 @@ fn nginx_serves_the_static_files_itself_with_static_at_lb() {
 }
 
 #[test]
-fn a_services_stdout_goes_to_null_a_drained_pipe_or_a_file_and_never_blocks_it() {
+fn a_services_stdout_goes_to_null_a_drained_pipe_a_file_or_a_terminal_and_never_blocks_it() {
     // 2,000 logged /info bodies are ~400 KB: far more than a pipe holds (64 KB), so a pipe
     // nobody read would stop the service at its first few hundred requests.
     let dir = tempfile::tempdir().unwrap();
     let (_, out) = support::lab_ok(
         dir.path(),
         "name: stdout\n\
-         topologies:\n  - { name: discarded, stdout: null }\n  - { name: piped }\n  - { name: in a file, stdout: file }\n\
+         topologies:\n  - { name: discarded, stdout: null }\n  - { name: piped }\n  - { name: in a file, stdout: file }\n  - { name: on a terminal, stdout: tty }\n\
          workloads:\n  - { name: info, run: \"/info?log=1 -c 4 -n 2000 --timeout 5s\" }\n\
          rounds: 1\n",
     );
-    for topology in ["discarded", "piped", "in-a-file"] {
+    for topology in ["discarded", "piped", "in-a-file", "on-a-terminal"] {
         let s = support::read_json(&out.join(topology).join("info").join("summary.json"));
         assert_eq!(s["requests"]["ok"], 2000, "{topology}: {}", s["requests"]);
     }

@@ -16,7 +16,7 @@ pub enum TopologyError {
     #[error("unknown runtime {0:?}; use rust, node or python")]
     UnknownRuntime(String),
     /// A standard-output destination that is not one.
-    #[error("stdout must be null, pipe or file, got {0:?}")]
+    #[error("stdout must be null, pipe, file or tty, got {0:?}")]
     UnknownStdout(String),
     /// A store name that is not one.
     #[error("store must be memory or redis, got {0:?}")]
@@ -91,7 +91,7 @@ pub fn runtime_named(name: &str) -> Result<Runtime, TopologyError> {
     Runtime::named(name).ok_or_else(|| TopologyError::UnknownRuntime(name.into()))
 }
 
-/// The standard-output destination `name` names (`null`, `pipe`, `file`).
+/// The standard-output destination `name` names (`null`, `pipe`, `file`, `tty`).
 pub fn stdout_named(name: &str) -> Result<Stdout, TopologyError> {
     Stdout::named(name).ok_or_else(|| TopologyError::UnknownStdout(name.into()))
 }
@@ -168,7 +168,7 @@ mod tests {
         for o in Stdout::ALL {
             assert_eq!(stdout_named(o.name()), Ok(o));
         }
-        assert!(stdout_named("tty").is_err());
+        assert!(stdout_named("terminal").is_err());
         assert_eq!(
             runtime_named("java").unwrap_err().to_string(),
             "unknown runtime \"java\"; use rust, node or python"

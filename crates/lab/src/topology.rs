@@ -176,8 +176,9 @@ fn consumer_command(exe: &Path, url: &str, i: usize, shards: Option<usize>) -> C
 }
 
 /// Where a service process's standard output goes: `/dev/null`, a pipe the process's
-/// supervisor drains, or a file of its own in the system's temporary directory (removed once
-/// opened: the process keeps writing to it, and nothing is left behind).
+/// supervisor drains, a file of its own in the system's temporary directory (removed once
+/// opened: the process keeps writing to it, and nothing is left behind), or a terminal the
+/// lab drains.
 fn stdout_of(sink: Stdout, label: &str) -> Result<std::process::Stdio, LabError> {
     Ok(match sink {
         Stdout::Null => std::process::Stdio::null(),
@@ -193,7 +194,43 @@ fn stdout_of(sink: Stdout, label: &str) -> Result<std::process::Stdio, LabError>
             let _ = std::fs::remove_file(&path);
             std::process::Stdio::from(file)
         }
+        Stdout::Tty => std::process::Stdio::from(drained_terminal()?),
     })
+}
+
+/// The terminal end of a new pseudo-terminal, sized as a common terminal window, whose other
+/// end a thread reads and discards until every process holding this end has closed it (the
+/// read then fails and the thread ends). libc's `openpty`: no crate adds to it.
+fn drained_terminal() -> Result<std::os::fd::OwnedFd, LabError> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors into the given ints; the name and termios
+    // pointers may be null, and the winsize outlives the call.
+    let done = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    if done != 0 {
+        return Err(LabError::Io(std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors were just opened by openpty and are owned by nobody else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut reader = std::fs::File::from(master);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    Ok(slave)
 }
 
 /// A suffix that keeps two files of one label apart.
@@ -322,6 +359,10 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                         cmd.args(["--redis-url", url]);
                     }
                     cmd.stdout(stdout_of(topology.stdout, &label)?);
+                    if topology.stdout == Stdout::Tty && std::env::var_os("TERM").is_none() {
+                        // A terminal window says what it is; without it Node prints no colour.
+                        cmd.env("TERM", "xterm-256color");
+                    }
                     cmd
                 }
             };
@@ -568,6 +609,30 @@ fn pid_in(body: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tty_stdout_is_a_terminal_drained_past_what_its_buffer_holds() {
+        // 4 MB is far more than a pseudo-terminal buffers: an undrained one blocks the writer.
+        let status = Command::new("sh")
+            .args([
+                "-c",
+                "[ -t 1 ] || exit 3; head -c 4000000 /dev/zero | tr '\\0' x; printf '\\n'",
+            ])
+            .stdout(stdout_of(Stdout::Tty, "test").unwrap())
+            .status()
+            .unwrap();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "stdout was not a terminal, or blocked"
+        );
+        let status = Command::new("sh")
+            .args(["-c", "[ -t 1 ] && exit 3; exit 0"])
+            .stdout(stdout_of(Stdout::Pipe, "test").unwrap())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "a pipe passed for a terminal");
+    }
 
     #[test]
     fn the_pid_is_read_from_an_info_body() {

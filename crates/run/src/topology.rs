@@ -41,11 +41,15 @@ pub enum Stdout {
     Pipe,
     /// A file on disk, one per process, removed when the topology stops.
     File,
+    /// A terminal (a pseudo-terminal the lab reads and discards), as when a service runs in
+    /// a developer's shell: runtimes write to it synchronously, and Node colours what it
+    /// formats.
+    Tty,
 }
 
 impl Stdout {
     /// Every destination, in the order help texts list them.
-    pub const ALL: [Stdout; 3] = [Stdout::Null, Stdout::Pipe, Stdout::File];
+    pub const ALL: [Stdout; 4] = [Stdout::Null, Stdout::Pipe, Stdout::File, Stdout::Tty];
 
     /// Its name in experiment files and on the command line.
     pub fn name(self) -> &'static str {
@@ -53,6 +57,7 @@ impl Stdout {
             Stdout::Null => "null",
             Stdout::Pipe => "pipe",
             Stdout::File => "file",
+            Stdout::Tty => "tty",
         }
     }
 

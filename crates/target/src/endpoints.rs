@@ -150,31 +150,45 @@ pub async fn info(State(s): State<Shared>, Query(q): Query<Params>) -> Response 
     };
     let body = serde_json::json!({
         "pid": std::process::id(),
-        "hostname": read_trimmed("/proc/sys/kernel/hostname"),
+        "hostname": s.host.hostname,
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,
         "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "uptime_s": s.started.elapsed().as_secs_f64(),
         "rss_kb": rss_kb(),
-        "loadavg": read_trimmed("/proc/loadavg"),
+        "loadavg": loadavg(),
         "runtime": "rust",
+        "version": env!("CARGO_PKG_VERSION"),
+        "argv": s.host.argv,
+        "exec_path": s.host.exec_path,
+        "cwd": s.host.cwd,
     });
     if log {
-        println!("{body}");
+        // The body pretty-printed on the hot path, as a service logging a value for people
+        // would (seed 004's console.log of an object).
+        println!("{body:#}");
     }
     Json(body).into_response()
 }
 
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
+/// This process's resident memory in KB (the second field of `/proc/self/statm`, in pages).
+fn rss_kb() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok()? / 1024)
 }
 
-fn rss_kb() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+/// The 1, 5 and 15-minute load averages, from one `sysinfo` system call.
+fn loadavg() -> Option<[f64; 3]> {
+    // SAFETY: sysinfo fills the zeroed struct it is given and touches nothing else.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return None;
+    }
+    let scale = f64::from(1u32 << libc::SI_LOAD_SHIFT);
+    Some(info.loads.map(|l| l as f64 / scale))
 }
 
 /// Answers at once except during the last `for_ms` of every `every_ms` period (counted from

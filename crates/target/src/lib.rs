@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::state::Shared;
+use crate::state::{HostFacts, Shared};
 pub use crate::state::{ServiceConfig, DEFAULT_SHARDS};
 use crate::store::Store;
 
@@ -55,6 +55,7 @@ pub fn router(config: ServiceConfig) -> Result<Router, String> {
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
     let app = app.with_state(Shared {
         started: Instant::now(),
+        host: Arc::new(HostFacts::read()),
         bbox_sync: Arc::new(Semaphore::new(config.bbox_workers.max(1))),
         store: Arc::new(Store::new(config.redis_url.as_deref())?),
         config,

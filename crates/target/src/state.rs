@@ -50,10 +50,40 @@ pub const DEFAULT_SHARDS: usize = 100;
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) started: Instant,
+    /// What `/info` tells of the process that does not change while it runs.
+    pub(crate) host: Arc<HostFacts>,
     pub(crate) config: ServiceConfig,
     pub(crate) bbox_sync: Arc<Semaphore>,
     /// Tickets and page views.
     pub(crate) store: Arc<Store>,
     /// Tokens issued by `/login`, to their users.
     pub(crate) tokens: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// Facts about the serving process read once at start, so `/info` answers from memory.
+#[derive(Debug)]
+pub(crate) struct HostFacts {
+    pub(crate) hostname: Option<String>,
+    pub(crate) argv: Vec<String>,
+    pub(crate) exec_path: Option<String>,
+    pub(crate) cwd: Option<String>,
+}
+
+impl HostFacts {
+    /// This process's facts, now.
+    pub(crate) fn read() -> HostFacts {
+        let path_text = |p: std::io::Result<std::path::PathBuf>| {
+            p.ok().map(|p| p.to_string_lossy().into_owned())
+        };
+        HostFacts {
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string()),
+            argv: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            exec_path: path_text(std::env::current_exe()),
+            cwd: path_text(std::env::current_dir()),
+        }
+    }
 }

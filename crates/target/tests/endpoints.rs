@@ -142,6 +142,16 @@ fn info_reports_the_answering_process() {
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["pid"], std::process::id());
     assert!(v["cpus"].as_u64().unwrap() >= 1);
+    // The process's facts, as seed 004's handler returned them.
+    let exe = std::env::current_exe().unwrap();
+    assert_eq!(v["exec_path"], exe.to_string_lossy().as_ref());
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(v["cwd"], cwd.to_string_lossy().as_ref());
+    assert_eq!(v["argv"][0], std::env::args().next().unwrap());
+    let loadavg = v["loadavg"].as_array().expect("three load averages");
+    assert_eq!(loadavg.len(), 3);
+    assert!(loadavg.iter().all(|l| l.as_f64().is_some_and(|l| l >= 0.0)));
+    assert!(v["rss_kb"].as_u64().is_some_and(|r| r > 1000), "{v}");
 }
 
 #[test]
