@@ -861,3 +861,59 @@ fn seed_001s_short_matrix_runs_on_python_and_node() {
         assert!(served > 0, "{row:?}");
     }
 }
+
+#[test]
+fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
+    let _timing = timing();
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/seed-004-logging.short.yaml");
+    let out = tempfile::tempdir().unwrap();
+    let done = support::loadlab_ok(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    support::assert_lab_finite(out.path(), &stdout);
+    for topology in ["node-tty", "node-pipe"] {
+        for workload in ["info-c100", "info-log-1-c100"] {
+            let s = support::read_json(
+                &out.path()
+                    .join(topology)
+                    .join(workload)
+                    .join("summary.json"),
+            );
+            assert!(
+                s["requests"]["ok"].as_u64().unwrap() > 0,
+                "{topology}/{workload}"
+            );
+            assert_eq!(
+                s["requests"]["errors"], 0,
+                "{topology}/{workload}: {}",
+                s["status"]
+            );
+        }
+    }
+    // The question is logging's cost on each stdout: one throughput verdict of the pair per
+    // topology, its ratio a finite positive number.
+    let lab = support::read_json(&out.path().join("lab.json"));
+    for topology in ["node tty", "node pipe"] {
+        let verdict = lab["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| {
+                v["factor"] == "workload"
+                    && v["measure"] == "throughput"
+                    && v["topology"] == topology
+                    && v["variant"] == "info log=1, c100"
+            })
+            .unwrap_or_else(|| panic!("no logging verdict on {topology}: {}", lab["verdicts"]));
+        assert!(
+            verdict["ratio"].as_f64().is_some_and(|r| r > 0.0),
+            "{verdict}"
+        );
+    }
+    assert!(stdout.contains("[on node tty, throughput]"), "{stdout}");
+}
