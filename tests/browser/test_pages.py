@@ -101,6 +101,75 @@ def test_the_report_of_a_run_with_only_errors_renders(browser, tmp_path):
     assert errors == []
 
 
+LAB = """name: compare
+topologies:
+  - { name: 1 worker }
+  - { name: 2 workers, workers: 2 }
+workloads:
+  - { name: block, capacity: "/block?ms=20 --slo 'p99<500ms,errors<1%' --max-time 6s --warmup 1s --step 1s" }
+  - { name: calc, run: "/calc?n=20000 -c 4 -d 1s" }
+  - { name: calc double, run: "/calc?n=40000 -c 4 -d 1s" }
+compare:
+  - [calc, calc double]
+rounds: 2
+"""
+
+
+def test_the_lab_report_compares_topologies_and_pairs_with_readable_legends(browser, tmp_path):
+    experiment = tmp_path / "compare.yaml"
+    experiment.write_text(LAB)
+    out = tmp_path / "lab"
+    loadlab("lab", str(experiment), "--out", str(out), "--html", timeout=300)
+    page, errors = open_page(browser, (out / "report.html").as_uri())
+    lab = json.loads((out / "lab.json").read_text())
+    # A bar chart per workload (topologies side by side) and one for the compared pair
+    # (both workloads per topology), every bar with its interval over the two rounds.
+    bars = page.locator("svg.bars")
+    assert bars.count() == 4
+    for k, workload in enumerate(["block", "calc", "calc double"]):
+        names = page.eval_on_selector_all(f"svg#bars-{k} g.bar", "els => els.map(e => e.dataset.bar)")
+        assert names == ["1 worker", "2 workers"], (workload, names)
+    pair = page.eval_on_selector_all(
+        "svg#pair-0 g.bar", "els => els.map(e => [e.dataset.group, e.dataset.bar])"
+    )
+    assert pair == [["1 worker", "calc"], ["1 worker", "calc double"],
+                    ["2 workers", "calc"], ["2 workers", "calc double"]]
+    # The breaking-point bars are the rounds' geometric mean of what lab.json measured.
+    for topology in ["1 worker", "2 workers"]:
+        found = [c["measured"]["breaking_point_rps"] for c in lab["cells"]
+                 if c["topology"] == topology and c["workload"] == "block"]
+        mean = (found[0] * found[1]) ** 0.5
+        drawn = float(page.get_attribute(f"svg#bars-0 g.bar[data-bar='{topology}']", "data-value"))
+        assert abs(drawn - mean) < 0.01 * mean, (topology, drawn, found)
+    assert page.locator("svg.bars path.whisker").count() >= 8
+    # Latency against offered load: each topology's search, its breaking point marked.
+    assert series(page, "capacity-0") == ["1 worker", "2 workers"]
+    assert page.locator("svg#capacity-0 g.marker").count() == 2
+    assert page.locator("svg#capacity-0 circle.dot").count() >= 2
+    # The spectra overlay the topologies per workload.
+    for k in range(3):
+        assert series(page, f"spectrum-{k}") == ["1 worker", "2 workers"]
+    # Every legend entry and marker label lies inside its chart: nothing is cut off.
+    outside = page.evaluate(
+        """() => [...document.querySelectorAll('svg.chart')].flatMap(svg => {
+            const width = svg.width.baseVal.value, height = svg.height.baseVal.value;
+            return [...svg.querySelectorAll('g.legend text, g.marker text')]
+              .map(t => t.getBBox())
+              .filter(b => b.x < 0 || b.x + b.width > width || b.y + b.height > height)
+              .map(b => svg.id);
+        })"""
+    )
+    assert outside == []
+    # The verdicts are listed, and each cell links to its own per-second report.
+    assert page.locator("ul.verdicts li").count() == len(lab["verdicts"])
+    links = page.eval_on_selector_all("table.cells a", "els => els.map(e => e.getAttribute('href'))")
+    assert len(links) == 12
+    cell, cell_errors = open_page(browser, (out / links[0]).as_uri())
+    assert series(cell, "throughput") == ["achieved"] or "offered" in series(cell, "throughput")
+    page.screenshot(path=str(SHOTS / "lab-report.png"), full_page=True)
+    assert errors == [] and cell_errors == []
+
+
 def metrics(url):
     """The samples of the dashboard's /metrics, parsed by Prometheus' own text-format parser
     (which names a counter's family without its `_total`)."""

@@ -251,6 +251,34 @@ fn measures(base: &[&CellResult], var: &[&CellResult]) -> Vec<(&'static str, Vec
     }
 }
 
+/// How a figure is read from what a cell measured (`None` when the cell has no such figure).
+pub type Reading = fn(&Measured) -> Option<f64>;
+
+/// The figure that says most about cells of one workload, as the verdicts judge it first: the
+/// breaking point of searches, the throughput of closed models and of open ones some cell fell
+/// behind, else the p99 latency (an open load every cell kept up with). Its name (as the
+/// verdicts' `measure`) and how to read it; `None` without cells or with mixed kinds.
+pub fn lead_measure(cells: &[&CellResult]) -> Option<(&'static str, Reading)> {
+    let first = &cells.first()?.measured;
+    let same = cells
+        .iter()
+        .all(|c| std::mem::discriminant(&c.measured) == std::mem::discriminant(first));
+    if !same {
+        return None;
+    }
+    Some(match first {
+        Measured::Capacity { .. } => ("breaking_point", |m| match m {
+            Measured::Capacity { breaking_point_rps } => *breaking_point_rps,
+            _ => None,
+        }),
+        Measured::Closed { .. } => ("throughput", ok_rps),
+        Measured::Open { .. } if cells.iter().any(|c| c.measured.saturated()) => {
+            ("throughput", ok_rps)
+        }
+        Measured::Open { .. } => ("latency_p99", p99),
+    })
+}
+
 fn ok_rps(m: &Measured) -> Option<f64> {
     match m {
         Measured::Closed { ok_rps, .. } | Measured::Open { ok_rps, .. } => Some(*ok_rps),

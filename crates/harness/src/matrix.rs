@@ -221,6 +221,7 @@ fn breaking_point(
         broke_at_rps: hi,
         slo: f.slo.clone(),
         stopped_because: found.stopped_because.clone(),
+        steps: found.steps.clone(),
     };
     let Some(best) = found.best_index() else {
         return Ok(None);

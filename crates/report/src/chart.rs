@@ -52,6 +52,17 @@ pub enum XScale {
     Percentile,
 }
 
+/// A marked place on the x axis (a breaking point), in the colour of the series it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    /// Where, on the x axis.
+    pub x: f64,
+    /// The series (by index) whose colour it takes.
+    pub series: usize,
+    /// Label written beside it.
+    pub label: String,
+}
+
 /// A chart to draw.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chart {
@@ -71,6 +82,10 @@ pub struct Chart {
     pub x_scale: XScale,
     /// Draw the y axis on a log scale.
     pub y_log: bool,
+    /// Vertical marks (breaking points).
+    pub markers: Vec<Marker>,
+    /// Draw each point as a dot on its line (few points that each are a measurement).
+    pub dots: bool,
 }
 
 const MARGIN_LEFT: f64 = 64.0;
@@ -82,6 +97,57 @@ const MARGIN_BOTTOM: f64 = 44.0;
 const MAX_DRAWN: usize = 1600;
 /// Percentile axis limit (99.999).
 const MAX_PERCENTILE: f64 = 99.999;
+
+/// Height of one row of the legend, pixels.
+const LEGEND_ROW: u32 = 16;
+
+/// Width a legend entry takes, pixels (its swatch, its text at the chart's font size, a gap).
+fn legend_width(name: &str) -> f64 {
+    28.0 + 6.2 * name.chars().count() as f64
+}
+
+/// Rows the legend of `names` needs in `width` pixels (0 without names).
+fn legend_rows<'a>(names: impl Iterator<Item = &'a str>, width: f64) -> u32 {
+    let mut rows = 0;
+    let mut used = f64::INFINITY;
+    for name in names {
+        let need = legend_width(name);
+        if used + need > width {
+            rows += 1;
+            used = 0.0;
+        }
+        used += need;
+    }
+    rows
+}
+
+/// Writes the legend of `names` (coloured as the series, in order) in rows under the plot,
+/// which starts at `top`, between `left` and `right`, so no name is cut off.
+fn legend<'a>(
+    svg: &mut String,
+    names: impl Iterator<Item = &'a str>,
+    left: f64,
+    right: f64,
+    top: f64,
+) {
+    let (mut x, mut y) = (left, top - 4.0);
+    for (i, name) in names.enumerate() {
+        let need = legend_width(name);
+        if i == 0 || x + need > right {
+            x = left;
+            y += f64::from(LEGEND_ROW);
+        }
+        let color = PALETTE[i % PALETTE.len()];
+        let _ = write!(
+            svg,
+            r#"<g class="legend"><rect x="{x:.1}" y="{:.1}" width="12" height="8" fill="{color}"/><text x="{:.1}" y="{y:.1}">{}</text></g>"#,
+            y - 8.0,
+            x + 16.0,
+            escape(name)
+        );
+        x += need;
+    }
+}
 
 /// Escapes text for XML.
 pub fn escape(s: &str) -> String {
@@ -161,6 +227,8 @@ impl Chart {
     pub fn to_svg(&self, width: u32, height: u32) -> String {
         let (w, h) = (f64::from(width), f64::from(height));
         let (px0, px1) = (MARGIN_LEFT, w - MARGIN_RIGHT);
+        let rows = legend_rows(self.series.iter().map(|s| s.name.as_str()), px1 - px0);
+        let height = height + LEGEND_ROW * rows;
         let (py0, py1) = (h - MARGIN_BOTTOM, MARGIN_TOP);
         let xs = |x: f64| match self.x_scale {
             XScale::Linear => x,
@@ -301,9 +369,8 @@ impl Chart {
             (py0 + py1) / 2.0,
             escape(&self.y_label)
         );
-        // Lines and legend.
+        // Lines, dots and marks.
         let columns = (px1 - px0) as usize;
-        let mut legend_x = px0 + 200.0_f64.min((px1 - px0) / 3.0);
         for (i, s) in self.series.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
             let drawn = reduce(&s.points, columns);
@@ -320,6 +387,14 @@ impl Chart {
                     sx(xs(*x)),
                     sy(ys(*y))
                 );
+                if self.dots {
+                    let _ = write!(
+                        svg,
+                        r#"<circle class="dot" cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
+                        sx(xs(*x)),
+                        sy(ys(*y))
+                    );
+                }
             }
             let _ = write!(
                 svg,
@@ -327,14 +402,180 @@ impl Chart {
                 escape(&s.name),
                 s.points.len()
             );
+        }
+        for (k, m) in self.markers.iter().enumerate() {
+            if !m.x.is_finite() {
+                continue;
+            }
+            let color = PALETTE[m.series % PALETTE.len()];
+            let x = sx(xs(m.x));
+            // The label goes on the side of the line with room for it.
+            let (text_x, anchor) = if x > (px0 + px1) / 2.0 {
+                (x - 3.0, "end")
+            } else {
+                (x + 3.0, "start")
+            };
             let _ = write!(
                 svg,
-                r#"<g class="legend"><rect x="{legend_x:.1}" y="27" width="12" height="3" fill="{color}"/><text x="{:.1}" y="33">{}</text></g>"#,
-                legend_x + 16.0,
-                escape(&s.name)
+                r##"<g class="marker" data-x="{}"><line x1="{x:.1}" x2="{x:.1}" y1="{py1}" y2="{py0}" stroke="{color}" stroke-width="1.4" stroke-dasharray="5 3"/><text x="{:.1}" y="{:.1}" fill="{color}" font-size="10" text-anchor="{anchor}">{}</text></g>"##,
+                m.x,
+                text_x,
+                py1 + 11.0 + 11.0 * (k % 3) as f64,
+                escape(&m.label)
             );
-            legend_x += 24.0 + 6.5 * s.name.chars().count() as f64;
         }
+        legend(
+            &mut svg,
+            self.series.iter().map(|s| s.name.as_str()),
+            px0,
+            px1,
+            h,
+        );
+        svg.push_str("</svg>");
+        svg
+    }
+}
+
+/// One bar: a value with its interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    /// What it is (a topology, a workload); bars of one name share a colour.
+    pub name: String,
+    /// Its height.
+    pub value: f64,
+    /// The interval's ends, drawn as a whisker when they differ from the value.
+    pub low: f64,
+    /// See `low`.
+    pub high: f64,
+    /// What the bar's label says under it (e.g. "×3 rounds").
+    pub note: String,
+}
+
+/// Bars side by side in groups, each with its interval: one configuration's figure against
+/// another's, the seeds' reports' way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarChart {
+    /// `id` of the SVG element.
+    pub id: String,
+    /// Title above the plot.
+    pub title: String,
+    /// Label of the y axis.
+    pub y_label: String,
+    /// Groups of bars, each with its label under it.
+    pub groups: Vec<(String, Vec<Bar>)>,
+}
+
+impl BarChart {
+    /// Draws the chart as an SVG element `width` × `height` pixels (taller by its legend).
+    pub fn to_svg(&self, width: u32, height: u32) -> String {
+        let (w, h) = (f64::from(width), f64::from(height));
+        let (px0, px1) = (MARGIN_LEFT, w - MARGIN_RIGHT);
+        let (py0, py1) = (h - MARGIN_BOTTOM, MARGIN_TOP);
+        let mut names: Vec<&str> = Vec::new();
+        for bar in self.groups.iter().flat_map(|(_, bars)| bars) {
+            if !names.contains(&bar.name.as_str()) {
+                names.push(&bar.name);
+            }
+        }
+        let rows = legend_rows(names.iter().copied(), px1 - px0);
+        let height = height + LEGEND_ROW * rows;
+        let mut svg = String::new();
+        let _ = write!(
+            svg,
+            r##"<svg id="{}" class="chart bars" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11"><rect width="{width}" height="{height}" fill="#ffffff"/><text x="{px0}" y="18" font-size="14" font-weight="bold">{}</text>"##,
+            escape(&self.id),
+            escape(&self.title)
+        );
+        let top = self
+            .groups
+            .iter()
+            .flat_map(|(_, bars)| bars)
+            // An interval wider than the bar itself (two noisy rounds) would flatten every
+            // bar: the axis stops at twice the bar, and the whisker runs off its top.
+            .flat_map(|b| [b.value, b.high.min(2.0 * b.value)])
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
+        if top <= 0.0 {
+            let _ = write!(
+                svg,
+                r##"<text class="empty" x="{}" y="{}" text-anchor="middle" fill="#777">no data</text></svg>"##,
+                w / 2.0,
+                h / 2.0
+            );
+            return svg;
+        }
+        let step = nice_step(top * 1.1, 5.0);
+        let y_max = (top * 1.1 / step).ceil() * step;
+        let sy = |y: f64| py0 - y.max(0.0) / y_max * (py0 - py1);
+        let mut k = 0.0;
+        while k <= y_max + 1e-9 {
+            let y = sy(k);
+            let _ = write!(
+                svg,
+                r##"<line x1="{px0}" x2="{px1}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                px0 - 6.0,
+                y + 4.0,
+                tick_label(k)
+            );
+            k += step;
+        }
+        let group_w = (px1 - px0) / self.groups.len().max(1) as f64;
+        for (g, (label, bars)) in self.groups.iter().enumerate() {
+            let gx = px0 + g as f64 * group_w;
+            let bar_w = (group_w * 0.8 / bars.len().max(1) as f64).min(90.0);
+            let start = gx + (group_w - bar_w * bars.len() as f64) / 2.0;
+            for (i, b) in bars.iter().enumerate() {
+                let color_at = names.iter().position(|n| *n == b.name).unwrap_or(0);
+                let color = PALETTE[color_at % PALETTE.len()];
+                let x = start + i as f64 * bar_w;
+                let (top_y, base_y) = (sy(b.value), sy(0.0));
+                let _ = write!(
+                    svg,
+                    r#"<g class="bar" data-bar="{}" data-group="{}" data-value="{:.3}"><rect x="{:.1}" y="{top_y:.1}" width="{:.1}" height="{:.1}" fill="{color}"/>"#,
+                    escape(&b.name),
+                    escape(label),
+                    b.value,
+                    x + 2.0,
+                    bar_w - 4.0,
+                    (base_y - top_y).max(0.0)
+                );
+                let mid = x + bar_w / 2.0;
+                if b.low.is_finite() && b.high.is_finite() && b.high > b.low {
+                    let (lo, hi) = (sy(b.low), sy(b.high.min(y_max)));
+                    let _ = write!(
+                        svg,
+                        r##"<path class="whisker" d="M{mid:.1},{lo:.1} L{mid:.1},{hi:.1} M{:.1},{lo:.1} L{:.1},{lo:.1} M{:.1},{hi:.1} L{:.1},{hi:.1}" stroke="#222" stroke-width="1.3" fill="none"/>"##,
+                        mid - 5.0,
+                        mid + 5.0,
+                        mid - 5.0,
+                        mid + 5.0
+                    );
+                }
+                let _ = write!(
+                    svg,
+                    r#"<text x="{mid:.1}" y="{:.1}" text-anchor="middle" font-size="10">{}</text><title>{}: {} {}</title></g>"#,
+                    top_y.min(sy(b.high.max(b.value).min(y_max))) - 4.0,
+                    tick_label(b.value),
+                    escape(&b.name),
+                    tick_label(b.value),
+                    escape(&b.note)
+                );
+            }
+            let _ = write!(
+                svg,
+                r#"<text class="group" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                gx + group_w / 2.0,
+                py0 + 16.0,
+                escape(label)
+            );
+        }
+        let _ = write!(
+            svg,
+            r##"<line x1="{px0}" x2="{px1}" y1="{py0}" y2="{py0}" stroke="#333"/><line x1="{px0}" x2="{px0}" y1="{py0}" y2="{py1}" stroke="#333"/><text transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
+            (py0 + py1) / 2.0,
+            escape(&self.y_label)
+        );
+        legend(&mut svg, names.into_iter(), px0, px1, h);
         svg.push_str("</svg>");
         svg
     }
@@ -358,7 +599,114 @@ mod tests {
             }],
             x_scale: XScale::Linear,
             y_log: false,
+            markers: Vec::new(),
+            dots: false,
         }
+    }
+
+    #[test]
+    fn a_long_legend_wraps_into_rows_inside_the_chart() {
+        let names: Vec<String> = (0..12)
+            .map(|i| format!("3 replicas behind nginx / closed c100 #{i}"))
+            .collect();
+        let series = names
+            .iter()
+            .map(|n| Series::new(n.clone(), vec![(0.0, 1.0), (1.0, 2.0)]))
+            .collect();
+        let svg = chart(series).to_svg(800, 300);
+        let rows = legend_rows(
+            names.iter().map(String::as_str),
+            800.0 - MARGIN_LEFT - MARGIN_RIGHT,
+        );
+        assert!(rows >= 4, "{rows}");
+        assert!(svg.contains(&format!("height=\"{}\"", 300 + LEGEND_ROW * rows)));
+        // Every entry starts inside the chart and ends before its right edge.
+        for text in svg.split("<g class=\"legend\">").skip(1) {
+            let x: f64 = text
+                .split("<text x=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let name = text.split('>').nth(2).unwrap().split('<').next().unwrap();
+            assert!(
+                x >= MARGIN_LEFT && x + legend_width(name) - 16.0 <= 800.0,
+                "{x} {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn bars_have_their_values_intervals_and_one_colour_per_name() {
+        let bar = |name: &str, value: f64, low: f64, high: f64| Bar {
+            name: name.into(),
+            value,
+            low,
+            high,
+            note: "3 rounds".into(),
+        };
+        let svg = BarChart {
+            id: "bp".into(),
+            title: "Breaking point".into(),
+            y_label: "req/s".into(),
+            groups: vec![
+                (
+                    "heavy".into(),
+                    vec![
+                        bar("1 worker", 50.0, 45.0, 55.0),
+                        bar("3 workers", 150.0, 140.0, 160.0),
+                    ],
+                ),
+                (
+                    "sync".into(),
+                    vec![
+                        bar("1 worker", 3.0, 3.0, 3.0),
+                        bar("3 workers", 9.0, 8.0, 10.0),
+                    ],
+                ),
+            ],
+        }
+        .to_svg(800, 300);
+        assert_eq!(svg.matches("class=\"bar\"").count(), 4);
+        assert_eq!(
+            svg.matches("class=\"whisker\"").count(),
+            3,
+            "no whisker without an interval"
+        );
+        assert_eq!(svg.matches("class=\"legend\"").count(), 2);
+        assert!(svg.contains("data-bar=\"3 workers\" data-group=\"heavy\" data-value=\"150.000\""));
+        let empty = BarChart {
+            groups: vec![],
+            ..BarChart {
+                id: "e".into(),
+                title: "t".into(),
+                y_label: "y".into(),
+                groups: vec![],
+            }
+        };
+        assert!(empty.to_svg(400, 200).contains("no data"));
+    }
+
+    #[test]
+    fn markers_and_dots_are_drawn() {
+        let c = Chart {
+            markers: vec![Marker {
+                x: 3.0,
+                series: 0,
+                label: "breaks at 3".into(),
+            }],
+            dots: true,
+            ..chart(vec![Series::new(
+                "p99",
+                vec![(1.0, 1.0), (2.0, 1.0), (3.0, 5.0)],
+            )])
+        };
+        let svg = c.to_svg(800, 300);
+        assert_eq!(svg.matches("class=\"dot\"").count(), 3);
+        assert!(svg.contains("class=\"marker\" data-x=\"3\"") && svg.contains("breaks at 3"));
     }
 
     #[test]

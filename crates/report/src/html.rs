@@ -135,6 +135,8 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
         bands: bands.clone(),
         x_scale: XScale::Linear,
         y_log: false,
+        markers: Vec::new(),
+        dots: false,
     };
     let mut throughput = per_second(runs, "offered", |r, row| {
         r.summary.throughput.offered_rps.map(|_| row.offered as f64)
@@ -294,6 +296,8 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
         bands: Vec::new(),
         x_scale: XScale::Percentile,
         y_log: true,
+        markers: Vec::new(),
+        dots: false,
     });
     out
 }

@@ -10,6 +10,7 @@ pub mod files;
 pub mod flame;
 pub mod html;
 pub mod k8s;
+pub mod lab;
 pub mod live;
 pub mod plan;
 pub mod plot;
@@ -488,6 +489,8 @@ pub struct BreakingPoint {
     pub slo: String,
     /// Why the search stopped.
     pub stopped_because: String,
+    /// Every rate the search measured, in order: latency against offered load.
+    pub steps: Vec<loadlab_analyze::capacity::RateStep>,
 }
 
 /// Server CPU (sum over processes of their mean %) and memory (sum of their peak MB).
@@ -503,7 +506,7 @@ fn server_totals(s: &Summary) -> Option<(f64, f64)> {
         })
 }
 
-const LAB_COLUMNS: [&str; 24] = [
+pub(crate) const LAB_COLUMNS: [&str; 24] = [
     "topology",
     "workload",
     // Responses below 400 per second: a pipelined connection a gunicorn sync worker closes
@@ -540,7 +543,8 @@ const LAB_COLUMNS: [&str; 24] = [
     "left out",
 ];
 
-fn lab_fields(c: &LabCell) -> Vec<String> {
+/// A lab cell's row of the comparison table, as text (the columns of `LAB_COLUMNS`).
+pub(crate) fn lab_fields(c: &LabCell) -> Vec<String> {
     let s = &c.summary;
     let l = &s.latency_ms;
     let class = |k: char| -> u64 {

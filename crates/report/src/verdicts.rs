@@ -13,21 +13,25 @@ pub fn render_verdicts(verdicts: &[Verdict]) -> String {
     }
     out.push_str("  verdicts (ratio of variant to baseline; the interval is over the rounds):\n");
     for v in verdicts {
-        let on = match (&v.factor, &v.topology) {
-            (Factor::Workload, Some(t)) => format!("on {t}"),
-            _ => v.workload.clone(),
-        };
         let mark = if v.differs { "≠" } else { "=" };
-        let _ = writeln!(
-            out,
-            "  {mark} {} vs {} [{on}, {}]: {}",
-            v.variant,
-            v.baseline,
-            v.measure.replace('_', " "),
-            v.why
-        );
+        let _ = writeln!(out, "  {mark} {}: {}", heading(v), v.why);
     }
     out
+}
+
+/// What a verdict compares, on what and by which measure: "3 workers vs 1 worker [block,
+/// breaking point]".
+pub fn heading(v: &Verdict) -> String {
+    let on = match (&v.factor, &v.topology) {
+        (Factor::Workload, Some(t)) => format!("on {t}"),
+        _ => v.workload.clone(),
+    };
+    format!(
+        "{} vs {} [{on}, {}]",
+        v.variant,
+        v.baseline,
+        v.measure.replace('_', " ")
+    )
 }
 
 #[cfg(test)]

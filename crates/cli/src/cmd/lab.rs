@@ -10,6 +10,7 @@ use loadlab_analyze::verdict::{CellResult, Verdict};
 use loadlab_harness::{cell_results, cores, interrupt_signal, run_matrix, slug, Dashboard};
 use loadlab_report::files::write_junit;
 use loadlab_report::html::RunView;
+use loadlab_report::lab::{render_lab_html, LabPage};
 use loadlab_report::thresholds::render_thresholds;
 use loadlab_report::verdicts::render_verdicts;
 use loadlab_report::{lab_csv, render_lab_table, LabCell};
@@ -117,7 +118,7 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     };
     loadlab_report::files::write_json(&out.join("lab.json"), &lab)?;
     if a.html {
-        write_report(&out, &exp.name, &cells)?;
+        write_report(&out, &exp.name, &cells, &results, &verdicts, &exp.compare)?;
     }
     println!(
         "  results in {} (comparison.csv, lab.json, {}one run directory per cell)",
@@ -139,22 +140,51 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     })
 }
 
-/// `out/report.html` overlaying every cell, read back from the cells' run directories.
-fn write_report(out: &std::path::Path, title: &str, cells: &[LabCell]) -> Result<()> {
-    let mut views = Vec::new();
+/// `out/report.html`: the experiment's comparisons, verdicts and cells, each cell linked to
+/// its own report (`report.html` in its run directory, with its per-second charts).
+fn write_report(
+    out: &std::path::Path,
+    title: &str,
+    cells: &[LabCell],
+    results: &[CellResult],
+    verdicts: &[Verdict],
+    pairs: &[(String, String)],
+) -> Result<()> {
     let rounds = cells.iter().map(|c| c.round + 1).max().unwrap_or(1);
-    for c in cells.iter().filter(|c| c.excluded.is_none()) {
-        let mut dir = out.join(slug(&c.topology)).join(slug(&c.workload));
+    let mut latency = Vec::new();
+    let mut links = Vec::new();
+    for c in cells {
+        let mut rel = PathBuf::from(slug(&c.topology)).join(slug(&c.workload));
         if rounds > 1 {
-            dir = dir.join(format!("round-{}", c.round + 1));
+            rel = rel.join(format!("round-{}", c.round + 1));
         }
-        let saved = loadlab_run::read_run_dir(&dir)?;
+        let dir = out.join(&rel);
+        // A cell left out (its topology crashed) may have no complete run directory.
+        let Ok(saved) = loadlab_run::read_run_dir(&dir) else {
+            latency.push(None);
+            links.push(None);
+            continue;
+        };
         let label = match rounds {
             1 => format!("{} / {}", c.topology, c.workload),
             _ => format!("{} / {} #{}", c.topology, c.workload, c.round + 1),
         };
-        views.push(RunView::from_saved(&label, &saved));
+        let view = RunView::from_saved(&label, &saved);
+        loadlab_report::files::write_html(&dir.join("report.html"), &label, &[view])?;
+        latency.push(saved.latency.clone());
+        links.push(Some(rel.join("report.html").to_string_lossy().into_owned()));
     }
-    loadlab_report::files::write_html(&out.join("report.html"), title, &views)?;
+    let page = LabPage {
+        title,
+        cells,
+        results,
+        verdicts,
+        pairs,
+        latency,
+        links,
+    };
+    let path = out.join("report.html");
+    std::fs::write(&path, render_lab_html(&page))
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
