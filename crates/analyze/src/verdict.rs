@@ -476,8 +476,11 @@ pub enum Limit {
         busy: usize,
         /// Processes of that name watched.
         of: usize,
-        /// Their mean CPU wanted, percent of one core.
-        demand_pct: f64,
+        /// Their mean CPU used, percent of one core.
+        used_pct: f64,
+        /// Their mean time waiting for a core, percent of one core (summed over their
+        /// threads: many threads on few cores wait far more than a core's time).
+        waited_pct: f64,
     },
     /// Responses with status 429.
     RateLimited {
@@ -534,8 +537,12 @@ impl Limit {
                     _ => None,
                 })
                 .round() as usize,
-                demand_pct: mean(&|l| match l {
-                    Limit::CpuBound { demand_pct, .. } => Some(*demand_pct),
+                used_pct: mean(&|l| match l {
+                    Limit::CpuBound { used_pct, .. } => Some(*used_pct),
+                    _ => None,
+                }),
+                waited_pct: mean(&|l| match l {
+                    Limit::CpuBound { waited_pct, .. } => Some(*waited_pct),
                     _ => None,
                 }),
             },
@@ -587,11 +594,12 @@ impl std::fmt::Display for Limit {
                 name,
                 busy,
                 of,
-                demand_pct,
+                used_pct,
+                waited_pct,
             } => write!(
                 f,
-                "{busy} of {of} {name} process(es) CPU-bound ({demand_pct:.0} % of a core each, \
-                 run plus waited)"
+                "{busy} of {of} {name} process(es) CPU-bound (each used {used_pct:.0} % of a core \
+                 and waited {waited_pct:.0} % more for one)"
             ),
             Limit::RateLimited { pct } => write!(f, "{pct:.0} % answered 429 (too many requests)"),
             Limit::Failing { pct } => write!(f, "{pct:.0} % of requests failed"),
@@ -661,22 +669,20 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
         }
     }
     for name in names {
-        let of: Vec<f64> = processes
+        let of: Vec<&loadlab_run::summary::ServerProcess> =
+            processes.iter().filter(|p| p.name == name).collect();
+        let busy: Vec<&&loadlab_run::summary::ServerProcess> = of
             .iter()
-            .filter(|p| p.name == name)
-            .map(demand)
-            .collect();
-        let busy: Vec<f64> = of
-            .iter()
-            .copied()
-            .filter(|d| *d >= BUSY_PROCESS_PCT)
+            .filter(|p| p.cpu_pct_avg + p.cpu_wait_pct_avg >= BUSY_PROCESS_PCT)
             .collect();
         if !busy.is_empty() {
+            let n = busy.len() as f64;
             out.push(Limit::CpuBound {
                 name: name.to_string(),
                 busy: busy.len(),
                 of: of.len(),
-                demand_pct: busy.iter().sum::<f64>() / busy.len() as f64,
+                used_pct: busy.iter().map(|p| p.cpu_pct_avg).sum::<f64>() / n,
+                waited_pct: busy.iter().map(|p| p.cpu_wait_pct_avg).sum::<f64>() / n,
             });
         }
     }
@@ -707,11 +713,6 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
         out.push(Limit::NotCpu { service_pct });
     }
     out
-}
-
-/// CPU a process wanted: what it ran plus what it waited for, percent of one core.
-fn demand(p: &loadlab_run::summary::ServerProcess) -> f64 {
-    p.cpu_pct_avg + p.cpu_wait_pct_avg
 }
 
 #[cfg(test)]

@@ -391,6 +391,10 @@ pub struct ServeArgs {
     /// drains, as a service started in a shell writes to).
     #[arg(long, value_name = "null|pipe|file|tty")]
     pub stdout: Option<String>,
+    /// Cores each replica may run on, pinned round robin over the host's cores, as a
+    /// container given that many CPUs [default: every core].
+    #[arg(long, value_name = "N", value_parser = positive_count)]
+    pub cpus: Option<usize>,
     /// Most requests each process serves at once; past it it answers 429 (seed 002's
     /// per-instance concurrency limit).
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]

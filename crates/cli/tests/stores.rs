@@ -434,6 +434,46 @@ fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
             "{cell}: {message}"
         );
     }
+    // The single web instance (one core, 8 requests in progress at most) saturates: its
+    // process is CPU-bound and turns users away with 429, and the verdict names the web tier
+    // (the service's processes are `loadlab-serve`, the counter `loadlab-consume`).
+    let before = read_json(
+        &dir.path()
+            .join("before-1-web")
+            .join("site-users")
+            .join("summary.json"),
+    );
+    assert!(
+        before["status"]["429"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        before["status"]
+    );
+    let lab = read_json(&dir.path().join("lab.json"));
+    let limits = &lab["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["topology"] == "before (1 web)")
+        .unwrap()["limits"];
+    let kinds: Vec<&str> = limits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"rate_limited"), "{limits}");
+    assert!(
+        limits
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["kind"] == "cpu_bound" && l["name"] == "loadlab-serve"),
+        "{limits}"
+    );
+    assert!(
+        text.contains("loadlab-serve process(es) CPU-bound"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -253,6 +253,10 @@ pub struct TopologySpec {
     /// container runtime's log driver would), `null` or `file`.
     #[serde(default, deserialize_with = "null_is_a_name")]
     pub stdout: Option<String>,
+    /// Cores each replica may run on, pinned round robin over the host's (as a container
+    /// given that many CPUs); every core by default.
+    #[serde(default)]
+    pub cpus: Option<usize>,
 }
 
 /// A key whose value may be the word `null`, which YAML reads as no value: written, it names
@@ -424,6 +428,7 @@ impl TopologySpec {
             profile: self.profile,
             static_at_lb,
             stdout: self.stdout.as_deref().map(stdout_named).transpose()?,
+            cpus: self.cpus,
         })
     }
 
@@ -537,6 +542,7 @@ mod tests {
             profile: false,
             static_files: None,
             stdout: None,
+            cpus: None,
         };
         assert_eq!(spec(None).topology().unwrap().runtime, Runtime::Rust);
         assert_eq!(

@@ -79,6 +79,8 @@ pub struct TopologyInput {
     pub static_at_lb: bool,
     /// Where the service processes' standard output goes.
     pub stdout: Option<Stdout>,
+    /// Cores each replica may run on.
+    pub cpus: Option<usize>,
 }
 
 /// The balancer `name` names (`nginx`, `builtin`, `client`).
@@ -137,6 +139,10 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
         profile: input.profile,
         static_at_lb: input.static_at_lb,
         stdout: input.stdout.unwrap_or(defaults::STDOUT),
+        cpus: match input.cpus {
+            Some(0) => return Err(TopologyError::Zero("cpus")),
+            c => c,
+        },
     })
 }
 

@@ -233,6 +233,45 @@ fn drained_terminal() -> Result<std::os::fd::OwnedFd, LabError> {
     Ok(slave)
 }
 
+/// The cores replica `r` runs on when each replica gets `n`: the next `n` of the cores this
+/// process may use, round robin, so replicas spread over the host before they share a core.
+fn replica_cores(r: usize, n: usize) -> Result<Vec<usize>, LabError> {
+    // SAFETY: sched_getaffinity fills the zeroed set it is given, of the size given.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return Err(LabError::Io(std::io::Error::last_os_error()));
+    }
+    let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    if allowed.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok((0..n.min(allowed.len()))
+        .map(|k| allowed[(r * n + k) % allowed.len()])
+        .collect())
+}
+
+/// Makes `cmd`'s process (and the processes it starts) run on `cores` only.
+fn pin(cmd: &mut Command, cores: &[usize]) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the set is built here; the child only copies it into a system call.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cores {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: sched_setaffinity is async-signal-safe; it runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A suffix that keeps two files of one label apart.
 fn unique_suffix() -> u64 {
     std::time::SystemTime::now()
@@ -366,6 +405,10 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                     cmd
                 }
             };
+            let mut cmd = cmd;
+            if let Some(n) = topology.cpus {
+                pin(&mut cmd, &replica_cores(r, n)?);
+            }
             let child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
             deployment.instances.push(child);
         }
@@ -632,6 +675,28 @@ mod tests {
             .status()
             .unwrap();
         assert_eq!(status.code(), Some(0), "a pipe passed for a terminal");
+    }
+
+    #[test]
+    fn replicas_get_their_own_cores_round_robin_and_a_pinned_child_runs_on_them() {
+        let first = replica_cores(0, 1).unwrap();
+        assert_eq!(first.len(), 1);
+        let all = replica_cores(0, 10_000).unwrap();
+        assert!(!all.is_empty() && all.len() <= 10_000);
+        // Replica r starts where replica r - 1 stopped, wrapping around the host's cores.
+        assert_eq!(replica_cores(1, 1).unwrap()[0], all[1 % all.len()]);
+        assert_eq!(replica_cores(all.len(), 1).unwrap(), first);
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "grep Cpus_allowed_list /proc/self/status"]);
+        cmd.stdout(std::process::Stdio::piped());
+        pin(&mut cmd, &first);
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text.split_whitespace().last(),
+            Some(first[0].to_string().as_str()),
+            "{text}"
+        );
     }
 
     #[test]

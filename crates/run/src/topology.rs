@@ -176,4 +176,7 @@ pub struct Topology {
     pub static_at_lb: bool,
     /// Where the service processes' standard output goes.
     pub stdout: Stdout,
+    /// Cores each replica may run on (all its workers together), pinned round robin over the
+    /// host's cores, as a container given that many CPUs; `None` for every core.
+    pub cpus: Option<usize>,
 }

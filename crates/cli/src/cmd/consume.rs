@@ -8,6 +8,7 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab consume`.
 pub fn main(a: ConsumeArgs) -> Result<Outcome> {
+    crate::cmd::name_process("loadlab-consume");
     let config = ConsumerConfig {
         redis_url: a.redis_url,
         name: a.name,

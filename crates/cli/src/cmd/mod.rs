@@ -13,6 +13,19 @@ pub mod run;
 pub mod serve;
 pub mod validate;
 
+/// Names this process `name` (at most 15 bytes) where `ps`, `top` and the lab's watch read
+/// it (`/proc/PID/comm`), so a service's tiers are told apart: `loadlab-serve` answers,
+/// `loadlab-consume` counts.
+pub fn name_process(name: &str) {
+    let mut buf = [0u8; 16];
+    let n = name.len().min(15);
+    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes from `buf`.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0);
+    }
+}
+
 /// How a subcommand ended, for the exit code.
 pub enum Outcome {
     /// It did what was asked.

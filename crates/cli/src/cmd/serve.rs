@@ -33,7 +33,7 @@ pub fn main(a: ServeArgs) -> Result<Outcome> {
     // Another runtime runs its own workers (cluster, gunicorn) under one process. The visits
     // application's consumers are processes of their own: with its own Redis, a topology
     // starts them (an instance given --redis-url is one of its processes).
-    let single = a.replicas == 1 && a.cmd.is_none() && !(a.visits && own_redis);
+    let single = a.replicas == 1 && a.cmd.is_none() && !(a.visits && own_redis) && a.cpus.is_none();
     match runtime {
         Runtime::Rust if single && a.workers == 1 => {
             let redis = own_redis
@@ -104,6 +104,7 @@ fn bind(a: &ServeArgs) -> Result<std::net::TcpListener> {
 /// The service in this process, with `/turno` in the Redis server at `redis_url` if given
 /// (`store` says so on the first line).
 fn serve_here(a: &ServeArgs, redis_url: Option<String>, store: &str) -> Result<Outcome> {
+    crate::cmd::name_process("loadlab-serve");
     let config = loadlab_target::ServiceConfig {
         bbox_delay: a.bbox_delay,
         bbox_workers: a.bbox_workers,
@@ -186,6 +187,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
             .as_deref()
             .map(loadlab_input::topology::stdout_named)
             .transpose()?,
+        cpus: a.cpus,
     })?;
     let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;
