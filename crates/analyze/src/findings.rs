@@ -875,6 +875,7 @@ mod tests {
             row.server_cpu_pct = Some(50.0);
         }
         r.server = Some(ServerData {
+            host: Vec::new(),
             processes: vec![ProcessSeries {
                 pid: 1,
                 name: "svc".into(),
@@ -911,6 +912,7 @@ mod tests {
         );
         r.timeline[0].server_cpu_pct = Some(126.0);
         r.server = Some(ServerData {
+            host: Vec::new(),
             processes: vec![ProcessSeries {
                 pid: 1,
                 name: "svc".into(),
@@ -983,6 +985,7 @@ mod tests {
             1000,
         );
         r.server = Some(ServerData {
+            host: Vec::new(),
             processes: vec![process(1, "loadlab", 40.0), process(2, "consumer", 97.0)],
             stores: vec![store_with_lags(&[0, 50, 120, 200, 260, 330])],
         });
@@ -1004,6 +1007,7 @@ mod tests {
 
         // A backlog that drained is what a restarted consumer recovered from.
         r.server = Some(ServerData {
+            host: Vec::new(),
             processes: vec![process(1, "loadlab", 40.0), process(2, "consumer", 30.0)],
             stores: vec![store_with_lags(&[0, 0, 400, 90, 0, 0])],
         });
@@ -1017,6 +1021,7 @@ mod tests {
         let mut starved = process(2, "consumer", 60.0);
         starved.samples[0].cpu_wait_pct = 35.0;
         r.server = Some(ServerData {
+            host: Vec::new(),
             processes: vec![process(1, "loadlab", 40.0), starved],
             stores: Vec::new(),
         });

@@ -23,6 +23,8 @@ const HOST_BUSY: f64 = 0.9;
 const RATE_LIMITED: f64 = 0.01;
 /// Share of failed requests worth naming.
 const FAILING: f64 = 0.01;
+/// Other processes' share of the host's CPU worth naming in a verdict, percent of one core.
+const OTHERS_WORTH_SAYING: f64 = 5.0;
 /// A process using this much of one core (used plus waited) counts as CPU-bound.
 const BUSY_PROCESS_PCT: f64 = 85.0;
 
@@ -459,7 +461,8 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Limit {
-    /// The generator and the watched processes together kept the host's cores busy.
+    /// The host's cores were busy: the generator, the watched processes and whatever else
+    /// ran on the host together.
     Host {
         /// The host's cores.
         cores: usize,
@@ -467,6 +470,9 @@ pub enum Limit {
         generator_pct: f64,
         /// The watched processes' CPU, percent of one core.
         service_pct: f64,
+        /// Every other process of the host (another program, a build), percent of one core;
+        /// 0 when the host's own total was not read.
+        other_pct: f64,
     },
     /// Processes of the topology that were CPU-bound (used plus waited ≥ 85 % of a core).
     CpuBound {
@@ -528,6 +534,10 @@ impl Limit {
                     Limit::Host { service_pct, .. } => Some(*service_pct),
                     _ => None,
                 }),
+                other_pct: mean(&|l| match l {
+                    Limit::Host { other_pct, .. } => Some(*other_pct),
+                    _ => None,
+                }),
             },
             Limit::CpuBound { name, of, .. } => Limit::CpuBound {
                 name: name.clone(),
@@ -584,12 +594,20 @@ impl std::fmt::Display for Limit {
                 cores,
                 generator_pct,
                 service_pct,
-            } => write!(
-                f,
-                "the host's {cores} cores were busy (generator {generator_pct:.0} %, service \
-                 {service_pct:.0} % of {} %): the host, not the topology, capped it",
-                100 * cores
-            ),
+                other_pct,
+            } => {
+                let others = if *other_pct >= OTHERS_WORTH_SAYING {
+                    format!(", other processes {other_pct:.0} %")
+                } else {
+                    String::new()
+                };
+                write!(
+                    f,
+                    "the host's {cores} cores were busy (generator {generator_pct:.0} %, service \
+                     {service_pct:.0} %{others} of {} %): the host, not the topology, capped it",
+                    100 * cores
+                )
+            }
             Limit::CpuBound {
                 name,
                 busy,
@@ -655,11 +673,20 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
     let processes = s.server.as_ref().map_or(&[][..], |x| &x.processes[..]);
     let service_pct: f64 = processes.iter().map(|p| p.cpu_pct_avg).sum();
     let generator_pct = 100.0 * s.generator.cpu_s / secs;
-    if service_pct + generator_pct >= HOST_BUSY * 100.0 * cores.max(1) as f64 {
+    // The host's own total, when read, also holds what the lab does not watch (another
+    // program, a build beside the run).
+    let host_pct = s
+        .server
+        .as_ref()
+        .and_then(|x| x.host_cpu_pct_avg)
+        .unwrap_or(0.0)
+        .max(service_pct + generator_pct);
+    if host_pct >= HOST_BUSY * 100.0 * cores.max(1) as f64 {
         out.push(Limit::Host {
             cores,
             generator_pct,
             service_pct,
+            other_pct: host_pct - service_pct - generator_pct,
         });
     }
     let mut names: Vec<&str> = Vec::new();
@@ -860,6 +887,52 @@ mod tests {
     }
 
     #[test]
+    fn a_host_busy_with_other_work_is_said_with_that_works_share() {
+        use loadlab_run::summary::{Server, ServerProcess};
+        let mut s = Summary {
+            duration_s: 10.0,
+            ..Summary::default()
+        };
+        s.requests.completed = 1000;
+        s.requests.ok = 1000;
+        s.generator.cpu_s = 2.0;
+        let web = ServerProcess {
+            name: "loadlab-serve".into(),
+            pid: 1,
+            cpu_pct_avg: 40.0,
+            cpu_pct_max: 60.0,
+            cpu_wait_pct_avg: 70.0,
+            rss_mb_max: 1.0,
+        };
+        // 20 % generator + 40 % service on 2 cores: not busy by themselves; a build beside
+        // them filled the rest.
+        s.server = Some(Server {
+            host_cpu_pct_avg: Some(190.0),
+            processes: vec![web],
+            stores: Vec::new(),
+        });
+        let l = limits(&s, 2, true);
+        let Some(Limit::Host { other_pct, .. }) = l.first() else {
+            panic!("{l:?}");
+        };
+        assert!((other_pct - 130.0).abs() < 1e-9, "{other_pct}");
+        let words = l[0].to_string();
+        assert!(words.contains("other processes 130 %"), "{words}");
+        assert!(
+            l[1].to_string()
+                .contains("each used 40 % of a core and waited 70 % more"),
+            "{l:?}"
+        );
+        // Without the host's total, the same cell is not said to be host-bound.
+        if let Some(server) = s.server.as_mut() {
+            server.host_cpu_pct_avg = None;
+        }
+        assert!(!limits(&s, 2, true)
+            .iter()
+            .any(|l| matches!(l, Limit::Host { .. })));
+    }
+
+    #[test]
     fn a_saturated_cell_whose_processes_idled_was_not_limited_by_the_cpu() {
         use loadlab_run::summary::{Server, ServerProcess};
         let mut s = Summary {
@@ -877,6 +950,7 @@ mod tests {
             rss_mb_max: 1.0,
         };
         s.server = Some(Server {
+            host_cpu_pct_avg: None,
             processes: vec![process(12.0), process(15.0)],
             stores: Vec::new(),
         });
@@ -889,6 +963,7 @@ mod tests {
             "under capacity nothing limited it"
         );
         s.server = Some(Server {
+            host_cpu_pct_avg: None,
             processes: vec![process(97.0)],
             stores: Vec::new(),
         });

@@ -6,7 +6,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use loadlab_run::{ProcessSample, ProcessSeries, ServerData, StoreSample};
+use loadlab_run::{HostSample, ProcessSample, ProcessSeries, ServerData, StoreSample};
 use procfs::process::Process;
 
 use crate::store_sampler::StoreReader;
@@ -100,10 +100,12 @@ fn sample_loop(
         previous: HashMap::new(),
         series: BTreeMap::new(),
     };
+    let mut host = HostReader::new();
     let mut tick = 0u32;
     loop {
         reader.read_all(None);
         let second = reader.start.elapsed().as_secs();
+        host.read(second, None);
         for store in &mut stores {
             let name = store.name().to_string();
             if let Some(sample) = store.read(second) {
@@ -121,10 +123,70 @@ fn sample_loop(
     // shorter than the interval would weigh as much as a whole one in the average, with the
     // few clock ticks it holds: it extends the sample before it instead.
     reader.read_all(Some(interval / 2));
+    host.read(reader.start.elapsed().as_secs(), Some(interval / 2));
     ServerData {
         processes: reader.series.into_values().collect(),
         stores: stores.into_iter().map(StoreReader::finish).collect(),
+        host: host.samples,
     }
+}
+
+/// The host's CPU between readings of `/proc/stat`'s first line, every core's ticks together.
+struct HostReader {
+    previous: Option<(u64, u64, Instant)>,
+    samples: Vec<HostSample>,
+}
+
+impl HostReader {
+    fn new() -> HostReader {
+        HostReader {
+            previous: host_ticks().map(|(busy, all, _)| (busy, all, Instant::now())),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Adds a sample since the previous reading; one less than `skip_under` after it adds
+    /// nothing (too few ticks to mean anything).
+    fn read(&mut self, second: u64, skip_under: Option<Duration>) {
+        let Some((busy, all, cores)) = host_ticks() else {
+            return;
+        };
+        let now = Instant::now();
+        if let Some((b0, a0, at)) = self.previous {
+            if skip_under.is_some_and(|s| now.duration_since(at) < s) {
+                return;
+            }
+            if all > a0 {
+                self.samples.push(HostSample {
+                    second,
+                    busy_pct: 100.0 * cores as f64 * busy.saturating_sub(b0) as f64
+                        / (all - a0) as f64,
+                });
+            }
+        }
+        self.previous = Some((busy, all, now));
+    }
+}
+
+/// The host's busy and total CPU ticks so far and its cores, from `/proc/stat` (busy: user,
+/// nice, system, irq, softirq and steal; total adds idle and iowait; a `cpuN` line a core).
+fn host_ticks() -> Option<(u64, u64, usize)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cores = stat
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count()
+        .max(1);
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    Some((busy, busy + at(3) + at(4), cores))
 }
 
 /// What the sampler keeps between readings.

@@ -54,6 +54,18 @@ fn a_busy_process_reads_about_one_core_and_an_idle_one_about_zero() {
         "sleep read {:.1} % CPU",
         i.cpu_pct_max()
     );
+    // The host's CPU is read beside them: at least the busy loop's, at most every core's.
+    let cores = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes()[3].is_ascii_digit())
+        .count() as f64;
+    assert!(data.host.len() >= 4, "{:?}", data.host);
+    let host = data.host_cpu_pct_avg().unwrap();
+    assert!(
+        host >= 0.9 * avg && host <= 100.0 * cores + 1.0,
+        "host {host:.1} % with the loop at {avg:.1} % on {cores} cores"
+    );
 }
 
 #[test]

@@ -96,6 +96,11 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
             server.write_stores_csv(&mut csv).expect("writes to a Vec");
             write_atomic(&dir.join("stores.csv"), &csv)?;
         }
+        if !server.host.is_empty() {
+            let mut csv = Vec::new();
+            server.write_host_csv(&mut csv).expect("writes to a Vec");
+            write_atomic(&dir.join("host.csv"), &csv)?;
+        }
     }
     write_summary(&dir.join("summary.json"), summary)
 }
@@ -250,7 +255,7 @@ fn read_server_csv(text: &str) -> crate::server::ServerData {
     }
     crate::server::ServerData {
         processes,
-        stores: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -358,6 +363,9 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
         .map(|t| read_server_csv(&t));
     if let (Some(server), Ok(text)) = (&mut server, fs::read_to_string(dir.join("stores.csv"))) {
         server.stores = read_stores_csv(&text);
+    }
+    if let (Some(server), Ok(text)) = (&mut server, fs::read_to_string(dir.join("host.csv"))) {
+        server.host = crate::server::ServerData::read_host_csv(&text);
     }
     let latency = fs::read(dir.join("latency.hlog"))
         .ok()

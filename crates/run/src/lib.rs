@@ -30,7 +30,7 @@ pub use plan::{
 pub use profile::{Profile, ProfileOutcome, TopFunction};
 pub use record::{ConnectStats, GeneratorStats, PhaseRecord, RunData, Timings, UserRecord};
 pub use server::{
-    ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
+    HostSample, ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
 };
 pub use shard::ShardError;
 pub use summary::{

@@ -93,16 +93,59 @@ pub struct StoreSeries {
     pub samples: Vec<StoreSample>,
 }
 
-/// The watched processes and stores of a run.
+/// One reading of the whole host's CPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostSample {
+    /// Second of the sampling, from its start.
+    pub second: u64,
+    /// CPU every process of the host used since the previous reading, percent of one core
+    /// (up to 100 × the host's cores).
+    pub busy_pct: f64,
+}
+
+/// The watched processes and stores of a run, and the host's CPU beside them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerData {
     /// One series per process, by PID.
     pub processes: Vec<ProcessSeries>,
     /// One series per store.
     pub stores: Vec<StoreSeries>,
+    /// The host's CPU, every process's together, per reading (empty when not read).
+    pub host: Vec<HostSample>,
 }
 
 impl ServerData {
+    /// The host's mean CPU over the readings, percent of one core (`None` without any).
+    pub fn host_cpu_pct_avg(&self) -> Option<f64> {
+        if self.host.is_empty() {
+            return None;
+        }
+        Some(self.host.iter().map(|h| h.busy_pct).sum::<f64>() / self.host.len() as f64)
+    }
+
+    /// Writes `host.csv`: the host's CPU per second.
+    pub fn write_host_csv(&self, w: &mut impl Write) -> io::Result<()> {
+        writeln!(w, "second,busy_pct")?;
+        for h in &self.host {
+            writeln!(w, "{},{:.1}", h.second, h.busy_pct)?;
+        }
+        Ok(())
+    }
+
+    /// Reads what `write_host_csv` wrote (lines it cannot read are skipped).
+    pub fn read_host_csv(text: &str) -> Vec<HostSample> {
+        text.lines()
+            .skip(1)
+            .filter_map(|l| {
+                let (second, busy) = l.split_once(',')?;
+                Some(HostSample {
+                    second: second.trim().parse().ok()?,
+                    busy_pct: busy.trim().parse().ok().filter(|b: &f64| b.is_finite())?,
+                })
+            })
+            .collect()
+    }
+
     /// Writes `server.csv`: one line per process per second.
     pub fn write_csv(&self, w: &mut impl Write) -> io::Result<()> {
         writeln!(w, "second,pid,name,cpu_pct,rss_mb,cpu_wait_pct")?;
@@ -159,6 +202,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_hosts_cpu_is_averaged_and_written_and_read_back() {
+        let host = ServerData {
+            host: vec![
+                HostSample {
+                    second: 0,
+                    busy_pct: 150.0,
+                },
+                HostSample {
+                    second: 1,
+                    busy_pct: 190.0,
+                },
+            ],
+            ..ServerData::default()
+        };
+        assert_eq!(host.host_cpu_pct_avg(), Some(170.0));
+        assert_eq!(ServerData::default().host_cpu_pct_avg(), None);
+        let mut out = Vec::new();
+        host.write_host_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(ServerData::read_host_csv(&text), host.host);
+        assert!(ServerData::read_host_csv("second,busy_pct\nx,y\n3,NaN\n").is_empty());
+    }
+
+    #[test]
     fn a_series_summarizes_its_samples() {
         let p = ProcessSeries {
             pid: 7,
@@ -185,7 +252,7 @@ mod tests {
         let mut out = Vec::new();
         ServerData {
             processes: vec![p],
-            stores: Vec::new(),
+            ..ServerData::default()
         }
         .write_csv(&mut out)
         .unwrap();
@@ -208,6 +275,7 @@ mod tests {
                     }],
                 }],
             }],
+            host: Vec::new(),
         };
         let mut out = Vec::new();
         stores.write_stores_csv(&mut out).unwrap();

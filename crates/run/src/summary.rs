@@ -459,6 +459,10 @@ pub struct ServerStore {
 pub struct Server {
     /// One entry per process.
     pub processes: Vec<ServerProcess>,
+    /// The whole host's mean CPU over the same seconds, every process's together (the
+    /// generator's, the watched ones', and any other's), percent of one core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_pct_avg: Option<f64>,
     /// One entry per watched store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stores: Vec<ServerStore>,
@@ -808,6 +812,7 @@ impl Summary {
                     })
                     .collect(),
                 stores: d.stores.iter().map(ServerStore::from_series).collect(),
+                host_cpu_pct_avg: d.host_cpu_pct_avg(),
             }),
             profile: run
                 .profile
