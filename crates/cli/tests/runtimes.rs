@@ -917,3 +917,41 @@ fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
     }
     assert!(stdout.contains("[on node tty, throughput]"), "{stdout}");
 }
+
+#[test]
+fn seed_000s_short_variant_finds_each_topologys_breaking_point() {
+    let _timing = timing();
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/seed-000-topologies.short.yaml");
+    let out = tempfile::tempdir().unwrap();
+    let done = support::loadlab_ok(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    support::assert_lab_finite(out.path(), &stdout);
+    let lab = support::read_json(&out.path().join("lab.json"));
+    let found = |topology: &str| {
+        lab["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["topology"] == topology && c["workload"] == "heavy 20ms")
+            .and_then(|c| c["measured"]["breaking_point_rps"].as_f64())
+            .unwrap_or_else(|| panic!("{topology}: no breaking point\n{stdout}"))
+    };
+    let (one, three) = (found("1 node x 1 worker"), found("1 node x 3 workers"));
+    // /heavy?ms=20 holds a node event loop 20 ms: about 50 req/s a worker; three workers on
+    // two cores reach well past one.
+    assert!((35.0..=60.0).contains(&one), "{one}\n{stdout}");
+    assert!(three > 1.3 * one, "{one} → {three}\n{stdout}");
+    let verdict = lab["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["measure"] == "breaking_point")
+        .unwrap_or_else(|| panic!("no breaking-point verdict: {}", lab["verdicts"]));
+    assert_eq!(verdict["variant"], "1 node x 3 workers", "{verdict}");
+}
