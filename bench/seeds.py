@@ -178,6 +178,19 @@ def seed_000(lab):
         if scaled and host_capped:
             verdict = "agrees, up to the host's cores: the verdicts say the host capped the larger topologies"
         rows.append((f"more processes raise the breaking point (`{workload}`, over {base})", text, verdict))
+    for workload in ["bbox sync workers", "bbox async workers"]:
+        probed = {t: [c["measured"] for c in lab.cells(t, workload)] for t in tops}
+        if not any(probed.values()):
+            continue
+        def reading(ms):
+            m = ms[0]
+            how = m["behaviour"] if m.get("workers") is None else f"{m['behaviour']} {m['workers']} workers"
+            return f"{how}, S {m['service_time_ms']:.0f} ms"
+        figures = "; ".join(f"{t}: {reading(ms)}" for t, ms in probed.items() if ms)
+        want = "sync" if "sync" in workload else "async"
+        right = all(ms and ms[0]["behaviour"] == want for ms in probed.values())
+        rows.append((f"{want} told from the latency's shape, workers and service time read (`{workload}`)",
+                     figures, "agrees" if right else f"differs, because a topology was not read as {want}"))
     return rows
 
 

@@ -67,6 +67,17 @@ pub enum Measured {
         /// 99th percentile latency, ms.
         p99_ms: f64,
     },
+    /// A probe: how the service serves concurrency, read from closed-model steps.
+    Probe {
+        /// `async`, `sync` or `cpu`.
+        behaviour: crate::probe::Kind,
+        /// Workers (requests served at once), for `sync` and `cpu`.
+        workers: Option<usize>,
+        /// Service time alone (mean latency at one connection), ms.
+        service_time_ms: f64,
+        /// Throughput at the plateau (or the highest seen), req/s.
+        max_throughput_rps: f64,
+    },
     /// An open model at an offered rate.
     Open {
         /// Offered arrivals per second.
@@ -106,6 +117,8 @@ impl Measured {
     pub fn saturated(&self) -> bool {
         match self {
             Measured::Capacity { .. } | Measured::Closed { .. } => true,
+            // An asynchronous service showed no limit: the probe's top is its own bound.
+            Measured::Probe { behaviour, .. } => *behaviour != crate::probe::Kind::Async,
             Measured::Open {
                 offered_rps,
                 ok_rps,
@@ -233,6 +246,18 @@ fn measures(base: &[&CellResult], var: &[&CellResult]) -> Vec<(&'static str, Vec
             ("throughput", values(&|m| ok_rps(m))),
             ("latency_p99", values(&|m| p99(m))),
         ],
+        (Measured::Probe { .. }, Measured::Probe { .. }) => {
+            // A top throughput means something only where both sides hit a limit.
+            let limited = rounds
+                .iter()
+                .all(|(b, v)| b.measured.saturated() && v.measured.saturated());
+            let mut out = Vec::new();
+            if limited {
+                out.push(("max_throughput", values(&|m| probe_max(m))));
+            }
+            out.push(("service_time", values(&|m| probe_service_time(m))));
+            out
+        }
         (Measured::Open { .. }, Measured::Open { .. }) => {
             let any_saturated = rounds
                 .iter()
@@ -274,6 +299,10 @@ pub fn lead_measure(cells: &[&CellResult]) -> Option<(&'static str, Reading)> {
             _ => None,
         }),
         Measured::Closed { .. } => ("throughput", ok_rps),
+        Measured::Probe { .. } if cells.iter().all(|c| c.measured.saturated()) => {
+            ("max_throughput", probe_max)
+        }
+        Measured::Probe { .. } => ("service_time", probe_service_time),
         Measured::Open { .. } if cells.iter().any(|c| c.measured.saturated()) => {
             ("throughput", ok_rps)
         }
@@ -281,24 +310,42 @@ pub fn lead_measure(cells: &[&CellResult]) -> Option<(&'static str, Reading)> {
     })
 }
 
+fn probe_max(m: &Measured) -> Option<f64> {
+    match m {
+        Measured::Probe {
+            max_throughput_rps, ..
+        } => Some(*max_throughput_rps),
+        _ => None,
+    }
+}
+
+fn probe_service_time(m: &Measured) -> Option<f64> {
+    match m {
+        Measured::Probe {
+            service_time_ms, ..
+        } => Some(*service_time_ms),
+        _ => None,
+    }
+}
+
 fn ok_rps(m: &Measured) -> Option<f64> {
     match m {
         Measured::Closed { ok_rps, .. } | Measured::Open { ok_rps, .. } => Some(*ok_rps),
-        Measured::Capacity { .. } => None,
+        Measured::Capacity { .. } | Measured::Probe { .. } => None,
     }
 }
 
 fn p50(m: &Measured) -> Option<f64> {
     match m {
         Measured::Closed { p50_ms, .. } | Measured::Open { p50_ms, .. } => Some(*p50_ms),
-        Measured::Capacity { .. } => None,
+        Measured::Capacity { .. } | Measured::Probe { .. } => None,
     }
 }
 
 fn p99(m: &Measured) -> Option<f64> {
     match m {
         Measured::Closed { p99_ms, .. } | Measured::Open { p99_ms, .. } => Some(*p99_ms),
-        Measured::Capacity { .. } => None,
+        Measured::Capacity { .. } | Measured::Probe { .. } => None,
     }
 }
 
@@ -317,7 +364,8 @@ fn compare(
             continue;
         };
         let mut why = describe(measure, base_name, var_name, &interval);
-        let higher_is_better = matches!(measure, "breaking_point" | "throughput");
+        let higher_is_better =
+            matches!(measure, "breaking_point" | "throughput" | "max_throughput");
         if factor == Factor::Topology && higher_is_better {
             if let Some(scaling) = scaling(base, var, &interval) {
                 why.push_str(&scaling);
@@ -419,6 +467,8 @@ fn describe(measure: &str, base: &str, var: &str, i: &Interval) -> String {
         "breaking_point" => "breaking point",
         "throughput" => "throughput",
         "latency_p50" => "median latency",
+        "max_throughput" => "the probe's top throughput",
+        "service_time" => "service time",
         _ => "p99 latency",
     };
     let mut s = format!("{what} ×{:.2} ({var} over {base}", i.ratio);
@@ -500,6 +550,18 @@ pub enum Limit {
     },
     /// A generator thread saturated.
     Generator,
+    /// What the probe read of the service: how it serves concurrency, its workers (the knee
+    /// of the latency) and its service time.
+    Probed {
+        /// `async`, `sync` or `cpu`.
+        behaviour: crate::probe::Kind,
+        /// Workers, for `sync` and `cpu`.
+        workers: Option<usize>,
+        /// True when the worker count was observed (p99 jumped past it), not only estimated.
+        observed: bool,
+        /// Service time alone, ms.
+        service_time_ms: f64,
+    },
     /// A queue (a Redis stream's consumer group) still held entries when the load ended: the
     /// tier after it fell behind.
     Backlog {
@@ -569,6 +631,22 @@ impl Limit {
                 }),
             },
             Limit::Generator => Limit::Generator,
+            Limit::Probed {
+                behaviour,
+                workers,
+                observed,
+                ..
+            } => Limit::Probed {
+                behaviour: *behaviour,
+                workers: *workers,
+                observed: *observed,
+                service_time_ms: mean(&|l| match l {
+                    Limit::Probed {
+                        service_time_ms, ..
+                    } => Some(*service_time_ms),
+                    _ => None,
+                }),
+            },
             Limit::Backlog { stream, .. } => Limit::Backlog {
                 stream: stream.clone(),
                 waiting: mean(&|l| match l {
@@ -622,6 +700,22 @@ impl std::fmt::Display for Limit {
             Limit::RateLimited { pct } => write!(f, "{pct:.0} % answered 429 (too many requests)"),
             Limit::Failing { pct } => write!(f, "{pct:.0} % of requests failed"),
             Limit::Generator => write!(f, "the generator saturated a thread"),
+            Limit::Probed {
+                behaviour,
+                workers,
+                observed,
+                service_time_ms,
+            } => {
+                let how = match (behaviour, workers) {
+                    (crate::probe::Kind::Async, _) | (_, None) => {
+                        "asynchronous (no worker limit)".to_string()
+                    }
+                    (crate::probe::Kind::Sync, Some(k)) if *observed => format!("{k} worker(s)"),
+                    (crate::probe::Kind::Sync, Some(k)) => format!("about {k} worker(s)"),
+                    (crate::probe::Kind::Cpu, Some(k)) => format!("CPU-bound on {k} core(s)"),
+                };
+                write!(f, "the probe read {how}, S = {service_time_ms:.1} ms")
+            }
             Limit::Backlog { stream, waiting } => write!(
                 f,
                 "{waiting} entries still waiting on the {stream} stream at the end (the tier \

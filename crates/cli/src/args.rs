@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use loadlab_input::values::{concurrency_bound, parse_duration, positive_count, positive_duration};
-use loadlab_input::{CapacityFlags, LoadFlags, ReachFlags};
+use loadlab_input::values::{parse_duration, positive_count, positive_duration};
+use loadlab_input::{CapacityFlags, LoadFlags};
 use loadlab_run::topology::{self, Lb, Runtime};
 
 /// The command line with `--dashboard ADDR` (a space, as users write it) rewritten as
@@ -180,30 +180,15 @@ pub struct ReportArgs {
 /// `loadlab probe` flags.
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// The URL to probe (GET).
-    #[arg(value_name = "URL")]
-    pub url: String,
-    /// Longest time the probe may take.
-    #[arg(long = "max-time", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
-    pub max_time: Duration,
-    /// Highest concurrency tried (at most 100,000).
-    #[arg(long = "max-concurrency", value_name = "N", default_value = "64", value_parser = concurrency_bound)]
-    pub max_concurrency: usize,
-    /// Stop when a step's median latency passes this.
-    #[arg(long = "max-latency", value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
-    pub max_latency: Duration,
-    /// A request not answered this long after its send counts as a timeout.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = positive_duration)]
-    pub timeout: Duration,
+    /// The URL and the probe's bounds.
+    #[command(flatten)]
+    pub flags: loadlab_input::probe::ProbeFlags,
     /// Watch this process and its children (CPU) to tell CPU-bound from synchronous.
     #[arg(long = "watch-pid", value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub watch_pid: Vec<i32>,
     /// Write the verdict and its steps as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// HTTP/2 and TLS verification, as `run` takes them.
-    #[command(flatten)]
-    pub reach: ReachFlags,
 }
 
 /// `loadlab capacity` flags.

@@ -954,4 +954,19 @@ fn seed_000s_short_variant_finds_each_topologys_breaking_point() {
         .find(|v| v["measure"] == "breaking_point")
         .unwrap_or_else(|| panic!("no breaking-point verdict: {}", lab["verdicts"]));
     assert_eq!(verdict["variant"], "1 node x 3 workers", "{verdict}");
+    // The probe reads the sync black box's 3 workers in one node process, and its delay.
+    let probe = lab["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["topology"] == "1 node x 1 worker" && c["workload"] == "bbox sync workers")
+        .map(|c| c["measured"].clone())
+        .unwrap();
+    assert_eq!(
+        (&probe["behaviour"], &probe["workers"]),
+        (&serde_json::json!("sync"), &serde_json::json!(3)),
+        "{probe}\n{stdout}"
+    );
+    let s = probe["service_time_ms"].as_f64().unwrap();
+    assert!((95.0..=140.0).contains(&s), "{probe}");
 }

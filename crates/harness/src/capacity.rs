@@ -198,13 +198,8 @@ fn climb(
         if !steps.is_empty() {
             drain(target, base_ms, stop)?;
         }
-        steps.push(closed_step(
-            target,
-            concurrency,
-            (requests, max_duration),
-            stop,
-            &[],
-        )?);
+        let (step, _, _) = closed_step(target, concurrency, (requests, max_duration), stop, &[])?;
+        steps.push(step);
     }
     Ok(plateau_rps(&steps).map(|rps| Plateau {
         rps,

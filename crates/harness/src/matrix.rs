@@ -116,6 +116,7 @@ fn run_cell(
     let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
     println!("    running {} …", w.name);
     let title = format!("{name} / {}", w.name);
+    let mut probe = None;
     let (run, summary, breaking_point) = match &w.load {
         Load::Run(flags) => {
             let watch = Watch {
@@ -152,11 +153,47 @@ fn run_cell(
                     round: cell.round,
                     summary: Summary::default(),
                     breaking_point: None,
+                    probe: None,
                     excluded: Some("the target did not answer one request with a success".into()),
                 };
                 return Ok((lab_cell, None));
             };
             (run, summary, Some(found))
+        }
+        Load::Probe(flags) => {
+            let f = flags.on_front(&deployment.url);
+            let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
+            println!("      {}", loadlab_report::probe::header());
+            let probed =
+                crate::probe::probe(&target, &crate::probe::limits_of(&f), &pids, stop, |step| {
+                    println!("      {}", loadlab_report::probe::step_line(step))
+                })?;
+            let report = loadlab_report::probe::ProbeReport {
+                url: &f.url,
+                verdict: probed.verdict.as_ref(),
+                stopped_because: &probed.stopped_because,
+                steps: &probed.steps,
+            };
+            std::fs::create_dir_all(cell.dir)
+                .map_err(|e| HarnessError::system("cannot create the cell's directory", e))?;
+            loadlab_report::files::write_json(&cell.dir.join("probe.json"), &report).map_err(
+                |e| HarnessError::system("cannot write probe.json", std::io::Error::other(e)),
+            )?;
+            let (Some((run, summary)), Some(verdict)) = (probed.best, probed.verdict) else {
+                let lab_cell = LabCell {
+                    topology: name.to_string(),
+                    workload: w.name.clone(),
+                    round: cell.round,
+                    summary: Summary::default(),
+                    breaking_point: None,
+                    probe: None,
+                    excluded: Some("the probe completed no request".into()),
+                };
+                return Ok((lab_cell, None));
+            };
+            println!("      {}", verdict.explanation);
+            probe = Some(verdict);
+            (run, summary, None)
         }
     };
     loadlab_run::write_run_dir(cell.dir, &run, &summary)?;
@@ -174,6 +211,7 @@ fn run_cell(
         round: cell.round,
         summary,
         breaking_point,
+        probe,
         excluded: None,
     };
     Ok((lab_cell, Some(run)))
@@ -246,11 +284,17 @@ pub fn cell_results(
                 .iter()
                 .find(|(n, _)| *n == c.topology)
                 .map_or(1, |(_, t)| t.replicas * t.workers);
-            let measured = match &c.breaking_point {
-                Some(b) => Measured::Capacity {
+            let measured = match (&c.breaking_point, &c.probe) {
+                (Some(b), _) => Measured::Capacity {
                     breaking_point_rps: b.rps,
                 },
-                None => Measured::of_run(&c.summary),
+                (None, Some(v)) => Measured::Probe {
+                    behaviour: v.kind,
+                    workers: v.workers,
+                    service_time_ms: v.service_time_ms,
+                    max_throughput_rps: v.max_throughput_rps,
+                },
+                (None, None) => Measured::of_run(&c.summary),
             };
             // A closed model's throughput is its connections over the latency whatever the
             // service: only a breaking point or an open load it fell behind says the service
@@ -259,7 +303,20 @@ pub fn cell_results(
                 Measured::Closed { .. } => false,
                 _ => measured.saturated(),
             };
-            let limits = verdict::limits(&c.summary, cores, service_bound);
+            let mut limits = verdict::limits(&c.summary, cores, service_bound);
+            if let Some(v) = &c.probe {
+                // The probe's reading first: the worker cap is what limited a probed service.
+                limits.retain(|l| !matches!(l, verdict::Limit::NotCpu { .. }));
+                limits.insert(
+                    0,
+                    verdict::Limit::Probed {
+                        behaviour: v.kind,
+                        workers: v.workers,
+                        observed: v.workers_observed,
+                        service_time_ms: v.service_time_ms,
+                    },
+                );
+            }
             CellResult {
                 topology: c.topology.clone(),
                 processes,

@@ -6,6 +6,7 @@ use std::time::Instant;
 use loadlab_analyze::probe::{next_step, verdict, Next, ProbeLimits, ProbeStep, Verdict};
 use loadlab_engine::StopSignal;
 use loadlab_input::UrlTarget;
+use loadlab_run::{RunData, Summary};
 
 use crate::steps::{closed_step, drain};
 use crate::Result;
@@ -18,6 +19,19 @@ pub struct Probed {
     pub verdict: Option<Verdict>,
     /// Why the probe stopped.
     pub stopped_because: String,
+    /// The run of the step with the highest throughput, and its summary (`None` without a
+    /// step).
+    pub best: Option<(RunData, Summary)>,
+}
+
+/// The bounds `flags` give a probe.
+pub fn limits_of(flags: &loadlab_input::ProbeFlags) -> ProbeLimits {
+    ProbeLimits {
+        max_concurrency: flags.max_concurrency,
+        max_time: flags.max_time,
+        max_latency_ms: flags.max_latency.as_secs_f64() * 1000.0,
+        ..ProbeLimits::default()
+    }
 }
 
 /// Probes `target` step by step within `limits`, watching `watch`, and hands each step to
@@ -31,6 +45,7 @@ pub fn probe(
 ) -> Result<Probed> {
     let started = Instant::now();
     let mut steps: Vec<ProbeStep> = Vec::new();
+    let mut best: Option<(RunData, Summary)> = None;
     let reason = loop {
         let (concurrency, requests, duration) = match next_step(&steps, started.elapsed(), limits) {
             Next::Run {
@@ -44,8 +59,13 @@ pub fn probe(
         if let Some(first) = steps.first() {
             drain(target, first.p50_ms, stop)?;
         }
-        let step = closed_step(target, concurrency, (requests, duration), stop, watch)?;
+        let (step, run, summary) =
+            closed_step(target, concurrency, (requests, duration), stop, watch)?;
         on_step(&step);
+        let higher = steps.iter().all(|s| s.throughput_rps < step.throughput_rps);
+        if best.is_none() || higher {
+            best = Some((run, summary));
+        }
         steps.push(step);
         if stop.is_stopped() {
             break "interrupted".to_string();
@@ -55,6 +75,7 @@ pub fn probe(
         verdict: verdict(&steps),
         steps,
         stopped_because: reason,
+        best,
     })
 }
 

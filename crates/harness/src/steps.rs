@@ -24,13 +24,14 @@ pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(R
 
 /// One closed-model step of `concurrency` connections and no think time: `requests` requests
 /// (each to completion) or, without a count, until `duration`; at most `duration` either way.
+/// What the step measured, with its run and summary.
 pub fn closed_step(
     target: &UrlTarget,
     concurrency: usize,
     (requests, duration): (Option<u64>, Duration),
     stop: &StopSignal,
     watch: &[i32],
-) -> Result<ProbeStep> {
+) -> Result<(ProbeStep, RunData, Summary)> {
     let plan = loadlab_input::lower::url(
         target,
         Model::closed(concurrency, 1),
@@ -40,7 +41,7 @@ pub fn closed_step(
         },
         1,
     )?;
-    let (_, s) = run_step(&plan, stop, watch)?;
+    let (run, s) = run_step(&plan, stop, watch)?;
     // Little's law in a closed loop without think time: X = c / R, exact even when a slow
     // service completes only a few requests in the step, because every request of a counted
     // step completes: none of the longest (queued) ones is cut off at its end.
@@ -49,7 +50,7 @@ pub fn closed_step(
     } else {
         s.throughput.rps
     };
-    Ok(ProbeStep {
+    let step = ProbeStep {
         concurrency,
         throughput_rps: throughput,
         p50_ms: s.latency_ms.p50,
@@ -62,7 +63,8 @@ pub fn closed_step(
             .server
             .as_ref()
             .map(|sv| sv.processes.iter().map(|p| p.cpu_wait_pct_avg).sum()),
-    })
+    };
+    Ok((step, run, s))
 }
 
 /// The latency of one request alone, ms (`None` when it failed).

@@ -127,11 +127,17 @@ pub enum WorkloadError {
     /// `capacity` flags that cannot be parsed or used.
     #[error("capacity: {0}")]
     Capacity(CapacityError),
-    /// `slo:` beside `capacity` (the search's objective is its `--slo`).
-    #[error("a capacity workload takes its objective in --slo, not slo:")]
+    /// `probe` flags that cannot be parsed.
+    #[error("probe: {0}")]
+    Probe(crate::probe::ProbeError),
+    /// `slo:` beside `capacity` or `probe` (a search's objective is its `--slo`; a probe has
+    /// none).
+    #[error("slo: applies to run workloads (a capacity workload takes its objective in --slo)")]
     SloWithCapacity,
-    /// Neither or both of `run` and `capacity`.
-    #[error("give run (a fixed load) or capacity (a breaking point), one of them")]
+    /// Not exactly one of `run`, `capacity` and `probe`.
+    #[error(
+        "give run (a fixed load), capacity (a breaking point) or probe (workers and service time), one of them"
+    )]
     RunOrCapacity,
 }
 
@@ -205,6 +211,9 @@ pub enum Load {
     Run(LoadFlags),
     /// A breaking point: `loadlab capacity` flags; the URL is a path on the topology's front.
     Capacity(CapacityFlags),
+    /// How the service serves concurrency (async, K workers, CPU-bound) and its service time:
+    /// `loadlab probe` flags; the URL is a path on the topology's front.
+    Probe(crate::probe::ProbeFlags),
 }
 
 /// One system under test.
@@ -279,6 +288,9 @@ pub struct WorkloadSpec {
     /// `loadlab capacity` flags, with the URL as a path: `/heavy?ms=50 --slo 'p99<500ms'`.
     #[serde(default)]
     pub capacity: Option<String>,
+    /// `loadlab probe` flags, with the URL as a path: `/bbox/sync --max-time 60s`.
+    #[serde(default)]
+    pub probe: Option<String>,
     /// Thresholds each cell of this workload must meet, as `--slo` takes them.
     #[serde(default)]
     pub slo: Option<String>,
@@ -439,17 +451,26 @@ impl TopologySpec {
 }
 
 impl WorkloadSpec {
-    /// What the workload measures: a fixed load (`run`) or a breaking point (`capacity`).
+    /// What the workload measures: a fixed load (`run`), a breaking point (`capacity`) or the
+    /// service's workers (`probe`).
     pub fn load(&self) -> Result<Load, WorkloadError> {
-        match (&self.run, &self.capacity) {
-            (Some(_), None) => Ok(Load::Run(self.flags()?)),
-            (None, Some(words)) => {
+        match (&self.run, &self.capacity, &self.probe) {
+            (Some(_), None, None) => Ok(Load::Run(self.flags()?)),
+            (None, Some(words), None) => {
                 if self.slo.is_some() {
                     return Err(WorkloadError::SloWithCapacity);
                 }
                 let flags = CapacityFlags::parse_words(&split_words(words)?)
                     .map_err(WorkloadError::Capacity)?;
                 Ok(Load::Capacity(flags))
+            }
+            (None, None, Some(words)) => {
+                if self.slo.is_some() {
+                    return Err(WorkloadError::SloWithCapacity);
+                }
+                let flags = crate::probe::ProbeFlags::parse_words(&split_words(words)?)
+                    .map_err(WorkloadError::Probe)?;
+                Ok(Load::Probe(flags))
             }
             _ => Err(WorkloadError::RunOrCapacity),
         }
@@ -611,6 +632,7 @@ mod tests {
             name: "x".into(),
             run: Some("/delay?ms=5 -R 300 -d 10s".into()),
             capacity: None,
+            probe: None,
             slo: Some("p99<300ms".into()),
         };
         let flags = w.flags().unwrap();
@@ -635,6 +657,7 @@ mod tests {
             name: "y".into(),
             run: Some("/ping -c 0".into()),
             capacity: None,
+            probe: None,
             slo: None,
         };
         assert!(matches!(bad.flags(), Err(FlagsError::Words(_))));
@@ -642,6 +665,7 @@ mod tests {
             name: "z".into(),
             run: Some("/ping".into()),
             capacity: None,
+            probe: None,
             slo: Some("p99<soon".into()),
         };
         assert!(matches!(bad_slo.flags(), Err(FlagsError::Slo(_))));
@@ -698,6 +722,6 @@ mod tests {
         }
         let neither = "name: q\ntopologies: [{ name: one }]\nworkloads: [{ name: a }]\n";
         let e = format!("{:#}", experiment(neither).unwrap_err());
-        assert!(e.contains("give run (a fixed load) or capacity"), "{e}");
+        assert!(e.contains("give run (a fixed load), capacity"), "{e}");
     }
 }

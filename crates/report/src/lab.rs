@@ -55,6 +55,8 @@ fn measure_words(measure: &str) -> (&'static str, &'static str) {
         "breaking_point" => ("Breaking point", "req/s"),
         "throughput" => ("Throughput (successful responses)", "ok req/s"),
         "latency_p50" => ("Median latency", "ms"),
+        "max_throughput" => ("The probe's top throughput", "req/s"),
+        "service_time" => ("Service time alone", "ms"),
         _ => ("p99 latency", "ms"),
     }
 }
@@ -343,6 +345,7 @@ mod tests {
             round: r.round,
             summary: Summary::default(),
             breaking_point: None,
+            probe: None,
             excluded: r.excluded.clone(),
         }
     }

@@ -474,6 +474,8 @@ pub struct LabCell {
     pub summary: Summary,
     /// The breaking point, for a capacity workload.
     pub breaking_point: Option<BreakingPoint>,
+    /// The probe's verdict, for a probe workload.
+    pub probe: Option<loadlab_analyze::probe::Verdict>,
     /// Why the cell does not count in the comparisons, when it does not.
     pub excluded: Option<String>,
 }
@@ -506,7 +508,7 @@ fn server_totals(s: &Summary) -> Option<(f64, f64)> {
         })
 }
 
-pub(crate) const LAB_COLUMNS: [&str; 24] = [
+pub(crate) const LAB_COLUMNS: [&str; 25] = [
     "topology",
     "workload",
     // Responses below 400 per second: a pipelined connection a gunicorn sync worker closes
@@ -541,7 +543,21 @@ pub(crate) const LAB_COLUMNS: [&str; 24] = [
     "breaking req/s",
     // Why a cell does not count in the comparisons (a process of the topology exited).
     "left out",
+    // A probe workload's reading: async, or sync/cpu with its workers, and the service time.
+    "probe",
 ];
+
+/// A probe's reading in a table cell: `sync 3 workers S 905.2 ms` (no comma: the CSV has none).
+fn probe_field(v: &loadlab_analyze::probe::Verdict) -> String {
+    use loadlab_analyze::probe::Kind;
+    let how = match (v.kind, v.workers) {
+        (Kind::Async, _) | (_, None) => "async".to_string(),
+        (Kind::Sync, Some(k)) if v.workers_observed => format!("sync {k} workers"),
+        (Kind::Sync, Some(k)) => format!("sync ~{k} workers"),
+        (Kind::Cpu, Some(k)) => format!("cpu {k} cores"),
+    };
+    format!("{how} S {:.1} ms", v.service_time_ms)
+}
 
 /// A lab cell's row of the comparison table, as text (the columns of `LAB_COLUMNS`).
 pub(crate) fn lab_fields(c: &LabCell) -> Vec<String> {
@@ -588,6 +604,7 @@ pub(crate) fn lab_fields(c: &LabCell) -> Vec<String> {
         (c.round + 1).to_string(),
         breaking,
         c.excluded.clone().unwrap_or_else(|| "-".into()),
+        c.probe.as_ref().map_or_else(|| "-".into(), probe_field),
     ]
 }
 
@@ -658,6 +675,7 @@ mod tests {
             round: 0,
             summary,
             breaking_point: None,
+            probe: None,
             excluded: None,
         };
         let csv = lab_csv(&[cell]);

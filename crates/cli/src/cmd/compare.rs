@@ -44,6 +44,7 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
             round: 0,
             summary: run.summary.clone(),
             breaking_point: None,
+            probe: None,
             excluded: None,
         })
         .collect();

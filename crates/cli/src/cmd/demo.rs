@@ -105,6 +105,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
                 name: name.clone(),
                 run: Some(run),
                 capacity: None,
+                probe: None,
                 slo: None,
             }
             .load()

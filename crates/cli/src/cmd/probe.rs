@@ -3,27 +3,16 @@
 //! evidence — what seed 000 did by hand with `ab -c 1..4`.
 
 use anyhow::Result;
-use loadlab_analyze::probe::{ProbeLimits, ProbeStep, Verdict};
 use loadlab_harness::probe::print_probe;
 use loadlab_input::UrlTarget;
 use loadlab_run::{Model, Stop};
-use serde::Serialize;
 
 use crate::args::ProbeArgs;
 use crate::cmd::Outcome;
 
-/// `--json`: the verdict, why the probe stopped, and its steps.
-#[derive(Serialize)]
-struct ProbeReport<'a> {
-    url: &'a str,
-    #[serde(flatten)]
-    verdict: Option<&'a Verdict>,
-    stopped_because: &'a str,
-    steps: &'a [ProbeStep],
-}
-
 /// Runs `loadlab probe`.
-pub fn main(a: ProbeArgs) -> Result<Outcome> {
+pub fn main(args: ProbeArgs) -> Result<Outcome> {
+    let a = &args.flags;
     if a.reach.streams.is_some() {
         anyhow::bail!(
             "--streams does not apply to probe: each step's concurrency is its connections, one \
@@ -33,12 +22,7 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
     // Checks the URL (and any CA file) before anything runs.
     let target = UrlTarget::new(&a.url, a.timeout, &a.reach)?;
     loadlab_input::lower::url(&target, Model::closed(1, 1), Stop::default(), 1)?;
-    let limits = ProbeLimits {
-        max_concurrency: a.max_concurrency,
-        max_time: a.max_time,
-        max_latency_ms: a.max_latency.as_secs_f64() * 1000.0,
-        ..ProbeLimits::default()
-    };
+    let limits = loadlab_harness::probe::limits_of(a);
     let stop = loadlab_harness::interrupt_signal()?;
     println!(
         "loadlab probe {}: closed-model steps at rising concurrency (up to {} connections, {:.0} s)",
@@ -46,9 +30,9 @@ pub fn main(a: ProbeArgs) -> Result<Outcome> {
         limits.max_concurrency,
         limits.max_time.as_secs_f64()
     );
-    let probed = print_probe(&target, &limits, &a.watch_pid, &stop)?;
-    if let Some(path) = &a.json {
-        let report = ProbeReport {
+    let probed = print_probe(&target, &limits, &args.watch_pid, &stop)?;
+    if let Some(path) = &args.json {
+        let report = loadlab_report::probe::ProbeReport {
             url: &a.url,
             verdict: probed.verdict.as_ref(),
             stopped_because: &probed.stopped_because,
