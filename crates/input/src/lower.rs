@@ -53,6 +53,8 @@ pub struct Overrides {
     pub thresholds: Vec<Threshold>,
     /// Whether the file's hosts are looked up (not a flag: `loadlab k8s job` skips it).
     pub lookup: Lookup,
+    /// Artillery's run flags for the script: --config, -e, -v, --strict.
+    pub script: crate::flags::ScriptFlags,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -166,6 +168,7 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
             http2: http2_reach(&f.reach),
             thresholds: thresholds(f),
             lookup,
+            script: f.script.clone(),
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
@@ -268,6 +271,22 @@ pub fn url(
 
 /// A scenario file, read from `path`, with the run flags that still apply to it.
 pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
+    Ok(scenario_checked(path, o)?.plan)
+}
+
+/// A scenario file's plan with what `validate` shows beside it.
+#[derive(Debug)]
+pub struct CheckedScenario {
+    /// The plan.
+    pub plan: ValidPlan,
+    /// Keys read but ignored, one line each.
+    pub warnings: Vec<String>,
+    /// What the file asks that the plan does not show, one line each.
+    pub notes: Vec<String>,
+}
+
+/// As [`scenario`], with the warnings about ignored keys and the notes `validate` prints.
+pub fn scenario_checked(path: &Path, o: &Overrides) -> Result<CheckedScenario, InputError> {
     let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
         path: path.to_path_buf(),
         error,
@@ -276,15 +295,14 @@ pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
 }
 
 /// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
-fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan, ScenarioError> {
+fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenario, ScenarioError> {
     let seed = o.seed.unwrap_or(defaults::SEED);
-    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup)?;
+    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup, &o.script)?;
+    let (warnings, notes) = (sc.warnings, sc.notes);
     let model = match sc.phases {
         Phases::Rates(phases) => {
             let connections = o.connections.unwrap_or(sc.endpoints.len());
-            let max_connections = o
-                .max_connections
-                .unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
+            let max_connections = o.max_connections.or(sc.max_vusers).unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
             Model::Open {
                 phases,
                 arrival: arrival(o.arrival),
@@ -339,6 +357,11 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan, Sc
             .into_iter()
             .chain(o.thresholds.clone())
             .collect(),
+    })
+    .map(|plan| CheckedScenario {
+        plan,
+        warnings,
+        notes,
     })
     .map_err(|e| ScenarioError::invalid(path, e))
 }

@@ -8,13 +8,52 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// One item or a list of them, as Artillery accepts for `payload`, `capture` and codes.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+///
+/// Read without serde's buffering of untagged enums, so an item's own error (an unknown key,
+/// a wrong type) reaches the message with its position instead of "no variant matched".
+#[derive(Debug)]
 pub enum OneOrMany<T> {
     /// A single item.
     One(T),
     /// A list.
     Many(Vec<T>),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(OneOrManyVisitor(std::marker::PhantomData))
+    }
+}
+
+struct OneOrManyVisitor<T>(std::marker::PhantomData<T>);
+
+/// Hands a scalar the visitor met to the item's own `Deserialize`.
+macro_rules! one_scalar {
+    ($($visit:ident: $ty:ty),*) => {$(
+        fn $visit<E: de::Error>(self, v: $ty) -> Result<Self::Value, E> {
+            T::deserialize(v.into_deserializer()).map(OneOrMany::One)
+        }
+    )*};
+}
+
+use serde::de::{self, IntoDeserializer};
+
+impl<'de, T: Deserialize<'de>> de::Visitor<'de> for OneOrManyVisitor<T> {
+    type Value = OneOrMany<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("one item or a list of them")
+    }
+
+    one_scalar!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str, visit_string: String);
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(OneOrMany::Many)
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(OneOrMany::One)
+    }
 }
 
 impl<T> OneOrMany<T> {
@@ -65,6 +104,10 @@ impl Seconds {
             }
             Seconds::Number(s) => Err(DurationError::NotPositive(*s)),
             Seconds::Text(t) => {
+                let t = &crate::values::expand_env(t).map_err(|reason| DurationError::Text {
+                    text: t.clone(),
+                    reason,
+                })?;
                 crate::values::parse_duration(t).map_err(|reason| DurationError::Text {
                     text: t.clone(),
                     reason,

@@ -38,7 +38,7 @@ pub enum TemplateError {
     #[error("{0:?} opens a placeholder with {{{{ but never closes it with }}}}")]
     Unclosed(String),
     /// An empty or malformed placeholder.
-    #[error("{{{{ {0} }}}} is not a variable name or a known function ($randomNumber(a, b), $randomString(n))")]
+    #[error("{{{{ {0} }}}} is not a variable name or a known function ($randomNumber(a, b), $randomString(n), $randomString())")]
     Bad(String),
 }
 
@@ -136,6 +136,8 @@ fn placeholder(inner: &str) -> Result<Part, TemplateError> {
                 }
                 Ok(Part::RandomNumber(a, b))
             }
+            // Without a length, Artillery's default of 10.
+            ("randomString", [""]) => Ok(Part::RandomString(10)),
             ("randomString", [n]) => match n.parse::<usize>() {
                 Ok(n) if n <= MAX_RANDOM_STRING => Ok(Part::RandomString(n)),
                 _ => Err(bad()),

@@ -11,7 +11,9 @@ use loadlab_run::users::{
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use serde::Deserialize;
 
-use super::error::{FlowError, Place, Traced, Within};
+use serde_saphyr::Spanned;
+
+use super::error::{FlowError, Place, Refusal, Traced, Within};
 use crate::target::{Lookup, UrlError};
 use crate::yaml::{DurationError, OneOrMany, Seconds};
 
@@ -42,13 +44,29 @@ pub struct StepSpec {
     looped: Option<Vec<StepSpec>>,
     #[serde(default)]
     count: Option<u64>,
+    /// `loop` over a list (refused: not run yet).
+    #[serde(default)]
+    over: Option<Spanned<serde_json::Value>>,
+    /// A Node.js function (refused once the rest of the file checks out).
+    #[serde(default)]
+    function: Option<Spanned<serde_json::Value>>,
+    /// A message printed by the user (refused: not run yet).
+    #[serde(default)]
+    log: Option<Spanned<serde_json::Value>>,
+    /// Steps run at once (refused: not run yet).
+    #[serde(default)]
+    parallel: Option<Spanned<serde_json::Value>>,
 }
 
 impl StepSpec {
     /// The step's request when the step is exactly one plain request (see
     /// [`RequestSpec::is_plain`]).
     pub fn plain_request(&self) -> Option<(&'static str, &RequestSpec)> {
-        if self.think.is_some() || self.looped.is_some() || self.count.is_some() {
+        if self.think.is_some()
+            || self.looped.is_some()
+            || self.count.is_some()
+            || self.function.is_some()
+        {
             return None;
         }
         self.request().ok().flatten().filter(|(_, r)| r.is_plain())
@@ -103,6 +121,30 @@ pub struct RequestSpec {
     /// load).
     #[serde(default, rename = "static")]
     pub fetch_static: bool,
+    /// A URL-encoded form body: field → value.
+    #[serde(default)]
+    pub form: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
+    /// A multipart body (refused: not sent yet).
+    #[serde(default, rename = "formData")]
+    pub form_data: Option<Spanned<serde_json::Value>>,
+    /// Whether redirects are followed; loadlab never follows them, so only `false` is taken.
+    #[serde(default, rename = "followRedirect")]
+    pub follow_redirect: Option<Spanned<bool>>,
+    /// Node.js hooks (refused once the rest of the file checks out).
+    #[serde(default, rename = "beforeRequest")]
+    pub before_request: Option<Spanned<serde_json::Value>>,
+    #[serde(default, rename = "afterResponse")]
+    #[allow(missing_docs)]
+    pub after_response: Option<Spanned<serde_json::Value>>,
+    /// Artillery's older response check (refused: use capture and expect).
+    #[serde(default, rename = "match")]
+    pub matches: Option<Spanned<serde_json::Value>>,
+    /// A condition on the user's variables (refused: not run yet).
+    #[serde(default, rename = "ifTrue")]
+    pub if_true: Option<Spanned<serde_json::Value>>,
+    /// Cookies to send (refused: loadlab keeps no cookies yet).
+    #[serde(default)]
+    pub cookie: Option<Spanned<serde_json::Value>>,
 }
 
 impl RequestSpec {
@@ -114,6 +156,9 @@ impl RequestSpec {
             && self.expect.is_none()
             && !self.fetch_static
             && self.name.is_none()
+            && self.form.is_none()
+            && self.before_request.is_none()
+            && self.after_response.is_none()
             && self.headers.values().all(|v| !v.contains("{{"))
             && self.body.as_ref().is_none_or(|b| !b.contains("{{"))
             && self
@@ -166,15 +211,19 @@ pub struct CaptureSpec {
     var: String,
 }
 
-/// `expect`: one check per item, as Artillery's expect plugin writes them.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ExpectSpec {
-    #[serde(default)]
-    status_code: Option<OneOrMany<u16>>,
-    #[serde(default)]
-    content_type: Option<String>,
-}
+/// `expect`: checks by name, as Artillery's expect plugin writes them (an item may hold several).
+pub type ExpectSpec = BTreeMap<String, Spanned<serde_json::Value>>;
+
+/// The expect plugin's checks that loadlab does not make yet.
+const EXPECT_LATER: [&str; 7] = [
+    "hasProperty",
+    "notHasProperty",
+    "equals",
+    "hasHeader",
+    "headerEquals",
+    "matchesRegexp",
+    "cdnHit",
+];
 
 /// `think`: seconds (Artillery), or a distribution.
 #[derive(Debug, Deserialize)]
@@ -272,6 +321,8 @@ pub struct Lowering<'a> {
     pub requests: Vec<RequestTemplate>,
     /// Variables some source defines: config variables, payload fields, captures.
     pub defined: HashSet<String>,
+    /// `config.defaults.headers`: sent by every request that does not set the header itself.
+    pub default_headers: BTreeMap<String, String>,
     steps: usize,
 }
 
@@ -285,6 +336,7 @@ impl<'a> Lowering<'a> {
             endpoints: Vec::new(),
             requests: Vec::new(),
             defined,
+            default_headers: BTreeMap::new(),
             steps: 0,
         }
     }
@@ -324,17 +376,30 @@ impl<'a> Lowering<'a> {
         for (i, s) in flow.iter().enumerate() {
             self.count_step()?;
             let step = || Place::FlowStep(i + 1);
+            let later = [
+                ("over", &s.over, "loop over a list is not run yet; write the loop with count"),
+                ("log", &s.log, "log steps are not run yet; remove the step"),
+                ("parallel", &s.parallel, "parallel requests are not run yet; write them as steps one after another"),
+            ];
+            for (key, given, what) in later {
+                if let Some(v) = given {
+                    return Err(Traced::at(refuse(key, what), &v.referenced)).within(step);
+                }
+            }
             let request = s.request().within(step)?;
             let kinds = usize::from(request.is_some())
                 + usize::from(s.think.is_some())
-                + usize::from(s.looped.is_some());
+                + usize::from(s.looped.is_some())
+                + usize::from(s.function.is_some());
             if kinds != 1 {
                 return Err(FlowError::StepKind).within(step);
             }
             if s.count.is_some() && s.looped.is_none() {
                 return Err(FlowError::CountWithoutLoop).within(step);
             }
-            if let Some((method, r)) = request {
+            if s.function.is_some() {
+                // A Node.js function: refused after the whole file checks out (first_hook).
+            } else if let Some((method, r)) = request {
                 out.push(Step::Request(self.request(method, r).within(step)?));
             } else if let Some(t) = &s.think {
                 out.push(Step::Think(think_of(t).within(step)?));
@@ -432,10 +497,46 @@ impl<'a> Lowering<'a> {
 
     /// Lowers one request step: its endpoint and name into the plan's requests, its templates
     /// parsed, its captures and expectations checked.
-    fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
+    fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, Traced> {
+        let later = [
+            ("formData", &r.form_data, "multipart bodies are not sent yet; send the file's bytes with body"),
+            ("match", &r.matches, "use capture (json) with expect instead"),
+            ("ifTrue", &r.if_true, "conditional requests are not run yet; remove the condition"),
+            ("cookie", &r.cookie, "loadlab keeps no cookies yet; send a Cookie header with headers"),
+        ];
+        for (key, given, what) in later {
+            if let Some(v) = given {
+                return Err(Traced::at(refuse(key, what), &v.referenced));
+            }
+        }
+        if let Some(f) = r.follow_redirect.as_ref().filter(|f| f.value) {
+            return Err(Traced::at(
+                refuse("followRedirect", "loadlab does not follow redirects; write followRedirect: false or request the next URL as a step"),
+                &f.referenced,
+            ));
+        }
+        for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
+            for (check, v) in e {
+                if let Err(e) = expect_of(check, v) {
+                    return Err(Traced::at(e, &v.referenced));
+                }
+            }
+        }
+        Ok(self.request_inner(method, r)?)
+    }
+
+    fn request_inner(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
         let (origin, path) = split_url(self.target, &r.url)?;
         let endpoint = self.endpoint(&origin)?;
-        let (headers, body) = r.headers_and_body()?;
+        let (mut headers, body) = r.headers_and_body()?;
+        for (k, v) in &self.default_headers {
+            if !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(k)) {
+                headers.push((k.clone(), v.clone()));
+            }
+        }
+        for (_, v) in headers.iter_mut() {
+            *v = crate::values::expand_env(v).map_err(FlowError::Env)?;
+        }
         let name = r
             .name
             .clone()
@@ -502,16 +603,8 @@ impl<'a> Lowering<'a> {
         }
         let mut expects = Vec::new();
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
-            match (&e.status_code, &e.content_type) {
-                (Some(codes), None) => {
-                    let codes = codes.as_slice().to_vec();
-                    if codes.iter().any(|c| !(100..1000).contains(c)) {
-                        return Err(FlowError::StatusCode);
-                    }
-                    expects.push(Expect::Status(codes));
-                }
-                (None, Some(ct)) => expects.push(Expect::ContentType(ct.clone())),
-                _ => return Err(FlowError::ExpectKind),
+            for (check, v) in e {
+                expects.push(expect_of(check, v)?);
             }
         }
         let static_resources = r.fetch_static.then(|| {
@@ -571,10 +664,78 @@ impl<'a> Lowering<'a> {
     }
 }
 
+/// A refusal of a key, with what to do.
+fn refuse(key: &str, what: &str) -> Refusal {
+    Refusal::Key {
+        key: key.into(),
+        what: what.into(),
+    }
+}
+
+/// One check of an `expect` item: `statusCode` (a code or a list) or `contentType`.
+fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, FlowError> {
+    let bad = |what: &str| FlowError::Expect {
+        check: check.into(),
+        what: what.into(),
+    };
+    match check {
+        "statusCode" => {
+            let items = match &v.value {
+                serde_json::Value::Array(a) => a.clone(),
+                other => vec![other.clone()],
+            };
+            let codes = items
+                .iter()
+                .map(|c| {
+                    c.as_u64()
+                        .and_then(|c| u16::try_from(c).ok())
+                        .filter(|c| (100..1000).contains(c))
+                })
+                .collect::<Option<Vec<u16>>>()
+                .ok_or_else(|| bad("takes a status code from 100 to 999, or a list of them (templates are not read yet)"))?;
+            Ok(Expect::Status(codes))
+        }
+        "contentType" => match &v.value {
+            serde_json::Value::String(ct) => Ok(Expect::ContentType(ct.clone())),
+            _ => Err(bad("takes text that the Content-Type header contains, such as json")),
+        },
+        c if EXPECT_LATER.contains(&c) => Err(bad(
+            "loadlab checks statusCode and contentType so far; remove this check or run the script with Artillery",
+        )),
+        _ => Err(bad(
+            "is not a check of the expect plugin (statusCode, contentType, hasProperty, notHasProperty, equals, hasHeader, headerEquals, matchesRegexp, cdnHit)",
+        )),
+    }
+}
+
+/// The first Node.js hook of a flow (a `function` step, `beforeRequest`, `afterResponse`),
+/// named as written, with where it is.
+pub fn first_hook(steps: &[StepSpec]) -> Option<(String, &serde_saphyr::Location)> {
+    for s in steps {
+        if let Some(f) = &s.function {
+            return Some(("function".into(), &f.referenced));
+        }
+        if let Some((_, r)) = s.request().ok().flatten() {
+            if let Some(h) = &r.before_request {
+                return Some(("beforeRequest".into(), &h.referenced));
+            }
+            if let Some(h) = &r.after_response {
+                return Some(("afterResponse".into(), &h.referenced));
+            }
+        }
+        if let Some(inner) = s.looped.as_deref().and_then(first_hook) {
+            return Some(inner);
+        }
+    }
+    None
+}
+
 /// Splits a request URL into its origin (`http://host:port`) and its path template; relative
 /// URLs take the target's origin and path prefix.
 fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
-    let absolute = if url.starts_with('/') {
+    // A URL that is a template from its start (`{{ url }}` from a CSV) renders to a path
+    // relative to the target.
+    let absolute = if url.starts_with('/') || url.starts_with("{{") {
         format!("{}{url}", target.trim_end_matches('/'))
     } else {
         url.to_string()
@@ -583,14 +744,17 @@ fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
         .find("://")
         .map(|i| i + 3)
         .ok_or_else(|| FlowError::NotUrl(url.into()))?;
-    let path_at = absolute[after_scheme..]
-        .find(['/', '?'])
+    let rest = &absolute[after_scheme..];
+    let path_at = [rest.find(['/', '?']), rest.find("{{")]
+        .into_iter()
+        .flatten()
+        .min()
         .map_or(absolute.len(), |i| after_scheme + i);
     let (origin, path) = absolute.split_at(path_at);
     if origin.contains("{{") {
         return Err(FlowError::TemplatedOrigin(url.into()));
     }
-    let path = if path.starts_with('/') {
+    let path = if path.starts_with('/') || path.starts_with("{{") {
         path.to_string()
     } else {
         format!("/{path}")
