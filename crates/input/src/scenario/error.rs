@@ -214,9 +214,13 @@ impl Traced {
         }
     }
 
-    /// True when the problem is a variable nothing defines.
+    /// True when the problem may come from Node.js hooks: a variable nothing defines, or a
+    /// scenario that sends no request of its own.
     pub(crate) fn is_undefined(&self) -> bool {
-        matches!(self.problem, Problem::Flow(FlowError::Undefined(_)))
+        matches!(
+            self.problem,
+            Problem::Flow(FlowError::Undefined(_) | FlowError::NoRequest)
+        )
     }
 
     /// The error of the file at `path`.

@@ -211,6 +211,11 @@ struct ScenarioSpec {
     before_scenario: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
     after_scenario: Option<Spanned<serde_json::Value>>,
+    /// Node.js hooks around each request of the scenario (refused with the other hooks).
+    #[serde(default)]
+    before_request: Option<Spanned<serde_json::Value>>,
+    #[serde(default)]
+    after_response: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
     weight: Option<u32>,
     #[serde(default)]
@@ -459,7 +464,8 @@ pub fn from_text(
         .or(config.target.as_deref())
         .ok_or_else(|| ScenarioError::invalid(path, Problem::NoTarget))?;
     let hook = first_hook(&script);
-    // A variable no source defines may come from a hook: then the hook is the refusal.
+    // A variable no source defines may come from a hook, and a flow of function steps sends
+    // its requests from Node.js: then the hook is the refusal.
     let located = |e: Traced| match &hook {
         Some((key, at)) if e.is_undefined() => Traced::at(Refusal::Hook(key.clone()), at).in_file(path),
         _ => e.in_file(path),
@@ -539,7 +545,13 @@ fn first_hook(script: &Script) -> Option<(String, &serde_saphyr::Location)> {
         return Some(("config.processor".into(), &p.referenced));
     }
     for s in &script.scenarios {
-        for (key, hook) in [("beforeScenario", &s.before_scenario), ("afterScenario", &s.after_scenario)] {
+        let hooks = [
+            ("beforeScenario", &s.before_scenario),
+            ("afterScenario", &s.after_scenario),
+            ("beforeRequest", &s.before_request),
+            ("afterResponse", &s.after_response),
+        ];
+        for (key, hook) in hooks {
             if let Some(h) = hook {
                 return Some((key.into(), &h.referenced));
             }
