@@ -487,7 +487,7 @@ mod tests {
     fn lowering_flows_and_chains_never_panics_on_mangled_files() {
         let path = Path::new("fuzz.yaml");
         let flags = Overrides::default();
-        let plan = scenario_text(USERS_SEED, path, &flags).unwrap();
+        let plan = scenario_text(USERS_SEED, path, &flags).unwrap().plan;
         assert!(plan.model.users().is_some(), "the seed runs as users");
         mutations(USERS_SEED, 3000, |text| {
             // Only loopback addresses: a mangled host name would wait on a resolver.
@@ -543,7 +543,7 @@ mod tests {
 
         let file = dir.join("s.yaml");
         let text = "config:\n  target: \"https://127.0.0.1:8443\"\n  tls:\n    cacert: ca.pem\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, &file, &Overrides::default()).unwrap();
+        let from_file = scenario_text(text, &file, &Overrides::default()).unwrap().plan;
         assert_eq!(
             from_file.tls.cacert.as_ref().unwrap().path,
             ca.display().to_string(),
@@ -553,7 +553,7 @@ mod tests {
             insecure: true,
             ..Overrides::default()
         };
-        assert!(scenario_text(text, &file, &insecure).unwrap().tls.insecure);
+        assert!(scenario_text(text, &file, &insecure).unwrap().plan.tls.insecure);
 
         std::fs::write(&ca, "not a certificate").unwrap();
         let e = scenario_text(text, &file, &Overrides::default()).unwrap_err();
@@ -576,7 +576,7 @@ mod tests {
         )
         .unwrap();
         let text = "config:\n  target: \"http://127.0.0.1:1\"\n  http:\n    timeout: 2\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default()).unwrap();
+        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default()).unwrap().plan;
         let from_url = url(
             &UrlTarget::plain("http://127.0.0.1:1/x", Duration::from_secs(2)),
             Model::closed(1, 1),
@@ -627,17 +627,17 @@ mod tests {
 
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  http:\n    http2: true\n    streams: 6\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
         let file = Path::new("h2.yaml");
-        let from_file = scenario_text(text, file, &Overrides::default()).unwrap();
+        let from_file = scenario_text(text, file, &Overrides::default()).unwrap().plan;
         assert_eq!(from_file.protocol, Protocol::Http2 { streams: 6 });
         // The flags' --streams wins over the file's.
         let overridden = Overrides {
             http2: Some(Some(2)),
             ..Overrides::default()
         };
-        let from_both = scenario_text(text, file, &overridden).unwrap();
+        let from_both = scenario_text(text, file, &overridden).unwrap().plan;
         assert_eq!(from_both.protocol, Protocol::Http2 { streams: 2 });
         let plain = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
-        let http1 = scenario_text(&plain, file, &Overrides::default()).unwrap();
+        let http1 = scenario_text(&plain, file, &Overrides::default()).unwrap().plan;
         assert_eq!(http1.protocol, Protocol::Http1);
     }
 

@@ -199,6 +199,14 @@ mod tests {
     }
 
     #[test]
+    fn random_string_without_a_length_gives_ten_characters_as_artillery() {
+        let t = Template::parse("{{ $randomString() }}").unwrap();
+        let mut out = String::new();
+        t.render(|_| None, &mut fastrand::Rng::with_seed(3), &mut out);
+        assert_eq!(out.len(), 10);
+    }
+
+    #[test]
     fn malformed_placeholders_are_refused() {
         for bad in [
             "{{ }}",

@@ -441,9 +441,15 @@ pub enum FlowError {
     /// A header value with a line break.
     #[error("header {0:?} must not contain line breaks")]
     HeaderLineBreak(String),
-    /// Both `json` and `body`.
-    #[error("give json or body, not both")]
+    /// Two of `json`, `body` and `form`.
+    #[error("give one of json, body or form")]
     JsonAndBody,
+    /// A `form` field whose value is a template, a list or a map.
+    #[error(
+        "form {0:?}: values are fixed strings, numbers or booleans so far (templates are not \
+         encoded yet); build the body with body and Content-Type: application/x-www-form-urlencoded"
+    )]
+    FormValue(String),
     /// A JSON body that cannot be written.
     #[error("{0}")]
     Json(serde_json::Error),

@@ -159,6 +159,11 @@ impl RequestSpec {
             && self.form.is_none()
             && self.before_request.is_none()
             && self.after_response.is_none()
+            && self.form_data.is_none()
+            && self.matches.is_none()
+            && self.if_true.is_none()
+            && self.cookie.is_none()
+            && self.follow_redirect.is_none()
             && self.headers.values().all(|v| !v.contains("{{"))
             && self.body.as_ref().is_none_or(|b| !b.contains("{{"))
             && self
@@ -180,6 +185,33 @@ impl RequestSpec {
             if v.contains(['\r', '\n']) {
                 return Err(FlowError::HeaderLineBreak(k.clone()));
             }
+        }
+        if let Some(form) = &self.form {
+            if self.json.is_some() || self.body.is_some() {
+                return Err(FlowError::JsonAndBody);
+            }
+            let mut encoded = url::form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &form.value {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                    _ => return Err(FlowError::FormValue(k.clone())),
+                };
+                if text.contains("{{") || k.contains("{{") {
+                    return Err(FlowError::FormValue(k.clone()));
+                }
+                encoded.append_pair(k, &text);
+            }
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                headers.push((
+                    "Content-Type".into(),
+                    "application/x-www-form-urlencoded".into(),
+                ));
+            }
+            return Ok((headers, encoded.finish().into_bytes()));
         }
         let body = match (&self.json, &self.body) {
             (Some(_), Some(_)) => return Err(FlowError::JsonAndBody),
@@ -642,7 +674,7 @@ impl<'a> Lowering<'a> {
         headers: &[(String, String)],
         body: &[u8],
     ) -> usize {
-        let url = if url.starts_with('/') {
+        let url = if url.starts_with('/') || url.starts_with("{{") {
             format!("{}{url}", self.target.trim_end_matches('/'))
         } else {
             url.to_string()
@@ -735,7 +767,11 @@ pub fn first_hook(steps: &[StepSpec]) -> Option<(String, &serde_saphyr::Location
 fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
     // A URL that is a template from its start (`{{ url }}` from a CSV) renders to a path
     // relative to the target.
-    let absolute = if url.starts_with('/') || url.starts_with("{{") {
+    if url.starts_with("{{") {
+        let (origin, prefix) = split_url(target, target)?;
+        return Ok((origin, format!("{}{url}", prefix.trim_end_matches('/'))));
+    }
+    let absolute = if url.starts_with('/') {
         format!("{}{url}", target.trim_end_matches('/'))
     } else {
         url.to_string()
@@ -744,17 +780,14 @@ fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
         .find("://")
         .map(|i| i + 3)
         .ok_or_else(|| FlowError::NotUrl(url.into()))?;
-    let rest = &absolute[after_scheme..];
-    let path_at = [rest.find(['/', '?']), rest.find("{{")]
-        .into_iter()
-        .flatten()
-        .min()
+    let path_at = absolute[after_scheme..]
+        .find(['/', '?'])
         .map_or(absolute.len(), |i| after_scheme + i);
     let (origin, path) = absolute.split_at(path_at);
     if origin.contains("{{") {
         return Err(FlowError::TemplatedOrigin(url.into()));
     }
-    let path = if path.starts_with('/') || path.starts_with("{{") {
+    let path = if path.starts_with('/') {
         path.to_string()
     } else {
         format!("/{path}")
@@ -811,5 +844,11 @@ mod tests {
             Err(FlowError::TemplatedOrigin(_))
         ));
         assert!(matches!(split_url(t, "x"), Err(FlowError::NotUrl(_))));
+        // A URL that is a template from its start is a path the target's origin takes.
+        assert_eq!(
+            split_url(t, "{{ url }}").unwrap(),
+            ("http://127.0.0.1:8080".to_string(), "{{ url }}".to_string())
+        );
+        assert_eq!(split_url("http://h:1/base/", "{{ u }}").unwrap().1, "/base{{ u }}");
     }
 }

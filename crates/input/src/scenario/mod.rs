@@ -783,14 +783,14 @@ mod tests {
     #[test]
     fn the_parser_never_panics_on_mangled_or_random_input() {
         let path = Path::new("fuzz.yaml");
-        assert!(parse(SEED, path).is_ok(), "the seed parses");
-        assert!(parse(USERS_SEED, path).is_ok(), "the users seed parses");
+        assert!(parse(SEED, path, &ScriptFlags::default()).is_ok(), "the seed parses");
+        assert!(parse(USERS_SEED, path, &ScriptFlags::default()).is_ok(), "the users seed parses");
         // Either outcome is fine; a panic fails the test.
         mutations(SEED, 3000, |text| {
-            let _ = parse(text, path);
+            let _ = parse(text, path, &ScriptFlags::default());
         });
         mutations(USERS_SEED, 3000, |text| {
-            let _ = parse(text, path);
+            let _ = parse(text, path, &ScriptFlags::default());
         });
     }
 
@@ -798,10 +798,11 @@ mod tests {
     fn a_scenario_error_names_the_file_the_places_leading_to_the_problem_and_the_problem() {
         let path = Path::new("s.yaml");
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - { duration: 1, users: 1 }\nscenarios:\n  - name: shop\n    flow:\n      - get: { url: \"/\" }\n      - loop:\n          - get: { url: \"/{{ cart }}\" }\n        count: 2\n";
-        let e = from_text(text, path, None, 1, Lookup::Skip).unwrap_err();
+        let e = from_text(text, path, None, 1, Lookup::Skip, &ScriptFlags::default()).unwrap_err();
         let ScenarioError::Invalid {
             path: at,
             trail,
+            at: None,
             problem: Problem::Flow(FlowError::Undefined(variable)),
         } = &e
         else {
@@ -823,7 +824,7 @@ mod tests {
             "{e}"
         );
 
-        let e = parse("config:\n  target: x\n  extra: 1\n", path).unwrap_err();
+        let e = parse("config:\n  target: x\n  extra: 1\n", path, &ScriptFlags::default()).unwrap_err();
         let ScenarioError::Yaml(yaml) = &e else {
             panic!("{e:?}");
         };
@@ -831,3 +832,6 @@ mod tests {
         assert!(yaml.message.starts_with("unknown field `extra`"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod artillery_tests;
