@@ -149,7 +149,8 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                     extra.push(format!("captures {}", vars.join(", ")));
                 }
                 if !r.expects.is_empty() {
-                    extra.push(format!("{} expectation(s)", r.expects.len()));
+                    let keys: Vec<&str> = r.expects.iter().map(|e| e.key()).collect();
+                    extra.push(format!("expect {}", keys.join(", ")));
                 }
                 if r.static_resources.is_some() {
                     extra.push("static resources on first visit".into());
@@ -163,6 +164,9 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
             }
             Step::Think(t) => {
                 let _ = writeln!(out, "{pad}think {}", think_text(t));
+            }
+            Step::Log(t) => {
+                let _ = writeln!(out, "{pad}log {t}");
             }
             Step::Loop { count, steps } => {
                 let _ = match count {

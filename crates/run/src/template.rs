@@ -31,6 +31,21 @@ pub struct Template {
     parts: Vec<Part>,
 }
 
+impl std::fmt::Display for Template {
+    /// The template as written, its placeholders in `{{ }}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => f.write_str(t)?,
+                Part::Var(v) => write!(f, "{{{{ {v} }}}}")?,
+                Part::RandomNumber(a, b) => write!(f, "{{{{ $randomNumber({a}, {b}) }}}}")?,
+                Part::RandomString(n) => write!(f, "{{{{ $randomString({n}) }}}}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A template that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {

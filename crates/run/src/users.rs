@@ -50,6 +50,9 @@ pub enum Step {
     Request(RequestStep),
     /// Wait, as a person reading.
     Think(Think),
+    /// Print a message, rendered with the user's variables, on the generator's stderr
+    /// (Artillery's `log` step).
+    Log(Template),
     /// Run `steps` `count` times (forever when `None`: until the run stops).
     Loop {
         /// Repetitions.
@@ -122,6 +125,62 @@ pub enum Expect {
     Status(Vec<u16>),
     /// The `Content-Type` header contains this text (case-insensitive).
     ContentType(String),
+    /// The JSON body has a value at this path (`user.name`, `items[0].id`).
+    HasProperty(String),
+    /// The JSON body has no value at this path.
+    NotHasProperty(String),
+    /// Every value, rendered with the user's variables, is the same text.
+    Equals(Vec<Template>),
+    /// The response has this header (case-insensitive name).
+    HasHeader(String),
+    /// The header (case-insensitive name) has this value once rendered.
+    HeaderEquals(String, Template),
+    /// The body, as text, matches this regular expression.
+    MatchesRegexp(String),
+}
+
+impl Expect {
+    /// The check's key as Artillery's expect plugin writes it.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Expect::Status(_) => "statusCode",
+            Expect::ContentType(_) => "contentType",
+            Expect::HasProperty(_) => "hasProperty",
+            Expect::NotHasProperty(_) => "notHasProperty",
+            Expect::Equals(_) => "equals",
+            Expect::HasHeader(_) => "hasHeader",
+            Expect::HeaderEquals(..) => "headerEquals",
+            Expect::MatchesRegexp(_) => "matchesRegexp",
+        }
+    }
+
+    /// True when the check reads the response's headers or body (not only its status).
+    pub fn needs_response(&self) -> bool {
+        !matches!(self, Expect::Status(_) | Expect::Equals(_))
+    }
+
+    /// The variables the check's templates read.
+    pub fn variables(&self) -> Vec<&str> {
+        match self {
+            Expect::Equals(ts) => ts.iter().flat_map(Template::variables).collect(),
+            Expect::HeaderEquals(_, t) => t.variables().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The value at a dotted path (`a.b[0].c`, `a.b.0.c`) of a JSON document, as lodash's `get`
+/// reads the paths Artillery's expect plugin takes.
+pub fn json_at<'a>(doc: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    let mut at = doc;
+    for segment in path.split(['.', '[', ']']).filter(|s| !s.is_empty()) {
+        at = match at {
+            serde_json::Value::Object(m) => m.get(segment)?,
+            serde_json::Value::Array(a) => a.get(segment.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(at)
 }
 
 /// A think time: how long a user waits between steps.

@@ -180,6 +180,12 @@ impl<'a> Session<'a> {
                 match step {
                     Step::Request(r) => self.request(r).await?,
                     Step::Think(t) => self.think(t).await?,
+                    Step::Log(t) => {
+                        let mut line = String::new();
+                        let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+                        t.render(lookup, &mut self.rng, &mut line);
+                        eprintln!("{line}");
+                    }
                     Step::Loop { count, steps } => {
                         let mut k = 0;
                         while count.is_none_or(|c| k < c) {

@@ -188,11 +188,13 @@ fn expect_items_may_hold_several_checks_and_other_checks_are_refused_where_they_
         first_request(&s).expects,
         [Expect::ContentType("json".into()), Expect::Status(vec![200, 201])]
     );
-    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - statusCode: 200\n            - hasProperty: username\n");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - statusCode: 200\n            - cdnHit: true\n");
     assert!(
-        e.starts_with("s.yml:9:28: scenario \"scenario 1\": flow step 1: expect hasProperty: loadlab checks statusCode and contentType so far"),
+        e.starts_with("s.yml:9:23: scenario \"scenario 1\": flow step 1: expect cdnHit: loadlab does not make this check yet"),
         "{e}"
     );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: [{ statusCode: ok }] }\n");
+    assert!(e.starts_with("s.yml:5:47: ") && e.contains("expect statusCode: takes a status code"), "{e}");
 }
 
 #[test]
@@ -206,7 +208,6 @@ fn an_item_of_one_or_a_list_says_what_is_wrong_in_it_and_where() {
 fn keys_the_engine_cannot_run_are_refused_with_their_place() {
     let base = "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n";
     for (step, key) in [
-        ("      - log: \"hi {{ $randomString() }}\"\n", "log"),
         ("      - get: { url: /, match: { json: $.a, value: b } }\n", "match"),
         ("      - get: { url: /, ifTrue: \"a > 1\" }\n", "ifTrue"),
         ("      - get: { url: /, cookie: { a: b } }\n", "cookie"),
@@ -245,4 +246,32 @@ fn a_form_is_sent_url_encoded() {
     assert!(s.requests[0].headers.contains(&("Content-Type".into(), "application/x-www-form-urlencoded".into())));
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /login, form: { user: \"{{ u }}\" } }\n");
     assert!(e.contains("form \"user\""), "{e}");
+}
+
+#[test]
+fn the_expect_plugins_checks_lower_with_their_arguments() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { who: ann }\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - hasProperty: user.name\n            - notHasProperty: error\n            - equals: [\"{{ who }}\", ann]\n            - hasHeader: etag\n            - headerEquals: [x-who, \"{{ who }}\"]\n            - matchesRegexp: \"^pong\"\n");
+    let keys: Vec<&str> = first_request(&s).expects.iter().map(Expect::key).collect();
+    assert_eq!(
+        keys,
+        ["hasProperty", "notHasProperty", "equals", "hasHeader", "headerEquals", "matchesRegexp"]
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { equals: [\"{{ nobody }}\", a] } }\n");
+    assert!(e.contains("{{ nobody }} is not defined"), "{e}");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { matchesRegexp: \"(\" } }\n");
+    assert!(e.contains("expect matchesRegexp: \"(\" is not a regular expression"), "{e}");
+}
+
+#[test]
+fn a_log_step_is_a_message_template_of_defined_variables() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { id: 7 }\nscenarios:\n  - flow:\n      - log: \"user {{ id }}\"\n      - get: { url: / }\n");
+    let Behaviour::Flow(steps) = &s.users.as_ref().unwrap().scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let Step::Log(t) = &steps[0] else {
+        panic!("{steps:?}");
+    };
+    assert_eq!(t.to_string(), "user {{ id }}");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - log: \"{{ token }}\"\n      - get: { url: / }\n");
+    assert!(e.contains("flow step 1: {{ token }} is not defined"), "{e}");
 }

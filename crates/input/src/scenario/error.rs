@@ -378,7 +378,7 @@ pub enum FlowError {
     #[error("a step sends one request; split get/post/… into separate steps")]
     TwoRequests,
     /// A step that is not exactly one of a request, a think and a loop.
-    #[error("a step is one of get/post/put/patch/delete, think, or loop (with count)")]
+    #[error("a step is one of get/post/put/patch/delete, think, log, function, or loop (with count)")]
     StepKind,
     /// `count` without `loop`.
     #[error("count goes with loop")]

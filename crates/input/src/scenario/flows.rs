@@ -50,7 +50,7 @@ pub struct StepSpec {
     /// A Node.js function (refused once the rest of the file checks out).
     #[serde(default)]
     function: Option<Spanned<serde_json::Value>>,
-    /// A message printed by the user (refused: not run yet).
+    /// A message the user prints, rendered with its variables.
     #[serde(default)]
     log: Option<Spanned<serde_json::Value>>,
     /// Steps run at once (refused: not run yet).
@@ -247,15 +247,7 @@ pub struct CaptureSpec {
 pub type ExpectSpec = BTreeMap<String, Spanned<serde_json::Value>>;
 
 /// The expect plugin's checks that loadlab does not make yet.
-const EXPECT_LATER: [&str; 7] = [
-    "hasProperty",
-    "notHasProperty",
-    "equals",
-    "hasHeader",
-    "headerEquals",
-    "matchesRegexp",
-    "cdnHit",
-];
+const EXPECT_LATER: [&str; 1] = ["cdnHit"];
 
 /// `think`: seconds (Artillery), or a distribution.
 #[derive(Debug, Deserialize)]
@@ -410,7 +402,6 @@ impl<'a> Lowering<'a> {
             let step = || Place::FlowStep(i + 1);
             let later = [
                 ("over", &s.over, "loop over a list is not run yet; write the loop with count"),
-                ("log", &s.log, "log steps are not run yet; remove the step"),
                 ("parallel", &s.parallel, "parallel requests are not run yet; write them as steps one after another"),
             ];
             for (key, given, what) in later {
@@ -422,7 +413,8 @@ impl<'a> Lowering<'a> {
             let kinds = usize::from(request.is_some())
                 + usize::from(s.think.is_some())
                 + usize::from(s.looped.is_some())
-                + usize::from(s.function.is_some());
+                + usize::from(s.function.is_some())
+                + usize::from(s.log.is_some());
             if kinds != 1 {
                 return Err(FlowError::StepKind).within(step);
             }
@@ -431,6 +423,8 @@ impl<'a> Lowering<'a> {
             }
             if s.function.is_some() {
                 // A Node.js function: refused after the whole file checks out (first_hook).
+            } else if let Some(log) = &s.log {
+                out.push(Step::Log(self.log(log).within(step)?));
             } else if let Some((method, r)) = request {
                 out.push(Step::Request(self.request(method, r).within(step)?));
             } else if let Some(t) = &s.think {
@@ -525,6 +519,21 @@ impl<'a> Lowering<'a> {
             }
         }
         Ok(Chain { start, states })
+    }
+
+    /// A `log` step's message as a template whose variables are defined.
+    fn log(&self, log: &Spanned<serde_json::Value>) -> Result<Template, Traced> {
+        let Some(text) = scalar_text(&log.value) else {
+            return Err(Traced::at(
+                refuse("log", "takes a message (text, with {{ }} for variables)"),
+                &log.referenced,
+            ));
+        };
+        let t = Template::parse(&text).map_err(|e| Traced::at(FlowError::from(e), &log.referenced))?;
+        if let Some(v) = t.variables().find(|v| !self.defined.contains(*v)) {
+            return Err(FlowError::Undefined(v.to_string()).into());
+        }
+        Ok(t)
     }
 
     /// Lowers one request step: its endpoint and name into the plan's requests, its templates
@@ -636,7 +645,11 @@ impl<'a> Lowering<'a> {
         let mut expects = Vec::new();
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
-                expects.push(expect_of(check, v)?);
+                let expect = expect_of(check, v)?;
+                if let Some(v) = expect.variables().into_iter().find(|v| !self.defined.contains(*v)) {
+                    return Err(FlowError::Undefined(v.to_string()));
+                }
+                expects.push(expect);
             }
         }
         let static_resources = r.fetch_static.then(|| {
@@ -731,12 +744,54 @@ fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, Flow
             serde_json::Value::String(ct) => Ok(Expect::ContentType(ct.clone())),
             _ => Err(bad("takes text that the Content-Type header contains, such as json")),
         },
+        "hasProperty" | "notHasProperty" | "hasHeader" | "matchesRegexp" => {
+            let serde_json::Value::String(text) = &v.value else {
+                return Err(bad("takes text"));
+            };
+            Ok(match check {
+                "hasProperty" => Expect::HasProperty(text.clone()),
+                "notHasProperty" => Expect::NotHasProperty(text.clone()),
+                "hasHeader" => Expect::HasHeader(text.clone()),
+                _ => {
+                    regex::Regex::new(text).map_err(|e| bad(&format!("{text:?} is not a regular expression: {e}")))?;
+                    Expect::MatchesRegexp(text.clone())
+                }
+            })
+        }
+        "equals" => {
+            let serde_json::Value::Array(items) = &v.value else {
+                return Err(bad("takes a list of values that must all be equal"));
+            };
+            let values = items
+                .iter()
+                .map(|i| Template::parse(&scalar_text(i).ok_or_else(|| bad("takes strings, numbers or booleans"))?).map_err(FlowError::from))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Expect::Equals(values))
+        }
+        "headerEquals" => match &v.value {
+            serde_json::Value::Array(pair) if pair.len() == 2 => {
+                let (Some(name), Some(value)) = (pair[0].as_str(), scalar_text(&pair[1])) else {
+                    return Err(bad("takes [header name, value]"));
+                };
+                Ok(Expect::HeaderEquals(name.to_string(), Template::parse(&value)?))
+            }
+            _ => Err(bad("takes [header name, value]")),
+        },
         c if EXPECT_LATER.contains(&c) => Err(bad(
-            "loadlab checks statusCode and contentType so far; remove this check or run the script with Artillery",
+            "loadlab does not make this check yet; remove it or run the script with Artillery",
         )),
         _ => Err(bad(
             "is not a check of the expect plugin (statusCode, contentType, hasProperty, notHasProperty, equals, hasHeader, headerEquals, matchesRegexp, cdnHit)",
         )),
+    }
+}
+
+/// A string, number or boolean as text.
+fn scalar_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(v.to_string()),
+        _ => None,
     }
 }
 
