@@ -1,0 +1,140 @@
+//! Artillery scripts as their users write them (environments, `--config`, plugins, no phases,
+//! `defaults`, `log` steps, the expect plugin's checks): validated offline and run against the
+//! real reference service on 127.0.0.1.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use loadlab_target::TestServer;
+use serde_json::Value;
+use support::{loadlab, loadlab_json};
+
+/// Writes `text` as `name` in `dir`.
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// Runs `args` (a scenario and its flags) against `server` and returns the summary and stderr.
+fn run(args: &[&str], server: &TestServer) -> (Value, String) {
+    let target = server.url("");
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend(["--target", &target]);
+    let (summary, out) = loadlab_json(&all);
+    (summary, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn validate_needs_no_network_and_shows_what_it_accepted_and_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yml",
+        "version: 1\nconfig:\n  target: http://asciiart.artillery.invalid:8080\n  plugins:\n    hello-world: { greeting: hi }\n    ensure: { maxErrorRate: 1 }\n  apdex: { threshold: 100 }\nscenarios:\n  - flow:\n      - get: { url: /dino, expect: { statusCode: 200, contentType: json } }\n",
+    );
+    let out = loadlab(&["validate", file.to_str().unwrap()]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("no phases: one user"), "{stdout}");
+    assert!(stdout.contains("apdex threshold 100 ms"), "{stdout}");
+    assert!(stdout.contains("expect contentType, statusCode"), "{stdout}");
+    assert!(
+        stderr.contains("warning: config.plugins.hello-world: loadlab does not run this plugin"),
+        "{stderr}"
+    );
+    let strict = loadlab(&["validate", "--strict", file.to_str().unwrap()]);
+    assert!(!strict.status.success());
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("config.plugins.hello-world"));
+}
+
+#[test]
+fn a_file_of_scenarios_runs_with_config_from_config_and_an_environment() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "common.yml",
+        "config:\n  target: http://127.0.0.1:9\n  phases: [{ duration: 1, arrivalRate: 1 }]\n  environments:\n    local:\n      phases: [{ duration: 2, arrivalCount: 6 }]\n  plugins:\n    metrics-by-endpoint: {}\n",
+    );
+    let scenarios = write(
+        dir.path(),
+        "dino.yml",
+        "scenarios:\n  - name: dino\n    flow:\n      - get: { url: /ping, name: ping, expect: { statusCode: 200 } }\n",
+    );
+    let (s, _) = run(
+        &[
+            scenarios.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "-e",
+            "local",
+        ],
+        &server,
+    );
+    // The environment's 6 arrivals over 2 s, not config's 1 per second.
+    assert_eq!(s["requests"]["completed"], 6, "{s}");
+    assert_eq!(s["phases"][0]["offered_rps"], 3.0, "{s}");
+}
+
+#[test]
+fn the_expect_plugins_checks_log_steps_and_default_headers_run_in_each_session() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // No phases: one user, as Artillery runs it.
+    let file = write(
+        dir.path(),
+        "s.yml",
+        r#"config:
+  target: http://127.0.0.1:9
+  variables:
+    who: ann
+  defaults:
+    headers:
+      x-from: loadlab
+scenarios:
+  - flow:
+      - post:
+          url: /login
+          json: { user: "{{ who }}" }
+          capture: { json: $.token, as: token }
+          expect:
+            - statusCode: 200
+            - hasProperty: token
+            - notHasProperty: error
+            - equals: ["{{ who }}", ann]
+      - log: "logged in as {{ who }}"
+      - get:
+          url: /account
+          headers: { Authorization: "Bearer {{ token }}" }
+          expect:
+            - hasProperty: user
+            - matchesRegexp: '"user":\s*"ann"'
+            - headerEquals: [content-type, application/json]
+            - hasHeader: content-length
+"#,
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    assert_eq!(s["users"]["failed"], 0, "{}", s["users"]);
+    assert!(stderr.contains("logged in as ann"), "{stderr}");
+
+    // A check that fails ends the session with its key as the reason.
+    let failing = write(
+        dir.path(),
+        "f.yml",
+        "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          expect: { notHasProperty: token }\n",
+    );
+    let (s, _) = run(&[failing.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["failed"], 1, "{}", s["users"]);
+    assert!(
+        s["users"].to_string().contains("expect notHasProperty on POST /login"),
+        "{}",
+        s["users"]
+    );
+}
