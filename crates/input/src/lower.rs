@@ -140,6 +140,21 @@ pub fn flags_with(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError
     })
 }
 
+/// The warnings about keys a scenario file run by `f` has that loadlab ignores (none for URLs,
+/// or for a file that does not lower: its error comes from [`flags`]).
+pub fn scenario_warnings(f: &LoadFlags) -> Vec<String> {
+    if !f.is_scenario() || f.urls.len() != 1 {
+        return Vec::new();
+    }
+    let o = Overrides {
+        target: f.target.clone(),
+        lookup: Lookup::Skip,
+        script: f.script.clone(),
+        ..Overrides::default()
+    };
+    scenario_checked(Path::new(&f.urls[0]), &o).map_or_else(|_| Vec::new(), |c| c.warnings)
+}
+
 /// The plan the flags describe, before any sharding.
 fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
     if f.is_scenario() {

@@ -56,8 +56,8 @@ impl ScenarioError {
 pub enum Place {
     /// A scenario, by its name (or `scenario N`).
     Scenario(String),
-    /// A step of a flow or of a loop, from 1.
-    FlowStep(usize),
+    /// A step of a flow or of a loop, from 1, with where it starts in the file.
+    FlowStep(usize, Option<Position>),
     /// A state of a Markov chain, by its name.
     MarkovState(String),
 }
@@ -66,7 +66,7 @@ impl fmt::Display for Place {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Place::Scenario(name) => write!(f, "scenario {name:?}"),
-            Place::FlowStep(n) => write!(f, "flow step {n}"),
+            Place::FlowStep(n, _) => write!(f, "flow step {n}"),
             Place::MarkovState(name) => write!(f, "markov state {name:?}"),
         }
     }
@@ -273,7 +273,11 @@ impl<T, E: Into<Traced>> Within<T> for Result<T, E> {
     fn within(self, place: impl FnOnce() -> Place) -> Result<T, Traced> {
         self.map_err(|e| {
             let mut traced = e.into();
-            traced.trail.insert(0, place());
+            let place = place();
+            if let (None, Place::FlowStep(_, Some(at))) = (traced.at, &place) {
+                traced.at = Some(*at);
+            }
+            traced.trail.insert(0, place);
             traced
         })
     }

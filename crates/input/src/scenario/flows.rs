@@ -41,7 +41,7 @@ pub struct StepSpec {
     #[serde(default)]
     think: Option<ThinkSpec>,
     #[serde(default, rename = "loop")]
-    looped: Option<Vec<StepSpec>>,
+    looped: Option<Vec<Spanned<StepSpec>>>,
     #[serde(default)]
     count: Option<u64>,
     /// `loop` over a list (refused: not run yet).
@@ -369,7 +369,7 @@ impl<'a> Lowering<'a> {
     pub fn scenario(
         &mut self,
         name: &str,
-        flow: Option<&[StepSpec]>,
+        flow: Option<&[Spanned<StepSpec>]>,
         markov: Option<&MarkovSpec>,
     ) -> Result<UserScenario, Traced> {
         let before = self.requests.len();
@@ -395,11 +395,13 @@ impl<'a> Lowering<'a> {
         Ok(())
     }
 
-    fn steps(&mut self, flow: &[StepSpec]) -> Result<Vec<Step>, Traced> {
+    fn steps(&mut self, flow: &[Spanned<StepSpec>]) -> Result<Vec<Step>, Traced> {
         let mut out = Vec::with_capacity(flow.len());
-        for (i, s) in flow.iter().enumerate() {
+        for (i, spanned) in flow.iter().enumerate() {
             self.count_step()?;
-            let step = || Place::FlowStep(i + 1);
+            let s = &spanned.value;
+            // Every problem of the step is placed at it, unless it knows a closer place.
+            let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
             let later = [
                 ("over", &s.over, "loop over a list is not run yet; write the loop with count"),
                 ("parallel", &s.parallel, "parallel requests are not run yet; write them as steps one after another"),
@@ -797,8 +799,8 @@ fn scalar_text(v: &serde_json::Value) -> Option<String> {
 
 /// The first Node.js hook of a flow (a `function` step, `beforeRequest`, `afterResponse`),
 /// named as written, with where it is.
-pub fn first_hook(steps: &[StepSpec]) -> Option<(String, &serde_saphyr::Location)> {
-    for s in steps {
+pub fn first_hook(steps: &[Spanned<StepSpec>]) -> Option<(String, &serde_saphyr::Location)> {
+    for s in steps.iter().map(|s| &s.value) {
         if let Some(f) = &s.function {
             return Some(("function".into(), &f.referenced));
         }

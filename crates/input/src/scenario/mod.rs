@@ -219,7 +219,7 @@ struct ScenarioSpec {
     #[serde(default)]
     weight: Option<u32>,
     #[serde(default)]
-    flow: Option<Vec<StepSpec>>,
+    flow: Option<Vec<Spanned<StepSpec>>>,
     /// loadlab's user model: a Markov chain of pages.
     #[serde(default)]
     markov: Option<MarkovSpec>,
@@ -599,7 +599,7 @@ fn plain<'a>(
     file.scenarios
         .iter()
         .map(|s| match (&s.markov, s.flow.as_deref()) {
-            (None, Some([step])) => step.plain_request(),
+            (None, Some([step])) => step.value.plain_request(),
             _ => None,
         })
         .collect()
@@ -800,27 +800,30 @@ mod tests {
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - { duration: 1, users: 1 }\nscenarios:\n  - name: shop\n    flow:\n      - get: { url: \"/\" }\n      - loop:\n          - get: { url: \"/{{ cart }}\" }\n        count: 2\n";
         let e = from_text(text, path, None, 1, Lookup::Skip, &ScriptFlags::default()).unwrap_err();
         let ScenarioError::Invalid {
-            path: at,
+            path: file,
             trail,
-            at: None,
+            at,
             problem: Problem::Flow(FlowError::Undefined(variable)),
         } = &e
         else {
             panic!("{e:?}");
         };
-        assert_eq!(at, path);
+        assert_eq!(file, path);
+        let step = |n, line, column| Place::FlowStep(n, Some(crate::Position { line, column }));
         assert_eq!(
             trail,
             &[
                 Place::Scenario("shop".into()),
-                Place::FlowStep(2),
-                Place::FlowStep(1)
+                step(2, 9, 9),
+                step(1, 10, 13)
             ]
         );
+        assert_eq!(*at, Some(crate::Position { line: 10, column: 13 }), "the innermost step's place");
         assert_eq!(variable, "cart");
         assert!(
-            e.to_string()
-                .starts_with("s.yaml: scenario \"shop\": flow step 2: flow step 1: {{ cart }}"),
+            e.to_string().starts_with(
+                "s.yaml:10:13: scenario \"shop\": flow step 2: flow step 1: {{ cart }}"
+            ),
             "{e}"
         );
 
