@@ -275,3 +275,13 @@ fn a_log_step_is_a_message_template_of_defined_variables() {
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - log: \"{{ token }}\"\n      - get: { url: / }\n");
     assert!(e.contains("flow step 1: {{ token }} is not defined"), "{e}");
 }
+
+#[test]
+fn a_phase_error_is_placed_at_its_phase() {
+    // Artillery itself cannot run a rampTo without arrivalRate ("Unknown phase spec").
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 5, arrivalRate: 1 }\n    - duration: 10\n      rampTo: 30\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(
+        e.starts_with("s.yml:5:7: phase \"phase 2\" needs one of arrivalRate, arrivalCount"),
+        "{e}"
+    );
+}

@@ -67,7 +67,7 @@ struct Config {
     #[serde(default)]
     target: Option<String>,
     #[serde(default)]
-    phases: Option<Vec<PhaseSpec>>,
+    phases: Option<Vec<Spanned<PhaseSpec>>>,
     #[serde(default)]
     http: Option<HttpConfig>,
     /// Values for `{{ name }}`; a list gives each user one of them at random.
@@ -335,9 +335,18 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
 fn parse(text: &str, path: &Path, flags: &ScriptFlags) -> Result<(Script, Phases), ScenarioError> {
     let script = script(text, path, flags)?;
     // No phases: Artillery runs one user (one arrival in a phase of one second).
-    let one_user = [PhaseSpec::one_user()];
-    let specs = script.config.phases.as_deref().unwrap_or(&one_user);
-    let phases = phases::lower(specs).map_err(|e| ScenarioError::invalid(path, e))?;
+    let phases = match &script.config.phases {
+        Some(specs) => {
+            // Each phase alone first, so its error is placed at it.
+            for (i, p) in specs.iter().enumerate() {
+                phases::check(i, &p.value)
+                    .map_err(|e| Traced::at(e, &p.referenced).in_file(path))?;
+            }
+            phases::lower(specs.iter().map(|p| &p.value))
+        }
+        None => phases::lower(&[PhaseSpec::one_user()]),
+    }
+    .map_err(|e| ScenarioError::invalid(path, e))?;
     Ok((script, phases))
 }
 
@@ -457,7 +466,8 @@ pub fn from_text(
     }
     let warnings = ignored(config, path, flags.strict)?;
     let max_vusers = match &config.phases {
-        Some(p) => phases::max_vusers(p).map_err(|e| ScenarioError::invalid(path, e))?,
+        Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
+            .map_err(|e| ScenarioError::invalid(path, e))?,
         None => None,
     };
     let target = target

@@ -127,9 +127,11 @@ struct Numbers {
 /// The run-wide cap on users at once that the phases' `maxVusers` give: the same value in every
 /// phase that gives one (Artillery caps each phase; one cap for the whole run is what loadlab
 /// runs, so differing caps are refused).
-pub fn max_vusers(specs: &[PhaseSpec]) -> Result<Option<usize>, PhaseError> {
+pub fn max_vusers<'a>(
+    specs: impl IntoIterator<Item = &'a PhaseSpec>,
+) -> Result<Option<usize>, PhaseError> {
     let mut cap: Option<usize> = None;
-    for (i, p) in specs.iter().enumerate() {
+    for (i, p) in specs.into_iter().enumerate() {
         let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
         if let Some(m) = &p.max_vusers {
             let m = m.value(&name, "maxVusers")?;
@@ -187,9 +189,9 @@ pub enum Phases {
 
 /// The phases of a file: all arrival phases (the open model) or all user phases (the closed
 /// model with virtual users); pauses fit either.
-pub fn lower(specs: &[PhaseSpec]) -> Result<Phases, PhaseError> {
+pub fn lower<'a>(specs: impl IntoIterator<Item = &'a PhaseSpec>) -> Result<Phases, PhaseError> {
     let mut lowered = Vec::new();
-    for (i, p) in specs.iter().enumerate() {
+    for (i, p) in specs.into_iter().enumerate() {
         lowered.push(phases_of(i, p)?);
     }
     let users = lowered.iter().any(|l| matches!(l, Lowered::Users(_)));
@@ -226,6 +228,11 @@ pub fn lower(specs: &[PhaseSpec]) -> Result<Phases, PhaseError> {
         )
     };
     Ok(phases)
+}
+
+/// Checks phase `i` alone, so that its error can be placed at it.
+pub fn check(i: usize, p: &PhaseSpec) -> Result<(), PhaseError> {
+    phases_of(i, p).map(|_| ())
 }
 
 fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered, PhaseError> {
