@@ -43,7 +43,10 @@ fn validate_needs_no_network_and_shows_what_it_accepted_and_ignored() {
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("no phases: one user"), "{stdout}");
     assert!(stdout.contains("apdex threshold 100 ms"), "{stdout}");
-    assert!(stdout.contains("expect contentType, statusCode"), "{stdout}");
+    assert!(
+        stdout.contains("expect contentType, statusCode"),
+        "{stdout}"
+    );
     assert!(
         stderr.contains("warning: config.plugins.hello-world: loadlab does not run this plugin"),
         "{stderr}"
@@ -133,7 +136,9 @@ scenarios:
     let (s, _) = run(&[failing.to_str().unwrap()], &server);
     assert_eq!(s["users"]["failed"], 1, "{}", s["users"]);
     assert!(
-        s["users"].to_string().contains("expect notHasProperty on POST /login"),
+        s["users"]
+            .to_string()
+            .contains("expect notHasProperty on POST /login"),
         "{}",
         s["users"]
     );

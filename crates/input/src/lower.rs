@@ -317,7 +317,10 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenar
     let model = match sc.phases {
         Phases::Rates(phases) => {
             let connections = o.connections.unwrap_or(sc.endpoints.len());
-            let max_connections = o.max_connections.or(sc.max_vusers).unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
+            let max_connections = o
+                .max_connections
+                .or(sc.max_vusers)
+                .unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
             Model::Open {
                 phases,
                 arrival: arrival(o.arrival),
@@ -558,7 +561,9 @@ mod tests {
 
         let file = dir.join("s.yaml");
         let text = "config:\n  target: \"https://127.0.0.1:8443\"\n  tls:\n    cacert: ca.pem\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, &file, &Overrides::default()).unwrap().plan;
+        let from_file = scenario_text(text, &file, &Overrides::default())
+            .unwrap()
+            .plan;
         assert_eq!(
             from_file.tls.cacert.as_ref().unwrap().path,
             ca.display().to_string(),
@@ -568,7 +573,13 @@ mod tests {
             insecure: true,
             ..Overrides::default()
         };
-        assert!(scenario_text(text, &file, &insecure).unwrap().plan.tls.insecure);
+        assert!(
+            scenario_text(text, &file, &insecure)
+                .unwrap()
+                .plan
+                .tls
+                .insecure
+        );
 
         std::fs::write(&ca, "not a certificate").unwrap();
         let e = scenario_text(text, &file, &Overrides::default()).unwrap_err();
@@ -591,7 +602,9 @@ mod tests {
         )
         .unwrap();
         let text = "config:\n  target: \"http://127.0.0.1:1\"\n  http:\n    timeout: 2\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default()).unwrap().plan;
+        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default())
+            .unwrap()
+            .plan;
         let from_url = url(
             &UrlTarget::plain("http://127.0.0.1:1/x", Duration::from_secs(2)),
             Model::closed(1, 1),
@@ -642,7 +655,9 @@ mod tests {
 
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  http:\n    http2: true\n    streams: 6\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
         let file = Path::new("h2.yaml");
-        let from_file = scenario_text(text, file, &Overrides::default()).unwrap().plan;
+        let from_file = scenario_text(text, file, &Overrides::default())
+            .unwrap()
+            .plan;
         assert_eq!(from_file.protocol, Protocol::Http2 { streams: 6 });
         // The flags' --streams wins over the file's.
         let overridden = Overrides {
@@ -652,7 +667,9 @@ mod tests {
         let from_both = scenario_text(text, file, &overridden).unwrap().plan;
         assert_eq!(from_both.protocol, Protocol::Http2 { streams: 2 });
         let plain = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
-        let http1 = scenario_text(&plain, file, &Overrides::default()).unwrap().plan;
+        let http1 = scenario_text(&plain, file, &Overrides::default())
+            .unwrap()
+            .plan;
         assert_eq!(http1.protocol, Protocol::Http1);
     }
 

@@ -4,9 +4,7 @@
 
 use std::collections::HashMap;
 
-use loadlab_run::users::{
-    json_at, Behaviour, CaptureSource, Expect, RequestStep, Step, UserModel,
-};
+use loadlab_run::users::{json_at, Behaviour, CaptureSource, Expect, RequestStep, Step, UserModel};
 use serde_json_path::JsonPath;
 
 use crate::conn::exchange::Answer;

@@ -37,7 +37,13 @@ fn rates(s: &Scenario) -> Vec<(f64, f64, f64)> {
         panic!("arrival phases expected");
     };
     p.iter()
-        .map(|p| (p.start_rps, p.end_rps, p.duration.map_or(0.0, |d| d.as_secs_f64())))
+        .map(|p| {
+            (
+                p.start_rps,
+                p.end_rps,
+                p.duration.map_or(0.0, |d| d.as_secs_f64()),
+            )
+        })
         .collect()
 }
 
@@ -59,7 +65,11 @@ fn first_request(s: &Scenario) -> &loadlab_run::users::RequestStep {
 fn a_script_without_phases_runs_one_user_and_its_version_changes_nothing() {
     let s = ok("version: 1\nconfig:\n  target: http://no-such-host.invalid:8080\nscenarios:\n  - flow:\n      - get: { url: /dino }\n");
     assert_eq!(rates(&s), [(1.0, 1.0, 1.0)]);
-    assert!(s.notes.iter().any(|n| n.contains("one user")), "{:?}", s.notes);
+    assert!(
+        s.notes.iter().any(|n| n.contains("one user")),
+        "{:?}",
+        s.notes
+    );
 }
 
 #[test]
@@ -78,8 +88,19 @@ fn an_environment_chosen_with_e_is_laid_over_config() {
     };
     let s = lower(text, &flags).unwrap();
     assert_eq!(rates(&s), [(3.0, 3.0, 10.0)]);
-    assert!(s.requests[0].url.starts_with("http://127.0.0.1:2/"), "{}", s.requests[0].url);
-    let names: Vec<&str> = s.users.as_ref().unwrap().variables.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(
+        s.requests[0].url.starts_with("http://127.0.0.1:2/"),
+        "{}",
+        s.requests[0].url
+    );
+    let names: Vec<&str> = s
+        .users
+        .as_ref()
+        .unwrap()
+        .variables
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
     assert_eq!(names, ["a", "b"]);
 
     let flags = ScriptFlags {
@@ -87,14 +108,20 @@ fn an_environment_chosen_with_e_is_laid_over_config() {
         ..ScriptFlags::default()
     };
     let e = lower(text, &flags).unwrap_err().to_string();
-    assert_eq!(e, "s.yml: -e prod: config.environments has no \"prod\" (it has: smoke)");
+    assert_eq!(
+        e,
+        "s.yml: -e prod: config.environments has no \"prod\" (it has: smoke)"
+    );
 }
 
 #[test]
 fn phase_numbers_may_come_from_the_environment_of_the_process() {
     let text = "config:\n  target: http://127.0.0.1:1\n  phases:\n    - arrivalRate: \"{{ $processEnvironment.LOADLAB_TEST_RATE_7 }}\"\n      duration: \"{{ $env.LOADLAB_TEST_DURATION_7 }}\"\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
     let e = refused(text);
-    assert!(e.contains("arrivalRate") && e.contains("LOADLAB_TEST_RATE_7, which is not set"), "{e}");
+    assert!(
+        e.contains("arrivalRate") && e.contains("LOADLAB_TEST_RATE_7, which is not set"),
+        "{e}"
+    );
     std::env::set_var("LOADLAB_TEST_RATE_7", "4");
     std::env::set_var("LOADLAB_TEST_DURATION_7", "20");
     assert_eq!(rates(&ok(text)), [(4.0, 4.0, 20.0)]);
@@ -115,9 +142,12 @@ fn a_file_of_scenarios_takes_its_config_from_config() {
     let s = lower(text, &flags).unwrap();
     assert_eq!(s.requests[0].url, "http://127.0.0.1:3/dino");
     assert!(s.warnings.is_empty(), "{:?}", s.warnings);
-    let e = lower("config:\n  target: http://127.0.0.1:3\n", &ScriptFlags::default())
-        .unwrap_err()
-        .to_string();
+    let e = lower(
+        "config:\n  target: http://127.0.0.1:3\n",
+        &ScriptFlags::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("no scenarios") && e.contains("--config"), "{e}");
 }
 
@@ -129,12 +159,18 @@ fn variables_from_v_are_set_over_the_files() {
         ..ScriptFlags::default()
     };
     let s = lower(text, &flags).unwrap();
-    assert_eq!(s.users.unwrap().variables, [("id".to_string(), vec!["7".to_string()])]);
+    assert_eq!(
+        s.users.unwrap().variables,
+        [("id".to_string(), vec!["7".to_string()])]
+    );
     let flags = ScriptFlags {
         variables: Some("[1]".into()),
         ..ScriptFlags::default()
     };
-    assert!(lower(text, &flags).unwrap_err().to_string().contains("-v/--variables takes a JSON object"));
+    assert!(lower(text, &flags)
+        .unwrap_err()
+        .to_string()
+        .contains("-v/--variables takes a JSON object"));
 }
 
 #[test]
@@ -142,16 +178,28 @@ fn plugins_loadlab_does_not_run_are_warned_about_and_refused_when_strict() {
     let text = "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 1 }]\n  plugins:\n    hello-world: { greeting: hi }\n    ensure: { maxErrorRate: 1 }\n    apdex: {}\n  apdex: { threshold: 100 }\n  http: { pool: 10 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
     let s = ok(text);
     assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
-    assert!(s.warnings[0].starts_with("config.plugins.hello-world: loadlab does not run this plugin"));
+    assert!(
+        s.warnings[0].starts_with("config.plugins.hello-world: loadlab does not run this plugin")
+    );
     assert!(s.warnings[1].starts_with("config.http.pool: ignored"));
-    assert_eq!(s.thresholds.len(), 1, "plugins.ensure gives its maxErrorRate");
-    assert!(s.notes.iter().any(|n| n.starts_with("apdex threshold 100 ms")));
+    assert_eq!(
+        s.thresholds.len(),
+        1,
+        "plugins.ensure gives its maxErrorRate"
+    );
+    assert!(s
+        .notes
+        .iter()
+        .any(|n| n.starts_with("apdex threshold 100 ms")));
     let strict = ScriptFlags {
         strict: true,
         ..ScriptFlags::default()
     };
     let e = lower(text, &strict).unwrap_err().to_string();
-    assert!(e.contains("config.plugins.hello-world") && e.contains("--strict"), "{e}");
+    assert!(
+        e.contains("config.plugins.hello-world") && e.contains("--strict"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -165,11 +213,22 @@ fn max_vusers_caps_the_users_of_the_run_and_must_agree_across_phases() {
 #[test]
 fn object_variables_random_strings_and_default_headers_lower_into_the_requests() {
     let s = ok("config:\n  target: http://127.0.0.1:1\n  variables:\n    user: { name: ann, tags: { first: a } }\n  defaults:\n    headers: { x-api-key: k1, accept: text/plain }\nscenarios:\n  - flow:\n      - post:\n          url: \"/u/{{ user.name }}/{{ user.tags.first }}\"\n          headers: { Accept: application/json }\n          json: { id: \"{{ $randomString() }}\" }\n");
-    let names: Vec<&str> = s.users.as_ref().unwrap().variables.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = s
+        .users
+        .as_ref()
+        .unwrap()
+        .variables
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
     assert_eq!(names, ["user.name", "user.tags.first"]);
     let r = first_request(&s);
     let headers: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(headers, ["Accept", "Content-Type", "x-api-key"], "the request's own Accept wins");
+    assert_eq!(
+        headers,
+        ["Accept", "Content-Type", "x-api-key"],
+        "the request's own Accept wins"
+    );
 }
 
 #[test]
@@ -178,7 +237,10 @@ fn a_url_that_is_a_template_is_a_path_on_the_target() {
     let text = format!("config:\n  target: http://127.0.0.1:4\n  phases: [{{ arrivalCount: 3, duration: 1 }}]\n  payload:\n    - path: {}\n      fields: [url]\nscenarios:\n  - flow: [{{ get: {{ url: \"{{{{ url }}}}\" }} }}]\n", csv.display());
     let s = ok(&text);
     assert_eq!(s.requests[0].url, "http://127.0.0.1:4{{ url }}");
-    assert_eq!(first_request(&s).path.variables().collect::<Vec<_>>(), ["url"]);
+    assert_eq!(
+        first_request(&s).path.variables().collect::<Vec<_>>(),
+        ["url"]
+    );
 }
 
 #[test]
@@ -186,7 +248,10 @@ fn expect_items_may_hold_several_checks_and_other_checks_are_refused_where_they_
     let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect: { statusCode: [200, 201], contentType: json }\n");
     assert_eq!(
         first_request(&s).expects,
-        [Expect::ContentType("json".into()), Expect::Status(vec![200, 201])]
+        [
+            Expect::ContentType("json".into()),
+            Expect::Status(vec![200, 201])
+        ]
     );
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - statusCode: 200\n            - cdnHit: true\n");
     assert!(
@@ -194,7 +259,10 @@ fn expect_items_may_hold_several_checks_and_other_checks_are_refused_where_they_
         "{e}"
     );
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: [{ statusCode: ok }] }\n");
-    assert!(e.starts_with("s.yml:5:47: ") && e.contains("expect statusCode: takes a status code"), "{e}");
+    assert!(
+        e.starts_with("s.yml:5:47: ") && e.contains("expect statusCode: takes a status code"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -208,21 +276,37 @@ fn an_item_of_one_or_a_list_says_what_is_wrong_in_it_and_where() {
 fn keys_the_engine_cannot_run_are_refused_with_their_place() {
     let base = "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n";
     for (step, key) in [
-        ("      - get: { url: /, match: { json: $.a, value: b } }\n", "match"),
+        (
+            "      - get: { url: /, match: { json: $.a, value: b } }\n",
+            "match",
+        ),
         ("      - get: { url: /, ifTrue: \"a > 1\" }\n", "ifTrue"),
         ("      - get: { url: /, cookie: { a: b } }\n", "cookie"),
         ("      - post: { url: /, formData: { a: b } }\n", "formData"),
-        ("      - get: { url: /, followRedirect: true }\n", "followRedirect"),
-        ("      - loop: [{ get: { url: / } }]\n        over: [1, 2]\n", "over"),
+        (
+            "      - get: { url: /, followRedirect: true }\n",
+            "followRedirect",
+        ),
+        (
+            "      - loop: [{ get: { url: / } }]\n        over: [1, 2]\n",
+            "over",
+        ),
         ("      - parallel: [{ get: { url: / } }]\n", "parallel"),
     ] {
         let e = refused(&format!("{base}{step}"));
-        let line = if key == "over" { "s.yml:6:" } else { "s.yml:5:" };
+        let line = if key == "over" {
+            "s.yml:6:"
+        } else {
+            "s.yml:5:"
+        };
         assert!(e.starts_with(line), "{key}: {e}");
         assert!(e.contains(&format!("flow step 1: {key}: ")), "{key}: {e}");
     }
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - engine: socketio\n    flow:\n      - emit: { channel: x }\n");
-    assert!(e.starts_with("s.yml:4:13: engine: socketio: loadlab runs HTTP scenarios only"), "{e}");
+    assert!(
+        e.starts_with("s.yml:4:13: engine: socketio: loadlab runs HTTP scenarios only"),
+        "{e}"
+    );
     let e = refused("config:\n  target: http://127.0.0.1:1\nbefore:\n  flow: [{ get: { url: / } }]\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
     assert!(e.starts_with("s.yml:4:3: before: "), "{e}");
 }
@@ -231,19 +315,28 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
 fn node_hooks_are_refused_only_after_everything_else_checks_out() {
     // The processor sets `token`: the undefined variable is the hook's doing.
     let e = refused("config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - function: setToken\n      - get: { url: \"/{{ token }}\" }\n");
-    assert!(e.starts_with("s.yml:3:14: config.processor: Node.js hooks are not run by loadlab yet"), "{e}");
+    assert!(
+        e.starts_with("s.yml:3:14: config.processor: Node.js hooks are not run by loadlab yet"),
+        "{e}"
+    );
     // Something else wrong comes first.
     let e = refused("config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - get: { url: /, afterResponse: log, cookie: { a: b } }\n");
     assert!(e.contains("cookie: "), "{e}");
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - afterResponse: printStatus\n    flow:\n      - get: { url: / }\n");
-    assert!(e.starts_with("s.yml:4:20: afterResponse: Node.js hooks"), "{e}");
+    assert!(
+        e.starts_with("s.yml:4:20: afterResponse: Node.js hooks"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_form_is_sent_url_encoded() {
     let s = ok("config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 1 }]\nscenarios:\n  - flow:\n      - post: { url: /login, form: { user: a b, n: 1 } }\n");
     assert_eq!(s.requests[0].body, b"n=1&user=a+b");
-    assert!(s.requests[0].headers.contains(&("Content-Type".into(), "application/x-www-form-urlencoded".into())));
+    assert!(s.requests[0].headers.contains(&(
+        "Content-Type".into(),
+        "application/x-www-form-urlencoded".into()
+    )));
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /login, form: { user: \"{{ u }}\" } }\n");
     assert!(e.contains("form \"user\""), "{e}");
 }
@@ -254,12 +347,22 @@ fn the_expect_plugins_checks_lower_with_their_arguments() {
     let keys: Vec<&str> = first_request(&s).expects.iter().map(Expect::key).collect();
     assert_eq!(
         keys,
-        ["hasProperty", "notHasProperty", "equals", "hasHeader", "headerEquals", "matchesRegexp"]
+        [
+            "hasProperty",
+            "notHasProperty",
+            "equals",
+            "hasHeader",
+            "headerEquals",
+            "matchesRegexp"
+        ]
     );
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { equals: [\"{{ nobody }}\", a] } }\n");
     assert!(e.contains("{{ nobody }} is not defined"), "{e}");
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { matchesRegexp: \"(\" } }\n");
-    assert!(e.contains("expect matchesRegexp: \"(\" is not a regular expression"), "{e}");
+    assert!(
+        e.contains("expect matchesRegexp: \"(\" is not a regular expression"),
+        "{e}"
+    );
 }
 
 #[test]

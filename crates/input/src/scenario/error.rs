@@ -39,8 +39,8 @@ pub enum ScenarioError {
         at: Option<Position>,
         /// Where in the file, outermost first; empty for the file as a whole.
         trail: Vec<Place>,
-        /// What is wrong.
-        problem: Problem,
+        /// What is wrong (boxed: it is the large part of an error that is rarely made).
+        problem: Box<Problem>,
     },
 }
 
@@ -169,7 +169,9 @@ pub enum Problem {
     #[error("variable {0:?}: a list of objects is not supported yet (one object, or a list of strings, numbers or booleans)")]
     VariableObjects(String),
     /// A plugin loadlab ignores, with `--strict`.
-    #[error("config.plugins.{0}: loadlab does not run this plugin (--strict refuses ignored plugins)")]
+    #[error(
+        "config.plugins.{0}: loadlab does not run this plugin (--strict refuses ignored plugins)"
+    )]
     StrictPlugin(String),
     /// `config.plugins.ensure` or `config.plugins.expect` settings that do not read.
     #[error("config.plugins.{plugin}: {error}")]
@@ -191,7 +193,7 @@ pub enum Problem {
 pub(crate) struct Traced {
     trail: Vec<Place>,
     at: Option<Position>,
-    problem: Problem,
+    problem: Box<Problem>,
 }
 
 impl<E: Into<Problem>> From<E> for Traced {
@@ -199,7 +201,7 @@ impl<E: Into<Problem>> From<E> for Traced {
         Traced {
             trail: Vec::new(),
             at: None,
-            problem: problem.into(),
+            problem: Box::new(problem.into()),
         }
     }
 }
@@ -210,7 +212,7 @@ impl Traced {
         Traced {
             trail: Vec::new(),
             at: position(loc),
-            problem: problem.into(),
+            problem: Box::new(problem.into()),
         }
     }
 
@@ -218,7 +220,7 @@ impl Traced {
     /// scenario that sends no request of its own.
     pub(crate) fn is_undefined(&self) -> bool {
         matches!(
-            self.problem,
+            *self.problem,
             Problem::Flow(FlowError::Undefined(_) | FlowError::NoRequest)
         )
     }
@@ -382,7 +384,9 @@ pub enum FlowError {
     #[error("a step sends one request; split get/post/… into separate steps")]
     TwoRequests,
     /// A step that is not exactly one of a request, a think and a loop.
-    #[error("a step is one of get/post/put/patch/delete, think, log, function, or loop (with count)")]
+    #[error(
+        "a step is one of get/post/put/patch/delete, think, log, function, or loop (with count)"
+    )]
     StepKind,
     /// `count` without `loop`.
     #[error("count goes with loop")]

@@ -403,8 +403,16 @@ impl<'a> Lowering<'a> {
             // Every problem of the step is placed at it, unless it knows a closer place.
             let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
             let later = [
-                ("over", &s.over, "loop over a list is not run yet; write the loop with count"),
-                ("parallel", &s.parallel, "parallel requests are not run yet; write them as steps one after another"),
+                (
+                    "over",
+                    &s.over,
+                    "loop over a list is not run yet; write the loop with count",
+                ),
+                (
+                    "parallel",
+                    &s.parallel,
+                    "parallel requests are not run yet; write them as steps one after another",
+                ),
             ];
             for (key, given, what) in later {
                 if let Some(v) = given {
@@ -531,7 +539,8 @@ impl<'a> Lowering<'a> {
                 &log.referenced,
             ));
         };
-        let t = Template::parse(&text).map_err(|e| Traced::at(FlowError::from(e), &log.referenced))?;
+        let t =
+            Template::parse(&text).map_err(|e| Traced::at(FlowError::from(e), &log.referenced))?;
         if let Some(v) = t.variables().find(|v| !self.defined.contains(*v)) {
             return Err(FlowError::Undefined(v.to_string()).into());
         }
@@ -542,10 +551,26 @@ impl<'a> Lowering<'a> {
     /// parsed, its captures and expectations checked.
     fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, Traced> {
         let later = [
-            ("formData", &r.form_data, "multipart bodies are not sent yet; send the file's bytes with body"),
-            ("match", &r.matches, "use capture (json) with expect instead"),
-            ("ifTrue", &r.if_true, "conditional requests are not run yet; remove the condition"),
-            ("cookie", &r.cookie, "loadlab keeps no cookies yet; send a Cookie header with headers"),
+            (
+                "formData",
+                &r.form_data,
+                "multipart bodies are not sent yet; send the file's bytes with body",
+            ),
+            (
+                "match",
+                &r.matches,
+                "use capture (json) with expect instead",
+            ),
+            (
+                "ifTrue",
+                &r.if_true,
+                "conditional requests are not run yet; remove the condition",
+            ),
+            (
+                "cookie",
+                &r.cookie,
+                "loadlab keeps no cookies yet; send a Cookie header with headers",
+            ),
         ];
         for (key, given, what) in later {
             if let Some(v) = given {
@@ -648,7 +673,11 @@ impl<'a> Lowering<'a> {
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
                 let expect = expect_of(check, v)?;
-                if let Some(v) = expect.variables().into_iter().find(|v| !self.defined.contains(*v)) {
+                if let Some(v) = expect
+                    .variables()
+                    .into_iter()
+                    .find(|v| !self.defined.contains(*v))
+                {
                     return Err(FlowError::Undefined(v.to_string()));
                 }
                 expects.push(expect);
@@ -906,6 +935,9 @@ mod tests {
             split_url(t, "{{ url }}").unwrap(),
             ("http://127.0.0.1:8080".to_string(), "{{ url }}".to_string())
         );
-        assert_eq!(split_url("http://h:1/base/", "{{ u }}").unwrap().1, "/base{{ u }}");
+        assert_eq!(
+            split_url("http://h:1/base/", "{{ u }}").unwrap().1,
+            "/base{{ u }}"
+        );
     }
 }

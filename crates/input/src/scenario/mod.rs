@@ -28,10 +28,10 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use self::ensure::EnsureSpec;
+pub use self::error::Refusal;
 pub use self::error::{
     EnsureError, FlowError, PayloadError, PhaseError, Place, Problem, ScenarioError,
 };
-pub use self::error::Refusal;
 use self::error::{Traced, Within};
 use self::flows::{MarkovSpec, RequestSpec, StepSpec};
 use self::payload::{read_payload, PayloadSpec};
@@ -304,7 +304,11 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
                 path,
                 Problem::NoEnvironment {
                     name: name.clone(),
-                    known: if known.is_empty() { "none".into() } else { known.join(", ") },
+                    known: if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    },
                 },
             ));
         };
@@ -370,7 +374,10 @@ fn ignored(config: &Config, path: &Path, strict: bool) -> Result<Vec<String>, Sc
     for name in config.plugins.iter().flat_map(|p| p.keys()) {
         if !KNOWN_PLUGINS.contains(&name.as_str()) {
             if strict {
-                return Err(ScenarioError::invalid(path, Problem::StrictPlugin(name.clone())));
+                return Err(ScenarioError::invalid(
+                    path,
+                    Problem::StrictPlugin(name.clone()),
+                ));
             }
             warnings.push(format!(
                 "config.plugins.{name}: loadlab does not run this plugin; it is ignored"
@@ -378,7 +385,10 @@ fn ignored(config: &Config, path: &Path, strict: bool) -> Result<Vec<String>, Sc
         }
     }
     if let Some(h) = &config.http {
-        for (key, given) in [("pool", h.pool.is_some()), ("maxSockets", h.max_sockets.is_some())] {
+        for (key, given) in [
+            ("pool", h.pool.is_some()),
+            ("maxSockets", h.max_sockets.is_some()),
+        ] {
             if !given {
                 continue;
             }
@@ -405,12 +415,14 @@ fn ensure_spec(config: &Config) -> Result<Option<EnsureSpec>, Problem> {
     let from_plugin = config.plugins.as_ref().and_then(|p| p.get("ensure"));
     match (&config.ensure, from_plugin) {
         (Some(_), _) | (None, None) => Ok(None),
-        (None, Some(v)) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
-            Problem::PluginSettings {
-                plugin: "ensure".into(),
-                error: e.to_string(),
-            }
-        }),
+        (None, Some(v)) => {
+            serde_json::from_value(v.clone())
+                .map(Some)
+                .map_err(|e| Problem::PluginSettings {
+                    plugin: "ensure".into(),
+                    error: e.to_string(),
+                })
+        }
     }
 }
 
@@ -477,7 +489,9 @@ pub fn from_text(
     // A variable no source defines may come from a hook, and a flow of function steps sends
     // its requests from Node.js: then the hook is the refusal.
     let located = |e: Traced| match &hook {
-        Some((key, at)) if e.is_undefined() => Traced::at(Refusal::Hook(key.clone()), at).in_file(path),
+        Some((key, at)) if e.is_undefined() => {
+            Traced::at(Refusal::Hook(key.clone()), at).in_file(path)
+        }
         _ => e.in_file(path),
     };
     let (endpoints, requests, users) = match plain(&script, &phases) {
@@ -498,10 +512,13 @@ pub fn from_text(
                 .map_err(|_| ScenarioError::invalid(path, Problem::TimeoutTooLong(t)))
         })
         .transpose()?;
-    let tls = config.tls.as_ref().map_or_else(ScenarioTls::default, |t| ScenarioTls {
-        cacert: t.cacert.as_ref().map(|c| script.dir.join(c)),
-        insecure: t.insecure || t.reject_unauthorized == Some(false),
-    });
+    let tls = config
+        .tls
+        .as_ref()
+        .map_or_else(ScenarioTls::default, |t| ScenarioTls {
+            cacert: t.cacert.as_ref().map(|c| script.dir.join(c)),
+            insecure: t.insecure || t.reject_unauthorized == Some(false),
+        });
     let from_plugin = ensure_spec(config).map_err(|e| ScenarioError::invalid(path, e))?;
     let thresholds = match config.ensure.as_ref().or(from_plugin.as_ref()) {
         Some(e) => e
@@ -512,7 +529,9 @@ pub fn from_text(
     let http2 = config.http.as_ref().filter(|h| h.http2).map(|h| h.streams);
     let mut notes = Vec::new();
     if let Some(env) = &flags.environment {
-        notes.push(format!("environment {env} (config.environments.{env} over config)"));
+        notes.push(format!(
+            "environment {env} (config.environments.{env} over config)"
+        ));
     }
     if let Some(c) = &flags.config {
         notes.push(format!("config from {}", c.display()));
@@ -591,12 +610,13 @@ fn weighted(scenarios: &[ScenarioSpec]) -> Vec<(usize, String, u32)> {
 
 /// Each scenario's one plain request and its method, when the file runs as plain arrivals:
 /// arrival phases, no variables or payload, and every scenario a flow of one plain request.
-fn plain<'a>(
-    file: &'a Script,
-    phases: &Phases,
-) -> Option<Vec<(&'static str, &'a RequestSpec)>> {
+fn plain<'a>(file: &'a Script, phases: &Phases) -> Option<Vec<(&'static str, &'a RequestSpec)>> {
     if !matches!(phases, Phases::Rates(_))
-        || file.config.variables.as_ref().is_some_and(|v| !v.is_empty())
+        || file
+            .config
+            .variables
+            .as_ref()
+            .is_some_and(|v| !v.is_empty())
         || file.config.payload.is_some()
         || file
             .config
@@ -700,7 +720,9 @@ fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<
             // An object: each of its leaves a variable `name.key.…`, as Artillery reads
             // `{{ name.key }}`.
             serde_json::Value::Object(_) => flatten_object(name, v, &mut flat),
-            serde_json::Value::Array(items) if items.iter().any(|i| i.is_object() || i.is_array()) => {
+            serde_json::Value::Array(items)
+                if items.iter().any(|i| i.is_object() || i.is_array()) =>
+            {
                 return Err(Problem::VariableObjects(name.clone()).into());
             }
             _ => flat.push((name.clone(), v.clone())),
@@ -793,8 +815,14 @@ mod tests {
     #[test]
     fn the_parser_never_panics_on_mangled_or_random_input() {
         let path = Path::new("fuzz.yaml");
-        assert!(parse(SEED, path, &ScriptFlags::default()).is_ok(), "the seed parses");
-        assert!(parse(USERS_SEED, path, &ScriptFlags::default()).is_ok(), "the users seed parses");
+        assert!(
+            parse(SEED, path, &ScriptFlags::default()).is_ok(),
+            "the seed parses"
+        );
+        assert!(
+            parse(USERS_SEED, path, &ScriptFlags::default()).is_ok(),
+            "the users seed parses"
+        );
         // Either outcome is fine; a panic fails the test.
         mutations(SEED, 3000, |text| {
             let _ = parse(text, path, &ScriptFlags::default());
@@ -813,9 +841,12 @@ mod tests {
             path: file,
             trail,
             at,
-            problem: Problem::Flow(FlowError::Undefined(variable)),
+            problem,
         } = &e
         else {
+            panic!("{e:?}");
+        };
+        let Problem::Flow(FlowError::Undefined(variable)) = problem.as_ref() else {
             panic!("{e:?}");
         };
         assert_eq!(file, path);
@@ -828,7 +859,14 @@ mod tests {
                 step(1, 10, 13)
             ]
         );
-        assert_eq!(*at, Some(crate::Position { line: 10, column: 13 }), "the innermost step's place");
+        assert_eq!(
+            *at,
+            Some(crate::Position {
+                line: 10,
+                column: 13
+            }),
+            "the innermost step's place"
+        );
         assert_eq!(variable, "cart");
         assert!(
             e.to_string().starts_with(
@@ -837,7 +875,12 @@ mod tests {
             "{e}"
         );
 
-        let e = parse("config:\n  target: x\n  extra: 1\n", path, &ScriptFlags::default()).unwrap_err();
+        let e = parse(
+            "config:\n  target: x\n  extra: 1\n",
+            path,
+            &ScriptFlags::default(),
+        )
+        .unwrap_err();
         let ScenarioError::Yaml(yaml) = &e else {
             panic!("{e:?}");
         };
