@@ -339,6 +339,17 @@ impl Payload {
 mod tests {
     use super::*;
 
+    #[test]
+    fn json_paths_read_dotted_keys_and_list_indices_as_the_expect_plugin_does() {
+        let doc = serde_json::json!({"user": {"name": "ann", "tags": ["a", "b"]}, "n": 0});
+        assert_eq!(json_at(&doc, "user.name"), Some(&serde_json::json!("ann")));
+        assert_eq!(json_at(&doc, "user.tags[1]"), Some(&serde_json::json!("b")));
+        assert_eq!(json_at(&doc, "user.tags.0"), Some(&serde_json::json!("a")));
+        assert_eq!(json_at(&doc, "n"), Some(&serde_json::json!(0)));
+        assert_eq!(json_at(&doc, "user.age"), None);
+        assert_eq!(json_at(&doc, "n.x"), None);
+    }
+
     fn state(name: &str, next: &[(Option<usize>, f64)]) -> ChainState {
         ChainState {
             name: name.into(),
