@@ -122,6 +122,14 @@ fn phase_numbers_may_come_from_the_environment_of_the_process() {
         e.contains("arrivalRate") && e.contains("LOADLAB_TEST_RATE_7, which is not set"),
         "{e}"
     );
+    let target = refused("config:\n  target: \"{{ $env.LOADLAB_TEST_TARGET_7 }}\"\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(
+        target.contains("config.target: $env.LOADLAB_TEST_TARGET_7 reads"),
+        "{target}"
+    );
+    std::env::set_var("LOADLAB_TEST_TARGET_7", "http://127.0.0.1:5");
+    let s = ok("config:\n  target: \"{{ $env.LOADLAB_TEST_TARGET_7 }}\"\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert_eq!(s.requests[0].url, "http://127.0.0.1:5/");
     std::env::set_var("LOADLAB_TEST_RATE_7", "4");
     std::env::set_var("LOADLAB_TEST_DURATION_7", "20");
     assert_eq!(rates(&ok(text)), [(4.0, 4.0, 20.0)]);
@@ -292,9 +300,13 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
             "over",
         ),
         ("      - parallel: [{ get: { url: / } }]\n", "parallel"),
+        (
+            "      - loop: [{ get: { url: / } }]\n        whileTrue: more\n",
+            "whileTrue",
+        ),
     ] {
         let e = refused(&format!("{base}{step}"));
-        let line = if key == "over" {
+        let line = if key == "over" || key == "whileTrue" {
             "s.yml:6:"
         } else {
             "s.yml:5:"

@@ -53,6 +53,9 @@ pub struct StepSpec {
     /// A message the user prints, rendered with its variables.
     #[serde(default)]
     log: Option<Spanned<serde_json::Value>>,
+    /// A loop's condition on a Node.js function (refused: not run yet).
+    #[serde(default, rename = "whileTrue")]
+    while_true: Option<Spanned<serde_json::Value>>,
     /// Steps run at once (refused: not run yet).
     #[serde(default)]
     parallel: Option<Spanned<serde_json::Value>>,
@@ -407,6 +410,11 @@ impl<'a> Lowering<'a> {
                     "over",
                     &s.over,
                     "loop over a list is not run yet; write the loop with count",
+                ),
+                (
+                    "whileTrue",
+                    &s.while_true,
+                    "a loop's condition is not run yet; write the loop with count",
                 ),
                 (
                     "parallel",

@@ -485,6 +485,13 @@ pub fn from_text(
     let target = target
         .or(config.target.as_deref())
         .ok_or_else(|| ScenarioError::invalid(path, Problem::NoTarget))?;
+    // `target: "{{ $processEnvironment.TARGET }}"`, as Artillery reads it.
+    let target = &crate::values::expand_env(target).map_err(|e| {
+        ScenarioError::invalid(
+            path,
+            Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
+        )
+    })?;
     let hook = first_hook(&script);
     // A variable no source defines may come from a hook, and a flow of function steps sends
     // its requests from Node.js: then the hook is the refusal.
