@@ -187,6 +187,31 @@ pub fn plain_untagged(message: &str) -> String {
         ("enum Seconds", "expected seconds (2, 0.5) or a duration such as \"2m\""),
         ("enum OneOrMany", "expected one item or a list of them"),
     ];
+    // A wrong type where a map of keys belongs names the Rust struct: say which key's map.
+    let structs = [
+        ("PayloadSpec", "payload: { path, fields, order, skipHeader, delimiter } (or a list of them)"),
+        ("CaptureSpec", "capture: { json: QUERY, as: NAME } or { header: NAME, as: NAME } (or a list of them)"),
+        ("PhaseSpec", "a phase: { duration, arrivalRate, rampTo, arrivalCount, pause, users, … }"),
+        ("StepSpec", "a flow step: { get/post/put/patch/delete: {…} }, { think: S }, { log: TEXT } or { loop: [...], count: N }"),
+        ("RequestSpec", "a request: { url, headers, qs, json, body, form, capture, expect, … }"),
+        ("ScenarioSpec", "a scenario: { name, weight, flow }"),
+        ("Config", "config: { target, phases, variables, payload, … }"),
+        ("HttpConfig", "config.http: { timeout, http2, streams }"),
+        ("TlsConfig", "config.tls: { rejectUnauthorized, cacert, insecure }"),
+        ("EnsureSpec", "ensure: { thresholds, conditions, maxErrorRate, p99, … }"),
+        ("ApdexSpec", "apdex: { threshold: MS }"),
+        ("DefaultsSpec", "config.defaults: { headers: { NAME: VALUE } }"),
+        ("MarkovSpec", "markov: { start: STATE, states: { … } }"),
+        ("StateSpec", "a markov state: { get or post, think, next }"),
+        ("SpikeSpec", "spike: { base, to, length, every }"),
+        ("StepShape", "step: { from, to, steps }"),
+    ];
+    for (ty, says) in structs {
+        let needle = format!("expected struct {ty}");
+        if message.contains(&needle) {
+            return message.replace(&needle, &format!("expected {says}"));
+        }
+    }
     for (ty, says) in accepts {
         if message.contains(ty) {
             let (head, _) = message
@@ -208,6 +233,10 @@ mod tests {
         let e = YamlError::new(p, "error: line 4 column 1: unknown field `extra`\n  |");
         assert_eq!(e.position, Some(Position { line: 4, column: 1 }));
         assert_eq!(e.to_string(), "x.yaml:4:1: unknown field `extra`");
+        assert_eq!(
+            plain_untagged("line 3 column 3: invalid type: integer `5`, expected struct PayloadSpec"),
+            "line 3 column 3: invalid type: integer `5`, expected payload: { path, fields, order, skipHeader, delimiter } (or a list of them)"
+        );
         let e = YamlError::new(p, "something else");
         assert_eq!(e.position, None);
         assert_eq!(e.to_string(), "x.yaml: something else");
