@@ -28,6 +28,15 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
     for w in &checked.warnings {
         println!("  ignored: {w}");
     }
+    if !checked.plan.thresholds.is_empty() {
+        let all: Vec<String> = checked
+            .plan
+            .thresholds
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        println!("  ensure (exit code 99 when one fails): {}", all.join(", "));
+    }
     print!("{}", loadlab_report::plan::render_plan(&checked.plan));
     Ok(Outcome::Done)
 }
