@@ -136,8 +136,8 @@ pub struct RequestSpec {
     /// Node.js hooks (refused once the rest of the file checks out).
     #[serde(default, rename = "beforeRequest")]
     pub before_request: Option<Spanned<serde_json::Value>>,
+    /// A Node.js hook run on each response (refused with the other hooks).
     #[serde(default, rename = "afterResponse")]
-    #[allow(missing_docs)]
     pub after_response: Option<Spanned<serde_json::Value>>,
     /// Artillery's older response check (refused: use capture and expect).
     #[serde(default, rename = "match")]
