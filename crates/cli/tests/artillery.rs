@@ -147,3 +147,93 @@ scenarios:
         s["users"]
     );
 }
+
+/// A one-shot HTTP server on 127.0.0.1 that answers 200 to each request and hands back the
+/// requests it read (headers and body, by Content-Length).
+fn recording_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Vec<u8>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        for _ in 0..requests {
+            let mut head = Vec::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                head.extend_from_slice(line.as_bytes());
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            head.extend_from_slice(&body);
+            seen.push(head);
+            writer
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .unwrap();
+        }
+        seen
+    });
+    (url, handle)
+}
+
+#[test]
+fn form_data_sends_a_multipart_body_with_the_file_a_template_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("files")).unwrap();
+    std::fs::write(dir.path().join("files/a.bin"), b"\x00\x01binary\xff").unwrap();
+    let file = write(
+        dir.path(),
+        "up.yml",
+        "config:\n  target: http://127.0.0.1:9\n  variables: { name: [a.bin] }\nscenarios:\n  - flow:\n      - post:\n          url: /upload\n          formData:\n            note: \"for {{ name }}\"\n            document: { fromFile: \"./files/{{ name }}\" }\n",
+    );
+    let (url, server) = recording_server(1);
+    let (s, _) = loadlab_json(&["run", file.to_str().unwrap(), "--target", &url]);
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    let request = server.join().unwrap();
+    let text = String::from_utf8_lossy(&request[0]).into_owned();
+    let boundary = text
+        .split("multipart/form-data; boundary=")
+        .nth(1)
+        .and_then(|rest| rest.split("\r\n").next())
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_string();
+    assert!(
+        text.contains("Content-Disposition: form-data; name=\"note\"\r\n\r\nfor a.bin\r\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("name=\"document\"; filename=\"a.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"),
+        "{text}"
+    );
+    let bytes = &request[0];
+    let at = bytes
+        .windows(8)
+        .position(|w| w == b"\x00\x01binary")
+        .unwrap();
+    assert_eq!(&bytes[at..at + 9], b"\x00\x01binary\xff");
+    assert!(text.ends_with(&format!("--{boundary}--\r\n")), "{text}");
+
+    // A file that is not there fails the session, naming it.
+    let missing = write(
+        dir.path(),
+        "missing.yml",
+        "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post: { url: /upload, formData: { d: { fromFile: ./files/none.bin } } }\n",
+    );
+    let (s, _) = loadlab_json(&["run", missing.to_str().unwrap(), "--target", &url]);
+    assert_eq!(s["users"]["failed"], 1, "{}", s["users"]);
+    assert!(
+        s["users"]["failures"].to_string().contains("none.bin"),
+        "{}",
+        s["users"]
+    );
+}

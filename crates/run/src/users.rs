@@ -83,10 +83,37 @@ pub struct RequestStep {
     pub captures: Vec<Capture>,
     /// Checks on the response; a failed one ends the session as failed.
     pub expects: Vec<Expect>,
+    /// A multipart body (`formData`): its fields in order; takes the place of `body` when not
+    /// empty.
+    #[serde(default)]
+    pub form_data: Vec<FormField>,
     /// When set, the first time a user loads this page the resources its HTML names
     /// (`img src`, stylesheet `link href`, `script src`) are fetched too, and recorded under
     /// this request index.
     pub static_resources: Option<usize>,
+}
+
+/// One field of a multipart body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormField {
+    /// The field's name.
+    pub name: String,
+    /// Its value, or the file it sends.
+    pub value: FormValue,
+    /// The part's `Content-Type`, when given (files default to `application/octet-stream`,
+    /// text to none).
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
+
+/// A multipart field's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FormValue {
+    /// Text, rendered with the user's variables.
+    Text(Template),
+    /// The bytes of a file whose path (rendered with the user's variables) is read at each
+    /// send; the file's name goes in the part's `filename`.
+    File(Template),
 }
 
 impl RequestStep {

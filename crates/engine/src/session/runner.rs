@@ -230,7 +230,13 @@ impl<'a> Session<'a> {
         let users = self.users;
         let t = &users.plan.requests[step.request];
         let authority = &users.plan.endpoints[t.endpoint].authority;
-        let (bytes, path) = render(step, t, authority, &self.vars, &mut self.rng);
+        let (bytes, path) =
+            render(step, t, authority, &self.vars, &mut self.rng).map_err(|reason| {
+                End::Failed {
+                    reason: format!("{reason} on {}", t.name),
+                    transport: false,
+                }
+            })?;
         let intended = if self.open {
             Some(self.next_intended.take().unwrap_or_else(Instant::now))
         } else {

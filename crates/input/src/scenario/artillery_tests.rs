@@ -290,7 +290,6 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
         ),
         ("      - get: { url: /, ifTrue: \"a > 1\" }\n", "ifTrue"),
         ("      - get: { url: /, cookie: { a: b } }\n", "cookie"),
-        ("      - post: { url: /, formData: { a: b } }\n", "formData"),
         (
             "      - get: { url: /, followRedirect: true }\n",
             "followRedirect",
@@ -397,6 +396,28 @@ fn a_phase_error_is_placed_at_its_phase() {
     let e = refused("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 5, arrivalRate: 1 }\n    - duration: 10\n      rampTo: 30\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
     assert!(
         e.starts_with("s.yml:5:7: phase \"phase 2\" needs one of arrivalRate, arrivalCount"),
+        "{e}"
+    );
+}
+
+#[test]
+fn form_data_fields_are_text_or_files_relative_to_the_scenario_file() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { f: [a.png, b.png] }\nscenarios:\n  - flow:\n      - post:\n          url: /upload\n          formData:\n            note: hi\n            doc: { fromFile: \"./files/{{ f }}\", contentType: image/png }\n");
+    let fields = &first_request(&s).form_data;
+    assert_eq!(fields.len(), 2);
+    assert_eq!(fields[0].name, "doc");
+    let loadlab_run::users::FormValue::File(path) = &fields[0].value else {
+        panic!("{fields:?}");
+    };
+    assert_eq!(
+        path.to_string(),
+        "./files/{{ f }}",
+        "relative to s.yml's folder (none here)"
+    );
+    assert_eq!(fields[0].content_type.as_deref(), Some("image/png"));
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /, formData: { doc: { fromFile: x, path: y } } }\n");
+    assert!(
+        e.starts_with("s.yml:5:35: ") && e.contains("formData \"doc\": a field is text"),
         "{e}"
     );
 }

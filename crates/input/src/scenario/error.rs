@@ -452,6 +452,12 @@ pub enum FlowError {
     /// Two of `json`, `body` and `form`.
     #[error("give one of json, body or form")]
     JsonAndBody,
+    /// A `formData` field that is none of text, `{fromFile}` or `{value}` (with `contentType`).
+    #[error(
+        "formData {0:?}: a field is text, {{ fromFile: PATH }} or {{ value: TEXT }}, with an \
+         optional contentType"
+    )]
+    FormData(String),
     /// A `form` field whose value is a template, a list or a map.
     #[error(
         "form {0:?}: values are fixed strings, numbers or booleans so far (templates are not \

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use loadlab_run::users::{
-    Behaviour, Capture, CaptureSource, Chain, ChainState, Expect, RequestStep, Step, Think,
-    UserScenario,
+    Behaviour, Capture, CaptureSource, Chain, ChainState, Expect, FormField, FormValue,
+    RequestStep, Step, Think, UserScenario,
 };
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use serde::Deserialize;
@@ -127,9 +127,10 @@ pub struct RequestSpec {
     /// A URL-encoded form body: field → value.
     #[serde(default)]
     pub form: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
-    /// A multipart body (refused: not sent yet).
+    /// A multipart body: field → text, or `{fromFile: PATH}` / `{value: TEXT}` with an
+    /// optional `contentType`.
     #[serde(default, rename = "formData")]
-    pub form_data: Option<Spanned<serde_json::Value>>,
+    pub form_data: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
     /// Whether redirects are followed; loadlab never follows them, so only `false` is taken.
     #[serde(default, rename = "followRedirect")]
     pub follow_redirect: Option<Spanned<bool>>,
@@ -350,6 +351,8 @@ pub struct Lowering<'a> {
     pub defined: HashSet<String>,
     /// `config.defaults.headers`: sent by every request that does not set the header itself.
     pub default_headers: BTreeMap<String, String>,
+    /// The scenario file's folder, which `formData` files are relative to.
+    pub dir: std::path::PathBuf,
     steps: usize,
 }
 
@@ -364,6 +367,7 @@ impl<'a> Lowering<'a> {
             requests: Vec::new(),
             defined,
             default_headers: BTreeMap::new(),
+            dir: std::path::PathBuf::from("."),
             steps: 0,
         }
     }
@@ -560,11 +564,6 @@ impl<'a> Lowering<'a> {
     fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, Traced> {
         let later = [
             (
-                "formData",
-                &r.form_data,
-                "multipart bodies are not sent yet; send the file's bytes with body",
-            ),
-            (
                 "match",
                 &r.matches,
                 "use capture (json) with expect instead",
@@ -598,7 +597,76 @@ impl<'a> Lowering<'a> {
                 }
             }
         }
-        Ok(self.request_inner(method, r)?)
+        let form_data = match &r.form_data {
+            Some(f) => {
+                if r.json.is_some() || r.body.is_some() || r.form.is_some() {
+                    return Err(Traced::at(FlowError::JsonAndBody, &f.referenced));
+                }
+                let fields = self
+                    .form_data(&f.value)
+                    .map_err(|e| Traced::at(e, &f.referenced))?;
+                let uses = fields.iter().flat_map(|f| match &f.value {
+                    FormValue::Text(t) | FormValue::File(t) => t.variables(),
+                });
+                if let Some(v) = uses.into_iter().find(|v| !self.defined.contains(*v)) {
+                    return Err(FlowError::Undefined(v.to_string()).into());
+                }
+                fields
+            }
+            None => Vec::new(),
+        };
+        let mut step = self.request_inner(method, r)?;
+        step.form_data = form_data;
+        Ok(step)
+    }
+
+    /// A `formData` map as multipart fields: text, `{value}`, or `{fromFile}` (relative to the
+    /// scenario file's folder), each with an optional `contentType`.
+    fn form_data(
+        &self,
+        map: &BTreeMap<String, serde_json::Value>,
+    ) -> Result<Vec<FormField>, FlowError> {
+        let mut out = Vec::new();
+        for (name, v) in map {
+            let bad = || FlowError::FormData(name.clone());
+            let (value, content_type) = match v {
+                serde_json::Value::Object(o) => {
+                    if o.keys()
+                        .any(|k| !matches!(k.as_str(), "fromFile" | "value" | "contentType"))
+                    {
+                        return Err(bad());
+                    }
+                    let content_type = match o.get("contentType") {
+                        Some(serde_json::Value::String(c)) => Some(c.clone()),
+                        None => None,
+                        Some(_) => return Err(bad()),
+                    };
+                    let value = match (o.get("fromFile"), o.get("value")) {
+                        (Some(serde_json::Value::String(p)), None) => {
+                            // A path written absolute stays so; a relative one is from the
+                            // scenario file's folder, as Artillery resolves it.
+                            let full = self.dir.join(p);
+                            FormValue::File(Template::parse(&full.to_string_lossy())?)
+                        }
+                        (None, Some(v)) => {
+                            FormValue::Text(Template::parse(&scalar_text(v).ok_or_else(bad)?)?)
+                        }
+                        _ => return Err(bad()),
+                    };
+                    (value, content_type)
+                }
+                other => (
+                    FormValue::Text(Template::parse(&scalar_text(other).ok_or_else(bad)?)?),
+                    None,
+                ),
+            };
+            out.push(FormField {
+                name: name.clone(),
+                value,
+                content_type,
+            });
+        }
+        Ok(out)
     }
 
     fn request_inner(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
@@ -711,6 +779,7 @@ impl<'a> Lowering<'a> {
             json: r.json.clone(),
             captures,
             expects,
+            form_data: Vec::new(),
             static_resources,
         })
     }

@@ -238,6 +238,8 @@ struct Script {
     dir: PathBuf,
     /// The file the side files' errors name.
     config_path: PathBuf,
+    /// The scenario file's folder (`formData` files are relative to it).
+    scenario_dir: PathBuf,
     before: Option<Spanned<serde_json::Value>>,
     after: Option<Spanned<serde_json::Value>>,
 }
@@ -329,6 +331,7 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
         scenarios,
         dir,
         config_path,
+        scenario_dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
         before: file.before,
         after: file.after,
     })
@@ -764,6 +767,7 @@ fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<
     let chosen = weighted(&file.scenarios);
     let mut scenarios = Vec::new();
     let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
+    lowering.dir = file.scenario_dir.clone();
     lowering.default_headers = file
         .config
         .defaults
