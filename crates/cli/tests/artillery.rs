@@ -119,6 +119,7 @@ scenarios:
       - get:
           url: /account
           headers: { Authorization: "Bearer {{ token }}" }
+          match: { json: $.user, value: "{{ who }}" }
           expect:
             - hasProperty: user
             - matchesRegexp: '"user":\s*"ann"'
@@ -135,7 +136,7 @@ scenarios:
     let failing = write(
         dir.path(),
         "f.yml",
-        "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          expect: { notHasProperty: token }\n",
+        "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          expect: { notHasProperty: token }\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          match: { json: $.user, value: al }\n",
     );
     let (s, _) = run(&[failing.to_str().unwrap()], &server);
     assert_eq!(s["users"]["failed"], 1, "{}", s["users"]);

@@ -164,6 +164,9 @@ pub enum Expect {
     HeaderEquals(String, Template),
     /// The body, as text, matches this regular expression.
     MatchesRegexp(String),
+    /// Artillery's `match`: the first value of a JSONPath query (RFC 9535) over the JSON body
+    /// (a string as is, other values as JSON) equals the rendered value.
+    JsonMatch(String, Template),
 }
 
 impl Expect {
@@ -178,6 +181,7 @@ impl Expect {
             Expect::HasHeader(_) => "hasHeader",
             Expect::HeaderEquals(..) => "headerEquals",
             Expect::MatchesRegexp(_) => "matchesRegexp",
+            Expect::JsonMatch(..) => "match",
         }
     }
 
@@ -190,7 +194,7 @@ impl Expect {
     pub fn variables(&self) -> Vec<&str> {
         match self {
             Expect::Equals(ts) => ts.iter().flat_map(Template::variables).collect(),
-            Expect::HeaderEquals(_, t) => t.variables().collect(),
+            Expect::HeaderEquals(_, t) | Expect::JsonMatch(_, t) => t.variables().collect(),
             _ => Vec::new(),
         }
     }

@@ -20,12 +20,20 @@ impl JsonPaths {
         let mut regexes = HashMap::new();
         for step in request_steps(model) {
             for e in &step.expects {
-                if let Expect::MatchesRegexp(r) = e {
-                    // Checked when the plan was built; one that still fails to compile fails
-                    // its check.
-                    if let Ok(re) = regex::Regex::new(r) {
-                        regexes.insert(r.clone(), re);
+                // Checked when the plan was built; one that still fails to compile fails its
+                // check.
+                match e {
+                    Expect::MatchesRegexp(r) => {
+                        if let Ok(re) = regex::Regex::new(r) {
+                            regexes.insert(r.clone(), re);
+                        }
                     }
+                    Expect::JsonMatch(q, _) => {
+                        if let Ok(path) = JsonPath::parse(q) {
+                            json_paths.insert(q.clone(), path);
+                        }
+                    }
+                    _ => {}
                 }
             }
             for c in &step.captures {
@@ -99,7 +107,11 @@ pub fn check(
             t.render(lookup, &mut fastrand::Rng::with_seed(0), &mut out);
             out
         };
-        if matches!(e, Expect::HasProperty(_) | Expect::NotHasProperty(_)) && json.is_none() {
+        if matches!(
+            e,
+            Expect::HasProperty(_) | Expect::NotHasProperty(_) | Expect::JsonMatch(..)
+        ) && json.is_none()
+        {
             json = Some(serde_json::from_slice(&answer.body).ok());
         }
         let doc = || json.as_ref().and_then(Option::as_ref);
@@ -115,6 +127,16 @@ pub fn check(
             }
             Expect::HasHeader(h) => header(h).is_some(),
             Expect::HeaderEquals(h, v) => header(h).is_some_and(|got| got == render(v)),
+            Expect::JsonMatch(q, v) => match (doc(), json_paths.0.get(q)) {
+                (Some(d), Some(path)) => path.query(d).first().is_some_and(|got| {
+                    let got = match got {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    got == render(v)
+                }),
+                _ => false,
+            },
             Expect::MatchesRegexp(r) => json_paths
                 .1
                 .get(r)

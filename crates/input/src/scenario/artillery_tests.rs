@@ -284,10 +284,6 @@ fn an_item_of_one_or_a_list_says_what_is_wrong_in_it_and_where() {
 fn keys_the_engine_cannot_run_are_refused_with_their_place() {
     let base = "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n";
     for (step, key) in [
-        (
-            "      - get: { url: /, match: { json: $.a, value: b } }\n",
-            "match",
-        ),
         ("      - get: { url: /, ifTrue: \"a > 1\" }\n", "ifTrue"),
         ("      - get: { url: /, cookie: { a: b } }\n", "cookie"),
         (
@@ -418,6 +414,23 @@ fn form_data_fields_are_text_or_files_relative_to_the_scenario_file() {
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /, formData: { doc: { fromFile: x, path: y } } }\n");
     assert!(
         e.starts_with("s.yml:5:35: ") && e.contains("formData \"doc\": a field is text"),
+        "{e}"
+    );
+}
+
+#[test]
+fn match_is_a_check_of_a_json_query_against_a_value() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { email: a@b.c }\nscenarios:\n  - flow:\n      - get:\n          url: /account\n          match:\n            json: $.user.email\n            value: \"{{ email }}\"\n");
+    assert_eq!(
+        first_request(&s).expects,
+        [Expect::JsonMatch(
+            "$.user.email".into(),
+            loadlab_run::Template::parse("{{ email }}").unwrap()
+        )]
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, match: { regexp: a, value: b } }\n");
+    assert!(
+        e.starts_with("s.yml:5:31: ") && e.contains("loadlab reads { json: QUERY"),
         "{e}"
     );
 }

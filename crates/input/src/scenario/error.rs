@@ -452,6 +452,12 @@ pub enum FlowError {
     /// Two of `json`, `body` and `form`.
     #[error("give one of json, body or form")]
     JsonAndBody,
+    /// A `match` item that is not `{json: QUERY, value: V}` (with `strict`).
+    #[error(
+        "match {0}: loadlab reads {{ json: QUERY, value: VALUE, strict }} (or a list of them); \
+         for headers or regular expressions use expect"
+    )]
+    Match(String),
     /// A `formData` field that is none of text, `{fromFile}` or `{value}` (with `contentType`).
     #[error(
         "formData {0:?}: a field is text, {{ fromFile: PATH }} or {{ value: TEXT }}, with an \

@@ -140,7 +140,8 @@ pub struct RequestSpec {
     /// A Node.js hook run on each response (refused with the other hooks).
     #[serde(default, rename = "afterResponse")]
     pub after_response: Option<Spanned<serde_json::Value>>,
-    /// Artillery's older response check (refused: use capture and expect).
+    /// Artillery's older response check: `{json: QUERY, value: V}` (or a list), which fails
+    /// the session when the query's first value is not V.
     #[serde(default, rename = "match")]
     pub matches: Option<Spanned<serde_json::Value>>,
     /// A condition on the user's variables (refused: not run yet).
@@ -564,11 +565,6 @@ impl<'a> Lowering<'a> {
     fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, Traced> {
         let later = [
             (
-                "match",
-                &r.matches,
-                "use capture (json) with expect instead",
-            ),
-            (
                 "ifTrue",
                 &r.if_true,
                 "conditional requests are not run yet; remove the condition",
@@ -615,9 +611,55 @@ impl<'a> Lowering<'a> {
             }
             None => Vec::new(),
         };
+        let matches = match &r.matches {
+            Some(m) => self
+                .matches(&m.value)
+                .map_err(|e| Traced::at(e, &m.referenced))?,
+            None => Vec::new(),
+        };
         let mut step = self.request_inner(method, r)?;
         step.form_data = form_data;
+        step.expects.extend(matches);
         Ok(step)
+    }
+
+    /// Artillery's `match`: one or a list of `{json: QUERY, value: V, strict}` as checks;
+    /// `strict: false` only reports in Artillery, and is left out here.
+    fn matches(&self, v: &serde_json::Value) -> Result<Vec<Expect>, FlowError> {
+        let items = match v {
+            serde_json::Value::Array(items) => items.clone(),
+            other => vec![other.clone()],
+        };
+        let mut out = Vec::new();
+        for item in &items {
+            let bad = || FlowError::Match(item.to_string());
+            let serde_json::Value::Object(o) = item else {
+                return Err(bad());
+            };
+            if o.keys()
+                .any(|k| !matches!(k.as_str(), "json" | "value" | "strict"))
+            {
+                return Err(bad());
+            }
+            let (Some(serde_json::Value::String(query)), Some(value)) =
+                (o.get("json"), o.get("value").and_then(scalar_text))
+            else {
+                return Err(bad());
+            };
+            if o.get("strict") == Some(&serde_json::Value::Bool(false)) {
+                continue;
+            }
+            serde_json_path::JsonPath::parse(query).map_err(|error| FlowError::CaptureQuery {
+                query: query.clone(),
+                error,
+            })?;
+            let value = Template::parse(&value)?;
+            if let Some(v) = value.variables().find(|v| !self.defined.contains(*v)) {
+                return Err(FlowError::Undefined(v.to_string()));
+            }
+            out.push(Expect::JsonMatch(query.clone(), value));
+        }
+        Ok(out)
     }
 
     /// A `formData` map as multipart fields: text, `{value}`, or `{fromFile}` (relative to the
