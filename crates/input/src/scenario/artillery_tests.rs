@@ -434,3 +434,18 @@ fn match_is_a_check_of_a_json_query_against_a_value() {
         "{e}"
     );
 }
+
+#[test]
+fn an_environments_phases_are_laid_over_configs_by_position_as_artillery_merges_them() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 60, arrivalRate: 5, rampTo: 10 }\n    - { duration: 30, arrivalRate: 2 }\n  environments:\n    local:\n      phases:\n        - { duration: 10, arrivalRate: 1 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
+    let flags = ScriptFlags {
+        environment: Some("local".into()),
+        ..ScriptFlags::default()
+    };
+    // The first phase takes the environment's duration and rate and keeps config's rampTo;
+    // the second stays.
+    assert_eq!(
+        rates(&lower(text, &flags).unwrap()),
+        [(1.0, 10.0, 10.0), (2.0, 2.0, 30.0)]
+    );
+}

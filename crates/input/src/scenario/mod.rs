@@ -131,7 +131,20 @@ impl Config {
         macro_rules! replace {
             ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
         }
-        replace!(target, phases, payload, tls, ensure, apdex, processor, engines);
+        replace!(target, payload, tls, ensure, apdex, processor, engines);
+        // Artillery merges lists by position: a phase over the phase at its index, so an
+        // environment of one phase over a config of three changes the first and keeps the rest.
+        match (&mut self.phases, over.phases) {
+            (Some(base), Some(over)) => {
+                let mut over = over.into_iter();
+                for (b, o) in base.iter_mut().zip(over.by_ref()) {
+                    b.value.merge(o.value);
+                }
+                base.extend(over);
+            }
+            (base, over @ Some(_)) => *base = over,
+            (_, None) => {}
+        }
         merge_maps(&mut self.variables, over.variables);
         merge_maps(&mut self.plugins, over.plugins);
         merge_maps(&mut self.environments, over.environments);

@@ -42,6 +42,27 @@ pub struct PhaseSpec {
 }
 
 impl PhaseSpec {
+    /// `over`'s keys laid over this phase's, as Artillery's deep merge of an environment (or a
+    /// `--config` file) lays a phase over the phase at the same position.
+    pub fn merge(&mut self, over: PhaseSpec) {
+        macro_rules! replace {
+            ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
+        }
+        replace!(
+            name,
+            duration,
+            arrival_rate,
+            ramp_to,
+            arrival_count,
+            max_vusers,
+            pause,
+            spike,
+            step,
+            users,
+            spawn_rate
+        );
+    }
+
     /// The phase Artillery runs when a script has none: one arrival within one second.
     pub fn one_user() -> Self {
         PhaseSpec {
