@@ -448,4 +448,10 @@ fn an_environments_phases_are_laid_over_configs_by_position_as_artillery_merges_
         rates(&lower(text, &flags).unwrap()),
         [(1.0, 10.0, 10.0), (2.0, 2.0, 30.0)]
     );
+    // A count laid over a rate: Artillery runs the count (it looks for arrivalCount first).
+    let text = text.replace("{ duration: 10, arrivalRate: 1 }", "{ arrivalCount: 20 }");
+    assert_eq!(
+        rates(&lower(&text, &flags).unwrap()),
+        [(1.0 / 3.0, 1.0 / 3.0, 60.0), (2.0, 2.0, 30.0)]
+    );
 }

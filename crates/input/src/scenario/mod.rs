@@ -125,6 +125,21 @@ fn merge_maps<V>(base: &mut Option<BTreeMap<String, V>>, over: Option<BTreeMap<S
 }
 
 impl Config {
+    /// The keys whose errors carry a position, that this config gives.
+    fn located_keys(&self) -> Vec<&'static str> {
+        let given = [
+            ("phases", self.phases.is_some()),
+            ("processor", self.processor.is_some()),
+            ("engines", self.engines.is_some()),
+            ("environments", self.environments.is_some()),
+        ];
+        given
+            .into_iter()
+            .filter(|(_, g)| *g)
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     /// `over` laid over this config as Artillery merges an environment or a `--config` file:
     /// maps (variables, plugins, default headers, http settings) key by key, the rest whole.
     fn merge(&mut self, over: Config) {
@@ -253,8 +268,17 @@ struct Script {
     config_path: PathBuf,
     /// The scenario file's folder (`formData` files are relative to it).
     scenario_dir: PathBuf,
+    /// The file each located config key came from, when not the scenario file (`--config`).
+    origin: BTreeMap<&'static str, PathBuf>,
     before: Option<Spanned<serde_json::Value>>,
     after: Option<Spanned<serde_json::Value>>,
+}
+
+impl Script {
+    /// The file a located config key came from: the `--config` file, or `path`.
+    fn file_of<'a>(&'a self, key: &str, path: &'a Path) -> &'a Path {
+        self.origin.get(key).map_or(path, PathBuf::as_path)
+    }
 }
 
 /// One file's text as YAML of a script's shape.
@@ -301,14 +325,18 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
     let file = read_yaml(text, path)?;
     let mut config = file.config.unwrap_or_default();
     let mut config_path = path.to_path_buf();
+    let mut origin = BTreeMap::new();
     if let Some(cfg) = &flags.config {
         let cfg_text = std::fs::read_to_string(cfg).map_err(|error| ScenarioError::Read {
             path: cfg.clone(),
             error,
         })?;
-        let over = read_yaml(&cfg_text, cfg)?;
+        let over = read_yaml(&cfg_text, cfg)?.config.unwrap_or_default();
+        for key in over.located_keys() {
+            origin.insert(key, cfg.clone());
+        }
         // Artillery merges the --config file after the script: its keys win.
-        config.merge(over.config.unwrap_or_default());
+        config.merge(over);
         config_path = cfg.clone();
     }
     if let Some(name) = &flags.environment {
@@ -327,6 +355,13 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
                 },
             ));
         };
+        let file = origin.get("environments").cloned();
+        for key in env.value.located_keys() {
+            match &file {
+                Some(f) => origin.insert(key, f.clone()),
+                None => origin.remove(key),
+            };
+        }
         config.merge(env.value);
     }
     if let Some(json) = &flags.variables {
@@ -345,6 +380,7 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
         dir,
         config_path,
         scenario_dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        origin,
         before: file.before,
         after: file.after,
     })
@@ -358,9 +394,10 @@ fn parse(text: &str, path: &Path, flags: &ScriptFlags) -> Result<(Script, Phases
     let phases = match &script.config.phases {
         Some(specs) => {
             // Each phase alone first, so its error is placed at it.
+            let file = script.file_of("phases", path);
             for (i, p) in specs.iter().enumerate() {
                 phases::check(i, &p.value)
-                    .map_err(|e| Traced::at(e, &p.referenced).in_file(path))?;
+                    .map_err(|e| Traced::at(e, &p.referenced).in_file(file))?;
             }
             phases::lower(specs.iter().map(|p| &p.value))
         }
@@ -485,7 +522,9 @@ pub fn from_text(
     let (script, phases) = parse(text, path, flags)?;
     let config = &script.config;
     if let Some(e) = &config.engines {
-        return Err(Traced::at(Refusal::Engines, &e.referenced).in_file(path));
+        return Err(
+            Traced::at(Refusal::Engines, &e.referenced).in_file(script.file_of("engines", path))
+        );
     }
     for (key, section) in [("before", &script.before), ("after", &script.after)] {
         if let Some(s) = section {
@@ -511,9 +550,13 @@ pub fn from_text(
     let hook = first_hook(&script);
     // A variable no source defines may come from a hook, and a flow of function steps sends
     // its requests from Node.js: then the hook is the refusal.
+    let hook_file = |key: &str| match key {
+        "config.processor" => script.file_of("processor", path),
+        _ => path,
+    };
     let located = |e: Traced| match &hook {
         Some((key, at)) if e.is_undefined() => {
-            Traced::at(Refusal::Hook(key.clone()), at).in_file(path)
+            Traced::at(Refusal::Hook(key.clone()), at).in_file(hook_file(key))
         }
         _ => e.in_file(path),
     };
@@ -573,7 +616,7 @@ pub fn from_text(
     }
     // Node.js hooks last: a script refused here is refused for its hooks alone.
     if let Some((key, at)) = hook {
-        return Err(Traced::at(Refusal::Hook(key), at).in_file(path));
+        return Err(Traced::at(Refusal::Hook(key.clone()), at).in_file(hook_file(&key)));
     }
     Ok(Scenario {
         endpoints,

@@ -61,6 +61,14 @@ impl PhaseSpec {
             users,
             spawn_rate
         );
+        // A merge can leave keys of two kinds in one phase; Artillery then runs the first kind
+        // it knows of pause, arrivalCount, arrivalRate, and so does the merged phase.
+        if self.pause.is_some() {
+            self.duration = None;
+            (self.arrival_rate, self.ramp_to, self.arrival_count) = (None, None, None);
+        } else if self.arrival_count.is_some() {
+            (self.arrival_rate, self.ramp_to) = (None, None);
+        }
     }
 
     /// The phase Artillery runs when a script has none: one arrival within one second.
