@@ -238,3 +238,25 @@ fn form_data_sends_a_multipart_body_with_the_file_a_template_names() {
         s["users"]
     );
 }
+
+#[test]
+fn a_table_of_urls_and_codes_loops_over_each_row_checking_its_code() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "table.csv",
+        "/ping,200\n/health,200\n/nowhere,404\n",
+    );
+    let file = write(
+        dir.path(),
+        "t.yml",
+        "config:\n  target: http://127.0.0.1:9\n  payload:\n    - path: table.csv\n      fields: [url, code]\n      loadAll: true\n      name: rows\nscenarios:\n  - flow:\n      - loop:\n          - get:\n              url: \"{{ $loopElement.url }}\"\n              name: row\n              expect: { statusCode: \"{{ $loopElement.code }}\" }\n          - log: \"row {{ $loopCount }} {{ $loopElement.url }}\"\n        over: rows\n",
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    assert_eq!(s["users"]["failed"], 0, "{}", s["users"]);
+    assert_eq!(s["requests"]["completed"], 3, "{s}");
+    assert_eq!(s["status"]["404"], 1, "{s}");
+    assert!(stderr.contains("row 3 /nowhere"), "{stderr}");
+}

@@ -168,8 +168,9 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
             Step::Log(t) => {
                 let _ = writeln!(out, "{pad}log {t}");
             }
-            Step::Loop { count, steps } => {
+            Step::Loop { count, steps, over } => {
                 let _ = match count {
+                    _ if !over.is_empty() => writeln!(out, "{pad}loop over {} items:", over.len()),
                     Some(n) => writeln!(out, "{pad}loop × {n}:"),
                     None => writeln!(out, "{pad}loop until the run ends:"),
                 };

@@ -134,6 +134,20 @@ impl Template {
 /// Parses what stands between `{{` and `}}`.
 fn placeholder(inner: &str) -> Result<Part, TemplateError> {
     let bad = || TemplateError::Bad(inner.to_string());
+    // A loop's element (`$loopElement`, `$loopElement.url`) and count are variables the loop
+    // sets.
+    let loop_var = inner == "$loopCount"
+        || inner
+            .strip_prefix("$loopElement")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
+    if loop_var
+        && inner
+            .chars()
+            .skip(1)
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Ok(Part::Var(inner.to_string()));
+    }
     if let Some(call) = inner.strip_prefix('$') {
         let (name, args) = call
             .strip_suffix(')')
@@ -211,6 +225,15 @@ mod tests {
             assert_eq!(s.len(), 8);
             assert!(s.chars().all(|c| c.is_ascii_alphanumeric()));
         }
+    }
+
+    #[test]
+    fn a_loops_element_and_count_are_variables() {
+        let t =
+            Template::parse("{{ $loopElement.url }}-{{ $loopCount }}-{{ $loopElement }}").unwrap();
+        let vars: Vec<&str> = t.variables().collect();
+        assert_eq!(vars, ["$loopElement.url", "$loopCount", "$loopElement"]);
+        assert!(Template::parse("{{ $loopElements }}").is_err());
     }
 
     #[test]

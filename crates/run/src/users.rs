@@ -59,6 +59,11 @@ pub enum Step {
         count: Option<u64>,
         /// The body of the loop.
         steps: Vec<Step>,
+        /// `loop … over`: run the body once per item, with `$loopElement` (and, for an object,
+        /// `$loopElement.KEY`) set to it; `count` is then `None`. Every loop sets `$loopCount`
+        /// (from 1).
+        #[serde(default)]
+        over: Vec<serde_json::Value>,
     },
 }
 
@@ -150,6 +155,8 @@ pub enum CaptureSource {
 pub enum Expect {
     /// The status is one of these.
     Status(Vec<u16>),
+    /// The status is the code the template renders to (`"{{ $loopElement.code }}"`).
+    StatusOf(Template),
     /// The `Content-Type` header contains this text (case-insensitive).
     ContentType(String),
     /// The JSON body has a value at this path (`user.name`, `items[0].id`).
@@ -173,7 +180,7 @@ impl Expect {
     /// The check's key as Artillery's expect plugin writes it.
     pub fn key(&self) -> &'static str {
         match self {
-            Expect::Status(_) => "statusCode",
+            Expect::Status(_) | Expect::StatusOf(_) => "statusCode",
             Expect::ContentType(_) => "contentType",
             Expect::HasProperty(_) => "hasProperty",
             Expect::NotHasProperty(_) => "notHasProperty",
@@ -187,17 +194,42 @@ impl Expect {
 
     /// True when the check reads the response's headers or body (not only its status).
     pub fn needs_response(&self) -> bool {
-        !matches!(self, Expect::Status(_) | Expect::Equals(_))
+        !matches!(
+            self,
+            Expect::Status(_) | Expect::StatusOf(_) | Expect::Equals(_)
+        )
     }
 
     /// The variables the check's templates read.
     pub fn variables(&self) -> Vec<&str> {
         match self {
             Expect::Equals(ts) => ts.iter().flat_map(Template::variables).collect(),
-            Expect::HeaderEquals(_, t) | Expect::JsonMatch(_, t) => t.variables().collect(),
+            Expect::HeaderEquals(_, t) | Expect::JsonMatch(_, t) | Expect::StatusOf(t) => {
+                t.variables().collect()
+            }
             _ => Vec::new(),
         }
     }
+}
+
+/// The variables a loop item sets: `$loopElement` (a string as is, other values as JSON) and,
+/// for an object, `$loopElement.KEY` for each of its leaves (`$loopElement.a.b`).
+pub fn loop_element_vars(item: &serde_json::Value) -> Vec<(String, String)> {
+    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        let text = match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push((prefix.to_string(), text));
+        if let serde_json::Value::Object(m) = v {
+            for (k, v) in m {
+                leaves(&format!("{prefix}.{k}"), v, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    leaves("$loopElement", item, &mut out);
+    out
 }
 
 /// The value at a dotted path (`a.b[0].c`, `a.b.0.c`) of a JSON document, as lodash's `get`

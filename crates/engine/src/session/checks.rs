@@ -117,6 +117,7 @@ pub fn check(
         let doc = || json.as_ref().and_then(Option::as_ref);
         let ok = match e {
             Expect::Status(codes) => codes.contains(&answer.status),
+            Expect::StatusOf(t) => render(t).trim().parse::<u16>() == Ok(answer.status),
             Expect::ContentType(ct) => header("content-type")
                 .is_some_and(|v| v.to_ascii_lowercase().contains(&ct.to_ascii_lowercase())),
             Expect::HasProperty(p) => doc().is_some_and(|d| json_at(d, p).is_some()),

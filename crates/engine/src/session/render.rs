@@ -22,6 +22,11 @@ pub fn render(
     let lookup = |k: &str| vars.get(k).map(String::as_str);
     let mut raw = String::new();
     step.path.render(lookup, rng, &mut raw);
+    if raw.starts_with("http://") || raw.starts_with("https://") {
+        // A URL that is a template from its start rendered to another URL: loadlab sends it
+        // to the target's host only, so the session stops rather than send it elsewhere.
+        return Err(format!("url renders to {raw:?}, not a path on the target"));
+    }
     let mut path = request_target(&raw);
     for (k, v) in &step.query {
         path.push(if path.contains('?') { '&' } else { '?' });

@@ -186,9 +186,20 @@ impl<'a> Session<'a> {
                         t.render(lookup, &mut self.rng, &mut line);
                         eprintln!("{line}");
                     }
-                    Step::Loop { count, steps } => {
+                    Step::Loop { count, steps, over } if !over.is_empty() => {
+                        for (k, item) in over.iter().enumerate() {
+                            self.vars.insert("$loopCount".into(), (k + 1).to_string());
+                            self.vars
+                                .extend(loadlab_run::users::loop_element_vars(item));
+                            self.steps(steps).await?;
+                            tokio::task::yield_now().await;
+                        }
+                        let _ = count;
+                    }
+                    Step::Loop { count, steps, .. } => {
                         let mut k = 0;
                         while count.is_none_or(|c| k < c) {
+                            self.vars.insert("$loopCount".into(), (k + 1).to_string());
                             self.steps(steps).await?;
                             k += 1;
                             tokio::task::yield_now().await;

@@ -290,10 +290,6 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
             "      - get: { url: /, followRedirect: true }\n",
             "followRedirect",
         ),
-        (
-            "      - loop: [{ get: { url: / } }]\n        over: [1, 2]\n",
-            "over",
-        ),
         ("      - parallel: [{ get: { url: / } }]\n", "parallel"),
         (
             "      - loop: [{ get: { url: / } }]\n        whileTrue: more\n",
@@ -453,5 +449,69 @@ fn an_environments_phases_are_laid_over_configs_by_position_as_artillery_merges_
     assert_eq!(
         rates(&lower(&text, &flags).unwrap()),
         [(1.0 / 3.0, 1.0 / 3.0, 60.0), (2.0, 2.0, 30.0)]
+    );
+}
+
+#[test]
+fn a_loop_runs_over_a_list_or_a_payload_read_whole() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - loop:\n          - get: { url: \"/p/{{ $loopElement }}?n={{ $loopCount }}\" }\n        over: [a, b, c]\n");
+    let Behaviour::Flow(steps) = &s.users.as_ref().unwrap().scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let Step::Loop { count, over, .. } = &steps[0] else {
+        panic!("{steps:?}");
+    };
+    assert_eq!((count, over.len()), (&None, 3));
+
+    let csv = temp_file("table.csv", "/,200\n/dino,200\n/nope,404\n");
+    let text = format!("config:\n  target: http://127.0.0.1:1\n  payload:\n    - path: {}\n      fields: [url, code]\n      loadAll: true\n      name: data\nscenarios:\n  - flow:\n    - loop:\n        - get:\n            url: \"{{{{ $loopElement.url }}}}\"\n            followRedirect: false\n            expect:\n              statusCode: \"{{{{ $loopElement.code }}}}\"\n      over: data\n", csv.display());
+    let s = ok(&text);
+    let Behaviour::Flow(steps) = &s.users.as_ref().unwrap().scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let Step::Loop {
+        over, steps: body, ..
+    } = &steps[0]
+    else {
+        panic!("{steps:?}");
+    };
+    assert_eq!(over[2], serde_json::json!({"url": "/nope", "code": "404"}));
+    let Step::Request(r) = &body[0] else {
+        panic!("{body:?}");
+    };
+    assert!(
+        matches!(r.expects[..], [Expect::StatusOf(_)]),
+        "{:?}",
+        r.expects
+    );
+    assert!(
+        s.users.as_ref().unwrap().payloads.is_empty(),
+        "a list, not rows per user"
+    );
+
+    // An item that makes the URL absolute would go to the target's host: refused.
+    let csv = temp_file("abs.csv", "/,200\nhttps://example.invalid/x,404\n");
+    let e = refused(
+        &text.replace(
+            &temp_file("table.csv", "/,200\n/dino,200\n/nope,404\n")
+                .display()
+                .to_string(),
+            &csv.display().to_string(),
+        ),
+    );
+    assert!(
+        e.contains("url renders to \"https://example.invalid/x\""),
+        "{e}"
+    );
+
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - loop: [{ get: { url: / } }]\n        over: rows\n");
+    assert!(
+        e.starts_with("s.yml:6:15: ") && e.contains("over: \"rows\" is not a list loadlab knows"),
+        "{e}"
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - loop: [{ get: { url: / } }]\n        over: [1]\n        count: 2\n");
+    assert!(
+        e.contains("over: a loop takes count or over, not both"),
+        "{e}"
     );
 }

@@ -503,6 +503,12 @@ pub enum FlowError {
         /// What is wrong and what to do.
         what: String,
     },
+    /// A URL template that a loop item makes absolute.
+    #[error(
+        "url renders to {0:?}: a URL that is a template from its start goes to the target's \
+         host; write that request with its own absolute url"
+    )]
+    AbsoluteFromTemplate(String),
     /// A template reading an environment variable that is not set.
     #[error("{0}")]
     Env(String),
@@ -592,6 +598,9 @@ pub enum PayloadError {
         /// The fields named.
         fields: usize,
     },
+    /// `loadAll` without `name`, or `name` without `loadAll`.
+    #[error("payload {0}: loadAll: true and name: LIST go together (the rows become the list LIST for loop over)")]
+    LoadAllName(String),
     /// More rows than a payload may have.
     #[error("payload {file} has more than {max} rows")]
     TooManyRows {

@@ -1,7 +1,7 @@
 //! Scenario flows and Markov user models as written in scenario files, lowered into the
 //! plan's requests and a [`UserModel`] of steps the engine's virtual users run.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use loadlab_run::users::{
@@ -354,6 +354,8 @@ pub struct Lowering<'a> {
     pub default_headers: BTreeMap<String, String>,
     /// The scenario file's folder, which `formData` files are relative to.
     pub dir: std::path::PathBuf,
+    /// Lists a `loop … over` may name: payloads read whole (`loadAll` with `name`), by name.
+    pub lists: BTreeMap<String, Vec<serde_json::Value>>,
     steps: usize,
 }
 
@@ -369,6 +371,7 @@ impl<'a> Lowering<'a> {
             defined,
             default_headers: BTreeMap::new(),
             dir: std::path::PathBuf::from("."),
+            lists: BTreeMap::new(),
             steps: 0,
         }
     }
@@ -412,11 +415,6 @@ impl<'a> Lowering<'a> {
             let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
             let later = [
                 (
-                    "over",
-                    &s.over,
-                    "loop over a list is not run yet; write the loop with count",
-                ),
-                (
                     "whileTrue",
                     &s.while_true,
                     "a loop's condition is not run yet; write the loop with count",
@@ -456,14 +454,28 @@ impl<'a> Lowering<'a> {
                 if body.is_empty() {
                     return Err(FlowError::EmptyLoop).within(step);
                 }
+                let over = match &s.over {
+                    Some(o) => Some(self.loop_items(o, s.count.is_some()).within(step)?),
+                    None => None,
+                };
+                self.defined.insert("$loopCount".into());
+                for item in over.iter().flatten() {
+                    for (var, _) in loadlab_run::users::loop_element_vars(item) {
+                        self.defined.insert(var);
+                    }
+                }
                 let before = self.requests.len();
                 let steps = self.steps(body).within(step)?;
-                if s.count.is_none() && self.requests.len() == before {
+                if let Some(items) = &over {
+                    absolute_from_items(&steps, items).within(step)?;
+                }
+                if s.count.is_none() && over.is_none() && self.requests.len() == before {
                     return Err(FlowError::EndlessLoop).within(step);
                 }
                 out.push(Step::Loop {
                     count: s.count,
                     steps,
+                    over: over.unwrap_or_default(),
                 });
             }
         }
@@ -542,6 +554,40 @@ impl<'a> Lowering<'a> {
             }
         }
         Ok(Chain { start, states })
+    }
+
+    /// The items of `loop … over`: a list written in the file, or the name of a payload read
+    /// whole (`loadAll: true` with `name`).
+    fn loop_items(
+        &self,
+        over: &Spanned<serde_json::Value>,
+        counted: bool,
+    ) -> Result<Vec<serde_json::Value>, Traced> {
+        let refused = |what: &str| Traced::at(refuse("over", what), &over.referenced);
+        if counted {
+            return Err(refused("a loop takes count or over, not both"));
+        }
+        let items = match &over.value {
+            serde_json::Value::Array(items) => items.clone(),
+            serde_json::Value::String(name) => match self.lists.get(name) {
+                Some(rows) => rows.clone(),
+                None => {
+                    return Err(refused(&format!(
+                        "{name:?} is not a list loadlab knows before the run: write the list, or \
+                         name a payload with loadAll: true and name: {name}"
+                    )))
+                }
+            },
+            _ => {
+                return Err(refused(
+                    "takes a list, or the name of a payload read with loadAll",
+                ))
+            }
+        };
+        if items.is_empty() {
+            return Err(refused("the list is empty"));
+        }
+        Ok(items)
     }
 
     /// A `log` step's message as a template whose variables are defined.
@@ -859,6 +905,33 @@ impl<'a> Lowering<'a> {
     }
 }
 
+/// Refuses a loop whose items make a templated URL absolute (`https://other/x`): loadlab sends
+/// a URL that is a template from its start to the target's host, where Artillery would follow
+/// the item's host.
+fn absolute_from_items(steps: &[Step], items: &[serde_json::Value]) -> Result<(), FlowError> {
+    let mut rng = fastrand::Rng::with_seed(0);
+    for item in items {
+        let vars: HashMap<String, String> = loadlab_run::users::loop_element_vars(item)
+            .into_iter()
+            .collect();
+        for r in steps.iter().filter_map(|s| match s {
+            Step::Request(r) => Some(r),
+            _ => None,
+        }) {
+            if r.path.variables().all(|v| !vars.contains_key(v)) {
+                continue;
+            }
+            let mut path = String::new();
+            r.path
+                .render(|k| vars.get(k).map(String::as_str), &mut rng, &mut path);
+            if path.starts_with("http://") || path.starts_with("https://") {
+                return Err(FlowError::AbsoluteFromTemplate(path));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A refusal of a key, with what to do.
 fn refuse(key: &str, what: &str) -> Refusal {
     Refusal::Key {
@@ -875,6 +948,9 @@ fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, Flow
     };
     match check {
         "statusCode" => {
+            if let Some(t) = v.value.as_str().filter(|t| t.contains("{{")) {
+                return Ok(Expect::StatusOf(Template::parse(t)?));
+            }
             let items = match &v.value {
                 serde_json::Value::Array(a) => a.clone(),
                 other => vec![other.clone()],
@@ -887,7 +963,7 @@ fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, Flow
                         .filter(|c| (100..1000).contains(c))
                 })
                 .collect::<Option<Vec<u16>>>()
-                .ok_or_else(|| bad("takes a status code from 100 to 999, or a list of them (templates are not read yet)"))?;
+                .ok_or_else(|| bad("takes a status code from 100 to 999, a list of them, or a template"))?;
             Ok(Expect::Status(codes))
         }
         "contentType" => match &v.value {

@@ -812,9 +812,17 @@ fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<
         variables.push((name.clone(), values));
     }
     let mut payloads = Vec::new();
+    let mut lists = BTreeMap::new();
     if let Some(p) = &file.config.payload {
         for spec in p.as_slice() {
-            payloads.push(read_payload(spec, &file.config_path)?);
+            let read = read_payload(spec, &file.config_path)?;
+            match (spec.load_all, &spec.name) {
+                (false, None) => payloads.push(read),
+                (true, Some(name)) => {
+                    lists.insert(name.clone(), payload::rows_as_objects(&read));
+                }
+                _ => return Err(PayloadError::LoadAllName(spec.path.clone()).into()),
+            }
         }
     }
     let mut defined: std::collections::HashSet<String> =
@@ -824,6 +832,7 @@ fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<
     let mut scenarios = Vec::new();
     let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
     lowering.dir = file.scenario_dir.clone();
+    lowering.lists = lists;
     lowering.default_headers = file
         .config
         .defaults
