@@ -318,7 +318,10 @@ pub enum PhaseError {
     #[error("phase {0:?}: spawnRate goes with users")]
     SpawnRateWithoutUsers(String),
     /// None, or several, of the arrival shapes.
-    #[error("phase {0:?} needs one of arrivalRate, arrivalCount, spike or step")]
+    #[error(
+        "phase {0:?} needs one of arrivalRate, arrivalCount, spike or step (rampTo ramps from \
+         arrivalRate and needs it)"
+    )]
     Shape(String),
     /// A spike with a negative rate, or as long as its spacing.
     #[error(
@@ -435,7 +438,9 @@ pub enum FlowError {
     )]
     IdleCycle(String),
     /// A request's URL that is neither a path nor an `http[s]://` URL.
-    #[error("{0:?} is neither a path starting with / nor an http:// or https:// URL")]
+    #[error(
+        "url {0:?} is neither a path starting with / nor an http:// or https:// URL; write /{0}"
+    )]
     NotUrl(String),
     /// A template in a URL's scheme or host.
     #[error("{0:?}: templates may appear in the path, not in the scheme or host")]
