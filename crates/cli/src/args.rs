@@ -222,6 +222,12 @@ pub struct ValidateArgs {
     /// The scenario file (Artillery YAML).
     #[arg(value_name = "SCENARIO.yaml")]
     pub file: PathBuf,
+    /// Check the load as sent here instead of to `config.target` (as run's --target).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// --config, -e, -v and --strict, as `run` takes them.
+    #[command(flatten)]
+    pub script: loadlab_input::flags::ScriptFlags,
 }
 
 /// `loadlab lab` flags.

@@ -58,7 +58,7 @@ fn an_unsupported_key_is_an_error_at_its_line_and_column() {
     let file = dir.path().join("think.yaml");
     std::fs::write(
         &file,
-        "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\n      maxVusers: 10\nscenarios:\n  - flow:\n      - get:\n          url: \"/\"\n",
+        "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\n      arivalCount: 10\nscenarios:\n  - flow:\n      - get:\n          url: \"/\"\n",
     )
     .unwrap();
     let out = loadlab(&["run", file.to_str().unwrap()]);
@@ -66,7 +66,7 @@ fn an_unsupported_key_is_an_error_at_its_line_and_column() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("think.yaml:6:7") && stderr.contains("maxVusers"),
+        stderr.contains("think.yaml:6:7") && stderr.contains("arivalCount"),
         "{stderr}"
     );
 }

@@ -172,6 +172,9 @@ pub struct LoadFlags {
     /// HTTP/2 and TLS verification.
     #[command(flatten)]
     pub reach: ReachFlags,
+    /// Scenario files: --config, -e, -v, --strict.
+    #[command(flatten)]
+    pub script: ScriptFlags,
     /// Thresholds the run must meet, e.g. 'p99<300ms,errors<1%,rps>900' or 'p95{login}<200ms'
     /// for one request name (repeatable); any failed sets exit code 99.
     #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = threshold_list)]
@@ -184,6 +187,27 @@ pub struct LoadFlags {
     /// 2026-11-23T15:00:00Z, or Unix seconds); the connections open just before.
     #[arg(long = "start-at", value_name = "TIME", value_parser = start_at)]
     pub start_at: Option<std::time::SystemTime>,
+}
+
+/// Scenario files: what Artillery's `run` flags add to a script (`--config`, `-e`, `-v`), and
+/// whether ignored keys are refused.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ScriptFlags {
+    /// Scenario files: take `config` from this file, laid over the script's own (as
+    /// Artillery's --config), so a file of scenarios alone can run.
+    #[arg(long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Scenario files: lay `config.environments.NAME` over `config` (as Artillery's -e).
+    #[arg(short = 'e', long = "environment", value_name = "NAME")]
+    pub environment: Option<String>,
+    /// Scenario files: variables as a JSON object, set over `config.variables` (as
+    /// Artillery's -v), e.g. '{"id": [1, 2, 3]}'.
+    #[arg(short = 'v', long = "variables", value_name = "JSON")]
+    pub variables: Option<String>,
+    /// Scenario files: refuse what loadlab would otherwise ignore with a warning (plugins it
+    /// does not run, http.pool, http.maxSockets).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// How connections reach a target: HTTP/2 and the checking of HTTPS certificates (`run`, and

@@ -53,6 +53,8 @@ pub struct Overrides {
     pub thresholds: Vec<Threshold>,
     /// Whether the file's hosts are looked up (not a flag: `loadlab k8s job` skips it).
     pub lookup: Lookup,
+    /// Artillery's run flags for the script: --config, -e, -v, --strict.
+    pub script: crate::flags::ScriptFlags,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -138,6 +140,21 @@ pub fn flags_with(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError
     })
 }
 
+/// The warnings about keys a scenario file run by `f` has that loadlab ignores (none for URLs,
+/// or for a file that does not lower: its error comes from [`flags`]).
+pub fn scenario_warnings(f: &LoadFlags) -> Vec<String> {
+    if !f.is_scenario() || f.urls.len() != 1 {
+        return Vec::new();
+    }
+    let o = Overrides {
+        target: f.target.clone(),
+        lookup: Lookup::Skip,
+        script: f.script.clone(),
+        ..Overrides::default()
+    };
+    scenario_checked(Path::new(&f.urls[0]), &o).map_or_else(|_| Vec::new(), |c| c.warnings)
+}
+
 /// The plan the flags describe, before any sharding.
 fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
     if f.is_scenario() {
@@ -166,6 +183,7 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
             http2: http2_reach(&f.reach),
             thresholds: thresholds(f),
             lookup,
+            script: f.script.clone(),
         };
         return scenario(Path::new(&f.urls[0]), &overrides);
     }
@@ -268,6 +286,22 @@ pub fn url(
 
 /// A scenario file, read from `path`, with the run flags that still apply to it.
 pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
+    Ok(scenario_checked(path, o)?.plan)
+}
+
+/// A scenario file's plan with what `validate` shows beside it.
+#[derive(Debug)]
+pub struct CheckedScenario {
+    /// The plan.
+    pub plan: ValidPlan,
+    /// Keys read but ignored, one line each.
+    pub warnings: Vec<String>,
+    /// What the file asks that the plan does not show, one line each.
+    pub notes: Vec<String>,
+}
+
+/// As [`scenario`], with the warnings about ignored keys and the notes `validate` prints.
+pub fn scenario_checked(path: &Path, o: &Overrides) -> Result<CheckedScenario, InputError> {
     let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
         path: path.to_path_buf(),
         error,
@@ -276,14 +310,16 @@ pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
 }
 
 /// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
-fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan, ScenarioError> {
+fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenario, ScenarioError> {
     let seed = o.seed.unwrap_or(defaults::SEED);
-    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup)?;
+    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup, &o.script)?;
+    let (warnings, notes) = (sc.warnings, sc.notes);
     let model = match sc.phases {
         Phases::Rates(phases) => {
             let connections = o.connections.unwrap_or(sc.endpoints.len());
             let max_connections = o
                 .max_connections
+                .or(sc.max_vusers)
                 .unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
             Model::Open {
                 phases,
@@ -339,6 +375,11 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<ValidPlan, Sc
             .into_iter()
             .chain(o.thresholds.clone())
             .collect(),
+    })
+    .map(|plan| CheckedScenario {
+        plan,
+        warnings,
+        notes,
     })
     .map_err(|e| ScenarioError::invalid(path, e))
 }
@@ -464,7 +505,7 @@ mod tests {
     fn lowering_flows_and_chains_never_panics_on_mangled_files() {
         let path = Path::new("fuzz.yaml");
         let flags = Overrides::default();
-        let plan = scenario_text(USERS_SEED, path, &flags).unwrap();
+        let plan = scenario_text(USERS_SEED, path, &flags).unwrap().plan;
         assert!(plan.model.users().is_some(), "the seed runs as users");
         mutations(USERS_SEED, 3000, |text| {
             // Only loopback addresses: a mangled host name would wait on a resolver.
@@ -520,7 +561,9 @@ mod tests {
 
         let file = dir.join("s.yaml");
         let text = "config:\n  target: \"https://127.0.0.1:8443\"\n  tls:\n    cacert: ca.pem\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, &file, &Overrides::default()).unwrap();
+        let from_file = scenario_text(text, &file, &Overrides::default())
+            .unwrap()
+            .plan;
         assert_eq!(
             from_file.tls.cacert.as_ref().unwrap().path,
             ca.display().to_string(),
@@ -530,7 +573,13 @@ mod tests {
             insecure: true,
             ..Overrides::default()
         };
-        assert!(scenario_text(text, &file, &insecure).unwrap().tls.insecure);
+        assert!(
+            scenario_text(text, &file, &insecure)
+                .unwrap()
+                .plan
+                .tls
+                .insecure
+        );
 
         std::fs::write(&ca, "not a certificate").unwrap();
         let e = scenario_text(text, &file, &Overrides::default()).unwrap_err();
@@ -553,7 +602,9 @@ mod tests {
         )
         .unwrap();
         let text = "config:\n  target: \"http://127.0.0.1:1\"\n  http:\n    timeout: 2\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default()).unwrap();
+        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default())
+            .unwrap()
+            .plan;
         let from_url = url(
             &UrlTarget::plain("http://127.0.0.1:1/x", Duration::from_secs(2)),
             Model::closed(1, 1),
@@ -604,17 +655,21 @@ mod tests {
 
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  http:\n    http2: true\n    streams: 6\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
         let file = Path::new("h2.yaml");
-        let from_file = scenario_text(text, file, &Overrides::default()).unwrap();
+        let from_file = scenario_text(text, file, &Overrides::default())
+            .unwrap()
+            .plan;
         assert_eq!(from_file.protocol, Protocol::Http2 { streams: 6 });
         // The flags' --streams wins over the file's.
         let overridden = Overrides {
             http2: Some(Some(2)),
             ..Overrides::default()
         };
-        let from_both = scenario_text(text, file, &overridden).unwrap();
+        let from_both = scenario_text(text, file, &overridden).unwrap().plan;
         assert_eq!(from_both.protocol, Protocol::Http2 { streams: 2 });
         let plain = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
-        let http1 = scenario_text(&plain, file, &Overrides::default()).unwrap();
+        let http1 = scenario_text(&plain, file, &Overrides::default())
+            .unwrap()
+            .plan;
         assert_eq!(http1.protocol, Protocol::Http1);
     }
 

@@ -8,13 +8,52 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// One item or a list of them, as Artillery accepts for `payload`, `capture` and codes.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+///
+/// Read without serde's buffering of untagged enums, so an item's own error (an unknown key,
+/// a wrong type) reaches the message with its position instead of "no variant matched".
+#[derive(Debug)]
 pub enum OneOrMany<T> {
     /// A single item.
     One(T),
     /// A list.
     Many(Vec<T>),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(OneOrManyVisitor(std::marker::PhantomData))
+    }
+}
+
+struct OneOrManyVisitor<T>(std::marker::PhantomData<T>);
+
+/// Hands a scalar the visitor met to the item's own `Deserialize`.
+macro_rules! one_scalar {
+    ($($visit:ident: $ty:ty),*) => {$(
+        fn $visit<E: de::Error>(self, v: $ty) -> Result<Self::Value, E> {
+            T::deserialize(v.into_deserializer()).map(OneOrMany::One)
+        }
+    )*};
+}
+
+use serde::de::{self, IntoDeserializer};
+
+impl<'de, T: Deserialize<'de>> de::Visitor<'de> for OneOrManyVisitor<T> {
+    type Value = OneOrMany<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("one item or a list of them")
+    }
+
+    one_scalar!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str, visit_string: String);
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Vec::<T>::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(OneOrMany::Many)
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(OneOrMany::One)
+    }
 }
 
 impl<T> OneOrMany<T> {
@@ -65,6 +104,10 @@ impl Seconds {
             }
             Seconds::Number(s) => Err(DurationError::NotPositive(*s)),
             Seconds::Text(t) => {
+                let t = &crate::values::expand_env(t).map_err(|reason| DurationError::Text {
+                    text: t.clone(),
+                    reason,
+                })?;
                 crate::values::parse_duration(t).map_err(|reason| DurationError::Text {
                     text: t.clone(),
                     reason,
@@ -144,6 +187,31 @@ pub fn plain_untagged(message: &str) -> String {
         ("enum Seconds", "expected seconds (2, 0.5) or a duration such as \"2m\""),
         ("enum OneOrMany", "expected one item or a list of them"),
     ];
+    // A wrong type where a map of keys belongs names the Rust struct: say which key's map.
+    let structs = [
+        ("PayloadSpec", "payload: { path, fields, order, skipHeader, delimiter } (or a list of them)"),
+        ("CaptureSpec", "capture: { json: QUERY, as: NAME } or { header: NAME, as: NAME } (or a list of them)"),
+        ("PhaseSpec", "a phase: { duration, arrivalRate, rampTo, arrivalCount, pause, users, … }"),
+        ("StepSpec", "a flow step: { get/post/put/patch/delete: {…} }, { think: S }, { log: TEXT } or { loop: [...], count: N }"),
+        ("RequestSpec", "a request: { url, headers, qs, json, body, form, capture, expect, … }"),
+        ("ScenarioSpec", "a scenario: { name, weight, flow }"),
+        ("Config", "config: { target, phases, variables, payload, … }"),
+        ("HttpConfig", "config.http: { timeout, http2, streams }"),
+        ("TlsConfig", "config.tls: { rejectUnauthorized, cacert, insecure }"),
+        ("EnsureSpec", "ensure: { thresholds, conditions, maxErrorRate, p99, … }"),
+        ("ApdexSpec", "apdex: { threshold: MS }"),
+        ("DefaultsSpec", "config.defaults: { headers: { NAME: VALUE } }"),
+        ("MarkovSpec", "markov: { start: STATE, states: { … } }"),
+        ("StateSpec", "a markov state: { get or post, think, next }"),
+        ("SpikeSpec", "spike: { base, to, length, every }"),
+        ("StepShape", "step: { from, to, steps }"),
+    ];
+    for (ty, says) in structs {
+        let needle = format!("expected struct {ty}");
+        if message.contains(&needle) {
+            return message.replace(&needle, &format!("expected {says}"));
+        }
+    }
     for (ty, says) in accepts {
         if message.contains(ty) {
             let (head, _) = message
@@ -165,6 +233,10 @@ mod tests {
         let e = YamlError::new(p, "error: line 4 column 1: unknown field `extra`\n  |");
         assert_eq!(e.position, Some(Position { line: 4, column: 1 }));
         assert_eq!(e.to_string(), "x.yaml:4:1: unknown field `extra`");
+        assert_eq!(
+            plain_untagged("line 3 column 3: invalid type: integer `5`, expected struct PayloadSpec"),
+            "line 3 column 3: invalid type: integer `5`, expected payload: { path, fields, order, skipHeader, delimiter } (or a list of them)"
+        );
         let e = YamlError::new(p, "something else");
         assert_eq!(e.position, None);
         assert_eq!(e.to_string(), "x.yaml: something else");

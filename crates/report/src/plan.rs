@@ -65,14 +65,17 @@ fn phases(out: &mut String, plan: &Plan) {
             let (mut start, mut total) = (0.0, 0.0);
             for p in phases {
                 let len = p.duration.map_or(0.0, |d| d.as_secs_f64());
-                let arrivals = (p.start_rps + p.end_rps) / 2.0 * len;
+                let before = total;
+                total += (p.start_rps + p.end_rps) / 2.0 * len;
+                // Each row counts the whole arrivals the running total passes in the phase, so
+                // the rows add up to the total (rounding each phase alone gave 3 + 6 of 10).
+                let arrivals = total.round() - before.round();
                 let _ = writeln!(
                     out,
                     "  {:<24}{:>9.1}{:>9.1}{:>10.1}{:>10.1}{:>11.0}",
                     p.name, start, len, p.start_rps, p.end_rps, arrivals
                 );
                 start += len;
-                total += arrivals;
             }
             let _ = writeln!(
                 out,
@@ -146,7 +149,8 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                     extra.push(format!("captures {}", vars.join(", ")));
                 }
                 if !r.expects.is_empty() {
-                    extra.push(format!("{} expectation(s)", r.expects.len()));
+                    let keys: Vec<&str> = r.expects.iter().map(|e| e.key()).collect();
+                    extra.push(format!("expect {}", keys.join(", ")));
                 }
                 if r.static_resources.is_some() {
                     extra.push("static resources on first visit".into());
@@ -161,8 +165,12 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
             Step::Think(t) => {
                 let _ = writeln!(out, "{pad}think {}", think_text(t));
             }
-            Step::Loop { count, steps } => {
+            Step::Log(t) => {
+                let _ = writeln!(out, "{pad}log {t}");
+            }
+            Step::Loop { count, steps, over } => {
                 let _ = match count {
+                    _ if !over.is_empty() => writeln!(out, "{pad}loop over {} items:", over.len()),
                     Some(n) => writeln!(out, "{pad}loop × {n}:"),
                     None => writeln!(out, "{pad}loop until the run ends:"),
                 };
@@ -237,5 +245,29 @@ mod tests {
             render_plan(&plan),
             "  requests (round robin, weights as repetitions): 1\n    http://127.0.0.1:8080/ping × 1\n"
         );
+    }
+
+    #[test]
+    fn the_arrivals_of_the_phases_add_up_to_the_total() {
+        let secs = std::time::Duration::from_secs(5);
+        // 3.5 then 6.5 arrivals: rounded alone they would read 4 + 7 of a total of 10.
+        let phases = vec![
+            loadlab_run::RatePhase::ramp("up", 0.0, 1.4, secs),
+            loadlab_run::RatePhase::constant("steady", 1.3, Some(secs)),
+        ];
+        let plan = Plan::get(
+            "127.0.0.1:8080".parse().unwrap(),
+            "/ping",
+            Model::open_phases(phases, 1, 1),
+            Stop::default(),
+        );
+        let text = render_plan(&plan);
+        let arrivals: Vec<f64> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("up") || l.trim_start().starts_with("steady"))
+            .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(arrivals, [4.0, 6.0], "{text}");
+        assert!(text.contains("total: 10 arrivals"), "{text}");
     }
 }

@@ -31,6 +31,21 @@ pub struct Template {
     parts: Vec<Part>,
 }
 
+impl std::fmt::Display for Template {
+    /// The template as written, its placeholders in `{{ }}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => f.write_str(t)?,
+                Part::Var(v) => write!(f, "{{{{ {v} }}}}")?,
+                Part::RandomNumber(a, b) => write!(f, "{{{{ $randomNumber({a}, {b}) }}}}")?,
+                Part::RandomString(n) => write!(f, "{{{{ $randomString({n}) }}}}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A template that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
@@ -38,7 +53,7 @@ pub enum TemplateError {
     #[error("{0:?} opens a placeholder with {{{{ but never closes it with }}}}")]
     Unclosed(String),
     /// An empty or malformed placeholder.
-    #[error("{{{{ {0} }}}} is not a variable name or a known function ($randomNumber(a, b), $randomString(n))")]
+    #[error("{{{{ {0} }}}} is not a variable name or a known function ($randomNumber(a, b), $randomString(n), $randomString())")]
     Bad(String),
 }
 
@@ -119,6 +134,20 @@ impl Template {
 /// Parses what stands between `{{` and `}}`.
 fn placeholder(inner: &str) -> Result<Part, TemplateError> {
     let bad = || TemplateError::Bad(inner.to_string());
+    // A loop's element (`$loopElement`, `$loopElement.url`) and count are variables the loop
+    // sets.
+    let loop_var = inner == "$loopCount"
+        || inner
+            .strip_prefix("$loopElement")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
+    if loop_var
+        && inner
+            .chars()
+            .skip(1)
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Ok(Part::Var(inner.to_string()));
+    }
     if let Some(call) = inner.strip_prefix('$') {
         let (name, args) = call
             .strip_suffix(')')
@@ -136,6 +165,8 @@ fn placeholder(inner: &str) -> Result<Part, TemplateError> {
                 }
                 Ok(Part::RandomNumber(a, b))
             }
+            // Without a length, Artillery's default of 10.
+            ("randomString", [""]) => Ok(Part::RandomString(10)),
             ("randomString", [n]) => match n.parse::<usize>() {
                 Ok(n) if n <= MAX_RANDOM_STRING => Ok(Part::RandomString(n)),
                 _ => Err(bad()),
@@ -194,6 +225,23 @@ mod tests {
             assert_eq!(s.len(), 8);
             assert!(s.chars().all(|c| c.is_ascii_alphanumeric()));
         }
+    }
+
+    #[test]
+    fn a_loops_element_and_count_are_variables() {
+        let t =
+            Template::parse("{{ $loopElement.url }}-{{ $loopCount }}-{{ $loopElement }}").unwrap();
+        let vars: Vec<&str> = t.variables().collect();
+        assert_eq!(vars, ["$loopElement.url", "$loopCount", "$loopElement"]);
+        assert!(Template::parse("{{ $loopElements }}").is_err());
+    }
+
+    #[test]
+    fn random_string_without_a_length_gives_ten_characters_as_artillery() {
+        let t = Template::parse("{{ $randomString() }}").unwrap();
+        let mut out = String::new();
+        t.render(|_| None, &mut fastrand::Rng::with_seed(3), &mut out);
+        assert_eq!(out.len(), 10);
     }
 
     #[test]

@@ -50,12 +50,20 @@ pub enum Step {
     Request(RequestStep),
     /// Wait, as a person reading.
     Think(Think),
+    /// Print a message, rendered with the user's variables, on the generator's stderr
+    /// (Artillery's `log` step).
+    Log(Template),
     /// Run `steps` `count` times (forever when `None`: until the run stops).
     Loop {
         /// Repetitions.
         count: Option<u64>,
         /// The body of the loop.
         steps: Vec<Step>,
+        /// `loop … over`: run the body once per item, with `$loopElement` (and, for an object,
+        /// `$loopElement.KEY`) set to it; `count` is then `None`. Every loop sets `$loopCount`
+        /// (from 1).
+        #[serde(default)]
+        over: Vec<serde_json::Value>,
     },
 }
 
@@ -80,10 +88,37 @@ pub struct RequestStep {
     pub captures: Vec<Capture>,
     /// Checks on the response; a failed one ends the session as failed.
     pub expects: Vec<Expect>,
+    /// A multipart body (`formData`): its fields in order; takes the place of `body` when not
+    /// empty.
+    #[serde(default)]
+    pub form_data: Vec<FormField>,
     /// When set, the first time a user loads this page the resources its HTML names
     /// (`img src`, stylesheet `link href`, `script src`) are fetched too, and recorded under
     /// this request index.
     pub static_resources: Option<usize>,
+}
+
+/// One field of a multipart body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormField {
+    /// The field's name.
+    pub name: String,
+    /// Its value, or the file it sends.
+    pub value: FormValue,
+    /// The part's `Content-Type`, when given (files default to `application/octet-stream`,
+    /// text to none).
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
+
+/// A multipart field's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FormValue {
+    /// Text, rendered with the user's variables.
+    Text(Template),
+    /// The bytes of a file whose path (rendered with the user's variables) is read at each
+    /// send; the file's name goes in the part's `filename`.
+    File(Template),
 }
 
 impl RequestStep {
@@ -120,8 +155,95 @@ pub enum CaptureSource {
 pub enum Expect {
     /// The status is one of these.
     Status(Vec<u16>),
+    /// The status is the code the template renders to (`"{{ $loopElement.code }}"`).
+    StatusOf(Template),
     /// The `Content-Type` header contains this text (case-insensitive).
     ContentType(String),
+    /// The JSON body has a value at this path (`user.name`, `items[0].id`).
+    HasProperty(String),
+    /// The JSON body has no value at this path.
+    NotHasProperty(String),
+    /// Every value, rendered with the user's variables, is the same text.
+    Equals(Vec<Template>),
+    /// The response has this header (case-insensitive name).
+    HasHeader(String),
+    /// The header (case-insensitive name) has this value once rendered.
+    HeaderEquals(String, Template),
+    /// The body, as text, matches this regular expression.
+    MatchesRegexp(String),
+    /// Artillery's `match`: the first value of a JSONPath query (RFC 9535) over the JSON body
+    /// (a string as is, other values as JSON) equals the rendered value.
+    JsonMatch(String, Template),
+}
+
+impl Expect {
+    /// The check's key as Artillery's expect plugin writes it.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Expect::Status(_) | Expect::StatusOf(_) => "statusCode",
+            Expect::ContentType(_) => "contentType",
+            Expect::HasProperty(_) => "hasProperty",
+            Expect::NotHasProperty(_) => "notHasProperty",
+            Expect::Equals(_) => "equals",
+            Expect::HasHeader(_) => "hasHeader",
+            Expect::HeaderEquals(..) => "headerEquals",
+            Expect::MatchesRegexp(_) => "matchesRegexp",
+            Expect::JsonMatch(..) => "match",
+        }
+    }
+
+    /// True when the check reads the response's headers or body (not only its status).
+    pub fn needs_response(&self) -> bool {
+        !matches!(
+            self,
+            Expect::Status(_) | Expect::StatusOf(_) | Expect::Equals(_)
+        )
+    }
+
+    /// The variables the check's templates read.
+    pub fn variables(&self) -> Vec<&str> {
+        match self {
+            Expect::Equals(ts) => ts.iter().flat_map(Template::variables).collect(),
+            Expect::HeaderEquals(_, t) | Expect::JsonMatch(_, t) | Expect::StatusOf(t) => {
+                t.variables().collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The variables a loop item sets: `$loopElement` (a string as is, other values as JSON) and,
+/// for an object, `$loopElement.KEY` for each of its leaves (`$loopElement.a.b`).
+pub fn loop_element_vars(item: &serde_json::Value) -> Vec<(String, String)> {
+    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        let text = match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push((prefix.to_string(), text));
+        if let serde_json::Value::Object(m) = v {
+            for (k, v) in m {
+                leaves(&format!("{prefix}.{k}"), v, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    leaves("$loopElement", item, &mut out);
+    out
+}
+
+/// The value at a dotted path (`a.b[0].c`, `a.b.0.c`) of a JSON document, as lodash's `get`
+/// reads the paths Artillery's expect plugin takes.
+pub fn json_at<'a>(doc: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    let mut at = doc;
+    for segment in path.split(['.', '[', ']']).filter(|s| !s.is_empty()) {
+        at = match at {
+            serde_json::Value::Object(m) => m.get(segment)?,
+            serde_json::Value::Array(a) => a.get(segment.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(at)
 }
 
 /// A think time: how long a user waits between steps.
@@ -279,6 +401,17 @@ impl Payload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_paths_read_dotted_keys_and_list_indices_as_the_expect_plugin_does() {
+        let doc = serde_json::json!({"user": {"name": "ann", "tags": ["a", "b"]}, "n": 0});
+        assert_eq!(json_at(&doc, "user.name"), Some(&serde_json::json!("ann")));
+        assert_eq!(json_at(&doc, "user.tags[1]"), Some(&serde_json::json!("b")));
+        assert_eq!(json_at(&doc, "user.tags.0"), Some(&serde_json::json!("a")));
+        assert_eq!(json_at(&doc, "n"), Some(&serde_json::json!(0)));
+        assert_eq!(json_at(&doc, "user.age"), None);
+        assert_eq!(json_at(&doc, "n.x"), None);
+    }
 
     fn state(name: &str, next: &[(Option<usize>, f64)]) -> ChainState {
         ChainState {

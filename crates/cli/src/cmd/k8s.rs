@@ -42,6 +42,12 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
         .shards
         .context("--shards N is required: the number of pods that share the load")?;
     let flags = LoadFlags::parse_words(&words).map_err(|e| anyhow!("the run's flags: {e}"))?;
+    if flags.script.config.is_some() {
+        bail!(
+            "--config is not shipped to the pods yet: merge the config into the scenario file \
+             (or its environments, chosen with -e)"
+        );
+    }
     if flags.shard.is_some() || flags.start_at.is_some() {
         bail!("the Job gives each pod its --shard and a common --start-at; drop them");
     }

@@ -16,6 +16,9 @@ use crate::cmd::Outcome;
 /// Runs `loadlab run`.
 pub fn main(a: RunArgs) -> Result<Outcome> {
     let plan = loadlab_input::lower::flags(&a.load)?;
+    for w in loadlab_input::lower::scenario_warnings(&a.load) {
+        eprintln!("warning: {w}");
+    }
     if let Some(at) = plan.start_at {
         loadlab_run::shard::check_start_at(at, std::time::SystemTime::now())?;
     }

@@ -1,7 +1,9 @@
 //! `loadlab validate SCENARIO.yaml`: checks a scenario without running it and shows the load
-//! it describes: phase by phase, and what each scenario's users do.
+//! it describes: phase by phase, and what each scenario's users do. It needs no network: host
+//! names are looked up when a run starts.
 
 use anyhow::Result;
+use loadlab_input::target::Lookup;
 use loadlab_input::Overrides;
 
 use crate::args::ValidateArgs;
@@ -9,8 +11,32 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab validate`.
 pub fn main(a: ValidateArgs) -> Result<Outcome> {
-    let plan = loadlab_input::lower::scenario(&a.file, &Overrides::default())?;
+    let overrides = Overrides {
+        target: a.target,
+        lookup: Lookup::Skip,
+        script: a.script,
+        ..Overrides::default()
+    };
+    let checked = loadlab_input::lower::scenario_checked(&a.file, &overrides)?;
+    for w in &checked.warnings {
+        eprintln!("warning: {w}");
+    }
     println!("{}: valid", a.file.display());
-    print!("{}", loadlab_report::plan::render_plan(&plan));
+    for n in &checked.notes {
+        println!("  {n}");
+    }
+    for w in &checked.warnings {
+        println!("  ignored: {w}");
+    }
+    if !checked.plan.thresholds.is_empty() {
+        let all: Vec<String> = checked
+            .plan
+            .thresholds
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        println!("  ensure (exit code 99 when one fails): {}", all.join(", "));
+    }
+    print!("{}", loadlab_report::plan::render_plan(&checked.plan));
     Ok(Outcome::Done)
 }

@@ -4,19 +4,38 @@
 
 use std::collections::HashMap;
 
-use loadlab_run::users::{Behaviour, CaptureSource, Expect, RequestStep, Step, UserModel};
+use loadlab_run::users::{json_at, Behaviour, CaptureSource, Expect, RequestStep, Step, UserModel};
 use serde_json_path::JsonPath;
 
 use crate::conn::exchange::Answer;
 
-/// A model's JSONPath capture queries, compiled once per thread, by their text.
-pub struct JsonPaths(HashMap<String, JsonPath>);
+/// A model's JSONPath capture queries and `matchesRegexp` expressions, compiled once per
+/// thread, by their text.
+pub struct JsonPaths(HashMap<String, JsonPath>, HashMap<String, regex::Regex>);
 
 impl JsonPaths {
     /// Compiles the JSONPath queries of `model`'s captures.
     pub fn compile(model: &UserModel) -> Self {
         let mut json_paths = HashMap::new();
+        let mut regexes = HashMap::new();
         for step in request_steps(model) {
+            for e in &step.expects {
+                // Checked when the plan was built; one that still fails to compile fails its
+                // check.
+                match e {
+                    Expect::MatchesRegexp(r) => {
+                        if let Ok(re) = regex::Regex::new(r) {
+                            regexes.insert(r.clone(), re);
+                        }
+                    }
+                    Expect::JsonMatch(q, _) => {
+                        if let Ok(path) = JsonPath::parse(q) {
+                            json_paths.insert(q.clone(), path);
+                        }
+                    }
+                    _ => {}
+                }
+            }
             for c in &step.captures {
                 if let CaptureSource::Json(q) = &c.source {
                     // The plan was checked when it was built; a query that still fails to
@@ -27,7 +46,7 @@ impl JsonPaths {
                 }
             }
         }
-        JsonPaths(json_paths)
+        JsonPaths(json_paths, regexes)
     }
 }
 
@@ -37,7 +56,7 @@ fn request_steps(model: &UserModel) -> Vec<&RequestStep> {
         for s in steps {
             match s {
                 Step::Request(r) => out.push(r),
-                Step::Think(_) => {}
+                Step::Think(_) | Step::Log(_) => {}
                 Step::Loop { steps, .. } => walk(steps, out),
             }
         }
@@ -59,10 +78,7 @@ fn request_steps(model: &UserModel) -> Vec<&RequestStep> {
 pub fn needs_response(step: &RequestStep) -> bool {
     step.needs_body()
         || !step.captures.is_empty()
-        || step
-            .expects
-            .iter()
-            .any(|e| matches!(e, Expect::ContentType(_)))
+        || step.expects.iter().any(Expect::needs_response)
 }
 
 /// Checks `answer` to `step` (a request named `name`) against the step's expectations, then
@@ -81,21 +97,56 @@ pub fn check(
             .find(|(k, _)| k.eq_ignore_ascii_case(wanted))
             .map(|(_, v)| v.as_str())
     };
+    let mut json: Option<Option<serde_json::Value>> = None;
     for e in &step.expects {
+        let render = |t: &loadlab_run::Template| {
+            let mut out = String::new();
+            let lookup = |k: &str| vars.get(k).map(String::as_str);
+            // Random functions in an expectation draw from a fixed seed: they are not
+            // expected there, and a check must not shift the user's own random sequence.
+            t.render(lookup, &mut fastrand::Rng::with_seed(0), &mut out);
+            out
+        };
+        if matches!(
+            e,
+            Expect::HasProperty(_) | Expect::NotHasProperty(_) | Expect::JsonMatch(..)
+        ) && json.is_none()
+        {
+            json = Some(serde_json::from_slice(&answer.body).ok());
+        }
+        let doc = || json.as_ref().and_then(Option::as_ref);
         let ok = match e {
             Expect::Status(codes) => codes.contains(&answer.status),
+            Expect::StatusOf(t) => render(t).trim().parse::<u16>() == Ok(answer.status),
             Expect::ContentType(ct) => header("content-type")
                 .is_some_and(|v| v.to_ascii_lowercase().contains(&ct.to_ascii_lowercase())),
+            Expect::HasProperty(p) => doc().is_some_and(|d| json_at(d, p).is_some()),
+            Expect::NotHasProperty(p) => doc().is_some_and(|d| json_at(d, p).is_none()),
+            Expect::Equals(values) => {
+                let rendered: Vec<String> = values.iter().map(render).collect();
+                rendered.windows(2).all(|w| w[0] == w[1])
+            }
+            Expect::HasHeader(h) => header(h).is_some(),
+            Expect::HeaderEquals(h, v) => header(h).is_some_and(|got| got == render(v)),
+            Expect::JsonMatch(q, v) => match (doc(), json_paths.0.get(q)) {
+                (Some(d), Some(path)) => path.query(d).first().is_some_and(|got| {
+                    let got = match got {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    got == render(v)
+                }),
+                _ => false,
+            },
+            Expect::MatchesRegexp(r) => json_paths
+                .1
+                .get(r)
+                .is_some_and(|re| re.is_match(&String::from_utf8_lossy(&answer.body))),
         };
         if !ok {
-            let what = match e {
-                Expect::Status(_) => "statusCode",
-                Expect::ContentType(_) => "contentType",
-            };
-            return Err(format!("expect {what} on {name}"));
+            return Err(format!("expect {} on {name}", e.key()));
         }
     }
-    let mut json: Option<Option<serde_json::Value>> = None;
     for c in &step.captures {
         let value = match &c.source {
             CaptureSource::Header(h) => header(h).map(str::to_string),

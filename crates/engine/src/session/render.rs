@@ -4,23 +4,29 @@
 
 use std::collections::HashMap;
 
-use loadlab_run::users::RequestStep;
+use loadlab_run::users::{FormField, FormValue, RequestStep};
 use loadlab_run::RequestTemplate;
 
 use crate::http1::encode_request;
 
 /// Renders request step `step` (of template `t`, sent to `authority`) with the user's `vars`
-/// into bytes, and the path it was sent to.
+/// into bytes, and the path it was sent to; the error is a `formData` file that cannot be
+/// read, in words.
 pub fn render(
     step: &RequestStep,
     t: &RequestTemplate,
     authority: &str,
     vars: &HashMap<String, String>,
     rng: &mut fastrand::Rng,
-) -> (Vec<u8>, String) {
+) -> Result<(Vec<u8>, String), String> {
     let lookup = |k: &str| vars.get(k).map(String::as_str);
     let mut raw = String::new();
     step.path.render(lookup, rng, &mut raw);
+    if raw.starts_with("http://") || raw.starts_with("https://") {
+        // A URL that is a template from its start rendered to another URL: loadlab sends it
+        // to the target's host only, so the session stops rather than send it elsewhere.
+        return Err(format!("url renders to {raw:?}, not a path on the target"));
+    }
     let mut path = request_target(&raw);
     for (k, v) in &step.query {
         path.push(if path.contains('?') { '&' } else { '?' });
@@ -30,7 +36,7 @@ pub fn render(
         path.push('=');
         path.extend(url::form_urlencoded::byte_serialize(value.as_bytes()));
     }
-    let headers = step
+    let mut headers: Vec<(String, String)> = step
         .headers
         .iter()
         .map(|(k, v)| {
@@ -42,6 +48,12 @@ pub fn render(
         })
         .collect();
     let body = match &step.json {
+        _ if !step.form_data.is_empty() => {
+            let (content_type, body) = multipart(&step.form_data, &lookup, rng)?;
+            headers.retain(|(k, _)| !k.eq_ignore_ascii_case("content-type"));
+            headers.push(("Content-Type".into(), content_type));
+            body
+        }
         Some(doc) => {
             let rendered = render_json(doc, &lookup, rng);
             serde_json::to_vec(&rendered).unwrap_or_default()
@@ -59,7 +71,59 @@ pub fn render(
         ..t.clone()
     };
     let bytes = encode_request(&req, authority);
-    (bytes, path)
+    Ok((bytes, path))
+}
+
+/// A multipart/form-data body of `fields` and its `Content-Type` (with the boundary); files
+/// are read as the fields name them, once rendered.
+fn multipart<'v>(
+    fields: &[FormField],
+    lookup: &impl Fn(&str) -> Option<&'v str>,
+    rng: &mut fastrand::Rng,
+) -> Result<(String, Vec<u8>), String> {
+    let boundary = format!("loadlab-{:016x}{:016x}", rng.u64(..), rng.u64(..));
+    let mut body = Vec::new();
+    for f in fields {
+        let name = f.name.replace(['"', '\r', '\n'], "_");
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match &f.value {
+            FormValue::Text(t) => {
+                let mut value = String::new();
+                t.render(lookup, rng, &mut value);
+                let ct = f
+                    .content_type
+                    .as_ref()
+                    .map_or_else(String::new, |c| format!("Content-Type: {c}\r\n"));
+                body.extend_from_slice(
+                    format!("Content-Disposition: form-data; name=\"{name}\"\r\n{ct}\r\n")
+                        .as_bytes(),
+                );
+                body.extend_from_slice(value.as_bytes());
+            }
+            FormValue::File(t) => {
+                let mut path = String::new();
+                t.render(lookup, rng, &mut path);
+                let bytes = std::fs::read(&path)
+                    .map_err(|e| format!("formData {name}: cannot read {path}: {e}"))?;
+                let file = std::path::Path::new(&path)
+                    .file_name()
+                    .map_or_else(String::new, |f| {
+                        f.to_string_lossy().replace(['"', '\r', '\n'], "_")
+                    });
+                body.extend_from_slice(
+                    format!(
+                        "Content-Disposition: form-data; name=\"{name}\"; filename=\"{file}\"\r\nContent-Type: {}\r\n\r\n",
+                        f.content_type.as_deref().unwrap_or("application/octet-stream")
+                    )
+                    .as_bytes(),
+                );
+                body.extend_from_slice(&bytes);
+            }
+        }
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    Ok((format!("multipart/form-data; boundary={boundary}"), body))
 }
 
 /// A rendered path made safe for the request line: bytes that may not appear there (spaces,

@@ -180,9 +180,26 @@ impl<'a> Session<'a> {
                 match step {
                     Step::Request(r) => self.request(r).await?,
                     Step::Think(t) => self.think(t).await?,
-                    Step::Loop { count, steps } => {
+                    Step::Log(t) => {
+                        let mut line = String::new();
+                        let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+                        t.render(lookup, &mut self.rng, &mut line);
+                        eprintln!("{line}");
+                    }
+                    Step::Loop { count, steps, over } if !over.is_empty() => {
+                        for (k, item) in over.iter().enumerate() {
+                            self.vars.insert("$loopCount".into(), (k + 1).to_string());
+                            self.vars
+                                .extend(loadlab_run::users::loop_element_vars(item));
+                            self.steps(steps).await?;
+                            tokio::task::yield_now().await;
+                        }
+                        let _ = count;
+                    }
+                    Step::Loop { count, steps, .. } => {
                         let mut k = 0;
                         while count.is_none_or(|c| k < c) {
+                            self.vars.insert("$loopCount".into(), (k + 1).to_string());
                             self.steps(steps).await?;
                             k += 1;
                             tokio::task::yield_now().await;
@@ -224,7 +241,13 @@ impl<'a> Session<'a> {
         let users = self.users;
         let t = &users.plan.requests[step.request];
         let authority = &users.plan.endpoints[t.endpoint].authority;
-        let (bytes, path) = render(step, t, authority, &self.vars, &mut self.rng);
+        let (bytes, path) =
+            render(step, t, authority, &self.vars, &mut self.rng).map_err(|reason| {
+                End::Failed {
+                    reason: format!("{reason} on {}", t.name),
+                    transport: false,
+                }
+            })?;
         let intended = if self.open {
             Some(self.next_intended.take().unwrap_or_else(Instant::now))
         } else {

@@ -14,6 +14,7 @@ use loadlab_run::{PlanError, TemplateError};
 use crate::target::UrlError;
 use crate::tls::CaFileError;
 use crate::yaml::{DurationError, YamlError};
+use crate::Position;
 
 /// A scenario file that cannot become a plan.
 #[derive(Debug, thiserror::Error)]
@@ -30,14 +31,16 @@ pub enum ScenarioError {
     #[error(transparent)]
     Yaml(YamlError),
     /// The file describes something loadlab cannot run.
-    #[error("{path}: {}{problem}", Trail(.trail))]
+    #[error("{path}{}: {}{problem}", At(.at), Trail(.trail))]
     Invalid {
         /// The file.
         path: PathBuf,
+        /// Where in the file the problem is, when known.
+        at: Option<Position>,
         /// Where in the file, outermost first; empty for the file as a whole.
         trail: Vec<Place>,
-        /// What is wrong.
-        problem: Problem,
+        /// What is wrong (boxed: it is the large part of an error that is rarely made).
+        problem: Box<Problem>,
     },
 }
 
@@ -53,8 +56,8 @@ impl ScenarioError {
 pub enum Place {
     /// A scenario, by its name (or `scenario N`).
     Scenario(String),
-    /// A step of a flow or of a loop, from 1.
-    FlowStep(usize),
+    /// A step of a flow or of a loop, from 1, with where it starts in the file.
+    FlowStep(usize, Option<Position>),
     /// A state of a Markov chain, by its name.
     MarkovState(String),
 }
@@ -63,10 +66,30 @@ impl fmt::Display for Place {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Place::Scenario(name) => write!(f, "scenario {name:?}"),
-            Place::FlowStep(n) => write!(f, "flow step {n}"),
+            Place::FlowStep(n, _) => write!(f, "flow step {n}"),
             Place::MarkovState(name) => write!(f, "markov state {name:?}"),
         }
     }
+}
+
+/// A position as a message writes it after the file: `:line:col`, or nothing.
+struct At<'a>(&'a Option<Position>);
+
+impl fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(p) => write!(f, ":{}:{}", p.line, p.column),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The position a span of the YAML parser names, when it knows one.
+pub(crate) fn position(loc: &serde_saphyr::Location) -> Option<Position> {
+    (loc.line() > 0).then(|| Position {
+        line: loc.line(),
+        column: loc.column(),
+    })
 }
 
 /// A trail as a message writes it: each place followed by `: `.
@@ -122,6 +145,42 @@ pub enum Problem {
     /// A `config.http.timeout` past what a duration holds.
     #[error("config.http.timeout of {0} s is too long")]
     TimeoutTooLong(f64),
+    /// A key loadlab reads but cannot run yet (or never runs), with what to do instead.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// Neither `config.target` nor `--target`.
+    #[error("config.target is not set: set it (or an environment's target, chosen with -e), or give --target URL")]
+    NoTarget,
+    /// No `scenarios`.
+    #[error("the file has no scenarios; a file of config alone goes with a scenarios file: loadlab validate --config THIS_FILE SCENARIOS.yml")]
+    NoScenarios,
+    /// `-e NAME` that `config.environments` does not define.
+    #[error("-e {name}: config.environments has no {name:?} (it has: {known})")]
+    NoEnvironment {
+        /// The name given.
+        name: String,
+        /// The environments the file defines.
+        known: String,
+    },
+    /// `-v` that is not a JSON object.
+    #[error("-v/--variables takes a JSON object such as '{{\"id\": [1, 2]}}': {0}")]
+    VariablesFlag(String),
+    /// A list of maps as a variable's values.
+    #[error("variable {0:?}: a list of objects is not supported yet (one object, or a list of strings, numbers or booleans)")]
+    VariableObjects(String),
+    /// A plugin loadlab ignores, with `--strict`.
+    #[error(
+        "config.plugins.{0}: loadlab does not run this plugin (--strict refuses ignored plugins)"
+    )]
+    StrictPlugin(String),
+    /// `config.plugins.ensure` or `config.plugins.expect` settings that do not read.
+    #[error("config.plugins.{plugin}: {error}")]
+    PluginSettings {
+        /// The plugin.
+        plugin: String,
+        /// Why its settings do not read.
+        error: String,
+    },
     /// `-c` or `--max-connections` with users phases.
     #[error(
         "-c and --max-connections do not apply to users phases: each user has its own connections"
@@ -133,27 +192,77 @@ pub enum Problem {
 #[derive(Debug)]
 pub(crate) struct Traced {
     trail: Vec<Place>,
-    problem: Problem,
+    at: Option<Position>,
+    problem: Box<Problem>,
 }
 
 impl<E: Into<Problem>> From<E> for Traced {
     fn from(problem: E) -> Self {
         Traced {
             trail: Vec::new(),
-            problem: problem.into(),
+            at: None,
+            problem: Box::new(problem.into()),
         }
     }
 }
 
 impl Traced {
+    /// `problem` at the place in the file a span names.
+    pub(crate) fn at(problem: impl Into<Problem>, loc: &serde_saphyr::Location) -> Self {
+        Traced {
+            trail: Vec::new(),
+            at: position(loc),
+            problem: Box::new(problem.into()),
+        }
+    }
+
+    /// True when the problem may come from Node.js hooks: a variable nothing defines, or a
+    /// scenario that sends no request of its own.
+    pub(crate) fn is_undefined(&self) -> bool {
+        matches!(
+            *self.problem,
+            Problem::Flow(FlowError::Undefined(_) | FlowError::NoRequest)
+        )
+    }
+
     /// The error of the file at `path`.
     pub(crate) fn in_file(self, path: &Path) -> ScenarioError {
         ScenarioError::Invalid {
             path: path.to_path_buf(),
+            at: self.at,
             trail: self.trail,
             problem: self.problem,
         }
     }
+}
+
+/// A key of Artillery's format that loadlab reads but does not run, refused with what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    /// Node.js code: `config.processor`, `function` steps, `beforeRequest`, `afterResponse`,
+    /// `beforeScenario`, `afterScenario`.
+    #[error(
+        "{0}: Node.js hooks are not run by loadlab yet; remove the hook (and the processor) \
+         or run this script with Artillery"
+    )]
+    Hook(String),
+    /// A scenario engine other than HTTP.
+    #[error("engine: {0}: loadlab runs HTTP scenarios only; remove the scenario or run it with Artillery")]
+    Engine(String),
+    /// `config.engines`.
+    #[error("config.engines: loadlab runs HTTP scenarios only (no Playwright, Socket.IO or WebSocket engines)")]
+    Engines,
+    /// A `before` or `after` section.
+    #[error("{0}: flows run once before or after the load are not run by loadlab yet; run them as a separate script")]
+    BeforeAfter(String),
+    /// A step or request key the engine cannot run yet.
+    #[error("{key}: {what}")]
+    Key {
+        /// The key as written.
+        key: String,
+        /// What to do instead.
+        what: String,
+    },
 }
 
 /// Puts a result's error at a place in the file, one step further out on its trail.
@@ -166,7 +275,11 @@ impl<T, E: Into<Traced>> Within<T> for Result<T, E> {
     fn within(self, place: impl FnOnce() -> Place) -> Result<T, Traced> {
         self.map_err(|e| {
             let mut traced = e.into();
-            traced.trail.insert(0, place());
+            let place = place();
+            if let (None, Place::FlowStep(_, Some(at))) = (traced.at, &place) {
+                traced.at = Some(*at);
+            }
+            traced.trail.insert(0, place);
             traced
         })
     }
@@ -205,7 +318,10 @@ pub enum PhaseError {
     #[error("phase {0:?}: spawnRate goes with users")]
     SpawnRateWithoutUsers(String),
     /// None, or several, of the arrival shapes.
-    #[error("phase {0:?} needs one of arrivalRate, arrivalCount, spike or step")]
+    #[error(
+        "phase {0:?} needs one of arrivalRate, arrivalCount, spike or step (rampTo ramps from \
+         arrivalRate and needs it)"
+    )]
     Shape(String),
     /// A spike with a negative rate, or as long as its spacing.
     #[error(
@@ -228,6 +344,25 @@ pub enum PhaseError {
         /// Most steps a phase may have.
         max: u64,
     },
+    /// A number given as a template that does not read as one.
+    #[error("phase {phase:?}: {key}: {reason}")]
+    Template {
+        /// The phase.
+        phase: String,
+        /// The key as written (`arrivalRate`).
+        key: String,
+        /// Why it is not a number.
+        reason: String,
+    },
+    /// A `maxVusers` below 1 or past the most connections a plan may have.
+    #[error("phase {0:?}: maxVusers is a whole number of users from 1")]
+    MaxVusers(String),
+    /// Phases with different `maxVusers`.
+    #[error(
+        "phase {0:?}: maxVusers differs from an earlier phase's; loadlab caps the users of the \
+         whole run, so give every phase the same maxVusers (or use --max-connections)"
+    )]
+    MaxVusersDiffer(String),
     /// A negative arrival rate or count, or a count with `rampTo`.
     #[error("phase {0:?} needs arrivalRate (optionally rampTo) or arrivalCount, not negative")]
     Rates(String),
@@ -252,7 +387,9 @@ pub enum FlowError {
     #[error("a step sends one request; split get/post/… into separate steps")]
     TwoRequests,
     /// A step that is not exactly one of a request, a think and a loop.
-    #[error("a step is one of get/post/put/patch/delete, think, or loop (with count)")]
+    #[error(
+        "a step is one of get/post/put/patch/delete, think, log, function, or loop (with count)"
+    )]
     StepKind,
     /// `count` without `loop`.
     #[error("count goes with loop")]
@@ -301,7 +438,9 @@ pub enum FlowError {
     )]
     IdleCycle(String),
     /// A request's URL that is neither a path nor an `http[s]://` URL.
-    #[error("{0:?} is neither a path starting with / nor an http:// or https:// URL")]
+    #[error(
+        "url {0:?} is neither a path starting with / nor an http:// or https:// URL; write /{0}"
+    )]
     NotUrl(String),
     /// A template in a URL's scheme or host.
     #[error("{0:?}: templates may appear in the path, not in the scheme or host")]
@@ -315,9 +454,27 @@ pub enum FlowError {
     /// A header value with a line break.
     #[error("header {0:?} must not contain line breaks")]
     HeaderLineBreak(String),
-    /// Both `json` and `body`.
-    #[error("give json or body, not both")]
+    /// Two of `json`, `body` and `form`.
+    #[error("give one of json, body or form")]
     JsonAndBody,
+    /// A `match` item that is not `{json: QUERY, value: V}` (with `strict`).
+    #[error(
+        "match {0}: loadlab reads {{ json: QUERY, value: VALUE, strict }} (or a list of them); \
+         for headers or regular expressions use expect"
+    )]
+    Match(String),
+    /// A `formData` field that is none of text, `{fromFile}` or `{value}` (with `contentType`).
+    #[error(
+        "formData {0:?}: a field is text, {{ fromFile: PATH }} or {{ value: TEXT }}, with an \
+         optional contentType"
+    )]
+    FormData(String),
+    /// A `form` field whose value is a template, a list or a map.
+    #[error(
+        "form {0:?}: values are fixed strings, numbers or booleans so far (templates are not \
+         encoded yet); build the body with body and Content-Type: application/x-www-form-urlencoded"
+    )]
+    FormValue(String),
     /// A JSON body that cannot be written.
     #[error("{0}")]
     Json(serde_json::Error),
@@ -343,12 +500,23 @@ pub enum FlowError {
     /// A capture with both or neither of `json` and `header`.
     #[error("capture {0:?} needs json (a JSONPath) or header, one of them")]
     CaptureSource(String),
-    /// An expected status code outside 100 to 999.
-    #[error("expect statusCode: codes are from 100 to 999")]
-    StatusCode,
-    /// An expect item with both or neither of `statusCode` and `contentType`.
-    #[error("each expect item is one of statusCode or contentType")]
-    ExpectKind,
+    /// An `expect` check loadlab cannot make, by its key.
+    #[error("expect {check}: {what}")]
+    Expect {
+        /// The check's key as written.
+        check: String,
+        /// What is wrong and what to do.
+        what: String,
+    },
+    /// A URL template that a loop item makes absolute.
+    #[error(
+        "url renders to {0:?}: a URL that is a template from its start goes to the target's \
+         host; write that request with its own absolute url"
+    )]
+    AbsoluteFromTemplate(String),
+    /// A template reading an environment variable that is not set.
+    #[error("{0}")]
+    Env(String),
 }
 
 /// A check in `config.ensure` that loadlab cannot make.
@@ -435,6 +603,9 @@ pub enum PayloadError {
         /// The fields named.
         fields: usize,
     },
+    /// `loadAll` without `name`, or `name` without `loadAll`.
+    #[error("payload {0}: loadAll: true and name: LIST go together (the rows become the list LIST for loop over)")]
+    LoadAllName(String),
     /// More rows than a payload may have.
     #[error("payload {file} has more than {max} rows")]
     TooManyRows {

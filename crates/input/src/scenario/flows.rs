@@ -1,17 +1,19 @@
 //! Scenario flows and Markov user models as written in scenario files, lowered into the
 //! plan's requests and a [`UserModel`] of steps the engine's virtual users run.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use loadlab_run::users::{
-    Behaviour, Capture, CaptureSource, Chain, ChainState, Expect, RequestStep, Step, Think,
-    UserScenario,
+    Behaviour, Capture, CaptureSource, Chain, ChainState, Expect, FormField, FormValue,
+    RequestStep, Step, Think, UserScenario,
 };
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use serde::Deserialize;
 
-use super::error::{FlowError, Place, Traced, Within};
+use serde_saphyr::Spanned;
+
+use super::error::{FlowError, Place, Refusal, Traced, Within};
 use crate::target::{Lookup, UrlError};
 use crate::yaml::{DurationError, OneOrMany, Seconds};
 
@@ -39,16 +41,35 @@ pub struct StepSpec {
     #[serde(default)]
     think: Option<ThinkSpec>,
     #[serde(default, rename = "loop")]
-    looped: Option<Vec<StepSpec>>,
+    looped: Option<Vec<Spanned<StepSpec>>>,
     #[serde(default)]
     count: Option<u64>,
+    /// `loop` over a list (refused: not run yet).
+    #[serde(default)]
+    over: Option<Spanned<serde_json::Value>>,
+    /// A Node.js function (refused once the rest of the file checks out).
+    #[serde(default)]
+    function: Option<Spanned<serde_json::Value>>,
+    /// A message the user prints, rendered with its variables.
+    #[serde(default)]
+    log: Option<Spanned<serde_json::Value>>,
+    /// A loop's condition on a Node.js function (refused: not run yet).
+    #[serde(default, rename = "whileTrue")]
+    while_true: Option<Spanned<serde_json::Value>>,
+    /// Steps run at once (refused: not run yet).
+    #[serde(default)]
+    parallel: Option<Spanned<serde_json::Value>>,
 }
 
 impl StepSpec {
     /// The step's request when the step is exactly one plain request (see
     /// [`RequestSpec::is_plain`]).
     pub fn plain_request(&self) -> Option<(&'static str, &RequestSpec)> {
-        if self.think.is_some() || self.looped.is_some() || self.count.is_some() {
+        if self.think.is_some()
+            || self.looped.is_some()
+            || self.count.is_some()
+            || self.function.is_some()
+        {
             return None;
         }
         self.request().ok().flatten().filter(|(_, r)| r.is_plain())
@@ -103,6 +124,32 @@ pub struct RequestSpec {
     /// load).
     #[serde(default, rename = "static")]
     pub fetch_static: bool,
+    /// A URL-encoded form body: field → value.
+    #[serde(default)]
+    pub form: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
+    /// A multipart body: field → text, or `{fromFile: PATH}` / `{value: TEXT}` with an
+    /// optional `contentType`.
+    #[serde(default, rename = "formData")]
+    pub form_data: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
+    /// Whether redirects are followed; loadlab never follows them, so only `false` is taken.
+    #[serde(default, rename = "followRedirect")]
+    pub follow_redirect: Option<Spanned<bool>>,
+    /// Node.js hooks (refused once the rest of the file checks out).
+    #[serde(default, rename = "beforeRequest")]
+    pub before_request: Option<Spanned<serde_json::Value>>,
+    /// A Node.js hook run on each response (refused with the other hooks).
+    #[serde(default, rename = "afterResponse")]
+    pub after_response: Option<Spanned<serde_json::Value>>,
+    /// Artillery's older response check: `{json: QUERY, value: V}` (or a list), which fails
+    /// the session when the query's first value is not V.
+    #[serde(default, rename = "match")]
+    pub matches: Option<Spanned<serde_json::Value>>,
+    /// A condition on the user's variables (refused: not run yet).
+    #[serde(default, rename = "ifTrue")]
+    pub if_true: Option<Spanned<serde_json::Value>>,
+    /// Cookies to send (refused: loadlab keeps no cookies yet).
+    #[serde(default)]
+    pub cookie: Option<Spanned<serde_json::Value>>,
 }
 
 impl RequestSpec {
@@ -114,6 +161,14 @@ impl RequestSpec {
             && self.expect.is_none()
             && !self.fetch_static
             && self.name.is_none()
+            && self.form.is_none()
+            && self.before_request.is_none()
+            && self.after_response.is_none()
+            && self.form_data.is_none()
+            && self.matches.is_none()
+            && self.if_true.is_none()
+            && self.cookie.is_none()
+            && self.follow_redirect.is_none()
             && self.headers.values().all(|v| !v.contains("{{"))
             && self.body.as_ref().is_none_or(|b| !b.contains("{{"))
             && self
@@ -135,6 +190,33 @@ impl RequestSpec {
             if v.contains(['\r', '\n']) {
                 return Err(FlowError::HeaderLineBreak(k.clone()));
             }
+        }
+        if let Some(form) = &self.form {
+            if self.json.is_some() || self.body.is_some() {
+                return Err(FlowError::JsonAndBody);
+            }
+            let mut encoded = url::form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &form.value {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                    _ => return Err(FlowError::FormValue(k.clone())),
+                };
+                if text.contains("{{") || k.contains("{{") {
+                    return Err(FlowError::FormValue(k.clone()));
+                }
+                encoded.append_pair(k, &text);
+            }
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                headers.push((
+                    "Content-Type".into(),
+                    "application/x-www-form-urlencoded".into(),
+                ));
+            }
+            return Ok((headers, encoded.finish().into_bytes()));
         }
         let body = match (&self.json, &self.body) {
             (Some(_), Some(_)) => return Err(FlowError::JsonAndBody),
@@ -166,15 +248,11 @@ pub struct CaptureSpec {
     var: String,
 }
 
-/// `expect`: one check per item, as Artillery's expect plugin writes them.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ExpectSpec {
-    #[serde(default)]
-    status_code: Option<OneOrMany<u16>>,
-    #[serde(default)]
-    content_type: Option<String>,
-}
+/// `expect`: checks by name, as Artillery's expect plugin writes them (an item may hold several).
+pub type ExpectSpec = BTreeMap<String, Spanned<serde_json::Value>>;
+
+/// The expect plugin's checks that loadlab does not make yet.
+const EXPECT_LATER: [&str; 1] = ["cdnHit"];
 
 /// `think`: seconds (Artillery), or a distribution.
 #[derive(Debug, Deserialize)]
@@ -272,6 +350,12 @@ pub struct Lowering<'a> {
     pub requests: Vec<RequestTemplate>,
     /// Variables some source defines: config variables, payload fields, captures.
     pub defined: HashSet<String>,
+    /// `config.defaults.headers`: sent by every request that does not set the header itself.
+    pub default_headers: BTreeMap<String, String>,
+    /// The scenario file's folder, which `formData` files are relative to.
+    pub dir: std::path::PathBuf,
+    /// Lists a `loop … over` may name: payloads read whole (`loadAll` with `name`), by name.
+    pub lists: BTreeMap<String, Vec<serde_json::Value>>,
     steps: usize,
 }
 
@@ -285,6 +369,9 @@ impl<'a> Lowering<'a> {
             endpoints: Vec::new(),
             requests: Vec::new(),
             defined,
+            default_headers: BTreeMap::new(),
+            dir: std::path::PathBuf::from("."),
+            lists: BTreeMap::new(),
             steps: 0,
         }
     }
@@ -293,7 +380,7 @@ impl<'a> Lowering<'a> {
     pub fn scenario(
         &mut self,
         name: &str,
-        flow: Option<&[StepSpec]>,
+        flow: Option<&[Spanned<StepSpec>]>,
         markov: Option<&MarkovSpec>,
     ) -> Result<UserScenario, Traced> {
         let before = self.requests.len();
@@ -319,22 +406,47 @@ impl<'a> Lowering<'a> {
         Ok(())
     }
 
-    fn steps(&mut self, flow: &[StepSpec]) -> Result<Vec<Step>, Traced> {
+    fn steps(&mut self, flow: &[Spanned<StepSpec>]) -> Result<Vec<Step>, Traced> {
         let mut out = Vec::with_capacity(flow.len());
-        for (i, s) in flow.iter().enumerate() {
+        for (i, spanned) in flow.iter().enumerate() {
             self.count_step()?;
-            let step = || Place::FlowStep(i + 1);
+            let s = &spanned.value;
+            // Every problem of the step is placed at it, unless it knows a closer place.
+            let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
+            let later = [
+                (
+                    "whileTrue",
+                    &s.while_true,
+                    "a loop's condition is not run yet; write the loop with count",
+                ),
+                (
+                    "parallel",
+                    &s.parallel,
+                    "parallel requests are not run yet; write them as steps one after another",
+                ),
+            ];
+            for (key, given, what) in later {
+                if let Some(v) = given {
+                    return Err(Traced::at(refuse(key, what), &v.referenced)).within(step);
+                }
+            }
             let request = s.request().within(step)?;
             let kinds = usize::from(request.is_some())
                 + usize::from(s.think.is_some())
-                + usize::from(s.looped.is_some());
+                + usize::from(s.looped.is_some())
+                + usize::from(s.function.is_some())
+                + usize::from(s.log.is_some());
             if kinds != 1 {
                 return Err(FlowError::StepKind).within(step);
             }
             if s.count.is_some() && s.looped.is_none() {
                 return Err(FlowError::CountWithoutLoop).within(step);
             }
-            if let Some((method, r)) = request {
+            if s.function.is_some() {
+                // A Node.js function: refused after the whole file checks out (first_hook).
+            } else if let Some(log) = &s.log {
+                out.push(Step::Log(self.log(log).within(step)?));
+            } else if let Some((method, r)) = request {
                 out.push(Step::Request(self.request(method, r).within(step)?));
             } else if let Some(t) = &s.think {
                 out.push(Step::Think(think_of(t).within(step)?));
@@ -342,14 +454,28 @@ impl<'a> Lowering<'a> {
                 if body.is_empty() {
                     return Err(FlowError::EmptyLoop).within(step);
                 }
+                let over = match &s.over {
+                    Some(o) => Some(self.loop_items(o, s.count.is_some()).within(step)?),
+                    None => None,
+                };
+                self.defined.insert("$loopCount".into());
+                for item in over.iter().flatten() {
+                    for (var, _) in loadlab_run::users::loop_element_vars(item) {
+                        self.defined.insert(var);
+                    }
+                }
                 let before = self.requests.len();
                 let steps = self.steps(body).within(step)?;
-                if s.count.is_none() && self.requests.len() == before {
+                if let Some(items) = &over {
+                    absolute_from_items(&steps, items).within(step)?;
+                }
+                if s.count.is_none() && over.is_none() && self.requests.len() == before {
                     return Err(FlowError::EndlessLoop).within(step);
                 }
                 out.push(Step::Loop {
                     count: s.count,
                     steps,
+                    over: over.unwrap_or_default(),
                 });
             }
         }
@@ -430,12 +556,219 @@ impl<'a> Lowering<'a> {
         Ok(Chain { start, states })
     }
 
+    /// The items of `loop … over`: a list written in the file, or the name of a payload read
+    /// whole (`loadAll: true` with `name`).
+    fn loop_items(
+        &self,
+        over: &Spanned<serde_json::Value>,
+        counted: bool,
+    ) -> Result<Vec<serde_json::Value>, Traced> {
+        let refused = |what: &str| Traced::at(refuse("over", what), &over.referenced);
+        if counted {
+            return Err(refused("a loop takes count or over, not both"));
+        }
+        let items = match &over.value {
+            serde_json::Value::Array(items) => items.clone(),
+            serde_json::Value::String(name) => match self.lists.get(name) {
+                Some(rows) => rows.clone(),
+                None => {
+                    return Err(refused(&format!(
+                        "{name:?} is not a list loadlab knows before the run: write the list, or \
+                         name a payload with loadAll: true and name: {name}"
+                    )))
+                }
+            },
+            _ => {
+                return Err(refused(
+                    "takes a list, or the name of a payload read with loadAll",
+                ))
+            }
+        };
+        if items.is_empty() {
+            return Err(refused("the list is empty"));
+        }
+        Ok(items)
+    }
+
+    /// A `log` step's message as a template whose variables are defined.
+    fn log(&self, log: &Spanned<serde_json::Value>) -> Result<Template, Traced> {
+        let Some(text) = scalar_text(&log.value) else {
+            return Err(Traced::at(
+                refuse("log", "takes a message (text, with {{ }} for variables)"),
+                &log.referenced,
+            ));
+        };
+        let t =
+            Template::parse(&text).map_err(|e| Traced::at(FlowError::from(e), &log.referenced))?;
+        if let Some(v) = t.variables().find(|v| !self.defined.contains(*v)) {
+            return Err(FlowError::Undefined(v.to_string()).into());
+        }
+        Ok(t)
+    }
+
     /// Lowers one request step: its endpoint and name into the plan's requests, its templates
     /// parsed, its captures and expectations checked.
-    fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
+    fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, Traced> {
+        let later = [
+            (
+                "ifTrue",
+                &r.if_true,
+                "conditional requests are not run yet; remove the condition",
+            ),
+            (
+                "cookie",
+                &r.cookie,
+                "loadlab keeps no cookies yet; send a Cookie header with headers",
+            ),
+        ];
+        for (key, given, what) in later {
+            if let Some(v) = given {
+                return Err(Traced::at(refuse(key, what), &v.referenced));
+            }
+        }
+        if let Some(f) = r.follow_redirect.as_ref().filter(|f| f.value) {
+            return Err(Traced::at(
+                refuse("followRedirect", "loadlab does not follow redirects; write followRedirect: false or request the next URL as a step"),
+                &f.referenced,
+            ));
+        }
+        for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
+            for (check, v) in e {
+                if let Err(e) = expect_of(check, v) {
+                    return Err(Traced::at(e, &v.referenced));
+                }
+            }
+        }
+        let form_data = match &r.form_data {
+            Some(f) => {
+                if r.json.is_some() || r.body.is_some() || r.form.is_some() {
+                    return Err(Traced::at(FlowError::JsonAndBody, &f.referenced));
+                }
+                let fields = self
+                    .form_data(&f.value)
+                    .map_err(|e| Traced::at(e, &f.referenced))?;
+                let uses = fields.iter().flat_map(|f| match &f.value {
+                    FormValue::Text(t) | FormValue::File(t) => t.variables(),
+                });
+                if let Some(v) = uses.into_iter().find(|v| !self.defined.contains(*v)) {
+                    return Err(FlowError::Undefined(v.to_string()).into());
+                }
+                fields
+            }
+            None => Vec::new(),
+        };
+        let matches = match &r.matches {
+            Some(m) => self
+                .matches(&m.value)
+                .map_err(|e| Traced::at(e, &m.referenced))?,
+            None => Vec::new(),
+        };
+        let mut step = self.request_inner(method, r)?;
+        step.form_data = form_data;
+        step.expects.extend(matches);
+        Ok(step)
+    }
+
+    /// Artillery's `match`: one or a list of `{json: QUERY, value: V, strict}` as checks;
+    /// `strict: false` only reports in Artillery, and is left out here.
+    fn matches(&self, v: &serde_json::Value) -> Result<Vec<Expect>, FlowError> {
+        let items = match v {
+            serde_json::Value::Array(items) => items.clone(),
+            other => vec![other.clone()],
+        };
+        let mut out = Vec::new();
+        for item in &items {
+            let bad = || FlowError::Match(item.to_string());
+            let serde_json::Value::Object(o) = item else {
+                return Err(bad());
+            };
+            if o.keys()
+                .any(|k| !matches!(k.as_str(), "json" | "value" | "strict"))
+            {
+                return Err(bad());
+            }
+            let (Some(serde_json::Value::String(query)), Some(value)) =
+                (o.get("json"), o.get("value").and_then(scalar_text))
+            else {
+                return Err(bad());
+            };
+            if o.get("strict") == Some(&serde_json::Value::Bool(false)) {
+                continue;
+            }
+            serde_json_path::JsonPath::parse(query).map_err(|error| FlowError::CaptureQuery {
+                query: query.clone(),
+                error,
+            })?;
+            let value = Template::parse(&value)?;
+            if let Some(v) = value.variables().find(|v| !self.defined.contains(*v)) {
+                return Err(FlowError::Undefined(v.to_string()));
+            }
+            out.push(Expect::JsonMatch(query.clone(), value));
+        }
+        Ok(out)
+    }
+
+    /// A `formData` map as multipart fields: text, `{value}`, or `{fromFile}` (relative to the
+    /// scenario file's folder), each with an optional `contentType`.
+    fn form_data(
+        &self,
+        map: &BTreeMap<String, serde_json::Value>,
+    ) -> Result<Vec<FormField>, FlowError> {
+        let mut out = Vec::new();
+        for (name, v) in map {
+            let bad = || FlowError::FormData(name.clone());
+            let (value, content_type) = match v {
+                serde_json::Value::Object(o) => {
+                    if o.keys()
+                        .any(|k| !matches!(k.as_str(), "fromFile" | "value" | "contentType"))
+                    {
+                        return Err(bad());
+                    }
+                    let content_type = match o.get("contentType") {
+                        Some(serde_json::Value::String(c)) => Some(c.clone()),
+                        None => None,
+                        Some(_) => return Err(bad()),
+                    };
+                    let value = match (o.get("fromFile"), o.get("value")) {
+                        (Some(serde_json::Value::String(p)), None) => {
+                            // A path written absolute stays so; a relative one is from the
+                            // scenario file's folder, as Artillery resolves it.
+                            let full = self.dir.join(p);
+                            FormValue::File(Template::parse(&full.to_string_lossy())?)
+                        }
+                        (None, Some(v)) => {
+                            FormValue::Text(Template::parse(&scalar_text(v).ok_or_else(bad)?)?)
+                        }
+                        _ => return Err(bad()),
+                    };
+                    (value, content_type)
+                }
+                other => (
+                    FormValue::Text(Template::parse(&scalar_text(other).ok_or_else(bad)?)?),
+                    None,
+                ),
+            };
+            out.push(FormField {
+                name: name.clone(),
+                value,
+                content_type,
+            });
+        }
+        Ok(out)
+    }
+
+    fn request_inner(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
         let (origin, path) = split_url(self.target, &r.url)?;
         let endpoint = self.endpoint(&origin)?;
-        let (headers, body) = r.headers_and_body()?;
+        let (mut headers, body) = r.headers_and_body()?;
+        for (k, v) in &self.default_headers {
+            if !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(k)) {
+                headers.push((k.clone(), v.clone()));
+            }
+        }
+        for (_, v) in headers.iter_mut() {
+            *v = crate::values::expand_env(v).map_err(FlowError::Env)?;
+        }
         let name = r
             .name
             .clone()
@@ -502,16 +835,16 @@ impl<'a> Lowering<'a> {
         }
         let mut expects = Vec::new();
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
-            match (&e.status_code, &e.content_type) {
-                (Some(codes), None) => {
-                    let codes = codes.as_slice().to_vec();
-                    if codes.iter().any(|c| !(100..1000).contains(c)) {
-                        return Err(FlowError::StatusCode);
-                    }
-                    expects.push(Expect::Status(codes));
+            for (check, v) in e {
+                let expect = expect_of(check, v)?;
+                if let Some(v) = expect
+                    .variables()
+                    .into_iter()
+                    .find(|v| !self.defined.contains(*v))
+                {
+                    return Err(FlowError::Undefined(v.to_string()));
                 }
-                (None, Some(ct)) => expects.push(Expect::ContentType(ct.clone())),
-                _ => return Err(FlowError::ExpectKind),
+                expects.push(expect);
             }
         }
         let static_resources = r.fetch_static.then(|| {
@@ -534,6 +867,7 @@ impl<'a> Lowering<'a> {
             json: r.json.clone(),
             captures,
             expects,
+            form_data: Vec::new(),
             static_resources,
         })
     }
@@ -549,7 +883,7 @@ impl<'a> Lowering<'a> {
         headers: &[(String, String)],
         body: &[u8],
     ) -> usize {
-        let url = if url.starts_with('/') {
+        let url = if url.starts_with('/') || url.starts_with("{{") {
             format!("{}{url}", self.target.trim_end_matches('/'))
         } else {
             url.to_string()
@@ -571,9 +905,153 @@ impl<'a> Lowering<'a> {
     }
 }
 
+/// Refuses a loop whose items make a templated URL absolute (`https://other/x`): loadlab sends
+/// a URL that is a template from its start to the target's host, where Artillery would follow
+/// the item's host.
+fn absolute_from_items(steps: &[Step], items: &[serde_json::Value]) -> Result<(), FlowError> {
+    let mut rng = fastrand::Rng::with_seed(0);
+    for item in items {
+        let vars: HashMap<String, String> = loadlab_run::users::loop_element_vars(item)
+            .into_iter()
+            .collect();
+        for r in steps.iter().filter_map(|s| match s {
+            Step::Request(r) => Some(r),
+            _ => None,
+        }) {
+            if r.path.variables().all(|v| !vars.contains_key(v)) {
+                continue;
+            }
+            let mut path = String::new();
+            r.path
+                .render(|k| vars.get(k).map(String::as_str), &mut rng, &mut path);
+            if path.starts_with("http://") || path.starts_with("https://") {
+                return Err(FlowError::AbsoluteFromTemplate(path));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A refusal of a key, with what to do.
+fn refuse(key: &str, what: &str) -> Refusal {
+    Refusal::Key {
+        key: key.into(),
+        what: what.into(),
+    }
+}
+
+/// One check of an `expect` item: `statusCode` (a code or a list) or `contentType`.
+fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, FlowError> {
+    let bad = |what: &str| FlowError::Expect {
+        check: check.into(),
+        what: what.into(),
+    };
+    match check {
+        "statusCode" => {
+            if let Some(t) = v.value.as_str().filter(|t| t.contains("{{")) {
+                return Ok(Expect::StatusOf(Template::parse(t)?));
+            }
+            let items = match &v.value {
+                serde_json::Value::Array(a) => a.clone(),
+                other => vec![other.clone()],
+            };
+            let codes = items
+                .iter()
+                .map(|c| {
+                    c.as_u64()
+                        .and_then(|c| u16::try_from(c).ok())
+                        .filter(|c| (100..1000).contains(c))
+                })
+                .collect::<Option<Vec<u16>>>()
+                .ok_or_else(|| bad("takes a status code from 100 to 999, a list of them, or a template"))?;
+            Ok(Expect::Status(codes))
+        }
+        "contentType" => match &v.value {
+            serde_json::Value::String(ct) => Ok(Expect::ContentType(ct.clone())),
+            _ => Err(bad("takes text that the Content-Type header contains, such as json")),
+        },
+        "hasProperty" | "notHasProperty" | "hasHeader" | "matchesRegexp" => {
+            let serde_json::Value::String(text) = &v.value else {
+                return Err(bad("takes text"));
+            };
+            Ok(match check {
+                "hasProperty" => Expect::HasProperty(text.clone()),
+                "notHasProperty" => Expect::NotHasProperty(text.clone()),
+                "hasHeader" => Expect::HasHeader(text.clone()),
+                _ => {
+                    regex::Regex::new(text).map_err(|e| bad(&format!("{text:?} is not a regular expression: {e}")))?;
+                    Expect::MatchesRegexp(text.clone())
+                }
+            })
+        }
+        "equals" => {
+            let serde_json::Value::Array(items) = &v.value else {
+                return Err(bad("takes a list of values that must all be equal"));
+            };
+            let values = items
+                .iter()
+                .map(|i| Template::parse(&scalar_text(i).ok_or_else(|| bad("takes strings, numbers or booleans"))?).map_err(FlowError::from))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Expect::Equals(values))
+        }
+        "headerEquals" => match &v.value {
+            serde_json::Value::Array(pair) if pair.len() == 2 => {
+                let (Some(name), Some(value)) = (pair[0].as_str(), scalar_text(&pair[1])) else {
+                    return Err(bad("takes [header name, value]"));
+                };
+                Ok(Expect::HeaderEquals(name.to_string(), Template::parse(&value)?))
+            }
+            _ => Err(bad("takes [header name, value]")),
+        },
+        c if EXPECT_LATER.contains(&c) => Err(bad(
+            "loadlab does not make this check yet; remove it or run the script with Artillery",
+        )),
+        _ => Err(bad(
+            "is not a check of the expect plugin (statusCode, contentType, hasProperty, notHasProperty, equals, hasHeader, headerEquals, matchesRegexp, cdnHit)",
+        )),
+    }
+}
+
+/// A string, number or boolean as text.
+fn scalar_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
+/// The first Node.js hook of a flow (a `function` step, `beforeRequest`, `afterResponse`),
+/// named as written, with where it is.
+pub fn first_hook(steps: &[Spanned<StepSpec>]) -> Option<(String, &serde_saphyr::Location)> {
+    for s in steps.iter().map(|s| &s.value) {
+        if let Some(f) = &s.function {
+            return Some(("function".into(), &f.referenced));
+        }
+        if let Some((_, r)) = s.request().ok().flatten() {
+            if let Some(h) = &r.before_request {
+                return Some(("beforeRequest".into(), &h.referenced));
+            }
+            if let Some(h) = &r.after_response {
+                return Some(("afterResponse".into(), &h.referenced));
+            }
+        }
+        if let Some(inner) = s.looped.as_deref().and_then(first_hook) {
+            return Some(inner);
+        }
+    }
+    None
+}
+
 /// Splits a request URL into its origin (`http://host:port`) and its path template; relative
 /// URLs take the target's origin and path prefix.
 fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
+    // A URL that is a template from its start (`{{ url }}` from a CSV) renders to a path
+    // relative to the target.
+    if url.starts_with("{{") {
+        let (origin, prefix) = split_url(target, target)?;
+        return Ok((origin, format!("{}{url}", prefix.trim_end_matches('/'))));
+    }
     let absolute = if url.starts_with('/') {
         format!("{}{url}", target.trim_end_matches('/'))
     } else {
@@ -647,5 +1125,14 @@ mod tests {
             Err(FlowError::TemplatedOrigin(_))
         ));
         assert!(matches!(split_url(t, "x"), Err(FlowError::NotUrl(_))));
+        // A URL that is a template from its start is a path the target's origin takes.
+        assert_eq!(
+            split_url(t, "{{ url }}").unwrap(),
+            ("http://127.0.0.1:8080".to_string(), "{{ url }}".to_string())
+        );
+        assert_eq!(
+            split_url("http://h:1/base/", "{{ u }}").unwrap().1,
+            "/base{{ u }}"
+        );
     }
 }

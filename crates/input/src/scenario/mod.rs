@@ -25,8 +25,10 @@ mod phases;
 
 use loadlab_run::UserModel;
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 use self::ensure::EnsureSpec;
+pub use self::error::Refusal;
 pub use self::error::{
     EnsureError, FlowError, PayloadError, PhaseError, Place, Problem, ScenarioError,
 };
@@ -35,27 +37,42 @@ use self::flows::{MarkovSpec, RequestSpec, StepSpec};
 use self::payload::{read_payload, PayloadSpec};
 use self::phases::PhaseSpec;
 pub use self::phases::Phases;
+use crate::flags::ScriptFlags;
 use crate::target::Lookup;
 use crate::yaml::{plain_untagged, OneOrMany, YamlError};
 
-/// A whole scenario file.
+/// A whole scenario file (or, with `--config`, a file of scenarios or a file of config).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScenarioFile {
-    config: Config,
-    scenarios: Vec<ScenarioSpec>,
+    /// Artillery's old script version marker; it changes nothing.
+    #[serde(default)]
+    #[allow(dead_code)]
+    version: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    config: Option<Config>,
+    #[serde(default)]
+    scenarios: Option<Vec<ScenarioSpec>>,
+    /// A flow run once before the load (not yet run by loadlab: refused).
+    #[serde(default)]
+    before: Option<Spanned<serde_json::Value>>,
+    /// A flow run once after the load (not yet run by loadlab: refused).
+    #[serde(default)]
+    after: Option<Spanned<serde_json::Value>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Config {
-    target: String,
-    phases: Vec<PhaseSpec>,
+    #[serde(default)]
+    target: Option<String>,
+    #[serde(default)]
+    phases: Option<Vec<Spanned<PhaseSpec>>>,
     #[serde(default)]
     http: Option<HttpConfig>,
     /// Values for `{{ name }}`; a list gives each user one of them at random.
     #[serde(default)]
-    variables: BTreeMap<String, serde_json::Value>,
+    variables: Option<BTreeMap<String, serde_json::Value>>,
     /// CSV files whose rows are handed to users.
     #[serde(default)]
     payload: Option<OneOrMany<PayloadSpec>>,
@@ -65,6 +82,102 @@ struct Config {
     /// Checks that fail the run (thresholds, conditions, maxErrorRate).
     #[serde(default)]
     ensure: Option<EnsureSpec>,
+    /// Artillery's plugins by name, with their settings.
+    #[serde(default)]
+    plugins: Option<BTreeMap<String, serde_json::Value>>,
+    /// The apdex plugin's settings (`threshold`, ms).
+    #[serde(default)]
+    apdex: Option<ApdexSpec>,
+    /// Config overlays chosen with `-e NAME`.
+    #[serde(default)]
+    environments: Option<BTreeMap<String, Spanned<Config>>>,
+    /// What every request gets unless it says otherwise.
+    #[serde(default)]
+    defaults: Option<DefaultsSpec>,
+    /// A Node.js module of hooks (refused until loadlab runs Node hooks).
+    #[serde(default)]
+    processor: Option<Spanned<String>>,
+    /// Settings of engines other than HTTP (refused).
+    #[serde(default)]
+    engines: Option<Spanned<serde_json::Value>>,
+}
+
+/// `config.apdex`: the satisfied latency, ms.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApdexSpec {
+    threshold: f64,
+}
+
+/// `config.defaults`: headers every request sends unless it sets them itself.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefaultsSpec {
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+/// Puts `over`'s map entries over `base`'s, key by key.
+fn merge_maps<V>(base: &mut Option<BTreeMap<String, V>>, over: Option<BTreeMap<String, V>>) {
+    if let Some(over) = over {
+        base.get_or_insert_with(BTreeMap::new).extend(over);
+    }
+}
+
+impl Config {
+    /// The keys whose errors carry a position, that this config gives.
+    fn located_keys(&self) -> Vec<&'static str> {
+        let given = [
+            ("phases", self.phases.is_some()),
+            ("processor", self.processor.is_some()),
+            ("engines", self.engines.is_some()),
+            ("environments", self.environments.is_some()),
+        ];
+        given
+            .into_iter()
+            .filter(|(_, g)| *g)
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// `over` laid over this config as Artillery merges an environment or a `--config` file:
+    /// maps (variables, plugins, default headers, http settings) key by key, the rest whole.
+    fn merge(&mut self, over: Config) {
+        macro_rules! replace {
+            ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
+        }
+        replace!(target, payload, tls, ensure, apdex, processor, engines);
+        // Artillery merges lists by position: a phase over the phase at its index, so an
+        // environment of one phase over a config of three changes the first and keeps the rest.
+        match (&mut self.phases, over.phases) {
+            (Some(base), Some(over)) => {
+                let mut over = over.into_iter();
+                for (b, o) in base.iter_mut().zip(over.by_ref()) {
+                    b.value.merge(o.value);
+                }
+                base.extend(over);
+            }
+            (base, over @ Some(_)) => *base = over,
+            (_, None) => {}
+        }
+        merge_maps(&mut self.variables, over.variables);
+        merge_maps(&mut self.plugins, over.plugins);
+        merge_maps(&mut self.environments, over.environments);
+        if let Some(h) = over.http {
+            let base = self.http.get_or_insert_with(HttpConfig::default);
+            base.timeout = h.timeout.or(base.timeout);
+            base.http2 |= h.http2;
+            base.streams = h.streams.or(base.streams);
+            base.pool = h.pool.or(base.pool.take());
+            base.max_sockets = h.max_sockets.or(base.max_sockets.take());
+        }
+        if let Some(d) = over.defaults {
+            self.defaults
+                .get_or_insert_with(DefaultsSpec::default)
+                .headers
+                .extend(d.headers);
+        }
+    }
 }
 
 /// `config.tls`: loadlab's `cacert` and `insecure`, and Artillery's `rejectUnauthorized`.
@@ -91,10 +204,11 @@ pub struct ScenarioTls {
     pub insecure: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HttpConfig {
     /// Seconds, as in Artillery.
+    #[serde(default)]
     timeout: Option<f64>,
     /// Speak HTTP/2 (ALPN `h2` on `https://`, prior knowledge on `http://`).
     #[serde(default)]
@@ -102,17 +216,38 @@ struct HttpConfig {
     /// HTTP/2: most requests in flight per connection.
     #[serde(default)]
     streams: Option<usize>,
+    /// Artillery: one pool of this many connections shared by every user (ignored, warned).
+    #[serde(default)]
+    pool: Option<serde_json::Value>,
+    /// Artillery: most connections per user and host (ignored, warned).
+    #[serde(default, rename = "maxSockets")]
+    max_sockets: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ScenarioSpec {
     #[serde(default)]
     name: Option<String>,
+    /// `http` (the default) or another engine (refused before the flows are read, by
+    /// `other_engine`).
+    #[allow(dead_code)]
+    #[serde(default)]
+    engine: Option<Spanned<String>>,
+    /// Node.js hooks around the scenario (refused until loadlab runs Node hooks).
+    #[serde(default)]
+    before_scenario: Option<Spanned<serde_json::Value>>,
+    #[serde(default)]
+    after_scenario: Option<Spanned<serde_json::Value>>,
+    /// Node.js hooks around each request of the scenario (refused with the other hooks).
+    #[serde(default)]
+    before_request: Option<Spanned<serde_json::Value>>,
+    #[serde(default)]
+    after_response: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
     weight: Option<u32>,
     #[serde(default)]
-    flow: Option<Vec<StepSpec>>,
+    flow: Option<Vec<Spanned<StepSpec>>>,
     /// loadlab's user model: a Markov chain of pages.
     #[serde(default)]
     markov: Option<MarkovSpec>,
@@ -121,22 +256,227 @@ struct ScenarioSpec {
 /// Most request templates the weights may expand to.
 const MAX_WEIGHT_SUM: u32 = 1000;
 
-/// Parses a scenario's text and its phases; no I/O, so it can be fed anything.
-fn parse(text: &str, path: &Path) -> Result<(ScenarioFile, Phases), ScenarioError> {
-    let file: ScenarioFile = serde_saphyr::from_str(text)
-        .map_err(|e| ScenarioError::Yaml(YamlError::new(path, &plain_untagged(&e.to_string()))))?;
-    let phases = phases::lower(&file.config.phases).map_err(|e| ScenarioError::invalid(path, e))?;
-    Ok((file, phases))
+/// A script as it runs: its config with `--config`, `-e` and `-v` laid over it, its scenarios,
+/// and the folder its side files (payloads, CA) are relative to.
+#[derive(Debug)]
+struct Script {
+    config: Config,
+    scenarios: Vec<ScenarioSpec>,
+    /// The folder of the file the config came from (Artillery's `$dirname`).
+    dir: PathBuf,
+    /// The file the side files' errors name.
+    config_path: PathBuf,
+    /// The scenario file's folder (`formData` files are relative to it).
+    scenario_dir: PathBuf,
+    /// The file each located config key came from, when not the scenario file (`--config`).
+    origin: BTreeMap<&'static str, PathBuf>,
+    before: Option<Spanned<serde_json::Value>>,
+    after: Option<Spanned<serde_json::Value>>,
+}
+
+impl Script {
+    /// The file a located config key came from: the `--config` file, or `path`.
+    fn file_of<'a>(&'a self, key: &str, path: &'a Path) -> &'a Path {
+        self.origin.get(key).map_or(path, PathBuf::as_path)
+    }
+}
+
+/// One file's text as YAML of a script's shape.
+fn read_yaml(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
+    serde_saphyr::from_str(text)
+        .map_err(|e| ScenarioError::Yaml(YamlError::new(path, &plain_untagged(&e.to_string()))))
+}
+
+/// Scenarios of another engine than HTTP, found before the flows are read (their steps are
+/// another engine's, so reading them as HTTP steps would refuse the wrong key).
+#[derive(Deserialize)]
+struct EngineProbe {
+    #[serde(default)]
+    scenarios: Option<Vec<EngineOnly>>,
+}
+
+#[derive(Deserialize)]
+struct EngineOnly {
+    #[serde(default)]
+    engine: Option<Spanned<String>>,
+}
+
+/// The first scenario whose engine is not HTTP, as a refusal at its position.
+fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
+    let Ok(probe) = serde_saphyr::from_str::<EngineProbe>(text) else {
+        return Ok(());
+    };
+    for s in probe.scenarios.iter().flatten() {
+        if let Some(e) = &s.engine {
+            if e.value != "http" {
+                return Err(
+                    Traced::at(Refusal::Engine(e.value.clone()), &e.referenced).in_file(path)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads a script, with the command line's `--config`, `-e` and `-v`, into the config and
+/// scenarios that run.
+fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, ScenarioError> {
+    other_engine(text, path)?;
+    let file = read_yaml(text, path)?;
+    let mut config = file.config.unwrap_or_default();
+    let mut config_path = path.to_path_buf();
+    let mut origin = BTreeMap::new();
+    if let Some(cfg) = &flags.config {
+        let cfg_text = std::fs::read_to_string(cfg).map_err(|error| ScenarioError::Read {
+            path: cfg.clone(),
+            error,
+        })?;
+        let over = read_yaml(&cfg_text, cfg)?.config.unwrap_or_default();
+        for key in over.located_keys() {
+            origin.insert(key, cfg.clone());
+        }
+        // Artillery merges the --config file after the script: its keys win.
+        config.merge(over);
+        config_path = cfg.clone();
+    }
+    if let Some(name) = &flags.environment {
+        let mut envs = config.environments.take().unwrap_or_default();
+        let Some(env) = envs.remove(name) else {
+            let known: Vec<&str> = envs.keys().map(String::as_str).collect();
+            return Err(ScenarioError::invalid(
+                path,
+                Problem::NoEnvironment {
+                    name: name.clone(),
+                    known: if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    },
+                },
+            ));
+        };
+        let file = origin.get("environments").cloned();
+        for key in env.value.located_keys() {
+            match &file {
+                Some(f) => origin.insert(key, f.clone()),
+                None => origin.remove(key),
+            };
+        }
+        config.merge(env.value);
+    }
+    if let Some(json) = &flags.variables {
+        let vars: BTreeMap<String, serde_json::Value> = serde_json::from_str(json)
+            .map_err(|e| ScenarioError::invalid(path, Problem::VariablesFlag(e.to_string())))?;
+        merge_maps(&mut config.variables, Some(vars));
+    }
+    let scenarios = match file.scenarios {
+        Some(s) if !s.is_empty() => s,
+        _ => return Err(ScenarioError::invalid(path, Problem::NoScenarios)),
+    };
+    let dir = config_path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    Ok(Script {
+        config,
+        scenarios,
+        dir,
+        config_path,
+        scenario_dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        origin,
+        before: file.before,
+        after: file.after,
+    })
+}
+
+/// Parses a scenario's text and its phases; no I/O but `--config`'s file, so it can be fed
+/// anything.
+fn parse(text: &str, path: &Path, flags: &ScriptFlags) -> Result<(Script, Phases), ScenarioError> {
+    let script = script(text, path, flags)?;
+    // No phases: Artillery runs one user (one arrival in a phase of one second).
+    let phases = match &script.config.phases {
+        Some(specs) => {
+            // Each phase alone first, so its error is placed at it.
+            let file = script.file_of("phases", path);
+            for (i, p) in specs.iter().enumerate() {
+                phases::check(i, &p.value)
+                    .map_err(|e| Traced::at(e, &p.referenced).in_file(file))?;
+            }
+            phases::lower(specs.iter().map(|p| &p.value))
+        }
+        None => phases::lower(&[PhaseSpec::one_user()]),
+    }
+    .map_err(|e| ScenarioError::invalid(path, e))?;
+    Ok((script, phases))
 }
 
 /// The files a scenario's text reads besides itself (payload CSV files and a CA file), as it
 /// names them: relative to the scenario file, or absolute.
 pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
-    let (file, _) = parse(text, path)?;
-    let payloads = file.config.payload.iter().flat_map(|p| p.as_slice());
+    let (script, _) = parse(text, path, &ScriptFlags::default())?;
+    let payloads = script.config.payload.iter().flat_map(|p| p.as_slice());
     let mut files: Vec<PathBuf> = payloads.map(|p| PathBuf::from(&p.path)).collect();
-    files.extend(file.config.tls.and_then(|t| t.cacert));
+    files.extend(script.config.tls.and_then(|t| t.cacert));
     Ok(files)
+}
+
+/// Plugins loadlab understands: their checks run (ensure, expect) or their results are what
+/// loadlab reports anyway (metrics-by-endpoint, apdex).
+const KNOWN_PLUGINS: [&str; 4] = ["ensure", "expect", "metrics-by-endpoint", "apdex"];
+
+/// The warnings about keys loadlab ignores, or with `strict`, the first of them refused.
+fn ignored(config: &Config, path: &Path, strict: bool) -> Result<Vec<String>, ScenarioError> {
+    let mut warnings = Vec::new();
+    for name in config.plugins.iter().flat_map(|p| p.keys()) {
+        if !KNOWN_PLUGINS.contains(&name.as_str()) {
+            if strict {
+                return Err(ScenarioError::invalid(
+                    path,
+                    Problem::StrictPlugin(name.clone()),
+                ));
+            }
+            warnings.push(format!(
+                "config.plugins.{name}: loadlab does not run this plugin; it is ignored"
+            ));
+        }
+    }
+    if let Some(h) = &config.http {
+        for (key, given) in [
+            ("pool", h.pool.is_some()),
+            ("maxSockets", h.max_sockets.is_some()),
+        ] {
+            if !given {
+                continue;
+            }
+            if strict {
+                return Err(ScenarioError::invalid(
+                    path,
+                    Refusal::Key {
+                        key: format!("config.http.{key}"),
+                        what: "loadlab gives each user connections of its own; remove it".into(),
+                    },
+                ));
+            }
+            warnings.push(format!(
+                "config.http.{key}: ignored; each loadlab user opens connections of its own (one per host)"
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
+/// `config.ensure`, or when it is not given, the ensure plugin's settings
+/// (`config.plugins.ensure`), which Artillery also reads.
+fn ensure_spec(config: &Config) -> Result<Option<EnsureSpec>, Problem> {
+    let from_plugin = config.plugins.as_ref().and_then(|p| p.get("ensure"));
+    match (&config.ensure, from_plugin) {
+        (Some(_), _) | (None, None) => Ok(None),
+        (None, Some(v)) => {
+            serde_json::from_value(v.clone())
+                .map(Some)
+                .map_err(|e| Problem::PluginSettings {
+                    plugin: "ensure".into(),
+                    error: e.to_string(),
+                })
+        }
+    }
 }
 
 /// A scenario file lowered into the parts of a plan; the lowering (`lower.rs`) adds the run's
@@ -160,30 +500,75 @@ pub struct Scenario {
     pub http2: Option<Option<usize>>,
     /// `config.ensure` as thresholds.
     pub thresholds: Vec<loadlab_run::Threshold>,
+    /// The phases' `maxVusers`: most users at once over the run.
+    pub max_vusers: Option<usize>,
+    /// Keys read but ignored, in words (one line each).
+    pub warnings: Vec<String>,
+    /// What the file asks that the plan does not show, in words (apdex threshold, environment).
+    pub notes: Vec<String>,
 }
 
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
-/// the load to `target` instead of `config.target` when given; `seed` seeds the users, and
-/// `lookup` says whether the hosts are looked up.
+/// the load to `target` instead of `config.target` when given; `seed` seeds the users,
+/// `lookup` says whether the hosts are looked up, and `flags` adds Artillery's run flags.
 pub fn from_text(
     text: &str,
     path: &Path,
     target: Option<&str>,
     seed: u64,
     lookup: Lookup,
+    flags: &ScriptFlags,
 ) -> Result<Scenario, ScenarioError> {
-    let (file, phases) = parse(text, path)?;
-    let target = target.unwrap_or(&file.config.target);
-    let (endpoints, requests, users) = match plain(&file, &phases) {
+    let (script, phases) = parse(text, path, flags)?;
+    let config = &script.config;
+    if let Some(e) = &config.engines {
+        return Err(
+            Traced::at(Refusal::Engines, &e.referenced).in_file(script.file_of("engines", path))
+        );
+    }
+    for (key, section) in [("before", &script.before), ("after", &script.after)] {
+        if let Some(s) = section {
+            return Err(Traced::at(Refusal::BeforeAfter(key.into()), &s.referenced).in_file(path));
+        }
+    }
+    let warnings = ignored(config, path, flags.strict)?;
+    let max_vusers = match &config.phases {
+        Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
+            .map_err(|e| ScenarioError::invalid(path, e))?,
+        None => None,
+    };
+    let target = target
+        .or(config.target.as_deref())
+        .ok_or_else(|| ScenarioError::invalid(path, Problem::NoTarget))?;
+    // `target: "{{ $processEnvironment.TARGET }}"`, as Artillery reads it.
+    let target = &crate::values::expand_env(target).map_err(|e| {
+        ScenarioError::invalid(
+            path,
+            Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
+        )
+    })?;
+    let hook = first_hook(&script);
+    // A variable no source defines may come from a hook, and a flow of function steps sends
+    // its requests from Node.js: then the hook is the refusal.
+    let hook_file = |key: &str| match key {
+        "config.processor" => script.file_of("processor", path),
+        _ => path,
+    };
+    let located = |e: Traced| match &hook {
+        Some((key, at)) if e.is_undefined() => {
+            Traced::at(Refusal::Hook(key.clone()), at).in_file(hook_file(key))
+        }
+        _ => e.in_file(path),
+    };
+    let (endpoints, requests, users) = match plain(&script, &phases) {
         Some(plain) => {
-            let (e, r) = plain_requests(&file.scenarios, &plain, target, lookup)
-                .map_err(|e| e.in_file(path))?;
+            let (e, r) =
+                plain_requests(&script.scenarios, &plain, target, lookup).map_err(located)?;
             (e, r, None)
         }
-        None => user_model(&file, path, target, seed, lookup).map_err(|e| e.in_file(path))?,
+        None => user_model(&script, target, seed, lookup).map_err(located)?,
     };
-    let timeout = file
-        .config
+    let timeout = config
         .http
         .as_ref()
         .and_then(|h| h.timeout)
@@ -193,29 +578,46 @@ pub fn from_text(
                 .map_err(|_| ScenarioError::invalid(path, Problem::TimeoutTooLong(t)))
         })
         .transpose()?;
-    let tls = file
-        .config
+    let tls = config
         .tls
         .as_ref()
-        .map_or_else(ScenarioTls::default, |t| {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            ScenarioTls {
-                cacert: t.cacert.as_ref().map(|c| dir.join(c)),
-                insecure: t.insecure || t.reject_unauthorized == Some(false),
-            }
+        .map_or_else(ScenarioTls::default, |t| ScenarioTls {
+            cacert: t.cacert.as_ref().map(|c| script.dir.join(c)),
+            insecure: t.insecure || t.reject_unauthorized == Some(false),
         });
-    let thresholds = match &file.config.ensure {
+    let from_plugin = ensure_spec(config).map_err(|e| ScenarioError::invalid(path, e))?;
+    let thresholds = match config.ensure.as_ref().or(from_plugin.as_ref()) {
         Some(e) => e
             .thresholds()
             .map_err(|e| ScenarioError::invalid(path, e))?,
         None => Vec::new(),
     };
-    let http2 = file
-        .config
-        .http
-        .as_ref()
-        .filter(|h| h.http2)
-        .map(|h| h.streams);
+    let http2 = config.http.as_ref().filter(|h| h.http2).map(|h| h.streams);
+    let mut notes = Vec::new();
+    if let Some(env) = &flags.environment {
+        notes.push(format!(
+            "environment {env} (config.environments.{env} over config)"
+        ));
+    }
+    if let Some(c) = &flags.config {
+        notes.push(format!("config from {}", c.display()));
+    }
+    if config.phases.is_none() {
+        notes.push("no phases: one user, as Artillery runs a script without phases".into());
+    }
+    if let Some(a) = &config.apdex {
+        notes.push(format!(
+            "apdex threshold {} ms (satisfied under it, tolerated under 4×)",
+            a.threshold
+        ));
+    }
+    if let Some(m) = max_vusers {
+        notes.push(format!("maxVusers {m}: at most {m} users at once"));
+    }
+    // Node.js hooks last: a script refused here is refused for its hooks alone.
+    if let Some((key, at)) = hook {
+        return Err(Traced::at(Refusal::Hook(key.clone()), at).in_file(hook_file(&key)));
+    }
     Ok(Scenario {
         endpoints,
         requests,
@@ -225,7 +627,35 @@ pub fn from_text(
         tls,
         http2,
         thresholds,
+        max_vusers,
+        warnings,
+        notes,
     })
+}
+
+/// The first Node.js hook of a script: `config.processor`, a scenario's `beforeScenario` or
+/// `afterScenario`, or one in a flow.
+fn first_hook(script: &Script) -> Option<(String, &serde_saphyr::Location)> {
+    if let Some(p) = &script.config.processor {
+        return Some(("config.processor".into(), &p.referenced));
+    }
+    for s in &script.scenarios {
+        let hooks = [
+            ("beforeScenario", &s.before_scenario),
+            ("afterScenario", &s.after_scenario),
+            ("beforeRequest", &s.before_request),
+            ("afterResponse", &s.after_response),
+        ];
+        for (key, hook) in hooks {
+            if let Some(h) = hook {
+                return Some((key.into(), &h.referenced));
+            }
+        }
+        if let Some(hook) = s.flow.as_deref().and_then(flows::first_hook) {
+            return Some(hook);
+        }
+    }
+    None
 }
 
 /// The scenario names and weights, with defaults; scenarios of weight 0 are left out.
@@ -246,20 +676,26 @@ fn weighted(scenarios: &[ScenarioSpec]) -> Vec<(usize, String, u32)> {
 
 /// Each scenario's one plain request and its method, when the file runs as plain arrivals:
 /// arrival phases, no variables or payload, and every scenario a flow of one plain request.
-fn plain<'a>(
-    file: &'a ScenarioFile,
-    phases: &Phases,
-) -> Option<Vec<(&'static str, &'a RequestSpec)>> {
+fn plain<'a>(file: &'a Script, phases: &Phases) -> Option<Vec<(&'static str, &'a RequestSpec)>> {
     if !matches!(phases, Phases::Rates(_))
-        || !file.config.variables.is_empty()
+        || file
+            .config
+            .variables
+            .as_ref()
+            .is_some_and(|v| !v.is_empty())
         || file.config.payload.is_some()
+        || file
+            .config
+            .defaults
+            .as_ref()
+            .is_some_and(|d| !d.headers.is_empty())
     {
         return None;
     }
     file.scenarios
         .iter()
         .map(|s| match (&s.markov, s.flow.as_deref()) {
-            (None, Some([step])) => step.plain_request(),
+            (None, Some([step])) => step.value.plain_request(),
             _ => None,
         })
         .collect()
@@ -342,15 +778,23 @@ type Lowered = (
 );
 
 /// Flows and chains as a user model, with the plan's endpoints and requests.
-fn user_model(
-    file: &ScenarioFile,
-    path: &Path,
-    target: &str,
-    seed: u64,
-    lookup: Lookup,
-) -> Result<Lowered, Traced> {
+fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<Lowered, Traced> {
     let mut variables = Vec::new();
-    for (name, v) in &file.config.variables {
+    let mut flat = Vec::new();
+    for (name, v) in file.config.variables.iter().flatten() {
+        match v {
+            // An object: each of its leaves a variable `name.key.…`, as Artillery reads
+            // `{{ name.key }}`.
+            serde_json::Value::Object(_) => flatten_object(name, v, &mut flat),
+            serde_json::Value::Array(items)
+                if items.iter().any(|i| i.is_object() || i.is_array()) =>
+            {
+                return Err(Problem::VariableObjects(name.clone()).into());
+            }
+            _ => flat.push((name.clone(), v.clone())),
+        }
+    }
+    for (name, v) in &flat {
         let scalar = |v: &serde_json::Value| match v {
             serde_json::Value::String(s) => Ok(s.clone()),
             serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Ok(v.to_string()),
@@ -368,9 +812,17 @@ fn user_model(
         variables.push((name.clone(), values));
     }
     let mut payloads = Vec::new();
+    let mut lists = BTreeMap::new();
     if let Some(p) = &file.config.payload {
         for spec in p.as_slice() {
-            payloads.push(read_payload(spec, path)?);
+            let read = read_payload(spec, &file.config_path)?;
+            match (spec.load_all, &spec.name) {
+                (false, None) => payloads.push(read),
+                (true, Some(name)) => {
+                    lists.insert(name.clone(), payload::rows_as_objects(&read));
+                }
+                _ => return Err(PayloadError::LoadAllName(spec.path.clone()).into()),
+            }
         }
     }
     let mut defined: std::collections::HashSet<String> =
@@ -379,6 +831,14 @@ fn user_model(
     let chosen = weighted(&file.scenarios);
     let mut scenarios = Vec::new();
     let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
+    lowering.dir = file.scenario_dir.clone();
+    lowering.lists = lists;
+    lowering.default_headers = file
+        .config
+        .defaults
+        .as_ref()
+        .map(|d| d.headers.clone())
+        .unwrap_or_default();
     for (i, name, _) in &chosen {
         let s = &file.scenarios[*i];
         // Each scenario sees only the variables defined before it: config, payload, and its
@@ -402,6 +862,19 @@ fn user_model(
     Ok((lowering.endpoints, lowering.requests, Some(model)))
 }
 
+/// An object variable's leaves as variables named by their path (`user.name`); a leaf that is a
+/// list keeps its values for a random pick, as a top-level list does.
+fn flatten_object(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                flatten_object(&format!("{prefix}.{k}"), v, out);
+            }
+        }
+        other => out.push((prefix.to_string(), other.clone())),
+    }
+}
+
 fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 {
         a
@@ -418,14 +891,20 @@ mod tests {
     #[test]
     fn the_parser_never_panics_on_mangled_or_random_input() {
         let path = Path::new("fuzz.yaml");
-        assert!(parse(SEED, path).is_ok(), "the seed parses");
-        assert!(parse(USERS_SEED, path).is_ok(), "the users seed parses");
+        assert!(
+            parse(SEED, path, &ScriptFlags::default()).is_ok(),
+            "the seed parses"
+        );
+        assert!(
+            parse(USERS_SEED, path, &ScriptFlags::default()).is_ok(),
+            "the users seed parses"
+        );
         // Either outcome is fine; a panic fails the test.
         mutations(SEED, 3000, |text| {
-            let _ = parse(text, path);
+            let _ = parse(text, path, &ScriptFlags::default());
         });
         mutations(USERS_SEED, 3000, |text| {
-            let _ = parse(text, path);
+            let _ = parse(text, path, &ScriptFlags::default());
         });
     }
 
@@ -433,32 +912,51 @@ mod tests {
     fn a_scenario_error_names_the_file_the_places_leading_to_the_problem_and_the_problem() {
         let path = Path::new("s.yaml");
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - { duration: 1, users: 1 }\nscenarios:\n  - name: shop\n    flow:\n      - get: { url: \"/\" }\n      - loop:\n          - get: { url: \"/{{ cart }}\" }\n        count: 2\n";
-        let e = from_text(text, path, None, 1, Lookup::Skip).unwrap_err();
+        let e = from_text(text, path, None, 1, Lookup::Skip, &ScriptFlags::default()).unwrap_err();
         let ScenarioError::Invalid {
-            path: at,
+            path: file,
             trail,
-            problem: Problem::Flow(FlowError::Undefined(variable)),
+            at,
+            problem,
         } = &e
         else {
             panic!("{e:?}");
         };
-        assert_eq!(at, path);
+        let Problem::Flow(FlowError::Undefined(variable)) = problem.as_ref() else {
+            panic!("{e:?}");
+        };
+        assert_eq!(file, path);
+        let step = |n, line, column| Place::FlowStep(n, Some(crate::Position { line, column }));
         assert_eq!(
             trail,
             &[
                 Place::Scenario("shop".into()),
-                Place::FlowStep(2),
-                Place::FlowStep(1)
+                step(2, 9, 9),
+                step(1, 10, 13)
             ]
+        );
+        assert_eq!(
+            *at,
+            Some(crate::Position {
+                line: 10,
+                column: 13
+            }),
+            "the innermost step's place"
         );
         assert_eq!(variable, "cart");
         assert!(
-            e.to_string()
-                .starts_with("s.yaml: scenario \"shop\": flow step 2: flow step 1: {{ cart }}"),
+            e.to_string().starts_with(
+                "s.yaml:10:13: scenario \"shop\": flow step 2: flow step 1: {{ cart }}"
+            ),
             "{e}"
         );
 
-        let e = parse("config:\n  target: x\n  extra: 1\n", path).unwrap_err();
+        let e = parse(
+            "config:\n  target: x\n  extra: 1\n",
+            path,
+            &ScriptFlags::default(),
+        )
+        .unwrap_err();
         let ScenarioError::Yaml(yaml) = &e else {
             panic!("{e:?}");
         };
@@ -466,3 +964,6 @@ mod tests {
         assert!(yaml.message.starts_with("unknown field `extra`"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod artillery_tests;

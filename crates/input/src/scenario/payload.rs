@@ -25,6 +25,28 @@ pub struct PayloadSpec {
     /// Column separator (default `,`).
     #[serde(default)]
     pub delimiter: Option<String>,
+    /// Read every row into one list variable (`name`) instead of handing a row to each user.
+    #[serde(default)]
+    pub load_all: bool,
+    /// The list variable's name, with `loadAll`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A payload read whole, as a list of rows, each an object of its fields.
+pub fn rows_as_objects(p: &Payload) -> Vec<serde_json::Value> {
+    p.rows
+        .iter()
+        .map(|row| {
+            serde_json::Value::Object(
+                p.fields
+                    .iter()
+                    .cloned()
+                    .zip(row.iter().map(|v| serde_json::Value::String(v.clone())))
+                    .collect(),
+            )
+        })
+        .collect()
 }
 
 /// Most rows a payload file may have.

@@ -17,11 +17,14 @@ pub struct PhaseSpec {
     #[serde(default)]
     duration: Option<Seconds>,
     #[serde(default)]
-    arrival_rate: Option<f64>,
+    arrival_rate: Option<Num>,
     #[serde(default)]
-    ramp_to: Option<f64>,
+    ramp_to: Option<Num>,
     #[serde(default)]
-    arrival_count: Option<f64>,
+    arrival_count: Option<Num>,
+    /// Artillery's cap on the users running at once (a run-wide cap here).
+    #[serde(default)]
+    max_vusers: Option<Num>,
     #[serde(default)]
     pause: Option<Seconds>,
     /// loadlab's shape: a base rate with periodic spikes.
@@ -36,6 +39,142 @@ pub struct PhaseSpec {
     /// Closed model: users started (or stopped) per second on the way to `users`.
     #[serde(default)]
     spawn_rate: Option<f64>,
+}
+
+impl PhaseSpec {
+    /// `over`'s keys laid over this phase's, as Artillery's deep merge of an environment (or a
+    /// `--config` file) lays a phase over the phase at the same position.
+    pub fn merge(&mut self, over: PhaseSpec) {
+        macro_rules! replace {
+            ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
+        }
+        replace!(
+            name,
+            duration,
+            arrival_rate,
+            ramp_to,
+            arrival_count,
+            max_vusers,
+            pause,
+            spike,
+            step,
+            users,
+            spawn_rate
+        );
+        // A merge can leave keys of two kinds in one phase; Artillery then runs the first kind
+        // it knows of pause, arrivalCount, arrivalRate, and so does the merged phase.
+        if self.pause.is_some() {
+            self.duration = None;
+            (self.arrival_rate, self.ramp_to, self.arrival_count) = (None, None, None);
+        } else if self.arrival_count.is_some() {
+            (self.arrival_rate, self.ramp_to) = (None, None);
+        }
+    }
+
+    /// The phase Artillery runs when a script has none: one arrival within one second.
+    pub fn one_user() -> Self {
+        PhaseSpec {
+            name: Some("one user".into()),
+            duration: Some(Seconds::Number(1.0)),
+            arrival_rate: None,
+            ramp_to: None,
+            arrival_count: Some(Num::Number(1.0)),
+            max_vusers: None,
+            pause: None,
+            spike: None,
+            step: None,
+            users: None,
+            spawn_rate: None,
+        }
+    }
+}
+
+/// A number as written: a number, or text holding one or an environment variable's template
+/// (`"{{ $processEnvironment.RATE }}"`, `"{{ $env.RATE }}"`), read when the phase is lowered so
+/// an environment that is not chosen needs none of its variables.
+#[derive(Debug, Clone)]
+pub enum Num {
+    /// A number.
+    Number(f64),
+    /// Text: a number or an environment template.
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Num;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number, or a template such as \"{{ $processEnvironment.RATE }}\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Num, E> {
+                Ok(Num::Number(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Num, E> {
+                Ok(Num::Number(v as f64))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Num, E> {
+                Ok(Num::Number(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Num, E> {
+                Ok(Num::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Num {
+    /// The number, its template read from the environment; `phase` and `key` name it in errors.
+    fn value(&self, phase: &str, key: &str) -> Result<f64, PhaseError> {
+        match self {
+            Num::Number(n) => Ok(*n),
+            Num::Text(t) => {
+                let text = crate::values::expand_env(t).map_err(|reason| PhaseError::Template {
+                    phase: phase.into(),
+                    key: key.into(),
+                    reason,
+                })?;
+                text.trim().parse().map_err(|_| PhaseError::Template {
+                    phase: phase.into(),
+                    key: key.into(),
+                    reason: format!("{text:?} is not a number"),
+                })
+            }
+        }
+    }
+}
+
+/// A phase's numbers, read.
+struct Numbers {
+    arrival_rate: Option<f64>,
+    ramp_to: Option<f64>,
+    arrival_count: Option<f64>,
+}
+
+/// The run-wide cap on users at once that the phases' `maxVusers` give: the same value in every
+/// phase that gives one (Artillery caps each phase; one cap for the whole run is what loadlab
+/// runs, so differing caps are refused).
+pub fn max_vusers<'a>(
+    specs: impl IntoIterator<Item = &'a PhaseSpec>,
+) -> Result<Option<usize>, PhaseError> {
+    let mut cap: Option<usize> = None;
+    for (i, p) in specs.into_iter().enumerate() {
+        let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
+        if let Some(m) = &p.max_vusers {
+            let m = m.value(&name, "maxVusers")?;
+            if !(m.is_finite() && m >= 1.0 && m <= loadlab_run::plan::MAX_CONNECTIONS as f64) {
+                return Err(PhaseError::MaxVusers(name));
+            }
+            let m = m as usize;
+            if cap.is_some_and(|c| c != m) {
+                return Err(PhaseError::MaxVusersDiffer(name));
+            }
+            cap = Some(m);
+        }
+    }
+    Ok(cap)
 }
 
 /// A base rate with spikes of `length` to `to`, one every `every` (the first at `every`).
@@ -79,9 +218,9 @@ pub enum Phases {
 
 /// The phases of a file: all arrival phases (the open model) or all user phases (the closed
 /// model with virtual users); pauses fit either.
-pub fn lower(specs: &[PhaseSpec]) -> Result<Phases, PhaseError> {
+pub fn lower<'a>(specs: impl IntoIterator<Item = &'a PhaseSpec>) -> Result<Phases, PhaseError> {
     let mut lowered = Vec::new();
-    for (i, p) in specs.iter().enumerate() {
+    for (i, p) in specs.into_iter().enumerate() {
         lowered.push(phases_of(i, p)?);
     }
     let users = lowered.iter().any(|l| matches!(l, Lowered::Users(_)));
@@ -120,8 +259,19 @@ pub fn lower(specs: &[PhaseSpec]) -> Result<Phases, PhaseError> {
     Ok(phases)
 }
 
+/// Checks phase `i` alone, so that its error can be placed at it.
+pub fn check(i: usize, p: &PhaseSpec) -> Result<(), PhaseError> {
+    phases_of(i, p).map(|_| ())
+}
+
 fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered, PhaseError> {
     let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
+    let read = |n: &Option<Num>, key: &str| n.as_ref().map(|n| n.value(&name, key)).transpose();
+    let numbers = Numbers {
+        arrival_rate: read(&p.arrival_rate, "arrivalRate")?,
+        ramp_to: read(&p.ramp_to, "rampTo")?,
+        arrival_count: read(&p.arrival_count, "arrivalCount")?,
+    };
     if let Some(pause) = &p.pause {
         if p.arrival_rate.is_some()
             || p.arrival_count.is_some()
@@ -167,17 +317,18 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered, PhaseError> {
     if p.spawn_rate.is_some() {
         return Err(PhaseError::SpawnRateWithoutUsers(name));
     }
-    Ok(Lowered::Rates(rate_phases(&name, p, duration)?))
+    Ok(Lowered::Rates(rate_phases(&name, p, &numbers, duration)?))
 }
 
 fn rate_phases(
     name: &str,
     p: &PhaseSpec,
+    n: &Numbers,
     duration: Duration,
 ) -> Result<Vec<RatePhase>, PhaseError> {
     let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
     let kinds = [
-        p.arrival_rate.is_some() || p.arrival_count.is_some(),
+        n.arrival_rate.is_some() || n.arrival_count.is_some(),
         p.spike.is_some(),
         p.step.is_some(),
     ];
@@ -223,7 +374,7 @@ fn rate_phases(
             })
             .collect());
     }
-    match (p.arrival_rate, p.ramp_to, p.arrival_count) {
+    match (n.arrival_rate, n.ramp_to, n.arrival_count) {
         (Some(r), to, None) if rate_ok(r) && to.is_none_or(rate_ok) => {
             Ok(vec![RatePhase::ramp(name, r, to.unwrap_or(r), duration)])
         }
@@ -310,6 +461,7 @@ mod tests {
             arrival_rate: None,
             ramp_to: None,
             arrival_count: None,
+            max_vusers: None,
             pause: None,
             spike: None,
             users: None,

@@ -1,0 +1,262 @@
+//! Artillery scripts as their users write them (environments, `--config`, plugins, no phases,
+//! `defaults`, `log` steps, the expect plugin's checks): validated offline and run against the
+//! real reference service on 127.0.0.1.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use loadlab_target::TestServer;
+use serde_json::Value;
+use support::{loadlab, loadlab_json};
+
+/// Writes `text` as `name` in `dir`.
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// Runs `args` (a scenario and its flags) against `server` and returns the summary and stderr.
+fn run(args: &[&str], server: &TestServer) -> (Value, String) {
+    let target = server.url("");
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend(["--target", &target]);
+    let (summary, out) = loadlab_json(&all);
+    (summary, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn validate_needs_no_network_and_shows_what_it_accepted_and_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yml",
+        "version: 1\nconfig:\n  target: http://asciiart.artillery.invalid:8080\n  plugins:\n    hello-world: { greeting: hi }\n    ensure: { maxErrorRate: 1 }\n  apdex: { threshold: 100 }\nscenarios:\n  - flow:\n      - get: { url: /dino, expect: { statusCode: 200, contentType: json } }\n",
+    );
+    let out = loadlab(&["validate", file.to_str().unwrap()]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("no phases: one user"), "{stdout}");
+    assert!(stdout.contains("apdex threshold 100 ms"), "{stdout}");
+    assert!(
+        stdout.contains("ensure (exit code 99 when one fails): errors<=1%"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("expect contentType, statusCode"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("warning: config.plugins.hello-world: loadlab does not run this plugin"),
+        "{stderr}"
+    );
+    let strict = loadlab(&["validate", "--strict", file.to_str().unwrap()]);
+    assert!(!strict.status.success());
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("config.plugins.hello-world"));
+}
+
+#[test]
+fn a_file_of_scenarios_runs_with_config_from_config_and_an_environment() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "common.yml",
+        "config:\n  target: http://127.0.0.1:9\n  phases: [{ duration: 1, arrivalRate: 1 }]\n  environments:\n    local:\n      phases: [{ duration: 2, arrivalCount: 6 }]\n  plugins:\n    metrics-by-endpoint: {}\n",
+    );
+    let scenarios = write(
+        dir.path(),
+        "dino.yml",
+        "scenarios:\n  - name: dino\n    flow:\n      - get: { url: /ping, name: ping, expect: { statusCode: 200 } }\n",
+    );
+    let (s, _) = run(
+        &[
+            scenarios.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "-e",
+            "local",
+        ],
+        &server,
+    );
+    // The environment's 6 arrivals over 2 s, not config's 1 per second.
+    assert_eq!(s["requests"]["completed"], 6, "{s}");
+    assert_eq!(s["phases"][0]["offered_rps"], 3.0, "{s}");
+}
+
+#[test]
+fn the_expect_plugins_checks_log_steps_and_default_headers_run_in_each_session() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // No phases: one user, as Artillery runs it.
+    let file = write(
+        dir.path(),
+        "s.yml",
+        r#"config:
+  target: http://127.0.0.1:9
+  variables:
+    who: ann
+  defaults:
+    headers:
+      x-from: loadlab
+scenarios:
+  - flow:
+      - post:
+          url: /login
+          json: { user: "{{ who }}" }
+          capture: { json: $.token, as: token }
+          expect:
+            - statusCode: 200
+            - hasProperty: token
+            - notHasProperty: error
+            - equals: ["{{ who }}", ann]
+      - log: "logged in as {{ who }}"
+      - get:
+          url: /account
+          headers: { Authorization: "Bearer {{ token }}" }
+          match: { json: $.user, value: "{{ who }}" }
+          expect:
+            - hasProperty: user
+            - matchesRegexp: '"user":\s*"ann"'
+            - headerEquals: [content-type, application/json]
+            - hasHeader: content-length
+"#,
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    assert_eq!(s["users"]["failed"], 0, "{}", s["users"]);
+    assert!(stderr.contains("logged in as ann"), "{stderr}");
+
+    // A check that fails ends the session with its key as the reason.
+    let failing = write(
+        dir.path(),
+        "f.yml",
+        "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          expect: { notHasProperty: token }\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          match: { json: $.user, value: al }\n",
+    );
+    let (s, _) = run(&[failing.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["failed"], 1, "{}", s["users"]);
+    assert!(
+        s["users"]
+            .to_string()
+            .contains("expect notHasProperty on POST /login"),
+        "{}",
+        s["users"]
+    );
+}
+
+/// A one-shot HTTP server on 127.0.0.1 that answers 200 to each request and hands back the
+/// requests it read (headers and body, by Content-Length).
+fn recording_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Vec<u8>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        for _ in 0..requests {
+            let mut head = Vec::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                head.extend_from_slice(line.as_bytes());
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            head.extend_from_slice(&body);
+            seen.push(head);
+            writer
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .unwrap();
+        }
+        seen
+    });
+    (url, handle)
+}
+
+#[test]
+fn form_data_sends_a_multipart_body_with_the_file_a_template_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("files")).unwrap();
+    std::fs::write(dir.path().join("files/a.bin"), b"\x00\x01binary\xff").unwrap();
+    let file = write(
+        dir.path(),
+        "up.yml",
+        "config:\n  target: http://127.0.0.1:9\n  variables: { name: [a.bin] }\nscenarios:\n  - flow:\n      - post:\n          url: /upload\n          formData:\n            note: \"for {{ name }}\"\n            document: { fromFile: \"./files/{{ name }}\" }\n",
+    );
+    let (url, server) = recording_server(1);
+    let (s, _) = loadlab_json(&["run", file.to_str().unwrap(), "--target", &url]);
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    let request = server.join().unwrap();
+    let text = String::from_utf8_lossy(&request[0]).into_owned();
+    let boundary = text
+        .split("multipart/form-data; boundary=")
+        .nth(1)
+        .and_then(|rest| rest.split("\r\n").next())
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_string();
+    assert!(
+        text.contains("Content-Disposition: form-data; name=\"note\"\r\n\r\nfor a.bin\r\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("name=\"document\"; filename=\"a.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"),
+        "{text}"
+    );
+    let bytes = &request[0];
+    let at = bytes
+        .windows(8)
+        .position(|w| w == b"\x00\x01binary")
+        .unwrap();
+    assert_eq!(&bytes[at..at + 9], b"\x00\x01binary\xff");
+    assert!(text.ends_with(&format!("--{boundary}--\r\n")), "{text}");
+
+    // A file that is not there fails the session, naming it.
+    let missing = write(
+        dir.path(),
+        "missing.yml",
+        "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post: { url: /upload, formData: { d: { fromFile: ./files/none.bin } } }\n",
+    );
+    let (s, _) = loadlab_json(&["run", missing.to_str().unwrap(), "--target", &url]);
+    assert_eq!(s["users"]["failed"], 1, "{}", s["users"]);
+    assert!(
+        s["users"]["failures"].to_string().contains("none.bin"),
+        "{}",
+        s["users"]
+    );
+}
+
+#[test]
+fn a_table_of_urls_and_codes_loops_over_each_row_checking_its_code() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "table.csv",
+        "/ping,200\n/health,200\n/nowhere,404\n",
+    );
+    let file = write(
+        dir.path(),
+        "t.yml",
+        "config:\n  target: http://127.0.0.1:9\n  payload:\n    - path: table.csv\n      fields: [url, code]\n      loadAll: true\n      name: rows\nscenarios:\n  - flow:\n      - loop:\n          - get:\n              url: \"{{ $loopElement.url }}\"\n              name: row\n              expect: { statusCode: \"{{ $loopElement.code }}\" }\n          - log: \"row {{ $loopCount }} {{ $loopElement.url }}\"\n        over: rows\n",
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    assert_eq!(s["users"]["failed"], 0, "{}", s["users"]);
+    assert_eq!(s["requests"]["completed"], 3, "{s}");
+    assert_eq!(s["status"]["404"], 1, "{s}");
+    assert!(stderr.contains("row 3 /nowhere"), "{stderr}");
+}

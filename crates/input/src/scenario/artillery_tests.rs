@@ -1,0 +1,517 @@
+//! Artillery scripts as their users write them: the keys Artillery's own examples use, read
+//! from real YAML and checked in the scenario they lower into.
+
+use std::path::{Path, PathBuf};
+
+use loadlab_run::users::{Behaviour, Expect, Step};
+
+use super::*;
+
+/// Lowers `text` as the file `s.yml`, with `flags`, looking no host up.
+fn lower(text: &str, flags: &ScriptFlags) -> Result<Scenario, ScenarioError> {
+    from_text(text, Path::new("s.yml"), None, 1, Lookup::Skip, flags)
+}
+
+fn ok(text: &str) -> Scenario {
+    lower(text, &ScriptFlags::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn refused(text: &str) -> String {
+    match lower(text, &ScriptFlags::default()) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A file of this test's own in the temporary folder.
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("loadlab-artillery-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn rates(s: &Scenario) -> Vec<(f64, f64, f64)> {
+    let Phases::Rates(p) = &s.phases else {
+        panic!("arrival phases expected");
+    };
+    p.iter()
+        .map(|p| {
+            (
+                p.start_rps,
+                p.end_rps,
+                p.duration.map_or(0.0, |d| d.as_secs_f64()),
+            )
+        })
+        .collect()
+}
+
+fn first_request(s: &Scenario) -> &loadlab_run::users::RequestStep {
+    let users = s.users.as_ref().expect("virtual users");
+    let Behaviour::Flow(steps) = &users.scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Request(r) => Some(r),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_script_without_phases_runs_one_user_and_its_version_changes_nothing() {
+    let s = ok("version: 1\nconfig:\n  target: http://no-such-host.invalid:8080\nscenarios:\n  - flow:\n      - get: { url: /dino }\n");
+    assert_eq!(rates(&s), [(1.0, 1.0, 1.0)]);
+    assert!(
+        s.notes.iter().any(|n| n.contains("one user")),
+        "{:?}",
+        s.notes
+    );
+}
+
+#[test]
+fn validate_needs_no_dns_for_the_target_host() {
+    // Lookup::Skip is what validate passes: a name that cannot resolve still checks.
+    let s = ok("config:\n  target: http://asciiart.artillery.invalid:8080\n  phases: [{ duration: 2, arrivalRate: 1 }]\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert_eq!(s.endpoints.len(), 1);
+}
+
+#[test]
+fn an_environment_chosen_with_e_is_laid_over_config() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  variables: { a: x }\n  environments:\n    smoke:\n      target: http://127.0.0.1:2\n      phases: [{ duration: 10, arrivalRate: 3 }]\n      variables: { b: y }\nscenarios:\n  - flow: [{ get: { url: \"/{{ a }}/{{ b }}\" } }]\n";
+    let flags = ScriptFlags {
+        environment: Some("smoke".into()),
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &flags).unwrap();
+    assert_eq!(rates(&s), [(3.0, 3.0, 10.0)]);
+    assert!(
+        s.requests[0].url.starts_with("http://127.0.0.1:2/"),
+        "{}",
+        s.requests[0].url
+    );
+    let names: Vec<&str> = s
+        .users
+        .as_ref()
+        .unwrap()
+        .variables
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+
+    let flags = ScriptFlags {
+        environment: Some("prod".into()),
+        ..ScriptFlags::default()
+    };
+    let e = lower(text, &flags).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "s.yml: -e prod: config.environments has no \"prod\" (it has: smoke)"
+    );
+}
+
+#[test]
+fn phase_numbers_may_come_from_the_environment_of_the_process() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  phases:\n    - arrivalRate: \"{{ $processEnvironment.LOADLAB_TEST_RATE_7 }}\"\n      duration: \"{{ $env.LOADLAB_TEST_DURATION_7 }}\"\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
+    let e = refused(text);
+    assert!(
+        e.contains("arrivalRate") && e.contains("LOADLAB_TEST_RATE_7, which is not set"),
+        "{e}"
+    );
+    let target = refused("config:\n  target: \"{{ $env.LOADLAB_TEST_TARGET_7 }}\"\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(
+        target.contains("config.target: $env.LOADLAB_TEST_TARGET_7 reads"),
+        "{target}"
+    );
+    std::env::set_var("LOADLAB_TEST_TARGET_7", "http://127.0.0.1:5");
+    let s = ok("config:\n  target: \"{{ $env.LOADLAB_TEST_TARGET_7 }}\"\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert_eq!(s.requests[0].url, "http://127.0.0.1:5/");
+    std::env::set_var("LOADLAB_TEST_RATE_7", "4");
+    std::env::set_var("LOADLAB_TEST_DURATION_7", "20");
+    assert_eq!(rates(&ok(text)), [(4.0, 4.0, 20.0)]);
+}
+
+#[test]
+fn a_file_of_scenarios_takes_its_config_from_config() {
+    let config = temp_file(
+        "common.yml",
+        "config:\n  target: http://127.0.0.1:3\n  plugins:\n    metrics-by-endpoint: {}\n    expect: {}\n",
+    );
+    let text = "scenarios:\n  - name: dino\n    flow:\n      - get:\n          url: /dino\n          expect:\n            statusCode: 200\n";
+    assert!(refused(text).contains("config.target is not set"));
+    let flags = ScriptFlags {
+        config: Some(config.clone()),
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &flags).unwrap();
+    assert_eq!(s.requests[0].url, "http://127.0.0.1:3/dino");
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    let e = lower(
+        "config:\n  target: http://127.0.0.1:3\n",
+        &ScriptFlags::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no scenarios") && e.contains("--config"), "{e}");
+}
+
+#[test]
+fn variables_from_v_are_set_over_the_files() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  variables: { id: [1, 2] }\nscenarios:\n  - flow: [{ get: { url: \"/u/{{ id }}\" } }]\n";
+    let flags = ScriptFlags {
+        variables: Some(r#"{"id": [7]}"#.into()),
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &flags).unwrap();
+    assert_eq!(
+        s.users.unwrap().variables,
+        [("id".to_string(), vec!["7".to_string()])]
+    );
+    let flags = ScriptFlags {
+        variables: Some("[1]".into()),
+        ..ScriptFlags::default()
+    };
+    assert!(lower(text, &flags)
+        .unwrap_err()
+        .to_string()
+        .contains("-v/--variables takes a JSON object"));
+}
+
+#[test]
+fn plugins_loadlab_does_not_run_are_warned_about_and_refused_when_strict() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 1 }]\n  plugins:\n    hello-world: { greeting: hi }\n    ensure: { maxErrorRate: 1 }\n    apdex: {}\n  apdex: { threshold: 100 }\n  http: { pool: 10 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
+    let s = ok(text);
+    assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+    assert!(
+        s.warnings[0].starts_with("config.plugins.hello-world: loadlab does not run this plugin")
+    );
+    assert!(s.warnings[1].starts_with("config.http.pool: ignored"));
+    assert_eq!(
+        s.thresholds.len(),
+        1,
+        "plugins.ensure gives its maxErrorRate"
+    );
+    assert!(s
+        .notes
+        .iter()
+        .any(|n| n.starts_with("apdex threshold 100 ms")));
+    let strict = ScriptFlags {
+        strict: true,
+        ..ScriptFlags::default()
+    };
+    let e = lower(text, &strict).unwrap_err().to_string();
+    assert!(
+        e.contains("config.plugins.hello-world") && e.contains("--strict"),
+        "{e}"
+    );
+}
+
+#[test]
+fn max_vusers_caps_the_users_of_the_run_and_must_agree_across_phases() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 5, arrivalRate: 3, maxVusers: 10 }\n    - { duration: 5, arrivalRate: 1 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert_eq!(s.max_vusers, Some(10));
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 5, arrivalRate: 3, maxVusers: 10 }\n    - { duration: 5, arrivalRate: 1, maxVusers: 2 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(e.contains("maxVusers differs"), "{e}");
+}
+
+#[test]
+fn object_variables_random_strings_and_default_headers_lower_into_the_requests() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables:\n    user: { name: ann, tags: { first: a } }\n  defaults:\n    headers: { x-api-key: k1, accept: text/plain }\nscenarios:\n  - flow:\n      - post:\n          url: \"/u/{{ user.name }}/{{ user.tags.first }}\"\n          headers: { Accept: application/json }\n          json: { id: \"{{ $randomString() }}\" }\n");
+    let names: Vec<&str> = s
+        .users
+        .as_ref()
+        .unwrap()
+        .variables
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["user.name", "user.tags.first"]);
+    let r = first_request(&s);
+    let headers: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        headers,
+        ["Accept", "Content-Type", "x-api-key"],
+        "the request's own Accept wins"
+    );
+}
+
+#[test]
+fn a_url_that_is_a_template_is_a_path_on_the_target() {
+    let csv = temp_file("urls.csv", "/\n/dino\n");
+    let text = format!("config:\n  target: http://127.0.0.1:4\n  phases: [{{ arrivalCount: 3, duration: 1 }}]\n  payload:\n    - path: {}\n      fields: [url]\nscenarios:\n  - flow: [{{ get: {{ url: \"{{{{ url }}}}\" }} }}]\n", csv.display());
+    let s = ok(&text);
+    assert_eq!(s.requests[0].url, "http://127.0.0.1:4{{ url }}");
+    assert_eq!(
+        first_request(&s).path.variables().collect::<Vec<_>>(),
+        ["url"]
+    );
+}
+
+#[test]
+fn expect_items_may_hold_several_checks_and_other_checks_are_refused_where_they_are() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect: { statusCode: [200, 201], contentType: json }\n");
+    assert_eq!(
+        first_request(&s).expects,
+        [
+            Expect::ContentType("json".into()),
+            Expect::Status(vec![200, 201])
+        ]
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - statusCode: 200\n            - cdnHit: true\n");
+    assert!(
+        e.starts_with("s.yml:9:23: scenario \"scenario 1\": flow step 1: expect cdnHit: loadlab does not make this check yet"),
+        "{e}"
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: [{ statusCode: ok }] }\n");
+    assert!(
+        e.starts_with("s.yml:5:47: ") && e.contains("expect statusCode: takes a status code"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_item_of_one_or_a_list_says_what_is_wrong_in_it_and_where() {
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          capture: { json: $.id, as: id, into: x }\n");
+    assert!(e.starts_with("s.yml:7:"), "{e}");
+    assert!(e.contains("unknown field `into`"), "{e}");
+}
+
+#[test]
+fn keys_the_engine_cannot_run_are_refused_with_their_place() {
+    let base = "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n";
+    for (step, key) in [
+        ("      - get: { url: /, ifTrue: \"a > 1\" }\n", "ifTrue"),
+        ("      - get: { url: /, cookie: { a: b } }\n", "cookie"),
+        (
+            "      - get: { url: /, followRedirect: true }\n",
+            "followRedirect",
+        ),
+        ("      - parallel: [{ get: { url: / } }]\n", "parallel"),
+        (
+            "      - loop: [{ get: { url: / } }]\n        whileTrue: more\n",
+            "whileTrue",
+        ),
+    ] {
+        let e = refused(&format!("{base}{step}"));
+        let line = if key == "over" || key == "whileTrue" {
+            "s.yml:6:"
+        } else {
+            "s.yml:5:"
+        };
+        assert!(e.starts_with(line), "{key}: {e}");
+        assert!(e.contains(&format!("flow step 1: {key}: ")), "{key}: {e}");
+    }
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - engine: socketio\n    flow:\n      - emit: { channel: x }\n");
+    assert!(
+        e.starts_with("s.yml:4:13: engine: socketio: loadlab runs HTTP scenarios only"),
+        "{e}"
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nbefore:\n  flow: [{ get: { url: / } }]\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(e.starts_with("s.yml:4:3: before: "), "{e}");
+}
+
+#[test]
+fn node_hooks_are_refused_only_after_everything_else_checks_out() {
+    // The processor sets `token`: the undefined variable is the hook's doing.
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - function: setToken\n      - get: { url: \"/{{ token }}\" }\n");
+    assert!(
+        e.starts_with("s.yml:3:14: config.processor: Node.js hooks are not run by loadlab yet"),
+        "{e}"
+    );
+    // Something else wrong comes first.
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - get: { url: /, afterResponse: log, cookie: { a: b } }\n");
+    assert!(e.contains("cookie: "), "{e}");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - afterResponse: printStatus\n    flow:\n      - get: { url: / }\n");
+    assert!(
+        e.starts_with("s.yml:4:20: afterResponse: Node.js hooks"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_form_is_sent_url_encoded() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 1 }]\nscenarios:\n  - flow:\n      - post: { url: /login, form: { user: a b, n: 1 } }\n");
+    assert_eq!(s.requests[0].body, b"n=1&user=a+b");
+    assert!(s.requests[0].headers.contains(&(
+        "Content-Type".into(),
+        "application/x-www-form-urlencoded".into()
+    )));
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /login, form: { user: \"{{ u }}\" } }\n");
+    assert!(e.contains("form \"user\""), "{e}");
+}
+
+#[test]
+fn the_expect_plugins_checks_lower_with_their_arguments() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { who: ann }\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - hasProperty: user.name\n            - notHasProperty: error\n            - equals: [\"{{ who }}\", ann]\n            - hasHeader: etag\n            - headerEquals: [x-who, \"{{ who }}\"]\n            - matchesRegexp: \"^pong\"\n");
+    let keys: Vec<&str> = first_request(&s).expects.iter().map(Expect::key).collect();
+    assert_eq!(
+        keys,
+        [
+            "hasProperty",
+            "notHasProperty",
+            "equals",
+            "hasHeader",
+            "headerEquals",
+            "matchesRegexp"
+        ]
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { equals: [\"{{ nobody }}\", a] } }\n");
+    assert!(e.contains("{{ nobody }} is not defined"), "{e}");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { matchesRegexp: \"(\" } }\n");
+    assert!(
+        e.contains("expect matchesRegexp: \"(\" is not a regular expression"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_log_step_is_a_message_template_of_defined_variables() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { id: 7 }\nscenarios:\n  - flow:\n      - log: \"user {{ id }}\"\n      - get: { url: / }\n");
+    let Behaviour::Flow(steps) = &s.users.as_ref().unwrap().scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let Step::Log(t) = &steps[0] else {
+        panic!("{steps:?}");
+    };
+    assert_eq!(t.to_string(), "user {{ id }}");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - log: \"{{ token }}\"\n      - get: { url: / }\n");
+    assert!(e.contains("flow step 1: {{ token }} is not defined"), "{e}");
+}
+
+#[test]
+fn a_phase_error_is_placed_at_its_phase() {
+    // Artillery itself cannot run a rampTo without arrivalRate ("Unknown phase spec").
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 5, arrivalRate: 1 }\n    - duration: 10\n      rampTo: 30\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(
+        e.starts_with("s.yml:5:7: phase \"phase 2\" needs one of arrivalRate, arrivalCount"),
+        "{e}"
+    );
+}
+
+#[test]
+fn form_data_fields_are_text_or_files_relative_to_the_scenario_file() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { f: [a.png, b.png] }\nscenarios:\n  - flow:\n      - post:\n          url: /upload\n          formData:\n            note: hi\n            doc: { fromFile: \"./files/{{ f }}\", contentType: image/png }\n");
+    let fields = &first_request(&s).form_data;
+    assert_eq!(fields.len(), 2);
+    assert_eq!(fields[0].name, "doc");
+    let loadlab_run::users::FormValue::File(path) = &fields[0].value else {
+        panic!("{fields:?}");
+    };
+    assert_eq!(
+        path.to_string(),
+        "./files/{{ f }}",
+        "relative to s.yml's folder (none here)"
+    );
+    assert_eq!(fields[0].content_type.as_deref(), Some("image/png"));
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /, formData: { doc: { fromFile: x, path: y } } }\n");
+    assert!(
+        e.starts_with("s.yml:5:35: ") && e.contains("formData \"doc\": a field is text"),
+        "{e}"
+    );
+}
+
+#[test]
+fn match_is_a_check_of_a_json_query_against_a_value() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { email: a@b.c }\nscenarios:\n  - flow:\n      - get:\n          url: /account\n          match:\n            json: $.user.email\n            value: \"{{ email }}\"\n");
+    assert_eq!(
+        first_request(&s).expects,
+        [Expect::JsonMatch(
+            "$.user.email".into(),
+            loadlab_run::Template::parse("{{ email }}").unwrap()
+        )]
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, match: { regexp: a, value: b } }\n");
+    assert!(
+        e.starts_with("s.yml:5:31: ") && e.contains("loadlab reads { json: QUERY"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_environments_phases_are_laid_over_configs_by_position_as_artillery_merges_them() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 60, arrivalRate: 5, rampTo: 10 }\n    - { duration: 30, arrivalRate: 2 }\n  environments:\n    local:\n      phases:\n        - { duration: 10, arrivalRate: 1 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
+    let flags = ScriptFlags {
+        environment: Some("local".into()),
+        ..ScriptFlags::default()
+    };
+    // The first phase takes the environment's duration and rate and keeps config's rampTo;
+    // the second stays.
+    assert_eq!(
+        rates(&lower(text, &flags).unwrap()),
+        [(1.0, 10.0, 10.0), (2.0, 2.0, 30.0)]
+    );
+    // A count laid over a rate: Artillery runs the count (it looks for arrivalCount first).
+    let text = text.replace("{ duration: 10, arrivalRate: 1 }", "{ arrivalCount: 20 }");
+    assert_eq!(
+        rates(&lower(&text, &flags).unwrap()),
+        [(1.0 / 3.0, 1.0 / 3.0, 60.0), (2.0, 2.0, 30.0)]
+    );
+}
+
+#[test]
+fn a_loop_runs_over_a_list_or_a_payload_read_whole() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - loop:\n          - get: { url: \"/p/{{ $loopElement }}?n={{ $loopCount }}\" }\n        over: [a, b, c]\n");
+    let Behaviour::Flow(steps) = &s.users.as_ref().unwrap().scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let Step::Loop { count, over, .. } = &steps[0] else {
+        panic!("{steps:?}");
+    };
+    assert_eq!((count, over.len()), (&None, 3));
+
+    let csv = temp_file("table.csv", "/,200\n/dino,200\n/nope,404\n");
+    let text = format!("config:\n  target: http://127.0.0.1:1\n  payload:\n    - path: {}\n      fields: [url, code]\n      loadAll: true\n      name: data\nscenarios:\n  - flow:\n    - loop:\n        - get:\n            url: \"{{{{ $loopElement.url }}}}\"\n            followRedirect: false\n            expect:\n              statusCode: \"{{{{ $loopElement.code }}}}\"\n      over: data\n", csv.display());
+    let s = ok(&text);
+    let Behaviour::Flow(steps) = &s.users.as_ref().unwrap().scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let Step::Loop {
+        over, steps: body, ..
+    } = &steps[0]
+    else {
+        panic!("{steps:?}");
+    };
+    assert_eq!(over[2], serde_json::json!({"url": "/nope", "code": "404"}));
+    let Step::Request(r) = &body[0] else {
+        panic!("{body:?}");
+    };
+    assert!(
+        matches!(r.expects[..], [Expect::StatusOf(_)]),
+        "{:?}",
+        r.expects
+    );
+    assert!(
+        s.users.as_ref().unwrap().payloads.is_empty(),
+        "a list, not rows per user"
+    );
+
+    // An item that makes the URL absolute would go to the target's host: refused.
+    let csv = temp_file("abs.csv", "/,200\nhttps://example.invalid/x,404\n");
+    let e = refused(
+        &text.replace(
+            &temp_file("table.csv", "/,200\n/dino,200\n/nope,404\n")
+                .display()
+                .to_string(),
+            &csv.display().to_string(),
+        ),
+    );
+    assert!(
+        e.contains("url renders to \"https://example.invalid/x\""),
+        "{e}"
+    );
+
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - loop: [{ get: { url: / } }]\n        over: rows\n");
+    assert!(
+        e.starts_with("s.yml:6:15: ") && e.contains("over: \"rows\" is not a list loadlab knows"),
+        "{e}"
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - loop: [{ get: { url: / } }]\n        over: [1]\n        count: 2\n");
+    assert!(
+        e.contains("over: a loop takes count or over, not both"),
+        "{e}"
+    );
+}
