@@ -115,10 +115,17 @@ function blockingSleep(ms) {
 }
 
 /** Spins on the CPU for `ms`, holding the event loop. */
+// Spins until the process has used `ms` of CPU (one event loop: its thread's), so a request
+// costs the same CPU however many processes share the core; on a core of its own, `ms` of
+// wall time too.
 function busyWait(ms) {
-  const end = process.hrtime.bigint() + BigInt(ms) * 1000000n;
+  const cpuUs = () => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  };
+  const end = cpuUs() + ms * 1000;
   let spins = 0;
-  while (process.hrtime.bigint() < end) spins++;
+  while (cpuUs() < end) spins++;
   return spins;
 }
 

@@ -149,6 +149,26 @@ fn legend<'a>(
     }
 }
 
+/// An SVG element's opening, its white background and its title: `width` × `height` pixels.
+fn svg_start(id: &str, class: &str, title: &str, (width, height): (u32, u32)) -> String {
+    format!(
+        r##"<svg id="{}" class="{class}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11"><rect width="{width}" height="{height}" fill="#ffffff"/><text x="{MARGIN_LEFT}" y="18" font-size="14" font-weight="bold">{}</text>"##,
+        escape(id),
+        escape(title)
+    )
+}
+
+/// Ends `svg` with "no data" in the middle of a `w` × `h` plot.
+fn no_data(mut svg: String, w: f64, h: f64) -> String {
+    let _ = write!(
+        svg,
+        r##"<text class="empty" x="{}" y="{}" text-anchor="middle" fill="#777">no data</text></svg>"##,
+        w / 2.0,
+        h / 2.0
+    );
+    svg
+}
+
 /// Escapes text for XML.
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -242,25 +262,9 @@ impl Chart {
             .filter(|(x, y)| x.is_finite() && y.is_finite())
             .map(|(x, y)| (xs(*x), ys(*y)))
             .collect();
-        let mut svg = String::new();
-        let _ = write!(
-            svg,
-            r#"<svg id="{}" class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">"#,
-            escape(&self.id)
-        );
-        let _ = write!(
-            svg,
-            r##"<rect width="{width}" height="{height}" fill="#ffffff"/><text x="{px0}" y="18" font-size="14" font-weight="bold">{}</text>"##,
-            escape(&self.title)
-        );
+        let mut svg = svg_start(&self.id, "chart", &self.title, (width, height));
         if finite.is_empty() {
-            let _ = write!(
-                svg,
-                r##"<text class="empty" x="{}" y="{}" text-anchor="middle" fill="#777">no data</text></svg>"##,
-                w / 2.0,
-                h / 2.0
-            );
-            return svg;
+            return no_data(svg, w, h);
         }
         let (mut x_min, mut x_max) = finite
             .iter()
@@ -479,13 +483,7 @@ impl BarChart {
         }
         let rows = legend_rows(names.iter().copied(), px1 - px0);
         let height = height + LEGEND_ROW * rows;
-        let mut svg = String::new();
-        let _ = write!(
-            svg,
-            r##"<svg id="{}" class="chart bars" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11"><rect width="{width}" height="{height}" fill="#ffffff"/><text x="{px0}" y="18" font-size="14" font-weight="bold">{}</text>"##,
-            escape(&self.id),
-            escape(&self.title)
-        );
+        let mut svg = svg_start(&self.id, "chart bars", &self.title, (width, height));
         let top = self
             .groups
             .iter()
@@ -496,13 +494,7 @@ impl BarChart {
             .filter(|v| v.is_finite())
             .fold(0.0, f64::max);
         if top <= 0.0 {
-            let _ = write!(
-                svg,
-                r##"<text class="empty" x="{}" y="{}" text-anchor="middle" fill="#777">no data</text></svg>"##,
-                w / 2.0,
-                h / 2.0
-            );
-            return svg;
+            return no_data(svg, w, h);
         }
         let step = nice_step(top * 1.1, 5.0);
         let y_max = (top * 1.1 / step).ceil() * step;
