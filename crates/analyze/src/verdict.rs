@@ -173,7 +173,14 @@ pub struct Verdict {
 /// The verdicts of an experiment's cells: every topology against the first for each
 /// workload, and each `compare` pair (baseline, variant) on each topology. Cells left out, or
 /// missing a round on one side, do not count; a comparison with no round left gives none.
-pub fn verdicts(cells: &[CellResult], pairs: &[(String, String)]) -> Vec<Verdict> {
+/// Every verdict of an experiment: each topology against its baseline (`baselines`: (variant,
+/// baseline) topology names; every topology against the first when empty), workload by
+/// workload, and each workload pair `(baseline, variant)` on every topology.
+pub fn verdicts(
+    cells: &[CellResult],
+    baselines: &[(String, String)],
+    pairs: &[(String, String)],
+) -> Vec<Verdict> {
     let mut topologies: Vec<&str> = Vec::new();
     let mut workloads: Vec<&str> = Vec::new();
     for c in cells {
@@ -185,19 +192,28 @@ pub fn verdicts(cells: &[CellResult], pairs: &[(String, String)]) -> Vec<Verdict
         }
     }
     let mut out = Vec::new();
-    if let Some((first, others)) = topologies.split_first() {
-        for w in &workloads {
-            for t in others {
-                let base = side(cells, first, w);
-                let var = side(cells, t, w);
-                out.extend(compare(
-                    Factor::Topology,
-                    (first, &base),
-                    (t, &var),
-                    w,
-                    None,
-                ));
-            }
+    let against: Vec<(&str, &str)> = if baselines.is_empty() {
+        match topologies.split_first() {
+            Some((first, others)) => others.iter().map(|t| (*t, *first)).collect(),
+            None => Vec::new(),
+        }
+    } else {
+        baselines
+            .iter()
+            .map(|(v, b)| (v.as_str(), b.as_str()))
+            .collect()
+    };
+    for w in &workloads {
+        for (t, first) in &against {
+            let base = side(cells, first, w);
+            let var = side(cells, t, w);
+            out.extend(compare(
+                Factor::Topology,
+                (first, &base),
+                (t, &var),
+                w,
+                None,
+            ));
         }
     }
     for (a, b) in pairs {
@@ -884,7 +900,7 @@ mod tests {
                 ]
             })
             .collect();
-        let v = verdicts(&cells, &[]);
+        let v = verdicts(&cells, &[], &[]);
         assert_eq!(v.len(), 1, "{v:?}");
         let v = &v[0];
         assert_eq!(v.measure, "breaking_point");
@@ -909,7 +925,7 @@ mod tests {
                 ]
             })
             .collect();
-        let v = verdicts(&cells, &[]);
+        let v = verdicts(&cells, &[], &[]);
         let measures: Vec<&str> = v.iter().map(|v| v.measure.as_str()).collect();
         assert_eq!(measures, ["latency_p50", "latency_p99"]);
         assert!(v.iter().all(|v| !v.why.contains("ideal")), "{v:?}");
@@ -947,7 +963,7 @@ mod tests {
             })
             .collect();
         let pairs = [("calc 100k".to_string(), "calc 200k".to_string())];
-        let v = verdicts(&cells, &pairs);
+        let v = verdicts(&cells, &[], &pairs);
         let t = v.iter().find(|v| v.measure == "throughput").unwrap();
         assert_eq!(t.factor, Factor::Workload);
         assert_eq!(t.topology.as_deref(), Some("t"));
@@ -972,12 +988,54 @@ mod tests {
                     ]
                 })
                 .collect();
-            let v = verdicts(&cells, &[]);
+            let v = verdicts(&cells, &[], &[]);
             if !v[0].differs {
                 honest += 1;
             }
         }
         assert!(honest >= 180, "{honest} of 200 said no difference");
+    }
+
+    #[test]
+    fn a_topology_is_judged_against_its_own_baseline_when_it_names_one() {
+        let closed = |ok: f64| Measured::Closed {
+            ok_rps: ok,
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+        };
+        let cells: Vec<CellResult> = (0..3)
+            .flat_map(|r| {
+                [
+                    cell("python 1", 1, "calc", r, closed(100.0)),
+                    cell("python 6", 6, "calc", r, closed(200.0)),
+                    cell("node 1", 1, "calc", r, closed(400.0)),
+                    cell("node 6", 6, "calc", r, closed(800.0)),
+                ]
+            })
+            .collect();
+        let baselines: Vec<(String, String)> = [
+            ("python 6", "python 1"),
+            ("node 1", "python 1"),
+            ("node 6", "node 1"),
+        ]
+        .map(|(v, b)| (v.to_string(), b.to_string()))
+        .to_vec();
+        let v = verdicts(&cells, &baselines, &[]);
+        let throughput = |variant: &str| {
+            v.iter()
+                .find(|x| x.variant == variant && x.measure == "throughput")
+                .map(|x| (x.baseline.clone(), x.ratio))
+                .unwrap()
+        };
+        assert_eq!(throughput("node 6").0, "node 1");
+        assert!((throughput("node 6").1 - 2.0).abs() < 1e-9);
+        assert!((throughput("node 1").1 - 4.0).abs() < 1e-9);
+        // Without baselines every topology is judged against the first.
+        let first = verdicts(&cells, &[], &[]);
+        assert!(first
+            .iter()
+            .filter(|x| x.measure == "throughput")
+            .all(|x| x.baseline == "python 1"));
     }
 
     #[test]
@@ -1105,7 +1163,7 @@ mod tests {
                 }
             }
             let pairs = [("x".to_string(), "y".to_string())];
-            for v in verdicts(&cells, &pairs) {
+            for v in verdicts(&cells, &[], &pairs) {
                 for x in [v.ratio, v.ci_low, v.ci_high] {
                     assert!(x.is_finite() && x > 0.0, "{v:?}");
                 }
@@ -1124,7 +1182,7 @@ mod tests {
             cell("a", 1, "w", 0, capacity(100.0)),
             cell("b", 2, "w", 0, capacity(300.0)),
         ];
-        let v = &verdicts(&cells, &[])[0];
+        let v = &verdicts(&cells, &[], &[])[0];
         assert_eq!((v.ci_low, v.ci_high), (v.ratio, v.ratio));
         assert!(!v.differs && v.why.contains("one round"), "{v:?}");
     }
@@ -1149,10 +1207,10 @@ mod tests {
             excluded: Some("a replica exited".into()),
             ..cell("b", 2, "w", 1, capacity(5.0))
         });
-        for v in verdicts(&cells, &[]) {
+        for v in verdicts(&cells, &[], &[]) {
             assert!(v.ratio.is_finite() && v.ci_low.is_finite() && v.ci_high.is_finite());
         }
-        let json = serde_json::to_string(&verdicts(&cells, &[])).unwrap();
+        let json = serde_json::to_string(&verdicts(&cells, &[], &[])).unwrap();
         assert!(!json.contains("NaN") && !json.contains("inf"), "{json}");
     }
 }

@@ -369,7 +369,7 @@ fn html_reports_and_plots_are_written_for_runs_and_overlays() {
         assert!(html.contains(&format!("<svg id=\"{id}\"")), "{id}");
     }
     assert!(
-        html.contains(&format!("data-series=\"loadlab {pid}\"")),
+        html.contains(&format!("data-series=\"loadlab-serve {pid}\"")),
         "the watched process"
     );
     let image = std::fs::read(&png).unwrap();

@@ -821,16 +821,7 @@ fn the_probe_finds_each_runtimes_workers() {
 #[test]
 fn seed_001s_short_matrix_runs_on_python_and_node() {
     let _timing = timing();
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/seed-001-replicas.short.yaml");
-    let out = tempfile::tempdir().unwrap();
-    let done = support::loadlab_ok(&[
-        "lab",
-        file.to_str().unwrap(),
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
-    support::assert_lab_finite(out.path(), &String::from_utf8_lossy(&done.stdout));
+    let (_, out) = support::lab_example("seed-001-replicas.short.yaml");
     let csv = std::fs::read_to_string(out.path().join("comparison.csv")).unwrap();
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -865,17 +856,7 @@ fn seed_001s_short_matrix_runs_on_python_and_node() {
 #[test]
 fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
     let _timing = timing();
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/seed-004-logging.short.yaml");
-    let out = tempfile::tempdir().unwrap();
-    let done = support::loadlab_ok(&[
-        "lab",
-        file.to_str().unwrap(),
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&done.stdout);
-    support::assert_lab_finite(out.path(), &stdout);
+    let (stdout, out) = support::lab_example("seed-004-logging.short.yaml");
     for topology in ["node-tty", "node-pipe"] {
         for workload in ["info-c100", "info-log-1-c100"] {
             let s = support::read_json(
@@ -921,17 +902,7 @@ fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
 #[test]
 fn seed_000s_short_variant_finds_each_topologys_breaking_point() {
     let _timing = timing();
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/seed-000-topologies.short.yaml");
-    let out = tempfile::tempdir().unwrap();
-    let done = support::loadlab_ok(&[
-        "lab",
-        file.to_str().unwrap(),
-        "--out",
-        out.path().to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&done.stdout);
-    support::assert_lab_finite(out.path(), &stdout);
+    let (stdout, out) = support::lab_example("seed-000-topologies.short.yaml");
     let lab = support::read_json(&out.path().join("lab.json"));
     let found = |topology: &str| {
         lab["cells"]

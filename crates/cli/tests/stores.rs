@@ -349,26 +349,9 @@ fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redi
     );
 }
 
-/// Runs an example experiment file (its short variant) and returns stdout and the output dir.
-fn lab_example(file: &str) -> (String, tempfile::TempDir) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples")
-        .join(file);
-    let dir = tempfile::tempdir().unwrap();
-    let out = loadlab_ok(&[
-        "lab",
-        path.to_str().unwrap(),
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    support::assert_lab_finite(dir.path(), &stdout);
-    (stdout, dir)
-}
-
 #[test]
 fn seed_003_runs_on_redis_and_says_why_its_load_models_disagree_or_agree() {
-    let (text, dir) = lab_example("seed-003-turnomatic.short.yaml");
+    let (text, dir) = support::lab_example("seed-003-turnomatic.short.yaml");
     for cell in ["1-instance", "3-instances-client-balanced"] {
         for w in [
             "closed-c100-p10-autocannon",
@@ -388,7 +371,7 @@ fn seed_003_runs_on_redis_and_says_why_its_load_models_disagree_or_agree() {
 
 #[test]
 fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
-    let (text, dir) = lab_example("seed-002-visits.short.yaml");
+    let (text, dir) = support::lab_example("seed-002-visits.short.yaml");
     assert!(text.contains("1 visit counter consumer"), "{text}");
     let s = read_json(
         &dir.path()

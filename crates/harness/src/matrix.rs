@@ -103,6 +103,21 @@ struct Cell<'a> {
     dir: &'a Path,
 }
 
+impl Cell<'_> {
+    /// This cell with nothing measured, left out of the comparisons for `why`.
+    fn left_out(&self, why: &str) -> LabCell {
+        LabCell {
+            topology: self.topology.0.to_string(),
+            workload: self.workload.name.clone(),
+            round: self.round,
+            summary: Summary::default(),
+            breaking_point: None,
+            probe: None,
+            excluded: Some(why.to_string()),
+        }
+    }
+}
+
 /// Runs one cell against its deployed topology and writes its run directory; the cell and its
 /// run (none when the target did not answer a capacity search's first request).
 fn run_cell(
@@ -147,16 +162,8 @@ fn run_cell(
         Load::Capacity(flags) => {
             let Some((run, summary, found)) = breaking_point(flags, &deployment.url, pids, stop)?
             else {
-                let lab_cell = LabCell {
-                    topology: name.to_string(),
-                    workload: w.name.clone(),
-                    round: cell.round,
-                    summary: Summary::default(),
-                    breaking_point: None,
-                    probe: None,
-                    excluded: Some("the target did not answer one request with a success".into()),
-                };
-                return Ok((lab_cell, None));
+                let why = "the target did not answer one request with a success";
+                return Ok((cell.left_out(why), None));
             };
             (run, summary, Some(found))
         }
@@ -180,16 +187,7 @@ fn run_cell(
                 |e| HarnessError::system("cannot write probe.json", std::io::Error::other(e)),
             )?;
             let (Some((run, summary)), Some(verdict)) = (probed.best, probed.verdict) else {
-                let lab_cell = LabCell {
-                    topology: name.to_string(),
-                    workload: w.name.clone(),
-                    round: cell.round,
-                    summary: Summary::default(),
-                    breaking_point: None,
-                    probe: None,
-                    excluded: Some("the probe completed no request".into()),
-                };
-                return Ok((lab_cell, None));
+                return Ok((cell.left_out("the probe completed no request"), None));
             };
             println!("      {}", verdict.explanation);
             probe = Some(verdict);

@@ -97,11 +97,10 @@ impl CapacityFlags {
 
     /// The same search aimed at `front` when the URL is a path (an experiment's workload).
     pub fn on_front(&self, front: &str) -> CapacityFlags {
-        let mut f = self.clone();
-        if f.url.starts_with('/') {
-            f.url = format!("{front}{}", f.url);
+        CapacityFlags {
+            url: crate::flags::on_front(&self.url, front),
+            ..self.clone()
         }
-        f
     }
 }
 

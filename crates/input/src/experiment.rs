@@ -106,6 +106,16 @@ pub enum ExperimentError {
         /// The name.
         name: String,
     },
+    /// A topology's `against` naming no topology, or itself.
+    #[error("{path}: topology {name:?}: against names {against:?}, which is no other topology")]
+    UnknownBaseline {
+        /// The file.
+        path: PathBuf,
+        /// The topology.
+        name: String,
+        /// The name it gave.
+        against: String,
+    },
     /// A number of rounds out of range.
     #[error("{path}: rounds must be from 1 to {max}, got {rounds}")]
     Rounds {
@@ -191,6 +201,9 @@ pub struct Experiment {
     pub rounds: usize,
     /// Workload pairs set against each other (baseline, variant), by name.
     pub compare: Vec<(String, String)>,
+    /// Each topology but the first, with the topology it is judged against (its `against`, or
+    /// the first): (variant, baseline), by name.
+    pub baselines: Vec<(String, String)>,
 }
 
 /// One load of an experiment, its flags parsed.
@@ -266,6 +279,10 @@ pub struct TopologySpec {
     /// given that many CPUs); every core by default.
     #[serde(default)]
     pub cpus: Option<usize>,
+    /// The topology this one is judged against (default: the first), so an experiment with
+    /// two factors (runtime and replicas) compares within each.
+    #[serde(default)]
+    pub against: Option<String>,
 }
 
 /// A key whose value may be the word `null`, which YAML reads as no value: written, it names
@@ -314,7 +331,20 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
         });
     }
     let mut topologies = Vec::new();
+    let mut baselines = Vec::new();
     for t in &exp.topologies {
+        if let Some(against) = &t.against {
+            if against == &t.name || !exp.topologies.iter().any(|o| &o.name == against) {
+                return Err(ExperimentError::UnknownBaseline {
+                    path: path.to_path_buf(),
+                    name: t.name.clone(),
+                    against: against.clone(),
+                });
+            }
+            baselines.push((t.name.clone(), against.clone()));
+        } else if t.name != exp.topologies[0].name {
+            baselines.push((t.name.clone(), exp.topologies[0].name.clone()));
+        }
         let topology = t.topology().map_err(|error| ExperimentError::Topology {
             path: path.to_path_buf(),
             name: t.name.clone(),
@@ -394,6 +424,7 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
         workloads,
         rounds,
         compare,
+        baselines,
     })
 }
 
@@ -564,6 +595,7 @@ mod tests {
             static_files: None,
             stdout: None,
             cpus: None,
+            against: None,
         };
         assert_eq!(spec(None).topology().unwrap().runtime, Runtime::Rust);
         assert_eq!(

@@ -256,3 +256,13 @@ impl LoadFlags {
 pub fn is_scenario(arg: &str) -> bool {
     arg.ends_with(".yaml") || arg.ends_with(".yml")
 }
+
+/// `url` aimed at `front` (`http://127.0.0.1:PORT`) when it is a path, as an experiment's
+/// workloads write their URLs; a full URL is kept.
+pub(crate) fn on_front(url: &str, front: &str) -> String {
+    if url.starts_with('/') {
+        format!("{front}{url}")
+    } else {
+        url.to_string()
+    }
+}

@@ -54,11 +54,10 @@ impl ProbeFlags {
 
     /// The same probe aimed at `front` when the URL is a path (an experiment's workload).
     pub fn on_front(&self, front: &str) -> ProbeFlags {
-        let mut f = self.clone();
-        if f.url.starts_with('/') {
-            f.url = format!("{front}{}", f.url);
+        ProbeFlags {
+            url: crate::flags::on_front(&self.url, front),
+            ..self.clone()
         }
-        f
     }
 }
 

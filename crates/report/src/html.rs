@@ -287,19 +287,28 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             backlog,
         ));
     }
-    out.push(Chart {
-        id: "spectrum".into(),
-        title: "Latency by percentile (whole run)".into(),
+    out.push(spectrum_chart(
+        "spectrum",
+        "Latency by percentile (whole run)",
+        spectra,
+    ));
+    out
+}
+
+/// A chart of latency spectra: percentiles on HdrHistogram's axis, milliseconds on a log one.
+pub(crate) fn spectrum_chart(id: &str, title: &str, series: Vec<Series>) -> Chart {
+    Chart {
+        id: id.into(),
+        title: title.into(),
         x_label: "percentile".into(),
         y_label: "ms".into(),
-        series: spectra,
+        series,
         bands: Vec::new(),
         x_scale: XScale::Percentile,
         y_log: true,
         markers: Vec::new(),
         dots: false,
-    });
-    out
+    }
 }
 
 /// What the template shows of one run.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use loadlab_analyze::verdict::{lead_measure, CellResult, Interval, Reading, Verdict};
 
 use crate::chart::{Bar, BarChart, Chart, Marker, Series, XScale};
-use crate::html::spectrum;
+use crate::html::{spectrum, spectrum_chart};
 use crate::LabCell;
 
 /// The page's template (styles included).
@@ -172,18 +172,11 @@ impl LabPage<'_> {
                     Some(Series::new(*t, spectrum(&sum?)))
                 })
                 .collect();
-            out.push(Chart {
-                id: format!("spectrum-{k}"),
-                title: format!("Latency by percentile: {w} (rounds added)"),
-                x_label: "percentile".into(),
-                y_label: "ms".into(),
+            out.push(spectrum_chart(
+                &format!("spectrum-{k}"),
+                &format!("Latency by percentile: {w} (rounds added)"),
                 series,
-                bands: Vec::new(),
-                x_scale: XScale::Percentile,
-                y_log: true,
-                markers: Vec::new(),
-                dots: false,
-            });
+            ));
         }
         out
     }

@@ -29,6 +29,8 @@ struct LabJson<'a> {
     name: &'a str,
     rounds: usize,
     compare: &'a [(String, String)],
+    /// Each topology judged against another: (variant, baseline).
+    baselines: &'a [(String, String)],
     cells: &'a [CellResult],
     verdicts: &'a [Verdict],
 }
@@ -67,7 +69,7 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     )?;
     println!("\n{}", render_lab_table(&cells));
     let results = cell_results(&cells, &exp.topologies, cores());
-    let verdicts = loadlab_analyze::verdict::verdicts(&results, &exp.compare);
+    let verdicts = loadlab_analyze::verdict::verdicts(&results, &exp.baselines, &exp.compare);
     print!("{}", render_verdicts(&verdicts));
     // Workloads aimed at the same target on one topology: why their load models disagree.
     for (topology, _) in &exp.topologies {
@@ -113,6 +115,7 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         name: &exp.name,
         rounds: exp.rounds,
         compare: &exp.compare,
+        baselines: &exp.baselines,
         cells: &results,
         verdicts: &verdicts,
     };

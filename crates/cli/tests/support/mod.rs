@@ -85,6 +85,24 @@ pub fn lab_ok(dir: &Path, experiment: &str) -> (String, std::path::PathBuf) {
     (String::from_utf8_lossy(&done.stdout).into_owned(), out)
 }
 
+/// Runs an example experiment file of `examples/` (a short variant) and returns what it
+/// printed and its output directory, with the lab's outputs checked for numbers that are not.
+pub fn lab_example(file: &str) -> (String, tempfile::TempDir) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(file);
+    let dir = tempfile::tempdir().unwrap();
+    let out = loadlab_ok(&[
+        "lab",
+        path.to_str().unwrap(),
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_lab_finite(dir.path(), &stdout);
+    (stdout, dir)
+}
+
 /// Runs a scenario file against `server` (with `extra` flags) and returns its summary.
 pub fn run_scenario(file: &Path, server: &TestServer, extra: &[&str]) -> Value {
     let target = server.url("");
