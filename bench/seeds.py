@@ -48,7 +48,8 @@ def loadavg():
 
 def run(args):
     out = Path(args.out or ROOT / "bench" / "runs" / f"seeds-{datetime.date.today()}")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+    # `-dirty` when the binary may hold changes not yet committed.
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     for seed in args.seeds.split(","):
         name = SEEDS[seed]

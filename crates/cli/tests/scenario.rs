@@ -105,7 +105,8 @@ fn every_example_scenario_validates() {
 #[test]
 fn every_short_example_scenario_runs_its_exact_arrivals() {
     let server = TestServer::start(1).unwrap();
-    // Seed 004's users send 20 requests each; seed 002's walk a chain (tests/users.rs).
+    // Seed 004's users send 20 requests each; seed 002's two user models walk a chain (the
+    // plain one in tests/users.rs, the busy one the lab's short seed 002 in tests/stores.rs).
     let expected = [
         ("seed-000-endurance.short.yml", 200),
         ("seed-000-ramp.short.yml", 300),
@@ -117,7 +118,7 @@ fn every_short_example_scenario_runs_its_exact_arrivals() {
         .into_iter()
         .filter(|p| p.to_str().unwrap().ends_with(".short.yml"))
         .collect();
-    assert_eq!(shorts.len(), expected.len() + 1, "{shorts:?}");
+    assert_eq!(shorts.len(), expected.len() + 2, "{shorts:?}");
     let dir = tempfile::tempdir().unwrap();
     for (name, sent) in expected {
         let file = shorts.iter().find(|p| p.ends_with(name)).unwrap();
