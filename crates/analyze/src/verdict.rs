@@ -240,68 +240,33 @@ fn measures(base: &[&CellResult], var: &[&CellResult]) -> Vec<(&'static str, Vec
         .iter()
         .filter_map(|b| var.iter().find(|v| v.round == b.round).map(|v| (*b, *v)))
         .collect();
-    let Some((b0, v0)) = rounds.first() else {
+    let both: Vec<&CellResult> = rounds.iter().flat_map(|(b, v)| [*b, *v]).collect();
+    let Some((plan, _)) = measures_of(&both) else {
         return Vec::new();
     };
-    let values = |f: &dyn Fn(&Measured) -> Option<f64>| -> Vec<(f64, f64)> {
-        rounds
-            .iter()
-            .filter_map(|(b, v)| Some((f(&b.measured)?, f(&v.measured)?)))
-            .filter(|(b, v)| *b > 0.0 && *v > 0.0 && b.is_finite() && v.is_finite())
-            .collect()
-    };
-    match (&b0.measured, &v0.measured) {
-        (Measured::Capacity { .. }, Measured::Capacity { .. }) => vec![(
-            "breaking_point",
-            values(&|m| match m {
-                Measured::Capacity { breaking_point_rps } => *breaking_point_rps,
-                _ => None,
-            }),
-        )],
-        (Measured::Closed { .. }, Measured::Closed { .. }) => vec![
-            ("throughput", values(&|m| ok_rps(m))),
-            ("latency_p99", values(&|m| p99(m))),
-        ],
-        (Measured::Probe { .. }, Measured::Probe { .. }) => {
-            // A top throughput means something only where both sides hit a limit.
-            let limited = rounds
+    plan.into_iter()
+        .map(|(name, read)| {
+            let values = rounds
                 .iter()
-                .all(|(b, v)| b.measured.saturated() && v.measured.saturated());
-            let mut out = Vec::new();
-            if limited {
-                out.push(("max_throughput", values(&|m| probe_max(m))));
-            }
-            out.push(("service_time", values(&|m| probe_service_time(m))));
-            out
-        }
-        (Measured::Open { .. }, Measured::Open { .. }) => {
-            let any_saturated = rounds
-                .iter()
-                .any(|(b, v)| b.measured.saturated() || v.measured.saturated());
-            if any_saturated {
-                vec![
-                    ("throughput", values(&|m| ok_rps(m))),
-                    ("latency_p99", values(&|m| p99(m))),
-                ]
-            } else {
-                vec![
-                    ("latency_p50", values(&|m| p50(m))),
-                    ("latency_p99", values(&|m| p99(m))),
-                ]
-            }
-        }
-        _ => Vec::new(),
-    }
+                .filter_map(|(b, v)| Some((read(&b.measured)?, read(&v.measured)?)))
+                .filter(|(b, v)| *b > 0.0 && *v > 0.0 && b.is_finite() && v.is_finite())
+                .collect();
+            (name, values)
+        })
+        .collect()
 }
 
 /// How a figure is read from what a cell measured (`None` when the cell has no such figure).
 pub type Reading = fn(&Measured) -> Option<f64>;
 
-/// The figure that says most about cells of one workload, as the verdicts judge it first: the
-/// breaking point of searches, the throughput of closed models and of open ones some cell fell
-/// behind, else the p99 latency (an open load every cell kept up with). Its name (as the
-/// verdicts' `measure`) and how to read it; `None` without cells or with mixed kinds.
-pub fn lead_measure(cells: &[&CellResult]) -> Option<(&'static str, Reading)> {
+/// The measures that mean something for `cells` (of one kind; `None` without cells or with
+/// mixed kinds), in the verdicts' order, and which of them leads (the one a chart shows):
+/// the breaking point of searches; the throughput and p99 of closed models and of open ones
+/// some cell fell behind; the median and p99 of an open load every cell kept up with (its
+/// offered rate is its throughput), led by the p99; a probe's top throughput only where every
+/// cell hit a limit (an asynchronous service's top is the probe's own bound), and its service
+/// time.
+fn measures_of(cells: &[&CellResult]) -> Option<(Vec<(&'static str, Reading)>, usize)> {
     let first = &cells.first()?.measured;
     let same = cells
         .iter()
@@ -309,21 +274,34 @@ pub fn lead_measure(cells: &[&CellResult]) -> Option<(&'static str, Reading)> {
     if !same {
         return None;
     }
+    let breaking_point: Reading = |m| match m {
+        Measured::Capacity { breaking_point_rps } => *breaking_point_rps,
+        _ => None,
+    };
     Some(match first {
-        Measured::Capacity { .. } => ("breaking_point", |m| match m {
-            Measured::Capacity { breaking_point_rps } => *breaking_point_rps,
-            _ => None,
-        }),
-        Measured::Closed { .. } => ("throughput", ok_rps),
-        Measured::Probe { .. } if cells.iter().all(|c| c.measured.saturated()) => {
-            ("max_throughput", probe_max)
-        }
-        Measured::Probe { .. } => ("service_time", probe_service_time),
+        Measured::Capacity { .. } => (vec![("breaking_point", breaking_point)], 0),
+        Measured::Closed { .. } => (vec![("throughput", ok_rps), ("latency_p99", p99)], 0),
+        Measured::Probe { .. } if cells.iter().all(|c| c.measured.saturated()) => (
+            vec![
+                ("max_throughput", probe_max),
+                ("service_time", probe_service_time),
+            ],
+            0,
+        ),
+        Measured::Probe { .. } => (vec![("service_time", probe_service_time)], 0),
         Measured::Open { .. } if cells.iter().any(|c| c.measured.saturated()) => {
-            ("throughput", ok_rps)
+            (vec![("throughput", ok_rps), ("latency_p99", p99)], 0)
         }
-        Measured::Open { .. } => ("latency_p99", p99),
+        Measured::Open { .. } => (vec![("latency_p50", p50), ("latency_p99", p99)], 1),
     })
+}
+
+/// The figure that says most about cells of one workload (the measure the verdicts judge it
+/// by that a chart shows): its name, as the verdicts' `measure`, and how to read it; `None`
+/// without cells or with mixed kinds.
+pub fn lead_measure(cells: &[&CellResult]) -> Option<(&'static str, Reading)> {
+    let (plan, lead) = measures_of(cells)?;
+    plan.get(lead).copied()
 }
 
 fn probe_max(m: &Measured) -> Option<f64> {

@@ -158,6 +158,18 @@ fn svg_start(id: &str, class: &str, title: &str, (width, height): (u32, u32)) ->
     )
 }
 
+/// A y tick at pixel height `y`: its grid line across the plot (`left` to `right`) and its
+/// label `value` on the left.
+fn y_tick(svg: &mut String, (left, right): (f64, f64), y: f64, value: f64) {
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" x2="{right}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+        left - 6.0,
+        y + 4.0,
+        tick_label(value)
+    );
+}
+
 /// Ends `svg` with "no data" in the middle of a `w` × `h` plot.
 fn no_data(mut svg: String, w: f64, h: f64) -> String {
     let _ = write!(
@@ -327,14 +339,7 @@ impl Chart {
                 .collect()
         };
         for (at, label) in y_ticks {
-            let y = sy(at);
-            let _ = write!(
-                svg,
-                r##"<line x1="{px0}" x2="{px1}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                px0 - 6.0,
-                y + 4.0,
-                tick_label(label)
-            );
+            y_tick(&mut svg, (px0, px1), sy(at), label);
         }
         // X ticks.
         let x_ticks: Vec<(f64, String)> = match self.x_scale {
@@ -501,14 +506,7 @@ impl BarChart {
         let sy = |y: f64| py0 - y.max(0.0) / y_max * (py0 - py1);
         let mut k = 0.0;
         while k <= y_max + 1e-9 {
-            let y = sy(k);
-            let _ = write!(
-                svg,
-                r##"<line x1="{px0}" x2="{px1}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                px0 - 6.0,
-                y + 4.0,
-                tick_label(k)
-            );
+            y_tick(&mut svg, (px0, px1), sy(k), k);
             k += step;
         }
         let group_w = (px1 - px0) / self.groups.len().max(1) as f64;
