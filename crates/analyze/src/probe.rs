@@ -174,6 +174,8 @@ const MIN_ALONE: u64 = 20;
 
 /// One connection measured again, counted to [`MIN_ALONE`] requests (at most [`MAX_STEP`]),
 /// when the first step completed fewer and the time allows; only right after the first step.
+/// A first step that completed none (a service slower than the step: seed 000's black box
+/// takes a second) is measured again for the longest step, not read as a failure.
 fn measure_alone_again(
     steps: &[ProbeStep],
     elapsed: Duration,
@@ -182,10 +184,18 @@ fn measure_alone_again(
     let [first] = steps else {
         return None;
     };
-    if first.concurrency != 1 || first.requests >= MIN_ALONE || failed(first, limits).is_some() {
+    if first.concurrency != 1
+        || first.requests >= MIN_ALONE
+        || first.error_pct > limits.max_error_pct
+        || (first.requests > 0 && failed(first, limits).is_some())
+    {
         return None;
     }
-    let expected = Duration::from_secs_f64(MIN_ALONE as f64 * first.mean_ms / 1000.0);
+    let expected = if first.requests == 0 {
+        MAX_STEP
+    } else {
+        Duration::from_secs_f64(MIN_ALONE as f64 * first.mean_ms / 1000.0)
+    };
     let duration = expected.clamp(MIN_STEP, MAX_STEP);
     (elapsed + duration <= limits.max_time).then_some(Next::Run {
         concurrency: 1,
@@ -707,7 +717,7 @@ mod tests {
     /// Runs the probe's logic against `service`, each step taking its expected duration; the
     /// steps in the order they ran and why the probe stopped.
     fn drive(
-        service: impl Fn(usize) -> ProbeStep,
+        mut service: impl FnMut(usize) -> ProbeStep,
         limits: &ProbeLimits,
     ) -> (Vec<ProbeStep>, String) {
         let mut steps = Vec::new();
@@ -984,6 +994,65 @@ mod tests {
         ));
         assert_eq!(climb(&steps).len(), 1);
         assert!(!stepped_back(&steps));
+    }
+
+    #[test]
+    fn a_service_slower_than_the_first_step_is_measured_again_for_the_longest_step() {
+        let limits = ProbeLimits::default();
+        // Seed 000's black box: a second a request, so the first 1 s step completes none.
+        let mut first = step_at(Some(3), 1000.0, 1.0, 1);
+        first.requests = 0;
+        first.mean_ms = 0.0;
+        first.p50_ms = 0.0;
+        match next_step(
+            std::slice::from_ref(&first),
+            Duration::from_secs(1),
+            &limits,
+        ) {
+            Next::Run {
+                concurrency: 1,
+                requests: Some(n),
+                duration,
+                max_duration,
+            } => {
+                assert_eq!(n, MIN_ALONE);
+                assert_eq!((duration, max_duration), (MAX_STEP, MAX_STEP));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Measured again, the probe climbs from there and finds the three workers.
+        let again = step_at(Some(3), 1000.0, 1.0, 1);
+        assert!(matches!(
+            next_step(&[first.clone(), again], Duration::from_secs(9), &limits),
+            Next::Run { concurrency: 2, .. }
+        ));
+        let wide = ProbeLimits {
+            max_time: Duration::from_secs(90),
+            ..ProbeLimits::default()
+        };
+        let mut calls = 0;
+        let (steps, why) = drive(
+            |c| {
+                calls += 1;
+                let mut s = step_at(Some(3), 1000.0, 1.0, c);
+                if calls == 1 {
+                    s.requests = 0;
+                }
+                s
+            },
+            &wide,
+        );
+        let v = verdict(&steps).unwrap_or_else(|| panic!("{why}: {:?}", ran(&steps)));
+        assert_eq!((v.kind, v.workers), (Kind::Sync, Some(3)), "{why}");
+        // Still a failure when the second measure completes nothing either.
+        let none = ProbeStep {
+            requests: 0,
+            ..first.clone()
+        };
+        assert!(matches!(
+            next_step(&[first, none], Duration::from_secs(9), &limits),
+            Next::Stop(why) if why.contains("no request completed")
+        ));
     }
 
     #[test]

@@ -56,8 +56,14 @@ pub fn probe(
             } => (concurrency, requests, max_duration),
             Next::Stop(why) => break why,
         };
-        if let Some(first) = steps.first() {
-            drain(target, first.p50_ms, stop)?;
+        // The queue-free time is the latest one-connection measure that completed requests
+        // (a first step slower than its length completed none).
+        if let Some(alone) = steps
+            .iter()
+            .rev()
+            .find(|s| s.concurrency == 1 && s.requests > 0)
+        {
+            drain(target, alone.p50_ms, stop)?;
         }
         let (step, run, summary) =
             closed_step(target, concurrency, (requests, duration), stop, watch)?;
