@@ -147,7 +147,16 @@ impl Recorder {
             let c = &rec.counts;
             (
                 rec.second,
-                c.sent + c.completed + c.offered + c.dropped == 0,
+                // Sessions that end after the last request (a function that failed, a think)
+                // count too.
+                c.sent
+                    + c.completed
+                    + c.offered
+                    + c.dropped
+                    + c.users_started
+                    + c.users_completed
+                    + c.users_failed
+                    == 0,
             )
         };
         if !idle || last == 0 {
