@@ -31,6 +31,9 @@ struct Ports {
     /// HTTP/2 in the clear (h2c); a connection ends with a graceful GOAWAY after 50 requests,
     /// and `/reset` resets its stream.
     h2c: u16,
+    /// TLS with a self-signed certificate (a CA, as `openssl req -x509` makes it) used as the
+    /// server's own.
+    self_signed: u16,
 }
 
 /// An nginx with its certificates, in a directory of its own; stopped when dropped.
@@ -96,18 +99,33 @@ fn make_certificates(dir: &Path) {
     leaf(&["localhost", "127.0.0.1"], "good", false);
     leaf(&["other.invalid"], "other", false);
     leaf(&["localhost", "127.0.0.1"], "expired", true);
+    // Self-signed certificates a server uses as its own, as `openssl req -x509 -subj
+    // /CN=localhost -addext subjectAltName=IP:127.0.0.1` makes them: CA:TRUE, no separate CA.
+    let self_signed = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
+        let cert = params.self_signed(&key).unwrap();
+        write_pair(dir, name, &cert, &key);
+    };
+    self_signed("selfsigned");
+    self_signed("stranger");
 }
 
-/// Six distinct ports nothing listens on now (the system's choice of free ones, held open
+/// Seven distinct ports nothing listens on now (the system's choice of free ones, held open
 /// together so none is handed out twice).
-fn free_ports() -> [u16; 6] {
-    let listeners: Vec<TcpListener> = (0..6)
+fn free_ports() -> [u16; 7] {
+    let listeners: Vec<TcpListener> = (0..7)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
     std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
-/// Starts nginx on six free ports of 127.0.0.1 and waits until each accepts connections.
+/// Starts nginx on seven free ports of 127.0.0.1 and waits until each accepts connections.
 fn start_nginx() -> Nginx {
     start_nginx_proxying(None)
 }
@@ -119,7 +137,7 @@ fn start_nginx_proxying(upstream: Option<u16>) -> Nginx {
     let p = dir.path();
     make_certificates(p);
     std::fs::create_dir_all(p.join("tmp")).unwrap();
-    let [good, other_name, expired, plain, h2, h2c] = free_ports();
+    let [good, other_name, expired, plain, h2, h2c, self_signed] = free_ports();
     let ports = Ports {
         good,
         other_name,
@@ -127,6 +145,7 @@ fn start_nginx_proxying(upstream: Option<u16>) -> Nginx {
         plain,
         h2,
         h2c,
+        self_signed,
     };
     let delay = upstream.map_or(String::new(), |port| {
         format!("location /delay {{ proxy_pass http://127.0.0.1:{port}; }}")
@@ -158,7 +177,7 @@ http {{
     uwsgi_temp_path {d}/tmp/uwsgi;
     scgi_temp_path {d}/tmp/scgi;
     ssl_session_cache shared:tls:1m;
-{good}{other}{expired}    server {{
+{good}{other}{expired}{self_signed}    server {{
         listen 127.0.0.1:{plain};
         location / {{ return 200 \"pong\\n\"; }}
     }}
@@ -181,6 +200,7 @@ http {{
         good = server(ports.good, "good"),
         other = server(ports.other_name, "other"),
         expired = server(ports.expired, "expired"),
+        self_signed = server(ports.self_signed, "selfsigned"),
         plain = ports.plain,
         h2 = ports.h2,
         h2c = ports.h2c,
@@ -191,7 +211,7 @@ http {{
     cmd.arg("-p").arg(p).arg("-c").arg(&conf_path);
     let mut process = Supervised::spawn("nginx", cmd).expect("nginx starts");
     let deadline = Instant::now() + Duration::from_secs(10);
-    for port in [good, other_name, expired, plain, h2, h2c] {
+    for port in [good, other_name, expired, plain, h2, h2c, self_signed] {
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
                 process.exited().is_none(),
@@ -788,4 +808,53 @@ fn probe_and_capacity_reach_https_and_http2_targets() {
     service.interrupt();
     let log = nginx.stop_and_read_log();
     assert!(!http2_lines(&log).is_empty(), "{log:?}");
+}
+
+#[test]
+fn a_self_signed_server_certificate_given_with_cacert_is_trusted_and_no_other() {
+    let nginx = start_nginx();
+    let url = format!("https://127.0.0.1:{}/", nginx.ports.self_signed);
+    let own = nginx.path("selfsigned.pem");
+    let (s, _) = run(
+        &nginx,
+        "own",
+        &[
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "-t",
+            "1",
+            "--cacert",
+            own.to_str().unwrap(),
+            &url,
+        ],
+    );
+    assert_eq!(s["requests"]["ok"], 4, "{s:#}");
+    // Another self-signed certificate, or the test CA, does not vouch for it.
+    for other in ["stranger.pem", "ca.pem"] {
+        let file = nginx.path(other);
+        let (s, _) = run(
+            &nginx,
+            other,
+            &[
+                "-n",
+                "2",
+                "-c",
+                "1",
+                "-t",
+                "1",
+                "--cacert",
+                file.to_str().unwrap(),
+                &url,
+            ],
+        );
+        assert_eq!(s["requests"]["ok"], 0, "{other}: {s:#}");
+        assert!(
+            s["tls"]["failures"]
+                .as_object()
+                .is_some_and(|f| !f.is_empty()),
+            "{other}: {s:#}"
+        );
+    }
 }

@@ -86,6 +86,7 @@ impl TlsClient {
             // Unreadable system certificates are skipped: the CA file or a failed handshake
             // (unknown issuer) says what is missing.
             roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            let mut pinned = Vec::new();
             if let Some(ca) = &settings.cacert {
                 let bad = |why: String| TlsSetupError::CaCert {
                     path: ca.path.clone(),
@@ -93,10 +94,33 @@ impl TlsClient {
                 };
                 for cert in CertificateDer::pem_slice_iter(&ca.pem) {
                     let cert = cert.map_err(|e| bad(e.to_string()))?;
-                    roots.add(cert).map_err(|e| bad(e.to_string()))?;
+                    roots.add(cert.clone()).map_err(|e| bad(e.to_string()))?;
+                    pinned.push(cert);
                 }
             }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            if pinned.is_empty() {
+                builder.with_root_certificates(roots).with_no_client_auth()
+            } else {
+                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider.clone(),
+                )
+                .build()
+                .map_err(|e| TlsSetupError::CaCert {
+                    path: settings
+                        .cacert
+                        .as_ref()
+                        .map_or_else(String::new, |c| c.path.clone()),
+                    why: e.to_string(),
+                })?;
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(RootsOrPinned {
+                        roots: verifier,
+                        pinned,
+                    }))
+                    .with_no_client_auth()
+            }
         };
         // HTTP/2 is asked for in ALPN only; a server that does not choose it fails the
         // handshake as `no_h2` (see `Stream::is_h2`) rather than quietly speaking HTTP/1.1.
@@ -209,6 +233,71 @@ impl ServerCertVerifier for NoVerification {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `--cacert`'s verification: the chain to the roots (the platform's and the file's), or a
+/// server certificate that is byte for byte one of the file's — a self-signed certificate a
+/// server uses as its own (`openssl req -x509` makes it a CA, which webpki refuses as an end
+/// entity, where curl accepts it) — whose name must still match; any other certificate is
+/// refused as the roots refuse it.
+#[derive(Debug)]
+struct RootsOrPinned {
+    roots: Arc<rustls::client::WebPkiServerVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for RootsOrPinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let refused = match self.roots.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Ok(verified) => return Ok(verified),
+            Err(e) => e,
+        };
+        if !self
+            .pinned
+            .iter()
+            .any(|c| c.as_ref() == end_entity.as_ref())
+        {
+            return Err(refused);
+        }
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.roots.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.roots.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.roots.supported_verify_schemes()
     }
 }
 
