@@ -16,4 +16,7 @@ need k6 && go install go.k6.io/k6@latest
 need hey && go install github.com/rakyll/hey@latest
 need oha && cargo install --locked oha --root "$PWD/tools"
 [ -x tools/node/node_modules/.bin/autocannon ] || npm install --prefix "$PWD/tools/node" autocannon@8
-echo "peers: $(ls tools/bin | tr '\n' ' ') autocannon"
+# Artillery: the peer of bench/hooks.py and bench/artillery-diff.py, at the version the
+# compatibility tables name.
+[ -x tools/node/node_modules/.bin/artillery ] || npm install --prefix "$PWD/tools/node" artillery@2.0.34
+echo "peers: $(ls tools/bin | tr '\n' ' ') autocannon artillery"

@@ -260,3 +260,25 @@ fn a_table_of_urls_and_codes_loops_over_each_row_checking_its_code() {
     assert_eq!(s["status"]["404"], 1, "{s}");
     assert!(stderr.contains("row 3 /nowhere"), "{stderr}");
 }
+
+#[test]
+fn the_apdex_plugin_scores_the_run_against_its_threshold() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "apdex.yml",
+        "config:\n  target: http://127.0.0.1:9\n  phases: [{ duration: 1, arrivalCount: 5 }]\n  plugins:\n    apdex: { threshold: 10 }\nscenarios:\n  - flow:\n      - get: { url: /ping }\n      - get: { url: /delay?ms=20 }\n      - get: { url: /delay?ms=60 }\n",
+    );
+    let (s, _) = run(&[file.to_str().unwrap()], &server);
+    let a = &s["apdex"];
+    // Per user: /ping within T, 20 ms within 4T, 60 ms past it.
+    assert_eq!(a["threshold_ms"], 10.0, "{a:#}");
+    assert_eq!(
+        (&a["satisfied"], &a["tolerated"], &a["frustrated"]),
+        (&Value::from(5), &Value::from(5), &Value::from(5)),
+        "{a:#}"
+    );
+    assert_eq!(a["score"], 0.5, "{a:#}");
+    assert_eq!(a["ranking"], "poor", "{a:#}");
+}

@@ -114,16 +114,18 @@ pub struct Progress {
 pub struct ResponseParser {
     state: State,
     head_request: bool,
+    keep_headers: bool,
     keep: bool,
     kept_headers: Vec<(String, String)>,
     kept_body: Vec<u8>,
 }
 
 impl ResponseParser {
-    /// Keeps (or stops keeping) the headers and body of the responses that follow; clears what
-    /// was kept before.
-    pub fn keep(&mut self, keep: bool) {
-        self.keep = keep;
+    /// Keeps (or stops keeping) the headers, and with `body` the bodies, of the responses that
+    /// follow; clears what was kept before.
+    pub fn keep(&mut self, headers: bool, body: bool) {
+        self.keep_headers = headers || body;
+        self.keep = body;
         self.kept_headers.clear();
         self.kept_body.clear();
     }
@@ -160,7 +162,7 @@ impl ResponseParser {
                                 continue; // an interim response; the real one follows
                             }
                             let (body, close) = inspect_head(&resp, status, self.head_request)?;
-                            if self.keep {
+                            if self.keep_headers {
                                 self.kept_body.clear();
                                 self.kept_headers = resp
                                     .headers
@@ -494,7 +496,7 @@ mod tests {
         let input = b"HTTP/1.1 200 OK\r\nX-Token: t1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n";
         for step in [1, 5, input.len()] {
             let mut p = ResponseParser::default();
-            p.keep(true);
+            p.keep(true, true);
             let mut buf: Vec<u8> = Vec::new();
             let mut done = None;
             for piece in input.chunks(step) {

@@ -296,24 +296,25 @@ pub struct Http2Response {
     pub first_byte: Instant,
     /// Headers, when kept.
     pub headers: Vec<(String, String)>,
-    /// Body (at most `keep_body` bytes), when kept.
+    /// Body (at most the kept limit), when kept.
     pub body: Vec<u8>,
 }
 
 impl StreamSlot {
     /// Sends `request` on a new stream and reads its whole response, counting its bytes with
-    /// `on_bytes`; keeps headers and up to `keep_body` bytes of body when `keep_body > 0`. The
+    /// `on_bytes`; with `keep` (a body limit), keeps the headers and up to that many bytes of
+    /// body. The
     /// caller bounds the time it may take.
     /// A failure that ends the connection (or refused the request unsent) retires it, so no
     /// slot joins it again while its driver task winds down.
     pub async fn exchange(
         &mut self,
         request: &Http2Request,
-        keep_body: usize,
+        keep: Option<usize>,
         on_bytes: impl FnMut(usize, Instant),
     ) -> Result<Http2Response, StreamFailure> {
         let answered = self
-            .round_trip(request, keep_body, on_bytes)
+            .round_trip(request, keep, on_bytes)
             .await
             .map_err(|f| self.blame_goaway(f));
         if answered.as_ref().is_err_and(|f| !f.connection_alive) {
@@ -348,7 +349,7 @@ impl StreamSlot {
     async fn round_trip(
         &mut self,
         request: &Http2Request,
-        keep_body: usize,
+        keep: Option<usize>,
         mut on_bytes: impl FnMut(usize, Instant),
     ) -> Result<Http2Response, StreamFailure> {
         let unsent = |e: h2::Error| StreamFailure {
@@ -378,7 +379,8 @@ impl StreamSlot {
             .map(|(k, v)| k.as_str().len() + v.len() + 4)
             .sum();
         on_bytes(header_bytes, first_byte);
-        let headers = if keep_body > 0 {
+        let keep_body = keep.unwrap_or(0);
+        let headers = if keep.is_some() {
             response
                 .headers()
                 .iter()

@@ -57,6 +57,14 @@ pub enum Load {
 }
 
 impl Load {
+    /// The user model the load runs, when it runs virtual users.
+    pub fn user_model(&self) -> Option<&UserModel> {
+        match self {
+            Load::OpenSessions(_, model) | Load::Users(_, model) => Some(model),
+            Load::Closed { .. } | Load::OpenRequests(_) => None,
+        }
+    }
+
     /// The load of `plan`'s model.
     pub fn of(plan: &Plan) -> Load {
         match &plan.model {
@@ -127,6 +135,7 @@ impl Mode {
         thread: (usize, usize),
         expected: Option<u64>,
         max_connections_per_endpoint: usize,
+        hooks: Option<Rc<session::Hooks>>,
     ) -> Mode {
         let wire = Wire::new(plan, rec, dialer);
         match load {
@@ -142,7 +151,7 @@ impl Mode {
                 }),
             },
             Load::OpenSessions(schedule, model) => {
-                let users = Users::new(plan.clone(), model, wire);
+                let users = Users::new(plan.clone(), model, wire, hooks);
                 let cap = max_connections_per_endpoint * plan.endpoints.len();
                 Mode::OpenSessions {
                     clock: Rc::new(RefCell::new(schedule.clock(thread, expected))),
@@ -151,7 +160,7 @@ impl Mode {
             }
             Load::Users(curve, model) => Mode::Users {
                 curve,
-                slots: Rc::new(Slots::new(Users::new(plan.clone(), model, wire))),
+                slots: Rc::new(Slots::new(Users::new(plan.clone(), model, wire, hooks))),
             },
         }
     }
@@ -244,11 +253,14 @@ impl Mode {
 
     /// The account of the users' sessions, with a user model.
     pub fn take_user_record(&self) -> Option<UserRecord> {
-        match self {
-            Mode::OpenSessions { arrivals, .. } => Some(arrivals.users.record.take()),
-            Mode::Users { slots, .. } => Some(slots.users.record.take()),
-            Mode::Closed(_) | Mode::OpenRequests { .. } => None,
-        }
+        let users = match self {
+            Mode::OpenSessions { arrivals, .. } => &arrivals.users,
+            Mode::Users { slots, .. } => &slots.users,
+            Mode::Closed(_) | Mode::OpenRequests { .. } => return None,
+        };
+        let mut record = users.record.take();
+        record.processor_cpu_s = users.hooks.as_ref().map(|h| h.cpu_s());
+        Some(record)
     }
 }
 

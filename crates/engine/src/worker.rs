@@ -10,6 +10,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
+use loadlab_run::users::UserModel;
 use loadlab_run::Plan;
 use tokio::sync::watch;
 use tokio::task::LocalSet;
@@ -19,6 +20,7 @@ use crate::conn::dialer::Dialer;
 use crate::connect::open_paced;
 use crate::mode::{Load, Mode};
 use crate::record::{Msg, Recorder, ThreadEnd};
+use crate::session::Hooks;
 use crate::tls::TlsClient;
 use crate::usage::thread_cpu;
 
@@ -63,18 +65,25 @@ pub fn run_thread(setup: ThreadSetup) {
         }
     };
     let local = LocalSet::new();
-    let mut end = local.block_on(&rt, run_loop(setup));
+    let end = local.block_on(&rt, run_loop(setup));
     drop(local);
     drop(rt);
-    end.cpu = thread_cpu().saturating_sub(end.cpu);
-    let _ = tx.send(Msg::End(index, Box::new(end)));
+    match end {
+        Ok(mut end) => {
+            end.cpu = thread_cpu().saturating_sub(end.cpu);
+            let _ = tx.send(Msg::End(index, Box::new(end)));
+        }
+        Err(e) => {
+            let _ = tx.send(Msg::Failed(index, e));
+        }
+    }
 }
 
 /// Opens the thread's initial connections, then runs its mode from the origin to the end of
 /// the run. The CPU time of the end it returns is the thread's at the origin: the caller
 /// subtracts it from the thread's total once the event loop is gone, so the connects are not
-/// counted in the load's CPU.
-async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
+/// counted in the load's CPU. The error is a processor whose Node.js helper did not start.
+async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
     let ThreadSetup {
         index,
         threads,
@@ -88,6 +97,20 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
         tx,
         tls,
     } = setup;
+    // The processor's helper loads before the origin, so Node.js's start is in no latency.
+    let hooks = match load.user_model().and_then(|m| m.processor.as_ref()) {
+        Some(p) => match Hooks::start(p).await {
+            Ok(h) => {
+                if index == 0 {
+                    warn_missing_functions(load.user_model(), &h.functions);
+                }
+                Some(Rc::new(h))
+            }
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    let helper = hooks.clone();
     let dialer = Rc::new(Dialer::new(&plan, index, tls));
     let rate = plan.connect_rate / threads as f64;
     let (initial, connected) = tokio::select! {
@@ -109,6 +132,7 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
         (index, threads),
         expected,
         max_connections_per_endpoint,
+        hooks,
     );
     let rec = &mode.wire().rec;
     sleep_until(origin).await;
@@ -139,13 +163,30 @@ async fn run_loop(setup: ThreadSetup) -> ThreadEnd {
     mode.drop_queued();
     let unfinished = rec.in_flight.get();
     rec.flush(end);
-    ThreadEnd {
+    let end = ThreadEnd {
         cpu: cpu_at_origin,
         elapsed: end.saturating_duration_since(origin),
         unfinished,
         by_name: rec.take_by_name(),
         users: mode.take_user_record(),
         timings: rec.take_timings(),
+    };
+    if let Some(h) = helper {
+        h.stop().await;
+    }
+    Ok(end)
+}
+
+/// Warns once about functions the script names that its processor does not export (Artillery
+/// skips such a hook with a warning at each call).
+fn warn_missing_functions(model: Option<&UserModel>, exported: &[String]) {
+    let Some(model) = model else { return };
+    for name in model.function_names() {
+        if !exported.iter().any(|e| e == name) {
+            eprintln!(
+                "warning: config.processor does not export {name}; each call of it is skipped"
+            );
+        }
     }
 }
 

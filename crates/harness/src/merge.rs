@@ -379,6 +379,10 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
         },
         requests,
         latency_ms: LatencyStats::from_histogram(&latency),
+        apdex: first
+            .apdex
+            .as_ref()
+            .and_then(|a| loadlab_run::Apdex::of(&latency, a.threshold_ms)),
         service_latency_ms: LatencyStats::from_histogram(&service),
         status,
         errors: Errors::from_kinds(&kinds),
@@ -398,6 +402,7 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
             session_ms: LatencyStats::from_histogram(&u.sessions),
             static_fetched: u.static_fetched,
             static_skipped: u.static_skipped,
+            metrics: merged_metrics(&summaries),
         }),
         timings_ms: Breakdown::from_timings(&timings),
         tls: first.tls.clone().map(|mut t| {
@@ -464,6 +469,10 @@ fn merge_generators(summaries: &[&Summary]) -> Generator {
         schedule_lag_ms_p99: g(|g| g.schedule_lag_ms_p99).fold(0.0, f64::max),
         saturated: summaries.iter().any(|s| s.generator.saturated),
         threads: summaries.iter().map(|s| s.generator.threads).sum(),
+        processor_cpu_s: summaries
+            .iter()
+            .filter_map(|s| s.generator.processor_cpu_s)
+            .reduce(|a, b| a + b),
         warnings: Vec::new(),
         connect: Connect {
             connections: sum(|s| s.generator.connect.connections),
@@ -602,6 +611,24 @@ impl IntervalLog {
         let _ = log.write_histogram(latency, start, length, None);
         let _ = log.write_histogram(service, start, length, Tag::new("service"));
     }
+}
+
+/// The shards' custom metrics: counters summed, and rates too (the shards ran at once).
+/// Histograms are left to each shard's own summary: their percentiles do not add up.
+fn merged_metrics(summaries: &[&Summary]) -> Option<loadlab_run::CustomSummary> {
+    let mut whole = loadlab_run::CustomSummary::default();
+    for m in summaries
+        .iter()
+        .filter_map(|s| s.users.as_ref()?.metrics.as_ref())
+    {
+        for (k, v) in &m.counters {
+            *whole.counters.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &m.rates {
+            *whole.rates.entry(k.clone()).or_default() += v;
+        }
+    }
+    (!whole.counters.is_empty() || !whole.rates.is_empty()).then_some(whole)
 }
 
 #[cfg(test)]

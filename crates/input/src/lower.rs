@@ -71,6 +71,7 @@ struct Parts {
     tls: TlsSettings,
     protocol: Protocol,
     thresholds: Vec<Threshold>,
+    apdex_ms: Option<f64>,
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
@@ -93,6 +94,7 @@ fn finish(p: Parts) -> Result<ValidPlan, PlanError> {
         thresholds: p.thresholds,
         shard: None,
         start_at: None,
+        apdex_ms: p.apdex_ms,
     }
     .check()
 }
@@ -281,6 +283,7 @@ pub fn url(
         tls: target.tls.clone(),
         protocol: target.protocol,
         thresholds: Vec::new(),
+        apdex_ms: None,
     })?)
 }
 
@@ -375,6 +378,7 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenar
             .into_iter()
             .chain(o.thresholds.clone())
             .collect(),
+        apdex_ms: sc.apdex_ms,
     })
     .map(|plan| CheckedScenario {
         plan,
@@ -480,6 +484,7 @@ fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
         tls: tls::settings(f.reach.cacert.as_deref(), f.reach.insecure)?,
         protocol: protocol(http2_reach(&f.reach)),
         thresholds: thresholds(f),
+        apdex_ms: None,
     })
 }
 

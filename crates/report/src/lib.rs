@@ -258,12 +258,27 @@ pub fn render_summary(s: &Summary) -> String {
         if !failures.is_empty() {
             let _ = writeln!(out, "  failed by    {failures}");
         }
+        if let Some(m) = &u.metrics {
+            custom_metrics(&mut out, m);
+        }
     }
     let codes = counted(
         s.status.iter().map(|(code, n)| (code.clone(), *n)),
         "no responses",
     );
     let _ = writeln!(out, "  status       {codes}");
+    if let Some(a) = &s.apdex {
+        let _ = writeln!(
+            out,
+            "  apdex        {:.2} ({}) at T = {} ms: satisfied {}  tolerated {}  frustrated {}",
+            a.score,
+            a.ranking,
+            a.threshold_ms,
+            thousands(a.satisfied),
+            thousands(a.tolerated),
+            thousands(a.frustrated)
+        );
+    }
     let kinds = counted(
         s.errors
             .by_kind()
@@ -282,8 +297,14 @@ pub fn render_summary(s: &Summary) -> String {
     let g = &s.generator;
     let _ = writeln!(
         out,
-        "  generator    cpu {:.2} s  max rss {:.1} MB  schedule lag p99 {:.2} ms  threads {}",
-        g.cpu_s, g.max_rss_mb, g.schedule_lag_ms_p99, g.threads
+        "  generator    cpu {:.2} s  max rss {:.1} MB  schedule lag p99 {:.2} ms  threads {}{}",
+        g.cpu_s,
+        g.max_rss_mb,
+        g.schedule_lag_ms_p99,
+        g.threads,
+        g.processor_cpu_s.map_or(String::new(), |c| format!(
+            "  processor (Node.js) cpu {c:.2} s"
+        ))
     );
     let c = &g.connect;
     if c.connections > 0 {
@@ -657,6 +678,43 @@ pub fn lab_csv(cells: &[LabCell]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The metrics a script's processor functions emitted, one line each: counters, rates, and
+/// histograms' count, median, p95, p99 and max in the unit they were emitted in.
+fn custom_metrics(out: &mut String, m: &loadlab_run::CustomSummary) {
+    for (name, v) in &m.counters {
+        let _ = writeln!(out, "  counter      {name}  {}", number(*v));
+    }
+    for (name, v) in &m.rates {
+        let _ = writeln!(out, "  rate         {name}  {v:.1}/s");
+    }
+    for (name, h) in &m.histograms {
+        let st = &h.stats;
+        let _ = writeln!(
+            out,
+            "  histogram    {name}  count {}  p50 {}  p95 {}  p99 {}  max {}",
+            thousands(h.count),
+            number(st.p50),
+            number(st.p95),
+            number(st.p99),
+            number(st.max)
+        );
+    }
+}
+
+/// A metric's value: whole numbers with thousands separators, others with two decimals.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        let n = thousands(v.abs() as u64);
+        if v < 0.0 {
+            format!("-{n}")
+        } else {
+            n
+        }
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,13 @@ pub fn render_plan(plan: &Plan) -> String {
                 "  virtual users, each with its own connections; scenarios by weight: {}",
                 model.pattern.len()
             );
+            if let Some(p) = &model.processor {
+                let _ = writeln!(
+                    out,
+                    "  processor: {} (run by Node.js, one helper process per generator thread)",
+                    p.path.display()
+                );
+            }
             for (i, sc) in model.scenarios.iter().enumerate() {
                 let share = model.pattern.iter().filter(|k| **k == i).count() as f64
                     / model.pattern.len() as f64;
@@ -155,6 +162,22 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                 if r.static_resources.is_some() {
                     extra.push("static resources on first visit".into());
                 }
+                if !r.before_request.is_empty() {
+                    extra.push(format!("beforeRequest {}", r.before_request.join(", ")));
+                }
+                if !r.after_response.is_empty() {
+                    extra.push(format!("afterResponse {}", r.after_response.join(", ")));
+                }
+                if let Some(c) = &r.if_true {
+                    extra.push(format!("if {}", c.text));
+                }
+                if !r.follow_redirect {
+                    extra.push("no redirects".into());
+                }
+                if !r.cookies.is_empty() {
+                    let names: Vec<&str> = r.cookies.iter().map(|(k, _)| k.as_str()).collect();
+                    extra.push(format!("cookies {}", names.join(", ")));
+                }
                 let extra = if extra.is_empty() {
                     String::new()
                 } else {
@@ -168,9 +191,22 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
             Step::Log(t) => {
                 let _ = writeln!(out, "{pad}log {t}");
             }
-            Step::Loop { count, steps, over } => {
+            Step::Function(name) => {
+                let _ = writeln!(out, "{pad}function {name}");
+            }
+            Step::Loop {
+                count,
+                steps,
+                over,
+                while_true,
+            } => {
                 let _ = match count {
                     _ if !over.is_empty() => writeln!(out, "{pad}loop over {} items:", over.len()),
+                    _ if while_true.is_some() => writeln!(
+                        out,
+                        "{pad}loop while {} answers true:",
+                        while_true.as_deref().unwrap_or_default()
+                    ),
                     Some(n) => writeln!(out, "{pad}loop × {n}:"),
                     None => writeln!(out, "{pad}loop until the run ends:"),
                 };

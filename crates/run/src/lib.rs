@@ -6,6 +6,7 @@
 
 #![deny(missing_docs)]
 
+pub mod condition;
 pub mod dir;
 pub mod error_kind;
 pub mod interval;
@@ -28,14 +29,17 @@ pub use plan::{
     RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,
 };
 pub use profile::{Profile, ProfileOutcome, TopFunction};
-pub use record::{ConnectStats, GeneratorStats, PhaseRecord, RunData, Timings, UserRecord};
+pub use record::{
+    ConnectStats, CustomMetrics, GeneratorStats, PhaseRecord, RunData, Timings, UserRecord,
+};
 pub use server::{
     HostSample, ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
 };
 pub use shard::ShardError;
 pub use summary::{
-    summary_schema, Breakdown, Finding, Http2, LatencyStats, MergeSummary, MergedShard,
-    ShardSummary, StartSummary, Summary, ThresholdResult, SUMMARY_SCHEMA,
+    summary_schema, Apdex, Breakdown, CustomHistogram, CustomSummary, Finding, Http2, LatencyStats,
+    MergeSummary, MergedShard, ShardSummary, StartSummary, Summary, ThresholdResult,
+    SUMMARY_SCHEMA,
 };
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};

@@ -330,6 +330,10 @@ pub struct Plan {
     /// Wall-clock time the schedule starts from (`--start-at`), common to every shard; `None`
     /// to start as soon as the connections are open.
     pub start_at: Option<SystemTime>,
+    /// The apdex threshold T, ms (a scenario's `config.apdex` or the apdex plugin's): the
+    /// summary scores the latencies against it. `None` without one.
+    #[serde(default)]
+    pub apdex_ms: Option<f64>,
 }
 
 /// The defaults every input falls back on (flags, scenario files, experiment workloads, the
@@ -503,6 +507,7 @@ impl Plan {
             thresholds: Vec::new(),
             shard: None,
             start_at: None,
+            apdex_ms: None,
         }
     }
 

@@ -186,6 +186,68 @@ pub struct UserRecord {
     pub static_fetched: u64,
     /// Resources named by pages but not fetched: on another host, or unparseable.
     pub static_skipped: u64,
+    /// What the script's processor functions emitted.
+    pub custom: CustomMetrics,
+    /// CPU seconds the processor's Node.js helpers used, when the model has a processor.
+    pub processor_cpu_s: Option<f64>,
+}
+
+/// Metrics a script's processor functions emit (`events.emit('counter' | 'histogram' |
+/// 'rate', name, value)`, as in Artillery).
+#[derive(Debug, Clone, Default)]
+pub struct CustomMetrics {
+    /// Counters: the sum of the values emitted, by name.
+    pub counters: std::collections::BTreeMap<String, f64>,
+    /// Rates: how many times each was emitted.
+    pub rates: std::collections::BTreeMap<String, u64>,
+    /// Histograms of the values emitted, in thousandths of the emitted unit (negative values
+    /// count as 0).
+    pub histograms: std::collections::BTreeMap<String, Histogram<u64>>,
+}
+
+impl CustomMetrics {
+    /// Adds one emitted value; `false` for a kind that is not a metric. An `error` event
+    /// counts under `errors.NAME`, as Artillery reports it.
+    pub fn add(&mut self, kind: &str, name: &str, value: f64) -> bool {
+        let value = if value.is_finite() { value } else { 0.0 };
+        match kind {
+            "counter" => *self.counters.entry(name.to_string()).or_default() += value,
+            "error" => *self.counters.entry(format!("errors.{name}")).or_default() += 1.0,
+            "rate" => *self.rates.entry(name.to_string()).or_default() += 1,
+            "histogram" | "summary" => {
+                let h = self
+                    .histograms
+                    .entry(name.to_string())
+                    .or_insert_with(new_histogram);
+                h.saturating_record((value.max(0.0) * 1000.0).round() as u64);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// True when nothing was emitted.
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty() && self.rates.is_empty() && self.histograms.is_empty()
+    }
+
+    /// Adds another thread's metrics.
+    pub fn merge(&mut self, other: &CustomMetrics) {
+        for (k, v) in &other.counters {
+            *self.counters.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.rates {
+            *self.rates.entry(k.clone()).or_default() += v;
+        }
+        for (k, h) in &other.histograms {
+            match self.histograms.get_mut(k) {
+                Some(mine) => mine.add(h).expect("histograms share bounds"),
+                None => {
+                    self.histograms.insert(k.clone(), h.clone());
+                }
+            }
+        }
+    }
 }
 
 impl UserRecord {
@@ -196,6 +258,8 @@ impl UserRecord {
             failures: Default::default(),
             static_fetched: 0,
             static_skipped: 0,
+            custom: CustomMetrics::default(),
+            processor_cpu_s: None,
         }
     }
 
@@ -209,6 +273,10 @@ impl UserRecord {
         }
         self.static_fetched += other.static_fetched;
         self.static_skipped += other.static_skipped;
+        self.custom.merge(&other.custom);
+        if let Some(cpu) = other.processor_cpu_s {
+            *self.processor_cpu_s.get_or_insert(0.0) += cpu;
+        }
     }
 }
 

@@ -193,6 +193,7 @@ fn joined_rows(models: &[&Model]) -> UserModel {
             variables: Vec::new(),
             payloads: Vec::new(),
             seed: 0,
+            processor: None,
         },
         |u| (*u).clone(),
     );
@@ -379,6 +380,7 @@ mod tests {
                 order: PayloadOrder::Sequence,
             }],
             seed: 1,
+            processor: None,
         };
         let phase = |users| UserPhase {
             name: "p".into(),

@@ -234,6 +234,10 @@ pub struct Generator {
     /// How the initial connections were opened, before the load (not in any latency).
     #[serde(default)]
     pub connect: Connect,
+    /// CPU seconds the Node.js helpers of the script's processor used (their start
+    /// included), beside the generator's own `cpu_s`; absent without a processor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processor_cpu_s: Option<f64>,
 }
 
 /// The opening of the initial connections, paced, before the load started: its time is in no
@@ -307,6 +311,112 @@ pub struct Users {
     pub static_fetched: u64,
     /// Resources pages named but that were not fetched (another host, or not a URL).
     pub static_skipped: u64,
+    /// Metrics the script's processor functions emitted; absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<CustomSummary>,
+}
+
+/// The apdex score of a run's latencies against a threshold T, as Artillery's apdex plugin
+/// scores them: satisfied at most T, tolerated at most 4T, frustrated beyond (and failed
+/// requests, which have no latency, are left out as the plugin leaves them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Apdex {
+    /// T, ms.
+    pub threshold_ms: f64,
+    /// (satisfied + tolerated / 2) / all, 0–1.
+    pub score: f64,
+    /// The plugin's words for the score: excellent (≥ 0.94), good (≥ 0.85), fair (≥ 0.7),
+    /// poor (≥ 0.49), unacceptable.
+    pub ranking: String,
+    /// Requests answered within T.
+    pub satisfied: u64,
+    /// Requests answered within 4T, past T.
+    pub tolerated: u64,
+    /// Requests answered past 4T.
+    pub frustrated: u64,
+}
+
+impl Apdex {
+    /// The score of the latencies in `latency` (µs) against `threshold_ms`; `None` without
+    /// any latency.
+    pub fn of(latency: &Histogram<u64>, threshold_ms: f64) -> Option<Apdex> {
+        let total = latency.len();
+        if total == 0 {
+            return None;
+        }
+        let t_us = (threshold_ms * 1000.0).round() as u64;
+        let within = |us: u64| latency.count_between(0, us.min(latency.max()));
+        let satisfied = within(t_us);
+        let tolerated = within(t_us.saturating_mul(4)).saturating_sub(satisfied);
+        let frustrated = total.saturating_sub(satisfied + tolerated);
+        let score = (satisfied as f64 + tolerated as f64 / 2.0) / total as f64;
+        let ranking = match score {
+            s if s >= 0.94 => "excellent",
+            s if s >= 0.85 => "good",
+            s if s >= 0.7 => "fair",
+            s if s >= 0.49 => "poor",
+            _ => "unacceptable",
+        };
+        Some(Apdex {
+            threshold_ms,
+            score,
+            ranking: ranking.into(),
+            satisfied,
+            tolerated,
+            frustrated,
+        })
+    }
+}
+
+/// Metrics a script's processor functions emitted, over the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CustomSummary {
+    /// Counters: the sum of what was emitted, by name.
+    pub counters: BTreeMap<String, f64>,
+    /// Rates: times emitted per second of the run, by name.
+    pub rates: BTreeMap<String, f64>,
+    /// Histograms of the values emitted, in the unit they were emitted in, by name.
+    pub histograms: BTreeMap<String, CustomHistogram>,
+}
+
+/// One emitted histogram.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CustomHistogram {
+    /// Values emitted.
+    pub count: u64,
+    /// Their statistics, in the unit they were emitted in.
+    #[serde(flatten)]
+    pub stats: LatencyStats,
+}
+
+impl CustomSummary {
+    /// The summary of `m` over a run of `secs` seconds; `None` when nothing was emitted.
+    pub fn of(m: &crate::record::CustomMetrics, secs: f64) -> Option<CustomSummary> {
+        if m.is_empty() {
+            return None;
+        }
+        Some(CustomSummary {
+            counters: m.counters.clone(),
+            rates: m
+                .rates
+                .iter()
+                .map(|(k, n)| (k.clone(), *n as f64 / secs.max(1e-9)))
+                .collect(),
+            histograms: m
+                .histograms
+                .iter()
+                .map(|(k, h)| {
+                    (
+                        k.clone(),
+                        CustomHistogram {
+                            count: h.len(),
+                            stats: LatencyStats::from_histogram(h),
+                        },
+                    )
+                })
+                .collect(),
+        })
+    }
 }
 
 /// One watched process of the service.
@@ -621,6 +731,9 @@ pub struct Summary {
     /// Virtual users' sessions, when the run had a user model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<Users>,
+    /// The apdex score against the scenario's threshold, when it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apdex: Option<Apdex>,
     /// Where the requests' time went: connect, TLS handshake, waiting, receiving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings_ms: Option<Breakdown>,
@@ -725,6 +838,7 @@ impl Summary {
                 bytes_per_s: c.bytes as f64 / secs,
             },
             latency_ms: latency,
+            apdex: run.plan.apdex_ms.and_then(|ms| Apdex::of(&t.latency, ms)),
             service_latency_ms: LatencyStats::from_histogram(&t.service),
             status: c
                 .statuses()
@@ -732,6 +846,7 @@ impl Summary {
                 .collect(),
             errors: Errors::from_kinds(&c.error_kinds),
             generator: Generator {
+                processor_cpu_s: run.users.as_ref().and_then(|u| u.processor_cpu_s),
                 cpu_s: g.cpu_s,
                 max_rss_mb: g.max_rss_mb,
                 schedule_lag_ms_p99: lag_p99,
@@ -797,6 +912,7 @@ impl Summary {
                 session_ms: LatencyStats::from_histogram(&u.sessions),
                 static_fetched: u.static_fetched,
                 static_skipped: u.static_skipped,
+                metrics: CustomSummary::of(&u.custom, secs),
             }),
             server: run.server.as_ref().map(|d| Server {
                 processes: d

@@ -23,6 +23,59 @@ pub struct UserModel {
     pub payloads: Vec<Payload>,
     /// Seed of every user's random choices (think times, transitions, random rows).
     pub seed: u64,
+    /// `config.processor`: the Node.js module whose functions the hooks and `function` steps
+    /// name.
+    #[serde(default)]
+    pub processor: Option<Processor>,
+}
+
+impl UserModel {
+    /// The processor functions the scenarios call, each once, in order of first use.
+    pub fn function_names(&self) -> Vec<&str> {
+        fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a str>) {
+            for s in steps {
+                match s {
+                    Step::Function(f) => out.push(f),
+                    Step::Request(r) => request(r, out),
+                    Step::Loop {
+                        steps, while_true, ..
+                    } => {
+                        out.extend(while_true.as_deref());
+                        walk(steps, out);
+                    }
+                    Step::Think(_) | Step::Log(_) => {}
+                }
+            }
+        }
+        fn request<'a>(r: &'a RequestStep, out: &mut Vec<&'a str>) {
+            out.extend(r.before_request.iter().map(String::as_str));
+            out.extend(r.after_response.iter().map(String::as_str));
+        }
+        let mut out = Vec::new();
+        for sc in &self.scenarios {
+            match &sc.behaviour {
+                Behaviour::Flow(steps) => walk(steps, &mut out),
+                Behaviour::Chain(c) => {
+                    for r in c.states.iter().filter_map(|s| s.request.as_ref()) {
+                        request(r, &mut out);
+                    }
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|n| seen.insert(*n));
+        out
+    }
+}
+
+/// An Artillery processor: a Node.js module (CommonJS or ES) of functions that virtual users
+/// call through Node.js helper processes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Processor {
+    /// The module's file, absolute.
+    pub path: std::path::PathBuf,
+    /// The script's target, which hooks see as `context.vars.target`.
+    pub target: String,
 }
 
 /// One scenario: a name and a behaviour.
@@ -47,12 +100,15 @@ pub enum Behaviour {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Step {
     /// Send a request and wait for its response.
-    Request(RequestStep),
+    Request(Box<RequestStep>),
     /// Wait, as a person reading.
     Think(Think),
     /// Print a message, rendered with the user's variables, on the generator's stderr
     /// (Artillery's `log` step).
     Log(Template),
+    /// Call a function of the processor with the user's context (Artillery's `function` step,
+    /// and `beforeScenario` / `afterScenario`, which Artillery turns into such steps).
+    Function(String),
     /// Run `steps` `count` times (forever when `None`: until the run stops).
     Loop {
         /// Repetitions.
@@ -64,7 +120,24 @@ pub enum Step {
         /// (from 1).
         #[serde(default)]
         over: Vec<serde_json::Value>,
+        /// `whileTrue`: a processor function asked before each pass, `(context, next)` with
+        /// `next(true)` to go on; the loop ends when it answers false (or at `count`).
+        #[serde(default)]
+        while_true: Option<String>,
     },
+}
+
+/// A request's `ifTrue`: the request is sent only when the condition holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Condition {
+    /// The condition as written.
+    pub text: String,
+    /// The expression, over the user's variables.
+    pub expr: crate::condition::Expr,
+    /// The processor function of that name, when the script has a processor and the
+    /// condition is a bare name: called with the user's variables when the processor exports
+    /// it (Artillery's rule), the expression otherwise.
+    pub function: Option<String>,
 }
 
 /// A request a user sends: the parts that may hold `{{ }}` placeholders, and what to take from
@@ -96,6 +169,29 @@ pub struct RequestStep {
     /// (`img src`, stylesheet `link href`, `script src`) are fetched too, and recorded under
     /// this request index.
     pub static_resources: Option<usize>,
+    /// Processor functions called before the request is rendered, in order (the scenario's
+    /// `beforeRequest` first, then the request's own): they may change the request and set
+    /// variables its templates read.
+    #[serde(default)]
+    pub before_request: Vec<String>,
+    /// Processor functions called with the response, in order (the scenario's `afterResponse`
+    /// first).
+    #[serde(default)]
+    pub after_response: Vec<String>,
+    /// Follow redirects (Artillery's default; `followRedirect: false` turns it off).
+    #[serde(default = "yes")]
+    pub follow_redirect: bool,
+    /// Cookies set in the user's jar before the request (Artillery's `cookie`), values
+    /// rendered with the user's variables.
+    #[serde(default)]
+    pub cookies: Vec<(String, Template)>,
+    /// `ifTrue`: send the request only when this holds.
+    #[serde(default)]
+    pub if_true: Option<Box<Condition>>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One field of a multipart body.
@@ -125,10 +221,13 @@ impl RequestStep {
     /// True when the response body must be kept (to capture from it, or to find resources).
     pub fn needs_body(&self) -> bool {
         self.static_resources.is_some()
-            || self
-                .captures
-                .iter()
-                .any(|c| matches!(c.source, CaptureSource::Json(_)))
+            || !self.after_response.is_empty()
+            || self.captures.iter().any(|c| {
+                matches!(
+                    c.source,
+                    CaptureSource::Json(_) | CaptureSource::Regexp { .. }
+                )
+            })
     }
 }
 
@@ -139,6 +238,10 @@ pub struct Capture {
     pub source: CaptureSource,
     /// The variable it goes into.
     pub var: String,
+    /// A capture that finds nothing fails the session (Artillery's default); `strict: false`
+    /// leaves the variable unset instead.
+    #[serde(default = "yes")]
+    pub strict: bool,
 }
 
 /// Where a captured value comes from.
@@ -148,6 +251,14 @@ pub enum CaptureSource {
     Json(String),
     /// A response header, by name (case-insensitive).
     Header(String),
+    /// A regular expression over the body as text: the whole match, or a group by number or
+    /// name.
+    Regexp {
+        /// The expression, its flags written inline (`(?i)`).
+        re: String,
+        /// The group taken (`None`: the whole match).
+        group: Option<String>,
+    },
 }
 
 /// A check on a response.

@@ -72,7 +72,7 @@ impl Http1Conn {
         rendered: Option<Rendered<'_>>,
     ) -> Result<(Answer, bool), Broken> {
         if let Some(r) = rendered {
-            self.parser.keep(r.keep);
+            self.parser.keep(true, r.keep);
         }
         let written = rendered.map(|r| r.bytes);
         match self.exchange(wire, batch, times, written).await {

@@ -185,12 +185,10 @@ async fn send_stream(
             ..Broken::fatal(ErrorKind::Protocol, 0)
         });
     };
-    let keep_body = match rendered {
-        Some(r) if r.keep => MAX_KEPT_BODY,
-        _ => 0,
-    };
+    // A user's request keeps its headers (cookies, redirects); its body when asked.
+    let keep = rendered.map(|r| if r.keep { MAX_KEPT_BODY } else { 0 });
     let deadline = times.sent_at + wire.timeout;
-    let exchange = slot.exchange(&request, keep_body, |n, at| wire.rec.add_bytes(n, at));
+    let exchange = slot.exchange(&request, keep, |n, at| wire.rec.add_bytes(n, at));
     match tokio::time::timeout_at(deadline, exchange).await {
         Ok(Ok(resp)) => {
             let now = Instant::now();

@@ -37,12 +37,20 @@ impl JsonPaths {
                 }
             }
             for c in &step.captures {
-                if let CaptureSource::Json(q) = &c.source {
-                    // The plan was checked when it was built; a query that still fails to
-                    // parse makes its capture fail, with its text as the reason.
-                    if let Ok(path) = JsonPath::parse(q) {
-                        json_paths.insert(q.clone(), path);
+                // The plan was checked when it was built; a query that still fails to parse
+                // makes its capture fail, with its text as the reason.
+                match &c.source {
+                    CaptureSource::Json(q) => {
+                        if let Ok(path) = JsonPath::parse(q) {
+                            json_paths.insert(q.clone(), path);
+                        }
                     }
+                    CaptureSource::Regexp { re, .. } => {
+                        if let Ok(compiled) = regex::Regex::new(re) {
+                            regexes.insert(re.clone(), compiled);
+                        }
+                    }
+                    CaptureSource::Header(_) => {}
                 }
             }
         }
@@ -56,7 +64,7 @@ fn request_steps(model: &UserModel) -> Vec<&RequestStep> {
         for s in steps {
             match s {
                 Step::Request(r) => out.push(r),
-                Step::Think(_) | Step::Log(_) => {}
+                Step::Think(_) | Step::Log(_) | Step::Function(_) => {}
                 Step::Loop { steps, .. } => walk(steps, out),
             }
         }
@@ -160,11 +168,24 @@ pub fn check(
                     _ => None,
                 }
             }
+            CaptureSource::Regexp { re, group } => json_paths.1.get(re).and_then(|re| {
+                let body = String::from_utf8_lossy(&answer.body);
+                let found = re.captures(&body)?;
+                let m = match group {
+                    None => found.get(0),
+                    Some(g) => match g.parse::<usize>() {
+                        Ok(k) => found.get(k),
+                        Err(_) => found.name(g),
+                    },
+                };
+                m.map(|m| m.as_str().to_string())
+            }),
         };
         match value {
             Some(v) => {
                 vars.insert(c.var.clone(), v);
             }
+            None if !c.strict => {}
             None => return Err(format!("capture {} on {name}", c.var)),
         }
     }

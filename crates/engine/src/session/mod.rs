@@ -6,11 +6,13 @@
 //! By job: `state` is what a thread's users share, `arrivals` and `slots` start sessions,
 //! `runner` runs one, `client` holds a user's connections, `render` builds requests from
 //! templates (JSON bodies included), `checks` holds expectations and captures, and `statics`
-//! fetches a page's static resources, which the `html` scanner finds.
+//! fetches a page's static resources, which the `html` scanner finds; `hooks` calls the
+//! script's processor functions through a Node.js helper.
 
 mod arrivals;
 mod checks;
 mod client;
+mod hooks;
 mod html;
 mod render;
 mod runner;
@@ -19,5 +21,6 @@ mod state;
 mod statics;
 
 pub use arrivals::Arrivals;
+pub use hooks::Hooks;
 pub use slots::{control, Slots};
 pub use state::Users;

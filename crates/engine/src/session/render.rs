@@ -1,24 +1,20 @@
 //! Request rendering for virtual users (sessions layer): a request step's path, query,
 //! headers and body (a JSON document included) rendered from its templates and the user's
-//! variables, then encoded for the wire.
+//! variables, ready to be encoded for the wire.
 
 use std::collections::HashMap;
 
 use loadlab_run::users::{FormField, FormValue, RequestStep};
 use loadlab_run::RequestTemplate;
 
-use crate::http1::encode_request;
-
-/// Renders request step `step` (of template `t`, sent to `authority`) with the user's `vars`
-/// into bytes, and the path it was sent to; the error is a `formData` file that cannot be
-/// read, in words.
+/// Renders request step `step` (of template `t`) with the user's `vars` into the request to
+/// send; the error is a `formData` file that cannot be read, in words.
 pub fn render(
     step: &RequestStep,
     t: &RequestTemplate,
-    authority: &str,
     vars: &HashMap<String, String>,
     rng: &mut fastrand::Rng,
-) -> Result<(Vec<u8>, String), String> {
+) -> Result<RequestTemplate, String> {
     let lookup = |k: &str| vars.get(k).map(String::as_str);
     let mut raw = String::new();
     step.path.render(lookup, rng, &mut raw);
@@ -64,14 +60,12 @@ pub fn render(
             b.into_bytes()
         }
     };
-    let req = RequestTemplate {
-        path: path.clone(),
+    Ok(RequestTemplate {
+        path,
         headers,
         body,
         ..t.clone()
-    };
-    let bytes = encode_request(&req, authority);
-    Ok((bytes, path))
+    })
 }
 
 /// A multipart/form-data body of `fields` and its `Content-Type` (with the boundary); files

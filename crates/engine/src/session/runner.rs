@@ -7,13 +7,18 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 
+use cookie_store::CookieStore;
 use loadlab_run::users::{Behaviour, RequestStep, Step, Think};
+use loadlab_run::{Endpoint, RequestTemplate, Template};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
+use crate::conn::exchange::Answer;
+use crate::http1::encode_request;
 use crate::record::{micros, Pending};
 use crate::session::checks::{check, needs_response};
 use crate::session::client::Client;
+use crate::session::hooks::{Call, Op, RequestParams, Response};
 use crate::session::render::render;
 use crate::session::state::Users;
 use crate::session::statics;
@@ -75,6 +80,11 @@ pub async fn session(
     let mut s = Session::new(users, index, intended, slot);
     let result = s.run(scenario).await;
     let sent = s.client.sent;
+    if s.hooked {
+        if let Some(h) = &users.hooks {
+            h.end(index);
+        }
+    }
     drop(s);
     drop(active);
     let now = Instant::now();
@@ -113,6 +123,27 @@ struct Session<'a> {
     next_intended: Option<Instant>,
     open: bool,
     slot: Option<SlotStop<'a>>,
+    /// The user's index: its context's key in the processor's helper.
+    index: u64,
+    /// The scenario it runs.
+    scenario: usize,
+    /// True once a processor function was called for it.
+    hooked: bool,
+    /// The user's cookies, from the first `Set-Cookie` or `cookie` on (Artillery's jar).
+    cookies: Option<CookieStore>,
+}
+
+/// Most redirects followed from one request (got's default, which Artillery uses).
+const MAX_REDIRECTS: usize = 10;
+
+/// True for a status that redirects with a `Location`.
+fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+/// The URL of `path` on `origin` (`scheme://authority`).
+fn url_of(origin: &str, path: &str) -> Option<url::Url> {
+    url::Url::parse(&format!("{origin}{path}")).ok()
 }
 
 type Steps<'s> = Pin<Box<dyn Future<Output = Result<(), End>> + 's>>;
@@ -148,10 +179,15 @@ impl<'a> Session<'a> {
             next_intended: intended,
             open: intended.is_some(),
             slot,
+            index,
+            scenario: 0,
+            hooked: false,
+            cookies: None,
         }
     }
 
     async fn run(&mut self, scenario: usize) -> Result<(), End> {
+        self.scenario = scenario;
         let scenario = &self.users.model.scenarios[scenario];
         match &scenario.behaviour {
             Behaviour::Flow(steps) => self.steps(steps).await,
@@ -180,28 +216,47 @@ impl<'a> Session<'a> {
                 match step {
                     Step::Request(r) => self.request(r).await?,
                     Step::Think(t) => self.think(t).await?,
+                    Step::Function(name) => {
+                        self.call(Op::Fn, std::slice::from_ref(name), None, None)
+                            .await?;
+                    }
                     Step::Log(t) => {
                         let mut line = String::new();
                         let lookup = |k: &str| self.vars.get(k).map(String::as_str);
                         t.render(lookup, &mut self.rng, &mut line);
                         eprintln!("{line}");
                     }
-                    Step::Loop { count, steps, over } if !over.is_empty() => {
-                        for (k, item) in over.iter().enumerate() {
+                    Step::Loop {
+                        count,
+                        steps,
+                        over,
+                        while_true,
+                    } => {
+                        // As Artillery: `over` runs once per item; with `whileTrue` the
+                        // function, asked after each pass, decides (the count is ignored);
+                        // otherwise the count.
+                        let mut k = 0u64;
+                        loop {
+                            let more = match (over.is_empty(), while_true) {
+                                (false, _) => (k as usize) < over.len(),
+                                (true, Some(_)) => true,
+                                (true, None) => count.is_none_or(|c| k < c),
+                            };
+                            if !more {
+                                break;
+                            }
                             self.vars.insert("$loopCount".into(), (k + 1).to_string());
-                            self.vars
-                                .extend(loadlab_run::users::loop_element_vars(item));
-                            self.steps(steps).await?;
-                            tokio::task::yield_now().await;
-                        }
-                        let _ = count;
-                    }
-                    Step::Loop { count, steps, .. } => {
-                        let mut k = 0;
-                        while count.is_none_or(|c| k < c) {
-                            self.vars.insert("$loopCount".into(), (k + 1).to_string());
+                            if let Some(item) = over.get(k as usize) {
+                                self.vars
+                                    .extend(loadlab_run::users::loop_element_vars(item));
+                            }
                             self.steps(steps).await?;
                             k += 1;
+                            if let Some(f) = while_true.as_ref().filter(|_| over.is_empty()) {
+                                if !self.ask(Op::While, f).await? {
+                                    break;
+                                }
+                            }
                             tokio::task::yield_now().await;
                         }
                     }
@@ -235,19 +290,195 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Calls processor functions `names` with the user's context (and the request and its
+    /// response, for the request hooks); takes the variables they set and the metrics they
+    /// emitted. The request as they changed it, when they did.
+    async fn call(
+        &mut self,
+        op: Op,
+        names: &[String],
+        req: Option<&RequestParams>,
+        res: Option<Response<'_>>,
+    ) -> Result<Option<RequestParams>, End> {
+        let users = self.users;
+        let failed = |reason: String| End::Failed {
+            reason,
+            transport: false,
+        };
+        let Some(hooks) = &users.hooks else {
+            return Err(failed("no processor to call functions of".into()));
+        };
+        self.hooked = true;
+        let call = Call {
+            op,
+            names,
+            user: self.index,
+            scenario: &users.model.scenarios[self.scenario].name,
+            vars: &self.vars,
+            req,
+            res,
+        };
+        let reply = hooks
+            .call(&call, users.wire.timeout)
+            .await
+            .map_err(failed)?;
+        {
+            let mut record = users.record.borrow_mut();
+            for (kind, name, value) in &reply.metrics {
+                record.custom.add(kind, name, *value);
+            }
+        }
+        self.vars.extend(reply.vars);
+        match reply.err {
+            Some(err) => Err(failed(err)),
+            None => Ok(reply.req),
+        }
+    }
+
+    /// Adds the user's cookies for `req`'s URL as a `Cookie` header at the end of its headers
+    /// (after a `Cookie` header the step sets itself); true when it added one.
+    fn add_cookies(&self, req: &mut RequestTemplate, origin: &str) -> bool {
+        let (Some(jar), Some(url)) = (&self.cookies, url_of(origin, &req.path)) else {
+            return false;
+        };
+        let value = jar
+            .get_request_values(&url)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        if value.is_empty() {
+            return false;
+        }
+        req.headers.push(("Cookie".into(), value));
+        true
+    }
+
+    /// Keeps the cookies a response to `path` on `origin` sets.
+    fn keep_cookies(&mut self, answer: &Answer, origin: &str, path: &str) {
+        let mut set = answer
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+            .peekable();
+        if set.peek().is_none() {
+            return;
+        }
+        let Some(url) = url_of(origin, path) else {
+            return;
+        };
+        let jar = self.cookies.get_or_insert_with(CookieStore::default);
+        for (_, value) in set {
+            // A cookie the store refuses (bad domain, unparseable) is skipped, as a browser
+            // and Artillery's jar skip it.
+            let _ = jar.parse(value, &url);
+        }
+    }
+
+    /// Asks processor function `name` a question (`ifTrue`'s `(vars)`, `whileTrue`'s
+    /// `(context, next)`): its answer.
+    async fn ask(&mut self, op: Op, name: &str) -> Result<bool, End> {
+        let users = self.users;
+        let failed = |reason: String| End::Failed {
+            reason,
+            transport: false,
+        };
+        let Some(hooks) = &users.hooks else {
+            return Err(failed("no processor to call functions of".into()));
+        };
+        self.hooked = true;
+        let names = [name.to_string()];
+        let call = Call {
+            op,
+            names: &names,
+            user: self.index,
+            scenario: &users.model.scenarios[self.scenario].name,
+            vars: &self.vars,
+            req: None,
+            res: None,
+        };
+        let reply = hooks
+            .call(&call, users.wire.timeout)
+            .await
+            .map_err(failed)?;
+        self.vars.extend(reply.vars);
+        match reply.err {
+            Some(err) => Err(failed(err)),
+            None => Ok(reply.ok.unwrap_or(false)),
+        }
+    }
+
+    /// True when `step` is to be sent: it has no `ifTrue`, or its condition holds (the
+    /// processor's function of that name when it exports one, the expression otherwise).
+    async fn wanted(&mut self, step: &RequestStep) -> Result<bool, End> {
+        let Some(c) = &step.if_true else {
+            return Ok(true);
+        };
+        let exported = |f: &String| {
+            self.users
+                .hooks
+                .as_ref()
+                .is_some_and(|h| h.functions.contains(f))
+        };
+        match c.function.as_ref().filter(|f| exported(f)) {
+            Some(f) => self.ask(Op::If, f).await,
+            None => {
+                let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+                Ok(c.expr.eval(&lookup).truthy())
+            }
+        }
+    }
+
     /// Sends one request step, then checks, captures and fetches what it says.
     async fn request(&mut self, step: &RequestStep) -> Result<(), End> {
         self.check_stop()?;
+        if !self.wanted(step).await? {
+            return Ok(());
+        }
         let users = self.users;
         let t = &users.plan.requests[step.request];
-        let authority = &users.plan.endpoints[t.endpoint].authority;
-        let (bytes, path) =
-            render(step, t, authority, &self.vars, &mut self.rng).map_err(|reason| {
-                End::Failed {
-                    reason: format!("{reason} on {}", t.name),
-                    transport: false,
+        let endpoint = &users.plan.endpoints[t.endpoint];
+        let authority = &endpoint.authority;
+        let changed;
+        let step = if step.before_request.is_empty() {
+            step
+        } else {
+            let params = params_of(step, &t.method, endpoint);
+            match self
+                .call(Op::Before, &step.before_request, Some(&params), None)
+                .await?
+            {
+                Some(p) => {
+                    changed = changed_step(step, &p, &origin(endpoint)).map_err(|reason| {
+                        End::Failed {
+                            reason: format!("{reason} on {}", t.name),
+                            transport: false,
+                        }
+                    })?;
+                    &changed
                 }
-            })?;
+                None => step,
+            }
+        };
+        let mut req = render(step, t, &self.vars, &mut self.rng).map_err(|reason| End::Failed {
+            reason: format!("{reason} on {}", t.name),
+            transport: false,
+        })?;
+        let origin = origin(endpoint);
+        if !step.cookies.is_empty() {
+            let url = url_of(&origin, &req.path);
+            for (name, value) in &step.cookies {
+                let mut v = String::new();
+                let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+                value.render(lookup, &mut self.rng, &mut v);
+                if let Some(url) = &url {
+                    let _ = self
+                        .cookies
+                        .get_or_insert_with(CookieStore::default)
+                        .parse(&format!("{name}={v}"), url);
+                }
+            }
+        }
+        let jar_cookie = self.add_cookies(&mut req, &origin);
         let intended = if self.open {
             Some(self.next_intended.take().unwrap_or_else(Instant::now))
         } else {
@@ -257,20 +488,81 @@ impl<'a> Session<'a> {
             intended,
             template: step.request,
         };
-        let answer = self
+        let keep = needs_response(step);
+        let transport = |failed: crate::conn::exchange::Failed| End::Failed {
+            reason: format!("{} on {}", failed.kind().as_str(), t.name),
+            transport: true,
+        };
+        let bytes = encode_request(&req, authority);
+        let mut answer = self
             .client
-            .send(&users.wire, &pending, &bytes, needs_response(step))
+            .send(&users.wire, &pending, &bytes, keep)
             .await
-            .map_err(|failed| End::Failed {
-                reason: format!("{} on {}", failed.kind().as_str(), t.name),
-                transport: true,
-            })?;
+            .map_err(transport)?;
+        let mut jar_cookie = jar_cookie;
+        let mut hops = 0;
+        loop {
+            self.keep_cookies(&answer, &origin, &req.path);
+            if !step.follow_redirect || !is_redirect(answer.status) || hops == MAX_REDIRECTS {
+                break;
+            }
+            let location = answer
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+                .map(|(_, v)| v.as_str());
+            let Some(next) = location.and_then(|l| url_of(&origin, &req.path)?.join(l).ok()) else {
+                break;
+            };
+            // Only on the request's own origin: its user's connection goes there, and loadlab
+            // sends load to the hosts the script names.
+            if next.origin().ascii_serialization() != origin {
+                break;
+            }
+            hops += 1;
+            req.path = next[url::Position::BeforePath..].to_string();
+            if answer.status == 303 && req.method != "HEAD" {
+                req.method = "GET".into();
+                req.body.clear();
+                req.headers
+                    .retain(|(k, _)| !k.eq_ignore_ascii_case("content-type"));
+            }
+            if jar_cookie {
+                req.headers.pop();
+            }
+            jar_cookie = self.add_cookies(&mut req, &origin);
+            let bytes = encode_request(&req, authority);
+            let hop = Pending {
+                intended: None,
+                template: step.request,
+            };
+            answer = self
+                .client
+                .send(&users.wire, &hop, &bytes, keep)
+                .await
+                .map_err(transport)?;
+        }
         check(step, &t.name, &answer, &mut self.vars, &users.json_paths).map_err(|reason| {
             End::Failed {
                 reason,
                 transport: false,
             }
         })?;
+        if !step.after_response.is_empty() {
+            let params = params_of(step, &t.method, endpoint);
+            let res = Response {
+                status_code: answer.status,
+                headers: answer
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str()))
+                    .collect(),
+                body: String::from_utf8_lossy(&answer.body),
+            };
+            self.call(Op::After, &step.after_response, Some(&params), Some(res))
+                .await?;
+        }
+        let path = req.path;
         if let Some(page_statics) = step.static_resources {
             if self.visited.insert(step.request) {
                 let base = format!("http://{authority}{path}");
@@ -279,4 +571,84 @@ impl<'a> Session<'a> {
         }
         Ok(())
     }
+}
+
+/// `scheme://authority` of an endpoint.
+fn origin(endpoint: &Endpoint) -> String {
+    let scheme = if endpoint.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    format!("{scheme}://{}", endpoint.authority)
+}
+
+/// A request step as Artillery's hooks see it: the whole URL and the templates as written,
+/// before they are rendered (hooks set the variables they read).
+fn params_of(step: &RequestStep, method: &str, endpoint: &Endpoint) -> RequestParams {
+    let text = |t: &Template| serde_json::Value::String(t.to_string());
+    let body = step.body.to_string();
+    RequestParams {
+        url: format!("{}{}", origin(endpoint), step.path),
+        method: method.to_string(),
+        headers: step
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), text(v)))
+            .collect(),
+        json: step.json.clone(),
+        body: (step.json.is_none() && !body.is_empty()).then_some(serde_json::Value::String(body)),
+        qs: step
+            .query
+            .iter()
+            .map(|(k, v)| (k.clone(), text(v)))
+            .collect(),
+        name: None,
+    }
+}
+
+/// `step` with what `beforeRequest` functions changed in its request: URL (on the same
+/// origin), headers, query, JSON or raw body, each still a template.
+fn changed_step(
+    step: &RequestStep,
+    p: &RequestParams,
+    origin: &str,
+) -> Result<RequestStep, String> {
+    let path = match p.url.strip_prefix(origin) {
+        Some(rest) if rest.is_empty() || rest.starts_with(['/', '?']) => rest.to_string(),
+        _ if p.url.starts_with('/') => p.url.clone(),
+        _ => {
+            return Err(format!(
+                "beforeRequest set the url to {:?}, not on the target {origin}",
+                p.url
+            ))
+        }
+    };
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let template = |s: &str| Template::parse(s).unwrap_or_else(|_| Template::literal(s));
+    Ok(RequestStep {
+        path: template(&path),
+        query: p
+            .qs
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), template(&text(v))))
+            .collect(),
+        headers: p
+            .headers
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), template(&text(v))))
+            .collect(),
+        json: p.json.clone().filter(|j| !j.is_null()),
+        body: p
+            .body
+            .as_ref()
+            .filter(|b| !b.is_null())
+            .map_or_else(|| Template::literal(""), |b| template(&text(b))),
+        ..step.clone()
+    })
 }

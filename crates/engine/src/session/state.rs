@@ -1,8 +1,10 @@
 //! What one thread's virtual users share, whichever way their sessions start (sessions
 //! layer): the thread's connection state and recorder, the plan's requests, the user model,
-//! the compiled capture queries and the whole-run account of the sessions.
+//! the compiled capture queries, the processor's helper and the whole-run account of the
+//! sessions.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use loadlab_run::users::UserModel;
@@ -10,6 +12,7 @@ use loadlab_run::{Plan, UserRecord};
 
 use crate::conn::exchange::Wire;
 use crate::session::checks::JsonPaths;
+use crate::session::hooks::Hooks;
 
 /// One thread's virtual users.
 pub struct Users {
@@ -23,12 +26,21 @@ pub struct Users {
     pub json_paths: JsonPaths,
     /// Whole-run account of the sessions.
     pub record: RefCell<UserRecord>,
+    /// The thread's Node.js helper, when the model has a processor.
+    pub hooks: Option<Rc<Hooks>>,
 }
 
 impl Users {
-    /// The users of a thread that connects and records with `wire`, doing what `model` says.
-    pub fn new(plan: Arc<Plan>, model: Arc<UserModel>, wire: Wire) -> Self {
+    /// The users of a thread that connects and records with `wire`, doing what `model` says,
+    /// calling its processor's functions through `hooks`.
+    pub fn new(
+        plan: Arc<Plan>,
+        model: Arc<UserModel>,
+        wire: Wire,
+        hooks: Option<Rc<Hooks>>,
+    ) -> Self {
         Users {
+            hooks,
             wire,
             plan,
             json_paths: JsonPaths::compile(&model),

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loadlab_run::users::{Behaviour, Expect, Step};
+use loadlab_run::users::{Behaviour, CaptureSource, Expect, Step};
 
 use super::*;
 
@@ -284,12 +284,7 @@ fn an_item_of_one_or_a_list_says_what_is_wrong_in_it_and_where() {
 fn keys_the_engine_cannot_run_are_refused_with_their_place() {
     let base = "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n";
     for (step, key) in [
-        ("      - get: { url: /, ifTrue: \"a > 1\" }\n", "ifTrue"),
-        ("      - get: { url: /, cookie: { a: b } }\n", "cookie"),
-        (
-            "      - get: { url: /, followRedirect: true }\n",
-            "followRedirect",
-        ),
+        ("      - get: { url: /, ifTrue: \"a >> 1\" }\n", "ifTrue"),
         ("      - parallel: [{ get: { url: / } }]\n", "parallel"),
         (
             "      - loop: [{ get: { url: / } }]\n        whileTrue: more\n",
@@ -314,22 +309,184 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
     assert!(e.starts_with("s.yml:4:3: before: "), "{e}");
 }
 
+/// Lowers `text` as a script beside a processor `p.js`, in a folder of the test's own.
+fn with_processor(name: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    temp_file(&format!("{name}-p.js"), "module.exports = {};\n");
+    let text = text.replace("./p.js", &format!("./{name}-p.js"));
+    let path = temp_file(&format!("{name}.yml"), &text);
+    from_text(&text, &path, None, 1, Lookup::Skip, &ScriptFlags::default())
+}
+
 #[test]
-fn node_hooks_are_refused_only_after_everything_else_checks_out() {
-    // The processor sets `token`: the undefined variable is the hook's doing.
-    let e = refused("config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - function: setToken\n      - get: { url: \"/{{ token }}\" }\n");
-    assert!(
-        e.starts_with("s.yml:3:14: config.processor: Node.js hooks are not run by loadlab yet"),
-        "{e}"
+fn processor_functions_become_steps_and_request_hooks_in_artillerys_order() {
+    let s = with_processor(
+        "hooks",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - beforeScenario: [a, b]\n    afterScenario: z\n    beforeRequest: sign\n    afterResponse: [keep]\n    flow:\n      - function: setToken\n      - get: { url: \"/{{ token }}\", beforeRequest: [own], afterResponse: log }\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let users = s.users.as_ref().expect("virtual users");
+    let processor = users.processor.as_ref().expect("a processor");
+    assert!(processor.path.is_absolute() && processor.path.ends_with("hooks-p.js"));
+    assert_eq!(processor.target, "http://127.0.0.1:1");
+    let Behaviour::Flow(steps) = &users.scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let functions: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Function(f) => Some(f.as_str()),
+            _ => None,
+        })
+        .collect();
+    // beforeScenario first, afterScenario last, as Artillery turns them into function steps.
+    assert_eq!(functions, ["a", "b", "setToken", "z"]);
+    assert!(matches!(steps.last(), Some(Step::Function(f)) if f == "z"));
+    let r = first_request(&s);
+    // The scenario's hooks run before the request's own.
+    assert_eq!(r.before_request, ["sign", "own"]);
+    assert_eq!(r.after_response, ["keep", "log"]);
+    assert!(r.needs_body(), "afterResponse reads the body");
+    assert_eq!(
+        users.function_names(),
+        ["a", "b", "setToken", "sign", "own", "keep", "log", "z"]
     );
-    // Something else wrong comes first.
-    let e = refused("config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - get: { url: /, afterResponse: log, cookie: { a: b } }\n");
-    assert!(e.contains("cookie: "), "{e}");
+}
+
+#[test]
+fn hooks_need_a_processor_that_exists() {
+    // A variable only a function sets is no error with a processor.
+    with_processor(
+        "defined",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - get: { url: \"/{{ token }}\", headers: { x: \"{{ other }}\" } }\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - afterResponse: printStatus\n    flow:\n      - get: { url: / }\n");
     assert!(
-        e.starts_with("s.yml:4:20: afterResponse: Node.js hooks"),
+        e.starts_with("s.yml:4:20: ")
+            && e.contains(
+                "afterResponse: names a Node.js function, but the script gives no config.processor"
+            ),
         "{e}"
     );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - function: f\n      - get: { url: / }\n");
+    assert!(e.contains("function: names a Node.js function"), "{e}");
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  processor: ./missing.js\nscenarios:\n  - flow:\n      - get: { url: / }\n");
+    assert!(
+        e.starts_with("s.yml:3:14: config.processor: ") && e.contains("missing.js is not a file"),
+        "{e}"
+    );
+    let e = with_processor(
+        "bad",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - function: { name: f }\n      - get: { url: / }\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("function: takes a function name or a list of them"),
+        "{e}"
+    );
+}
+
+#[test]
+fn if_true_is_an_expression_or_with_a_processor_a_function() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /a, ifTrue: \"$loopCount > 1 and status in (200, 201)\" }\n      - get: { url: /b, ifTrue: premium }\n");
+    let users = s.users.as_ref().expect("virtual users");
+    let Behaviour::Flow(steps) = &users.scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let [Step::Request(a), Step::Request(b)] = &steps[..] else {
+        panic!("two requests");
+    };
+    let a = a.if_true.as_ref().expect("a condition");
+    assert_eq!(a.expr.variables(), ["$loopCount", "status"]);
+    assert_eq!(a.function, None);
+    // A bare name without a processor is a variable.
+    assert_eq!(b.if_true.as_ref().unwrap().function, None);
+    let s = with_processor(
+        "iftrue",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./p.js\nscenarios:\n  - flow:\n      - loop:\n          - get: { url: /b, ifTrue: premium }\n        whileTrue: more\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let users = s.users.as_ref().expect("virtual users");
+    let Behaviour::Flow(steps) = &users.scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let Step::Loop {
+        steps, while_true, ..
+    } = &steps[0]
+    else {
+        panic!("a loop");
+    };
+    assert_eq!(while_true.as_deref(), Some("more"));
+    let Step::Request(b) = &steps[0] else {
+        panic!("a request");
+    };
+    assert_eq!(
+        b.if_true.as_ref().unwrap().function.as_deref(),
+        Some("premium")
+    );
+}
+
+#[test]
+fn a_regexp_capture_takes_a_group_and_flags() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /a\n          capture:\n            - { regexp: \"id=(\\\\d+)\", group: 1, as: id }\n            - { regexp: \"name: (?P<who>\\\\w+)\", group: who, flags: i, as: who, strict: false }\n      - get: { url: \"/{{ id }}/{{ who }}\" }\n");
+    let r = first_request(&s);
+    assert_eq!(
+        r.captures[0].source,
+        CaptureSource::Regexp {
+            re: "id=(\\d+)".into(),
+            group: Some("1".into())
+        }
+    );
+    assert!(r.captures[0].strict && !r.captures[1].strict);
+    assert_eq!(
+        r.captures[1].source,
+        CaptureSource::Regexp {
+            re: "(?i)name: (?P<who>\\w+)".into(),
+            group: Some("who".into())
+        }
+    );
+    assert!(r.needs_body());
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /a, capture: { regexp: \"(a\", as: x } }\n");
+    assert!(
+        e.contains("capture \"x\": \"(a\" is not a regular expression"),
+        "{e}"
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /a, capture: { regexp: \"a\", group: 2, as: x } }\n");
+    assert!(e.contains("has no group 2"), "{e}");
+}
+
+#[test]
+fn cookies_and_redirects_are_artillerys() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { id: [7] }\nscenarios:\n  - flow:\n      - get: { url: /a, cookie: { session: \"s-{{ id }}\", theme: dark } }\n      - get: { url: /b, followRedirect: false }\n");
+    let users = s.users.as_ref().expect("virtual users");
+    let Behaviour::Flow(steps) = &users.scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let [Step::Request(a), Step::Request(b)] = &steps[..] else {
+        panic!("two requests");
+    };
+    let cookies: Vec<(String, String)> = a
+        .cookies
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
+    assert_eq!(
+        cookies,
+        [
+            ("session".to_string(), "s-{{ id }}".to_string()),
+            ("theme".to_string(), "dark".to_string())
+        ]
+    );
+    // Redirects are followed unless a request says not to.
+    assert!(a.follow_redirect && !b.follow_redirect);
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, cookie: [a] }\n");
+    assert!(
+        e.contains("cookie [\"a\"]: write a map of cookie names to values"),
+        "{e}"
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, cookie: { a: \"{{ nope }}\" } }\n");
+    assert!(e.contains("nope"), "{e}");
 }
 
 #[test]

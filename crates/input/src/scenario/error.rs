@@ -216,15 +216,6 @@ impl Traced {
         }
     }
 
-    /// True when the problem may come from Node.js hooks: a variable nothing defines, or a
-    /// scenario that sends no request of its own.
-    pub(crate) fn is_undefined(&self) -> bool {
-        matches!(
-            *self.problem,
-            Problem::Flow(FlowError::Undefined(_) | FlowError::NoRequest)
-        )
-    }
-
     /// The error of the file at `path`.
     pub(crate) fn in_file(self, path: &Path) -> ScenarioError {
         ScenarioError::Invalid {
@@ -239,13 +230,6 @@ impl Traced {
 /// A key of Artillery's format that loadlab reads but does not run, refused with what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Refusal {
-    /// Node.js code: `config.processor`, `function` steps, `beforeRequest`, `afterResponse`,
-    /// `beforeScenario`, `afterScenario`.
-    #[error(
-        "{0}: Node.js hooks are not run by loadlab yet; remove the hook (and the processor) \
-         or run this script with Artillery"
-    )]
-    Hook(String),
     /// A scenario engine other than HTTP.
     #[error("engine: {0}: loadlab runs HTTP scenarios only; remove the scenario or run it with Artillery")]
     Engine(String),
@@ -463,6 +447,9 @@ pub enum FlowError {
          for headers or regular expressions use expect"
     )]
     Match(String),
+    /// A request's `cookie` that is not a map of cookie names to text.
+    #[error("cookie {0}: write a map of cookie names to values, {{ session: \"{{{{ id }}}}\" }}")]
+    Cookie(String),
     /// A `formData` field that is none of text, `{fromFile}` or `{value}` (with `contentType`).
     #[error(
         "formData {0:?}: a field is text, {{ fromFile: PATH }} or {{ value: TEXT }}, with an \
@@ -497,9 +484,17 @@ pub enum FlowError {
         /// The JSONPath parser's reason.
         error: serde_json_path::ParseError,
     },
-    /// A capture with both or neither of `json` and `header`.
-    #[error("capture {0:?} needs json (a JSONPath) or header, one of them")]
+    /// A capture with more or fewer than one of `json`, `header` and `regexp`.
+    #[error("capture {0:?} needs json (a JSONPath), header or regexp, one of them")]
     CaptureSource(String),
+    /// A `regexp` capture that cannot run.
+    #[error("capture {var:?}: {what}")]
+    CaptureRegexp {
+        /// The variable.
+        var: String,
+        /// What is wrong.
+        what: String,
+    },
     /// An `expect` check loadlab cannot make, by its key.
     #[error("expect {check}: {what}")]
     Expect {

@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
+use loadlab_run::condition::Expr;
 use loadlab_run::users::{
-    Behaviour, Capture, CaptureSource, Chain, ChainState, Expect, FormField, FormValue,
+    Behaviour, Capture, CaptureSource, Chain, ChainState, Condition, Expect, FormField, FormValue,
     RequestStep, Step, Think, UserScenario,
 };
 use loadlab_run::{Endpoint, RequestTemplate, Template};
@@ -47,13 +48,13 @@ pub struct StepSpec {
     /// `loop` over a list (refused: not run yet).
     #[serde(default)]
     over: Option<Spanned<serde_json::Value>>,
-    /// A Node.js function (refused once the rest of the file checks out).
+    /// A function of the processor, called with the user's context.
     #[serde(default)]
     function: Option<Spanned<serde_json::Value>>,
     /// A message the user prints, rendered with its variables.
     #[serde(default)]
     log: Option<Spanned<serde_json::Value>>,
-    /// A loop's condition on a Node.js function (refused: not run yet).
+    /// A loop's condition: a processor function asked before each pass.
     #[serde(default, rename = "whileTrue")]
     while_true: Option<Spanned<serde_json::Value>>,
     /// Steps run at once (refused: not run yet).
@@ -131,23 +132,23 @@ pub struct RequestSpec {
     /// optional `contentType`.
     #[serde(default, rename = "formData")]
     pub form_data: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
-    /// Whether redirects are followed; loadlab never follows them, so only `false` is taken.
+    /// Whether redirects are followed (the default, as in Artillery).
     #[serde(default, rename = "followRedirect")]
     pub follow_redirect: Option<Spanned<bool>>,
-    /// Node.js hooks (refused once the rest of the file checks out).
+    /// Processor functions called before the request is rendered.
     #[serde(default, rename = "beforeRequest")]
     pub before_request: Option<Spanned<serde_json::Value>>,
-    /// A Node.js hook run on each response (refused with the other hooks).
+    /// Processor functions called with the response.
     #[serde(default, rename = "afterResponse")]
     pub after_response: Option<Spanned<serde_json::Value>>,
     /// Artillery's older response check: `{json: QUERY, value: V}` (or a list), which fails
     /// the session when the query's first value is not V.
     #[serde(default, rename = "match")]
     pub matches: Option<Spanned<serde_json::Value>>,
-    /// A condition on the user's variables (refused: not run yet).
+    /// A condition on the user's variables: the request is sent only when it holds.
     #[serde(default, rename = "ifTrue")]
     pub if_true: Option<Spanned<serde_json::Value>>,
-    /// Cookies to send (refused: loadlab keeps no cookies yet).
+    /// Cookies set in the user's jar before the request: name → value.
     #[serde(default)]
     pub cookie: Option<Spanned<serde_json::Value>>,
 }
@@ -244,6 +245,18 @@ pub struct CaptureSpec {
     json: Option<String>,
     #[serde(default)]
     header: Option<String>,
+    /// A regular expression over the body.
+    #[serde(default)]
+    regexp: Option<String>,
+    /// The regexp's group: a number or a name.
+    #[serde(default)]
+    group: Option<serde_json::Value>,
+    /// The regexp's flags, as JavaScript writes them (`i`, `m`, `s`).
+    #[serde(default)]
+    flags: Option<String>,
+    /// `false`: finding nothing leaves the variable unset instead of failing the session.
+    #[serde(default)]
+    strict: Option<bool>,
     #[serde(rename = "as")]
     var: String,
 }
@@ -356,7 +369,27 @@ pub struct Lowering<'a> {
     pub dir: std::path::PathBuf,
     /// Lists a `loop … over` may name: payloads read whole (`loadAll` with `name`), by name.
     pub lists: BTreeMap<String, Vec<serde_json::Value>>,
+    /// True when the script gives `config.processor`: its functions may set any variable, so
+    /// none is undefined, and hooks may be named.
+    pub processor: bool,
+    /// The current scenario's `beforeRequest` and `afterResponse` functions, called around each
+    /// of its requests before the request's own.
+    hooks: (Vec<String>, Vec<String>),
     steps: usize,
+}
+
+/// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
+/// `afterResponse` (each a function name or a list of them).
+#[derive(Debug, Default)]
+pub struct ScenarioHooks<'s> {
+    /// Functions called first, as `function` steps.
+    pub before_scenario: Option<&'s Spanned<serde_json::Value>>,
+    /// Functions called last, as `function` steps.
+    pub after_scenario: Option<&'s Spanned<serde_json::Value>>,
+    /// Functions called before each request.
+    pub before_request: Option<&'s Spanned<serde_json::Value>>,
+    /// Functions called after each response.
+    pub after_response: Option<&'s Spanned<serde_json::Value>>,
 }
 
 impl<'a> Lowering<'a> {
@@ -372,8 +405,43 @@ impl<'a> Lowering<'a> {
             default_headers: BTreeMap::new(),
             dir: std::path::PathBuf::from("."),
             lists: BTreeMap::new(),
+            processor: false,
+            hooks: Default::default(),
             steps: 0,
         }
+    }
+
+    /// True when some source defines `var`, or a processor may.
+    fn is_defined(&self, var: &str) -> bool {
+        self.processor || self.defined.contains(var)
+    }
+
+    /// The function names a hook key gives (one name or a list), refused without a processor.
+    fn function_names(
+        &self,
+        key: &str,
+        given: &Spanned<serde_json::Value>,
+    ) -> Result<Vec<String>, Traced> {
+        let refused = |what: &str| Traced::at(refuse(key, what), &given.referenced);
+        if !self.processor {
+            return Err(refused(
+                "names a Node.js function, but the script gives no config.processor; add \
+                 processor: ./functions.js (the module that exports it)",
+            ));
+        }
+        let names = match &given.value {
+            serde_json::Value::String(s) => vec![s.clone()],
+            serde_json::Value::Array(items) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| refused("takes a function name or a list of them"))?,
+            _ => return Err(refused("takes a function name or a list of them")),
+        };
+        if names.iter().any(|n| n.is_empty()) {
+            return Err(refused("a function name is empty"));
+        }
+        Ok(names)
     }
 
     /// Lowers one scenario's flow or chain.
@@ -382,10 +450,39 @@ impl<'a> Lowering<'a> {
         name: &str,
         flow: Option<&[Spanned<StepSpec>]>,
         markov: Option<&MarkovSpec>,
+        hooks: &ScenarioHooks,
     ) -> Result<UserScenario, Traced> {
         let before = self.requests.len();
+        let names = |given: Option<&Spanned<serde_json::Value>>, key: &str| {
+            given.map_or(Ok(Vec::new()), |g| self.function_names(key, g))
+        };
+        let first = names(hooks.before_scenario, "beforeScenario")?;
+        let last = names(hooks.after_scenario, "afterScenario")?;
+        self.hooks = (
+            names(hooks.before_request, "beforeRequest")?,
+            names(hooks.after_response, "afterResponse")?,
+        );
+        if let Some(h) = hooks
+            .before_scenario
+            .or(hooks.after_scenario)
+            .filter(|_| markov.is_some())
+        {
+            return Err(Traced::at(
+                refuse(
+                    "beforeScenario",
+                    "a markov chain takes no scenario hooks; call the functions from a flow",
+                ),
+                &h.referenced,
+            ));
+        }
         let behaviour = match (flow, markov) {
-            (Some(flow), None) => Behaviour::Flow(self.steps(flow)?),
+            (Some(flow), None) => {
+                // As Artillery does: the scenario's hooks become function steps around its flow.
+                let mut steps: Vec<Step> = first.into_iter().map(Step::Function).collect();
+                steps.extend(self.steps(flow)?);
+                steps.extend(last.into_iter().map(Step::Function));
+                Behaviour::Flow(steps)
+            }
             (None, Some(m)) => Behaviour::Chain(self.chain(m)?),
             _ => return Err(FlowError::NoBehaviour(name.into()).into()),
         };
@@ -413,23 +510,33 @@ impl<'a> Lowering<'a> {
             let s = &spanned.value;
             // Every problem of the step is placed at it, unless it knows a closer place.
             let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
-            let later = [
-                (
-                    "whileTrue",
-                    &s.while_true,
-                    "a loop's condition is not run yet; write the loop with count",
-                ),
-                (
-                    "parallel",
-                    &s.parallel,
-                    "parallel requests are not run yet; write them as steps one after another",
-                ),
-            ];
-            for (key, given, what) in later {
-                if let Some(v) = given {
-                    return Err(Traced::at(refuse(key, what), &v.referenced)).within(step);
-                }
+            if let Some(v) = &s.parallel {
+                return Err(Traced::at(
+                    refuse(
+                        "parallel",
+                        "parallel requests are not run yet; write them as steps one after another",
+                    ),
+                    &v.referenced,
+                ))
+                .within(step);
             }
+            let while_true = match &s.while_true {
+                Some(_) if s.looped.is_none() => {
+                    return Err(FlowError::CountWithoutLoop).within(step);
+                }
+                Some(v) => {
+                    let mut names = self.function_names("whileTrue", v).within(step)?;
+                    if names.len() != 1 {
+                        return Err(Traced::at(
+                            refuse("whileTrue", "takes one function name"),
+                            &v.referenced,
+                        ))
+                        .within(step);
+                    }
+                    names.pop()
+                }
+                None => None,
+            };
             let request = s.request().within(step)?;
             let kinds = usize::from(request.is_some())
                 + usize::from(s.think.is_some())
@@ -442,12 +549,16 @@ impl<'a> Lowering<'a> {
             if s.count.is_some() && s.looped.is_none() {
                 return Err(FlowError::CountWithoutLoop).within(step);
             }
-            if s.function.is_some() {
-                // A Node.js function: refused after the whole file checks out (first_hook).
+            if let Some(f) = &s.function {
+                for name in self.function_names("function", f).within(step)? {
+                    out.push(Step::Function(name));
+                }
             } else if let Some(log) = &s.log {
                 out.push(Step::Log(self.log(log).within(step)?));
             } else if let Some((method, r)) = request {
-                out.push(Step::Request(self.request(method, r).within(step)?));
+                out.push(Step::Request(Box::new(
+                    self.request(method, r).within(step)?,
+                )));
             } else if let Some(t) = &s.think {
                 out.push(Step::Think(think_of(t).within(step)?));
             } else if let Some(body) = &s.looped {
@@ -469,13 +580,18 @@ impl<'a> Lowering<'a> {
                 if let Some(items) = &over {
                     absolute_from_items(&steps, items).within(step)?;
                 }
-                if s.count.is_none() && over.is_none() && self.requests.len() == before {
+                if s.count.is_none()
+                    && over.is_none()
+                    && while_true.is_none()
+                    && self.requests.len() == before
+                {
                     return Err(FlowError::EndlessLoop).within(step);
                 }
                 out.push(Step::Loop {
                     count: s.count,
                     steps,
                     over: over.unwrap_or_default(),
+                    while_true,
                 });
             }
         }
@@ -600,7 +716,7 @@ impl<'a> Lowering<'a> {
         };
         let t =
             Template::parse(&text).map_err(|e| Traced::at(FlowError::from(e), &log.referenced))?;
-        if let Some(v) = t.variables().find(|v| !self.defined.contains(*v)) {
+        if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
             return Err(FlowError::Undefined(v.to_string()).into());
         }
         Ok(t)
@@ -609,29 +725,16 @@ impl<'a> Lowering<'a> {
     /// Lowers one request step: its endpoint and name into the plan's requests, its templates
     /// parsed, its captures and expectations checked.
     fn request(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, Traced> {
-        let later = [
-            (
-                "ifTrue",
-                &r.if_true,
-                "conditional requests are not run yet; remove the condition",
-            ),
-            (
-                "cookie",
-                &r.cookie,
-                "loadlab keeps no cookies yet; send a Cookie header with headers",
-            ),
-        ];
-        for (key, given, what) in later {
-            if let Some(v) = given {
-                return Err(Traced::at(refuse(key, what), &v.referenced));
-            }
-        }
-        if let Some(f) = r.follow_redirect.as_ref().filter(|f| f.value) {
-            return Err(Traced::at(
-                refuse("followRedirect", "loadlab does not follow redirects; write followRedirect: false or request the next URL as a step"),
-                &f.referenced,
-            ));
-        }
+        let if_true = match &r.if_true {
+            Some(v) => Some(Box::new(self.condition(v)?)),
+            None => None,
+        };
+        let cookies = match &r.cookie {
+            Some(c) => self
+                .cookies(&c.value)
+                .map_err(|e| Traced::at(e, &c.referenced))?,
+            None => Vec::new(),
+        };
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
                 if let Err(e) = expect_of(check, v) {
@@ -650,7 +753,7 @@ impl<'a> Lowering<'a> {
                 let uses = fields.iter().flat_map(|f| match &f.value {
                     FormValue::Text(t) | FormValue::File(t) => t.variables(),
                 });
-                if let Some(v) = uses.into_iter().find(|v| !self.defined.contains(*v)) {
+                if let Some(v) = uses.into_iter().find(|v| !self.is_defined(v)) {
                     return Err(FlowError::Undefined(v.to_string()).into());
                 }
                 fields
@@ -666,7 +769,61 @@ impl<'a> Lowering<'a> {
         let mut step = self.request_inner(method, r)?;
         step.form_data = form_data;
         step.expects.extend(matches);
+        step.before_request = self.hooks.0.clone();
+        if let Some(h) = &r.before_request {
+            step.before_request
+                .extend(self.function_names("beforeRequest", h)?);
+        }
+        step.after_response = self.hooks.1.clone();
+        if let Some(h) = &r.after_response {
+            step.after_response
+                .extend(self.function_names("afterResponse", h)?);
+        }
+        step.cookies = cookies;
+        step.follow_redirect = r.follow_redirect.as_ref().is_none_or(|f| f.value);
+        step.if_true = if_true;
         Ok(step)
+    }
+
+    /// A request's `ifTrue`: an expression over the user's variables, or with a processor, a
+    /// bare name that may be one of its functions.
+    fn condition(&self, v: &Spanned<serde_json::Value>) -> Result<Condition, Traced> {
+        let refused = |what: String| Traced::at(refuse("ifTrue", &what), &v.referenced);
+        let Some(text) = scalar_text(&v.value) else {
+            return Err(refused(
+                "takes a condition on the variables, as \"status == 200 and $loopCount < 3\""
+                    .into(),
+            ));
+        };
+        let expr = Expr::parse(&text).map_err(|e| refused(e.to_string()))?;
+        let bare = matches!(&expr, Expr::Var(name) if *name == text.trim());
+        Ok(Condition {
+            function: (self.processor && bare).then(|| text.trim().to_string()),
+            text,
+            expr,
+        })
+    }
+
+    /// A request's `cookie`: name → value (`{{ }}` allowed), set in the user's jar before the
+    /// request is sent.
+    fn cookies(&self, v: &serde_json::Value) -> Result<Vec<(String, Template)>, FlowError> {
+        let bad = || FlowError::Cookie(v.to_string());
+        let serde_json::Value::Object(map) = v else {
+            return Err(bad());
+        };
+        let mut out = Vec::new();
+        for (name, value) in map {
+            let text = scalar_text(value).ok_or_else(bad)?;
+            if name.is_empty() || name.contains(['=', ';', ' ']) {
+                return Err(bad());
+            }
+            let t = Template::parse(&text)?;
+            if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
+                return Err(FlowError::Undefined(v.to_string()));
+            }
+            out.push((name.clone(), t));
+        }
+        Ok(out)
     }
 
     /// Artillery's `match`: one or a list of `{json: QUERY, value: V, strict}` as checks;
@@ -700,7 +857,7 @@ impl<'a> Lowering<'a> {
                 error,
             })?;
             let value = Template::parse(&value)?;
-            if let Some(v) = value.variables().find(|v| !self.defined.contains(*v)) {
+            if let Some(v) = value.variables().find(|v| !self.is_defined(v)) {
                 return Err(FlowError::Undefined(v.to_string()));
             }
             out.push(Expect::JsonMatch(query.clone(), value));
@@ -808,14 +965,14 @@ impl<'a> Lowering<'a> {
         if let Some(j) = &r.json {
             json_variables(j, &mut uses)?;
         }
-        if let Some(v) = uses.iter().find(|v| !self.defined.contains(*v)) {
+        if let Some(v) = uses.iter().find(|v| !self.is_defined(v)) {
             return Err(FlowError::Undefined(v.clone()));
         }
         let request = self.push_request(&name, &r.url, endpoint, method, &path, &headers, &body);
         let mut captures = Vec::new();
         for c in r.capture.iter().flat_map(OneOrMany::as_slice) {
-            let source = match (&c.json, &c.header) {
-                (Some(q), None) => {
+            let source = match (&c.json, &c.header, &c.regexp) {
+                (Some(q), None, None) => {
                     serde_json_path::JsonPath::parse(q).map_err(|error| {
                         FlowError::CaptureQuery {
                             query: q.clone(),
@@ -824,24 +981,28 @@ impl<'a> Lowering<'a> {
                     })?;
                     CaptureSource::Json(q.clone())
                 }
-                (None, Some(h)) => CaptureSource::Header(h.clone()),
+                (None, Some(h), None) => CaptureSource::Header(h.clone()),
+                (None, None, Some(re)) => regexp_capture(re, c)?,
                 _ => return Err(FlowError::CaptureSource(c.var.clone())),
             };
+            if c.regexp.is_none() && (c.group.is_some() || c.flags.is_some()) {
+                return Err(FlowError::CaptureRegexp {
+                    var: c.var.clone(),
+                    what: "group and flags go with regexp".into(),
+                });
+            }
             self.defined.insert(c.var.clone());
             captures.push(Capture {
                 source,
                 var: c.var.clone(),
+                strict: c.strict.unwrap_or(true),
             });
         }
         let mut expects = Vec::new();
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
                 let expect = expect_of(check, v)?;
-                if let Some(v) = expect
-                    .variables()
-                    .into_iter()
-                    .find(|v| !self.defined.contains(*v))
-                {
+                if let Some(v) = expect.variables().into_iter().find(|v| !self.is_defined(v)) {
                     return Err(FlowError::Undefined(v.to_string()));
                 }
                 expects.push(expect);
@@ -869,6 +1030,11 @@ impl<'a> Lowering<'a> {
             expects,
             form_data: Vec::new(),
             static_resources,
+            before_request: Vec::new(),
+            after_response: Vec::new(),
+            follow_redirect: true,
+            cookies: Vec::new(),
+            if_true: None,
         })
     }
 
@@ -1012,6 +1178,50 @@ fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, Flow
     }
 }
 
+/// A `regexp` capture: the expression with its JavaScript flags written inline, and its group.
+fn regexp_capture(re: &str, c: &CaptureSpec) -> Result<CaptureSource, FlowError> {
+    let bad = |what: String| FlowError::CaptureRegexp {
+        var: c.var.clone(),
+        what,
+    };
+    let mut inline = String::new();
+    for f in c.flags.as_deref().unwrap_or("").chars() {
+        match f {
+            'i' | 'm' | 's' => inline.push(f),
+            // Global, sticky and unicode change nothing for a first match here.
+            'g' | 'y' | 'u' => {}
+            other => return Err(bad(format!("{other:?} is not a regexp flag (i, m, s)"))),
+        }
+    }
+    let full = if inline.is_empty() {
+        re.to_string()
+    } else {
+        format!("(?{inline}){re}")
+    };
+    let compiled = regex::Regex::new(&full)
+        .map_err(|e| bad(format!("{re:?} is not a regular expression: {e}")))?;
+    let group = match &c.group {
+        None => None,
+        Some(serde_json::Value::Number(n)) => {
+            let k = n
+                .as_u64()
+                .filter(|k| (*k as usize) < compiled.captures_len());
+            Some(
+                k.ok_or_else(|| bad(format!("the expression has no group {n}")))?
+                    .to_string(),
+            )
+        }
+        Some(serde_json::Value::String(name)) => {
+            if !compiled.capture_names().flatten().any(|n| n == name) {
+                return Err(bad(format!("the expression has no group named {name:?}")));
+            }
+            Some(name.clone())
+        }
+        Some(other) => return Err(bad(format!("group {other} is not a number or a name"))),
+    };
+    Ok(CaptureSource::Regexp { re: full, group })
+}
+
 /// A string, number or boolean as text.
 fn scalar_text(v: &serde_json::Value) -> Option<String> {
     match v {
@@ -1019,28 +1229,6 @@ fn scalar_text(v: &serde_json::Value) -> Option<String> {
         serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(v.to_string()),
         _ => None,
     }
-}
-
-/// The first Node.js hook of a flow (a `function` step, `beforeRequest`, `afterResponse`),
-/// named as written, with where it is.
-pub fn first_hook(steps: &[Spanned<StepSpec>]) -> Option<(String, &serde_saphyr::Location)> {
-    for s in steps.iter().map(|s| &s.value) {
-        if let Some(f) = &s.function {
-            return Some(("function".into(), &f.referenced));
-        }
-        if let Some((_, r)) = s.request().ok().flatten() {
-            if let Some(h) = &r.before_request {
-                return Some(("beforeRequest".into(), &h.referenced));
-            }
-            if let Some(h) = &r.after_response {
-                return Some(("afterResponse".into(), &h.referenced));
-            }
-        }
-        if let Some(inner) = s.looped.as_deref().and_then(first_hook) {
-            return Some(inner);
-        }
-    }
-    None
 }
 
 /// Splits a request URL into its origin (`http://host:port`) and its path template; relative

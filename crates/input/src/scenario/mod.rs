@@ -94,7 +94,7 @@ struct Config {
     /// What every request gets unless it says otherwise.
     #[serde(default)]
     defaults: Option<DefaultsSpec>,
-    /// A Node.js module of hooks (refused until loadlab runs Node hooks).
+    /// A Node.js module whose functions the hooks and `function` steps call.
     #[serde(default)]
     processor: Option<Spanned<String>>,
     /// Settings of engines other than HTTP (refused).
@@ -234,12 +234,12 @@ struct ScenarioSpec {
     #[allow(dead_code)]
     #[serde(default)]
     engine: Option<Spanned<String>>,
-    /// Node.js hooks around the scenario (refused until loadlab runs Node hooks).
+    /// Processor functions called before and after the scenario's flow.
     #[serde(default)]
     before_scenario: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
     after_scenario: Option<Spanned<serde_json::Value>>,
-    /// Node.js hooks around each request of the scenario (refused with the other hooks).
+    /// Processor functions called around each request of the scenario.
     #[serde(default)]
     before_request: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
@@ -407,12 +407,13 @@ fn parse(text: &str, path: &Path, flags: &ScriptFlags) -> Result<(Script, Phases
     Ok((script, phases))
 }
 
-/// The files a scenario's text reads besides itself (payload CSV files and a CA file), as it
-/// names them: relative to the scenario file, or absolute.
+/// The files a scenario's text reads besides itself (payload CSV files, a processor and a CA
+/// file), as it names them: relative to the scenario file, or absolute.
 pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
     let (script, _) = parse(text, path, &ScriptFlags::default())?;
     let payloads = script.config.payload.iter().flat_map(|p| p.as_slice());
     let mut files: Vec<PathBuf> = payloads.map(|p| PathBuf::from(&p.path)).collect();
+    files.extend(script.config.processor.map(|p| PathBuf::from(p.value)));
     files.extend(script.config.tls.and_then(|t| t.cacert));
     Ok(files)
 }
@@ -506,6 +507,8 @@ pub struct Scenario {
     pub warnings: Vec<String>,
     /// What the file asks that the plan does not show, in words (apdex threshold, environment).
     pub notes: Vec<String>,
+    /// The apdex threshold, ms, when the file sets one (`config.apdex` or the apdex plugin).
+    pub apdex_ms: Option<f64>,
 }
 
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
@@ -547,26 +550,16 @@ pub fn from_text(
             Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
         )
     })?;
-    let hook = first_hook(&script);
-    // A variable no source defines may come from a hook, and a flow of function steps sends
-    // its requests from Node.js: then the hook is the refusal.
-    let hook_file = |key: &str| match key {
-        "config.processor" => script.file_of("processor", path),
-        _ => path,
-    };
-    let located = |e: Traced| match &hook {
-        Some((key, at)) if e.is_undefined() => {
-            Traced::at(Refusal::Hook(key.clone()), at).in_file(hook_file(key))
-        }
-        _ => e.in_file(path),
-    };
+    let processor = processor_of(&script, path, target)?;
     let (endpoints, requests, users) = match plain(&script, &phases) {
         Some(plain) => {
-            let (e, r) =
-                plain_requests(&script.scenarios, &plain, target, lookup).map_err(located)?;
+            let (e, r) = plain_requests(&script.scenarios, &plain, target, lookup)
+                .map_err(|e| e.in_file(path))?;
             (e, r, None)
         }
-        None => user_model(&script, target, seed, lookup).map_err(located)?,
+        None => {
+            user_model(&script, target, seed, lookup, processor).map_err(|e| e.in_file(path))?
+        }
     };
     let timeout = config
         .http
@@ -605,18 +598,21 @@ pub fn from_text(
     if config.phases.is_none() {
         notes.push("no phases: one user, as Artillery runs a script without phases".into());
     }
-    if let Some(a) = &config.apdex {
+    // As the apdex plugin: `config.apdex.threshold`, else the plugin's, else 500 ms.
+    let from_plugin = config.plugins.as_ref().and_then(|p| p.get("apdex"));
+    let apdex_ms = match (&config.apdex, from_plugin) {
+        (Some(a), _) => Some(a.threshold),
+        (None, Some(p)) => Some(p.get("threshold").and_then(|t| t.as_f64()).unwrap_or(500.0)),
+        (None, None) => None,
+    }
+    .filter(|t| t.is_finite() && *t > 0.0);
+    if let Some(t) = apdex_ms {
         notes.push(format!(
-            "apdex threshold {} ms (satisfied under it, tolerated under 4×)",
-            a.threshold
+            "apdex threshold {t} ms (satisfied under it, tolerated under 4×; the score is in the summary)"
         ));
     }
     if let Some(m) = max_vusers {
         notes.push(format!("maxVusers {m}: at most {m} users at once"));
-    }
-    // Node.js hooks last: a script refused here is refused for its hooks alone.
-    if let Some((key, at)) = hook {
-        return Err(Traced::at(Refusal::Hook(key.clone()), at).in_file(hook_file(&key)));
     }
     Ok(Scenario {
         endpoints,
@@ -630,32 +626,42 @@ pub fn from_text(
         max_vusers,
         warnings,
         notes,
+        apdex_ms,
     })
 }
 
-/// The first Node.js hook of a script: `config.processor`, a scenario's `beforeScenario` or
-/// `afterScenario`, or one in a flow.
-fn first_hook(script: &Script) -> Option<(String, &serde_saphyr::Location)> {
-    if let Some(p) = &script.config.processor {
-        return Some(("config.processor".into(), &p.referenced));
+/// `config.processor`: its file, resolved against the folder of the file that names it, must
+/// exist; Node.js loads it when the run starts.
+fn processor_of(
+    script: &Script,
+    path: &Path,
+    target: &str,
+) -> Result<Option<loadlab_run::users::Processor>, ScenarioError> {
+    let Some(p) = &script.config.processor else {
+        return Ok(None);
+    };
+    let file = script.file_of("processor", path);
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let module = dir.join(&p.value);
+    if !module.is_file() {
+        return Err(Traced::at(
+            Refusal::Key {
+                key: "config.processor".into(),
+                what: format!(
+                    "{} is not a file; give the path of the Node.js module, relative to {}",
+                    module.display(),
+                    file.display()
+                ),
+            },
+            &p.referenced,
+        )
+        .in_file(file));
     }
-    for s in &script.scenarios {
-        let hooks = [
-            ("beforeScenario", &s.before_scenario),
-            ("afterScenario", &s.after_scenario),
-            ("beforeRequest", &s.before_request),
-            ("afterResponse", &s.after_response),
-        ];
-        for (key, hook) in hooks {
-            if let Some(h) = hook {
-                return Some((key.into(), &h.referenced));
-            }
-        }
-        if let Some(hook) = s.flow.as_deref().and_then(flows::first_hook) {
-            return Some(hook);
-        }
-    }
-    None
+    let module = std::path::absolute(&module).unwrap_or(module);
+    Ok(Some(loadlab_run::users::Processor {
+        path: module,
+        target: target.to_string(),
+    }))
 }
 
 /// The scenario names and weights, with defaults; scenarios of weight 0 are left out.
@@ -678,6 +684,13 @@ fn weighted(scenarios: &[ScenarioSpec]) -> Vec<(usize, String, u32)> {
 /// arrival phases, no variables or payload, and every scenario a flow of one plain request.
 fn plain<'a>(file: &'a Script, phases: &Phases) -> Option<Vec<(&'static str, &'a RequestSpec)>> {
     if !matches!(phases, Phases::Rates(_))
+        || file.config.processor.is_some()
+        || file.scenarios.iter().any(|s| {
+            s.before_scenario.is_some()
+                || s.after_scenario.is_some()
+                || s.before_request.is_some()
+                || s.after_response.is_some()
+        })
         || file
             .config
             .variables
@@ -778,7 +791,13 @@ type Lowered = (
 );
 
 /// Flows and chains as a user model, with the plan's endpoints and requests.
-fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<Lowered, Traced> {
+fn user_model(
+    file: &Script,
+    target: &str,
+    seed: u64,
+    lookup: Lookup,
+    processor: Option<loadlab_run::users::Processor>,
+) -> Result<Lowered, Traced> {
     let mut variables = Vec::new();
     let mut flat = Vec::new();
     for (name, v) in file.config.variables.iter().flatten() {
@@ -833,6 +852,7 @@ fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<
     let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
     lowering.dir = file.scenario_dir.clone();
     lowering.lists = lists;
+    lowering.processor = processor.is_some();
     lowering.default_headers = file
         .config
         .defaults
@@ -844,9 +864,15 @@ fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<
         // Each scenario sees only the variables defined before it: config, payload, and its
         // own captures.
         lowering.defined = defined.clone();
+        let hooks = flows::ScenarioHooks {
+            before_scenario: s.before_scenario.as_ref(),
+            after_scenario: s.after_scenario.as_ref(),
+            before_request: s.before_request.as_ref(),
+            after_response: s.after_response.as_ref(),
+        };
         scenarios.push(
             lowering
-                .scenario(name, s.flow.as_deref(), s.markov.as_ref())
+                .scenario(name, s.flow.as_deref(), s.markov.as_ref(), &hooks)
                 .within(|| Place::Scenario(name.clone()))?,
         );
     }
@@ -858,6 +884,7 @@ fn user_model(file: &Script, target: &str, seed: u64, lookup: Lookup) -> Result<
         variables,
         payloads,
         seed,
+        processor,
     };
     Ok((lowering.endpoints, lowering.requests, Some(model)))
 }

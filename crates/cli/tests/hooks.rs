@@ -1,0 +1,269 @@
+//! Artillery processors run by Node.js: `function` steps, `beforeScenario` / `afterScenario`,
+//! `beforeRequest` / `afterResponse` with Artillery's signatures (callbacks and async
+//! functions, CommonJS and ES modules), variables both ways, `events.emit` metrics, and a
+//! function that fails failing its user only, against the reference service on 127.0.0.1.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use loadlab_target::TestServer;
+use serde_json::Value;
+use support::{loadlab, loadlab_json};
+
+/// Writes `text` as `name` in `dir`.
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// A login flow whose every step goes through the processor: the user picked in
+/// `beforeScenario`, the login body written by an async `beforeRequest`, the token read from
+/// the response by `afterResponse`, the `Authorization` header set by a callback hook, and the
+/// account checked against the user, each emitting a metric.
+const PROCESSOR: &str = r#"
+module.exports = {
+  pickUser(context, events, next) {
+    context.vars.profile = { name: 'ana', n: 3 };
+    events.emit('counter', 'picked', 1);
+    next();
+  },
+  async signIn(requestParams, context, events) {
+    requestParams.json = { user: context.vars.profile.name + '-' + context.vars.profile.n };
+  },
+  keepToken(requestParams, response, context, events, next) {
+    const body = JSON.parse(response.body);
+    context.vars.token = body.token;
+    events.emit('histogram', 'token_length', body.token.length);
+    next();
+  },
+  auth(requestParams, context, events, next) {
+    requestParams.headers['Authorization'] = 'Bearer {{ token }}';
+    next();
+  },
+  checkUser(requestParams, response, context, events, next) {
+    const body = JSON.parse(response.body);
+    if (response.statusCode !== 200 || body.user !== 'ana-3') {
+      return next(new Error(`wrong account ${response.statusCode} ${response.body}`));
+    }
+    events.emit('rate', 'checked');
+    next();
+  },
+  done(context, events, next) {
+    console.log(`done ${context.vars.profile.name}`);
+    events.emit('counter', 'done', 2);
+    next();
+  },
+};
+"#;
+
+const SCRIPT: &str = "config:
+  target: http://127.0.0.1:1
+  processor: ./functions.js
+  phases: [{ duration: 2, arrivalRate: 10 }]
+scenarios:
+  - name: account
+    beforeScenario: pickUser
+    afterScenario: done
+    flow:
+      - post: { url: /login, beforeRequest: signIn, afterResponse: keepToken }
+      - get: { url: /account, beforeRequest: auth, afterResponse: checkUser }
+      - get: { url: \"/delay?ms={{ profile.n }}\", name: delay }
+";
+
+fn run(script: &Path, server: &TestServer, extra: &[&str]) -> (Value, String) {
+    let target = server.url("");
+    let mut args = vec!["run", script.to_str().unwrap(), "--target", &target];
+    args.extend_from_slice(extra);
+    let (summary, out) = loadlab_json(&args);
+    (summary, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_login_flow_runs_through_its_processor_functions() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "functions.js", PROCESSOR);
+    let script = write(dir.path(), "s.yml", SCRIPT);
+    let (s, stderr) = run(&script, &server, &[]);
+    let users = &s["users"];
+    assert_eq!(users["started"], 20, "{s:#}\n{stderr}");
+    assert_eq!(users["completed"], 20, "{s:#}\n{stderr}");
+    assert_eq!(users["failed"], 0, "{s:#}\n{stderr}");
+    // Every login, account and delay answered 200: the body, the header and the path were
+    // what the functions made them.
+    assert_eq!(s["status"]["200"], 60, "{s:#}");
+    assert_eq!(s["requests_by_name"]["delay"]["ok"], 20, "{s:#}");
+    let m = &users["metrics"];
+    assert_eq!(m["counters"]["picked"], 20.0, "{m:#}");
+    assert_eq!(m["counters"]["done"], 40.0, "{m:#}");
+    assert_eq!(m["histograms"]["token_length"]["count"], 20, "{m:#}");
+    let p50 = m["histograms"]["token_length"]["p50"].as_f64().unwrap();
+    assert!((p50 - 32.0).abs() < 0.1, "{m:#}");
+    assert!(m["rates"]["checked"].as_f64().unwrap() > 0.0, "{m:#}");
+    // What the processor prints reaches the terminal, not the protocol.
+    assert_eq!(stderr.matches("done ana").count(), 20, "{stderr}");
+}
+
+#[test]
+fn the_terminal_and_validate_show_the_functions_and_their_metrics() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "functions.js", PROCESSOR);
+    let script = write(dir.path(), "s.yml", SCRIPT);
+    let out = loadlab(&["validate", script.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("processor: "), "{stdout}");
+    assert!(stdout.contains("function pickUser"), "{stdout}");
+    assert!(
+        stdout.contains("beforeRequest signIn") && stdout.contains("afterResponse checkUser"),
+        "{stdout}"
+    );
+    let target = server.url("");
+    let out = loadlab(&["run", script.to_str().unwrap(), "--target", &target]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("counter      picked  20"), "{stdout}");
+    assert!(
+        stdout.contains("histogram    token_length  count 20"),
+        "{stdout}"
+    );
+    // The helpers' CPU is in the generator's line, beside its own.
+    assert!(stdout.contains("processor (Node.js) cpu "), "{stdout}");
+}
+
+#[test]
+fn a_function_that_fails_fails_its_user_with_the_message_and_where_it_was_thrown() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "functions.mjs",
+        "export function throws(context, events, next) {\n  if (context.vars.$loopCount === '2') throw new TypeError('no coffee');\n  next();\n}\nexport async function rejects(context) {\n  throw new Error('async no');\n}\nexport function hangs(context, events, next) {}\nexport function passes(context, events, next) { next(); }\n",
+    );
+    let script = write(
+        dir.path(),
+        "s.yml",
+        "config:
+  target: http://127.0.0.1:1
+  processor: ./functions.mjs
+  http: { timeout: 1 }
+  phases: [{ duration: 1, arrivalCount: 6 }]
+scenarios:
+  - name: throws
+    flow:
+      - loop:
+          - function: throws
+          - get: { url: /ping }
+        count: 3
+  - name: rejects
+    flow:
+      - get: { url: /ping }
+      - function: rejects
+  - name: hangs
+    flow:
+      - function: passes
+      - get: { url: /ping }
+      - function: hangs
+      - get: { url: /ping }
+",
+    );
+    let (s, stderr) = run(&script, &server, &[]);
+    let users = &s["users"];
+    assert_eq!(users["started"], 6, "{s:#}\n{stderr}");
+    assert_eq!(users["failed"], 6, "{s:#}\n{stderr}");
+    let failures = users["failures"].as_object().unwrap();
+    let count = |text: &str| -> u64 {
+        failures
+            .iter()
+            .filter(|(why, _)| why.contains(text))
+            .map(|(_, n)| n.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        count("throws: TypeError: no coffee (at throws ("),
+        2,
+        "{failures:?}"
+    );
+    assert!(
+        failures.keys().any(|k| k.contains("functions.mjs:2:")),
+        "{failures:?}"
+    );
+    assert_eq!(count("rejects: Error: async no"), 2, "{failures:?}");
+    assert_eq!(count("hangs: did not finish within 1 s"), 2, "{failures:?}");
+    // Each failed user sent what came before its failure: one ping.
+    assert_eq!(s["status"]["200"], 6, "{s:#}");
+}
+
+#[test]
+fn while_true_and_if_true_ask_the_processor() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "functions.js",
+        "module.exports = {\n  more(context, next) { next(Number(context.vars.$loopCount) < 3); },\n  premium(vars) { return vars.plan === 'gold'; },\n};\n",
+    );
+    let script = write(
+        dir.path(),
+        "s.yml",
+        "config:
+  target: http://127.0.0.1:1
+  processor: ./functions.js
+  variables: { plan: [gold] }
+  phases: [{ duration: 1, arrivalCount: 2 }]
+scenarios:
+  - flow:
+      - loop:
+          - get: { url: \"/ping?pass={{ $loopCount }}\", name: pass }
+        whileTrue: more
+        count: 100
+      - get: { url: /delay?ms=1, name: premium, ifTrue: premium }
+      - get: { url: /delay?ms=2, name: silver, ifTrue: \"plan == \\\"silver\\\"\" }
+      - get: { url: /delay?ms=3, name: gold, ifTrue: \"plan == \\\"gold\\\" and $loopCount >= 3\" }
+",
+    );
+    let (s, stderr) = run(&script, &server, &[]);
+    assert_eq!(s["users"]["completed"], 2, "{s:#}\n{stderr}");
+    let by_name = &s["requests_by_name"];
+    // Three passes: the function said go on after the first two.
+    assert_eq!(by_name["pass"]["ok"], 6, "{by_name:#}");
+    assert_eq!(by_name["premium"]["ok"], 2, "{by_name:#}");
+    assert!(
+        by_name.get("silver").is_none_or(|n| n["completed"] == 0),
+        "{by_name:#}"
+    );
+    assert_eq!(by_name["gold"]["ok"], 2, "{by_name:#}");
+}
+
+#[test]
+fn a_processor_that_does_not_load_stops_the_run_with_nodes_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "functions.js",
+        "module.exports = {\n  broken(\n};\n",
+    );
+    let script = write(
+        dir.path(),
+        "s.yml",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\nscenarios:\n  - flow:\n      - function: broken\n      - get: { url: /ping }\n",
+    );
+    let out = loadlab(&["run", script.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("functions.js failed to load: SyntaxError"),
+        "{stderr}"
+    );
+}
