@@ -83,13 +83,22 @@ def loadlab(binary, dir, port, users, calls, function):
 
 
 def artillery_wall(dir, port, users, calls, function):
+    """The wall time of Artillery's run, or None when not every user completed (its report's
+    counters say why)."""
     path = Path(dir) / f"artillery-{function}-{calls}.yml"
     path.write_text(script(port, users, calls, function))
+    report = Path(dir) / "artillery.json"
     started = time.time()
-    subprocess.run([str(ARTILLERY), "run", "--quiet", str(path)], check=True, cwd=dir,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900,
-                   env={**os.environ, "ARTILLERY_DISABLE_TELEMETRY": "true"})
-    return time.time() - started
+    subprocess.run([str(ARTILLERY), "run", "--quiet", "--output", str(report), str(path)],
+                   check=True, cwd=dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=900, env={**os.environ, "ARTILLERY_DISABLE_TELEMETRY": "true"})
+    took = time.time() - started
+    counters = json.loads(report.read_text())["aggregate"]["counters"]
+    if counters.get("vusers.completed", 0) != users:
+        errors = {k: v for k, v in counters.items() if k.startswith("errors.")}
+        print(f"    artillery: {counters.get('vusers.completed', 0)} of {users} users completed {errors}")
+        return None
+    return took
 
 
 def main():
@@ -117,10 +126,14 @@ def main():
                     line = (f"{function:10} round {r + 1}: loadlab {rate:>9,.0f} calls/s "
                             f"(1 thread; helper cpu {cpu or 0:.2f} s for {total:,} calls)")
                     if have_artillery:
-                        full = artillery_wall(dir, port, args.users, args.calls, function)
+                        many = args.calls * 40
+                        full = artillery_wall(dir, port, args.users, many, function)
                         base = artillery_wall(dir, port, args.users, 1, function)
-                        peer = total / max(full - base, 1e-3)
-                        line += f"  artillery {peer:>9,.0f} calls/s  ratio {rate / peer:.2f}"
+                        if full is None or base is None:
+                            line += "  artillery: users failed (see above)"
+                        else:
+                            peer = args.users * many / max(full - base, 1e-3)
+                            line += f"  artillery {peer:>9,.0f} calls/s  ratio {rate / peer:.2f}"
                     print(line, flush=True)
     finally:
         server.terminate()
