@@ -189,12 +189,22 @@ def seed_000(lab):
             how = m["behaviour"] if m.get("workers") is None else f"{m['behaviour']} {m['workers']} workers"
             return f"{how}, S {m['service_time_ms']:.0f} ms"
         figures = "; ".join(f"{t}: {reading(cs)}" for t, cs in probed.items() if cs)
-        want = "sync" if "sync" in workload else "async"
+        want = "async" if "async" in workload else "sync"
         kinds = all(cs and cs[0]["measured"]["behaviour"] == want for cs in probed.values())
         # The sync black box serves 3 requests at once per process.
         misses = [abs(cs[0]["measured"]["workers"] - 3 * cs[0]["processes"])
                   for cs in probed.values() if cs and want == "sync" and cs[0]["measured"].get("workers")]
-        if not kinds:
+        # A sync box read as async whose climb stopped below its workers: X·S connections
+        # (Little's law) is where the probe's time ran out.
+        short = [(t, round(cs[0]["measured"]["max_throughput_rps"] * cs[0]["measured"]["service_time_ms"] / 1000),
+                  3 * cs[0]["processes"])
+                 for t, cs in probed.items()
+                 if cs and want == "sync" and cs[0]["measured"]["behaviour"] == "async"]
+        if not kinds and short and all(reached < workers for _, reached, workers in short):
+            verdict = "differs, because the probe's time ran out first: " + "; ".join(
+                f"{t} climbed to {reached} connections of S ≈ 1 s, below its {workers} workers "
+                "(its throughput still grew when the 90 s ran out)" for t, reached, workers in short)
+        elif not kinds:
             verdict = f"differs, because a topology was not read as {want}"
         elif misses and max(misses) > 1:
             verdict = "differs, because a worker count was off by more than one (3 per process)"
