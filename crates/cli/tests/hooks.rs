@@ -149,7 +149,7 @@ fn a_function_that_fails_fails_its_user_with_the_message_and_where_it_was_thrown
     write(
         dir.path(),
         "functions.mjs",
-        "export function throws(context, events, next) {\n  if (context.vars.$loopCount === '2') throw new TypeError('no coffee');\n  next();\n}\nexport async function rejects(context) {\n  throw new Error('async no');\n}\nexport function hangs(context, events, next) {}\nexport function passes(context, events, next) { next(); }\n",
+        "export function throws(context, events, next) {\n  if (context.vars.$loopCount === '1') throw new TypeError('no coffee');\n  next();\n}\nexport async function rejects(context) {\n  throw new Error('async no');\n}\nexport function hangs(context, events, next) {}\nexport function passes(context, events, next) { next(); }\n",
     );
     let script = write(
         dir.path(),

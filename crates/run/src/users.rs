@@ -117,7 +117,7 @@ pub enum Step {
         steps: Vec<Step>,
         /// `loop … over`: run the body once per item, with `$loopElement` (and, for an object,
         /// `$loopElement.KEY`) set to it; `count` is then `None`. Every loop sets `$loopCount`
-        /// (from 1).
+        /// (0 in the first pass, as Artillery counts).
         #[serde(default)]
         over: Vec<serde_json::Value>,
         /// `whileTrue`: a processor function asked before each pass, `(context, next)` with

@@ -245,13 +245,16 @@ impl<'a> Session<'a> {
                             if !more {
                                 break;
                             }
-                            self.vars.insert("$loopCount".into(), (k + 1).to_string());
+                            // As Artillery counts: 0 in the first pass, and after each pass
+                            // the passes done (what `whileTrue` sees).
+                            self.vars.insert("$loopCount".into(), k.to_string());
                             if let Some(item) = over.get(k as usize) {
                                 self.vars
                                     .extend(loadlab_run::users::loop_element_vars(item));
                             }
                             self.steps(steps).await?;
                             k += 1;
+                            self.vars.insert("$loopCount".into(), k.to_string());
                             if let Some(f) = while_true.as_ref().filter(|_| over.is_empty()) {
                                 if !self.ask(Op::While, f).await? {
                                     break;
