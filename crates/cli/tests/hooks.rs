@@ -39,6 +39,7 @@ module.exports = {
     next();
   },
   auth(requestParams, context, events, next) {
+    requestParams.headers = requestParams.headers || {};
     requestParams.headers['Authorization'] = 'Bearer {{ token }}';
     next();
   },

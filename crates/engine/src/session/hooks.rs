@@ -73,8 +73,9 @@ pub struct RequestParams {
     pub url: String,
     /// `GET`, `POST`…
     pub method: String,
-    /// Headers by name.
-    #[serde(default)]
+    /// Headers by name; absent when the request sets none, as in Artillery (a function that
+    /// adds one must create the map).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, serde_json::Value>,
     /// JSON body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
