@@ -18,7 +18,7 @@ use crate::http1::encode_request;
 use crate::record::{micros, Pending};
 use crate::session::checks::{check, needs_response};
 use crate::session::client::Client;
-use crate::session::hooks::{Call, Op, RequestParams, Response};
+use crate::session::hooks::{Call, Op, Reply, RequestParams, Response};
 use crate::session::render::render;
 use crate::session::state::Users;
 use crate::session::statics;
@@ -295,14 +295,15 @@ impl<'a> Session<'a> {
 
     /// Calls processor functions `names` with the user's context (and the request and its
     /// response, for the request hooks); takes the variables they set and the metrics they
-    /// emitted. The request as they changed it, when they did.
-    async fn call(
+    /// emitted. Their answer: the request as they changed it, and an `If` or `While` call's
+    /// result.
+    async fn exchange(
         &mut self,
         op: Op,
         names: &[String],
         req: Option<&RequestParams>,
         res: Option<Response<'_>>,
-    ) -> Result<Option<RequestParams>, End> {
+    ) -> Result<Reply, End> {
         let users = self.users;
         let failed = |reason: String| End::Failed {
             reason,
@@ -321,7 +322,7 @@ impl<'a> Session<'a> {
             req,
             res,
         };
-        let reply = hooks
+        let mut reply = hooks
             .call(&call, users.wire.timeout)
             .await
             .map_err(failed)?;
@@ -331,11 +332,30 @@ impl<'a> Session<'a> {
                 record.custom.add(kind, name, *value);
             }
         }
-        self.vars.extend(reply.vars);
-        match reply.err {
+        self.vars.extend(std::mem::take(&mut reply.vars));
+        match reply.err.take() {
             Some(err) => Err(failed(err)),
-            None => Ok(reply.req),
+            None => Ok(reply),
         }
+    }
+
+    /// Calls processor functions for a step or a request hook: the request as they changed
+    /// it, when they did.
+    async fn call(
+        &mut self,
+        op: Op,
+        names: &[String],
+        req: Option<&RequestParams>,
+        res: Option<Response<'_>>,
+    ) -> Result<Option<RequestParams>, End> {
+        Ok(self.exchange(op, names, req, res).await?.req)
+    }
+
+    /// Asks processor function `name` a question (`ifTrue`'s `(vars)`, `whileTrue`'s
+    /// `(context, next)`): its answer.
+    async fn ask(&mut self, op: Op, name: &str) -> Result<bool, End> {
+        let names = [name.to_string()];
+        Ok(self.exchange(op, &names, None, None).await?.ok == Some(true))
     }
 
     /// Adds the user's cookies for `req`'s URL as a `Cookie` header at the end of its headers
@@ -374,39 +394,6 @@ impl<'a> Session<'a> {
             // A cookie the store refuses (bad domain, unparseable) is skipped, as a browser
             // and Artillery's jar skip it.
             let _ = jar.parse(value, &url);
-        }
-    }
-
-    /// Asks processor function `name` a question (`ifTrue`'s `(vars)`, `whileTrue`'s
-    /// `(context, next)`): its answer.
-    async fn ask(&mut self, op: Op, name: &str) -> Result<bool, End> {
-        let users = self.users;
-        let failed = |reason: String| End::Failed {
-            reason,
-            transport: false,
-        };
-        let Some(hooks) = &users.hooks else {
-            return Err(failed("no processor to call functions of".into()));
-        };
-        self.hooked = true;
-        let names = [name.to_string()];
-        let call = Call {
-            op,
-            names: &names,
-            user: self.index,
-            scenario: &users.model.scenarios[self.scenario].name,
-            vars: &self.vars,
-            req: None,
-            res: None,
-        };
-        let reply = hooks
-            .call(&call, users.wire.timeout)
-            .await
-            .map_err(failed)?;
-        self.vars.extend(reply.vars);
-        match reply.err {
-            Some(err) => Err(failed(err)),
-            None => Ok(reply.ok.unwrap_or(false)),
         }
     }
 
