@@ -4,18 +4,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_json};
-
-/// Writes `text` as `name` in `dir`.
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let file = dir.join(name);
-    std::fs::write(&file, text).unwrap();
-    file
-}
+use support::{loadlab, loadlab_json, write_file};
 
 /// Runs `args` (a scenario and its flags) against `server` and returns the summary and stderr.
 fn run(args: &[&str], server: &TestServer) -> (Value, String) {
@@ -30,7 +21,7 @@ fn run(args: &[&str], server: &TestServer) -> (Value, String) {
 #[test]
 fn validate_needs_no_network_and_shows_what_it_accepted_and_ignored() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
+    let file = write_file(
         dir.path(),
         "s.yml",
         "version: 1\nconfig:\n  target: http://asciiart.artillery.invalid:8080\n  plugins:\n    hello-world: { greeting: hi }\n    ensure: { maxErrorRate: 1 }\n  apdex: { threshold: 100 }\nscenarios:\n  - flow:\n      - get: { url: /dino, expect: { statusCode: 200, contentType: json } }\n",
@@ -64,12 +55,12 @@ fn validate_needs_no_network_and_shows_what_it_accepted_and_ignored() {
 fn a_file_of_scenarios_runs_with_config_from_config_and_an_environment() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = write(
+    let config = write_file(
         dir.path(),
         "common.yml",
         "config:\n  target: http://127.0.0.1:9\n  phases: [{ duration: 1, arrivalRate: 1 }]\n  environments:\n    local:\n      phases: [{ duration: 2, arrivalCount: 6 }]\n  plugins:\n    metrics-by-endpoint: {}\n",
     );
-    let scenarios = write(
+    let scenarios = write_file(
         dir.path(),
         "dino.yml",
         "scenarios:\n  - name: dino\n    flow:\n      - get: { url: /ping, name: ping, expect: { statusCode: 200 } }\n",
@@ -94,7 +85,7 @@ fn the_expect_plugins_checks_log_steps_and_default_headers_run_in_each_session()
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // No phases: one user, as Artillery runs it.
-    let file = write(
+    let file = write_file(
         dir.path(),
         "s.yml",
         r#"config:
@@ -133,7 +124,7 @@ scenarios:
     assert!(stderr.contains("logged in as ann"), "{stderr}");
 
     // A check that fails ends the session with its key as the reason.
-    let failing = write(
+    let failing = write_file(
         dir.path(),
         "f.yml",
         "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          expect: { notHasProperty: token }\n  - flow:\n      - post:\n          url: /login\n          json: { user: bo }\n          match: { json: $.user, value: al }\n",
@@ -192,7 +183,7 @@ fn form_data_sends_a_multipart_body_with_the_file_a_template_names() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("files")).unwrap();
     std::fs::write(dir.path().join("files/a.bin"), b"\x00\x01binary\xff").unwrap();
-    let file = write(
+    let file = write_file(
         dir.path(),
         "up.yml",
         "config:\n  target: http://127.0.0.1:9\n  variables: { name: [a.bin] }\nscenarios:\n  - flow:\n      - post:\n          url: /upload\n          formData:\n            note: \"for {{ name }}\"\n            document: { fromFile: \"./files/{{ name }}\" }\n",
@@ -225,7 +216,7 @@ fn form_data_sends_a_multipart_body_with_the_file_a_template_names() {
     assert!(text.ends_with(&format!("--{boundary}--\r\n")), "{text}");
 
     // A file that is not there fails the session, naming it.
-    let missing = write(
+    let missing = write_file(
         dir.path(),
         "missing.yml",
         "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - post: { url: /upload, formData: { d: { fromFile: ./files/none.bin } } }\n",
@@ -243,12 +234,12 @@ fn form_data_sends_a_multipart_body_with_the_file_a_template_names() {
 fn a_table_of_urls_and_codes_loops_over_each_row_checking_its_code() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    write(
+    write_file(
         dir.path(),
         "table.csv",
         "/ping,200\n/health,200\n/nowhere,404\n",
     );
-    let file = write(
+    let file = write_file(
         dir.path(),
         "t.yml",
         "config:\n  target: http://127.0.0.1:9\n  payload:\n    - path: table.csv\n      fields: [url, code]\n      loadAll: true\n      name: rows\nscenarios:\n  - flow:\n      - loop:\n          - get:\n              url: \"{{ $loopElement.url }}\"\n              name: row\n              expect: { statusCode: \"{{ $loopElement.code }}\" }\n          - log: \"row {{ $loopCount }} {{ $loopElement.url }}\"\n        over: rows\n",
@@ -266,7 +257,7 @@ fn a_table_of_urls_and_codes_loops_over_each_row_checking_its_code() {
 fn the_apdex_plugin_scores_the_run_against_its_threshold() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
+    let file = write_file(
         dir.path(),
         "apdex.yml",
         "config:\n  target: http://127.0.0.1:9\n  phases: [{ duration: 1, arrivalCount: 5 }]\n  plugins:\n    apdex: { threshold: 10 }\nscenarios:\n  - flow:\n      - get: { url: /ping }\n      - get: { url: /delay?ms=20 }\n      - get: { url: /delay?ms=60 }\n",

@@ -5,18 +5,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_json};
-
-/// Writes `text` as `name` in `dir`.
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let file = dir.join(name);
-    std::fs::write(&file, text).unwrap();
-    file
-}
+use support::{loadlab, loadlab_json, write_file};
 
 /// A login flow whose every step goes through the processor: the user picked in
 /// `beforeScenario`, the login body written by an async `beforeRequest`, the token read from
@@ -85,8 +78,8 @@ fn run(script: &Path, server: &TestServer, extra: &[&str]) -> (Value, String) {
 fn a_login_flow_runs_through_its_processor_functions() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "functions.js", PROCESSOR);
-    let script = write(dir.path(), "s.yml", SCRIPT);
+    write_file(dir.path(), "functions.js", PROCESSOR);
+    let script = write_file(dir.path(), "s.yml", SCRIPT);
     let (s, stderr) = run(&script, &server, &[]);
     let users = &s["users"];
     assert_eq!(users["started"], 20, "{s:#}\n{stderr}");
@@ -111,8 +104,8 @@ fn a_login_flow_runs_through_its_processor_functions() {
 fn the_terminal_and_validate_show_the_functions_and_their_metrics() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "functions.js", PROCESSOR);
-    let script = write(dir.path(), "s.yml", SCRIPT);
+    write_file(dir.path(), "functions.js", PROCESSOR);
+    let script = write_file(dir.path(), "s.yml", SCRIPT);
     let out = loadlab(&["validate", script.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -147,12 +140,12 @@ fn the_terminal_and_validate_show_the_functions_and_their_metrics() {
 fn a_function_that_fails_fails_its_user_with_the_message_and_where_it_was_thrown() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    write(
+    write_file(
         dir.path(),
         "functions.mjs",
         "export function throws(context, events, next) {\n  if (context.vars.$loopCount === '1') throw new TypeError('no coffee');\n  next();\n}\nexport async function rejects(context) {\n  throw new Error('async no');\n}\nexport function hangs(context, events, next) {}\nexport function passes(context, events, next) { next(); }\n",
     );
-    let script = write(
+    let script = write_file(
         dir.path(),
         "s.yml",
         "config:
@@ -210,12 +203,12 @@ scenarios:
 fn while_true_and_if_true_ask_the_processor() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    write(
+    write_file(
         dir.path(),
         "functions.js",
         "module.exports = {\n  more(context, next) { next(Number(context.vars.$loopCount) < 3); },\n  premium(vars) { return vars.plan === 'gold'; },\n};\n",
     );
-    let script = write(
+    let script = write_file(
         dir.path(),
         "s.yml",
         "config:
@@ -250,12 +243,12 @@ scenarios:
 #[test]
 fn a_processor_that_does_not_load_stops_the_run_with_nodes_error() {
     let dir = tempfile::tempdir().unwrap();
-    write(
+    write_file(
         dir.path(),
         "functions.js",
         "module.exports = {\n  broken(\n};\n",
     );
-    let script = write(
+    let script = write_file(
         dir.path(),
         "s.yml",
         "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\nscenarios:\n  - flow:\n      - function: broken\n      - get: { url: /ping }\n",

@@ -5,11 +5,18 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use loadlab_target::TestServer;
 use serde_json::Value;
+
+/// Writes `text` as `name` in `dir`; the file's path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let file = dir.join(name);
+    std::fs::write(&file, text).expect("the test's directory is writable");
+    file
+}
 
 /// Runs the `loadlab` binary with `args` and no standard input.
 pub fn loadlab(args: &[&str]) -> Output {
