@@ -108,6 +108,12 @@ pub struct Progress {
     pub done: Option<Response>,
 }
 
+/// True for the headers a virtual user's session reads from every response, body kept or
+/// not: its cookies and redirects.
+pub(crate) fn session_header(name: &str) -> bool {
+    name.eq_ignore_ascii_case("set-cookie") || name.eq_ignore_ascii_case("location")
+}
+
 /// Parses one response at a time from a byte stream; bodies are skipped, not stored, unless
 /// [`ResponseParser::keep`] asks for the next response's headers and body.
 #[derive(Debug, Default)]
@@ -121,8 +127,9 @@ pub struct ResponseParser {
 }
 
 impl ResponseParser {
-    /// Keeps (or stops keeping) the headers, and with `body` the bodies, of the responses that
-    /// follow; clears what was kept before.
+    /// Keeps (or stops keeping) the headers of the responses that follow — all of them with
+    /// `body`, which also keeps the bodies, else only a session's ([`session_header`]); clears
+    /// what was kept before.
     pub fn keep(&mut self, headers: bool, body: bool) {
         self.keep_headers = headers || body;
         self.keep = body;
@@ -164,9 +171,11 @@ impl ResponseParser {
                             let (body, close) = inspect_head(&resp, status, self.head_request)?;
                             if self.keep_headers {
                                 self.kept_body.clear();
+                                let all = self.keep;
                                 self.kept_headers = resp
                                     .headers
                                     .iter()
+                                    .filter(|h| all || session_header(h.name))
                                     .map(|h| {
                                         let v = String::from_utf8_lossy(h.value);
                                         (h.name.to_string(), v.into_owned())

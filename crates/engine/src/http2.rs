@@ -384,6 +384,7 @@ impl StreamSlot {
             response
                 .headers()
                 .iter()
+                .filter(|(k, _)| keep_body > 0 || crate::http1::session_header(k.as_str()))
                 .map(|(k, v)| {
                     let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
                     (k.as_str().to_string(), v)

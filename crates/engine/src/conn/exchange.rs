@@ -134,8 +134,8 @@ impl Http2Forms {
 pub struct Rendered<'a> {
     /// What to write.
     pub bytes: &'a [u8],
-    /// Keep the response's body (for expectations, captures, static resources); its headers
-    /// are always kept (cookies, redirects).
+    /// Keep the response's headers and body (for expectations, captures, static resources);
+    /// without it, only `Set-Cookie` and `Location` are kept (cookies, redirects).
     pub keep: bool,
 }
 
