@@ -1,7 +1,8 @@
 //! The capacity search, as pure functions of the steps run so far: the highest constant
 //! arrival rate whose steady state meets an objective. A quick closed-loop climb (doubling the
 //! connections until throughput stops growing) gives the service's plateau, the first rate
-//! tried; then bracket (halve or double the rate until one step passes and one fails) and
+//! tried; then bracket (double the rate while steps pass, step down by what a failing step
+//! served while they fail, until one step passes and one fails) and
 //! bisect (geometric mean of the highest passing and lowest failing rates) until they are
 //! within the tolerance.
 //!
@@ -185,6 +186,22 @@ pub fn bracket(steps: &[RateStep]) -> (Option<f64>, Option<f64>) {
     (lo, hi)
 }
 
+/// The factor to step down by from the lowest failing rate `hi` when no rate has met the
+/// objective yet. The failing step says how far the capacity is: one that served nearly all
+/// its arrivals failed on latency, the capacity is close, and a step of a quarter keeps the
+/// search from halving past it (seed 000's three workers broke at their 96 req/s plateau and
+/// met at 48, with no time left to try between); one that served a fraction `f` of them
+/// was overloaded about `1/f` times, so the next rate is a little under what it served.
+/// Between a quarter and three quarters of `hi` either way.
+fn descent(steps: &[RateStep], hi: f64) -> f64 {
+    let served = steps
+        .iter()
+        .find(|s| s.rate_rps == hi)
+        .filter(|s| s.arrived_rps > 0.0)
+        .map_or(0.5, |s| s.served_rps / s.arrived_rps);
+    (SERVED * served).clamp(0.25, 0.75)
+}
+
 /// The next rate to try, or `None` when the search is done.
 pub fn next_rate(steps: &[RateStep], search: &Search) -> Option<f64> {
     if steps.is_empty() {
@@ -201,7 +218,7 @@ pub fn next_rate(steps: &[RateStep], search: &Search) -> Option<f64> {
             if hi <= search.min_rps {
                 return None;
             }
-            (hi / 2.0).max(search.min_rps)
+            (hi * descent(steps, hi)).max(search.min_rps)
         }
         (Some(lo), Some(hi)) => {
             if hi <= lo * (1.0 + search.tolerance) {
@@ -271,6 +288,25 @@ mod tests {
             assert!(lo >= capacity / 1.05, "{lo} for {capacity}");
             assert!(steps.len() <= 16, "{} steps", steps.len());
         }
+    }
+
+    #[test]
+    fn a_failure_on_latency_alone_steps_down_a_quarter_and_an_overload_to_what_it_served() {
+        let search = Search {
+            start_rps: 96.0,
+            min_rps: 1.0,
+            max_rps: 100_000.0,
+            tolerance: 0.05,
+        };
+        let mut late = step(96.0, 1_000.0);
+        (late.meets, late.served_rps) = (false, 95.6);
+        assert_eq!(next_rate(&[late], &search), Some(72.0));
+        let mut overloaded = step(96.0, 50.0);
+        overloaded.served_rps = 50.0;
+        let next = next_rate(&[overloaded], &search).unwrap();
+        assert!((next - 0.95 * 50.0).abs() < 1e-9, "{next}");
+        let far = step(1_000.0, 10.0);
+        assert_eq!(next_rate(&[far], &search), Some(250.0));
     }
 
     #[test]
