@@ -32,23 +32,29 @@ fn an_artillery_script_runs_its_phases_and_weights() {
         .collect();
     assert_eq!(names, ["steady", "phase 2", "burst"]);
     assert!(
-        s["phases"][1]["offered_rps"].as_f64().unwrap() < 1.0,
-        "the pause offers nothing"
+        s["phases"][1]["offered_rps"]
+            .as_f64()
+            .is_some_and(|r| r < 1.0),
+        "the pause offers nothing: {}",
+        s["phases"]
     );
     let a = next_ticket(&server, "a") - 1;
     let b = next_ticket(&server, "b") - 1;
     assert_eq!(a + b, 250);
+    // Each arrival is a user of its own (as Artillery's), its request named by method and URL.
     let by_name = &s["requests_by_name"];
     let completed = |n: &str| by_name[n]["completed"].as_u64().unwrap();
+    let (often, seldom) = ("GET /turno/a", "GET /turno/b");
+    assert_eq!(s["users"]["completed"], 250, "{}", s["users"]);
     assert_eq!(
-        completed("often") + completed("seldom"),
+        completed(often) + completed(seldom),
         s["requests"]["completed"].as_u64().unwrap()
     );
     assert!(
-        completed("often").abs_diff(a) <= 1 && completed("seldom").abs_diff(b) <= 1,
+        completed(often).abs_diff(a) <= 1 && completed(seldom).abs_diff(b) <= 1,
         "{by_name}"
     );
-    assert!(by_name["often"]["latency_ms"]["p50"].as_f64().unwrap() > 0.0);
+    assert!(by_name[often]["latency_ms"]["p50"].as_f64().unwrap() > 0.0);
     assert!(a.abs_diff(3 * b) <= 4, "weights 3:1 gave {a}:{b}");
 }
 

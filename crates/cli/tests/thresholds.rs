@@ -137,8 +137,8 @@ fn a_scenarios_ensure_gates_the_run_per_request_name() {
             format!(
                 "config:\n  target: \"{}\"\n  phases:\n    - duration: 1\n      arrivalRate: 40\n  \
                  ensure:\n{ensure}\
-                 scenarios:\n  - name: fast\n    flow:\n      - get:\n          url: \"/ping\"\n  \
-                 - name: slow\n    flow:\n      - get:\n          url: \"/delay?ms=30\"\n",
+                 scenarios:\n  - flow:\n      - get:\n          url: \"/ping\"\n          name: fast\n  \
+                 - flow:\n      - get:\n          url: \"/delay?ms=30\"\n          name: slow\n",
                 server.url("")
             ),
         )

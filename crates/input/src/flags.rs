@@ -205,9 +205,13 @@ pub struct ScriptFlags {
     #[arg(short = 'v', long = "variables", value_name = "JSON")]
     pub variables: Option<String>,
     /// Scenario files: refuse what loadlab would otherwise ignore with a warning (plugins it
-    /// does not run, http.pool, http.maxSockets).
+    /// does not run, an http.pool its users cannot share).
     #[arg(long)]
     pub strict: bool,
+    /// Set by the command, not a flag: the command line gives connection counts, so a script
+    /// of plain requests sends them over a shared pool (as `config.http.pool` asks).
+    #[arg(skip)]
+    pub pooled: bool,
 }
 
 /// How connections reach a target: HTTP/2 and the checking of HTTPS certificates (`run`, and

@@ -13,7 +13,7 @@ use loadlab_run::{
     RequestTemplate, Stop, Threshold, TlsSettings, ValidPlan,
 };
 
-use crate::flags::{ArrivalArg, FlagsError, LoadFlags, ReachFlags};
+use crate::flags::{ArrivalArg, FlagsError, LoadFlags, ReachFlags, ScriptFlags};
 use crate::scenario::{self, Phases, Problem, ScenarioError};
 use crate::target::{parse_header, resolve, Lookup, RequestSpec};
 use crate::tls;
@@ -315,13 +315,20 @@ pub fn scenario_checked(path: &Path, o: &Overrides) -> Result<CheckedScenario, I
 /// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
 fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenario, ScenarioError> {
     let seed = o.seed.unwrap_or(defaults::SEED);
-    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup, &o.script)?;
+    let flags = ScriptFlags {
+        pooled: o.connections.is_some() || o.max_connections.is_some(),
+        ..o.script.clone()
+    };
+    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup, &flags)?;
     let (warnings, notes) = (sc.warnings, sc.notes);
     let model = match sc.phases {
         Phases::Rates(phases) => {
-            let connections = o.connections.unwrap_or(sc.endpoints.len());
+            let connections = o
+                .connections
+                .unwrap_or(sc.endpoints.len().min(sc.pool.unwrap_or(usize::MAX)));
             let max_connections = o
                 .max_connections
+                .or(sc.pool)
                 .or(sc.max_vusers)
                 .unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
             Model::Open {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use loadlab_run::users::{Behaviour, Chain, Step, Think};
+use loadlab_run::users::{Behaviour, Chain, Step, Think, WsPayload};
 use loadlab_run::{Model, Plan};
 
 /// The plan's requests (the round robin, or each scenario's flow or chain with its share of
@@ -34,6 +34,24 @@ pub fn render_plan(plan: &Plan) -> String {
                     sc.name,
                     100.0 * share
                 );
+                if let Some(ws) = &sc.websocket {
+                    let t = &plan.requests[ws.request];
+                    let scheme = if t.url.starts_with("https://") {
+                        "wss"
+                    } else {
+                        "ws"
+                    };
+                    let at = t.url.split_once("://").map_or(t.url.as_str(), |(_, r)| r);
+                    let protocols = if ws.subprotocols.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (subprotocols {})", ws.subprotocols.join(", "))
+                    };
+                    let _ = writeln!(
+                        out,
+                        "    WebSocket {scheme}://{at}{protocols}, opened first, closed at the end"
+                    );
+                }
                 match &sc.behaviour {
                     Behaviour::Flow(steps) => flow(&mut out, plan, steps, 4),
                     Behaviour::Chain(c) => chain(&mut out, plan, c),
@@ -184,6 +202,30 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                     format!("  [{}]", extra.join("; "))
                 };
                 let _ = writeln!(out, "{pad}{} {}{extra}", t.method, t.url);
+            }
+            Step::Ws(m) => {
+                let sent = match &m.send {
+                    Some(WsPayload::Text(t)) => format!("send {:?}", t.to_string()),
+                    Some(WsPayload::Json(j)) => format!("send {j}"),
+                    None => "wait".into(),
+                };
+                let mut extra = Vec::new();
+                if m.reply {
+                    extra.push("awaits the reply".to_string());
+                }
+                if !m.captures.is_empty() {
+                    let vars: Vec<&str> = m.captures.iter().map(|c| c.var.as_str()).collect();
+                    extra.push(format!("captures {}", vars.join(", ")));
+                }
+                if !m.expects.is_empty() {
+                    extra.push(format!("match × {}", m.expects.len()));
+                }
+                let extra = if extra.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", extra.join("; "))
+                };
+                let _ = writeln!(out, "{pad}{sent}{extra}");
             }
             Step::Think(t) => {
                 let _ = writeln!(out, "{pad}think {}", think_text(t));

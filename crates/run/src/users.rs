@@ -43,7 +43,7 @@ impl UserModel {
                         out.extend(while_true.as_deref());
                         walk(steps, out);
                     }
-                    Step::Think(_) | Step::Log(_) => {}
+                    Step::Think(_) | Step::Log(_) | Step::Ws(_) => {}
                 }
             }
         }
@@ -85,6 +85,49 @@ pub struct UserScenario {
     pub name: String,
     /// What a user of this scenario does.
     pub behaviour: Behaviour,
+    /// Artillery's `engine: ws`: the WebSocket each user opens when its session starts (its
+    /// `Ws` steps go over it) and closes at its end.
+    #[serde(default)]
+    pub websocket: Option<WsConnect>,
+}
+
+/// How a user opens its WebSocket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WsConnect {
+    /// Index into the plan's requests: the upgrade request (endpoint, path and name), under
+    /// which the handshake is recorded.
+    pub request: usize,
+    /// The upgrade's path, rendered with the user's variables.
+    pub path: Template,
+    /// Headers of the upgrade request, rendered with the user's variables.
+    pub headers: Vec<(String, Template)>,
+    /// Subprotocols offered (`Sec-WebSocket-Protocol`).
+    pub subprotocols: Vec<String>,
+}
+
+/// A WebSocket step (Artillery's `send` and `wait`): send a message, and when the step
+/// captures or checks, wait for the next message and take them from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WsMessage {
+    /// Index into the plan's requests: the name a reply's round trip is recorded under.
+    pub request: usize,
+    /// The message sent; `None` waits without sending (`wait`).
+    pub send: Option<WsPayload>,
+    /// Wait for the next message (the step captures or checks).
+    pub reply: bool,
+    /// Values taken from the reply (its text parsed as JSON when it is JSON).
+    pub captures: Vec<Capture>,
+    /// Checks on the reply (`match`); a failed one ends the session as failed.
+    pub expects: Vec<Expect>,
+}
+
+/// A WebSocket message as the script writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WsPayload {
+    /// Text, rendered with the user's variables.
+    Text(Template),
+    /// JSON whose strings are templates, sent as its text.
+    Json(serde_json::Value),
 }
 
 /// A user's behaviour.
@@ -103,6 +146,8 @@ pub enum Step {
     Request(Box<RequestStep>),
     /// Wait, as a person reading.
     Think(Think),
+    /// Send a message on the user's WebSocket, or wait for one.
+    Ws(Box<WsMessage>),
     /// Print a message, rendered with the user's variables, on the generator's stderr
     /// (Artillery's `log` step).
     Log(Template),

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use loadlab_run::users::{json_at, Behaviour, CaptureSource, Expect, RequestStep, Step, UserModel};
+use loadlab_run::users::{
+    json_at, Behaviour, Capture, CaptureSource, Expect, RequestStep, Step, UserModel,
+};
 use serde_json_path::JsonPath;
 
 use crate::conn::exchange::Answer;
@@ -18,8 +20,8 @@ impl JsonPaths {
     pub fn compile(model: &UserModel) -> Self {
         let mut json_paths = HashMap::new();
         let mut regexes = HashMap::new();
-        for step in request_steps(model) {
-            for e in &step.expects {
+        for (expects, captures) in checked(model) {
+            for e in expects {
                 // Checked when the plan was built; one that still fails to compile fails its
                 // check.
                 match e {
@@ -36,7 +38,7 @@ impl JsonPaths {
                     _ => {}
                 }
             }
-            for c in &step.captures {
+            for c in captures {
                 // The plan was checked when it was built; a query that still fails to parse
                 // makes its capture fail, with its text as the reason.
                 match &c.source {
@@ -58,12 +60,15 @@ impl JsonPaths {
     }
 }
 
-/// Every request step of a model, loops and chains included.
-fn request_steps(model: &UserModel) -> Vec<&RequestStep> {
-    fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a RequestStep>) {
+/// The checks and captures of every request and WebSocket step of a model, loops and chains
+/// included.
+fn checked(model: &UserModel) -> Vec<(&[Expect], &[Capture])> {
+    type Checks<'a> = Vec<(&'a [Expect], &'a [Capture])>;
+    fn walk<'a>(steps: &'a [Step], out: &mut Checks<'a>) {
         for s in steps {
             match s {
-                Step::Request(r) => out.push(r),
+                Step::Request(r) => out.push((&r.expects, &r.captures)),
+                Step::Ws(m) => out.push((&m.expects, &m.captures)),
                 Step::Think(_) | Step::Log(_) | Step::Function(_) => {}
                 Step::Loop { steps, .. } => walk(steps, out),
             }
@@ -73,9 +78,13 @@ fn request_steps(model: &UserModel) -> Vec<&RequestStep> {
     for sc in &model.scenarios {
         match &sc.behaviour {
             Behaviour::Flow(steps) => walk(steps, &mut out),
-            Behaviour::Chain(chain) => {
-                out.extend(chain.states.iter().filter_map(|s| s.request.as_ref()))
-            }
+            Behaviour::Chain(chain) => out.extend(
+                chain
+                    .states
+                    .iter()
+                    .filter_map(|s| s.request.as_ref())
+                    .map(|r| (&r.expects[..], &r.captures[..])),
+            ),
         }
     }
     out
@@ -89,10 +98,11 @@ pub fn needs_response(step: &RequestStep) -> bool {
         || step.expects.iter().any(Expect::needs_response)
 }
 
-/// Checks `answer` to `step` (a request named `name`) against the step's expectations, then
-/// takes its captures into `vars`; the error is the failure's reason for the report.
+/// Checks `answer` to a step (a request or message named `name`) against its `expects`, then
+/// takes its `captures` into `vars`; the error is the failure's reason for the report.
 pub fn check(
-    step: &RequestStep,
+    expects: &[Expect],
+    captures: &[Capture],
     name: &str,
     answer: &Answer,
     vars: &mut HashMap<String, String>,
@@ -106,7 +116,7 @@ pub fn check(
             .map(|(_, v)| v.as_str())
     };
     let mut json: Option<Option<serde_json::Value>> = None;
-    for e in &step.expects {
+    for e in expects {
         let render = |t: &loadlab_run::Template| {
             let mut out = String::new();
             let lookup = |k: &str| vars.get(k).map(String::as_str);
@@ -155,7 +165,7 @@ pub fn check(
             return Err(format!("expect {} on {name}", e.key()));
         }
     }
-    for c in &step.captures {
+    for c in captures {
         let value = match &c.source {
             CaptureSource::Header(h) => header(h).map(str::to_string),
             CaptureSource::Json(q) => {

@@ -7,7 +7,8 @@
 //! `runner` runs one, `client` holds a user's connections, `render` builds requests from
 //! templates (JSON bodies included), `checks` holds expectations and captures, and `statics`
 //! fetches a page's static resources, which the `html` scanner finds; `hooks` calls the
-//! script's processor functions through a Node.js helper.
+//! script's processor functions through a Node.js helper; `websocket` holds a ws scenario's
+//! socket.
 
 mod arrivals;
 mod checks;
@@ -19,6 +20,7 @@ mod runner;
 mod slots;
 mod state;
 mod statics;
+mod websocket;
 
 pub use arrivals::Arrivals;
 pub use hooks::Hooks;

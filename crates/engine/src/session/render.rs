@@ -138,7 +138,7 @@ fn request_target(raw: &str) -> String {
 }
 
 /// A JSON document with every string rendered as a template.
-fn render_json<'v>(
+pub(crate) fn render_json<'v>(
     doc: &serde_json::Value,
     lookup: &impl Fn(&str) -> Option<&'v str>,
     rng: &mut fastrand::Rng,

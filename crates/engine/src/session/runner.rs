@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use cookie_store::CookieStore;
-use loadlab_run::users::{Behaviour, RequestStep, Step, Think};
+use loadlab_run::users::{Behaviour, RequestStep, Step, Think, WsMessage, WsPayload};
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
@@ -22,6 +22,7 @@ use crate::session::hooks::{Call, Op, Reply, RequestParams, Response};
 use crate::session::render::render;
 use crate::session::state::Users;
 use crate::session::statics;
+use crate::session::websocket::{self, Socket, WsFailed};
 
 /// How a user slot stops its session early: when the slot falls outside the target.
 #[derive(Clone, Copy)]
@@ -79,6 +80,9 @@ pub async fn session(
     });
     let mut s = Session::new(users, index, intended, slot);
     let result = s.run(scenario).await;
+    if let Some(socket) = s.socket.take() {
+        websocket::close(socket).await;
+    }
     let sent = s.client.sent;
     if s.hooked {
         if let Some(h) = &users.hooks {
@@ -131,6 +135,17 @@ struct Session<'a> {
     hooked: bool,
     /// The user's cookies, from the first `Set-Cookie` or `cookie` on (Artillery's jar).
     cookies: Option<CookieStore>,
+    /// A ws scenario's socket, open for the session.
+    socket: Option<Socket>,
+}
+
+impl From<WsFailed> for End {
+    fn from(f: WsFailed) -> Self {
+        End::Failed {
+            reason: f.reason,
+            transport: f.transport,
+        }
+    }
 }
 
 /// Most redirects followed from one request (got's default, which Artillery uses).
@@ -183,12 +198,28 @@ impl<'a> Session<'a> {
             scenario: 0,
             hooked: false,
             cookies: None,
+            socket: None,
         }
     }
 
     async fn run(&mut self, scenario: usize) -> Result<(), End> {
         self.scenario = scenario;
         let scenario = &self.users.model.scenarios[scenario];
+        if let Some(connect) = &scenario.websocket {
+            // As Artillery's ws engine: the socket opens before the flow's first step.
+            let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+            let mut path = String::new();
+            connect.path.render(lookup, &mut self.rng, &mut path);
+            let mut headers = Vec::with_capacity(connect.headers.len());
+            for (k, v) in &connect.headers {
+                let mut value = String::new();
+                v.render(lookup, &mut self.rng, &mut value);
+                headers.push((k.clone(), value));
+            }
+            let intended = self.intended();
+            self.socket =
+                Some(websocket::open(self.users, connect, &path, &headers, intended).await?);
+        }
         match &scenario.behaviour {
             Behaviour::Flow(steps) => self.steps(steps).await,
             Behaviour::Chain(chain) => {
@@ -215,6 +246,7 @@ impl<'a> Session<'a> {
             for step in steps {
                 match step {
                     Step::Request(r) => self.request(r).await?,
+                    Step::Ws(m) => self.message(m).await?,
                     Step::Think(t) => self.think(t).await?,
                     Step::Function(name) => {
                         self.call(Op::Fn, std::slice::from_ref(name), None, None)
@@ -418,6 +450,41 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// When the next request (or message) was due: in the open model, the arrival or the end
+    /// of the last think; `None` in the closed model, where it is its send.
+    fn intended(&mut self) -> Option<Instant> {
+        if self.open {
+            Some(self.next_intended.take().unwrap_or_else(Instant::now))
+        } else {
+            None
+        }
+    }
+
+    /// Sends a ws step's message on the user's socket, and takes what it says from the reply.
+    async fn message(&mut self, m: &WsMessage) -> Result<(), End> {
+        self.check_stop()?;
+        let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+        let text = m.send.as_ref().map(|p| match p {
+            WsPayload::Text(t) => {
+                let mut out = String::new();
+                t.render(lookup, &mut self.rng, &mut out);
+                out
+            }
+            WsPayload::Json(doc) => {
+                crate::session::render::render_json(doc, &lookup, &mut self.rng).to_string()
+            }
+        });
+        let intended = if m.reply { self.intended() } else { None };
+        let Some(socket) = self.socket.as_mut() else {
+            return Err(End::Failed {
+                reason: "no WebSocket open for a ws step".into(),
+                transport: false,
+            });
+        };
+        websocket::exchange(self.users, socket, m, text, intended, &mut self.vars).await?;
+        Ok(())
+    }
+
     /// Sends one request step, then checks, captures and fetches what it says.
     async fn request(&mut self, step: &RequestStep) -> Result<(), End> {
         self.check_stop()?;
@@ -469,11 +536,7 @@ impl<'a> Session<'a> {
             }
         }
         let jar_cookie = self.add_cookies(&mut req, &origin);
-        let intended = if self.open {
-            Some(self.next_intended.take().unwrap_or_else(Instant::now))
-        } else {
-            None
-        };
+        let intended = self.intended();
         let pending = Pending {
             intended,
             template: step.request,
@@ -532,11 +595,17 @@ impl<'a> Session<'a> {
                 .await
                 .map_err(transport)?;
         }
-        check(step, &t.name, &answer, &mut self.vars, &users.json_paths).map_err(|reason| {
-            End::Failed {
-                reason,
-                transport: false,
-            }
+        check(
+            &step.expects,
+            &step.captures,
+            &t.name,
+            &answer,
+            &mut self.vars,
+            &users.json_paths,
+        )
+        .map_err(|reason| End::Failed {
+            reason,
+            transport: false,
         })?;
         if !step.after_response.is_empty() {
             let params = params_of(step, &t.method, endpoint);

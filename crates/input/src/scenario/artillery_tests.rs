@@ -185,11 +185,10 @@ fn variables_from_v_are_set_over_the_files() {
 fn plugins_loadlab_does_not_run_are_warned_about_and_refused_when_strict() {
     let text = "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 1 }]\n  plugins:\n    hello-world: { greeting: hi }\n    ensure: { maxErrorRate: 1 }\n    apdex: {}\n  apdex: { threshold: 100 }\n  http: { pool: 10 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
     let s = ok(text);
-    assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+    assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
     assert!(
         s.warnings[0].starts_with("config.plugins.hello-world: loadlab does not run this plugin")
     );
-    assert!(s.warnings[1].starts_with("config.http.pool: ignored"));
     assert_eq!(
         s.thresholds.len(),
         1,
@@ -206,6 +205,60 @@ fn plugins_loadlab_does_not_run_are_warned_about_and_refused_when_strict() {
     let e = lower(text, &strict).unwrap_err().to_string();
     assert!(
         e.contains("config.plugins.hello-world") && e.contains("--strict"),
+        "{e}"
+    );
+}
+
+#[test]
+fn each_user_opens_its_own_connections_unless_a_pool_is_shared() {
+    let script = |http: &str, step: &str| {
+        format!(
+            "config:\n  target: http://127.0.0.1:1\n  phases: [{{ duration: 1, arrivalRate: 3 }}]\n{http}scenarios:\n  - flow: [{{ get: {{ url: /a{step} }} }}]\n"
+        )
+    };
+    // As Artillery: a plain script's users each connect on their own.
+    let own = ok(&script("", ""));
+    assert!(own.users.is_some() && own.pool.is_none());
+    assert!(own
+        .notes
+        .iter()
+        .any(|n| n.starts_with("connections: each user opens its own")));
+    // `http.pool` shares that many connections among every user's requests.
+    let pooled = ok(&script("  http: { pool: 4, maxSockets: 2 }\n", ""));
+    assert!(pooled.users.is_none(), "a pool of plain requests");
+    assert_eq!(pooled.pool, Some(4));
+    assert!(pooled.warnings.is_empty(), "{:?}", pooled.warnings);
+    assert!(pooled
+        .notes
+        .iter()
+        .any(|n| n == "connections: a pool of 4 shared by every user (config.http.pool)"));
+    // A user that captures keeps its own connections; the pool is warned about, refused
+    // with --strict.
+    let capturing = script("  http: { pool: 4 }\n", ", capture: { header: x, as: x }");
+    let s = ok(&capturing);
+    assert!(s.users.is_some() && s.pool.is_none());
+    assert!(
+        s.warnings[0].starts_with("config.http.pool: 4 ignored"),
+        "{:?}",
+        s.warnings
+    );
+    let strict = ScriptFlags {
+        strict: true,
+        ..ScriptFlags::default()
+    };
+    assert!(lower(&capturing, &strict)
+        .unwrap_err()
+        .to_string()
+        .contains("config.http.pool"));
+    // The command line's connection counts pool a plain script's requests too.
+    let flags = ScriptFlags {
+        pooled: true,
+        ..ScriptFlags::default()
+    };
+    assert!(lower(&script("", ""), &flags).unwrap().users.is_none());
+    let e = refused(&script("  http: { pool: many }\n", ""));
+    assert!(
+        e.contains("config.http.pool") && e.contains("pool: 10"),
         "{e}"
     );
 }
@@ -302,7 +355,9 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
     }
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - engine: socketio\n    flow:\n      - emit: { channel: x }\n");
     assert!(
-        e.starts_with("s.yml:4:13: engine: socketio: loadlab runs HTTP scenarios only"),
+        e.starts_with(
+            "s.yml:4:13: engine: socketio: loadlab runs HTTP and WebSocket (ws) scenarios only"
+        ),
         "{e}"
     );
     let e = refused("config:\n  target: http://127.0.0.1:1\nbefore:\n  flow: [{ get: { url: / } }]\nscenarios:\n  - flow: [{ get: { url: / } }]\n");

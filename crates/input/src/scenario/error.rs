@@ -231,7 +231,7 @@ impl Traced {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Refusal {
     /// A scenario engine other than HTTP.
-    #[error("engine: {0}: loadlab runs HTTP scenarios only; remove the scenario or run it with Artillery")]
+    #[error("engine: {0}: loadlab runs HTTP and WebSocket (ws) scenarios only; remove the scenario or run it with Artillery")]
     Engine(String),
     /// `config.engines`.
     #[error("config.engines: loadlab runs HTTP scenarios only (no Playwright, Socket.IO or WebSocket engines)")]

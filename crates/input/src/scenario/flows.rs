@@ -60,6 +60,17 @@ pub struct StepSpec {
     /// Steps run at once (refused: not run yet).
     #[serde(default)]
     parallel: Option<Spanned<serde_json::Value>>,
+    /// `engine: ws`: a message sent on the user's WebSocket (and, with `capture` or `match`,
+    /// the reply awaited).
+    #[serde(default)]
+    pub(super) send: Option<Spanned<serde_json::Value>>,
+    /// `engine: ws`: the next message awaited, with `capture` or `match`.
+    #[serde(default)]
+    pub(super) wait: Option<Spanned<serde_json::Value>>,
+    /// `engine: ws`, first step: where the WebSocket connects (a URL, or `target`, `headers`
+    /// and `subprotocols`).
+    #[serde(default)]
+    pub(super) connect: Option<Spanned<serde_json::Value>>,
 }
 
 impl StepSpec {
@@ -244,7 +255,7 @@ pub struct CaptureSpec {
     #[serde(default)]
     json: Option<String>,
     #[serde(default)]
-    header: Option<String>,
+    pub(super) header: Option<String>,
     /// A regular expression over the body.
     #[serde(default)]
     regexp: Option<String>,
@@ -258,7 +269,7 @@ pub struct CaptureSpec {
     #[serde(default)]
     strict: Option<bool>,
     #[serde(rename = "as")]
-    var: String,
+    pub(super) var: String,
 }
 
 /// `expect`: checks by name, as Artillery's expect plugin writes them (an item may hold several).
@@ -376,6 +387,9 @@ pub struct Lowering<'a> {
     /// of its requests before the request's own.
     hooks: (Vec<String>, Vec<String>),
     steps: usize,
+    /// The current scenario's WebSocket, when its engine is `ws`: its steps send messages,
+    /// and an HTTP request step is refused.
+    pub(super) websocket: Option<super::websocket::Socket>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -408,11 +422,12 @@ impl<'a> Lowering<'a> {
             processor: false,
             hooks: Default::default(),
             steps: 0,
+            websocket: None,
         }
     }
 
     /// True when some source defines `var`, or a processor may.
-    fn is_defined(&self, var: &str) -> bool {
+    pub(super) fn is_defined(&self, var: &str) -> bool {
         self.processor || self.defined.contains(var)
     }
 
@@ -451,8 +466,31 @@ impl<'a> Lowering<'a> {
         flow: Option<&[Spanned<StepSpec>]>,
         markov: Option<&MarkovSpec>,
         hooks: &ScenarioHooks,
+        ws: Option<&super::websocket::WsSettings>,
     ) -> Result<UserScenario, Traced> {
         let before = self.requests.len();
+        // A ws scenario connects first (to its `connect` step's URL, else the target); its
+        // other steps are lowered with the socket known.
+        let (websocket, flow) = match (ws, flow) {
+            (Some(settings), Some(flow)) => {
+                let (connect, rest) = match flow.split_first() {
+                    Some((first, rest)) if first.value.connect.is_some() => {
+                        (first.value.connect.as_ref(), rest)
+                    }
+                    _ => (None, flow),
+                };
+                let (socket, connect) = self.connect(settings, connect)?;
+                self.websocket = Some(socket);
+                (Some(connect), Some(rest))
+            }
+            (Some(_), None) => {
+                return Err(refuse("markov", "a ws scenario takes a flow of messages").into())
+            }
+            (None, flow) => {
+                self.websocket = None;
+                (None, flow)
+            }
+        };
         let names = |given: Option<&Spanned<serde_json::Value>>, key: &str| {
             given.map_or(Ok(Vec::new()), |g| self.function_names(key, g))
         };
@@ -486,12 +524,14 @@ impl<'a> Lowering<'a> {
             (None, Some(m)) => Behaviour::Chain(self.chain(m)?),
             _ => return Err(FlowError::NoBehaviour(name.into()).into()),
         };
+        self.websocket = None;
         if self.requests.len() == before {
             return Err(FlowError::NoRequest.into());
         }
         Ok(UserScenario {
             name: name.to_string(),
             behaviour,
+            websocket,
         })
     }
 
@@ -538,13 +578,39 @@ impl<'a> Lowering<'a> {
                 None => None,
             };
             let request = s.request().within(step)?;
+            if s.connect.is_some() {
+                // Artillery's ws engine reads `connect` from the first step only, and no other
+                // engine reads it.
+                let what = match self.websocket {
+                    Some(_) => "goes in the first step of the flow, where the socket opens",
+                    None => "is a step of engine: ws scenarios",
+                };
+                return Err(refuse("connect", what)).within(step);
+            }
+            let message = s.send.is_some() || s.wait.is_some();
             let kinds = usize::from(request.is_some())
                 + usize::from(s.think.is_some())
                 + usize::from(s.looped.is_some())
                 + usize::from(s.function.is_some())
-                + usize::from(s.log.is_some());
-            if kinds != 1 {
+                + usize::from(s.log.is_some())
+                + usize::from(message);
+            if kinds != 1 || (s.send.is_some() && s.wait.is_some()) {
                 return Err(FlowError::StepKind).within(step);
+            }
+            if message {
+                let m = self
+                    .ws_message(s.send.as_ref(), s.wait.as_ref())
+                    .within(step)?;
+                out.push(Step::Ws(Box::new(m)));
+                continue;
+            }
+            if request.is_some() && self.websocket.is_some() {
+                return Err(refuse(
+                    "engine: ws",
+                    "a ws scenario sends messages (send, wait); Artillery's ws engine does not \
+                     run HTTP requests: move them to a scenario of their own",
+                ))
+                .within(step);
             }
             if s.count.is_some() && s.looped.is_none() {
                 return Err(FlowError::CountWithoutLoop).within(step);
@@ -828,7 +894,7 @@ impl<'a> Lowering<'a> {
 
     /// Artillery's `match`: one or a list of `{json: QUERY, value: V, strict}` as checks;
     /// `strict: false` only reports in Artillery, and is left out here.
-    fn matches(&self, v: &serde_json::Value) -> Result<Vec<Expect>, FlowError> {
+    pub(super) fn matches(&self, v: &serde_json::Value) -> Result<Vec<Expect>, FlowError> {
         let items = match v {
             serde_json::Value::Array(items) => items.clone(),
             other => vec![other.clone()],
@@ -969,35 +1035,7 @@ impl<'a> Lowering<'a> {
             return Err(FlowError::Undefined(v.clone()));
         }
         let request = self.push_request(&name, &r.url, endpoint, method, &path, &headers, &body);
-        let mut captures = Vec::new();
-        for c in r.capture.iter().flat_map(OneOrMany::as_slice) {
-            let source = match (&c.json, &c.header, &c.regexp) {
-                (Some(q), None, None) => {
-                    serde_json_path::JsonPath::parse(q).map_err(|error| {
-                        FlowError::CaptureQuery {
-                            query: q.clone(),
-                            error,
-                        }
-                    })?;
-                    CaptureSource::Json(q.clone())
-                }
-                (None, Some(h), None) => CaptureSource::Header(h.clone()),
-                (None, None, Some(re)) => regexp_capture(re, c)?,
-                _ => return Err(FlowError::CaptureSource(c.var.clone())),
-            };
-            if c.regexp.is_none() && (c.group.is_some() || c.flags.is_some()) {
-                return Err(FlowError::CaptureRegexp {
-                    var: c.var.clone(),
-                    what: "group and flags go with regexp".into(),
-                });
-            }
-            self.defined.insert(c.var.clone());
-            captures.push(Capture {
-                source,
-                var: c.var.clone(),
-                strict: c.strict.unwrap_or(true),
-            });
-        }
+        let captures = self.captures(r.capture.iter().flat_map(OneOrMany::as_slice))?;
         let mut expects = Vec::new();
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
@@ -1038,8 +1076,45 @@ impl<'a> Lowering<'a> {
         })
     }
 
+    /// `capture` items as captures; each defines its variable for later steps.
+    pub(super) fn captures<'c>(
+        &mut self,
+        specs: impl Iterator<Item = &'c CaptureSpec>,
+    ) -> Result<Vec<Capture>, FlowError> {
+        let mut captures = Vec::new();
+        for c in specs {
+            let source = match (&c.json, &c.header, &c.regexp) {
+                (Some(q), None, None) => {
+                    serde_json_path::JsonPath::parse(q).map_err(|error| {
+                        FlowError::CaptureQuery {
+                            query: q.clone(),
+                            error,
+                        }
+                    })?;
+                    CaptureSource::Json(q.clone())
+                }
+                (None, Some(h), None) => CaptureSource::Header(h.clone()),
+                (None, None, Some(re)) => regexp_capture(re, c)?,
+                _ => return Err(FlowError::CaptureSource(c.var.clone())),
+            };
+            if c.regexp.is_none() && (c.group.is_some() || c.flags.is_some()) {
+                return Err(FlowError::CaptureRegexp {
+                    var: c.var.clone(),
+                    what: "group and flags go with regexp".into(),
+                });
+            }
+            self.defined.insert(c.var.clone());
+            captures.push(Capture {
+                source,
+                var: c.var.clone(),
+                strict: c.strict.unwrap_or(true),
+            });
+        }
+        Ok(captures)
+    }
+
     #[allow(clippy::too_many_arguments)]
-    fn push_request(
+    pub(super) fn push_request(
         &mut self,
         name: &str,
         url: &str,
@@ -1066,7 +1141,7 @@ impl<'a> Lowering<'a> {
         self.requests.len() - 1
     }
 
-    fn endpoint(&mut self, origin: &str) -> Result<usize, UrlError> {
+    pub(super) fn endpoint(&mut self, origin: &str) -> Result<usize, UrlError> {
         crate::target::endpoint_index(&mut self.endpoints, &format!("{origin}/"), self.lookup)
     }
 }
@@ -1265,7 +1340,10 @@ fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
 }
 
 /// Collects the variables a JSON body's strings read; fails on a malformed template.
-fn json_variables(v: &serde_json::Value, out: &mut Vec<String>) -> Result<(), FlowError> {
+pub(super) fn json_variables(
+    v: &serde_json::Value,
+    out: &mut Vec<String>,
+) -> Result<(), FlowError> {
     match v {
         serde_json::Value::String(s) => {
             let t = Template::parse(s)?;

@@ -22,6 +22,7 @@ mod error;
 mod flows;
 mod payload;
 mod phases;
+mod websocket;
 
 use loadlab_run::UserModel;
 use serde::Deserialize;
@@ -100,6 +101,9 @@ struct Config {
     /// Settings of engines other than HTTP (refused).
     #[serde(default)]
     engines: Option<Spanned<serde_json::Value>>,
+    /// The ws engine's settings: headers and subprotocols of every user's WebSocket.
+    #[serde(default)]
+    ws: Option<websocket::WsSettings>,
 }
 
 /// `config.apdex`: the satisfied latency, ms.
@@ -129,6 +133,7 @@ impl Config {
     fn located_keys(&self) -> Vec<&'static str> {
         let given = [
             ("phases", self.phases.is_some()),
+            ("http", self.http.as_ref().is_some_and(|h| h.pool.is_some())),
             ("processor", self.processor.is_some()),
             ("engines", self.engines.is_some()),
             ("environments", self.environments.is_some()),
@@ -146,7 +151,7 @@ impl Config {
         macro_rules! replace {
             ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
         }
-        replace!(target, payload, tls, ensure, apdex, processor, engines);
+        replace!(target, payload, tls, ensure, apdex, processor, engines, ws);
         // Artillery merges lists by position: a phase over the phase at its index, so an
         // environment of one phase over a config of three changes the first and keeps the rest.
         match (&mut self.phases, over.phases) {
@@ -216,10 +221,12 @@ struct HttpConfig {
     /// HTTP/2: most requests in flight per connection.
     #[serde(default)]
     streams: Option<usize>,
-    /// Artillery: one pool of this many connections shared by every user (ignored, warned).
+    /// Artillery: one pool of this many connections shared by every user, instead of each
+    /// user's own.
     #[serde(default)]
-    pool: Option<serde_json::Value>,
-    /// Artillery: most connections per user and host (ignored, warned).
+    pool: Option<Spanned<serde_json::Value>>,
+    /// Artillery: most connections per user and host (a loadlab user sends one request at a
+    /// time, so it opens one per host whatever this says).
     #[serde(default, rename = "maxSockets")]
     max_sockets: Option<serde_json::Value>,
 }
@@ -229,9 +236,8 @@ struct HttpConfig {
 struct ScenarioSpec {
     #[serde(default)]
     name: Option<String>,
-    /// `http` (the default) or another engine (refused before the flows are read, by
+    /// `http` (the default), `ws`, or another engine (refused before the flows are read, by
     /// `other_engine`).
-    #[allow(dead_code)]
     #[serde(default)]
     engine: Option<Spanned<String>>,
     /// Processor functions called before and after the scenario's flow.
@@ -308,7 +314,7 @@ fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
     };
     for s in probe.scenarios.iter().flatten() {
         if let Some(e) = &s.engine {
-            if e.value != "http" {
+            if e.value != "http" && e.value != "ws" {
                 return Err(
                     Traced::at(Refusal::Engine(e.value.clone()), &e.referenced).in_file(path)
                 );
@@ -422,8 +428,14 @@ pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>, ScenarioError
 /// loadlab reports anyway (metrics-by-endpoint, apdex).
 const KNOWN_PLUGINS: [&str; 4] = ["ensure", "expect", "metrics-by-endpoint", "apdex"];
 
-/// The warnings about keys loadlab ignores, or with `strict`, the first of them refused.
-fn ignored(config: &Config, path: &Path, strict: bool) -> Result<Vec<String>, ScenarioError> {
+/// The keys of `config` loadlab reads but does not act on, one warning each (refused when
+/// `strict`); `shared` says the script's requests go over a shared pool of connections.
+fn ignored(
+    config: &Config,
+    path: &Path,
+    strict: bool,
+    shared: bool,
+) -> Result<Vec<String>, ScenarioError> {
     let mut warnings = Vec::new();
     for name in config.plugins.iter().flat_map(|p| p.keys()) {
         if !KNOWN_PLUGINS.contains(&name.as_str()) {
@@ -438,29 +450,47 @@ fn ignored(config: &Config, path: &Path, strict: bool) -> Result<Vec<String>, Sc
             ));
         }
     }
-    if let Some(h) = &config.http {
-        for (key, given) in [
-            ("pool", h.pool.is_some()),
-            ("maxSockets", h.max_sockets.is_some()),
-        ] {
-            if !given {
-                continue;
-            }
+    if let Some(pool) = config.http.as_ref().and_then(|h| h.pool.as_ref()) {
+        if !shared {
             if strict {
                 return Err(ScenarioError::invalid(
                     path,
                     Refusal::Key {
-                        key: format!("config.http.{key}"),
-                        what: "loadlab gives each user connections of its own; remove it".into(),
+                        key: "config.http.pool".into(),
+                        what: "its users capture, check or call functions, so each opens \
+                               connections of its own; remove it"
+                            .into(),
                     },
                 ));
             }
             warnings.push(format!(
-                "config.http.{key}: ignored; each loadlab user opens connections of its own (one per host)"
+                "config.http.pool: {} ignored; users that capture, check or call functions \
+                 open connections of their own (one per host)",
+                pool.value
             ));
         }
     }
     Ok(warnings)
+}
+
+/// `config.http.pool` as a number of connections (a positive whole number).
+fn pool_size(config: &Config) -> Result<Option<usize>, Traced> {
+    let Some(pool) = config.http.as_ref().and_then(|h| h.pool.as_ref()) else {
+        return Ok(None);
+    };
+    match pool.value.as_u64().filter(|n| (1..=1_000_000).contains(n)) {
+        Some(n) => Ok(Some(n as usize)),
+        None => Err(Traced::at(
+            Refusal::Key {
+                key: "config.http.pool".into(),
+                what: format!(
+                    "is {}: give the number of connections every user shares, e.g. pool: 10",
+                    pool.value
+                ),
+            },
+            &pool.referenced,
+        )),
+    }
 }
 
 /// `config.ensure`, or when it is not given, the ensure plugin's settings
@@ -490,8 +520,11 @@ pub struct Scenario {
     pub requests: Vec<loadlab_run::RequestTemplate>,
     /// Arrival phases or user phases.
     pub phases: Phases,
-    /// What virtual users do; `None` when every scenario is one plain request.
+    /// What virtual users do; `None` when every scenario is one plain request sent over a
+    /// shared pool of connections.
     pub users: Option<UserModel>,
+    /// `config.http.pool`: most connections of the shared pool, when the requests use one.
+    pub pool: Option<usize>,
     /// `config.http.timeout`, when given.
     pub timeout: Option<Duration>,
     /// `config.tls`.
@@ -534,7 +567,12 @@ pub fn from_text(
             return Err(Traced::at(Refusal::BeforeAfter(key.into()), &s.referenced).in_file(path));
         }
     }
-    let warnings = ignored(config, path, flags.strict)?;
+    // As Artillery: each user opens connections of its own, unless `config.http.pool` (or the
+    // command line's connection counts) asks for a pool that every user shares. Only scripts
+    // whose every request is plain can share one.
+    let pool = pool_size(config).map_err(|e| e.in_file(script.file_of("http", path)))?;
+    let plain = plain(&script, &phases).filter(|_| pool.is_some() || flags.pooled);
+    let warnings = ignored(config, path, flags.strict, plain.is_some())?;
     let max_vusers = match &config.phases {
         Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
             .map_err(|e| ScenarioError::invalid(path, e))?,
@@ -551,7 +589,7 @@ pub fn from_text(
         )
     })?;
     let processor = processor_of(&script, path, target)?;
-    let (endpoints, requests, users) = match plain(&script, &phases) {
+    let (endpoints, requests, users) = match plain {
         Some(plain) => {
             let (e, r) = plain_requests(&script.scenarios, &plain, target, lookup)
                 .map_err(|e| e.in_file(path))?;
@@ -614,9 +652,21 @@ pub fn from_text(
     if let Some(m) = max_vusers {
         notes.push(format!("maxVusers {m}: at most {m} users at once"));
     }
+    notes.push(match (users.is_some(), pool) {
+        (true, _) => "connections: each user opens its own, one per host, as Artillery's users do \
+                      (config.http.pool shares a pool only where every request is plain)"
+            .into(),
+        (false, Some(n)) => {
+            format!("connections: a pool of {n} shared by every user (config.http.pool)")
+        }
+        (false, None) => {
+            "connections: a pool shared by every user (the command line's connection counts)".into()
+        }
+    });
     Ok(Scenario {
         endpoints,
         requests,
+        pool: users.is_none().then_some(pool).flatten(),
         phases,
         users,
         timeout,
@@ -686,7 +736,8 @@ fn plain<'a>(file: &'a Script, phases: &Phases) -> Option<Vec<(&'static str, &'a
     if !matches!(phases, Phases::Rates(_))
         || file.config.processor.is_some()
         || file.scenarios.iter().any(|s| {
-            s.before_scenario.is_some()
+            s.engine.as_ref().is_some_and(|e| e.value == "ws")
+                || s.before_scenario.is_some()
                 || s.after_scenario.is_some()
                 || s.before_request.is_some()
                 || s.after_response.is_some()
@@ -870,9 +921,19 @@ fn user_model(
             before_request: s.before_request.as_ref(),
             after_response: s.after_response.as_ref(),
         };
+        let ws = match &s.engine {
+            Some(e) if e.value == "ws" => Some(file.config.ws.clone().unwrap_or_default()),
+            _ => None,
+        };
         scenarios.push(
             lowering
-                .scenario(name, s.flow.as_deref(), s.markov.as_ref(), &hooks)
+                .scenario(
+                    name,
+                    s.flow.as_deref(),
+                    s.markov.as_ref(),
+                    &hooks,
+                    ws.as_ref(),
+                )
                 .within(|| Place::Scenario(name.clone()))?,
         );
     }
