@@ -261,3 +261,40 @@ fn a_processor_that_does_not_load_stops_the_run_with_nodes_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_flow_of_functions_alone_runs_its_users_without_a_target_of_its_own() {
+    // As Artillery's SOAP and Twirp examples: the function sends its own traffic (here, none),
+    // and the target's host is never looked up.
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "p.js",
+        "module.exports = { async call(context, events) {\n  await new Promise((r) => setTimeout(r, 20));\n  events.emit('counter', 'calls', 1);\n} };\n",
+    );
+    let script = write_file(
+        dir.path(),
+        "s.yml",
+        "config:\n  target: http://doesntmatter.invalid\n  processor: ./p.js\n  phases: [{ duration: 1, arrivalRate: 4 }]\nscenarios:\n  - flow:\n      - function: call\n",
+    );
+    let path = script.to_str().unwrap();
+    let (s, out) = loadlab_json(&["run", path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(s["users"]["completed"], 4, "{stdout}");
+    assert_eq!(s["users"]["metrics"]["counters"]["calls"], 4.0, "{stdout}");
+    assert_eq!(s["requests"]["sent"], 0, "{stdout}");
+    assert!(
+        stdout.contains("no request of its own (the processor's functions send the traffic)"),
+        "{stdout}"
+    );
+    // Without a function the scenario is refused, naming what is missing.
+    let bare = write_file(
+        dir.path(),
+        "bare.yml",
+        "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - think: 1\n",
+    );
+    let refused = loadlab(&["validate", bare.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("sends no request and calls no function")
+    );
+}

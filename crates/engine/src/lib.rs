@@ -152,7 +152,9 @@ pub fn run(
     let plan: &Plan = plan;
     wait_for_start(plan, stop);
     let threads = effective_threads(plan);
-    let endpoints = plan.endpoints.len();
+    // At least one, for the shares below: users whose functions send all the traffic have no
+    // endpoint, and open no connection.
+    let endpoints = plan.endpoints.len().max(1);
     let plan_arc = Arc::new(plan.clone());
     let tls = TlsClient::for_plan(plan)?;
     let limits = limits::prepare(plan, threads)?;

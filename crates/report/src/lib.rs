@@ -145,7 +145,12 @@ pub fn headline(s: &Summary) -> String {
         (None, Some(u)) => format!("closed model, up to {} users", u.max_active),
         (None, None) => "closed model".to_string(),
     };
-    format!("{shape}, {:.2} s, {}", s.duration_s, s.targets.join(" "))
+    let targets = if s.targets.is_empty() {
+        "no request of its own (the processor's functions send the traffic)".to_string()
+    } else {
+        s.targets.join(" ")
+    };
+    format!("{shape}, {:.2} s, {targets}", s.duration_s)
 }
 
 /// The shard a run was and its start, or the shards a merged run came from with each one's

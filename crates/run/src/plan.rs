@@ -571,7 +571,9 @@ impl Plan {
     }
 
     fn validate(&self) -> Result<(), PlanError> {
-        if self.requests.is_empty() || self.endpoints.is_empty() {
+        // Virtual users whose processor functions send all their traffic need no request of
+        // their own.
+        if (self.requests.is_empty() || self.endpoints.is_empty()) && self.model.users().is_none() {
             return Err(PlanError::NoTargets);
         }
         if self.threads == 0 {

@@ -596,12 +596,19 @@ fn a_log_step_is_a_message_template_of_defined_variables() {
 
 #[test]
 fn a_phase_error_is_placed_at_its_phase() {
-    // Artillery itself cannot run a rampTo without arrivalRate ("Unknown phase spec").
-    let e = refused("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 5, arrivalRate: 1 }\n    - duration: 10\n      rampTo: 30\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 5, arrivalRate: 1 }\n    - duration: 10\n      spike: { base: 1, to: 5, length: 1, every: 5 }\n      arrivalRate: 3\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
     assert!(
-        e.starts_with("s.yml:5:7: phase \"phase 2\" needs one of arrivalRate, arrivalCount"),
+        e.starts_with("s.yml:5:7: phase \"phase 2\" needs one of arrivalRate"),
         "{e}"
     );
+}
+
+#[test]
+fn ramp_to_without_an_arrival_rate_ramps_from_zero_as_artillery_runs_it() {
+    // Artillery 2.0.34 ran `{duration: 2, rampTo: 4}` after a 1 s phase of 1/s as 5 users in
+    // all: 1, then 4 ramping from 0.
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 1, arrivalRate: 1 }\n    - { duration: 2, rampTo: 4 }\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert_eq!(rates(&s), vec![(1.0, 1.0, 1.0), (0.0, 4.0, 2.0)]);
 }
 
 #[test]

@@ -303,8 +303,8 @@ pub enum PhaseError {
     SpawnRateWithoutUsers(String),
     /// None, or several, of the arrival shapes.
     #[error(
-        "phase {0:?} needs one of arrivalRate, arrivalCount, spike or step (rampTo ramps from \
-         arrivalRate and needs it)"
+        "phase {0:?} needs one of arrivalRate (or rampTo alone, from 0), arrivalCount, spike \
+         or step"
     )]
     Shape(String),
     /// A spike with a negative rate, or as long as its spacing.
@@ -359,7 +359,7 @@ pub enum FlowError {
     #[error("scenario {0:?} needs a flow or a markov model (one of them)")]
     NoBehaviour(String),
     /// A scenario that never sends a request.
-    #[error("sends no request; add a get, post, put, patch or delete step")]
+    #[error("sends no request and calls no function; add a get, post, put, patch or delete step")]
     NoRequest,
     /// More steps than a user model may have.
     #[error("more than {max} steps; use loop with a count instead of repeating steps")]

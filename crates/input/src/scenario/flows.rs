@@ -525,7 +525,13 @@ impl<'a> Lowering<'a> {
             _ => return Err(FlowError::NoBehaviour(name.into()).into()),
         };
         self.websocket = None;
-        if self.requests.len() == before {
+        // A flow of processor functions alone is what Artillery runs for a protocol it has no
+        // engine for (SOAP, Twirp, Redis): the functions send their own traffic.
+        let calls_functions = match &behaviour {
+            Behaviour::Flow(steps) => steps.iter().any(|s| matches!(s, Step::Function(_))),
+            Behaviour::Chain(_) => false,
+        };
+        if self.requests.len() == before && !calls_functions {
             return Err(FlowError::NoRequest.into());
         }
         Ok(UserScenario {

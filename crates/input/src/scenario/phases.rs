@@ -147,6 +147,7 @@ impl Num {
 }
 
 /// A phase's numbers, read.
+#[derive(Clone)]
 struct Numbers {
     arrival_rate: Option<f64>,
     ramp_to: Option<f64>,
@@ -327,6 +328,13 @@ fn rate_phases(
     duration: Duration,
 ) -> Result<Vec<RatePhase>, PhaseError> {
     let rate_ok = |r: f64| r.is_finite() && r >= 0.0;
+    // As Artillery runs it, `rampTo` without `arrivalRate` ramps from 0.
+    let n = &Numbers {
+        arrival_rate: n
+            .arrival_rate
+            .or(n.ramp_to.filter(|_| n.arrival_count.is_none()).map(|_| 0.0)),
+        ..n.clone()
+    };
     let kinds = [
         n.arrival_rate.is_some() || n.arrival_count.is_some(),
         p.spike.is_some(),
