@@ -274,3 +274,69 @@ fn the_apdex_plugin_scores_the_run_against_its_threshold() {
     assert_eq!(a["score"], 0.5, "{a:#}");
     assert_eq!(a["ranking"], "poor", "{a:#}");
 }
+
+#[test]
+fn the_before_flow_runs_once_first_and_its_captures_are_every_users() {
+    // As Artillery's generating-vu-tokens example: one login before the load, its token sent
+    // by every user; the after flow runs once at the end.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = |user: &str| {
+        write_file(
+            dir.path(),
+            "s.yml",
+            &format!(
+                "config:\n  target: http://127.0.0.1:1\n  phases: [{{ duration: 1, arrivalRate: 5 }}]\n  variables: {{ color: [red, blue] }}\nbefore:\n  flow:\n    - get: {{ url: /turno/before }}\n    - post:\n        url: /login\n        json: {{ user: {user} }}\n        capture: {{ json: $.token, as: token }}\nscenarios:\n  - flow:\n      - get:\n          url: /account\n          headers: {{ authorization: 'Bearer {{{{ token }}}}' }}\n          match: {{ json: $.user, value: ops }}\n      - get: {{ url: '/turno/{{{{ color }}}}' }}\nafter:\n  flow:\n    - get: {{ url: /turno/after }}\n"
+            ),
+        )
+    };
+    let file = script("ops");
+    let out = loadlab(&["validate", file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 5, "{}\n{stderr}", s["users"]);
+    assert_eq!(
+        s["status"]["200"], 10,
+        "the load's requests alone: {}",
+        s["status"]
+    );
+    assert!(
+        stderr.contains("before: its flow ran once (2 request(s)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("after: its flow ran once (1 request(s)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        support::next_ticket(&server, "before"),
+        2,
+        "one before flow"
+    );
+    assert_eq!(support::next_ticket(&server, "after"), 2, "one after flow");
+    // The users' own variables keep their per-user values.
+    let red = support::next_ticket(&server, "red") - 1;
+    let blue = support::next_ticket(&server, "blue") - 1;
+    assert_eq!(red + blue, 5);
+    // A before flow that fails stops the run before the load, saying why.
+    let bad = write_file(
+        dir.path(),
+        "bad.yml",
+        "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 5 }]\nbefore:\n  flow:\n    - post: { url: /login, json: { nobody: 1 }, expect: { statusCode: 200 } }\nscenarios:\n  - flow:\n      - get: { url: /turno/never }\n",
+    );
+    let target = server.url("");
+    let out = loadlab(&["run", bad.to_str().unwrap(), "--target", &target]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "the before flow failed: expect statusCode on POST /login; the load was not run"
+        ),
+        "{err}"
+    );
+    assert_eq!(support::next_ticket(&server, "never"), 1, "no load ran");
+}

@@ -25,8 +25,61 @@ pub struct Watch {
 const MAX_PROFILE: Duration = Duration::from_secs(30);
 
 /// Runs a plan, showing a live progress line on stderr when `live` and watching what `watch`
-/// names, and summarizes it with its findings.
+/// names, and summarizes it with its findings. A script's `before` flow runs first, once, and
+/// its captures are every user's; its `after` flow runs once at the end.
 pub fn execute(
+    plan: &ValidPlan,
+    stop: &StopSignal,
+    live: bool,
+    watch: &Watch,
+    dashboard: Option<&Dashboard>,
+) -> Result<(RunData, Summary)> {
+    let vars = match plan.once(false) {
+        Some(before) => once(&before, stop, "before")?,
+        None => Default::default(),
+    };
+    let with_vars = (!vars.is_empty()).then(|| plan.with_vars(&vars));
+    let plan = with_vars.as_ref().unwrap_or(plan);
+    let ran = execute_plan(plan, stop, live, watch, dashboard)?;
+    if let Some(after) = plan.once(true) {
+        if !stop.is_stopped() {
+            once(&after, stop, "after")?;
+        }
+    }
+    Ok(ran)
+}
+
+/// Runs a `before` or `after` flow's plan: the variables its user ended with, or the reason
+/// it failed as an error.
+fn once(
+    plan: &ValidPlan,
+    stop: &StopSignal,
+    flow: &'static str,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let started = std::time::Instant::now();
+    let run = loadlab_engine::run(plan, stop, |_, _| {})?;
+    let users = run.users.unwrap_or_default();
+    if let Some(reason) = users.failures.keys().next() {
+        return Err(crate::HarnessError::Once {
+            flow,
+            reason: reason.clone(),
+            what: if flow == "before" {
+                "was not run"
+            } else {
+                "ran"
+            },
+        });
+    }
+    eprintln!(
+        "{flow}: its flow ran once ({} request(s), {:.0} ms)",
+        run.totals.counts.completed,
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    Ok(users.vars.unwrap_or_default())
+}
+
+/// Runs one plan as [`execute`] does, without its `before` and `after` flows.
+fn execute_plan(
     plan: &ValidPlan,
     stop: &StopSignal,
     live: bool,

@@ -42,6 +42,16 @@ pub enum HarnessError {
     /// A plan could not be made.
     #[error(transparent)]
     Input(#[from] loadlab_input::InputError),
+    /// The script's `before` (or `after`) flow failed, so the load did not run (or ran).
+    #[error("the {flow} flow failed: {reason}; the load {what}")]
+    Once {
+        /// `before` or `after`.
+        flow: &'static str,
+        /// Why its user failed.
+        reason: String,
+        /// What became of the load.
+        what: &'static str,
+    },
     /// A capacity workload's objective could not be read.
     #[error(transparent)]
     Slo(#[from] loadlab_analyze::slo::SloError),

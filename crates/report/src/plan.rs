@@ -25,6 +25,17 @@ pub fn render_plan(plan: &Plan) -> String {
                     p.path.display()
                 );
             }
+            if let Some(Behaviour::Flow(steps)) = model.before.as_ref().map(|b| &b.behaviour) {
+                let _ = writeln!(
+                    out,
+                    "  before: one user runs once, before the load (its captures are every user's)"
+                );
+                flow(&mut out, plan, steps, 4);
+            }
+            if let Some(Behaviour::Flow(steps)) = model.after.as_ref().map(|b| &b.behaviour) {
+                let _ = writeln!(out, "  after: one user runs once, after the load");
+                flow(&mut out, plan, steps, 4);
+            }
             for (i, sc) in model.scenarios.iter().enumerate() {
                 let share = model.pattern.iter().filter(|k| **k == i).count() as f64
                     / model.pattern.len() as f64;

@@ -837,6 +837,69 @@ impl ValidPlan {
         self.0.start_at = Some(at);
         self
     }
+
+    /// The run of the users' `before` flow (or with `after`, their `after` flow) alone: one
+    /// user, at once, keeping the variables it ends with; `None` when the model has no such
+    /// flow.
+    pub fn once(&self, after: bool) -> Option<ValidPlan> {
+        let users = self.0.model.users()?;
+        let flow = if after { &users.after } else { &users.before };
+        let flow = flow.as_deref()?;
+        let mut plan = self.0.clone();
+        // One arrival at the origin: a rate of 1000/s for 1 ms.
+        plan.model = Model::Open {
+            phases: vec![crate::RatePhase::constant(
+                flow.name.as_str(),
+                1000.0,
+                Some(Duration::from_millis(1)),
+            )],
+            arrival: Arrival::Uniform,
+            seed: users.seed,
+            arrivals: Arrivals::Sessions {
+                users: Arc::new(users.once(flow)),
+                max_sessions: 1,
+            },
+        };
+        plan.stop = Stop::default();
+        plan.thresholds.clear();
+        plan.start_at = None;
+        Some(ValidPlan(plan))
+    }
+
+    /// The same plan, every user starting with `vars` (what the `before` flow captured or its
+    /// functions set) besides its own variables, which keep their per-user values.
+    pub fn with_vars(&self, vars: &std::collections::BTreeMap<String, String>) -> ValidPlan {
+        let mut plan = self.0.clone();
+        let with = |users: &Arc<UserModel>| {
+            let mut model = (**users).clone();
+            let own: std::collections::HashSet<&str> = users
+                .variables
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .chain(
+                    users
+                        .payloads
+                        .iter()
+                        .flat_map(|p| p.fields.iter().map(String::as_str)),
+                )
+                .collect();
+            for (k, v) in vars {
+                if !k.starts_with('$') && !own.contains(k.as_str()) {
+                    model.variables.push((k.clone(), vec![v.clone()]));
+                }
+            }
+            Arc::new(model)
+        };
+        match &mut plan.model {
+            Model::Users { users, .. }
+            | Model::Open {
+                arrivals: Arrivals::Sessions { users, .. },
+                ..
+            } => *users = with(users),
+            _ => {}
+        }
+        ValidPlan(plan)
+    }
 }
 
 impl std::ops::Deref for ValidPlan {

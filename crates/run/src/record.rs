@@ -190,6 +190,9 @@ pub struct UserRecord {
     pub custom: CustomMetrics,
     /// CPU seconds the processor's Node.js helpers used, when the model has a processor.
     pub processor_cpu_s: Option<f64>,
+    /// The variables of the last session that ended, when the model keeps them (a `before`
+    /// flow, whose captures the load's users start with).
+    pub vars: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Metrics a script's processor functions emit (`events.emit('counter' | 'histogram' |
@@ -260,6 +263,7 @@ impl UserRecord {
             static_skipped: 0,
             custom: CustomMetrics::default(),
             processor_cpu_s: None,
+            vars: None,
         }
     }
 
@@ -276,6 +280,9 @@ impl UserRecord {
         self.custom.merge(&other.custom);
         if let Some(cpu) = other.processor_cpu_s {
             *self.processor_cpu_s.get_or_insert(0.0) += cpu;
+        }
+        if self.vars.is_none() {
+            self.vars.clone_from(&other.vars);
         }
     }
 }

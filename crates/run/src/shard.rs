@@ -194,6 +194,10 @@ fn joined_rows(models: &[&Model]) -> UserModel {
             payloads: Vec::new(),
             seed: 0,
             processor: None,
+            before: None,
+            after: None,
+            keep_vars: false,
+            uuid: false,
         },
         |u| (*u).clone(),
     );
@@ -381,6 +385,10 @@ mod tests {
             }],
             seed: 1,
             processor: None,
+            before: None,
+            after: None,
+            keep_vars: false,
+            uuid: false,
         };
         let phase = |users| UserPhase {
             name: "p".into(),

@@ -135,8 +135,9 @@ impl Template {
 fn placeholder(inner: &str) -> Result<Part, TemplateError> {
     let bad = || TemplateError::Bad(inner.to_string());
     // A loop's element (`$loopElement`, `$loopElement.url`) and count are variables the loop
-    // sets.
+    // sets; `$uuid` is each user's own id, as Artillery's.
     let loop_var = inner == "$loopCount"
+        || inner == "$uuid"
         || inner
             .strip_prefix("$loopElement")
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));

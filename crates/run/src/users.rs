@@ -27,6 +27,35 @@ pub struct UserModel {
     /// name.
     #[serde(default)]
     pub processor: Option<Processor>,
+    /// Artillery's top-level `before`: a flow one user runs once before the load; the
+    /// variables it ends with (its captures) are every user's from the start.
+    #[serde(default)]
+    pub before: Option<Box<UserScenario>>,
+    /// Artillery's top-level `after`: a flow one user runs once after the load, with the
+    /// `before` flow's variables.
+    #[serde(default)]
+    pub after: Option<Box<UserScenario>>,
+    /// Keep the variables of the sessions as they end (the `before` flow's run).
+    #[serde(default)]
+    pub keep_vars: bool,
+    /// The scenarios read `{{ $uuid }}`: each user gets a random UUID (version 4) of its own.
+    #[serde(default)]
+    pub uuid: bool,
+}
+
+impl UserModel {
+    /// The model of a run of `flow` by one user, alone: the `before` or `after` flow of this
+    /// model, keeping its variables.
+    pub fn once(&self, flow: &UserScenario) -> UserModel {
+        UserModel {
+            scenarios: vec![flow.clone()],
+            pattern: vec![0],
+            before: None,
+            after: None,
+            keep_vars: true,
+            ..self.clone()
+        }
+    }
 }
 
 impl UserModel {

@@ -84,6 +84,10 @@ pub async fn session(
         websocket::close(socket).await;
     }
     let sent = s.client.sent;
+    if users.model.keep_vars {
+        users.record.borrow_mut().vars =
+            Some(s.vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+    }
     if s.hooked {
         if let Some(h) = &users.hooks {
             h.end(index);
@@ -156,6 +160,21 @@ fn is_redirect(status: u16) -> bool {
     matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 
+/// A random UUID, version 4 (RFC 9562), from the user's own randomness.
+fn uuid_v4(rng: &mut fastrand::Rng) -> String {
+    let (hi, lo) = (rng.u64(..), rng.u64(..));
+    let hi = (hi & !0xF000) | 0x4000;
+    let lo = (lo & !(0b11 << 62)) | (0b10 << 62);
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xFFFF,
+        hi & 0xFFFF,
+        lo >> 48,
+        lo & 0xFFFF_FFFF_FFFF
+    )
+}
+
 /// The URL of `path` on `origin` (`scheme://authority`).
 fn url_of(origin: &str, path: &str) -> Option<url::Url> {
     url::Url::parse(&format!("{origin}{path}")).ok()
@@ -184,6 +203,9 @@ impl<'a> Session<'a> {
             for (field, value) in p.fields.iter().zip(p.row(index, &mut rng)) {
                 vars.insert(field.clone(), value.clone());
             }
+        }
+        if model.uuid {
+            vars.insert("$uuid".into(), uuid_v4(&mut rng));
         }
         Session {
             users,

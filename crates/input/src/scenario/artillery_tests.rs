@@ -360,8 +360,9 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
         ),
         "{e}"
     );
-    let e = refused("config:\n  target: http://127.0.0.1:1\nbefore:\n  flow: [{ get: { url: / } }]\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
-    assert!(e.starts_with("s.yml:4:3: before: "), "{e}");
+    // A before section holds a flow and its name, nothing else.
+    let e = refused("config:\n  target: http://127.0.0.1:1\nbefore:\n  flow: [{ get: { url: / } }]\n  weight: 2\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(e.starts_with("s.yml:5:3: unknown field `weight`"), "{e}");
 }
 
 /// Lowers `text` as a script beside a processor `p.js`, in a folder of the test's own.

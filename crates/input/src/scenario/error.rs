@@ -236,9 +236,6 @@ pub enum Refusal {
     /// `config.engines`.
     #[error("config.engines: loadlab runs HTTP scenarios only (no Playwright, Socket.IO or WebSocket engines)")]
     Engines,
-    /// A `before` or `after` section.
-    #[error("{0}: flows run once before or after the load are not run by loadlab yet; run them as a separate script")]
-    BeforeAfter(String),
     /// A step or request key the engine cannot run yet.
     #[error("{key}: {what}")]
     Key {

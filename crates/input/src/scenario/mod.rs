@@ -54,12 +54,21 @@ struct ScenarioFile {
     config: Option<Config>,
     #[serde(default)]
     scenarios: Option<Vec<ScenarioSpec>>,
-    /// A flow run once before the load (not yet run by loadlab: refused).
+    /// A flow one user runs once before the load; its captures are every user's variables.
     #[serde(default)]
-    before: Option<Spanned<serde_json::Value>>,
-    /// A flow run once after the load (not yet run by loadlab: refused).
+    before: Option<OnceSpec>,
+    /// A flow one user runs once after the load.
     #[serde(default)]
-    after: Option<Spanned<serde_json::Value>>,
+    after: Option<OnceSpec>,
+}
+
+/// A top-level `before` or `after` section: a flow run once.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OnceSpec {
+    #[serde(default)]
+    name: Option<String>,
+    flow: Vec<Spanned<StepSpec>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -276,8 +285,8 @@ struct Script {
     scenario_dir: PathBuf,
     /// The file each located config key came from, when not the scenario file (`--config`).
     origin: BTreeMap<&'static str, PathBuf>,
-    before: Option<Spanned<serde_json::Value>>,
-    after: Option<Spanned<serde_json::Value>>,
+    before: Option<OnceSpec>,
+    after: Option<OnceSpec>,
 }
 
 impl Script {
@@ -562,11 +571,6 @@ pub fn from_text(
             Traced::at(Refusal::Engines, &e.referenced).in_file(script.file_of("engines", path))
         );
     }
-    for (key, section) in [("before", &script.before), ("after", &script.after)] {
-        if let Some(s) = section {
-            return Err(Traced::at(Refusal::BeforeAfter(key.into()), &s.referenced).in_file(path));
-        }
-    }
     // As Artillery: each user opens connections of its own, unless `config.http.pool` (or the
     // command line's connection counts) asks for a pool that every user shares. Only scripts
     // whose every request is plain can share one.
@@ -596,7 +600,12 @@ pub fn from_text(
             (e, r, None)
         }
         None => {
-            user_model(&script, target, seed, lookup, processor).map_err(|e| e.in_file(path))?
+            let (e, r, mut users) = user_model(&script, target, seed, lookup, processor)
+                .map_err(|e| e.in_file(path))?;
+            if let Some(u) = users.as_mut() {
+                u.uuid = text.contains("$uuid");
+            }
+            (e, r, users)
         }
     };
     let timeout = config
@@ -735,6 +744,8 @@ fn weighted(scenarios: &[ScenarioSpec]) -> Vec<(usize, String, u32)> {
 fn plain<'a>(file: &'a Script, phases: &Phases) -> Option<Vec<(&'static str, &'a RequestSpec)>> {
     if !matches!(phases, Phases::Rates(_))
         || file.config.processor.is_some()
+        || file.before.is_some()
+        || file.after.is_some()
         || file.scenarios.iter().any(|s| {
             s.engine.as_ref().is_some_and(|e| e.value == "ws")
                 || s.before_scenario.is_some()
@@ -898,6 +909,7 @@ fn user_model(
     let mut defined: std::collections::HashSet<String> =
         variables.iter().map(|(n, _)| n.clone()).collect();
     defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
+    defined.insert("$uuid".into());
     let chosen = weighted(&file.scenarios);
     let mut scenarios = Vec::new();
     let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
@@ -910,6 +922,20 @@ fn user_model(
         .as_ref()
         .map(|d| d.headers.clone())
         .unwrap_or_default();
+    // The `before` flow first: what it captures, every scenario may read.
+    let once = |key: &str, spec: Option<&OnceSpec>, lowering: &mut flows::Lowering| {
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        let name = spec.name.clone().unwrap_or_else(|| key.to_string());
+        lowering
+            .scenario(&name, Some(&spec.flow), None, &Default::default(), None)
+            .within(|| Place::Scenario(name.clone()))
+            .map(|s| Some(Box::new(s)))
+    };
+    lowering.defined = defined.clone();
+    let before = once("before", file.before.as_ref(), &mut lowering)?;
+    defined.extend(lowering.defined.iter().cloned());
     for (i, name, _) in &chosen {
         let s = &file.scenarios[*i];
         // Each scenario sees only the variables defined before it: config, payload, and its
@@ -937,6 +963,8 @@ fn user_model(
                 .within(|| Place::Scenario(name.clone()))?,
         );
     }
+    lowering.defined = defined.clone();
+    let after = once("after", file.after.as_ref(), &mut lowering)?;
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
     let pattern = interleave(&weights)?;
     let model = UserModel {
@@ -946,6 +974,10 @@ fn user_model(
         payloads,
         seed,
         processor,
+        before,
+        after,
+        keep_vars: false,
+        uuid: false,
     };
     Ok((lowering.endpoints, lowering.requests, Some(model)))
 }
