@@ -58,9 +58,14 @@ pub fn render_plan(plan: &Plan) -> String {
                     } else {
                         format!(" (subprotocols {})", ws.subprotocols.join(", "))
                     };
+                    let what = if ws.socketio {
+                        "Socket.IO over WebSocket"
+                    } else {
+                        "WebSocket"
+                    };
                     let _ = writeln!(
                         out,
-                        "    WebSocket {scheme}://{at}{protocols}, opened first, closed at the end"
+                        "    {what} {scheme}://{at}{protocols}, opened first, closed at the end"
                     );
                 }
                 match &sc.behaviour {
@@ -237,6 +242,41 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                     format!("  [{}]", extra.join("; "))
                 };
                 let _ = writeln!(out, "{pad}{sent}{extra}");
+            }
+            Step::Emit(e) => {
+                let args: Vec<String> = e.args.iter().map(|a| a.to_string()).collect();
+                let on = if e.namespace == "/" {
+                    String::new()
+                } else {
+                    format!(" on {}", e.namespace)
+                };
+                let awaits = match &e.wait {
+                    None => String::new(),
+                    Some(w) => {
+                        let mut what = vec![match &w.channel {
+                            Some(c) => format!("awaits {c}"),
+                            None => "awaits the acknowledgement".to_string(),
+                        }];
+                        if w.data.is_some() {
+                            what.push("data checked".into());
+                        }
+                        if !w.captures.is_empty() {
+                            let vars: Vec<&str> =
+                                w.captures.iter().map(|c| c.var.as_str()).collect();
+                            what.push(format!("captures {}", vars.join(", ")));
+                        }
+                        if !w.expects.is_empty() {
+                            what.push(format!("match × {}", w.expects.len()));
+                        }
+                        format!("  [{}]", what.join("; "))
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "{pad}emit {}({}){on}{awaits}",
+                    e.channel,
+                    args.join(", ")
+                );
             }
             Step::Think(t) => {
                 let _ = writeln!(out, "{pad}think {}", think_text(t));

@@ -72,7 +72,7 @@ impl UserModel {
                         out.extend(while_true.as_deref());
                         walk(steps, out);
                     }
-                    Step::Think(_) | Step::Log(_) | Step::Ws(_) => {}
+                    Step::Think(_) | Step::Log(_) | Step::Ws(_) | Step::Emit(_) => {}
                 }
             }
         }
@@ -132,6 +132,41 @@ pub struct WsConnect {
     pub headers: Vec<(String, Template)>,
     /// Subprotocols offered (`Sec-WebSocket-Protocol`).
     pub subprotocols: Vec<String>,
+    /// Socket.IO over the socket (Artillery's `engine: socketio`): the path is Engine.IO's,
+    /// and the default namespace is joined as the socket opens.
+    #[serde(default)]
+    pub socketio: bool,
+}
+
+/// A Socket.IO `emit` step: an event sent on a namespace, and what its answer must be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SioEmit {
+    /// Index into the plan's requests: the name an awaited answer's round trip is recorded
+    /// under.
+    pub request: usize,
+    /// The namespace (`/` by default), joined on first use.
+    pub namespace: String,
+    /// The event's name.
+    pub channel: Template,
+    /// Its arguments, JSON whose strings are templates.
+    pub args: Vec<serde_json::Value>,
+    /// What to wait for, when the step awaits an answer.
+    pub wait: Option<SioWait>,
+}
+
+/// The answer a Socket.IO emit awaits: an event on a channel (`response`) or the server's
+/// acknowledgement (`acknowledge`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SioWait {
+    /// The event awaited (`response.channel`); `None` awaits the acknowledgement.
+    pub channel: Option<Template>,
+    /// The arguments expected, as Artillery compares them: a list equals all the arguments,
+    /// an object the last one, a string is contained in the last one.
+    pub data: Option<serde_json::Value>,
+    /// Values taken from the arguments (as a JSON list: `$[0].name`).
+    pub captures: Vec<Capture>,
+    /// Checks on the arguments (`match`).
+    pub expects: Vec<Expect>,
 }
 
 /// A WebSocket step (Artillery's `send` and `wait`): send a message, and when the step
@@ -177,6 +212,8 @@ pub enum Step {
     Think(Think),
     /// Send a message on the user's WebSocket, or wait for one.
     Ws(Box<WsMessage>),
+    /// Emit a Socket.IO event on the user's socket, and await its answer.
+    Emit(Box<SioEmit>),
     /// Print a message, rendered with the user's variables, on the generator's stderr
     /// (Artillery's `log` step).
     Log(Template),

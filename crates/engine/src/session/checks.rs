@@ -69,6 +69,11 @@ fn checked(model: &UserModel) -> Vec<(&[Expect], &[Capture])> {
             match s {
                 Step::Request(r) => out.push((&r.expects, &r.captures)),
                 Step::Ws(m) => out.push((&m.expects, &m.captures)),
+                Step::Emit(e) => {
+                    if let Some(w) = &e.wait {
+                        out.push((&w.expects, &w.captures));
+                    }
+                }
                 Step::Think(_) | Step::Log(_) | Step::Function(_) => {}
                 Step::Loop { steps, .. } => walk(steps, out),
             }

@@ -8,7 +8,7 @@
 //! templates (JSON bodies included), `checks` holds expectations and captures, and `statics`
 //! fetches a page's static resources, which the `html` scanner finds; `hooks` calls the
 //! script's processor functions through a Node.js helper; `websocket` holds a ws scenario's
-//! socket.
+//! socket, and `socketio` speaks Socket.IO over one.
 
 mod arrivals;
 mod checks;
@@ -18,6 +18,7 @@ mod html;
 mod render;
 mod runner;
 mod slots;
+mod socketio;
 mod state;
 mod statics;
 mod websocket;

@@ -20,6 +20,7 @@ use crate::session::checks::{check, needs_response};
 use crate::session::client::Client;
 use crate::session::hooks::{Call, Op, Reply, RequestParams, Response};
 use crate::session::render::render;
+use crate::session::socketio::Sio;
 use crate::session::state::Users;
 use crate::session::statics;
 use crate::session::websocket::{self, Socket, WsFailed};
@@ -83,6 +84,9 @@ pub async fn session(
     if let Some(socket) = s.socket.take() {
         websocket::close(socket).await;
     }
+    if let Some(sio) = s.sio.take() {
+        sio.close().await;
+    }
     let sent = s.client.sent;
     if users.model.keep_vars {
         users.record.borrow_mut().vars =
@@ -141,6 +145,8 @@ struct Session<'a> {
     cookies: Option<CookieStore>,
     /// A ws scenario's socket, open for the session.
     socket: Option<Socket>,
+    /// A socketio scenario's connection, open for the session.
+    sio: Option<Sio>,
 }
 
 impl From<WsFailed> for End {
@@ -221,6 +227,7 @@ impl<'a> Session<'a> {
             hooked: false,
             cookies: None,
             socket: None,
+            sio: None,
         }
     }
 
@@ -239,8 +246,12 @@ impl<'a> Session<'a> {
                 headers.push((k.clone(), value));
             }
             let intended = self.intended();
-            self.socket =
-                Some(websocket::open(self.users, connect, &path, &headers, intended).await?);
+            if connect.socketio {
+                self.sio = Some(Sio::open(self.users, connect, &path, &headers, intended).await?);
+            } else {
+                self.socket =
+                    Some(websocket::open(self.users, connect, &path, &headers, intended).await?);
+            }
         }
         match &scenario.behaviour {
             Behaviour::Flow(steps) => self.steps(steps).await,
@@ -269,6 +280,7 @@ impl<'a> Session<'a> {
                 match step {
                     Step::Request(r) => self.request(r).await?,
                     Step::Ws(m) => self.message(m).await?,
+                    Step::Emit(e) => self.emit(e).await?,
                     Step::Think(t) => self.think(t).await?,
                     Step::Function(name) => {
                         self.call(Op::Fn, std::slice::from_ref(name), None, None)
@@ -334,6 +346,10 @@ impl<'a> Session<'a> {
         let until = Instant::now() + think.sample(&mut self.rng);
         if self.open {
             self.next_intended = Some(until);
+        }
+        // A Socket.IO server pings and closes a connection that does not answer.
+        if let Some(sio) = self.sio.as_mut() {
+            sio.idle_until(until).await;
         }
         let Some(slot) = self.slot else {
             sleep_until(until).await;
@@ -504,6 +520,47 @@ impl<'a> Session<'a> {
             });
         };
         websocket::exchange(self.users, socket, m, text, intended, &mut self.vars).await?;
+        Ok(())
+    }
+
+    /// Emits a socketio step's event on the user's connection and takes what it says from the
+    /// answer.
+    async fn emit(&mut self, e: &loadlab_run::users::SioEmit) -> Result<(), End> {
+        self.check_stop()?;
+        let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+        let mut channel = String::new();
+        e.channel.render(lookup, &mut self.rng, &mut channel);
+        let render = |v: &serde_json::Value, rng: &mut fastrand::Rng| {
+            crate::session::render::render_json(v, &lookup, rng)
+        };
+        let args: Vec<serde_json::Value> =
+            e.args.iter().map(|a| render(a, &mut self.rng)).collect();
+        let expected = e
+            .wait
+            .as_ref()
+            .and_then(|w| w.data.as_ref())
+            .map(|d| render(d, &mut self.rng));
+        let intended = if e.wait.is_some() {
+            self.intended()
+        } else {
+            None
+        };
+        let Some(sio) = self.sio.as_mut() else {
+            return Err(End::Failed {
+                reason: "no Socket.IO connection open for an emit step".into(),
+                transport: false,
+            });
+        };
+        sio.emit(
+            self.users,
+            e,
+            channel,
+            args,
+            expected,
+            intended,
+            &mut self.vars,
+        )
+        .await?;
         Ok(())
     }
 

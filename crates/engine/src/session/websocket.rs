@@ -41,7 +41,7 @@ impl WsFailed {
 }
 
 /// The kind a WebSocket failure counts as.
-fn kind_of(e: &tungstenite::Error) -> ErrorKind {
+pub(crate) fn kind_of(e: &tungstenite::Error) -> ErrorKind {
     match e {
         tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
             ErrorKind::Closed

@@ -231,10 +231,10 @@ impl Traced {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Refusal {
     /// A scenario engine other than HTTP.
-    #[error("engine: {0}: loadlab runs HTTP and WebSocket (ws) scenarios only; remove the scenario or run it with Artillery")]
+    #[error("engine: {0}: loadlab runs HTTP, WebSocket (ws) and Socket.IO (socketio) scenarios only; remove the scenario or run it with Artillery")]
     Engine(String),
     /// `config.engines`.
-    #[error("config.engines: loadlab runs HTTP scenarios only (no Playwright, Socket.IO or WebSocket engines)")]
+    #[error("config.engines: loadlab runs its own HTTP, ws and socketio engines only (no Playwright or custom engines)")]
     Engines,
     /// A step or request key the engine cannot run yet.
     #[error("{key}: {what}")]

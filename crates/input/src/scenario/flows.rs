@@ -71,6 +71,19 @@ pub struct StepSpec {
     /// and `subprotocols`).
     #[serde(default)]
     pub(super) connect: Option<Spanned<serde_json::Value>>,
+    /// `engine: socketio`: an event emitted (`{channel, data}`, or a list: the event's name
+    /// and its arguments).
+    #[serde(default)]
+    pub(super) emit: Option<Spanned<serde_json::Value>>,
+    /// `engine: socketio`: the event awaited after the emit.
+    #[serde(default)]
+    pub(super) response: Option<Spanned<AnswerSpec>>,
+    /// `engine: socketio`: the acknowledgement awaited after the emit.
+    #[serde(default)]
+    pub(super) acknowledge: Option<Spanned<AnswerSpec>>,
+    /// `engine: socketio`: the namespace the event goes to.
+    #[serde(default)]
+    pub(super) namespace: Option<Spanned<String>>,
 }
 
 impl StepSpec {
@@ -164,6 +177,13 @@ pub struct RequestSpec {
     pub cookie: Option<Spanned<serde_json::Value>>,
 }
 
+impl CaptureSpec {
+    /// The regular expression, when the capture gives one.
+    pub(super) fn regexp_given(&self) -> Option<&str> {
+        self.regexp.as_deref()
+    }
+}
+
 impl RequestSpec {
     /// True when the request is one fixed request: nothing to render, capture or check.
     pub fn is_plain(&self) -> bool {
@@ -249,11 +269,11 @@ impl RequestSpec {
 }
 
 /// `capture`: a JSONPath query over the body, or a header, into a variable.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CaptureSpec {
     #[serde(default)]
-    json: Option<String>,
+    pub(super) json: Option<String>,
     #[serde(default)]
     pub(super) header: Option<String>,
     /// A regular expression over the body.
@@ -270,6 +290,28 @@ pub struct CaptureSpec {
     strict: Option<bool>,
     #[serde(rename = "as")]
     pub(super) var: String,
+}
+
+/// A Socket.IO answer as Artillery's `response` and `acknowledge` write it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSpec {
+    /// `response`: the event awaited (`on` is its other name).
+    #[serde(default)]
+    pub(super) channel: Option<String>,
+    #[serde(default)]
+    pub(super) on: Option<String>,
+    /// The arguments expected (`args` is its other name).
+    #[serde(default)]
+    pub(super) data: Option<serde_json::Value>,
+    #[serde(default)]
+    pub(super) args: Option<serde_json::Value>,
+    /// Values taken from the arguments.
+    #[serde(default)]
+    pub(super) capture: Option<OneOrMany<CaptureSpec>>,
+    /// Checks on the arguments.
+    #[serde(default, rename = "match")]
+    pub(super) matches: Option<serde_json::Value>,
 }
 
 /// `expect`: checks by name, as Artillery's expect plugin writes them (an item may hold several).
@@ -389,7 +431,7 @@ pub struct Lowering<'a> {
     steps: usize,
     /// The current scenario's WebSocket, when its engine is `ws`: its steps send messages,
     /// and an HTTP request step is refused.
-    pub(super) websocket: Option<super::websocket::Socket>,
+    pub(super) websocket: Option<super::sockets::Socket>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -466,11 +508,22 @@ impl<'a> Lowering<'a> {
         flow: Option<&[Spanned<StepSpec>]>,
         markov: Option<&MarkovSpec>,
         hooks: &ScenarioHooks,
-        ws: Option<&super::websocket::WsSettings>,
+        engine: Option<super::sockets::Engine>,
     ) -> Result<UserScenario, Traced> {
         let before = self.requests.len();
         // A ws scenario connects first (to its `connect` step's URL, else the target); its
-        // other steps are lowered with the socket known.
+        // other steps are lowered with the socket known. A socketio scenario connects to the
+        // target's Engine.IO path.
+        let ws = match engine {
+            Some(super::sockets::Engine::SocketIo(settings)) => {
+                let (socket, connect) = self.connect_socketio(settings)?;
+                self.websocket = Some(socket);
+                let websocket = Some(connect);
+                return self.finish_scenario(name, flow, markov, hooks, websocket, before);
+            }
+            Some(super::sockets::Engine::Ws(settings)) => Some(settings),
+            None => None,
+        };
         let (websocket, flow) = match (ws, flow) {
             (Some(settings), Some(flow)) => {
                 let (connect, rest) = match flow.split_first() {
@@ -491,6 +544,20 @@ impl<'a> Lowering<'a> {
                 (None, flow)
             }
         };
+        self.finish_scenario(name, flow, markov, hooks, websocket, before)
+    }
+
+    /// Lowers a scenario's flow or chain once its socket (if any) is known; `before` is the
+    /// number of requests before the scenario's own.
+    fn finish_scenario(
+        &mut self,
+        name: &str,
+        flow: Option<&[Spanned<StepSpec>]>,
+        markov: Option<&MarkovSpec>,
+        hooks: &ScenarioHooks,
+        websocket: Option<loadlab_run::users::WsConnect>,
+        before: usize,
+    ) -> Result<UserScenario, Traced> {
         let names = |given: Option<&Spanned<serde_json::Value>>, key: &str| {
             given.map_or(Ok(Vec::new()), |g| self.function_names(key, g))
         };
@@ -593,6 +660,23 @@ impl<'a> Lowering<'a> {
                 };
                 return Err(refuse("connect", what)).within(step);
             }
+            if s.emit.is_none()
+                && (s.response.is_some() || s.acknowledge.is_some() || s.namespace.is_some())
+            {
+                return Err(refuse(
+                    "response",
+                    "response, acknowledge and namespace go with emit in the same step",
+                ))
+                .within(step);
+            }
+            if let Some(emit) = &s.emit {
+                if request.is_some() || s.think.is_some() || s.looped.is_some() {
+                    return Err(FlowError::StepKind).within(step);
+                }
+                let e = self.sio_emit(emit, s).within(step)?;
+                out.push(Step::Emit(Box::new(e)));
+                continue;
+            }
             let message = s.send.is_some() || s.wait.is_some();
             let kinds = usize::from(request.is_some())
                 + usize::from(s.think.is_some())
@@ -610,7 +694,7 @@ impl<'a> Lowering<'a> {
                 out.push(Step::Ws(Box::new(m)));
                 continue;
             }
-            if request.is_some() && self.websocket.is_some() {
+            if request.is_some() && self.websocket.as_ref().is_some_and(|w| !w.socketio()) {
                 return Err(refuse(
                     "engine: ws",
                     "a ws scenario sends messages (send, wait); Artillery's ws engine does not \

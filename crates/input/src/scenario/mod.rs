@@ -22,6 +22,7 @@ mod error;
 mod flows;
 mod payload;
 mod phases;
+mod sockets;
 mod websocket;
 
 use loadlab_run::UserModel;
@@ -112,7 +113,10 @@ struct Config {
     engines: Option<Spanned<serde_json::Value>>,
     /// The ws engine's settings: headers and subprotocols of every user's WebSocket.
     #[serde(default)]
-    ws: Option<websocket::WsSettings>,
+    ws: Option<sockets::WsSettings>,
+    /// The socketio engine's settings: Engine.IO's path, query and headers.
+    #[serde(default)]
+    socketio: Option<sockets::SioSettings>,
 }
 
 /// `config.apdex`: the satisfied latency, ms.
@@ -160,7 +164,7 @@ impl Config {
         macro_rules! replace {
             ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
         }
-        replace!(target, payload, tls, ensure, apdex, processor, engines, ws);
+        replace!(target, payload, tls, ensure, apdex, processor, engines, ws, socketio);
         // Artillery merges lists by position: a phase over the phase at its index, so an
         // environment of one phase over a config of three changes the first and keeps the rest.
         match (&mut self.phases, over.phases) {
@@ -323,7 +327,7 @@ fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
     };
     for s in probe.scenarios.iter().flatten() {
         if let Some(e) = &s.engine {
-            if e.value != "http" && e.value != "ws" {
+            if !matches!(e.value.as_str(), "http" | "ws" | "socketio") {
                 return Err(
                     Traced::at(Refusal::Engine(e.value.clone()), &e.referenced).in_file(path)
                 );
@@ -747,7 +751,7 @@ fn plain<'a>(file: &'a Script, phases: &Phases) -> Option<Vec<(&'static str, &'a
         || file.before.is_some()
         || file.after.is_some()
         || file.scenarios.iter().any(|s| {
-            s.engine.as_ref().is_some_and(|e| e.value == "ws")
+            s.engine.as_ref().is_some_and(|e| e.value != "http")
                 || s.before_scenario.is_some()
                 || s.after_scenario.is_some()
                 || s.before_request.is_some()
@@ -947,19 +951,18 @@ fn user_model(
             before_request: s.before_request.as_ref(),
             after_response: s.after_response.as_ref(),
         };
-        let ws = match &s.engine {
-            Some(e) if e.value == "ws" => Some(file.config.ws.clone().unwrap_or_default()),
+        let (ws, sio) = (
+            file.config.ws.clone().unwrap_or_default(),
+            file.config.socketio.clone().unwrap_or_default(),
+        );
+        let engine = match s.engine.as_ref().map(|e| e.value.as_str()) {
+            Some("ws") => Some(sockets::Engine::Ws(&ws)),
+            Some("socketio") => Some(sockets::Engine::SocketIo(&sio)),
             _ => None,
         };
         scenarios.push(
             lowering
-                .scenario(
-                    name,
-                    s.flow.as_deref(),
-                    s.markov.as_ref(),
-                    &hooks,
-                    ws.as_ref(),
-                )
+                .scenario(name, s.flow.as_deref(), s.markov.as_ref(), &hooks, engine)
                 .within(|| Place::Scenario(name.clone()))?,
         );
     }

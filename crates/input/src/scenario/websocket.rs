@@ -1,40 +1,18 @@
-//! Artillery's `engine: ws` scenarios lowered into the plan: the WebSocket each user opens
+//! Artillery's `engine: ws` and `engine: socketio` scenarios lowered into the plan: the WebSocket each user opens
 //! (`config.ws`, the flow's first `connect` step, else the target) and its `send` and `wait`
 //! steps, as Artillery's ws engine reads them.
 
 use std::collections::BTreeMap;
 
-use loadlab_run::users::{Capture, Expect, WsConnect, WsMessage, WsPayload};
+use loadlab_run::users::{Capture, Expect, SioEmit, SioWait, WsConnect, WsMessage, WsPayload};
 use loadlab_run::Template;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::error::{FlowError, Refusal, Traced};
 use super::flows::{CaptureSpec, Lowering};
+use super::sockets::{SioSettings, Socket, WsSettings};
 use crate::yaml::OneOrMany;
-
-/// `config.ws`: what every user's WebSocket sends when it opens.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WsSettings {
-    /// Headers of the upgrade request.
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    /// Subprotocols offered.
-    #[serde(default)]
-    subprotocols: Vec<String>,
-}
-
-/// The WebSocket of the scenario being lowered: the path its messages' results are named by,
-/// and the request a reply's round trip is recorded under, once a step awaits one.
-#[derive(Debug, Clone)]
-pub struct Socket {
-    upgrade: usize,
-    endpoint: usize,
-    url: String,
-    path: String,
-    reply: Option<usize>,
-}
 
 /// A ws step's object form, when it captures or checks: the message sent (if any) and what is
 /// taken from the reply. Without `capture` or `match`, Artillery sends the whole object as JSON.
@@ -122,55 +100,101 @@ impl Lowering<'_> {
                 }
             }
         }
-        let origin_and_path = |url: &str| -> Result<(String, String), FlowError> {
-            let http = http_url(url);
-            if !(http.starts_with("http://") || http.starts_with("https://")) {
-                return Err(FlowError::NotUrl(url.to_string()));
-            }
-            let after = http.find("://").map_or(0, |i| i + 3);
-            let at = http[after..]
-                .find(['/', '?'])
-                .map_or(http.len(), |i| after + i);
-            let (origin, path) = http.split_at(at);
-            if origin.contains("{{") {
-                return Err(FlowError::TemplatedOrigin(url.to_string()));
-            }
-            let path = if path.starts_with('/') {
-                path.to_string()
-            } else {
-                format!("/{path}")
-            };
-            Ok((origin.to_string(), path))
-        };
         let located = |e: FlowError| match connect {
             Some(c) => Traced::at(e, &c.referenced),
             None => e.into(),
         };
-        let (origin, path) = origin_and_path(&url).map_err(located)?;
-        let endpoint = self.endpoint(&origin).map_err(|e| located(e.into()))?;
-        let path_t = Template::parse(&path).map_err(|e| located(e.into()))?;
+        self.open_socket(&url, &headers, subprotocols, false)
+            .map_err(located)
+    }
+
+    /// A socketio scenario's socket: WebSocket to the target's Engine.IO path (`/socket.io/`,
+    /// or `config.socketio.path`), with `config.socketio`'s query and headers.
+    pub(super) fn connect_socketio(
+        &mut self,
+        settings: &SioSettings,
+    ) -> Result<(Socket, WsConnect), Traced> {
+        if let Some(t) = &settings.transports {
+            if !t.iter().any(|t| t == "websocket") {
+                return Err(refuse(
+                    "config.socketio.transports",
+                    "loadlab speaks Socket.IO over WebSocket only; add websocket",
+                )
+                .into());
+            }
+        }
+        let base = self.target.trim_end_matches('/');
+        let path = settings.path.as_deref().unwrap_or("/socket.io");
+        let path = format!("/{}/", path.trim_matches('/'));
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        query
+            .append_pair("EIO", "4")
+            .append_pair("transport", "websocket");
+        for (k, v) in &settings.query {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            query.append_pair(k, &v);
+        }
+        let url = format!("{base}{path}?{}", query.finish());
+        Ok(self.open_socket(&url, &settings.extra_headers, Vec::new(), true)?)
+    }
+
+    /// Registers a socket to `url` (`ws://`, `wss://`, `http://` or `https://`, templates after
+    /// the host) with its upgrade headers: its endpoint and the request its handshake is
+    /// recorded under.
+    fn open_socket(
+        &mut self,
+        url: &str,
+        headers: &BTreeMap<String, String>,
+        subprotocols: Vec<String>,
+        socketio: bool,
+    ) -> Result<(Socket, WsConnect), FlowError> {
+        let http = http_url(url);
+        if !(http.starts_with("http://") || http.starts_with("https://")) {
+            return Err(FlowError::NotUrl(url.to_string()));
+        }
+        let after = http.find("://").map_or(0, |i| i + 3);
+        let at = http[after..]
+            .find(['/', '?'])
+            .map_or(http.len(), |i| after + i);
+        let (origin, path) = http.split_at(at);
+        if origin.contains("{{") {
+            return Err(FlowError::TemplatedOrigin(url.to_string()));
+        }
+        let path = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("/{path}")
+        };
+        let endpoint = self.endpoint(origin)?;
+        let path_t = Template::parse(&path)?;
         let mut header_ts = Vec::new();
-        for (k, v) in &headers {
-            let v = crate::values::expand_env(v).map_err(|e| located(FlowError::Env(e)))?;
-            header_ts.push((
-                k.clone(),
-                Template::parse(&v).map_err(|e| located(e.into()))?,
-            ));
+        for (k, v) in headers {
+            let v = crate::values::expand_env(v).map_err(FlowError::Env)?;
+            header_ts.push((k.clone(), Template::parse(&v)?));
         }
         let uses = path_t
             .variables()
             .chain(header_ts.iter().flat_map(|(_, t)| t.variables()));
         if let Some(v) = uses.into_iter().find(|v| !self.is_defined(v)) {
-            return Err(located(FlowError::Undefined(v.to_string())));
+            return Err(FlowError::Undefined(v.to_string()));
         }
-        let name = format!("WS {path}");
-        let request = self.push_request(&name, &http_url(&url), endpoint, "GET", &path, &[], &[]);
+        let shown = path.split('?').next().unwrap_or(&path);
+        let name = if socketio {
+            format!("Socket.IO {shown}")
+        } else {
+            format!("WS {shown}")
+        };
+        let request = self.push_request(&name, &http, endpoint, "GET", &path, &[], &[]);
         let socket = Socket {
             upgrade: request,
             endpoint,
-            url: http_url(&url),
-            path,
+            url: http.clone(),
+            path: shown.to_string(),
             reply: None,
+            socketio,
         };
         Ok((
             socket,
@@ -179,6 +203,7 @@ impl Lowering<'_> {
                 path: path_t,
                 headers: header_ts,
                 subprotocols,
+                socketio,
             },
         ))
     }
@@ -311,4 +336,205 @@ fn socket_request(l: &mut Lowering, socket: &Socket, reply: bool) -> usize {
         s.reply = Some(r);
     }
     r
+}
+
+/// Artillery's JSONPath (jsonpath-plus) reads `$.0.name` as the first item's `name`; RFC 9535,
+/// which loadlab follows, writes it `$[0].name`.
+fn rfc_json_path(query: &str) -> String {
+    let mut out = String::with_capacity(query.len() + 4);
+    let mut rest = query;
+    while let Some(i) = rest.find('.') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let ends = after[digits..].is_empty() || after[digits..].starts_with(['.', '[']);
+        if digits > 0 && ends {
+            out.push('[');
+            out.push_str(&after[..digits]);
+            out.push(']');
+            rest = &after[digits..];
+        } else {
+            out.push('.');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `capture` and `match` items with their JSONPath written as RFC 9535 does, and a `json`
+/// query of `$.0` (the first argument) where an item gives none, as Artillery defaults it.
+fn with_rfc_paths(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(with_rfc_paths).collect())
+        }
+        serde_json::Value::Object(o) => {
+            let mut o = o.clone();
+            let keyed = o.contains_key("regexp") || o.contains_key("header");
+            match o.get("json").and_then(|j| j.as_str()) {
+                Some(q) => {
+                    let q = rfc_json_path(q);
+                    o.insert("json".into(), q.into());
+                }
+                None if !keyed => {
+                    o.insert("json".into(), "$[0]".into());
+                }
+                None => {}
+            }
+            serde_json::Value::Object(o)
+        }
+        other => other.clone(),
+    }
+}
+
+impl Lowering<'_> {
+    /// An `emit` step of a socketio scenario, with its `namespace` and the `response` or
+    /// `acknowledge` it awaits.
+    pub(super) fn sio_emit(
+        &mut self,
+        emit: &Spanned<serde_json::Value>,
+        step: &super::flows::StepSpec,
+    ) -> Result<SioEmit, Traced> {
+        let Some(socket) = self.websocket.clone().filter(|s| s.socketio) else {
+            return Err(Traced::at(
+                refuse(
+                    "emit",
+                    "is a step of engine: socketio scenarios (add engine: socketio to the scenario)",
+                ),
+                &emit.referenced,
+            ));
+        };
+        let at = |e: FlowError, s: &Spanned<serde_json::Value>| Traced::at(e, &s.referenced);
+        let bad_emit = || {
+            Traced::at(
+                refuse(
+                    "emit",
+                    "takes {channel, data} or a list: the event's name, then its arguments",
+                ),
+                &emit.referenced,
+            )
+        };
+        let (channel, args) = match &emit.value {
+            serde_json::Value::Object(o) => {
+                if o.keys().any(|k| k != "channel" && k != "data") {
+                    return Err(bad_emit());
+                }
+                let channel = o
+                    .get("channel")
+                    .and_then(|c| c.as_str())
+                    .ok_or_else(bad_emit)?;
+                (
+                    channel.to_string(),
+                    o.get("data").cloned().into_iter().collect(),
+                )
+            }
+            serde_json::Value::Array(items) => {
+                let (first, rest) = items.split_first().ok_or_else(bad_emit)?;
+                let channel = first.as_str().ok_or_else(bad_emit)?;
+                (channel.to_string(), rest.to_vec())
+            }
+            _ => return Err(bad_emit()),
+        };
+        let channel = Template::parse(&channel).map_err(|e| at(e.into(), emit))?;
+        let mut uses: Vec<String> = channel.variables().map(str::to_string).collect();
+        for a in &args {
+            super::flows::json_variables(a, &mut uses).map_err(|e| at(e, emit))?;
+        }
+        if let Some(v) = uses.iter().find(|v| !self.is_defined(v)) {
+            return Err(at(FlowError::Undefined(v.clone()), emit));
+        }
+        let namespace = match &step.namespace {
+            None => "/".to_string(),
+            Some(n) if n.value.is_empty() || n.value == "/" => "/".to_string(),
+            Some(n) if n.value.starts_with('/') && !n.value.contains(['{', ',']) => n.value.clone(),
+            Some(n) => {
+                return Err(Traced::at(
+                    refuse(
+                        "namespace",
+                        "is a path such as /chat (templates are not read)",
+                    ),
+                    &n.referenced,
+                ))
+            }
+        };
+        let (spec, is_ack) = match (&step.response, &step.acknowledge) {
+            (Some(_), Some(a)) => {
+                return Err(Traced::at(
+                    refuse(
+                        "acknowledge",
+                        "an emit awaits a response or an acknowledgement, not both",
+                    ),
+                    &a.referenced,
+                ))
+            }
+            (Some(r), None) => (Some(r), false),
+            (None, Some(a)) => (Some(a), true),
+            (None, None) => (None, false),
+        };
+        let wait = match spec {
+            None => None,
+            Some(given) => {
+                let a = &given.value;
+                let at = |e: FlowError| Traced::at(e, &given.referenced);
+                let channel = match (is_ack, a.channel.as_ref().or(a.on.as_ref())) {
+                    (false, Some(c)) => Some(Template::parse(c).map_err(|e| at(e.into()))?),
+                    (false, None) => {
+                        return Err(Traced::at(
+                            refuse("response", "names the event awaited: channel: NAME"),
+                            &given.referenced,
+                        ))
+                    }
+                    (true, _) => None,
+                };
+                // Artillery's queries over the arguments, as RFC 9535 writes them; `$.0`
+                // (the first argument) where a capture gives none.
+                let specs: Vec<CaptureSpec> = a
+                    .capture
+                    .iter()
+                    .flat_map(OneOrMany::as_slice)
+                    .map(|c| {
+                        let mut c = c.clone();
+                        if c.header.is_none() && c.regexp_given().is_none() {
+                            c.json = Some(rfc_json_path(c.json.as_deref().unwrap_or("$.0")));
+                        }
+                        c
+                    })
+                    .collect();
+                let captures = self.captures(specs.iter()).map_err(at)?;
+                let expects = match &a.matches {
+                    Some(m) => self.matches(&with_rfc_paths(m)).map_err(at)?,
+                    None => Vec::new(),
+                };
+                Some(SioWait {
+                    channel,
+                    data: a.data.clone().or(a.args.clone()),
+                    captures,
+                    expects,
+                })
+            }
+        };
+        let shown = channel.to_string();
+        let name = if namespace == "/" {
+            format!("emit {shown}")
+        } else {
+            format!("emit {shown} on {namespace}")
+        };
+        let request = self.push_request(
+            &name,
+            &socket.url,
+            socket.endpoint,
+            "GET",
+            &socket.path,
+            &[],
+            &[],
+        );
+        Ok(SioEmit {
+            request,
+            namespace,
+            channel,
+            args,
+            wait,
+        })
+    }
 }
