@@ -108,6 +108,18 @@ impl Template {
         })
     }
 
+    /// The text with every placeholder as `value`: a sample of the rendered text, to check the
+    /// syntax of what it renders to (a JSONPath query, a number).
+    pub fn sample_with(&self, value: &str) -> String {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.as_str(),
+                _ => value,
+            })
+            .collect()
+    }
+
     /// Appends the rendered text to `out`; `lookup` gives a variable's value (an unset
     /// variable renders as nothing, as in Artillery).
     pub fn render<'a>(

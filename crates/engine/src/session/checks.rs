@@ -104,13 +104,14 @@ pub fn needs_response(step: &RequestStep) -> bool {
 }
 
 /// Checks `answer` to a step (a request or message named `name`) against its `expects`, then
-/// takes its `captures` into `vars`; the error is the failure's reason for the report.
+/// takes its `captures` into `vars` (a capture's query that holds templates is rendered with
+/// `rng`, the user's); the error is the failure's reason for the report.
 pub fn check(
-    expects: &[Expect],
-    captures: &[Capture],
+    (expects, captures): (&[Expect], &[Capture]),
     name: &str,
     answer: &Answer,
     vars: &mut HashMap<String, String>,
+    rng: &mut fastrand::Rng,
     json_paths: &JsonPaths,
 ) -> Result<(), String> {
     let header = |wanted: &str| {
@@ -175,7 +176,19 @@ pub fn check(
             CaptureSource::Header(h) => header(h).map(str::to_string),
             CaptureSource::Json(q) => {
                 let doc = json.get_or_insert_with(|| serde_json::from_slice(&answer.body).ok());
-                match (doc.as_ref(), json_paths.0.get(q)) {
+                // A query that holds templates is rendered for this response, with the
+                // user's randomness (`$[{{ $randomNumber(0, 9) }}]` picks for each user).
+                let rendered = q
+                    .contains("{{")
+                    .then(|| {
+                        let t = loadlab_run::Template::parse(q).ok()?;
+                        let mut out = String::new();
+                        let lookup = |k: &str| vars.get(k).map(String::as_str);
+                        t.render(lookup, rng, &mut out);
+                        JsonPath::parse(&out).ok()
+                    })
+                    .flatten();
+                match (doc.as_ref(), rendered.as_ref().or(json_paths.0.get(q))) {
                     (Some(doc), Some(path)) => path.query(doc).first().map(|v| match v {
                         serde_json::Value::String(s) => s.clone(),
                         other => other.to_string(),

@@ -519,7 +519,14 @@ impl<'a> Session<'a> {
                 transport: false,
             });
         };
-        websocket::exchange(self.users, socket, m, text, intended, &mut self.vars).await?;
+        websocket::exchange(
+            self.users,
+            socket,
+            m,
+            (text, intended),
+            (&mut self.vars, &mut self.rng),
+        )
+        .await?;
         Ok(())
     }
 
@@ -554,11 +561,9 @@ impl<'a> Session<'a> {
         sio.emit(
             self.users,
             e,
-            channel,
-            args,
-            expected,
+            (channel, args, expected),
             intended,
-            &mut self.vars,
+            (&mut self.vars, &mut self.rng),
         )
         .await?;
         Ok(())
@@ -675,11 +680,11 @@ impl<'a> Session<'a> {
                 .map_err(transport)?;
         }
         check(
-            &step.expects,
-            &step.captures,
+            (&step.expects, &step.captures),
             &t.name,
             &answer,
             &mut self.vars,
+            &mut self.rng,
             &users.json_paths,
         )
         .map_err(|reason| End::Failed {

@@ -210,16 +210,13 @@ impl Sio {
     /// for it until the request timeout, records its round trip from `intended` or the emit,
     /// compares it with what is expected (`expected`, rendered) and takes the step's
     /// captures and checks into `vars`.
-    #[allow(clippy::too_many_arguments)]
     pub async fn emit(
         &mut self,
         users: &Users,
         e: &SioEmit,
-        channel: String,
-        args: Vec<serde_json::Value>,
-        expected: Option<serde_json::Value>,
+        (channel, args, expected): (String, Vec<serde_json::Value>, Option<serde_json::Value>),
         intended: Option<Instant>,
-        vars: &mut HashMap<String, String>,
+        (vars, rng): (&mut HashMap<String, String>, &mut fastrand::Rng),
     ) -> Result<(), WsFailed> {
         let rec = &users.wire.rec;
         let name = &users.plan.requests[e.request].name;
@@ -314,11 +311,11 @@ impl Sio {
             body: serde_json::Value::Array(got).to_string().into_bytes(),
         };
         check(
-            &wait.expects,
-            &wait.captures,
+            (&wait.expects, &wait.captures),
             name,
             &answer,
             vars,
+            rng,
             &users.json_paths,
         )
         .map_err(|reason| WsFailed {

@@ -163,9 +163,8 @@ pub async fn exchange(
     users: &Users,
     socket: &mut Socket,
     m: &WsMessage,
-    text: Option<String>,
-    intended: Option<Instant>,
-    vars: &mut HashMap<String, String>,
+    (text, intended): (Option<String>, Option<Instant>),
+    (vars, rng): (&mut HashMap<String, String>, &mut fastrand::Rng),
 ) -> Result<(), WsFailed> {
     let rec = &users.wire.rec;
     let name = &users.plan.requests[m.request].name;
@@ -216,11 +215,11 @@ pub async fn exchange(
         body,
     };
     check(
-        &m.expects,
-        &m.captures,
+        (&m.expects, &m.captures),
         name,
         &answer,
         vars,
+        rng,
         &users.json_paths,
     )
     .map_err(|reason| WsFailed {

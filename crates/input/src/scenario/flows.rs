@@ -1175,11 +1175,22 @@ impl<'a> Lowering<'a> {
         for c in specs {
             let source = match (&c.json, &c.header, &c.regexp) {
                 (Some(q), None, None) => {
-                    serde_json_path::JsonPath::parse(q).map_err(|error| {
-                        FlowError::CaptureQuery {
-                            query: q.clone(),
-                            error,
-                        }
+                    // A query may hold templates (`$[{{ $randomNumber(0, 9) }}]`, `$.{{ key }}`),
+                    // rendered for each response, as Artillery renders it: checked here with
+                    // each placeholder as an index or as a name.
+                    let t = Template::parse(q)?;
+                    if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
+                        return Err(FlowError::Undefined(v.to_string()));
+                    }
+                    let parsed = if t.is_literal() {
+                        serde_json_path::JsonPath::parse(q)
+                    } else {
+                        serde_json_path::JsonPath::parse(&t.sample_with("0"))
+                            .or_else(|_| serde_json_path::JsonPath::parse(&t.sample_with("a")))
+                    };
+                    parsed.map_err(|error| FlowError::CaptureQuery {
+                        query: q.clone(),
+                        error,
                     })?;
                     CaptureSource::Json(q.clone())
                 }
