@@ -59,10 +59,17 @@ fn once(
     let started = std::time::Instant::now();
     let run = loadlab_engine::run(plan, stop, |_, _| {})?;
     let users = run.users.unwrap_or_default();
-    if let Some(reason) = users.failures.keys().next() {
+    let reason = match users.failures.keys().next() {
+        Some(r) => Some(r.clone()),
+        None if run.totals.counts.users_started == 0 && !stop.is_stopped() => {
+            Some("its user did not start".to_string())
+        }
+        None => None,
+    };
+    if let Some(reason) = reason {
         return Err(crate::HarnessError::Once {
             flow,
-            reason: reason.clone(),
+            reason,
             what: if flow == "before" {
                 "was not run"
             } else {

@@ -846,12 +846,14 @@ impl ValidPlan {
         let flow = if after { &users.after } else { &users.before };
         let flow = flow.as_deref()?;
         let mut plan = self.0.clone();
-        // One arrival at the origin: a rate of 1000/s for 1 ms.
+        // One arrival at the origin, on one thread: a rate of 1/s for 1 s. (A shorter phase
+        // can end before the arrival's pacer first runs, and then no user arrives.)
+        plan.threads = 1;
         plan.model = Model::Open {
             phases: vec![crate::RatePhase::constant(
                 flow.name.as_str(),
-                1000.0,
-                Some(Duration::from_millis(1)),
+                1.0,
+                Some(Duration::from_secs(1)),
             )],
             arrival: Arrival::Uniform,
             seed: users.seed,
