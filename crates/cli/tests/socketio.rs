@@ -114,7 +114,7 @@ fn artillerys_socketio_example_runs_responses_and_acknowledgements_on_a_namespac
     );
     assert!(
         text.contains(
-            "emit userDetails() on /personalised  [awaits the acknowledgement; match × 1]"
+            "emit userDetails(null) on /personalised  [awaits the acknowledgement; match × 1]"
         ),
         "{text}"
     );

@@ -189,9 +189,14 @@ pub fn check(
                     })
                     .flatten();
                 match (doc.as_ref(), rendered.as_ref().or(json_paths.0.get(q))) {
-                    (Some(doc), Some(path)) => path.query(doc).first().map(|v| match v {
-                        serde_json::Value::String(s) => s.clone(),
-                        other => other.to_string(),
+                    (Some(doc), Some(path)) => path.query(doc).first().map(|v| {
+                        // An object captured whole is read as `{{ var.key }}` too, as
+                        // Artillery's templates read into it.
+                        flatten(&c.var, v, vars, 0);
+                        match v {
+                            serde_json::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        }
                     }),
                     _ => None,
                 }
@@ -218,4 +223,23 @@ pub fn check(
         }
     }
     Ok(())
+}
+
+/// Sets `name.key` for each property of an object `v` (and theirs, two levels deep), as text.
+fn flatten(name: &str, v: &serde_json::Value, vars: &mut HashMap<String, String>, depth: usize) {
+    let serde_json::Value::Object(o) = v else {
+        return;
+    };
+    if depth >= 2 {
+        return;
+    }
+    for (k, v) in o {
+        let key = format!("{name}.{k}");
+        flatten(&key, v, vars, depth + 1);
+        let text = match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        vars.insert(key, text);
+    }
 }

@@ -468,9 +468,14 @@ impl<'a> Lowering<'a> {
         }
     }
 
-    /// True when some source defines `var`, or a processor may.
+    /// True when some source defines `var`, or a processor may; `name.key` is defined by a
+    /// capture of `name` (an object captured whole is read into).
     pub(super) fn is_defined(&self, var: &str) -> bool {
-        self.processor || self.defined.contains(var)
+        self.processor
+            || self.defined.contains(var)
+            || var
+                .split_once('.')
+                .is_some_and(|(head, _)| self.defined.contains(head))
     }
 
     /// The function names a hook key gives (one name or a list), refused without a processor.

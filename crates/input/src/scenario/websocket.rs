@@ -424,10 +424,10 @@ impl Lowering<'_> {
                     .get("channel")
                     .and_then(|c| c.as_str())
                     .ok_or_else(bad_emit)?;
-                (
-                    channel.to_string(),
-                    o.get("data").cloned().into_iter().collect(),
-                )
+                // Always one argument, null without `data`: Artillery emits `data` even when
+                // it is undefined, and servers take their acknowledgement callback second.
+                let data = o.get("data").cloned().unwrap_or(serde_json::Value::Null);
+                (channel.to_string(), vec![data])
             }
             serde_json::Value::Array(items) => {
                 let (first, rest) = items.split_first().ok_or_else(bad_emit)?;
