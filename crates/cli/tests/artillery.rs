@@ -340,3 +340,31 @@ fn the_before_flow_runs_once_first_and_its_captures_are_every_users() {
     );
     assert_eq!(support::next_ticket(&server, "never"), 1, "no load ran");
 }
+
+#[test]
+fn loop_items_that_name_another_host_send_their_requests_there() {
+    // As Artillery's table-driven example: the items' URLs, some on another host.
+    let (a, b) = (TestServer::start(1).unwrap(), TestServer::start(1).unwrap());
+    let other = b.url("").trim_end_matches('/').to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(
+        dir.path(),
+        "table.yml",
+        &format!(
+            "config:\n  target: http://127.0.0.1:1\n  phases: [{{ duration: 1, arrivalCount: 2 }}]\nscenarios:\n  - flow:\n    - loop:\n        - get:\n            url: \"{{{{ $loopElement }}}}\"\n            expect: {{ statusCode: 200 }}\n      over: [\"/turno/here\", \"{other}/turno/there\", \"{other}/turno/there\"]\n"
+        ),
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &a);
+    assert_eq!(s["users"]["completed"], 2, "{}\n{stderr}", s["users"]);
+    assert_eq!(
+        support::next_ticket(&a, "here"),
+        3,
+        "two users, once each on the target"
+    );
+    assert_eq!(
+        support::next_ticket(&b, "there"),
+        5,
+        "twice each on the other host"
+    );
+    assert_eq!(support::next_ticket(&a, "there"), 1, "never on the target");
+}

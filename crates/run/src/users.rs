@@ -299,6 +299,11 @@ pub struct RequestStep {
     /// `ifTrue`: send the request only when this holds.
     #[serde(default)]
     pub if_true: Option<Box<Condition>>,
+    /// Where a URL that is a template from its start renders to another host (a `loop … over`
+    /// item's absolute URL, as Artillery follows it): each such origin (`https://host:port`)
+    /// and the plan request (its endpoint) that goes there.
+    #[serde(default)]
+    pub origins: Vec<(String, usize)>,
 }
 
 fn yes() -> bool {

@@ -488,6 +488,32 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// `step` sent to the request of the host its templated URL renders to, when that is one
+    /// of the step's other origins: the request and the URL's path; `None` otherwise.
+    fn reroute(&mut self, step: &RequestStep) -> Option<RequestStep> {
+        if step.origins.is_empty() {
+            return None;
+        }
+        let mut url = String::new();
+        let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+        step.path.render(lookup, &mut self.rng, &mut url);
+        let (_, request) = step.origins.iter().find(|(o, _)| {
+            url.strip_prefix(o.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?']))
+        })?;
+        let origin_len = step
+            .origins
+            .iter()
+            .find(|(_, r)| r == request)
+            .map_or(0, |(o, _)| o.len());
+        let rest = &url[origin_len..];
+        Some(RequestStep {
+            request: *request,
+            path: Template::literal(if rest.is_empty() { "/" } else { rest }),
+            ..step.clone()
+        })
+    }
+
     /// When the next request (or message) was due: in the open model, the arrival or the end
     /// of the last think; `None` in the closed model, where it is its send.
     fn intended(&mut self) -> Option<Instant> {
@@ -576,6 +602,15 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let users = self.users;
+        // A URL that renders to another host the plan knows goes to that host's request.
+        let rerouted;
+        let step = match self.reroute(step) {
+            Some(s) => {
+                rerouted = s;
+                &rerouted
+            }
+            None => step,
+        };
         let t = &users.plan.requests[step.request];
         let endpoint = &users.plan.endpoints[t.endpoint];
         let authority = &endpoint.authority;

@@ -709,20 +709,35 @@ fn a_loop_runs_over_a_list_or_a_payload_read_whole() {
         "a list, not rows per user"
     );
 
-    // An item that makes the URL absolute would go to the target's host: refused.
+    // An item that makes the URL absolute goes to its own host, as Artillery sends it: the
+    // step knows that origin and the request (an endpoint of its own) that goes there.
     let csv = temp_file("abs.csv", "/,200\nhttps://example.invalid/x,404\n");
-    let e = refused(
-        &text.replace(
-            &temp_file("table.csv", "/,200\n/dino,200\n/nope,404\n")
-                .display()
-                .to_string(),
-            &csv.display().to_string(),
-        ),
-    );
-    assert!(
-        e.contains("url renders to \"https://example.invalid/x\""),
-        "{e}"
-    );
+    let s = ok(&text.replace(
+        &temp_file("table.csv", "/,200\n/dino,200\n/nope,404\n")
+            .display()
+            .to_string(),
+        &csv.display().to_string(),
+    ));
+    let Some(Step::Loop { steps: body, .. }) =
+        s.users
+            .as_ref()
+            .and_then(|u| match &u.scenarios[0].behaviour {
+                loadlab_run::users::Behaviour::Flow(steps) => steps.first(),
+                _ => None,
+            })
+    else {
+        panic!("a loop");
+    };
+    let Step::Request(r) = &body[0] else {
+        panic!("{body:?}");
+    };
+    let [(origin, other)] = &r.origins[..] else {
+        panic!("{:?}", r.origins);
+    };
+    assert_eq!(origin, "https://example.invalid");
+    assert_eq!(s.requests[*other].path, "/x");
+    assert_eq!(s.requests[*other].name, s.requests[r.request].name);
+    assert_ne!(s.requests[*other].endpoint, s.requests[r.request].endpoint);
 
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - loop: [{ get: { url: / } }]\n        over: rows\n");
     assert!(

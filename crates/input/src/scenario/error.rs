@@ -500,12 +500,6 @@ pub enum FlowError {
         /// What is wrong and what to do.
         what: String,
     },
-    /// A URL template that a loop item makes absolute.
-    #[error(
-        "url renders to {0:?}: a URL that is a template from its start goes to the target's \
-         host; write that request with its own absolute url"
-    )]
-    AbsoluteFromTemplate(String),
     /// A template reading an environment variable that is not set.
     #[error("{0}")]
     Env(String),

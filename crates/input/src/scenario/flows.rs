@@ -737,9 +737,9 @@ impl<'a> Lowering<'a> {
                     }
                 }
                 let before = self.requests.len();
-                let steps = self.steps(body).within(step)?;
+                let mut steps = self.steps(body).within(step)?;
                 if let Some(items) = &over {
-                    absolute_from_items(&steps, items).within(step)?;
+                    self.origins_from_items(&mut steps, items).within(step)?;
                 }
                 if s.count.is_none()
                     && over.is_none()
@@ -1168,6 +1168,7 @@ impl<'a> Lowering<'a> {
             follow_redirect: true,
             cookies: Vec::new(),
             if_true: None,
+            origins: Vec::new(),
         })
     }
 
@@ -1219,6 +1220,61 @@ impl<'a> Lowering<'a> {
         Ok(captures)
     }
 
+    /// Registers the other hosts a loop's items send its templated URLs to (`{{ $loopElement.url
+    /// }}` rendering to `https://other/x`), as Artillery follows them: each origin gets an
+    /// endpoint and a request of the step's name, which the step takes when its URL renders
+    /// there.
+    fn origins_from_items(
+        &mut self,
+        steps: &mut [Step],
+        items: &[serde_json::Value],
+    ) -> Result<(), FlowError> {
+        let mut rng = fastrand::Rng::with_seed(0);
+        for step in steps.iter_mut() {
+            let r = match step {
+                Step::Request(r) => r,
+                Step::Loop { steps, .. } => {
+                    self.origins_from_items(steps, items)?;
+                    continue;
+                }
+                _ => continue,
+            };
+            for item in items {
+                let vars: HashMap<String, String> = loadlab_run::users::loop_element_vars(item)
+                    .into_iter()
+                    .collect();
+                if r.path.variables().all(|v| !vars.contains_key(v)) {
+                    continue;
+                }
+                let mut url = String::new();
+                r.path
+                    .render(|k| vars.get(k).map(String::as_str), &mut rng, &mut url);
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    continue;
+                }
+                let parsed = url::Url::parse(&url).map_err(|_| FlowError::NotUrl(url.clone()))?;
+                let origin = parsed.origin().ascii_serialization();
+                if r.origins.iter().any(|(o, _)| *o == origin) {
+                    continue;
+                }
+                let endpoint = self.endpoint(&origin)?;
+                let t = self.requests[r.request].clone();
+                let path = &url[origin.len()..];
+                let index = self.push_request(
+                    &t.name,
+                    &url,
+                    endpoint,
+                    &t.method,
+                    if path.is_empty() { "/" } else { path },
+                    &t.headers,
+                    &t.body,
+                );
+                r.origins.push((origin, index));
+            }
+        }
+        Ok(())
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn push_request(
         &mut self,
@@ -1250,33 +1306,6 @@ impl<'a> Lowering<'a> {
     pub(super) fn endpoint(&mut self, origin: &str) -> Result<usize, UrlError> {
         crate::target::endpoint_index(&mut self.endpoints, &format!("{origin}/"), self.lookup)
     }
-}
-
-/// Refuses a loop whose items make a templated URL absolute (`https://other/x`): loadlab sends
-/// a URL that is a template from its start to the target's host, where Artillery would follow
-/// the item's host.
-fn absolute_from_items(steps: &[Step], items: &[serde_json::Value]) -> Result<(), FlowError> {
-    let mut rng = fastrand::Rng::with_seed(0);
-    for item in items {
-        let vars: HashMap<String, String> = loadlab_run::users::loop_element_vars(item)
-            .into_iter()
-            .collect();
-        for r in steps.iter().filter_map(|s| match s {
-            Step::Request(r) => Some(r),
-            _ => None,
-        }) {
-            if r.path.variables().all(|v| !vars.contains_key(v)) {
-                continue;
-            }
-            let mut path = String::new();
-            r.path
-                .render(|k| vars.get(k).map(String::as_str), &mut rng, &mut path);
-            if path.starts_with("http://") || path.starts_with("https://") {
-                return Err(FlowError::AbsoluteFromTemplate(path));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A refusal of a key, with what to do.
