@@ -7,11 +7,10 @@
 #
 # Artillery v2.0.34's examples/ (39 scripts): 1 accepted before issue 24's first slice
 # (2026-11-24), 12 after it (7 of the refused were refused only for Node.js hooks, which
-# loadlab has run since 2026-11-25), 17 with the hooks, 31 with the ws and socketio engines,
+# loadlab has run since 2026-11-25), 17 with the hooks, 32 with the ws and socketio engines,
 # before/after flows, loop items on other hosts and the rest of 2026-11-25's second session.
-# The 8 refused: 5 Playwright and 1 custom engine (not HTTP load), and 2 that Artillery cannot
-# run either (a processor file the example does not ship; `url: members/create`, which got
-# refuses as an invalid URL).
+# The 7 refused: 5 Playwright and 1 custom engine (not HTTP load), and 1 that Artillery cannot
+# load either (starter-kit's sample_task_03 names a processor file the example does not ship).
 #
 # A complete script is a YAML file with a top-level `scenarios`. A file holding `scenarios` but
 # no `config` is run the way Artillery's `--config` runs it: with the file holding only `config`

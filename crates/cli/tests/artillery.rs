@@ -368,3 +368,36 @@ fn loop_items_that_name_another_host_send_their_requests_there() {
     );
     assert_eq!(support::next_ticket(&a, "there"), 1, "never on the target");
 }
+
+#[test]
+fn a_url_that_is_neither_a_path_nor_a_url_fails_each_user_there_as_in_artillery() {
+    // Artillery 2.0.34 on this script: `errors.Invalid URL - ping: 2`, 2 requests, 2 users
+    // failed: the request before is sent, the one after is not.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(
+        dir.path(),
+        "rel.yml",
+        "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 2 }]\nscenarios:\n  - flow:\n      - get: { url: /turno/before }\n      - get: { url: turno/bad }\n      - get: { url: /turno/after }\n",
+    );
+    let out = loadlab(&["validate", file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("url \"turno/bad\" is neither a path starting with / nor a URL"),
+        "{text}"
+    );
+    let (s, _) = run(&[file.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["failed"], 2, "{}", s["users"]);
+    assert_eq!(
+        s["users"]["failures"]["Invalid URL - turno/bad on GET turno/bad"], 2,
+        "{}",
+        s["users"]
+    );
+    assert_eq!(support::next_ticket(&server, "before"), 3);
+    assert_eq!(
+        support::next_ticket(&server, "after"),
+        1,
+        "nothing after the bad url"
+    );
+}

@@ -23,6 +23,10 @@ pub fn render(
         // to the target's host only, so the session stops rather than send it elsewhere.
         return Err(format!("url renders to {raw:?}, not a path on the target"));
     }
+    if !raw.starts_with('/') {
+        // Neither a path nor a URL: Artillery's HTTP client refuses it, failing the user.
+        return Err(format!("Invalid URL - {raw}"));
+    }
     let mut path = request_target(&raw);
     for (k, v) in &step.query {
         path.push(if path.contains('?') { '&' } else { '?' });

@@ -432,6 +432,8 @@ pub struct Lowering<'a> {
     /// The current scenario's WebSocket, when its engine is `ws`: its steps send messages,
     /// and an HTTP request step is refused.
     pub(super) websocket: Option<super::sockets::Socket>,
+    /// What the file asks that runs, but not as its author likely meant, one line each.
+    pub warnings: Vec<String>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -465,6 +467,7 @@ impl<'a> Lowering<'a> {
             hooks: Default::default(),
             steps: 0,
             websocket: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -1076,7 +1079,22 @@ impl<'a> Lowering<'a> {
     }
 
     fn request_inner(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
-        let (origin, path) = split_url(self.target, &r.url)?;
+        let relative = !(r.url.starts_with('/')
+            || r.url.starts_with("{{")
+            || r.url.starts_with("http://")
+            || r.url.starts_with("https://"));
+        let (origin, path) = if relative {
+            // Artillery sends `members/create` as it is, and its HTTP client refuses it: every
+            // user fails there. So does loadlab's, with a warning now.
+            self.warnings.push(format!(
+                "url {:?} is neither a path starting with / nor a URL: as in Artillery, every \
+                 user fails at that request (Invalid URL); write /{}",
+                r.url, r.url
+            ));
+            (split_url(self.target, self.target)?.0, r.url.clone())
+        } else {
+            split_url(self.target, &r.url)?
+        };
         let endpoint = self.endpoint(&origin)?;
         let (mut headers, body) = r.headers_and_body()?;
         for (k, v) in &self.default_headers {

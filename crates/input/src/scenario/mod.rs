@@ -580,7 +580,7 @@ pub fn from_text(
     // whose every request is plain can share one.
     let pool = pool_size(config).map_err(|e| e.in_file(script.file_of("http", path)))?;
     let plain = plain(&script, &phases).filter(|_| pool.is_some() || flags.pooled);
-    let warnings = ignored(config, path, flags.strict, plain.is_some())?;
+    let mut warnings = ignored(config, path, flags.strict, plain.is_some())?;
     let max_vusers = match &config.phases {
         Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
             .map_err(|e| ScenarioError::invalid(path, e))?,
@@ -604,8 +604,9 @@ pub fn from_text(
             (e, r, None)
         }
         None => {
-            let (e, r, mut users) = user_model(&script, target, seed, lookup, processor)
-                .map_err(|e| e.in_file(path))?;
+            let (e, r, mut users) =
+                user_model(&script, target, seed, (lookup, &mut warnings), processor)
+                    .map_err(|e| e.in_file(path))?;
             if let Some(u) = users.as_mut() {
                 u.uuid = text.contains("$uuid");
             }
@@ -861,7 +862,7 @@ fn user_model(
     file: &Script,
     target: &str,
     seed: u64,
-    lookup: Lookup,
+    (lookup, warnings): (Lookup, &mut Vec<String>),
     processor: Option<loadlab_run::users::Processor>,
 ) -> Result<Lowered, Traced> {
     let mut variables = Vec::new();
@@ -982,6 +983,7 @@ fn user_model(
         keep_vars: false,
         uuid: false,
     };
+    warnings.append(&mut lowering.warnings);
     Ok((lowering.endpoints, lowering.requests, Some(model)))
 }
 
