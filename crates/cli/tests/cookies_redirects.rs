@@ -226,3 +226,34 @@ fn a_redirect_loop_stops_after_ten_hops() {
     assert_eq!(hops, 11, "the request and 10 redirects");
     assert_eq!(s["status"]["302"], 11, "{s:#}");
 }
+
+#[test]
+fn cookies_set_by_a_step_go_with_later_requests_only_once_a_response_set_one() {
+    // Artillery 2.0.34 attaches a user's jar to every request only after a response set a
+    // cookie (its using-cookies example sends `state` once, not on the next request).
+    let server = Recorder::start();
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_script(
+        dir.path(),
+        &format!(
+            "config:\n  target: http://127.0.0.1:{}\n  phases: [{{ duration: 1, arrivalCount: 1 }}]\nscenarios:\n  - flow:\n      - post: {{ url: /set-state, cookie: {{ state: online }} }}\n      - get: {{ url: /state }}\n      - get: {{ url: \"/login?user=ana\", followRedirect: false }}\n      - get: {{ url: /after }}\n",
+            server.port
+        ),
+    );
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    let cookie = |path: &str| {
+        server
+            .seen()
+            .into_iter()
+            .find(|r| r.path == path)
+            .unwrap_or_else(|| panic!("{path} not seen"))
+            .cookie
+    };
+    assert_eq!(cookie("/set-state").as_deref(), Some("state=online"));
+    assert_eq!(cookie("/state"), None, "no response has set a cookie yet");
+    let after = cookie("/after").unwrap_or_default();
+    assert!(
+        after.contains("state=online") && after.contains("sid=ana"),
+        "{after}"
+    );
+}

@@ -153,10 +153,15 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
     mode.end_schedule(schedule_end);
     if let Some(arrivals) = mode.arrivals() {
         if ended != Ended::Stopped {
-            // As Artillery does, users who arrived let their sessions finish; for at most the
-            // request timeout, so a session that loops forever cannot hold the run.
-            let grace = schedule_end + arrivals.users.wire.timeout;
-            seconds(rec, &mut second, Some(grace), arrivals.drained(), &mut stop).await;
+            // As Artillery does, users who arrived finish their sessions, however long that
+            // takes (Ctrl-C stops them); where a session loops until the run ends, for the
+            // request timeout.
+            let grace = arrivals
+                .users
+                .model
+                .has_endless_loop()
+                .then(|| schedule_end + arrivals.users.wire.timeout);
+            seconds(rec, &mut second, grace, arrivals.drained(), &mut stop).await;
         }
     }
     let end = Instant::now();

@@ -44,6 +44,26 @@ pub struct UserModel {
 }
 
 impl UserModel {
+    /// True when a session may run until the run stops: a flow holds a `loop` without
+    /// `count`, `over` or `whileTrue`.
+    pub fn has_endless_loop(&self) -> bool {
+        fn endless(steps: &[Step]) -> bool {
+            steps.iter().any(|s| match s {
+                Step::Loop {
+                    count,
+                    steps,
+                    over,
+                    while_true,
+                } => (count.is_none() && over.is_empty() && while_true.is_none()) || endless(steps),
+                _ => false,
+            })
+        }
+        self.scenarios.iter().any(|sc| match &sc.behaviour {
+            Behaviour::Flow(steps) => endless(steps),
+            Behaviour::Chain(_) => false,
+        })
+    }
+
     /// The model of a run of `flow` by one user, alone: the `before` or `after` flow of this
     /// model, keeping its variables.
     pub fn once(&self, flow: &UserScenario) -> UserModel {

@@ -143,6 +143,9 @@ struct Session<'a> {
     hooked: bool,
     /// The user's cookies, from the first `Set-Cookie` or `cookie` on (Artillery's jar).
     cookies: Option<CookieStore>,
+    /// True once a response set a cookie: from then on every request sends the jar's
+    /// cookies, as Artillery attaches its jar; before, only a request with `cookie` does.
+    jar_enabled: bool,
     /// A ws scenario's socket, open for the session.
     socket: Option<Socket>,
     /// A socketio scenario's connection, open for the session.
@@ -226,6 +229,7 @@ impl<'a> Session<'a> {
             scenario: 0,
             hooked: false,
             cookies: None,
+            jar_enabled: false,
             socket: None,
             sio: None,
         }
@@ -459,6 +463,7 @@ impl<'a> Session<'a> {
         let Some(url) = url_of(origin, path) else {
             return;
         };
+        self.jar_enabled = true;
         let jar = self.cookies.get_or_insert_with(CookieStore::default);
         for (_, value) in set {
             // A cookie the store refuses (bad domain, unparseable) is skipped, as a browser
@@ -654,7 +659,10 @@ impl<'a> Session<'a> {
                 }
             }
         }
-        let jar_cookie = self.add_cookies(&mut req, &origin);
+        // As Artillery: the jar goes with a request once a response set a cookie, or when the
+        // request sets cookies itself.
+        let with_jar = self.jar_enabled || !step.cookies.is_empty();
+        let jar_cookie = with_jar && self.add_cookies(&mut req, &origin);
         let intended = self.intended();
         let pending = Pending {
             intended,
@@ -702,7 +710,7 @@ impl<'a> Session<'a> {
             if jar_cookie {
                 req.headers.pop();
             }
-            jar_cookie = self.add_cookies(&mut req, &origin);
+            jar_cookie = (with_jar || self.jar_enabled) && self.add_cookies(&mut req, &origin);
             let bytes = encode_request(&req, authority);
             let hop = Pending {
                 intended: None,
