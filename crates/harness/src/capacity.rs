@@ -208,6 +208,15 @@ fn climb(
     }))
 }
 
+/// Connections a rate step opens at its start. A service of several processes on one port
+/// (`SO_REUSEPORT`) gets each connection on one process, chosen by the kernel's hash: with the
+/// two or three connections a moderate rate needs, two often land on one process and the step
+/// reads that process's limit (a 3-worker service broke at 98 req/s of its 150). Idle
+/// connections take work in turn and a busy one is skipped, so with 16 every process almost
+/// surely has some (a process with none: 3 × (2/3)^16 ≈ 0.5 % for three), as wrk's fixed
+/// connections give.
+const STEP_CONNECTIONS: usize = 16;
+
 /// Runs `rate` for the warm-up and then the measured part, and judges the measured part;
 /// `None` when Ctrl-C stopped it.
 fn rate_step(
@@ -224,7 +233,7 @@ fn rate_step(
                 RatePhase::constant("warm-up", rate, Some(search.warmup)),
                 RatePhase::constant("measured", rate, Some(search.measured)),
             ],
-            1,
+            STEP_CONNECTIONS.min(search.max_connections),
             search.max_connections,
         ),
         Stop::default(),
