@@ -1461,7 +1461,7 @@ fn scalar_text(v: &serde_json::Value) -> Option<String> {
 
 /// Splits a request URL into its origin (`http://host:port`) and its path template; relative
 /// URLs take the target's origin and path prefix.
-fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
+pub(super) fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
     // A URL that is a template from its start (`{{ url }}` from a CSV) renders to a path
     // relative to the target.
     if url.starts_with("{{") {

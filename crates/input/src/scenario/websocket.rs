@@ -155,20 +155,8 @@ impl Lowering<'_> {
         if !(http.starts_with("http://") || http.starts_with("https://")) {
             return Err(FlowError::NotUrl(url.to_string()));
         }
-        let after = http.find("://").map_or(0, |i| i + 3);
-        let at = http[after..]
-            .find(['/', '?'])
-            .map_or(http.len(), |i| after + i);
-        let (origin, path) = http.split_at(at);
-        if origin.contains("{{") {
-            return Err(FlowError::TemplatedOrigin(url.to_string()));
-        }
-        let path = if path.starts_with('/') {
-            path.to_string()
-        } else {
-            format!("/{path}")
-        };
-        let endpoint = self.endpoint(origin)?;
+        let (origin, path) = super::flows::split_url(&http, &http)?;
+        let endpoint = self.endpoint(&origin)?;
         let path_t = Template::parse(&path)?;
         let mut header_ts = Vec::new();
         for (k, v) in headers {
