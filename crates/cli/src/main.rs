@@ -21,6 +21,9 @@ const EXIT_NOT_MET: u8 = 3;
 /// Exit code of a run, lab or report whose strict thresholds failed (k6's code, so CI
 /// scripts written for k6 read it alike).
 const EXIT_THRESHOLDS: u8 = 99;
+/// Exit code of a run whose script names the expect plugin and one of its checks failed
+/// (Artillery's code for it).
+const EXIT_EXPECTATIONS: u8 = 21;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse_from(args::join_dashboard_addr(std::env::args_os())) {
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Ok(cmd::Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Ok(cmd::Outcome::NotMet) => ExitCode::from(EXIT_NOT_MET),
         Ok(cmd::Outcome::ThresholdsFailed) => ExitCode::from(EXIT_THRESHOLDS),
+        Ok(cmd::Outcome::ExpectationsFailed) => ExitCode::from(EXIT_EXPECTATIONS),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_FAILURE)

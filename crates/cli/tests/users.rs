@@ -110,10 +110,11 @@ scenarios:
 }
 
 #[test]
-fn failed_expectations_captures_and_connections_end_sessions_with_their_reason() {
+fn failed_captures_and_connections_end_sessions_with_their_reason_and_failed_expects_are_counted() {
     let server = TestServer::start(1).unwrap();
-    // 10 users each of three kinds: a 404 fails its expectation, a missing JSON field fails
-    // its capture, and a closed port fails to connect; none reaches its second step.
+    // 10 users each of three kinds: a 404 fails its expectation (counted; the user goes on),
+    // a missing JSON field fails its capture, and a closed port fails to connect (neither
+    // reaches its second step).
     let (_dir, file) = scenario(
         r#"config:
   target: "http://127.0.0.1:9"
@@ -146,21 +147,26 @@ scenarios:
     let s = run(&file, &server);
     let users = &s["users"];
     assert_eq!(users["started"], 30, "{users}");
-    assert_eq!(users["failed"], 30, "{users}");
-    let failures = &users["failures"];
+    // A failed expect is counted and its user goes on (Artillery's expect plugin); a failed
+    // capture and a refused connection end theirs.
+    assert_eq!(users["failed"], 20, "{users}");
     assert_eq!(
-        failures["expect statusCode on GET /nowhere"], 10,
-        "{failures}"
+        users["checks_failed"]["expect statusCode on GET /nowhere"], 10,
+        "{users}"
     );
+    assert_eq!(s["requests_by_name"]["after missing"]["completed"], 10);
+    let failures = &users["failures"];
     assert_eq!(failures["capture x on GET /info"], 10, "{failures}");
     assert_eq!(
         failures["connect_refused on GET http://127.0.0.1:1/ping"], 10,
         "{failures}"
     );
     assert_eq!(s["errors"]["connect_refused"], 10);
-    assert!(s["requests_by_name"]
-        .get("after missing")
-        .is_none_or(|v| v["completed"] == 0));
+    for name in ["after capture", "after refused"] {
+        assert!(s["requests_by_name"]
+            .get(name)
+            .is_none_or(|v| v["completed"] == 0));
+    }
     assert_eq!(s["status"]["404"], 10);
 }
 

@@ -359,6 +359,9 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
             for (why, n) in &s.failures {
                 *record.failures.entry(why.clone()).or_default() += n;
             }
+            for (check, n) in &s.checks_failed {
+                *record.checks_failed.entry(check.clone()).or_default() += n;
+            }
             record.static_fetched += s.static_fetched;
             record.static_skipped += s.static_skipped;
         }
@@ -398,6 +401,7 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
             completed: sum(&|s| s.users.as_ref().map_or(0, |u| u.completed)),
             failed: sum(&|s| s.users.as_ref().map_or(0, |u| u.failed)),
             failures: u.failures.clone(),
+            checks_failed: u.checks_failed.clone(),
             max_active: timeline.iter().map(|r| r.users_active).max().unwrap_or(0),
             session_ms: LatencyStats::from_histogram(&u.sessions),
             static_fetched: u.static_fetched,

@@ -263,6 +263,10 @@ pub fn render_summary(s: &Summary) -> String {
         if !failures.is_empty() {
             let _ = writeln!(out, "  failed by    {failures}");
         }
+        let checks = counted(u.checks_failed.iter().map(|(why, n)| (why.clone(), *n)), "");
+        if !checks.is_empty() {
+            let _ = writeln!(out, "  checks failed {checks}");
+        }
         if let Some(m) = &u.metrics {
             custom_metrics(&mut out, m);
         }

@@ -25,6 +25,23 @@ pub fn render_plan(plan: &Plan) -> String {
                     p.path.display()
                 );
             }
+            if model.has_checks() {
+                let _ = writeln!(
+                    out,
+                    "  expect: each check counted (plugins.expect.ok, plugins.expect.failed); {}; {}",
+                    if model.checks_fail_user {
+                        "a failed one ends its user (reportFailuresAsErrors)"
+                    } else {
+                        "a failed one does not stop its user"
+                    },
+                    if model.checks_set_exit_code {
+                        "exit code 21 when one fails"
+                    } else {
+                        "without config.plugins.expect a failure leaves the exit code alone \
+                         (Artillery does not check them at all)"
+                    }
+                );
+            }
             if let Some(Behaviour::Flow(steps)) = model.before.as_ref().map(|b| &b.behaviour) {
                 let _ = writeln!(
                     out,
@@ -189,9 +206,12 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                     let vars: Vec<&str> = r.captures.iter().map(|c| c.var.as_str()).collect();
                     extra.push(format!("captures {}", vars.join(", ")));
                 }
-                if !r.expects.is_empty() {
-                    let keys: Vec<&str> = r.expects.iter().map(|e| e.key()).collect();
+                if !r.checks.is_empty() {
+                    let keys: Vec<&str> = r.checks.iter().map(|e| e.key()).collect();
                     extra.push(format!("expect {}", keys.join(", ")));
+                }
+                if !r.expects.is_empty() {
+                    extra.push(format!("match × {}", r.expects.len()));
                 }
                 if r.static_resources.is_some() {
                     extra.push("static resources on first visit".into());

@@ -182,6 +182,9 @@ pub struct UserRecord {
     pub sessions: Histogram<u64>,
     /// Why sessions failed, with counts (e.g. `expect status on login`).
     pub failures: std::collections::BTreeMap<String, u64>,
+    /// `expect` checks that failed without ending their session, by check and request (e.g.
+    /// `expect statusCode on GET /a`), with counts.
+    pub checks_failed: std::collections::BTreeMap<String, u64>,
     /// Static resources fetched and resources skipped (on another host).
     pub static_fetched: u64,
     /// Resources named by pages but not fetched: on another host, or unparseable.
@@ -259,6 +262,7 @@ impl UserRecord {
         UserRecord {
             sessions: new_histogram(),
             failures: Default::default(),
+            checks_failed: Default::default(),
             static_fetched: 0,
             static_skipped: 0,
             custom: CustomMetrics::default(),
@@ -274,6 +278,9 @@ impl UserRecord {
             .expect("histograms share bounds");
         for (k, v) in &other.failures {
             *self.failures.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.checks_failed {
+            *self.checks_failed.entry(k.clone()).or_default() += v;
         }
         self.static_fetched += other.static_fetched;
         self.static_skipped += other.static_skipped;

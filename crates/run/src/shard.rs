@@ -186,21 +186,9 @@ pub fn join_shards(parts: &[&Plan]) -> Option<Plan> {
 /// row `k` of shard `i` of `n` was row `i + k·n`.
 fn joined_rows(models: &[&Model]) -> UserModel {
     let users: Vec<&UserModel> = models.iter().filter_map(|m| m.users()).collect();
-    let mut whole = users.first().map_or_else(
-        || UserModel {
-            scenarios: Vec::new(),
-            pattern: Vec::new(),
-            variables: Vec::new(),
-            payloads: Vec::new(),
-            seed: 0,
-            processor: None,
-            before: None,
-            after: None,
-            keep_vars: false,
-            uuid: false,
-        },
-        |u| (*u).clone(),
-    );
+    let mut whole = users
+        .first()
+        .map_or_else(UserModel::default, |u| (*u).clone());
     for (i, payload) in whole.payloads.iter_mut().enumerate() {
         let longest = users
             .iter()
@@ -384,11 +372,7 @@ mod tests {
                 order: PayloadOrder::Sequence,
             }],
             seed: 1,
-            processor: None,
-            before: None,
-            after: None,
-            keep_vars: false,
-            uuid: false,
+            ..Default::default()
         };
         let phase = |users| UserPhase {
             name: "p".into(),

@@ -303,6 +303,11 @@ pub struct Users {
     pub failed: u64,
     /// Why sessions failed, with counts.
     pub failures: BTreeMap<String, u64>,
+    /// `expect` checks that failed without ending their session, by check and request (e.g.
+    /// `expect statusCode on GET /a`), with counts; the totals are the counters
+    /// `plugins.expect.ok` and `plugins.expect.failed` in `metrics`, as Artillery names them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checks_failed: BTreeMap<String, u64>,
     /// Most users in a session at once (at a second's end).
     pub max_active: u64,
     /// Length of the sessions that ended.
@@ -903,6 +908,7 @@ impl Summary {
                 completed: c.users_completed,
                 failed: c.users_failed,
                 failures: u.failures.clone(),
+                checks_failed: u.checks_failed.clone(),
                 max_active: run
                     .timeline
                     .iter()

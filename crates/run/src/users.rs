@@ -10,7 +10,7 @@ use crate::template::Template;
 use serde::{Deserialize, Serialize};
 
 /// What the users of a run do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UserModel {
     /// The scenarios, each with its share of the users.
     pub scenarios: Vec<UserScenario>,
@@ -41,6 +41,15 @@ pub struct UserModel {
     /// The scenarios read `{{ $uuid }}`: each user gets a random UUID (version 4) of its own.
     #[serde(default)]
     pub uuid: bool,
+    /// A failed `expect` check ends the user's session as failed (the expect plugin's
+    /// `reportFailuresAsErrors`, and the `before`/`after` flows); otherwise it is counted and
+    /// the session goes on, as in Artillery.
+    #[serde(default)]
+    pub checks_fail_user: bool,
+    /// The script names the expect plugin (`config.plugins.expect`): a failed check makes
+    /// the run exit with code 21, as Artillery's. Without it the checks are counted only.
+    #[serde(default)]
+    pub checks_set_exit_code: bool,
 }
 
 impl UserModel {
@@ -64,6 +73,25 @@ impl UserModel {
         })
     }
 
+    /// True when a request of the scenarios carries `expect` checks.
+    pub fn has_checks(&self) -> bool {
+        fn any(steps: &[Step]) -> bool {
+            steps.iter().any(|s| match s {
+                Step::Request(r) => !r.checks.is_empty(),
+                Step::Loop { steps, .. } => any(steps),
+                _ => false,
+            })
+        }
+        self.scenarios.iter().any(|sc| match &sc.behaviour {
+            Behaviour::Flow(steps) => any(steps),
+            Behaviour::Chain(chain) => chain
+                .states
+                .iter()
+                .filter_map(|s| s.request.as_ref())
+                .any(|r| !r.checks.is_empty()),
+        })
+    }
+
     /// The model of a run of `flow` by one user, alone: the `before` or `after` flow of this
     /// model, keeping its variables.
     pub fn once(&self, flow: &UserScenario) -> UserModel {
@@ -73,6 +101,7 @@ impl UserModel {
             before: None,
             after: None,
             keep_vars: true,
+            checks_fail_user: true,
             ..self.clone()
         }
     }
@@ -290,8 +319,12 @@ pub struct RequestStep {
     pub json: Option<serde_json::Value>,
     /// Values taken from the response into variables.
     pub captures: Vec<Capture>,
-    /// Checks on the response; a failed one ends the session as failed.
+    /// Checks on the response that end the session as failed (`match`).
     pub expects: Vec<Expect>,
+    /// The expect plugin's checks (`expect`): each counted as passed or failed; a failed one
+    /// ends the session only when [`UserModel::checks_fail_user`] says so.
+    #[serde(default)]
+    pub checks: Vec<Expect>,
     /// A multipart body (`formData`): its fields in order; takes the place of `body` when not
     /// empty.
     #[serde(default)]
@@ -404,20 +437,28 @@ pub enum Expect {
     Status(Vec<u16>),
     /// The status is the code the template renders to (`"{{ $loopElement.code }}"`).
     StatusOf(Template),
-    /// The `Content-Type` header contains this text (case-insensitive).
+    /// The status is none of these.
+    NotStatus(Vec<u16>),
+    /// The `Content-Type` header is this text (case-insensitive); `json`: a JSON type
+    /// (`application/json`, `problem+json`, `ld+json`) whose body parses as JSON.
     ContentType(String),
     /// The JSON body has a value at this path (`user.name`, `items[0].id`).
     HasProperty(String),
-    /// The JSON body has no value at this path.
+    /// The body is JSON without a value at this path.
     NotHasProperty(String),
     /// Every value, rendered with the user's variables, is the same text.
     Equals(Vec<Template>),
-    /// The response has this header (case-insensitive name).
+    /// The response has this header, non-empty (the name as Node.js keys headers: lower
+    /// case).
     HasHeader(String),
-    /// The header (case-insensitive name) has this value once rendered.
+    /// The header (named as for `HasHeader`) has this value once rendered.
     HeaderEquals(String, Template),
-    /// The body, as text, matches this regular expression.
+    /// The body matches this regular expression; a JSON body is read as JavaScript's
+    /// `String()` of it, as Artillery's expect plugin does (`[object Object]`).
     MatchesRegexp(String),
+    /// A CDN cache header (`cf-cache-status`, `x-cache`, `x-vercel-cache`) says hit (or
+    /// stale) when `true`, miss when `false`.
+    CdnHit(bool),
     /// Artillery's `match`: the first value of a JSONPath query (RFC 9535) over the JSON body
     /// (a string as is, other values as JSON) equals the rendered value.
     JsonMatch(String, Template),
@@ -428,6 +469,8 @@ impl Expect {
     pub fn key(&self) -> &'static str {
         match self {
             Expect::Status(_) | Expect::StatusOf(_) => "statusCode",
+            Expect::NotStatus(_) => "notStatusCode",
+            Expect::CdnHit(_) => "cdnHit",
             Expect::ContentType(_) => "contentType",
             Expect::HasProperty(_) => "hasProperty",
             Expect::NotHasProperty(_) => "notHasProperty",
@@ -443,7 +486,7 @@ impl Expect {
     pub fn needs_response(&self) -> bool {
         !matches!(
             self,
-            Expect::Status(_) | Expect::StatusOf(_) | Expect::Equals(_)
+            Expect::Status(_) | Expect::StatusOf(_) | Expect::NotStatus(_) | Expect::Equals(_)
         )
     }
 

@@ -36,6 +36,9 @@ pub enum Outcome {
     NotMet,
     /// It ran, and a strict threshold (`--slo`, `ensure`) failed.
     ThresholdsFailed,
+    /// It ran, its thresholds held, and a check of the expect plugin failed (a script that
+    /// names `config.plugins.expect`).
+    ExpectationsFailed,
 }
 
 impl Outcome {

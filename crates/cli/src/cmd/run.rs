@@ -92,9 +92,28 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         d.finish(&summary);
         d.close(a.dashboard_keep);
     }
-    Ok(if run.complete {
-        Outcome::judged(&summary.thresholds)
-    } else {
+    Ok(if !run.complete {
         Outcome::Interrupted
+    } else {
+        match Outcome::judged(&summary.thresholds) {
+            Outcome::Done if expectations_failed(&plan, &summary) => Outcome::ExpectationsFailed,
+            judged => judged,
+        }
     })
+}
+
+/// True when the script names the expect plugin and one of its checks failed; says so.
+fn expectations_failed(plan: &loadlab_run::Plan, summary: &loadlab_run::Summary) -> bool {
+    let named = plan.model.users().is_some_and(|u| u.checks_set_exit_code);
+    let failed = summary
+        .users
+        .as_ref()
+        .and_then(|u| u.metrics.as_ref())
+        .and_then(|m| m.counters.get("plugins.expect.failed"))
+        .copied()
+        .unwrap_or(0.0);
+    if named && failed > 0.0 {
+        println!("  expect       {failed} check(s) failed (config.plugins.expect): exit code 21");
+    }
+    named && failed > 0.0
 }

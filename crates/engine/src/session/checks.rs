@@ -67,7 +67,10 @@ fn checked(model: &UserModel) -> Vec<(&[Expect], &[Capture])> {
     fn walk<'a>(steps: &'a [Step], out: &mut Checks<'a>) {
         for s in steps {
             match s {
-                Step::Request(r) => out.push((&r.expects, &r.captures)),
+                Step::Request(r) => {
+                    out.push((&r.expects, &r.captures));
+                    out.push((&r.checks, &[]));
+                }
                 Step::Ws(m) => out.push((&m.expects, &m.captures)),
                 Step::Emit(e) => {
                     if let Some(w) = &e.wait {
@@ -88,7 +91,7 @@ fn checked(model: &UserModel) -> Vec<(&[Expect], &[Capture])> {
                     .states
                     .iter()
                     .filter_map(|s| s.request.as_ref())
-                    .map(|r| (&r.expects[..], &r.captures[..])),
+                    .flat_map(|r| [(&r.expects[..], &r.captures[..]), (&r.checks[..], &[][..])]),
             ),
         }
     }
@@ -101,6 +104,212 @@ pub fn needs_response(step: &RequestStep) -> bool {
     step.needs_body()
         || !step.captures.is_empty()
         || step.expects.iter().any(Expect::needs_response)
+        || step.checks.iter().any(Expect::needs_response)
+}
+
+/// The response's body as Artillery's expect plugin reads it: `None` when the Content-Type is
+/// not JSON (the body is text), else the parsed JSON (`None` inside when it does not parse).
+type PluginBody = Option<Option<serde_json::Value>>;
+
+/// What one check reads of a response, each part read once however many checks need it.
+struct Reading<'a> {
+    answer: &'a Answer,
+    /// The body parsed as JSON whatever its Content-Type (`match`, captures).
+    json: Option<Option<serde_json::Value>>,
+    /// The body as the expect plugin reads it.
+    plugin: Option<PluginBody>,
+}
+
+impl<'a> Reading<'a> {
+    fn new(answer: &'a Answer) -> Self {
+        Reading {
+            answer,
+            json: None,
+            plugin: None,
+        }
+    }
+
+    /// The first header named `wanted`, compared without regard to case.
+    fn header(&self, wanted: &str) -> Option<&'a str> {
+        let answer: &'a Answer = self.answer;
+        answer
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(wanted))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A header as Node.js hands it to Artillery's plugins: keyed by its lower-case name, so
+    /// a name written with capitals finds nothing; an empty value counts as absent.
+    fn node_header(&self, name: &str) -> Option<&'a str> {
+        let answer: &'a Answer = self.answer;
+        answer
+            .headers
+            .iter()
+            .find(|(k, _)| k.to_ascii_lowercase() == name)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn json(&mut self) -> Option<&serde_json::Value> {
+        let answer = self.answer;
+        self.json
+            .get_or_insert_with(|| serde_json::from_slice(&answer.body).ok())
+            .as_ref()
+    }
+
+    fn plugin(&mut self) -> &PluginBody {
+        let is_json = self.header("content-type").is_some_and(|ct| {
+            [
+                "application/json",
+                "application/problem+json",
+                "application/ld+json",
+            ]
+            .iter()
+            .any(|t| ct.contains(t))
+        });
+        let answer = self.answer;
+        self.plugin
+            .get_or_insert_with(|| is_json.then(|| serde_json::from_slice(&answer.body).ok()))
+    }
+
+    /// The parsed body when the plugin reads an object or array there (lodash's `_.has`
+    /// and `typeof body === 'object'`).
+    fn plugin_object(&mut self) -> Option<&serde_json::Value> {
+        match self.plugin() {
+            Some(Some(v @ (serde_json::Value::Object(_) | serde_json::Value::Array(_)))) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// JavaScript's `String(value)` of a parsed JSON value, which the expect plugin's
+/// `matchesRegexp` tests when the body is JSON.
+fn js_string(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "null".into(),
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(_) => "[object Object]".into(),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                serde_json::Value::Null => String::new(),
+                other => js_string(other),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Whether `answer` passes check `e`, with Artillery's expect plugin's rules (and core's for
+/// `match`); templates render with `vars`.
+fn holds(
+    e: &Expect,
+    read: &mut Reading,
+    vars: &HashMap<String, String>,
+    json_paths: &JsonPaths,
+) -> bool {
+    let render = |t: &loadlab_run::Template| {
+        let mut out = String::new();
+        let lookup = |k: &str| vars.get(k).map(String::as_str);
+        // Random functions in an expectation draw from a fixed seed: they are not expected
+        // there, and a check must not shift the user's own random sequence.
+        t.render(lookup, &mut fastrand::Rng::with_seed(0), &mut out);
+        out
+    };
+    let status = read.answer.status;
+    match e {
+        Expect::Status(codes) => codes.contains(&status),
+        Expect::StatusOf(t) => render(t).trim().parse::<u16>() == Ok(status),
+        Expect::NotStatus(codes) => !codes.contains(&status),
+        Expect::ContentType(ct) if ct == "json" => read.plugin_object().is_some(),
+        Expect::ContentType(ct) => read
+            .node_header("content-type")
+            .is_some_and(|v| v.eq_ignore_ascii_case(ct)),
+        Expect::HasProperty(p) => read
+            .plugin_object()
+            .is_some_and(|d| json_at(d, p).is_some()),
+        Expect::NotHasProperty(p) => read
+            .plugin_object()
+            .is_some_and(|d| json_at(d, p).is_none()),
+        Expect::Equals(values) => {
+            let rendered: Vec<String> = values.iter().map(render).collect();
+            rendered.windows(2).all(|w| w[0] == w[1])
+        }
+        Expect::HasHeader(h) => read.node_header(h).is_some(),
+        Expect::HeaderEquals(h, v) => read.node_header(h).is_some_and(|got| got == render(v)),
+        Expect::MatchesRegexp(r) => {
+            let text = match read.plugin() {
+                Some(Some(v)) => js_string(v),
+                Some(None) => "null".into(),
+                None => String::from_utf8_lossy(&read.answer.body).into_owned(),
+            };
+            json_paths.1.get(r).is_some_and(|re| re.is_match(&text))
+        }
+        Expect::CdnHit(hit) => {
+            let wanted: &[&str] = if *hit { &["hit", "stale"] } else { &["miss"] };
+            ["cf-cache-status", "x-cache", "x-vercel-cache"]
+                .iter()
+                .any(|h| {
+                    read.node_header(h).is_some_and(|v| {
+                        let v = v.to_ascii_lowercase();
+                        wanted.iter().any(|w| v.starts_with(w))
+                    })
+                })
+        }
+        Expect::JsonMatch(q, v) => match (read.json(), json_paths.0.get(q)) {
+            (Some(d), Some(path)) => path.query(d).first().is_some_and(|got| {
+                let got = match got {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                got == render(v)
+            }),
+            _ => false,
+        },
+    }
+}
+
+/// The name Artillery's expect plugin counts a check under (`plugins.expect.failed.TYPE`).
+fn counted_type(e: &Expect) -> std::borrow::Cow<'static, str> {
+    match e {
+        Expect::HeaderEquals(h, _) => format!("header {h} values equals").into(),
+        other => other.key().into(),
+    }
+}
+
+/// Runs the expect plugin's `checks` on `answer` to the request named `name`: each counted
+/// under Artillery's counters (`plugins.expect.ok`, `plugins.expect.failed` and by type) in
+/// `record`, and each failure by check and request. The first failure's reason, if any.
+pub fn count_checks(
+    checks: &[Expect],
+    name: &str,
+    answer: &Answer,
+    vars: &HashMap<String, String>,
+    json_paths: &JsonPaths,
+    record: &mut loadlab_run::UserRecord,
+) -> Option<String> {
+    let mut read = Reading::new(answer);
+    let mut first = None;
+    for e in checks {
+        let ok = holds(e, &mut read, vars, json_paths);
+        let outcome = if ok { "ok" } else { "failed" };
+        record
+            .custom
+            .add("counter", &format!("plugins.expect.{outcome}"), 1.0);
+        record.custom.add(
+            "counter",
+            &format!("plugins.expect.{outcome}.{}", counted_type(e)),
+            1.0,
+        );
+        if !ok {
+            let reason = format!("expect {} on {name}", e.key());
+            *record.checks_failed.entry(reason.clone()).or_default() += 1;
+            first.get_or_insert(reason);
+        }
+    }
+    first
 }
 
 /// Checks `answer` to a step (a request or message named `name`) against its `expects`, then
@@ -114,63 +323,14 @@ pub fn check(
     rng: &mut fastrand::Rng,
     json_paths: &JsonPaths,
 ) -> Result<(), String> {
-    let header = |wanted: &str| {
-        answer
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(wanted))
-            .map(|(_, v)| v.as_str())
-    };
-    let mut json: Option<Option<serde_json::Value>> = None;
+    let mut read = Reading::new(answer);
     for e in expects {
-        let render = |t: &loadlab_run::Template| {
-            let mut out = String::new();
-            let lookup = |k: &str| vars.get(k).map(String::as_str);
-            // Random functions in an expectation draw from a fixed seed: they are not
-            // expected there, and a check must not shift the user's own random sequence.
-            t.render(lookup, &mut fastrand::Rng::with_seed(0), &mut out);
-            out
-        };
-        if matches!(
-            e,
-            Expect::HasProperty(_) | Expect::NotHasProperty(_) | Expect::JsonMatch(..)
-        ) && json.is_none()
-        {
-            json = Some(serde_json::from_slice(&answer.body).ok());
-        }
-        let doc = || json.as_ref().and_then(Option::as_ref);
-        let ok = match e {
-            Expect::Status(codes) => codes.contains(&answer.status),
-            Expect::StatusOf(t) => render(t).trim().parse::<u16>() == Ok(answer.status),
-            Expect::ContentType(ct) => header("content-type")
-                .is_some_and(|v| v.to_ascii_lowercase().contains(&ct.to_ascii_lowercase())),
-            Expect::HasProperty(p) => doc().is_some_and(|d| json_at(d, p).is_some()),
-            Expect::NotHasProperty(p) => doc().is_some_and(|d| json_at(d, p).is_none()),
-            Expect::Equals(values) => {
-                let rendered: Vec<String> = values.iter().map(render).collect();
-                rendered.windows(2).all(|w| w[0] == w[1])
-            }
-            Expect::HasHeader(h) => header(h).is_some(),
-            Expect::HeaderEquals(h, v) => header(h).is_some_and(|got| got == render(v)),
-            Expect::JsonMatch(q, v) => match (doc(), json_paths.0.get(q)) {
-                (Some(d), Some(path)) => path.query(d).first().is_some_and(|got| {
-                    let got = match got {
-                        serde_json::Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    got == render(v)
-                }),
-                _ => false,
-            },
-            Expect::MatchesRegexp(r) => json_paths
-                .1
-                .get(r)
-                .is_some_and(|re| re.is_match(&String::from_utf8_lossy(&answer.body))),
-        };
-        if !ok {
+        if !holds(e, &mut read, vars, json_paths) {
             return Err(format!("expect {} on {name}", e.key()));
         }
     }
+    let mut json = read.json.take();
+    let header = |wanted: &str| read.header(wanted);
     for c in captures {
         let value = match &c.source {
             CaptureSource::Header(h) => header(h).map(str::to_string),

@@ -16,7 +16,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::conn::exchange::Answer;
 use crate::http1::encode_request;
 use crate::record::{micros, Pending};
-use crate::session::checks::{check, needs_response};
+use crate::session::checks::{check, count_checks, needs_response};
 use crate::session::client::Client;
 use crate::session::hooks::{Call, Op, Reply, RequestParams, Response};
 use crate::session::render::render;
@@ -734,6 +734,22 @@ impl<'a> Session<'a> {
             reason,
             transport: false,
         })?;
+        if !step.checks.is_empty() {
+            let failed = count_checks(
+                &step.checks,
+                &t.name,
+                &answer,
+                &self.vars,
+                &users.json_paths,
+                &mut users.record.borrow_mut(),
+            );
+            if let Some(reason) = failed.filter(|_| users.model.checks_fail_user) {
+                return Err(End::Failed {
+                    reason,
+                    transport: false,
+                });
+            }
+        }
         if !step.after_response.is_empty() {
             let params = params_of(step, &t.method, endpoint);
             let res = Response {

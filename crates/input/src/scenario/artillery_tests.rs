@@ -308,16 +308,30 @@ fn a_url_that_is_a_template_is_a_path_on_the_target() {
 fn expect_items_may_hold_several_checks_and_other_checks_are_refused_where_they_are() {
     let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect: { statusCode: [200, 201], contentType: json }\n");
     assert_eq!(
-        first_request(&s).expects,
+        first_request(&s).checks,
         [
             Expect::ContentType("json".into()),
             Expect::Status(vec![200, 201])
         ]
     );
-    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - statusCode: 200\n            - cdnHit: true\n");
+    assert!(first_request(&s).expects.is_empty(), "expect is not match");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - statusCode: 200\n            - jmespath: \"length(items) > `0`\"\n");
     assert!(
-        e.starts_with("s.yml:9:23: scenario \"scenario 1\": flow step 1: expect cdnHit: loadlab does not make this check yet"),
+        e.starts_with("s.yml:9:25: scenario \"scenario 1\": flow step 1: expect jmespath: loadlab does not make this check yet"),
         "{e}"
+    );
+    // A name the plugin does not know is ignored, as the plugin ignores it, with a warning.
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: [{ statusCod: 200 }, { notStatusCode: [500, 503] }, { cdnHit: false }] }\n");
+    assert_eq!(
+        first_request(&s).checks,
+        [Expect::NotStatus(vec![500, 503]), Expect::CdnHit(false)]
+    );
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.starts_with("expect statusCod: not a check of the expect plugin")),
+        "{:?}",
+        s.warnings
     );
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: [{ statusCode: ok }] }\n");
     assert!(
@@ -558,9 +572,49 @@ fn a_form_is_sent_url_encoded() {
 }
 
 #[test]
+fn the_expect_plugins_settings_say_whether_a_failed_check_ends_the_user_and_sets_the_exit_code() {
+    let script = |plugins: &str| {
+        format!("config:\n  target: http://127.0.0.1:1\n{plugins}scenarios:\n  - flow:\n      - get: {{ url: /a, expect: {{ statusCode: 201 }} }}\n      - get: {{ url: /b }}\n")
+    };
+    let model = |s: &Scenario| s.users.clone().expect("virtual users");
+    let without = ok(&script(""));
+    let m = model(&without);
+    assert!(m.has_checks() && !m.checks_fail_user && !m.checks_set_exit_code);
+    let named = ok(&script("  plugins: { expect: {} }\n"));
+    let m = model(&named);
+    assert!(!m.checks_fail_user && m.checks_set_exit_code);
+    let errors = ok(&script(
+        "  plugins: { expect: { reportFailuresAsErrors: \"yes\", expectDefault200: \"true\" } }\n",
+    ));
+    let m = model(&errors);
+    assert!(m.checks_fail_user && m.checks_set_exit_code);
+    let Behaviour::Flow(steps) = &m.scenarios[0].behaviour else {
+        panic!("a flow");
+    };
+    let checks: Vec<&[Expect]> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Request(r) => Some(&r.checks[..]),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            &[Expect::Status(vec![201])][..],
+            &[Expect::Status(vec![200])][..]
+        ],
+        "expectDefault200 gives a request without checks a 200"
+    );
+    // The before flow's checks end it: the load depends on what it captures.
+    let once = m.once(&m.scenarios[0]);
+    assert!(model(&without).once(&m.scenarios[0]).checks_fail_user && once.checks_fail_user);
+}
+
+#[test]
 fn the_expect_plugins_checks_lower_with_their_arguments() {
     let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { who: ann }\nscenarios:\n  - flow:\n      - get:\n          url: /\n          expect:\n            - hasProperty: user.name\n            - notHasProperty: error\n            - equals: [\"{{ who }}\", ann]\n            - hasHeader: etag\n            - headerEquals: [x-who, \"{{ who }}\"]\n            - matchesRegexp: \"^pong\"\n");
-    let keys: Vec<&str> = first_request(&s).expects.iter().map(Expect::key).collect();
+    let keys: Vec<&str> = first_request(&s).checks.iter().map(Expect::key).collect();
     assert_eq!(
         keys,
         [
@@ -700,9 +754,9 @@ fn a_loop_runs_over_a_list_or_a_payload_read_whole() {
         panic!("{body:?}");
     };
     assert!(
-        matches!(r.expects[..], [Expect::StatusOf(_)]),
+        matches!(r.checks[..], [Expect::StatusOf(_)]),
         "{:?}",
-        r.expects
+        r.checks
     );
     assert!(
         s.users.as_ref().unwrap().payloads.is_empty(),

@@ -318,7 +318,23 @@ pub struct AnswerSpec {
 pub type ExpectSpec = BTreeMap<String, Spanned<serde_json::Value>>;
 
 /// The expect plugin's checks that loadlab does not make yet.
-const EXPECT_LATER: [&str; 1] = ["cdnHit"];
+const EXPECT_LATER: [&str; 2] = ["jmespath", "jpath"];
+
+/// The expect plugin's checks, by name.
+const EXPECT_CHECKS: [&str; 12] = [
+    "statusCode",
+    "notStatusCode",
+    "contentType",
+    "hasProperty",
+    "notHasProperty",
+    "equals",
+    "hasHeader",
+    "headerEquals",
+    "matchesRegexp",
+    "cdnHit",
+    "jmespath",
+    "jpath",
+];
 
 /// `think`: seconds (Artillery), or a distribution.
 #[derive(Debug, Deserialize)]
@@ -434,6 +450,8 @@ pub struct Lowering<'a> {
     pub(super) websocket: Option<super::sockets::Socket>,
     /// What the file asks that runs, but not as its author likely meant, one line each.
     pub warnings: Vec<String>,
+    /// The expect plugin's `expectDefault200`: a request without checks expects status 200.
+    pub expect_default_200: bool,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -468,6 +486,7 @@ impl<'a> Lowering<'a> {
             steps: 0,
             websocket: None,
             warnings: Vec::new(),
+            expect_default_200: false,
         }
     }
 
@@ -901,7 +920,13 @@ impl<'a> Lowering<'a> {
         };
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
-                if let Err(e) = expect_of(check, v) {
+                if !EXPECT_CHECKS.contains(&check.as_str()) {
+                    self.warnings.push(format!(
+                        "expect {check}: not a check of the expect plugin ({}); ignored, as \
+                         Artillery ignores it",
+                        EXPECT_CHECKS.join(", ")
+                    ));
+                } else if let Err(e) = expect_of(check, v) {
                     return Err(Traced::at(e, &v.referenced));
                 }
             }
@@ -1149,15 +1174,21 @@ impl<'a> Lowering<'a> {
         }
         let request = self.push_request(&name, &r.url, endpoint, method, &path, &headers, &body);
         let captures = self.captures(r.capture.iter().flat_map(OneOrMany::as_slice))?;
-        let mut expects = Vec::new();
+        let mut checks = Vec::new();
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
+                if !EXPECT_CHECKS.contains(&check.as_str()) {
+                    continue;
+                }
                 let expect = expect_of(check, v)?;
                 if let Some(v) = expect.variables().into_iter().find(|v| !self.is_defined(v)) {
                     return Err(FlowError::Undefined(v.to_string()));
                 }
-                expects.push(expect);
+                checks.push(expect);
             }
+        }
+        if checks.is_empty() && self.expect_default_200 {
+            checks.push(Expect::Status(vec![200]));
         }
         let static_resources = r.fetch_static.then(|| {
             self.push_request(
@@ -1178,7 +1209,8 @@ impl<'a> Lowering<'a> {
             body: body_t,
             json: r.json.clone(),
             captures,
-            expects,
+            expects: Vec::new(),
+            checks,
             form_data: Vec::new(),
             static_resources,
             before_request: Vec::new(),
@@ -1334,15 +1366,15 @@ fn refuse(key: &str, what: &str) -> Refusal {
     }
 }
 
-/// One check of an `expect` item: `statusCode` (a code or a list) or `contentType`.
+/// One check of an `expect` item, one of [`EXPECT_CHECKS`].
 fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, FlowError> {
     let bad = |what: &str| FlowError::Expect {
         check: check.into(),
         what: what.into(),
     };
     match check {
-        "statusCode" => {
-            if let Some(t) = v.value.as_str().filter(|t| t.contains("{{")) {
+        "statusCode" | "notStatusCode" => {
+            if let Some(t) = v.value.as_str().filter(|t| t.contains("{{") && check == "statusCode") {
                 return Ok(Expect::StatusOf(Template::parse(t)?));
             }
             let items = match &v.value {
@@ -1358,8 +1390,16 @@ fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, Flow
                 })
                 .collect::<Option<Vec<u16>>>()
                 .ok_or_else(|| bad("takes a status code from 100 to 999, a list of them, or a template"))?;
-            Ok(Expect::Status(codes))
+            Ok(if check == "notStatusCode" {
+                Expect::NotStatus(codes)
+            } else {
+                Expect::Status(codes)
+            })
         }
+        "cdnHit" => match &v.value {
+            serde_json::Value::Bool(hit) => Ok(Expect::CdnHit(*hit)),
+            _ => Err(bad("takes true (a cache hit) or false (a miss)")),
+        },
         "contentType" => match &v.value {
             serde_json::Value::String(ct) => Ok(Expect::ContentType(ct.clone())),
             _ => Err(bad("takes text that the Content-Type header contains, such as json")),

@@ -506,6 +506,38 @@ fn pool_size(config: &Config) -> Result<Option<usize>, Traced> {
     }
 }
 
+/// The expect plugin's settings that change what runs (`config.plugins.expect`); its output
+/// options (`formatter`, `outputFormat`, `useOnlyRequestNames`) only shape Artillery's console
+/// lines, which loadlab replaces by its counts.
+struct ExpectPlugin {
+    /// `reportFailuresAsErrors`: a failed check ends the user as failed.
+    failures_as_errors: bool,
+    /// `expectDefault200`: a request without checks expects status 200.
+    default_200: bool,
+}
+
+impl ExpectPlugin {
+    /// The settings, when the script names the plugin. Read as the plugin reads them:
+    /// `reportFailuresAsErrors` by JavaScript's truthiness, `expectDefault200` as `true` or
+    /// `"true"`.
+    fn of(config: &Config) -> Option<ExpectPlugin> {
+        let settings = config.plugins.as_ref()?.get("expect")?;
+        let truthy = |v: Option<&serde_json::Value>| match v {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(serde_json::Value::Number(n)) => n.as_f64().is_some_and(|n| n != 0.0),
+            Some(serde_json::Value::String(s)) => !s.is_empty(),
+            Some(_) => true,
+        };
+        let default_200 = settings.get("expectDefault200");
+        Some(ExpectPlugin {
+            failures_as_errors: truthy(settings.get("reportFailuresAsErrors")),
+            default_200: default_200 == Some(&serde_json::Value::Bool(true))
+                || default_200.and_then(|v| v.as_str()) == Some("true"),
+        })
+    }
+}
+
 /// `config.ensure`, or when it is not given, the ensure plugin's settings
 /// (`config.plugins.ensure`), which Artillery also reads.
 fn ensure_spec(config: &Config) -> Result<Option<EnsureSpec>, Problem> {
@@ -921,6 +953,8 @@ fn user_model(
     lowering.dir = file.scenario_dir.clone();
     lowering.lists = lists;
     lowering.processor = processor.is_some();
+    let expect = ExpectPlugin::of(&file.config);
+    lowering.expect_default_200 = expect.as_ref().is_some_and(|e| e.default_200);
     lowering.default_headers = file
         .config
         .defaults
@@ -982,6 +1016,8 @@ fn user_model(
         after,
         keep_vars: false,
         uuid: false,
+        checks_fail_user: expect.as_ref().is_some_and(|e| e.failures_as_errors),
+        checks_set_exit_code: expect.is_some(),
     };
     warnings.append(&mut lowering.warnings);
     Ok((lowering.endpoints, lowering.requests, Some(model)))
