@@ -502,3 +502,109 @@ fn a_url_that_is_neither_a_path_nor_a_url_fails_each_user_there_as_in_artillery(
         "nothing after the bad url"
     );
 }
+
+/// Reads one request head (no body) from `reader`: its request line.
+fn request_line(reader: &mut impl std::io::BufRead) -> String {
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+            break;
+        }
+    }
+    first.trim_end().to_string()
+}
+
+#[test]
+fn parallel_steps_are_in_flight_together_on_connections_of_their_own_and_share_captures() {
+    use std::io::{BufReader, Write};
+    // The server answers none of the three until all three are in: steps sent one after
+    // another would wait for the first answer until the request timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let line = request_line(&mut reader);
+            open.push((reader, stream, line));
+        }
+        let mut lines = Vec::new();
+        for (k, (_, stream, line)) in open.iter_mut().enumerate() {
+            let body = format!("{{\"n\":{k}}}");
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            lines.push(format!("{line} -> {k}"));
+        }
+        // The step after the parallel one goes on the user's first connection.
+        let after = open.iter_mut().find_map(|(reader, stream, _)| {
+            reader
+                .get_ref()
+                .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+                .unwrap();
+            let mut peek = String::new();
+            match std::io::BufRead::read_line(reader, &mut peek) {
+                Ok(n) if n > 0 => {
+                    let mut rest = String::new();
+                    while std::io::BufRead::read_line(reader, &mut rest).unwrap_or(0) > 2 {
+                        rest.clear();
+                    }
+                    stream
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                        .unwrap();
+                    Some(peek.trim_end().to_string())
+                }
+                _ => None,
+            }
+        });
+        (lines, after)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(
+        dir.path(),
+        "p.yml",
+        "config:\n  target: http://127.0.0.1:9\n  http: { timeout: 5 }\nscenarios:\n  - flow:\n      - parallel:\n          - get: { url: /a, capture: { json: $.n, as: a } }\n          - get: { url: /b, capture: { json: $.n, as: b } }\n          - get: { url: /c, capture: { json: $.n, as: c } }\n      - get: { url: \"/after?a={{ a }}&b={{ b }}&c={{ c }}\" }\n",
+    );
+    let validate = loadlab(&["validate", file.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&validate.stdout).contains("parallel (at most 100 at once):"),
+        "{validate:?}"
+    );
+    let (s, _) = loadlab_json(&["run", file.to_str().unwrap(), "--target", &url]);
+    let (lines, after) = server.join().unwrap();
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    assert_eq!(s["requests"]["completed"], 4, "{s}");
+    let mut sent: Vec<String> = lines
+        .iter()
+        .map(|l| l[..l.find(" HTTP").unwrap()].to_string())
+        .collect();
+    sent.sort();
+    assert_eq!(sent, ["GET /a", "GET /b", "GET /c"]);
+    // Each branch's capture is the user's after the step: the value the server gave it.
+    let given = |path: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(&format!("GET {path} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        after.as_deref(),
+        Some(
+            format!(
+                "GET /after?a={}&b={}&c={} HTTP/1.1",
+                given("/a"),
+                given("/b"),
+                given("/c")
+            )
+            .as_str()
+        )
+    );
+}

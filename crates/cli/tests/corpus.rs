@@ -1,7 +1,7 @@
 //! loadlab's own corpus of Artillery scripts (`tests/fixtures/artillery-corpus`, one script per
 //! key or two of docs/scenarios.md's tables, each saying what it covers on its first line):
 //! every one validates offline and runs against the reference service on 127.0.0.1 with no
-//! user failing. Artillery itself runs the same scripts in bench/artillery-diff.py.
+//! user failing, exiting 0 (or the code its `# exit:` line gives). Artillery itself runs the same scripts in bench/artillery-diff.py.
 
 mod support;
 
@@ -87,9 +87,15 @@ fn check(script: &Path, dir: &Path, url: &str) -> Result<(), String> {
     run.extend(flags);
     run.extend([path, "--json".into(), json.display().to_string()]);
     let out = loadlab_in(dir, url, &run);
-    if !out.status.success() {
+    // A script whose checks fail on purpose says the exit code it expects (`# exit: 21`).
+    let exit = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# exit: "))
+        .map_or(0, |c| c.trim().parse::<i32>().unwrap());
+    if out.status.code() != Some(exit) {
         return Err(format!(
-            "{name}: run: {}",
+            "{name}: run exited {:?}, not {exit}: {}",
+            out.status.code(),
             String::from_utf8_lossy(&out.stderr)
         ));
     }

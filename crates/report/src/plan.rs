@@ -325,6 +325,10 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                 };
                 flow(out, plan, steps, indent + 2);
             }
+            Step::Parallel { steps, limit } => {
+                let _ = writeln!(out, "{pad}parallel (at most {limit} at once):");
+                flow(out, plan, steps, indent + 2);
+            }
         }
     }
 }

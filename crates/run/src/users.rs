@@ -64,6 +64,7 @@ impl UserModel {
                     over,
                     while_true,
                 } => (count.is_none() && over.is_empty() && while_true.is_none()) || endless(steps),
+                Step::Parallel { steps, .. } => endless(steps),
                 _ => false,
             })
         }
@@ -78,7 +79,7 @@ impl UserModel {
         fn any(steps: &[Step]) -> bool {
             steps.iter().any(|s| match s {
                 Step::Request(r) => !r.checks.is_empty(),
-                Step::Loop { steps, .. } => any(steps),
+                Step::Loop { steps, .. } | Step::Parallel { steps, .. } => any(steps),
                 _ => false,
             })
         }
@@ -121,6 +122,7 @@ impl UserModel {
                         out.extend(while_true.as_deref());
                         walk(steps, out);
                     }
+                    Step::Parallel { steps, .. } => walk(steps, out),
                     Step::Think(_) | Step::Log(_) | Step::Ws(_) | Step::Emit(_) => {}
                 }
             }
@@ -284,6 +286,15 @@ pub enum Step {
         /// `next(true)` to go on; the loop ends when it answers false (or at `count`).
         #[serde(default)]
         while_true: Option<String>,
+    },
+    /// Artillery's `parallel`: each step at once (at most `limit` together), sharing the
+    /// user's variables and cookies; a step that is not the first sends on connections of its
+    /// own, as a browser's or Node.js's agent opens one per request in flight.
+    Parallel {
+        /// The steps, each run on its own.
+        steps: Vec<Step>,
+        /// Most steps running at once (Artillery's `limit`, 100 by default).
+        limit: usize,
     },
 }
 

@@ -57,9 +57,12 @@ pub struct StepSpec {
     /// A loop's condition: a processor function asked before each pass.
     #[serde(default, rename = "whileTrue")]
     while_true: Option<Spanned<serde_json::Value>>,
-    /// Steps run at once (refused: not run yet).
+    /// Steps run at once.
     #[serde(default)]
-    parallel: Option<Spanned<serde_json::Value>>,
+    parallel: Option<Spanned<Vec<Spanned<StepSpec>>>>,
+    /// `parallel`'s most steps at once.
+    #[serde(default)]
+    limit: Option<Spanned<u64>>,
     /// `engine: ws`: a message sent on the user's WebSocket (and, with `capture` or `match`,
     /// the reply awaited).
     #[serde(default)]
@@ -650,15 +653,16 @@ impl<'a> Lowering<'a> {
             let s = &spanned.value;
             // Every problem of the step is placed at it, unless it knows a closer place.
             let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
-            if let Some(v) = &s.parallel {
+            if let Some(limit) = s.limit.as_ref().filter(|_| s.parallel.is_none()) {
                 return Err(Traced::at(
-                    refuse(
-                        "parallel",
-                        "parallel requests are not run yet; write them as steps one after another",
-                    ),
-                    &v.referenced,
+                    refuse("limit", "goes beside parallel, in the same step"),
+                    &limit.referenced,
                 ))
                 .within(step);
+            }
+            if let Some(body) = &s.parallel {
+                out.push(self.parallel(s, body).within(step)?);
+                continue;
             }
             let while_true = match &s.while_true {
                 Some(_) if s.looped.is_none() => {
@@ -779,6 +783,59 @@ impl<'a> Lowering<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// Lowers a `parallel` step: its steps, and `limit` beside them.
+    fn parallel(
+        &mut self,
+        s: &StepSpec,
+        body: &Spanned<Vec<Spanned<StepSpec>>>,
+    ) -> Result<Step, Traced> {
+        let others = !matches!(s.request(), Ok(None))
+            || s.think.is_some()
+            || s.looped.is_some()
+            || s.count.is_some()
+            || s.over.is_some()
+            || s.while_true.is_some()
+            || s.function.is_some()
+            || s.log.is_some()
+            || s.send.is_some()
+            || s.wait.is_some()
+            || s.connect.is_some()
+            || s.emit.is_some();
+        if others {
+            return Err(FlowError::StepKind.into());
+        }
+        if self.websocket.is_some() {
+            return Err(Traced::at(
+                refuse(
+                    "parallel",
+                    "runs HTTP steps; Artillery's ws and socketio engines do not run it",
+                ),
+                &body.referenced,
+            ));
+        }
+        if body.value.is_empty() {
+            return Err(Traced::at(
+                refuse("parallel", "holds no step; give the steps to run at once"),
+                &body.referenced,
+            ));
+        }
+        let limit = match &s.limit {
+            Some(l) if l.value == 0 => {
+                return Err(Traced::at(
+                    refuse(
+                        "limit",
+                        "is 0: give the most steps to run at once, 1 or more",
+                    ),
+                    &l.referenced,
+                ))
+            }
+            Some(l) => usize::try_from(l.value).unwrap_or(usize::MAX),
+            None => 100,
+        };
+        let steps = self.steps(&body.value)?;
+        Ok(Step::Parallel { steps, limit })
     }
 
     fn chain(&mut self, m: &MarkovSpec) -> Result<Chain, Traced> {
@@ -1283,7 +1340,7 @@ impl<'a> Lowering<'a> {
         for step in steps.iter_mut() {
             let r = match step {
                 Step::Request(r) => r,
-                Step::Loop { steps, .. } => {
+                Step::Loop { steps, .. } | Step::Parallel { steps, .. } => {
                     self.origins_from_items(steps, items)?;
                     continue;
                 }
