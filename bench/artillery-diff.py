@@ -163,9 +163,9 @@ def main():
         finally:
             copy.unlink(missing_ok=True)
         notes = []
-        if a_rc != 0:
+        # The same exit code is agreement (the expect plugin's 21 on failed checks).
+        if a_rc != l_rc:
             notes.append(f"artillery exit {a_rc}: {a_err[0][:80]}")
-        if l_rc != 0:
             notes.append(f"loadlab exit {l_rc}: {l_err[0][:80]}")
         for key in ["routes", "with_cookie", "with_body", "connections"]:
             if a[key] != b[key]:
@@ -178,7 +178,10 @@ def main():
         same = not notes
         differ += 0 if same else 1
         name = script if len(script) <= 48 else "…" + script[-47:]
-        print(f"{name:48} {a['requests']:>9} {b['requests']:>8}  {'same' if same else 'differs'}")
+        verdict = "same" if same else "differs"
+        if same and a_rc != 0:
+            verdict += f" (both exit {a_rc})"
+        print(f"{name:48} {a['requests']:>9} {b['requests']:>8}  {verdict}")
         for n in notes:
             print(f"    {n}")
     srv.shutdown()

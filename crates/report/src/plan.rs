@@ -325,8 +325,11 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                 };
                 flow(out, plan, steps, indent + 2);
             }
-            Step::Parallel { steps, limit } => {
-                let _ = writeln!(out, "{pad}parallel (at most {limit} at once):");
+            Step::Parallel(steps) => {
+                let _ = writeln!(
+                    out,
+                    "{pad}parallel (issued together, queued on the user's connection):"
+                );
                 flow(out, plan, steps, indent + 2);
             }
         }

@@ -64,7 +64,7 @@ impl UserModel {
                     over,
                     while_true,
                 } => (count.is_none() && over.is_empty() && while_true.is_none()) || endless(steps),
-                Step::Parallel { steps, .. } => endless(steps),
+                Step::Parallel(steps) => endless(steps),
                 _ => false,
             })
         }
@@ -79,7 +79,7 @@ impl UserModel {
         fn any(steps: &[Step]) -> bool {
             steps.iter().any(|s| match s {
                 Step::Request(r) => !r.checks.is_empty(),
-                Step::Loop { steps, .. } | Step::Parallel { steps, .. } => any(steps),
+                Step::Loop { steps, .. } | Step::Parallel(steps) => any(steps),
                 _ => false,
             })
         }
@@ -122,7 +122,7 @@ impl UserModel {
                         out.extend(while_true.as_deref());
                         walk(steps, out);
                     }
-                    Step::Parallel { steps, .. } => walk(steps, out),
+                    Step::Parallel(steps) => walk(steps, out),
                     Step::Think(_) | Step::Log(_) | Step::Ws(_) | Step::Emit(_) => {}
                 }
             }
@@ -287,15 +287,10 @@ pub enum Step {
         #[serde(default)]
         while_true: Option<String>,
     },
-    /// Artillery's `parallel`: each step at once (at most `limit` together), sharing the
-    /// user's variables and cookies; a step that is not the first sends on connections of its
-    /// own, as a browser's or Node.js's agent opens one per request in flight.
-    Parallel {
-        /// The steps, each run on its own.
-        steps: Vec<Step>,
-        /// Most steps running at once (Artillery's `limit`, 100 by default).
-        limit: usize,
-    },
+    /// Artillery's `parallel`: the steps issued together at its start; their requests queue
+    /// on the user's one connection per host (Artillery's user agent has one socket), each
+    /// timed from the step's start.
+    Parallel(Vec<Step>),
 }
 
 /// A request's `ifTrue`: the request is sent only when the condition holds.

@@ -78,7 +78,7 @@ fn checked(model: &UserModel) -> Vec<(&[Expect], &[Capture])> {
                     }
                 }
                 Step::Think(_) | Step::Log(_) | Step::Function(_) => {}
-                Step::Loop { steps, .. } | Step::Parallel { steps, .. } => walk(steps, out),
+                Step::Loop { steps, .. } | Step::Parallel(steps) => walk(steps, out),
             }
         }
     }

@@ -87,7 +87,7 @@ pub async fn session(
     if let Some(sio) = s.sio.take() {
         sio.close().await;
     }
-    let sent = s.client.sent + s.spare.iter().map(|c| c.sent).sum::<u64>();
+    let sent = s.client.sent;
     if users.model.keep_vars {
         users.record.borrow_mut().vars =
             Some(s.vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
@@ -150,9 +150,6 @@ struct Session<'a> {
     socket: Option<Socket>,
     /// A socketio scenario's connection, open for the session.
     sio: Option<Sio>,
-    /// The connections of `parallel` steps past the first, kept for the next one, as an
-    /// agent keeps its idle sockets.
-    spare: Vec<Client>,
 }
 
 impl From<WsFailed> for End {
@@ -235,7 +232,6 @@ impl<'a> Session<'a> {
             jar_enabled: false,
             socket: None,
             sio: None,
-            spare: Vec::new(),
         }
     }
 
@@ -300,7 +296,7 @@ impl<'a> Session<'a> {
                         t.render(lookup, &mut self.rng, &mut line);
                         eprintln!("{line}");
                     }
-                    Step::Parallel { steps, limit } => self.parallel(steps, *limit).await?,
+                    Step::Parallel(steps) => self.parallel(steps).await?,
                     Step::Loop {
                         count,
                         steps,
@@ -344,96 +340,25 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// Runs `steps` at once, at most `limit` together, each as a branch of this user (its
-    /// variables, cookies and randomness); what the branches capture and the cookies they are
-    /// set are the user's after. The first branch's failure, in order, fails the user once all
-    /// have ended, as Artillery's parallel waits for its steps.
-    async fn parallel(&mut self, steps: &[Step], limit: usize) -> Result<(), End> {
+    /// Runs a `parallel` step's `steps` as Artillery's user does: each is issued at the
+    /// step's start, but the user's agent holds one socket per host (`maxSockets: 1`), so the
+    /// requests queue on the user's connection and go one after another, each timed from the
+    /// step's start (the queue included, as Artillery times a request from its issue).
+    async fn parallel(&mut self, steps: &[Step]) -> Result<(), End> {
         self.check_stop()?;
-        let intended = self.intended();
-        for chunk in steps.chunks(limit.max(1)) {
-            let mut branches: Vec<Session<'a>> =
-                (0..chunk.len()).map(|k| self.branch(k, intended)).collect();
-            let runs = branches
-                .iter_mut()
-                .zip(chunk)
-                .map(|(b, step)| b.steps(std::slice::from_ref(step)));
-            let results = futures_util::future::join_all(runs).await;
-            let mut failed = None;
-            for (k, (b, result)) in branches.into_iter().zip(results).enumerate() {
-                self.join(k, b);
-                if let Err(e) = result {
-                    failed.get_or_insert(e);
-                }
-            }
-            if let Some(e) = failed {
-                return Err(e);
+        let start = self.next_intended.take().unwrap_or_else(Instant::now);
+        let open = std::mem::replace(&mut self.open, true);
+        let mut result = Ok(());
+        for step in steps {
+            self.next_intended = Some(start);
+            result = self.steps(std::slice::from_ref(step)).await;
+            if result.is_err() {
+                break;
             }
         }
-        Ok(())
-    }
-
-    /// Branch `k` of a parallel step: the user's state, on the user's connections for the
-    /// first branch and on spare ones (opened when needed) for the others.
-    fn branch(&mut self, k: usize, intended: Option<Instant>) -> Session<'a> {
-        let wire = &self.users.wire;
-        let client = if k == 0 {
-            std::mem::replace(&mut self.client, Client::new(wire))
-        } else {
-            self.spare.pop().unwrap_or_else(|| Client::new(wire))
-        };
-        Session {
-            users: self.users,
-            vars: self.vars.clone(),
-            rng: fastrand::Rng::with_seed(self.rng.u64(..)),
-            client,
-            visited: self.visited.clone(),
-            next_intended: intended,
-            open: self.open,
-            slot: self.slot,
-            index: self.index,
-            scenario: self.scenario,
-            hooked: self.hooked,
-            cookies: self.cookies.clone(),
-            jar_enabled: self.jar_enabled,
-            socket: None,
-            sio: None,
-            spare: Vec::new(),
-        }
-    }
-
-    /// Takes back branch `k` of a parallel step: its connections, variables, pages visited
-    /// and cookies.
-    fn join(&mut self, k: usize, b: Session<'a>) {
-        if k == 0 {
-            self.client = b.client;
-        } else {
-            self.spare.push(b.client);
-        }
-        self.spare.extend(b.spare);
-        self.vars.extend(b.vars);
-        self.visited.extend(b.visited);
-        self.hooked |= b.hooked;
-        self.jar_enabled |= b.jar_enabled;
-        let Some(theirs) = b.cookies else {
-            return;
-        };
-        let Some(ours) = self.cookies.as_mut() else {
-            self.cookies = Some(theirs);
-            return;
-        };
-        for c in theirs.iter_any() {
-            let host = match &c.domain {
-                cookie_store::CookieDomain::HostOnly(h) | cookie_store::CookieDomain::Suffix(h) => {
-                    h
-                }
-                _ => continue,
-            };
-            let path: &str = c.path.as_ref();
-            if let Ok(url) = url::Url::parse(&format!("https://{host}{path}")) {
-                let _ = ours.insert(c.clone(), &url);
-            }
-        }
+        self.open = open;
+        self.next_intended = None;
+        result
     }
 
     fn check_stop(&self) -> Result<(), End> {

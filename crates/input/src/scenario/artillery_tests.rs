@@ -348,13 +348,13 @@ fn an_item_of_one_or_a_list_says_what_is_wrong_in_it_and_where() {
 }
 
 #[test]
-fn parallel_steps_lower_with_their_limit() {
-    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - parallel:\n          - get: { url: /a }\n          - think: 1\n          - loop: [{ get: { url: /b } }]\n            count: 2\n        limit: 2\n");
+fn parallel_steps_lower_with_the_steps_they_hold() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - parallel:\n          - get: { url: /a }\n          - think: 1\n          - loop: [{ get: { url: /b } }]\n            count: 2\n");
     let users = s.users.as_ref().unwrap();
     let Behaviour::Flow(steps) = &users.scenarios[0].behaviour else {
         panic!("a flow");
     };
-    let [Step::Parallel { steps, limit: 2 }] = &steps[..] else {
+    let [Step::Parallel(steps)] = &steps[..] else {
         panic!("{steps:?}");
     };
     assert!(matches!(
@@ -372,17 +372,12 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
         ("      - get: { url: /, ifTrue: \"a >> 1\" }\n", "ifTrue"),
         ("      - parallel: []\n", "parallel"),
         (
-            "      - parallel: [{ get: { url: / } }]\n        limit: 0\n",
-            "limit",
-        ),
-        ("      - think: 1\n        limit: 2\n", "limit"),
-        (
             "      - loop: [{ get: { url: / } }]\n        whileTrue: more\n",
             "whileTrue",
         ),
     ] {
         let e = refused(&format!("{base}{step}"));
-        let line = if key == "over" || key == "whileTrue" || key == "limit" {
+        let line = if key == "over" || key == "whileTrue" {
             "s.yml:6:"
         } else {
             "s.yml:5:"

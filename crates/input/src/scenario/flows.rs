@@ -57,12 +57,9 @@ pub struct StepSpec {
     /// A loop's condition: a processor function asked before each pass.
     #[serde(default, rename = "whileTrue")]
     while_true: Option<Spanned<serde_json::Value>>,
-    /// Steps run at once.
+    /// Steps issued together.
     #[serde(default)]
     parallel: Option<Spanned<Vec<Spanned<StepSpec>>>>,
-    /// `parallel`'s most steps at once.
-    #[serde(default)]
-    limit: Option<Spanned<u64>>,
     /// `engine: ws`: a message sent on the user's WebSocket (and, with `capture` or `match`,
     /// the reply awaited).
     #[serde(default)]
@@ -653,13 +650,6 @@ impl<'a> Lowering<'a> {
             let s = &spanned.value;
             // Every problem of the step is placed at it, unless it knows a closer place.
             let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
-            if let Some(limit) = s.limit.as_ref().filter(|_| s.parallel.is_none()) {
-                return Err(Traced::at(
-                    refuse("limit", "goes beside parallel, in the same step"),
-                    &limit.referenced,
-                ))
-                .within(step);
-            }
             if let Some(body) = &s.parallel {
                 out.push(self.parallel(s, body).within(step)?);
                 continue;
@@ -785,7 +775,7 @@ impl<'a> Lowering<'a> {
         Ok(out)
     }
 
-    /// Lowers a `parallel` step: its steps, and `limit` beside them.
+    /// Lowers a `parallel` step: its steps.
     fn parallel(
         &mut self,
         s: &StepSpec,
@@ -821,21 +811,7 @@ impl<'a> Lowering<'a> {
                 &body.referenced,
             ));
         }
-        let limit = match &s.limit {
-            Some(l) if l.value == 0 => {
-                return Err(Traced::at(
-                    refuse(
-                        "limit",
-                        "is 0: give the most steps to run at once, 1 or more",
-                    ),
-                    &l.referenced,
-                ))
-            }
-            Some(l) => usize::try_from(l.value).unwrap_or(usize::MAX),
-            None => 100,
-        };
-        let steps = self.steps(&body.value)?;
-        Ok(Step::Parallel { steps, limit })
+        Ok(Step::Parallel(self.steps(&body.value)?))
     }
 
     fn chain(&mut self, m: &MarkovSpec) -> Result<Chain, Traced> {
@@ -1340,7 +1316,7 @@ impl<'a> Lowering<'a> {
         for step in steps.iter_mut() {
             let r = match step {
                 Step::Request(r) => r,
-                Step::Loop { steps, .. } | Step::Parallel { steps, .. } => {
+                Step::Loop { steps, .. } | Step::Parallel(steps) => {
                     self.origins_from_items(steps, items)?;
                     continue;
                 }
