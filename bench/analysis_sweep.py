@@ -8,7 +8,7 @@ plateau near K/S) and `loadlab capacity --slo 'p99<2S'` (within 15 % of K/S, nev
 rows as JSON next to the other bench runs.
 
 With --jitter, the boxes are a Python service loadlab did not write instead
-(crates/cli/tests/fixtures/jitterbox.py): K threads (1-32) holding each request for a time
+(crates/cli/tests/fixtures/shapebox.py, its `pool` shape): K threads (1-32) holding each request for a time
 around S (5-600 ms) drawn uniform within +-10, 20 or 50 % or exponential. Only the probe runs
 there (an SLO of 2S means nothing for exponential times); its worker count must be K, observed
 or not.
@@ -126,7 +126,7 @@ def save(name, rows, lines):
 
 def jitter_sweep(a, rng, say, rows, lines):
     """The probe on Python boxes whose service times vary; 0 when every worker count is K."""
-    box = ROOT / "crates" / "cli" / "tests" / "fixtures" / "jitterbox.py"
+    box = ROOT / "crates" / "cli" / "tests" / "fixtures" / "shapebox.py"
     say(f"# analysis sweep, varying service times: {a.boxes} random Python boxes, seed {a.seed}\n")
     say("| K | S ms | spread | probe K | observed | probe S ms | plateau/(K/S) | probe s | why it stopped |")
     say("|---|---|---|---|---|---|---|---|---|")
@@ -135,7 +135,9 @@ def jitter_sweep(a, rng, say, rows, lines):
                rng.choice([5, 10, 20, 40, 80, 150, 300, 600]),
                rng.choice(["0.1", "0.2", "0.5", "exp"])) for _ in range(a.boxes)]
     for k, s_ms, spread in boxes:
-        server = subprocess.Popen(["python3", str(box), "0", str(k), str(s_ms), spread],
+        dist = "exp" if spread == "exp" else f"uniform:{spread}"
+        server = subprocess.Popen(["python3", str(box), "0", str(a.seed), "pool", str(k),
+                                   str(s_ms), dist],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             port = int(server.stdout.readline())

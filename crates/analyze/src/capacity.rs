@@ -70,8 +70,10 @@ pub struct RateStep {
     pub p50_ms: f64,
     /// 99th percentile, ms.
     pub p99_ms: f64,
-    /// Errors, percent of completed requests.
+    /// Errors, percent of completed requests (refusals included).
     pub error_pct: f64,
+    /// Refusals (429, or 503 with `Retry-After`), percent of completed requests.
+    pub refused_pct: f64,
     /// Warm-up discarded before measuring, seconds.
     pub warmup_s: f64,
     /// Length of the measured part, seconds.
@@ -247,6 +249,7 @@ mod tests {
             p50_ms: 10.0,
             p99_ms: if meets { 20.0 } else { 900.0 },
             error_pct: 0.0,
+            refused_pct: 0.0,
             warmup_s: 1.0,
             measured_s: 3.0,
             meets,
@@ -398,6 +401,7 @@ mod tests {
             error_pct: 0.0,
             server_cpu_pct: None,
             server_cpu_wait_pct: None,
+            refused_rps: 0.0,
         };
         // 5 workers of 389 ms: 2.6 req/s per connection up to 12.9; far past the knee a short
         // step reads 7 % high.

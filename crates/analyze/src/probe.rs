@@ -29,9 +29,11 @@ pub const LADDER: &[usize] = &[
 pub struct ProbeStep {
     /// Connections kept busy.
     pub concurrency: usize,
-    /// Completed requests per second.
+    /// Requests answered per second (the refused ones left out).
     pub throughput_rps: f64,
-    /// Median latency, ms.
+    /// Requests refused per second: 429, or 503 with `Retry-After` (a rate limit saying no).
+    pub refused_rps: f64,
+    /// Median latency of the answered requests, ms.
     pub p50_ms: f64,
     /// 99th percentile latency, ms.
     pub p99_ms: f64,
@@ -105,6 +107,10 @@ pub enum Next {
     Stop(String),
 }
 
+/// The length of a step once the service refuses requests: whole seconds after the first
+/// (where a limiter's burst goes) to read the rate it answers at.
+const RATE_STEP: Duration = Duration::from_secs(4);
+
 /// Shortest and longest step.
 const MIN_STEP: Duration = Duration::from_millis(1000);
 const MAX_STEP: Duration = Duration::from_secs(8);
@@ -136,6 +142,10 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
         if let Some(why) = failed(last, limits) {
             return Next::Stop(why);
         }
+    }
+    // A rate limit has no worker count to measure on either side of.
+    if climb.iter().any(refusing) {
+        return Next::Stop(stopped);
     }
     if climb.first().is_none_or(|s| s.requests == 0) {
         return Next::Stop(stopped);
@@ -271,6 +281,12 @@ fn climb_next(climb: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> N
     if plateaued(climb) && past_the_knee(climb) {
         return Next::Stop("throughput stopped growing for two steps".into());
     }
+    let refused = climb.iter().rev().take_while(|s| refusing(s)).count();
+    if refused >= 3 {
+        return Next::Stop(format!(
+            "the service refused requests (429) at the last {refused} steps: a rate limit"
+        ));
+    }
     // Past the ladder's end, about 1.3× a step.
     let next = LADDER
         .iter()
@@ -283,12 +299,23 @@ fn climb_next(climb: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> N
             limits.max_concurrency
         ));
     }
-    // Expect latency to grow with concurrency at worst in proportion.
-    let run = step_of(
-        next,
-        last.mean_ms * next as f64 / last.concurrency as f64,
-        cycles(climb),
-    );
+    // Expect latency to grow with concurrency at worst in proportion; a service that
+    // refuses answers its refusals at once, so a step is a fixed time instead of a count (the
+    // rate it answers at is read over that time, its burst left out).
+    let run = if refusing(last) {
+        Next::Run {
+            concurrency: next,
+            requests: None,
+            duration: RATE_STEP,
+            max_duration: RATE_STEP,
+        }
+    } else {
+        step_of(
+            next,
+            last.mean_ms * next as f64 / last.concurrency as f64,
+            cycles(climb),
+        )
+    };
     match run {
         Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
             "the probe's time ({:.0} s) is up",
@@ -377,12 +404,15 @@ pub enum Kind {
     Sync,
     /// Throughput plateaus with the server's CPU saturated.
     Cpu,
+    /// Past a rate the service refuses requests (429, or 503 with `Retry-After`) instead of
+    /// queueing them: a rate limit or load shedding.
+    RateLimited,
 }
 
 /// The probe's conclusion, with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    /// `async`, `sync` or `cpu`.
+    /// `async`, `sync`, `cpu` or `rate_limited`.
     pub kind: Kind,
     /// Workers (requests served at once), for `sync` and `cpu`.
     pub workers: Option<usize>,
@@ -430,6 +460,49 @@ const USL_EXPLAINS: f64 = 0.95;
 /// Spread around the plateau within which it counts as flat (a hard limit).
 const FLAT_PLATEAU: f64 = 0.05;
 
+/// Share of a step's requests refused from which the step counts as rate-limited: a few
+/// refusals in a burst are the limiter's edge, not its rate.
+const REFUSING: f64 = 0.05;
+
+/// True when at least [`REFUSING`] of the step's requests were refused.
+fn refusing(step: &ProbeStep) -> bool {
+    step.refused_rps > REFUSING * (step.throughput_rps + step.refused_rps)
+}
+
+/// The verdict on a service that refuses requests past a rate: the rate it answered at while
+/// refusing (the median over those steps), and where the refusals began.
+fn rate_limited(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
+    let limited: Vec<&ProbeStep> = sorted.iter().copied().filter(|s| refusing(s)).collect();
+    let first = limited.first()?;
+    // The first refusing step was a count of requests, its rate inflated by the limiter's
+    // burst; the steps after it ran for a fixed time, their rate read past its first second.
+    let measured = if limited.len() > 1 {
+        &limited[1..]
+    } else {
+        &limited[..]
+    };
+    let answered: Vec<f64> = measured.iter().map(|s| s.throughput_rps).collect();
+    let rate = median(&answered);
+    let last = limited.last()?;
+    let share = 100.0 * last.refused_rps / (last.throughput_rps + last.refused_rps);
+    Some(Verdict {
+        kind: Kind::RateLimited,
+        workers: None,
+        workers_observed: false,
+        service_time_ms: s_ms,
+        max_throughput_rps: rate,
+        hard_limit: true,
+        explanation: format!(
+            "rate-limited at about {rate:.1} req/s: from {} connections on the service refused \
+             what went past it (429, or 503 with Retry-After; {share:.0} % of the requests at {} \
+             connections, {:.1} refused/s) instead of queueing it; the requests it answered \
+             took {:.1} ms (median at {} connections, S = {s_ms:.1} ms alone)",
+            first.concurrency, last.concurrency, last.refused_rps, last.p50_ms, last.concurrency
+        ),
+        usl: None,
+    })
+}
+
 /// What the steps say. `None` without a step at concurrency 1.
 pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     let sorted: Vec<&ProbeStep> = by_concurrency(steps)
@@ -440,6 +513,9 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     // The mean, not the median: throughput is K over the mean service time whatever its
     // spread, and the two agree when it has none.
     let s_ms = first.mean_ms.max(1e-3);
+    if let Some(v) = rate_limited(&sorted, s_ms) {
+        return Some(v);
+    }
     let ideal = |c: usize| c as f64 * 1000.0 / s_ms;
     let x_max = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
     let last = sorted.last()?;
@@ -697,7 +773,58 @@ mod tests {
             error_pct: 0.0,
             server_cpu_pct: Some(cpu_per_worker * k),
             server_cpu_wait_pct: None,
+            refused_rps: 0.0,
         }
+    }
+
+    /// What a step at `c` connections measures on a token bucket of `rate` req/s whose
+    /// answered requests take `s_ms`: what goes past the rate is refused at once; a counted
+    /// step's answered rate reads `burst_gain` high (the bucket's burst in a short step).
+    fn bucket_step(rate: f64, s_ms: f64, c: usize, burst_gain: f64) -> ProbeStep {
+        let offered = c as f64 * 1000.0 / s_ms;
+        let answered = offered.min(rate * burst_gain);
+        ProbeStep {
+            refused_rps: if offered > rate { 50.0 * c as f64 } else { 0.0 },
+            ..step_at(None, s_ms, 0.0, c)
+        }
+        .with_throughput(answered)
+    }
+
+    impl ProbeStep {
+        fn with_throughput(mut self, x: f64) -> ProbeStep {
+            self.throughput_rps = x;
+            self
+        }
+    }
+
+    #[test]
+    fn a_service_that_refuses_past_a_rate_is_rate_limited_at_the_rate_its_timed_steps_read() {
+        // 150 req/s, 20 ms: 1-3 connections are under the rate; the first refusing step (a
+        // count of requests) reads the burst, 180; the timed ones after it read 150 and 151.
+        let mut steps: Vec<ProbeStep> = (1..=3).map(|c| bucket_step(150.0, 20.0, c, 1.0)).collect();
+        steps.push(bucket_step(150.0, 20.0, 4, 1.2));
+        steps.push(bucket_step(150.0, 20.0, 5, 1.0));
+        steps.push(bucket_step(151.0, 20.0, 6, 1.0));
+        let limits = ProbeLimits::default();
+        // Once it refuses, a step is a fixed time, not a count.
+        match next_step(&steps[..4], Duration::from_secs(5), &limits) {
+            Next::Run { requests, .. } => assert_eq!(requests, None),
+            other => panic!("{other:?}"),
+        }
+        // Three refusing steps end the climb, and there is no worker count to step back to.
+        assert!(matches!(
+            next_step(&steps, Duration::from_secs(10), &limits),
+            Next::Stop(_)
+        ));
+        let v = verdict(&steps).unwrap();
+        assert_eq!(v.kind, Kind::RateLimited);
+        assert!((v.max_throughput_rps - 150.5).abs() < 0.01, "{v:?}");
+        assert!(v.workers.is_none() && v.usl.is_none());
+        assert!(
+            v.explanation.contains("from 4 connections on"),
+            "{}",
+            v.explanation
+        );
     }
 
     /// The steps of the ladder up to `upto`, as [`step_at`] measures them.
@@ -856,6 +983,7 @@ mod tests {
                     error_pct: 0.0,
                     server_cpu_pct: None,
                     server_cpu_wait_pct: None,
+                    refused_rps: 0.0,
                 }
             })
             .collect();
@@ -911,6 +1039,7 @@ mod tests {
             error_pct: 0.0,
             server_cpu_pct: None,
             server_cpu_wait_pct: None,
+            refused_rps: 0.0,
         }
     }
 
@@ -1077,6 +1206,7 @@ mod tests {
             error_pct: 0.0,
             server_cpu_pct: Some(cpu),
             server_cpu_wait_pct: None,
+            refused_rps: 0.0,
         };
         let steps = [
             step(1, 92.7, 98.3, 10.6, 98.0),
@@ -1124,6 +1254,7 @@ mod tests {
             .into_iter()
             .map(|s| ProbeStep {
                 server_cpu_wait_pct: Some(40.0),
+                refused_rps: 0.0,
                 ..s
             })
             .collect();

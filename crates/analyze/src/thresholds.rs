@@ -105,6 +105,7 @@ mod tests {
                 errors: 20,
                 dropped: 10,
                 unfinished: 0,
+                refused: 0,
             },
             latency_ms: latency_ms.clone(),
             ..Summary::default()

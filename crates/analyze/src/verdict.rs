@@ -701,6 +701,9 @@ impl std::fmt::Display for Limit {
                 service_time_ms,
             } => {
                 let how = match (behaviour, workers) {
+                    (crate::probe::Kind::RateLimited, _) => {
+                        "a rate limit (429 beyond it, not a worker pool)".to_string()
+                    }
                     (crate::probe::Kind::Async, _) | (_, None) => {
                         "asynchronous (no worker limit)".to_string()
                     }

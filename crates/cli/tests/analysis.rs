@@ -84,25 +84,22 @@ fn the_probe_observes_the_workers_of_a_slow_box_and_of_one_wider_than_the_ladder
     }
 }
 
-/// `tests/fixtures/jitterbox.py`: a Python black box with `workers` threads whose service
-/// times vary (uniform within ±`spread` of `mean_ms`, or exponential), killed when dropped.
-struct JitterBox {
+/// `tests/fixtures/shapebox.py`: a Python black box of one of the shapes real services have
+/// (`pool K MEAN_MS DIST`, `contended D_MS A B`, `bucket RATE BURST D_MS`, `tiers K1 D1 K2 D2`),
+/// its random draws from `seed`, killed when dropped.
+struct ShapeBox {
     child: std::process::Child,
     port: u16,
 }
 
-impl JitterBox {
-    fn start(workers: usize, mean_ms: u64, spread: &str) -> JitterBox {
+impl ShapeBox {
+    fn start(seed: u64, shape: &[&str]) -> ShapeBox {
         use std::io::BufRead;
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/jitterbox.py");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/shapebox.py");
+        let seed = seed.to_string();
         let mut child = std::process::Command::new("python3")
-            .args([
-                script,
-                "0",
-                &workers.to_string(),
-                &mean_ms.to_string(),
-                spread,
-            ])
+            .args([script, "0", &seed])
+            .args(shape)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("python3 runs (Debian: python3)");
@@ -114,11 +111,15 @@ impl JitterBox {
             .trim()
             .parse()
             .unwrap_or_else(|_| panic!("no port in {line:?}"));
-        JitterBox { child, port }
+        ShapeBox { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
     }
 }
 
-impl Drop for JitterBox {
+impl Drop for ShapeBox {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -130,8 +131,8 @@ fn the_probe_counts_the_workers_of_a_box_whose_service_times_vary() {
     // 12 threads of 20 ms ± 20 %: the workers fall out of step, so the 13th request waits far
     // less than a whole service time and p99 has no jump at 13 (it read 13 or 14 when the
     // probe looked for one); the knee of the mean latency is at 12.
-    let jitter = JitterBox::start(12, 20, "0.2");
-    let v = probe(&format!("http://127.0.0.1:{}/", jitter.port), &[]);
+    let jitter = ShapeBox::start(1, &["pool", "12", "20", "uniform:0.2"]);
+    let v = probe(&jitter.url(), &[]);
     assert_eq!(
         (v["kind"].as_str(), v["workers"].as_u64()),
         (Some("sync"), Some(12)),
@@ -378,4 +379,61 @@ fn compare_says_which_differences_are_more_than_noise() {
     let missing = loadlab(&["compare", fast.to_str().unwrap(), "/nonexistent/run"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("is it a run directory"));
+}
+
+#[test]
+fn a_rate_limit_reads_as_one_with_its_rate_and_its_refusals_apart() {
+    // A token bucket of 150 req/s (burst 15) whose answered requests take 20 ms, 429 past it:
+    // one connection answers 50 req/s, so the limit binds from 4 connections on.
+    let bucket = ShapeBox::start(3, &["bucket", "150", "15", "20"]);
+    let v = probe(&bucket.url(), &[]);
+    assert_eq!(v["kind"], "rate_limited", "{v}");
+    let rate = v["max_throughput_rps"].as_f64().unwrap();
+    assert!(
+        (rate - 150.0).abs() <= 0.05 * 150.0,
+        "{rate} req/s for 150: {v}"
+    );
+    let s = v["service_time_ms"].as_f64().unwrap();
+    assert!((19.0..26.0).contains(&s), "S {s} ms for 20: {v}");
+    // The refusals are neither throughput nor latency: every step's median stays near 20 ms,
+    // and the steps timed after the first refusing one (a count of requests, over before the
+    // bucket's burst of 15 is spent: it read 190 once) answer near the limit.
+    let steps = v["steps"].as_array().unwrap();
+    let refusing = |s: &Value| s["refused_rps"].as_f64().unwrap() > 0.0;
+    let first = steps.iter().position(refusing).expect("a step refused");
+    for (i, step) in steps.iter().enumerate() {
+        assert!(step["p50_ms"].as_f64().unwrap() >= 19.0, "{step}");
+        let x = step["throughput_rps"].as_f64().unwrap();
+        if i > first && refusing(step) {
+            assert!((x - 150.0).abs() <= 0.1 * 150.0, "{step}");
+        }
+    }
+    assert!(
+        v["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("rate-limited at about"),
+        "{v}"
+    );
+
+    // capacity finds the same limit and says what it is.
+    let (c, out) = loadlab_json(&[
+        "capacity",
+        &bucket.url(),
+        "--slo",
+        "p99<200ms,errors<1%",
+        "--warmup",
+        "1s",
+        "--step",
+        "3s",
+        "--max-time",
+        "60s",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("a rate limit"), "{stdout}");
+    let found = c["max_rate_rps"].as_f64().unwrap_or(0.0);
+    assert!(
+        (0.9 * 150.0..=1.05 * 150.0).contains(&found),
+        "{found} req/s for a limit of 150: {stdout}"
+    );
 }

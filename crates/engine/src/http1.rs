@@ -64,6 +64,9 @@ pub struct Response {
     pub status: u16,
     /// True when the connection cannot carry another request after this response.
     pub close: bool,
+    /// The service said no to the request rather than serving it: 429, or 503 with
+    /// `Retry-After` (a rate limit, or load shed with a time to come back).
+    pub refused: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +99,7 @@ enum State {
         status: u16,
         close: bool,
         body: Body,
+        refused: bool,
     },
 }
 
@@ -168,7 +172,8 @@ impl ResponseParser {
                             if (100..200).contains(&status) && status != 101 {
                                 continue; // an interim response; the real one follows
                             }
-                            let (body, close) = inspect_head(&resp, status, self.head_request)?;
+                            let (body, close, refused) =
+                                inspect_head(&resp, status, self.head_request)?;
                             if self.keep_headers {
                                 self.kept_body.clear();
                                 let all = self.keep;
@@ -186,6 +191,7 @@ impl ResponseParser {
                                 status,
                                 close,
                                 body,
+                                refused,
                             };
                         }
                         Ok(httparse::Status::Partial) => {
@@ -207,6 +213,7 @@ impl ResponseParser {
                     status,
                     close,
                     body,
+                    refused,
                 } => {
                     let sink = if self.keep && self.kept_body.len() < MAX_KEPT_BODY {
                         Some(&mut self.kept_body)
@@ -220,7 +227,11 @@ impl ResponseParser {
                             self.state = State::Head;
                             return Ok(Progress {
                                 consumed: pos,
-                                done: Some(Response { status, close }),
+                                done: Some(Response {
+                                    status,
+                                    close,
+                                    refused,
+                                }),
                             });
                         }
                         Some(b) => {
@@ -228,6 +239,7 @@ impl ResponseParser {
                                 status,
                                 close,
                                 body: b,
+                                refused,
                             };
                             if used == 0 || pos == buf.len() {
                                 return Ok(Progress {
@@ -249,12 +261,14 @@ impl ResponseParser {
             State::Body {
                 status,
                 body: Body::UntilClose,
+                refused,
                 ..
             } => {
                 self.state = State::Head;
                 Some(Response {
                     status,
                     close: true,
+                    refused,
                 })
             }
             _ => None,
@@ -262,14 +276,16 @@ impl ResponseParser {
     }
 }
 
-/// What the response head says about framing and the connection, read in one pass.
+/// What the response head says about framing, the connection (closed after it) and whether
+/// the service refused the request (429, or 503 with `Retry-After`), read in one pass.
 fn inspect_head(
     resp: &httparse::Response<'_, '_>,
     status: u16,
     head_request: bool,
-) -> Result<(Body, bool), ProtocolError> {
+) -> Result<(Body, bool, bool), ProtocolError> {
     let http10 = resp.version == Some(0);
     let mut close = http10;
+    let mut refused = status == 429;
     let mut chunked = false;
     let mut length: Option<u64> = None;
     for h in resp.headers.iter() {
@@ -291,6 +307,8 @@ fn inspect_head(
             } else if http10 && contains_token(h.value, "keep-alive") {
                 close = false;
             }
+        } else if status == 503 && name.eq_ignore_ascii_case(b"retry-after") {
+            refused = true;
         }
     }
     let body = if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
@@ -300,7 +318,7 @@ fn inspect_head(
     } else {
         length.map_or(Body::UntilClose, Body::Length)
     };
-    Ok((body, close || body == Body::UntilClose))
+    Ok((body, close || body == Body::UntilClose, refused))
 }
 
 fn contains_token(value: &[u8], token: &str) -> bool {
@@ -467,7 +485,8 @@ mod tests {
             p.finish_at_eof(),
             Some(Response {
                 status: 200,
-                close: true
+                close: true,
+                refused: false,
             })
         );
     }

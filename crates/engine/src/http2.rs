@@ -298,6 +298,8 @@ pub struct Http2Response {
     pub headers: Vec<(String, String)>,
     /// Body (at most the kept limit), when kept.
     pub body: Vec<u8>,
+    /// The service refused the request: 429, or 503 with `Retry-After`.
+    pub refused: bool,
 }
 
 impl StreamSlot {
@@ -373,6 +375,8 @@ impl StreamSlot {
         let response = response.await.map_err(|e| failure(&e))?;
         let first_byte = Instant::now();
         let status = response.status().as_u16();
+        let refused = status == 429
+            || (status == 503 && response.headers().contains_key(http::header::RETRY_AFTER));
         let header_bytes: usize = response
             .headers()
             .iter()
@@ -411,6 +415,7 @@ impl StreamSlot {
             first_byte,
             headers,
             body,
+            refused,
         })
     }
 }

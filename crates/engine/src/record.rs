@@ -214,11 +214,12 @@ impl Recorder {
         p: &Pending,
         (sent_at, start, first_byte): (Instant, Instant, Instant),
         now: Instant,
-        status: u16,
+        (status, refused): (u16, bool),
     ) {
         let intended = p.intended.unwrap_or(sent_at);
         let mut rec = self.rec_at(now);
         rec.counts.record_status(status);
+        rec.counts.refused += u64::from(refused);
         let latency = micros(now.saturating_duration_since(intended));
         let service = micros(now.saturating_duration_since(sent_at));
         rec.latency.saturating_record(latency);
@@ -230,11 +231,15 @@ impl Recorder {
                 .saturating_record(micros(first_byte.saturating_duration_since(start)));
             t.receiving
                 .saturating_record(micros(now.saturating_duration_since(first_byte)));
+            if refused {
+                t.refused.saturating_record(latency);
+            }
         }
         if let Some(by_name) = &self.by_name {
             let mut by_name = by_name.borrow_mut();
             let r = &mut by_name[self.name_of[p.template]];
             r.counts.record_status(status);
+            r.counts.refused += u64::from(refused);
             r.latency.saturating_record(latency);
             r.service.saturating_record(service);
         }

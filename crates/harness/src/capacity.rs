@@ -285,7 +285,22 @@ fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> 
         .filter(|r| r.second as f64 >= warm && r.completed > 0)
         .map(|r| r.p50_ms)
         .collect();
-    let broken = judge(&search.slo, &window, at, errors, &per_second);
+    let refused_pct = if c.completed == 0 {
+        0.0
+    } else {
+        100.0 * c.refused as f64 / c.completed as f64
+    };
+    let mut broken = judge(&search.slo, &window, at, errors, &per_second);
+    if refused_pct >= 5.0 {
+        let answered = c.completed.saturating_sub(c.refused) as f64 / secs;
+        broken.insert(
+            0,
+            format!(
+                "the service refused {refused_pct:.0} % (429, or 503 with Retry-After): a rate \
+                 limit, answering {answered:.1} req/s"
+            ),
+        );
+    }
     RateStep {
         rate_rps: rate,
         achieved_rps: c.completed as f64 / secs,
@@ -294,6 +309,7 @@ fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> 
         p50_ms: at(50.0),
         p99_ms: at(99.0),
         error_pct: errors,
+        refused_pct,
         warmup_s: warm,
         measured_s: secs,
         meets: broken.is_empty(),

@@ -290,6 +290,7 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
         errors: sum(&|s| s.requests.errors),
         dropped: sum(&|s| s.requests.dropped),
         unfinished: sum(&|s| s.requests.unfinished),
+        refused: sum(&|s| s.requests.refused),
     };
     let mut status: BTreeMap<String, u64> = BTreeMap::new();
     let mut kinds = [0u64; ErrorKind::COUNT];
@@ -382,6 +383,7 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
         },
         requests,
         latency_ms: LatencyStats::from_histogram(&latency),
+        answered_latency_ms: None,
         apdex: first
             .apdex
             .as_ref()

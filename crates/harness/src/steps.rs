@@ -42,21 +42,34 @@ pub fn closed_step(
         1,
     )?;
     let (run, s) = run_step(&plan, stop, watch)?;
-    // Little's law in a closed loop without think time: X = c / R, exact even when a slow
-    // service completes only a few requests in the step, because every request of a counted
-    // step completes: none of the longest (queued) ones is cut off at its end.
-    let throughput = if s.latency_ms.mean > 0.0 {
-        concurrency as f64 * 1000.0 / s.latency_ms.mean
-    } else {
-        s.throughput.rps
+    let refused = s.requests.refused;
+    let (throughput, refused_rps, latency) = match &s.answered_latency_ms {
+        // A service that refuses some requests (a rate limit's 429): what it answered, per
+        // second of the step, and the latency of those alone; the refusals are neither.
+        Some(answered) if refused > 0 => {
+            let secs = s.duration_s.max(1e-9);
+            let answered_n = s.requests.completed.saturating_sub(refused);
+            let rate = steady_ok_rps(&run).unwrap_or(answered_n as f64 / secs);
+            (rate, refused as f64 / secs, answered.clone())
+        }
+        // Little's law in a closed loop without think time: X = c / R, exact even when a
+        // slow service completes only a few requests in the step, because every request of a
+        // counted step completes: none of the longest (queued) ones is cut off at its end.
+        _ if s.latency_ms.mean > 0.0 => (
+            concurrency as f64 * 1000.0 / s.latency_ms.mean,
+            0.0,
+            s.latency_ms.clone(),
+        ),
+        _ => (s.throughput.rps, 0.0, s.latency_ms.clone()),
     };
     let step = ProbeStep {
         concurrency,
         throughput_rps: throughput,
-        p50_ms: s.latency_ms.p50,
-        p99_ms: s.latency_ms.p99,
-        mean_ms: s.latency_ms.mean,
-        requests: s.requests.completed,
+        refused_rps,
+        p50_ms: latency.p50,
+        p99_ms: latency.p99,
+        mean_ms: latency.mean,
+        requests: s.requests.completed.saturating_sub(refused),
         error_pct: error_pct(&s),
         server_cpu_pct: server_cpu(&s),
         server_cpu_wait_pct: s
@@ -95,6 +108,26 @@ pub fn drain(target: &UrlTarget, base_ms: f64, stop: &StopSignal) -> Result<Dura
     Ok(started.elapsed())
 }
 
+/// Responses below 400 per second over a step's whole seconds after its first, when it has
+/// two or more of them: a rate limiter's burst (its bucket full when the step starts) lands in
+/// the first second and would read as rate.
+fn steady_ok_rps(run: &RunData) -> Option<f64> {
+    let whole = run.secs().floor() as u64;
+    let rows: Vec<_> = run
+        .timeline
+        .iter()
+        .filter(|r| r.second >= 1 && r.second < whole)
+        .collect();
+    if rows.len() < 2 {
+        return None;
+    }
+    let ok: u64 = rows
+        .iter()
+        .map(|r| r.status_classes[..3].iter().sum::<u64>())
+        .sum();
+    Some(ok as f64 / rows.len() as f64)
+}
+
 /// Summed CPU of the watched processes over a step, percent of one core.
 pub fn server_cpu(s: &Summary) -> Option<f64> {
     s.server
@@ -102,11 +135,13 @@ pub fn server_cpu(s: &Summary) -> Option<f64> {
         .map(|sv| sv.processes.iter().map(|p| p.cpu_pct_avg).sum())
 }
 
-/// Percent of completed requests that failed.
+/// Percent of completed requests that failed; a refusal (429, 503 with Retry-After) is the
+/// service saying no, counted apart (`refused_rps`), not a failure.
 pub fn error_pct(s: &Summary) -> f64 {
     if s.requests.completed == 0 {
         0.0
     } else {
-        100.0 * s.requests.errors as f64 / s.requests.completed as f64
+        let errors = s.requests.errors.saturating_sub(s.requests.refused);
+        100.0 * errors as f64 / s.requests.completed as f64
     }
 }

@@ -53,7 +53,20 @@ pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec
         (None, Some(hi)) => format!("\n  capacity     none: even {hi:.1} req/s broke {slo}"),
         (None, None) => "\n  capacity     unknown: no rate was measured".to_string(),
     };
-    vec![format!("  stopped: {stopped_because}"), capacity]
+    let mut lines = vec![format!("  stopped: {stopped_because}"), capacity];
+    // A rate limiter: the steps it refused a share of, and what it answered there.
+    let limited: Vec<&RateStep> = steps.iter().filter(|s| s.refused_pct >= 5.0).collect();
+    if let Some(lowest) = limited.iter().map(|s| s.rate_rps).reduce(f64::min) {
+        let answered = limited
+            .iter()
+            .map(|s| s.achieved_rps * (1.0 - s.refused_pct / 100.0))
+            .fold(0.0, f64::max);
+        lines.push(format!(
+            "  limit        a rate limit: from {lowest:.1} req/s on the service refused requests \
+             (429, or 503 with Retry-After) and answered at most {answered:.1} req/s"
+        ));
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -69,6 +82,7 @@ mod tests {
             p50_ms: 1.5,
             p99_ms: 4.25,
             error_pct: 0.0,
+            refused_pct: 0.0,
             warmup_s: 2.0,
             measured_s: 5.0,
             meets,

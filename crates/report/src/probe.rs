@@ -21,20 +21,21 @@ pub struct ProbeReport<'a> {
 /// The header of the steps' table.
 pub fn header() -> String {
     format!(
-        "  {:>11}{:>12}{:>11}{:>11}{:>10}{:>10}",
-        "connections", "req/s", "p50 ms", "p99 ms", "errors %", "cpu %"
+        "  {:>11}{:>12}{:>11}{:>11}{:>10}{:>11}{:>10}",
+        "connections", "req/s", "p50 ms", "p99 ms", "errors %", "refused/s", "cpu %"
     )
 }
 
 /// One step as a line of the table.
 pub fn step_line(step: &ProbeStep) -> String {
     format!(
-        "  {:>11}{:>12.1}{:>11.2}{:>11.2}{:>10.1}{:>10}",
+        "  {:>11}{:>12.1}{:>11.2}{:>11.2}{:>10.1}{:>11.1}{:>10}",
         step.concurrency,
         step.throughput_rps,
         step.p50_ms,
         step.p99_ms,
         step.error_pct,
+        step.refused_rps,
         step.server_cpu_pct
             .map_or("-".to_string(), |c| format!("{c:.0}"))
     )
@@ -57,10 +58,15 @@ pub fn verdict_lines(
         (Some(k), false) => format!(
             "about {k} worker(s) (the knee of the mean latency; p99 did not jump right after it)"
         ),
+        (None, _) if v.kind == loadlab_analyze::probe::Kind::RateLimited => {
+            "429 beyond the rate".to_string()
+        }
         (None, _) => "no limit found".to_string(),
     };
     let rate = if v.workers.is_some() {
         "plateau"
+    } else if v.kind == loadlab_analyze::probe::Kind::RateLimited {
+        "answered"
     } else {
         "max"
     };
@@ -69,7 +75,13 @@ pub fn verdict_lines(
         v.kind, v.service_time_ms, v.max_throughput_rps
     ));
     lines.push(format!("  why          {}", v.explanation));
-    if let (true, Some(k)) = (v.hard_limit, v.workers) {
+    if v.kind == loadlab_analyze::probe::Kind::RateLimited {
+        lines.push(
+            "  limit        a rate limit, not a pool: more connections get refusals, not \
+             throughput; the USL does not apply"
+                .into(),
+        );
+    } else if let (true, Some(k)) = (v.hard_limit, v.workers) {
         lines.push(format!(
             "  limit        hard limit at {k}: throughput flat at {:.1} req/s from {k} connections \
              on (a cap, not the gradual slowdown the USL describes)",

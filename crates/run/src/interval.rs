@@ -35,6 +35,9 @@ pub struct Counts {
     pub bytes: u64,
     /// Responses by status code.
     pub status: Vec<u64>,
+    /// Responses that refused their request (429, or 503 with `Retry-After`): the service
+    /// said no rather than serving it.
+    pub refused: u64,
     /// Transport errors by kind, indexed by [`ErrorKind::index`].
     pub error_kinds: [u64; ErrorKind::COUNT],
     /// Virtual-user sessions started.
@@ -55,6 +58,7 @@ impl Default for Counts {
             offered: 0,
             bytes: 0,
             status: vec![0; STATUS_SLOTS],
+            refused: 0,
             error_kinds: [0; ErrorKind::COUNT],
             users_started: 0,
             users_completed: 0,
@@ -113,6 +117,7 @@ impl Counts {
         self.dropped += other.dropped;
         self.offered += other.offered;
         self.bytes += other.bytes;
+        self.refused += other.refused;
         self.users_started += other.users_started;
         self.users_completed += other.users_completed;
         self.users_failed += other.users_failed;

@@ -101,6 +101,10 @@ pub struct Timings {
     pub waiting: Histogram<u64>,
     /// From the first byte of the response to its last.
     pub receiving: Histogram<u64>,
+    /// Latency (from the intended start) of the responses that refused their request (429,
+    /// or 503 with `Retry-After`): taken out of the run's latency, what is left is the
+    /// answered requests'.
+    pub refused: Histogram<u64>,
     /// Failed TLS handshakes by cause, indexed by [`TlsFailure::index`].
     pub tls_failures: [u64; TlsFailure::COUNT],
 }
@@ -113,6 +117,7 @@ impl Timings {
             tls: new_histogram(),
             waiting: new_histogram(),
             receiving: new_histogram(),
+            refused: new_histogram(),
             tls_failures: [0; TlsFailure::COUNT],
         }
     }
@@ -124,6 +129,7 @@ impl Timings {
             (&mut self.tls, &other.tls),
             (&mut self.waiting, &other.waiting),
             (&mut self.receiving, &other.receiving),
+            (&mut self.refused, &other.refused),
         ] {
             mine.add(theirs).expect("histograms share bounds");
         }

@@ -82,6 +82,10 @@ pub struct Requests {
     pub dropped: u64,
     /// Requests still in flight when the run stopped (not in the latency figures).
     pub unfinished: u64,
+    /// Responses that refused their request — 429, or 503 with `Retry-After` (a rate limit,
+    /// load shed): the service said no rather than serving it. Counted in `errors` too.
+    #[serde(default)]
+    pub refused: u64,
 }
 
 /// Rates over the run.
@@ -717,6 +721,11 @@ pub struct Summary {
     pub throughput: Throughput,
     /// Latency from the intended start (equal to the send time in the closed model).
     pub latency_ms: LatencyStats,
+    /// Latency of the requests the service answered, the refused ones (`requests.refused`)
+    /// left out: what being served took. Only when some were refused (and not in merged runs,
+    /// whose shards keep no histogram of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_latency_ms: Option<LatencyStats>,
     /// Latency from the actual send.
     pub service_latency_ms: LatencyStats,
     /// Responses by status code.
@@ -770,6 +779,17 @@ pub struct Summary {
     /// The shards this run was merged from (`loadlab merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeSummary>,
+}
+
+/// The latency of the answered requests: `all` without the `refused` ones; `None` when none
+/// was refused (or the histograms do not nest, as a run cut short may leave them).
+fn answered_latency(all: &Histogram<u64>, refused: &Histogram<u64>) -> Option<LatencyStats> {
+    if refused.is_empty() {
+        return None;
+    }
+    let mut answered = all.clone();
+    answered.subtract(refused).ok()?;
+    Some(LatencyStats::from_histogram(&answered))
 }
 
 impl Summary {
@@ -836,6 +856,7 @@ impl Summary {
                 errors: c.errors(),
                 dropped: c.dropped,
                 unfinished: run.unfinished,
+                refused: c.refused,
             },
             throughput: Throughput {
                 rps,
@@ -843,6 +864,7 @@ impl Summary {
                 bytes_per_s: c.bytes as f64 / secs,
             },
             latency_ms: latency,
+            answered_latency_ms: answered_latency(&t.latency, &run.timings.refused),
             apdex: run.plan.apdex_ms.and_then(|ms| Apdex::of(&t.latency, ms)),
             service_latency_ms: LatencyStats::from_histogram(&t.service),
             status: c

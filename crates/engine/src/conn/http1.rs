@@ -187,7 +187,7 @@ impl Http1Conn {
         self.first_byte.get_or_insert(now);
         if n == 0 {
             if let Some(resp) = self.parser.finish_at_eof() {
-                if self.record_answer(wire, batch, times, answered, now, resp.status) {
+                if self.record_answer(wire, batch, times, answered, now, resp) {
                     return Ok(Pass::Done(false));
                 }
             }
@@ -202,7 +202,7 @@ impl Http1Conn {
                 .map_err(|_| (ErrorKind::Protocol, *answered))?;
             pos += progress.consumed;
             let Some(resp) = progress.done else { break };
-            if self.record_answer(wire, batch, times, answered, now, resp.status) {
+            if self.record_answer(wire, batch, times, answered, now, resp) {
                 self.leftover.clear();
                 return Ok(Pass::Done(!resp.close));
             }
@@ -219,7 +219,7 @@ impl Http1Conn {
         Ok(Pass::More)
     }
 
-    /// Records a response with `status`, complete at `now`, as the answer to the batch's
+    /// Records response `resp`, complete at `now`, as the answer to the batch's
     /// first unanswered request (its first byte came at `self.first_byte`, or now), and
     /// counts it answered; true when it answered the batch's last request.
     fn record_answer(
@@ -229,16 +229,16 @@ impl Http1Conn {
         times: Times,
         answered: &mut usize,
         now: Instant,
-        status: u16,
+        resp: crate::http1::Response,
     ) -> bool {
         let first_byte = self.first_byte.unwrap_or(now);
         wire.rec.record_response(
             &batch[*answered],
             (times.sent_at, times.start, first_byte),
             now,
-            status,
+            (resp.status, resp.refused),
         );
-        self.last_status = status;
+        self.last_status = resp.status;
         *answered += 1;
         *answered == batch.len()
     }

@@ -193,7 +193,8 @@ async fn send_stream(
         Ok(Ok(resp)) => {
             let now = Instant::now();
             let at = (times.sent_at, times.start, resp.first_byte);
-            wire.rec.record_response(p, at, now, resp.status);
+            wire.rec
+                .record_response(p, at, now, (resp.status, resp.refused));
             let answer = Answer {
                 status: resp.status,
                 headers: resp.headers,

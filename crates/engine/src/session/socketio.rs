@@ -296,7 +296,7 @@ impl Sio {
             }
         }
         let now = Instant::now();
-        rec.record_response(&pending, (sent_at, sent_at, now), now, 101);
+        rec.record_response(&pending, (sent_at, sent_at, now), now, (101, false));
         if let Some(x) = &expected {
             if !valid(&got, x) {
                 return Err(WsFailed {

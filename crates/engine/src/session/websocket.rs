@@ -134,14 +134,19 @@ pub async fn open(
                 &pending,
                 (sent_at, start, now),
                 now,
-                response.status().as_u16(),
+                (response.status().as_u16(), false),
             );
             Ok(socket)
         }
         // The server answered without upgrading: its status counts as any response's.
         Ok(Err(tungstenite::Error::Http(response))) => {
             let status = response.status().as_u16();
-            rec.record_response(&pending, (sent_at, start, now), now, status);
+            rec.record_response(
+                &pending,
+                (sent_at, start, now),
+                now,
+                (status, status == 429),
+            );
             Err(refused(format!("upgrade answered {status}")))
         }
         Ok(Err(e)) => {
@@ -207,7 +212,7 @@ pub async fn exchange(
     let now = Instant::now();
     let status = 101;
     rec.add_bytes(body.len(), now);
-    rec.record_response(&pending, (sent_at, sent_at, now), now, status);
+    rec.record_response(&pending, (sent_at, sent_at, now), now, (status, false));
     count(users, "websocket.messages_received");
     let answer = Answer {
         status,
