@@ -143,8 +143,9 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
             return Next::Stop(why);
         }
     }
-    // A rate limit has no worker count to measure on either side of.
-    if climb.iter().any(refusing) {
+    // A rate limit has no worker count to measure on either side of, nor has contention.
+    let climbed: Vec<&ProbeStep> = climb.iter().filter(|s| s.requests > 0).collect();
+    if climb.iter().any(refusing) || contention(&climbed).is_some() {
         return Next::Stop(stopped);
     }
     if climb.first().is_none_or(|s| s.requests == 0) {
@@ -278,8 +279,13 @@ fn climb_next(climb: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> N
     if let Some(why) = failed(last, limits) {
         return Next::Stop(why);
     }
-    if plateaued(climb) && past_the_knee(climb) {
-        return Next::Stop("throughput stopped growing for two steps".into());
+    if plateaued(climb) && past_the_knee(climb) && !before_the_fall(climb) {
+        let sorted: Vec<&ProbeStep> = climb.iter().filter(|s| s.requests > 0).collect();
+        return Next::Stop(if contention(&sorted).is_some() {
+            "throughput peaked and fell".into()
+        } else {
+            "throughput stopped growing for two steps".into()
+        });
     }
     let refused = climb.iter().rev().take_while(|s| refusing(s)).count();
     if refused >= 3 {
@@ -407,12 +413,15 @@ pub enum Kind {
     /// Past a rate the service refuses requests (429, or 503 with `Retry-After`) instead of
     /// queueing them: a rate limit or load shedding.
     RateLimited,
+    /// No worker limit, but requests slow each other down: latency grows from the first extra
+    /// connection and throughput peaks, then falls (retrograde scaling, the USL's shape).
+    Contended,
 }
 
 /// The probe's conclusion, with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    /// `async`, `sync`, `cpu` or `rate_limited`.
+    /// `async`, `sync`, `cpu`, `rate_limited` or `contended`.
     pub kind: Kind,
     /// Workers (requests served at once), for `sync` and `cpu`.
     pub workers: Option<usize>,
@@ -503,6 +512,56 @@ fn rate_limited(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
     })
 }
 
+/// The verdict on a contended service: its peak (the USL's, which the steps explain), how far
+/// throughput fell past it, and how much better the law explains the latency than a pool.
+fn contended(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
+    let (fit, ratio) = contention(sorted)?;
+    let peak = fit.peak_concurrency?;
+    let last = sorted.last()?;
+    let best = sorted
+        .iter()
+        .copied()
+        .max_by(|a, b| a.throughput_rps.total_cmp(&b.throughput_rps))?;
+    let fell = if last.concurrency > best.concurrency {
+        format!(
+            "; at {} connections it is down to {:.1} req/s ({:.0} % under its best)",
+            last.concurrency,
+            last.throughput_rps,
+            100.0 * (1.0 - last.throughput_rps / best.throughput_rps)
+        )
+    } else {
+        format!(
+            " (beyond the {} connections tried: an extrapolation)",
+            last.concurrency
+        )
+    };
+    let second = sorted.iter().find(|s| s.concurrency == 2);
+    let growth = second.map_or(String::new(), |s| {
+        format!(
+            "; latency grows from the first extra connection ({:.1} ms at 2 against {s_ms:.1} \
+             alone)",
+            s.mean_ms
+        )
+    });
+    Some(Verdict {
+        kind: Kind::Contended,
+        workers: None,
+        workers_observed: false,
+        service_time_ms: s_ms,
+        max_throughput_rps: fit.peak_throughput_rps,
+        hard_limit: false,
+        explanation: format!(
+            "contended: throughput peaks at about {:.1} req/s near {peak:.1} connections{fell}\
+             {growth}: requests slow each other down (a lock, a shared resource, cache \
+             lines), no pool of workers; the USL explains the steps (R² = {:.3}) and their \
+             latency {ratio:.0}× better than a worker pool does — look for what the requests \
+             share",
+            fit.peak_throughput_rps, fit.r_squared
+        ),
+        usl: Some(fit),
+    })
+}
+
 /// What the steps say. `None` without a step at concurrency 1.
 pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     let sorted: Vec<&ProbeStep> = by_concurrency(steps)
@@ -514,6 +573,9 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     // spread, and the two agree when it has none.
     let s_ms = first.mean_ms.max(1e-3);
     if let Some(v) = rate_limited(&sorted, s_ms) {
+        return Some(v);
+    }
+    if let Some(v) = contended(&sorted, s_ms) {
         return Some(v);
     }
     let ideal = |c: usize| c as f64 * 1000.0 / s_ms;
@@ -727,8 +789,18 @@ fn workers(sorted: &[&ProbeStep]) -> (usize, bool) {
 /// squared, as its mean's relative error shrinks with its count), and the K with the least
 /// residual wins — every step counts, not one noisy p99.
 fn knee(sorted: &[&ProbeStep]) -> usize {
+    knee_fit(sorted).0
+}
+
+/// Each step's weight in a fit of its mean latency: its requests over its latency squared, as
+/// its mean's relative error shrinks with its count.
+fn weight(s: &ProbeStep) -> f64 {
+    s.requests as f64 / s.mean_ms.max(1e-3).powi(2)
+}
+
+/// The [`knee`] and the weighted residual of its pool model, `S · max(1, c/K)`.
+fn knee_fit(sorted: &[&ProbeStep]) -> (usize, f64) {
     let top = sorted.last().map_or(1, |s| s.concurrency);
-    let weight = |s: &ProbeStep| s.requests as f64 / s.mean_ms.max(1e-3).powi(2);
     let residual = |k: usize| {
         let g = |s: &ProbeStep| (s.concurrency as f64 / k as f64).max(1.0);
         let num: f64 = sorted.iter().map(|s| weight(s) * s.mean_ms * g(s)).sum();
@@ -745,7 +817,60 @@ fn knee(sorted: &[&ProbeStep]) -> usize {
             (top, f64::INFINITY),
             |best, (k, r)| if r < best.1 { (k, r) } else { best },
         )
-        .0
+}
+
+/// The weighted residual of the steps' mean latency against what `law` implies for a closed
+/// loop, `R(c) = c / X(c)`.
+fn usl_latency_residual(sorted: &[&ProbeStep], law: &Usl) -> f64 {
+    sorted
+        .iter()
+        .map(|s| {
+            let c = s.concurrency as f64;
+            let r = 1000.0 * c / law.throughput(c).max(1e-9);
+            weight(s) * (s.mean_ms - r).powi(2)
+        })
+        .sum()
+}
+
+/// How much better the USL explains the steps' latency than a worker pool does, when it
+/// explains their throughput (R² ≥ 0.95) with coherency (κ > 0, a peak): a service whose
+/// latency grows from the first extra connection, smoothly, as requests that slow each other
+/// down (a lock, a shared cache line) make it. The fit and the two residuals, pool over USL.
+fn contention(sorted: &[&ProbeStep]) -> Option<(UslFit, f64)> {
+    if sorted.len() < 4 {
+        return None;
+    }
+    let points: Vec<(f64, f64)> = sorted
+        .iter()
+        .map(|s| (s.concurrency as f64, s.throughput_rps))
+        .collect();
+    let fit = usl_fit(&points, false)?;
+    if !fit.explains || fit.peak_concurrency.is_none() {
+        return None;
+    }
+    let pool = knee_fit(sorted).1;
+    let usl = usl_latency_residual(sorted, &fit.law);
+    let ratio = pool / usl.max(1e-12);
+    (ratio >= CONTENDED).then_some((fit, ratio))
+}
+
+/// How many times the USL's residual a worker pool's must be for the steps to read as
+/// contention rather than a pool.
+const CONTENDED: f64 = 3.0;
+
+/// True while a contended service's climb has not gone past its peak far enough to see the
+/// fall: the USL's peak not yet 1.3× behind the last step, and throughput not yet 10 % under
+/// its best.
+fn before_the_fall(climb: &[ProbeStep]) -> bool {
+    let sorted: Vec<&ProbeStep> = climb.iter().filter(|s| s.requests > 0).collect();
+    let Some((fit, _)) = contention(&sorted) else {
+        return false;
+    };
+    let (Some(last), Some(peak)) = (sorted.last(), fit.peak_concurrency) else {
+        return false;
+    };
+    let best = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
+    (last.concurrency as f64) < 1.3 * peak && last.throughput_rps > 0.9 * best
 }
 
 #[cfg(test)]
@@ -825,6 +950,44 @@ mod tests {
             "{}",
             v.explanation
         );
+    }
+
+    #[test]
+    fn throughput_that_peaks_and_falls_with_latency_rising_from_the_start_is_contention() {
+        // The USL's own shape: 20 ms alone, σ = 0.02, κ = 0.01 (peak at 9.9 connections).
+        let law = Usl {
+            lambda: 50.0,
+            sigma: 0.02,
+            kappa: 0.01,
+        };
+        let steps: Vec<ProbeStep> = LADDER
+            .iter()
+            .take_while(|c| **c <= 14)
+            .map(|&c| {
+                let x = law.throughput(c as f64);
+                let mean = c as f64 * 1000.0 / x;
+                ProbeStep {
+                    throughput_rps: x,
+                    p50_ms: mean,
+                    p99_ms: mean * 1.02,
+                    mean_ms: mean,
+                    ..step_at(None, 20.0, 0.0, c)
+                }
+            })
+            .collect();
+        // The climb goes on past the plateau until the fall shows.
+        assert!(matches!(
+            next_step(&steps[..9], Duration::from_secs(9), &ProbeLimits::default()),
+            Next::Run { concurrency: 10, .. }
+        ));
+        let v = verdict(&steps).unwrap();
+        assert_eq!(v.kind, Kind::Contended, "{}", v.explanation);
+        let peak = v.usl.as_ref().and_then(|u| u.peak_concurrency).unwrap();
+        assert!((peak - 9.9).abs() < 0.2, "{peak}");
+        assert!(v.workers.is_none());
+        // A pool's steps are no contention, whatever the USL makes of them.
+        let pool = synthetic(Some(6), 20.0, 0.0, 14);
+        assert_eq!(verdict(&pool).unwrap().kind, Kind::Sync);
     }
 
     /// The steps of the ladder up to `upto`, as [`step_at`] measures them.

@@ -704,6 +704,9 @@ impl std::fmt::Display for Limit {
                     (crate::probe::Kind::RateLimited, _) => {
                         "a rate limit (429 beyond it, not a worker pool)".to_string()
                     }
+                    (crate::probe::Kind::Contended, _) => {
+                        "contention (throughput peaks, then falls; no worker pool)".to_string()
+                    }
                     (crate::probe::Kind::Async, _) | (_, None) => {
                         "asynchronous (no worker limit)".to_string()
                     }

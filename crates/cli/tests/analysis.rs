@@ -437,3 +437,41 @@ fn a_rate_limit_reads_as_one_with_its_rate_and_its_refusals_apart() {
         "{found} req/s for a limit of 150: {stdout}"
     );
 }
+
+#[test]
+fn contention_reads_as_contended_with_its_peak_where_a_pool_would_be_read() {
+    // No worker limit, but a request that starts with n in service takes
+    // 20 ms · (1 + 0.02 (n − 1) + 0.01 n (n − 1)): throughput peaks at n* = √(0.98 / 0.01) =
+    // 9.9 connections, 240 req/s, and falls past it. It read "sync, about 5 workers" before.
+    let (a, b, d_ms) = (0.02_f64, 0.01_f64, 20.0_f64);
+    let n_star = ((1.0 - a) / b).sqrt();
+    let x_star =
+        n_star * 1000.0 / (d_ms * (1.0 + a * (n_star - 1.0) + b * n_star * (n_star - 1.0)));
+    let contended = ShapeBox::start(5, &["contended", "20", "0.02", "0.01"]);
+    let v = probe(&contended.url(), &[]);
+    assert_eq!(v["kind"], "contended", "{v}");
+    assert!(v["workers"].is_null(), "{v}");
+    let peak = v["usl"]["peak_concurrency"].as_f64().unwrap();
+    assert!(
+        (peak - n_star).abs() <= 0.2 * n_star,
+        "peak at {peak} for {n_star}: {v}"
+    );
+    let x = v["max_throughput_rps"].as_f64().unwrap();
+    assert!(
+        (x - x_star).abs() <= 0.1 * x_star,
+        "{x} req/s for {x_star}: {v}"
+    );
+    // The climb went past the peak to see the fall.
+    let top = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["concurrency"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!(top as f64 > n_star, "climbed to {top}: {v}");
+    assert!(
+        v["explanation"].as_str().unwrap().contains("contended"),
+        "{v}"
+    );
+}

@@ -61,12 +61,17 @@ pub fn verdict_lines(
         (None, _) if v.kind == loadlab_analyze::probe::Kind::RateLimited => {
             "429 beyond the rate".to_string()
         }
+        (None, _) if v.kind == loadlab_analyze::probe::Kind::Contended => {
+            "no worker limit, throughput falls past its peak".to_string()
+        }
         (None, _) => "no limit found".to_string(),
     };
     let rate = if v.workers.is_some() {
         "plateau"
     } else if v.kind == loadlab_analyze::probe::Kind::RateLimited {
         "answered"
+    } else if v.kind == loadlab_analyze::probe::Kind::Contended {
+        "peak"
     } else {
         "max"
     };
