@@ -402,6 +402,7 @@ mod tests {
             server_cpu_pct: None,
             server_cpu_wait_pct: None,
             refused_rps: 0.0,
+            stdev_ms: 0.0,
         };
         // 5 workers of 389 ms: 2.6 req/s per connection up to 12.9; far past the knee a short
         // step reads 7 % high.

@@ -39,6 +39,9 @@ pub struct ProbeStep {
     pub p99_ms: f64,
     /// Mean latency, ms.
     pub mean_ms: f64,
+    /// Standard deviation of the latency, ms (0 when not measured).
+    #[serde(default)]
+    pub stdev_ms: f64,
     /// Requests completed.
     pub requests: u64,
     /// Percent of completed requests that failed.
@@ -349,7 +352,16 @@ pub(crate) fn first_step() -> Next {
 /// and two such steps can look like a plateau long before the workers are busy.
 fn cycles(climb: &[ProbeStep]) -> f64 {
     let sorted: Vec<&ProbeStep> = climb.iter().collect();
-    if times_vary(climb) {
+    // The spread of one connection's times sets how many a step needs: a mean's relative
+    // error is cv/√n, so the cycles grow with cv² (4× for exponential times, cv = 1; up to 8×
+    // for a lognormal's longer tail).
+    let cv = sorted
+        .iter()
+        .find(|s| s.concurrency == 1 && s.stdev_ms > 0.0)
+        .map(|s| s.stdev_ms / s.mean_ms.max(1e-3));
+    if let Some(cv) = cv.filter(|_| times_vary(climb)) {
+        CYCLES * (1.0 + 3.0 * cv * cv).clamp(4.0, 8.0)
+    } else if times_vary(climb) {
         CYCLES * 4.0
     } else if jump(&sorted).is_some() {
         CYCLES * 2.0
@@ -429,8 +441,15 @@ pub struct Verdict {
     /// False when only the knee of the mean latency shows it (the service's times vary, or the
     /// probe ran out of time before measuring K + 1).
     pub workers_observed: bool,
+    /// The worker counts the steps cannot tell apart (lowest, highest), when the count was
+    /// not observed and they are more than one: the count is "about K (lo–hi)".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers_range: Option<[usize; 2]>,
     /// Service time at minimum load (mean latency with one connection), ms.
     pub service_time_ms: f64,
+    /// 95 % interval of the service time (the mean's, from its spread and count), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_time_ci_ms: Option<[f64; 2]>,
     /// Throughput at the plateau (`sync`, `cpu`: the median of the steps from the worker count
     /// on) or the highest seen (`async`), requests per second.
     pub max_throughput_rps: f64,
@@ -480,9 +499,10 @@ fn refusing(step: &ProbeStep) -> bool {
 
 /// The verdict on a service that refuses requests past a rate: the rate it answered at while
 /// refusing (the median over those steps), and where the refusals began.
-fn rate_limited(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
+fn rate_limited(sorted: &[&ProbeStep], alone: &ProbeStep) -> Option<Verdict> {
+    let s_ms = alone.mean_ms.max(1e-3);
     let limited: Vec<&ProbeStep> = sorted.iter().copied().filter(|s| refusing(s)).collect();
-    let first = limited.first()?;
+    let onset = limited.first()?;
     // The first refusing step was a count of requests, its rate inflated by the limiter's
     // burst; the steps after it ran for a fixed time, their rate read past its first second.
     let measured = if limited.len() > 1 {
@@ -498,7 +518,9 @@ fn rate_limited(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
         kind: Kind::RateLimited,
         workers: None,
         workers_observed: false,
+        workers_range: None,
         service_time_ms: s_ms,
+        service_time_ci_ms: mean_interval(alone),
         max_throughput_rps: rate,
         hard_limit: true,
         explanation: format!(
@@ -506,7 +528,7 @@ fn rate_limited(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
              what went past it (429, or 503 with Retry-After; {share:.0} % of the requests at {} \
              connections, {:.1} refused/s) instead of queueing it; the requests it answered \
              took {:.1} ms (median at {} connections, S = {s_ms:.1} ms alone)",
-            first.concurrency, last.concurrency, last.refused_rps, last.p50_ms, last.concurrency
+            onset.concurrency, last.concurrency, last.refused_rps, last.p50_ms, last.concurrency
         ),
         usl: None,
     })
@@ -514,7 +536,8 @@ fn rate_limited(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
 
 /// The verdict on a contended service: its peak (the USL's, which the steps explain), how far
 /// throughput fell past it, and how much better the law explains the latency than a pool.
-fn contended(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
+fn contended(sorted: &[&ProbeStep], alone: &ProbeStep) -> Option<Verdict> {
+    let s_ms = alone.mean_ms.max(1e-3);
     let (fit, ratio) = contention(sorted)?;
     let peak = fit.peak_concurrency?;
     let last = sorted.last()?;
@@ -547,7 +570,9 @@ fn contended(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
         kind: Kind::Contended,
         workers: None,
         workers_observed: false,
+        workers_range: None,
         service_time_ms: s_ms,
+        service_time_ci_ms: mean_interval(alone),
         max_throughput_rps: fit.peak_throughput_rps,
         hard_limit: false,
         explanation: format!(
@@ -562,6 +587,15 @@ fn contended(sorted: &[&ProbeStep], s_ms: f64) -> Option<Verdict> {
     })
 }
 
+/// The 95 % interval of a step's mean latency, from its spread and count (normal, as a mean
+/// of many is); `None` without a spread or with fewer than two requests.
+fn mean_interval(step: &ProbeStep) -> Option<[f64; 2]> {
+    (step.stdev_ms > 0.0 && step.requests >= 2).then(|| {
+        let half = 1.96 * step.stdev_ms / (step.requests as f64).sqrt();
+        [(step.mean_ms - half).max(0.0), step.mean_ms + half]
+    })
+}
+
 /// What the steps say. `None` without a step at concurrency 1.
 pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     let sorted: Vec<&ProbeStep> = by_concurrency(steps)
@@ -572,10 +606,10 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     // The mean, not the median: throughput is K over the mean service time whatever its
     // spread, and the two agree when it has none.
     let s_ms = first.mean_ms.max(1e-3);
-    if let Some(v) = rate_limited(&sorted, s_ms) {
+    if let Some(v) = rate_limited(&sorted, first) {
         return Some(v);
     }
-    if let Some(v) = contended(&sorted, s_ms) {
+    if let Some(v) = contended(&sorted, first) {
         return Some(v);
     }
     let ideal = |c: usize| c as f64 * 1000.0 / s_ms;
@@ -600,7 +634,9 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
             kind: Kind::Async,
             workers: None,
             workers_observed: false,
+            workers_range: None,
             service_time_ms: s_ms,
+            service_time_ci_ms: mean_interval(first),
             max_throughput_rps: x_max,
             hard_limit: false,
             explanation: format!(
@@ -665,10 +701,16 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
             a.p99_ms / s_ms
         )
     });
-    let count = if observed {
-        format!("{k}")
-    } else {
-        format!("about {k}")
+    let top = last.concurrency;
+    let range = (!observed && !warmed)
+        .then(|| knee_band(&sorted))
+        .filter(|(lo, hi)| lo < hi);
+    let count = match range {
+        _ if observed => format!("{k}"),
+        // The steps did not go far enough past the knee to bound it from above.
+        Some((lo, hi)) if hi >= top => format!("about {k} ({lo} or more)"),
+        Some((lo, hi)) => format!("about {k} ({lo}–{hi})"),
+        None => format!("about {k}"),
     };
     let (kind, what) = if cpu {
         (
@@ -694,12 +736,17 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         kind,
         workers: Some(k),
         workers_observed: observed,
+        workers_range: range.map(|(lo, hi)| [lo, hi]),
         service_time_ms: s_ms,
+        service_time_ci_ms: mean_interval(first),
         max_throughput_rps: plateau,
         hard_limit,
         explanation: format!(
-            "{what} {plateau:.1} req/s ≈ {k} / S (S = {s_ms:.1} ms), and latency grows with \
-             each connection past {k}{doubling}"
+            "{what} {plateau:.1} req/s ≈ {k} / S (S = {s_ms:.1} ms{}), and latency grows \
+             with each connection past {k}{doubling}",
+            mean_interval(first).map_or(String::new(), |[lo, hi]| format!(
+                ", 95 % within {lo:.1}–{hi:.1}"
+            ))
         ),
         usl: usl_fit(&points, hard_limit),
     })
@@ -801,6 +848,42 @@ fn weight(s: &ProbeStep) -> f64 {
 /// The [`knee`] and the weighted residual of its pool model, `S · max(1, c/K)`.
 fn knee_fit(sorted: &[&ProbeStep]) -> (usize, f64) {
     let top = sorted.last().map_or(1, |s| s.concurrency);
+    pool_residuals(sorted)
+        .into_iter()
+        .fold(
+            (top, f64::INFINITY),
+            |best, (k, r)| if r < best.1 { (k, r) } else { best },
+        )
+}
+
+/// The worker counts the steps cannot tell from the [`knee`]: each K whose pool model's
+/// residual is within 3.84 σ² of the best one's (a 95 % band for one parameter), as the lowest
+/// and highest. σ² is what one step's term of the residual is worth in noise: a step's mean
+/// of n latencies is off by cv/√n relative, and its weight is n over its latency squared, so
+/// each term is about cv² — the one-connection step's, or what the best fit leaves per degree
+/// of freedom when that is more.
+fn knee_band(sorted: &[&ProbeStep]) -> (usize, usize) {
+    let (k, best) = knee_fit(sorted);
+    let dof = sorted.len().saturating_sub(2).max(1) as f64;
+    let cv2 = sorted
+        .iter()
+        .find(|s| s.concurrency == 1 && s.stdev_ms > 0.0)
+        .map_or(0.0, |s| (s.stdev_ms / s.mean_ms.max(1e-3)).powi(2));
+    let within = 3.84 * (best / dof).max(cv2);
+    let band: Vec<usize> = pool_residuals(sorted)
+        .into_iter()
+        .filter(|(_, r)| r - best <= within)
+        .map(|(k, _)| k)
+        .collect();
+    let lo = band.iter().copied().min().unwrap_or(k);
+    let hi = band.iter().copied().max().unwrap_or(k);
+    (lo.min(k), hi.max(k))
+}
+
+/// The weighted residual of the pool model with K workers, for each K up to the last step's
+/// concurrency.
+fn pool_residuals(sorted: &[&ProbeStep]) -> Vec<(usize, f64)> {
+    let top = sorted.last().map_or(1, |s| s.concurrency);
     let residual = |k: usize| {
         let g = |s: &ProbeStep| (s.concurrency as f64 / k as f64).max(1.0);
         let num: f64 = sorted.iter().map(|s| weight(s) * s.mean_ms * g(s)).sum();
@@ -811,12 +894,7 @@ fn knee_fit(sorted: &[&ProbeStep]) -> (usize, f64) {
             .map(|s| weight(s) * (s.mean_ms - s_hat * g(s)).powi(2))
             .sum::<f64>()
     };
-    (1..=top)
-        .map(|k| (k, residual(k)))
-        .fold(
-            (top, f64::INFINITY),
-            |best, (k, r)| if r < best.1 { (k, r) } else { best },
-        )
+    (1..=top).map(|k| (k, residual(k))).collect()
 }
 
 /// The weighted residual of the steps' mean latency against what `law` implies for a closed
@@ -899,6 +977,7 @@ mod tests {
             server_cpu_pct: Some(cpu_per_worker * k),
             server_cpu_wait_pct: None,
             refused_rps: 0.0,
+            stdev_ms: 0.0,
         }
     }
 
@@ -978,7 +1057,10 @@ mod tests {
         // The climb goes on past the plateau until the fall shows.
         assert!(matches!(
             next_step(&steps[..9], Duration::from_secs(9), &ProbeLimits::default()),
-            Next::Run { concurrency: 10, .. }
+            Next::Run {
+                concurrency: 10,
+                ..
+            }
         ));
         let v = verdict(&steps).unwrap();
         assert_eq!(v.kind, Kind::Contended, "{}", v.explanation);
@@ -1147,6 +1229,7 @@ mod tests {
                     server_cpu_pct: None,
                     server_cpu_wait_pct: None,
                     refused_rps: 0.0,
+                    stdev_ms: 0.0,
                 }
             })
             .collect();
@@ -1203,6 +1286,7 @@ mod tests {
             server_cpu_pct: None,
             server_cpu_wait_pct: None,
             refused_rps: 0.0,
+            stdev_ms: 0.0,
         }
     }
 
@@ -1212,6 +1296,22 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         spread * ((x >> 33) as f64 / (1u64 << 31) as f64 * 2.0 - 1.0)
+    }
+
+    #[test]
+    fn the_service_times_interval_comes_from_the_spread_and_count_of_one_connection() {
+        let alone = ProbeStep {
+            stdev_ms: 100.0,
+            requests: 400,
+            ..step_at(Some(4), 100.0, 0.0, 1)
+        };
+        // 1.96 × 100 / √400 = 9.8 ms either side of the mean.
+        let [lo, hi] = mean_interval(&alone).unwrap();
+        assert!(
+            (lo - 90.2).abs() < 1e-9 && (hi - 109.8).abs() < 1e-9,
+            "{lo}–{hi}"
+        );
+        assert_eq!(mean_interval(&step_at(Some(4), 100.0, 0.0, 1)), None);
     }
 
     #[test]
@@ -1233,6 +1333,9 @@ mod tests {
                 "{found} workers for {k}: {v:?}"
             );
             assert!((v.service_time_ms - s).abs() <= 0.05 * s, "{v:?}");
+            // The count's band holds the true one: "about K (lo–hi)", never a narrower wrong.
+            let [lo, hi] = v.workers_range.unwrap_or([found, found]);
+            assert!(lo <= k && k <= hi, "{k} outside {lo}–{hi}: {v:?}");
             assert!(jump(&steps.iter().collect::<Vec<_>>()).is_none());
             // Their noisy means get four times the latencies a step, and the climb goes on
             // until a quarter past the knee.
@@ -1370,6 +1473,7 @@ mod tests {
             server_cpu_pct: Some(cpu),
             server_cpu_wait_pct: None,
             refused_rps: 0.0,
+            stdev_ms: 0.0,
         };
         let steps = [
             step(1, 92.7, 98.3, 10.6, 98.0),
@@ -1418,6 +1522,7 @@ mod tests {
             .map(|s| ProbeStep {
                 server_cpu_wait_pct: Some(40.0),
                 refused_rps: 0.0,
+                stdev_ms: 0.0,
                 ..s
             })
             .collect();

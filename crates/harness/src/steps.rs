@@ -69,6 +69,7 @@ pub fn closed_step(
         p50_ms: latency.p50,
         p99_ms: latency.p99,
         mean_ms: latency.mean,
+        stdev_ms: latency.stdev,
         requests: s.requests.completed.saturating_sub(refused),
         error_pct: error_pct(&s),
         server_cpu_pct: server_cpu(&s),

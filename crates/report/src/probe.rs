@@ -55,9 +55,17 @@ pub fn verdict_lines(
     };
     let workers = match (v.workers, v.workers_observed) {
         (Some(k), true) => format!("{k} worker(s)"),
-        (Some(k), false) => format!(
-            "about {k} worker(s) (the knee of the mean latency; p99 did not jump right after it)"
-        ),
+        (Some(k), false) => {
+            let range = match v.workers_range {
+                Some([lo, hi]) if hi >= max_concurrency(steps) => format!(", {lo} or more"),
+                Some([lo, hi]) => format!(", {lo}–{hi} as likely"),
+                None => String::new(),
+            };
+            format!(
+                "about {k} worker(s) (the knee of the mean latency{range}; p99 did not jump \
+                 right after it)"
+            )
+        }
         (None, _) if v.kind == loadlab_analyze::probe::Kind::RateLimited => {
             "429 beyond the rate".to_string()
         }
@@ -76,8 +84,12 @@ pub fn verdict_lines(
         "max"
     };
     lines.push(format!(
-        "\n  verdict      {:?}, {workers}, service time {:.1} ms, {rate} {:.1} req/s",
-        v.kind, v.service_time_ms, v.max_throughput_rps
+        "\n  verdict      {:?}, {workers}, service time {:.1} ms{}, {rate} {:.1} req/s",
+        v.kind,
+        v.service_time_ms,
+        v.service_time_ci_ms
+            .map_or(String::new(), |[lo, hi]| format!(" ({lo:.1}–{hi:.1})")),
+        v.max_throughput_rps
     ));
     lines.push(format!("  why          {}", v.explanation));
     if v.kind == loadlab_analyze::probe::Kind::RateLimited {
