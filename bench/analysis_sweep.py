@@ -13,7 +13,13 @@ around S (5-600 ms) drawn uniform within +-10, 20 or 50 % or exponential. Only t
 there (an SLO of 2S means nothing for exponential times); its worker count must be K, observed
 or not.
 
-Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--jitter]
+With --shapes, boxes of every shape of crates/cli/tests/fixtures/shapebox.py with parameters
+drawn from the seed: pools with exponential and lognormal times (the worker count must be
+exact, or within 1 for "close"), contended services (kind contended, peak concurrency within
+20 %, peak throughput within 10 %), token buckets (kind rate_limited, the rate within 5 %) and
+two tiers (the binding tier's rate within 10 %). Counts exact / close / wrong per shape.
+
+Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--jitter | --shapes]
        [--binary target/release/loadlab]
 Minutes, not seconds: this belongs in bench/, not in the tests.
 """
@@ -66,6 +72,8 @@ def main():
                     help="K:S_MS (with --jitter K:S_MS:SPREAD), a box to add to the random ones")
     ap.add_argument("--jitter", action="store_true",
                     help="probe Python boxes whose service times vary instead")
+    ap.add_argument("--shapes", action="store_true",
+                    help="probe Python boxes of every shape of shapebox.py instead")
     ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "loadlab"))
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -77,6 +85,8 @@ def main():
 
     if a.jitter:
         return jitter_sweep(a, rng, say, rows, lines)
+    if a.shapes:
+        return shape_sweep(a, rng, say, rows, lines)
     say(f"# analysis sweep: {a.boxes} random black boxes, seed {a.seed}\n")
     say("| K | S ms | K/S | probe K | observed | plateau | plateau/(K/S) | probe s "
         "| capacity | capacity/(K/S) | capacity s |")
@@ -113,6 +123,83 @@ def main():
         f"0.85-1.05 x K/S, search within 150 s")
     save("analysis-sweep", rows, lines)
     return 0 if all(ok) else 1
+
+
+def shape_box(rng, shape):
+    """A box of `shape` with parameters drawn from `rng`: its shapebox.py arguments and what
+    the probe should read (kind, and the figure it is judged on)."""
+    if shape in ("exp", "lognormal"):
+        k, d = rng.choice([2, 3, 4, 6, 8, 12, 16]), rng.choice([20, 40, 80, 150, 300])
+        dist = "exp" if shape == "exp" else f"lognormal:{rng.choice([0.5, 0.75, 1.0])}"
+        return ["pool", str(k), str(d), dist], dict(kind="sync", workers=k, rate=k * 1000.0 / d)
+    if shape == "contended":
+        d, a_, b = rng.choice([10, 20, 40]), rng.choice([0.0, 0.02, 0.05]), rng.choice(
+            [0.002, 0.005, 0.01, 0.02])
+        n = ((1 - a_) / b) ** 0.5
+        x = n * 1000.0 / (d * (1 + a_ * (n - 1) + b * n * (n - 1)))
+        return ["contended", str(d), str(a_), str(b)], dict(kind="contended", peak=n, rate=x)
+    if shape == "bucket":
+        r, d = rng.choice([50, 100, 200, 400]), rng.choice([5, 10, 20])
+        return ["bucket", str(r), str(max(1, r // 10)), str(d)], dict(kind="rate_limited",
+                                                                      rate=float(r))
+    k1, d1, k2, d2 = (rng.choice([4, 8, 12]), rng.choice([5, 20]), rng.choice([2, 4, 6]),
+                      rng.choice([20, 50, 80]))
+    # The front holds its worker through the back's time too; the tighter tier binds.
+    rate = min(k1 * 1000.0 / (d1 + d2), k2 * 1000.0 / d2)
+    return ["tiers", str(k1), str(d1), str(k2), str(d2)], dict(kind="sync", rate=rate)
+
+
+def shape_sweep(a, rng, say, rows, lines):
+    """The probe on boxes of each shape; 0 when every kind is right and its figure close."""
+    box = ROOT / "crates" / "cli" / "tests" / "fixtures" / "shapebox.py"
+    shapes = ["exp", "lognormal", "contended", "bucket", "tiers"]
+    say(f"# analysis sweep, shapes: {a.boxes} random boxes of each of {', '.join(shapes)}, "
+        f"seed {a.seed}\n")
+    say("| shape | box | want | probe kind | probe figure | verdict | probe s |")
+    say("|---|---|---|---|---|---|---|")
+    counts = {}
+    for shape in shapes:
+        for _ in range(a.boxes):
+            args, want = shape_box(rng, shape)
+            server = subprocess.Popen(["python3", str(box), "0", str(a.seed)] + args,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            try:
+                port = int(server.stdout.readline())
+                probe, probe_s = run_json([a.binary, "probe", f"http://127.0.0.1:{port}/"], 200)
+            finally:
+                server.terminate()
+                server.wait(timeout=10)
+            kind = probe.get("kind")
+            x = probe.get("max_throughput_rps") or 0.0
+            if shape in ("exp", "lognormal"):
+                got = probe.get("workers")
+                figure = f"K {got} {probe.get('workers_range') or ''} of {want['workers']}"
+                exact = kind == want["kind"] and got == want["workers"]
+                close = kind == want["kind"] and got is not None and abs(got - want["workers"]) <= 1
+            elif shape == "contended":
+                peak = (probe.get("usl") or {}).get("peak_concurrency") or 0.0
+                figure = (f"peak {peak:.1f} of {want['peak']:.1f}, {x:.1f} of "
+                          f"{want['rate']:.1f} req/s")
+                exact = (kind == want["kind"] and abs(peak - want["peak"]) <= 0.2 * want["peak"]
+                         and abs(x - want["rate"]) <= 0.1 * want["rate"])
+                close = kind == want["kind"]
+            else:
+                figure = f"{x:.1f} of {want['rate']:.1f} req/s"
+                tolerance = 0.05 if shape == "bucket" else 0.1
+                exact = kind == want["kind"] and abs(x - want["rate"]) <= tolerance * want["rate"]
+                close = kind == want["kind"]
+            verdict = "exact" if exact else "close" if close else "wrong"
+            counts.setdefault(shape, {"exact": 0, "close": 0, "wrong": 0})[verdict] += 1
+            rows.append(dict(shape=shape, box=args, want=want, kind=kind, figure=figure,
+                             verdict=verdict, probe_s=probe_s,
+                             stopped=probe.get("stopped_because")))
+            say(f"| {shape} | {' '.join(args)} | {want['kind']} | {kind} | {figure} | {verdict} "
+                f"| {probe_s:.0f} |")
+    say("")
+    for shape, c in counts.items():
+        say(f"- {shape}: {c['exact']} exact, {c['close']} close (kind right), {c['wrong']} wrong")
+    save("analysis-sweep-shapes", rows, lines)
+    return 0 if all(c["wrong"] == 0 for c in counts.values()) else 1
 
 
 def save(name, rows, lines):

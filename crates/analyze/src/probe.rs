@@ -702,8 +702,13 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         )
     });
     let top = last.concurrency;
+    // A climb that was still gaining when it stopped (its time ran out) bounds K from below
+    // only.
     let range = (!observed && !warmed)
-        .then(|| knee_band(&sorted))
+        .then(|| {
+            let (lo, hi) = knee_band(&sorted);
+            (lo, if growing { top } else { hi })
+        })
         .filter(|(lo, hi)| lo < hi);
     let count = match range {
         _ if observed => format!("{k}"),
@@ -860,8 +865,8 @@ fn knee_fit(sorted: &[&ProbeStep]) -> (usize, f64) {
 /// residual is within 3.84 σ² of the best one's (a 95 % band for one parameter), as the lowest
 /// and highest. σ² is what one step's term of the residual is worth in noise: a step's mean
 /// of n latencies is off by cv/√n relative, and its weight is n over its latency squared, so
-/// each term is about cv² — the one-connection step's, or what the best fit leaves per degree
-/// of freedom when that is more.
+/// each term is about cv² (the one-connection step's, doubled for queued steps) or what the
+/// best fit leaves per degree of freedom when that is more.
 fn knee_band(sorted: &[&ProbeStep]) -> (usize, usize) {
     let (k, best) = knee_fit(sorted);
     let dof = sorted.len().saturating_sub(2).max(1) as f64;
@@ -869,7 +874,9 @@ fn knee_band(sorted: &[&ProbeStep]) -> (usize, usize) {
         .iter()
         .find(|s| s.concurrency == 1 && s.stdev_ms > 0.0)
         .map_or(0.0, |s| (s.stdev_ms / s.mean_ms.max(1e-3)).powi(2));
-    let within = 3.84 * (best / dof).max(cv2);
+    // Queued latencies share their waits, so a queued step's mean is noisier than cv/√n:
+    // twice that variance is an allowance, not a calibration.
+    let within = 3.84 * (best / dof).max(2.0 * cv2);
     let band: Vec<usize> = pool_residuals(sorted)
         .into_iter()
         .filter(|(_, r)| r - best <= within)
