@@ -653,6 +653,35 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
             usl: usl_fit(&points, false),
         });
     }
+    // Still gaining at the last step, and 10 % over the step at the mean latency's knee: no
+    // plateau was seen (the climb's time ran out first); naming a worker count would be a
+    // guess.
+    let at_knee = knee(&sorted);
+    let knee_x = sorted
+        .iter()
+        .rev()
+        .find(|s| s.concurrency <= at_knee)
+        .map_or(0.0, |s| s.throughput_rps);
+    let unplateaued = at_knee >= last.concurrency || last.throughput_rps > FLAT * knee_x;
+    if growing && unplateaued && !refusing(last) {
+        return Some(Verdict {
+            kind: Kind::Async,
+            workers: None,
+            workers_observed: false,
+            workers_range: None,
+            service_time_ms: s_ms,
+            service_time_ci_ms: mean_interval(first),
+            max_throughput_rps: x_max,
+            hard_limit: false,
+            explanation: format!(
+                "no worker limit found up to {} connections: throughput still grew at the last \
+                 step ({:.1} req/s) and the mean latency's knee is that step, so a limit, if \
+                 any, is above it; a longer --max-time climbs further",
+                last.concurrency, last.throughput_rps
+            ),
+            usl: usl_fit(&points, false),
+        });
+    }
     let (mut k, mut observed) = workers(&sorted);
     // A service whose CPU is already saturated at one step's worth of cores from the first
     // step (one connection) is CPU-bound on that many cores, whatever the latency jump says:
@@ -1303,6 +1332,24 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         spread * ((x >> 33) as f64 / (1u64 << 31) as f64 * 2.0 - 1.0)
+    }
+
+    #[test]
+    fn a_climb_still_gaining_when_its_time_ran_out_names_no_worker_count() {
+        // 16 workers of 300 ms, the time up at 8 connections, and one connection's mean read
+        // low (217 ms: a lognormal's few draws): throughput is only 72 % of 8 / S, yet every
+        // step gained and the knee is the last step — not "about 8 workers".
+        let mut steps = synthetic(Some(16), 300.0, 0.0, 8);
+        steps[0].mean_ms = 217.5;
+        let v = verdict(&steps).unwrap();
+        assert_eq!(v.kind, Kind::Async, "{v:?}");
+        assert!(v.workers.is_none());
+        assert!(
+            v.explanation
+                .contains("no worker limit found up to 8 connections"),
+            "{}",
+            v.explanation
+        );
     }
 
     #[test]
