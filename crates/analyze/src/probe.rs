@@ -1075,21 +1075,7 @@ mod tests {
             sigma: 0.02,
             kappa: 0.01,
         };
-        let steps: Vec<ProbeStep> = LADDER
-            .iter()
-            .take_while(|c| **c <= 14)
-            .map(|&c| {
-                let x = law.throughput(c as f64);
-                let mean = c as f64 * 1000.0 / x;
-                ProbeStep {
-                    throughput_rps: x,
-                    p50_ms: mean,
-                    p99_ms: mean * 1.02,
-                    mean_ms: mean,
-                    ..step_at(None, 20.0, 0.0, c)
-                }
-            })
-            .collect();
+        let steps = usl_steps(&law, 14, 1.02);
         // The climb goes on past the plateau until the fall shows.
         assert!(matches!(
             next_step(&steps[..9], Duration::from_secs(9), &ProbeLimits::default()),
@@ -1106,6 +1092,26 @@ mod tests {
         // A pool's steps are no contention, whatever the USL makes of them.
         let pool = synthetic(Some(6), 20.0, 0.0, 14);
         assert_eq!(verdict(&pool).unwrap().kind, Kind::Sync);
+    }
+
+    /// The steps of the ladder up to `upto` on a service that follows `law` exactly: each
+    /// step's latency is what the law implies for a closed loop, p99 `p99_over` its mean.
+    fn usl_steps(law: &Usl, upto: usize, p99_over: f64) -> Vec<ProbeStep> {
+        LADDER
+            .iter()
+            .take_while(|c| **c <= upto)
+            .map(|&c| {
+                let x = law.throughput(c as f64);
+                let mean = c as f64 * 1000.0 / x;
+                ProbeStep {
+                    throughput_rps: x,
+                    p50_ms: mean,
+                    p99_ms: mean * p99_over,
+                    mean_ms: mean,
+                    ..step_at(None, 1000.0 / law.lambda, 0.0, c)
+                }
+            })
+            .collect()
     }
 
     /// The steps of the ladder up to `upto`, as [`step_at`] measures them.
@@ -1248,27 +1254,7 @@ mod tests {
             sigma: 0.05,
             kappa: 0.002,
         };
-        let steps: Vec<ProbeStep> = LADDER
-            .iter()
-            .take_while(|c| **c <= 48)
-            .map(|&c| {
-                let x = law.throughput(c as f64);
-                let mean = c as f64 * 1000.0 / x;
-                ProbeStep {
-                    concurrency: c,
-                    throughput_rps: x,
-                    p50_ms: mean,
-                    p99_ms: mean * 1.2,
-                    mean_ms: mean,
-                    requests: 100,
-                    error_pct: 0.0,
-                    server_cpu_pct: None,
-                    server_cpu_wait_pct: None,
-                    refused_rps: 0.0,
-                    stdev_ms: 0.0,
-                }
-            })
-            .collect();
+        let steps = usl_steps(&law, 48, 1.2);
         let v = verdict(&steps).unwrap();
         assert!(!v.hard_limit, "{v:?}");
         let usl = v.usl.unwrap();

@@ -188,8 +188,8 @@ pub struct UserRecord {
     pub sessions: Histogram<u64>,
     /// Why sessions failed, with counts (e.g. `expect status on login`).
     pub failures: std::collections::BTreeMap<String, u64>,
-    /// `expect` checks that failed without ending their session, by check and request (e.g.
-    /// `expect statusCode on GET /a`), with counts.
+    /// `expect` checks that failed, by check and request (e.g. `expect statusCode on GET /a`),
+    /// with counts (whether or not the failure ended its session).
     pub checks_failed: std::collections::BTreeMap<String, u64>,
     /// Static resources fetched and resources skipped (on another host).
     pub static_fetched: u64,

@@ -307,9 +307,10 @@ pub struct Users {
     pub failed: u64,
     /// Why sessions failed, with counts.
     pub failures: BTreeMap<String, u64>,
-    /// `expect` checks that failed without ending their session, by check and request (e.g.
-    /// `expect statusCode on GET /a`), with counts; the totals are the counters
-    /// `plugins.expect.ok` and `plugins.expect.failed` in `metrics`, as Artillery names them.
+    /// `expect` checks that failed, by check and request (e.g. `expect statusCode on GET /a`),
+    /// with counts (whether or not the failure ended its session); the totals are the
+    /// counters `plugins.expect.ok` and `plugins.expect.failed` in `metrics`, as Artillery
+    /// names them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub checks_failed: BTreeMap<String, u64>,
     /// Most users in a session at once (at a second's end).
