@@ -629,29 +629,30 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         }
         None => true,
     };
+    let no_limit = |explanation: String| Verdict {
+        kind: Kind::Async,
+        workers: None,
+        workers_observed: false,
+        workers_range: None,
+        service_time_ms: s_ms,
+        service_time_ci_ms: mean_interval(first),
+        max_throughput_rps: x_max,
+        hard_limit: false,
+        explanation,
+        usl: usl_fit(&points, false),
+    };
     if growing && scaling >= SCALING && last.mean_ms <= 1.5 * s_ms {
-        return Some(Verdict {
-            kind: Kind::Async,
-            workers: None,
-            workers_observed: false,
-            workers_range: None,
-            service_time_ms: s_ms,
-            service_time_ci_ms: mean_interval(first),
-            max_throughput_rps: x_max,
-            hard_limit: false,
-            explanation: format!(
-                "asynchronous: at {} connections the median latency is still {:.1} ms \
-                 (S = {s_ms:.1} ms alone) and throughput {:.0} req/s is {:.0} % of {} × 1/S; \
-                 no worker limit up to {} connections",
-                last.concurrency,
-                last.p50_ms,
-                last.throughput_rps,
-                100.0 * scaling,
-                last.concurrency,
-                last.concurrency
-            ),
-            usl: usl_fit(&points, false),
-        });
+        return Some(no_limit(format!(
+            "asynchronous: at {} connections the median latency is still {:.1} ms (S = \
+             {s_ms:.1} ms alone) and throughput {:.0} req/s is {:.0} % of {} × 1/S; no worker \
+             limit up to {} connections",
+            last.concurrency,
+            last.p50_ms,
+            last.throughput_rps,
+            100.0 * scaling,
+            last.concurrency,
+            last.concurrency
+        )));
     }
     // Still gaining at the last step, and 10 % over the step at the mean latency's knee: no
     // plateau was seen (the climb's time ran out first); naming a worker count would be a
@@ -664,23 +665,12 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         .map_or(0.0, |s| s.throughput_rps);
     let unplateaued = at_knee >= last.concurrency || last.throughput_rps > FLAT * knee_x;
     if growing && unplateaued && !refusing(last) {
-        return Some(Verdict {
-            kind: Kind::Async,
-            workers: None,
-            workers_observed: false,
-            workers_range: None,
-            service_time_ms: s_ms,
-            service_time_ci_ms: mean_interval(first),
-            max_throughput_rps: x_max,
-            hard_limit: false,
-            explanation: format!(
-                "no worker limit found up to {} connections: throughput still grew at the last \
-                 step ({:.1} req/s) and the mean latency's knee is that step, so a limit, if \
-                 any, is above it; a longer --max-time climbs further",
-                last.concurrency, last.throughput_rps
-            ),
-            usl: usl_fit(&points, false),
-        });
+        return Some(no_limit(format!(
+            "no worker limit found up to {} connections: throughput still grew at the last \
+             step ({:.1} req/s, past the knee of the mean latency at {at_knee}), so no plateau \
+             was seen and a limit, if any, is above it; a longer --max-time climbs further",
+            last.concurrency, last.throughput_rps
+        )));
     }
     let (mut k, mut observed) = workers(&sorted);
     // A service whose CPU is already saturated at one step's worth of cores from the first
