@@ -533,3 +533,28 @@ fn parallel_steps_queue_on_the_users_connection_timed_from_the_steps_start_as_ar
     // What a step of it captured is the user's after it.
     assert_eq!(s["requests_by_name"]["account"]["status"]["200"], 1, "{s}");
 }
+
+#[test]
+fn a_users_connection_idle_past_four_seconds_is_closed_as_artillerys_agent_closes_it() {
+    // Artillery's user agent (agentkeepalive) drops a socket idle for 4 s: after a 5 s think
+    // the next request comes on a new connection (its refresh-auth-token example: 6
+    // connections for 3 users), after a 1 s think on the same one.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (think, connections) in [(1, 1), (5, 2)] {
+        let file = write_file(
+            dir.path(),
+            "idle.yml",
+            &format!(
+                "config:\n  target: http://127.0.0.1:9\nscenarios:\n  - flow:\n      - get: {{ url: /ping }}\n      - think: {think}\n      - get: {{ url: /ping }}\n"
+            ),
+        );
+        let (s, _) = run(&[file.to_str().unwrap()], &server);
+        assert_eq!(s["requests"]["ok"], 2, "{s}");
+        assert_eq!(
+            s["timings_ms"]["new_connections"], connections,
+            "think {think}: {}",
+            s["timings_ms"]
+        );
+    }
+}

@@ -2,10 +2,18 @@
 //! the send of one rendered request on them through the shared send step.
 
 use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::conn::exchange::{Answer, Failed, Rendered, Wire};
 use crate::conn::{self, Conn};
 use crate::record::Pending;
+
+/// How long a user's connection may sit idle before it is closed, as Artillery's user agent
+/// closes it (agentkeepalive's free-socket timeout, 4 s): after a longer think the next request
+/// opens a new connection, and the server sees Artillery's churn.
+pub const IDLE_CLOSE: Duration = Duration::from_secs(4);
 
 /// One user's connections during a session.
 pub struct Client {
@@ -13,6 +21,8 @@ pub struct Client {
     conns: Vec<Option<Conn>>,
     /// Requests sent so far.
     pub sent: u64,
+    /// When the user's last request ended: its connections have been idle since.
+    pub idle_since: Option<Instant>,
 }
 
 impl Client {
@@ -21,6 +31,17 @@ impl Client {
         Client {
             conns: (0..wire.endpoints()).map(|_| None).collect(),
             sent: 0,
+            idle_since: None,
+        }
+    }
+
+    /// Closes the user's connections when they have been idle past [`IDLE_CLOSE`] at `now`.
+    pub fn close_idle(&mut self, now: Instant) {
+        if self
+            .idle_since
+            .is_some_and(|t| now.saturating_duration_since(t) > IDLE_CLOSE)
+        {
+            self.conns.iter_mut().for_each(|c| *c = None);
         }
     }
 

@@ -696,6 +696,7 @@ impl<'a> Session<'a> {
             transport: true,
         };
         let bytes = encode_request(&req, authority);
+        self.client.close_idle(Instant::now());
         let mut answer = self
             .client
             .send(&users.wire, &pending, &bytes, keep)
@@ -744,6 +745,9 @@ impl<'a> Session<'a> {
                 .await
                 .map_err(transport)?;
         }
+        // The connection is free from here on, as an agent frees its socket at the answer's
+        // end (hooks and checks run on the user's time, not the connection's).
+        self.client.idle_since = Some(Instant::now());
         check(
             (&step.expects, &step.captures),
             &t.name,
@@ -791,6 +795,7 @@ impl<'a> Session<'a> {
             if self.visited.insert(step.request) {
                 let base = format!("http://{authority}{path}");
                 statics::fetch(users, &mut self.client, page_statics, &base, &answer.body).await;
+                self.client.idle_since = Some(Instant::now());
             }
         }
         Ok(())
