@@ -78,6 +78,8 @@ pub struct RateStep {
     pub warmup_s: f64,
     /// Length of the measured part, seconds.
     pub measured_s: f64,
+    /// Requests that ended in the measured part.
+    pub requests: u64,
     /// True when the step met the objective in a steady state.
     pub meets: bool,
     /// Why it did not (empty when it met the objective).
@@ -252,6 +254,7 @@ mod tests {
             refused_pct: 0.0,
             warmup_s: 1.0,
             measured_s: 3.0,
+            requests: 0,
             meets,
             broken: Vec::new(),
         }

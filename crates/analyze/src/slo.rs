@@ -42,6 +42,23 @@ pub struct SloError {
 }
 
 impl Slo {
+    /// The requests a step needs for its highest latency percentile under the max (the
+    /// tightest bound) to be a 95 % upper bound of that percentile: the smallest n with
+    /// 1 − (p/100)ⁿ ≥ 0.95, 299 for p99 (fewer, and the step's pXX is a point estimate a short
+    /// step can pass by luck); `None` without a percentile bound under the max.
+    pub fn requests_for_a_bound(&self) -> Option<(f64, u64)> {
+        let p = self
+            .bounds
+            .iter()
+            .filter_map(|b| match b {
+                Bound::Latency { percentile, .. } if *percentile < 100.0 => Some(*percentile),
+                _ => None,
+            })
+            .reduce(f64::max)?;
+        let n = (0.05_f64.ln() / (p / 100.0).ln()).ceil();
+        Some((p, n.max(1.0) as u64))
+    }
+
     /// Parses `p50<100ms,p99<1s,errors<0.5%` with the thresholds' syntax
     /// ([`Threshold::parse_list`]), keeping to what a capacity search can aim for: upper
     /// bounds on latency percentiles and on errors, for the whole run.
@@ -116,6 +133,14 @@ pub fn percentile_name(p: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_percentiles_bound_needs_the_requests_whose_max_bounds_it() {
+        let n = |text: &str| Slo::parse(text).unwrap().requests_for_a_bound();
+        assert_eq!(n("p99<300ms,errors<1%"), Some((99.0, 299)));
+        assert_eq!(n("p50<100ms,p95<1s"), Some((95.0, 59)));
+        assert_eq!(n("errors<1%"), None);
+    }
 
     #[test]
     fn objectives_parse_into_bounds() {

@@ -312,6 +312,7 @@ fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> 
         refused_pct,
         warmup_s: warm,
         measured_s: secs,
+        requests: c.completed,
         meets: broken.is_empty(),
         broken,
     }

@@ -54,6 +54,17 @@ pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec
         (None, None) => "\n  capacity     unknown: no rate was measured".to_string(),
     };
     let mut lines = vec![format!("  stopped: {stopped_because}"), capacity];
+    // A capacity whose percentile rests on fewer requests than a 95 % bound on it needs.
+    if let (Some(step), Some((p, needed))) = (at_lo, slo.requests_for_a_bound()) {
+        if step.requests < needed {
+            lines.push(format!(
+                "  samples      its {} rests on {} requests; a 95 % bound on it needs {needed} \
+                 (a longer --step gives them): read it as an estimate",
+                loadlab_analyze::slo::percentile_name(p),
+                step.requests
+            ));
+        }
+    }
     // A rate limiter: the steps it refused a share of, and what it answered there.
     let limited: Vec<&RateStep> = steps.iter().filter(|s| s.refused_pct >= 5.0).collect();
     if let Some(lowest) = limited.iter().map(|s| s.rate_rps).reduce(f64::min) {
@@ -85,6 +96,7 @@ mod tests {
             refused_pct: 0.0,
             warmup_s: 2.0,
             measured_s: 5.0,
+            requests: (rate * 5.0) as u64,
             meets,
             broken: if meets {
                 Vec::new()
@@ -110,5 +122,17 @@ mod tests {
             "\n  capacity     none: even 200.0 req/s broke p99<5ms"
         );
         assert!(step_line(&steps[1]).ends_with("  breaks: p99 9.0 ms > 5 ms"));
+    }
+
+    #[test]
+    fn a_capacity_whose_percentile_rests_on_few_requests_says_so() {
+        // 13 req/s for 5 s: 65 requests, where a 95 % bound on p99 needs 299.
+        let slo = Slo::parse("p99<5ms").unwrap();
+        let lines = result_lines(&[step(13.0, true)], &slo, "bracketed within the tolerance");
+        assert_eq!(
+            lines[2],
+            "  samples      its p99 rests on 65 requests; a 95 % bound on it needs 299 (a longer \
+             --step gives them): read it as an estimate"
+        );
     }
 }
