@@ -150,6 +150,8 @@ struct Session<'a> {
     socket: Option<Socket>,
     /// A socketio scenario's connection, open for the session.
     sio: Option<Sio>,
+    /// While a `parallel` step runs, its start: every request of it is timed from there.
+    issued_at: Option<Instant>,
 }
 
 impl From<WsFailed> for End {
@@ -232,6 +234,7 @@ impl<'a> Session<'a> {
             jar_enabled: false,
             socket: None,
             sio: None,
+            issued_at: None,
         }
     }
 
@@ -346,18 +349,12 @@ impl<'a> Session<'a> {
     /// step's start (the queue included, as Artillery times a request from its issue).
     async fn parallel(&mut self, steps: &[Step]) -> Result<(), End> {
         self.check_stop()?;
-        let start = self.next_intended.take().unwrap_or_else(Instant::now);
-        let open = std::mem::replace(&mut self.open, true);
-        let mut result = Ok(());
-        for step in steps {
-            self.next_intended = Some(start);
-            result = self.steps(std::slice::from_ref(step)).await;
-            if result.is_err() {
-                break;
-            }
-        }
-        self.open = open;
-        self.next_intended = None;
+        // A parallel step inside another was issued with it.
+        let outer = self.issued_at;
+        let start = outer.unwrap_or_else(|| self.next_intended.take().unwrap_or_else(Instant::now));
+        self.issued_at = Some(start);
+        let result = self.steps(steps).await;
+        self.issued_at = outer;
         result
     }
 
@@ -541,9 +538,13 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// When the next request (or message) was due: in the open model, the arrival or the end
-    /// of the last think; `None` in the closed model, where it is its send.
+    /// When the next request (or message) was due: a running `parallel` step's start; in the
+    /// open model, the arrival or the end of the last think; `None` in the closed model, where
+    /// it is its send.
     fn intended(&mut self) -> Option<Instant> {
+        if let Some(start) = self.issued_at {
+            return Some(start);
+        }
         if self.open {
             Some(self.next_intended.take().unwrap_or_else(Instant::now))
         } else {

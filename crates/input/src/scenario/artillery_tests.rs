@@ -361,6 +361,10 @@ fn parallel_steps_lower_with_the_steps_they_hold() {
         steps[..],
         [Step::Request(_), Step::Think(_), Step::Loop { .. }]
     ));
+    for other in ["think: 1", "count: 2", "get: { url: /c }"] {
+        let e = refused(&format!("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - parallel: [{{ get: {{ url: /a }} }}]\n        {other}\n"));
+        assert!(e.contains("flow step 1"), "{other}: {e}");
+    }
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - engine: ws\n    flow:\n      - parallel: [{ send: hi }]\n");
     assert!(e.contains("parallel: runs HTTP steps"), "{e}");
 }

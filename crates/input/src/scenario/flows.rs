@@ -87,6 +87,24 @@ pub struct StepSpec {
 }
 
 impl StepSpec {
+    /// How many kinds of step the map gives — a request (one that reads or not), a think, a
+    /// loop, a function, a log, a ws message, an emit, a parallel — where a step is one.
+    fn kinds(&self) -> usize {
+        [
+            !matches!(self.request(), Ok(None)),
+            self.think.is_some(),
+            self.looped.is_some(),
+            self.function.is_some(),
+            self.log.is_some(),
+            self.send.is_some() || self.wait.is_some(),
+            self.emit.is_some(),
+            self.parallel.is_some(),
+        ]
+        .into_iter()
+        .filter(|k| *k)
+        .count()
+    }
+
     /// The step's request when the step is exactly one plain request (see
     /// [`RequestSpec::is_plain`]).
     pub fn plain_request(&self) -> Option<(&'static str, &RequestSpec)> {
@@ -699,13 +717,7 @@ impl<'a> Lowering<'a> {
                 continue;
             }
             let message = s.send.is_some() || s.wait.is_some();
-            let kinds = usize::from(request.is_some())
-                + usize::from(s.think.is_some())
-                + usize::from(s.looped.is_some())
-                + usize::from(s.function.is_some())
-                + usize::from(s.log.is_some())
-                + usize::from(message);
-            if kinds != 1 || (s.send.is_some() && s.wait.is_some()) {
+            if s.kinds() != 1 || (s.send.is_some() && s.wait.is_some()) {
                 return Err(FlowError::StepKind).within(step);
             }
             if message {
@@ -781,19 +793,10 @@ impl<'a> Lowering<'a> {
         s: &StepSpec,
         body: &Spanned<Vec<Spanned<StepSpec>>>,
     ) -> Result<Step, Traced> {
-        let others = !matches!(s.request(), Ok(None))
-            || s.think.is_some()
-            || s.looped.is_some()
-            || s.count.is_some()
-            || s.over.is_some()
-            || s.while_true.is_some()
-            || s.function.is_some()
-            || s.log.is_some()
-            || s.send.is_some()
-            || s.wait.is_some()
-            || s.connect.is_some()
-            || s.emit.is_some();
-        if others {
+        // `count`, `over`, `whileTrue` and `connect` go with other kinds of step.
+        let alone =
+            s.count.is_none() && s.over.is_none() && s.while_true.is_none() && s.connect.is_none();
+        if s.kinds() != 1 || !alone {
             return Err(FlowError::StepKind.into());
         }
         if self.websocket.is_some() {
