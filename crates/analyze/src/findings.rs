@@ -182,6 +182,19 @@ fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
         "the server reset HTTP/2 streams (RST_STREAM) instead of answering: read its logs \
          for why (a handler that aborts, a limit on request size, headers or rate)"
             .into()
+    } else if top == "unresolved" {
+        let hosts: Vec<&str> = run
+            .plan
+            .endpoints
+            .iter()
+            .filter(|e| e.unresolved.is_some())
+            .map(|e| e.authority.as_str())
+            .collect();
+        format!(
+            "{} did not resolve when the run started, so nothing was sent there: check the \
+             name (a typo, or a host this machine's DNS does not know)",
+            hosts.join(", ")
+        )
     } else if top == "goaway" {
         "the server shut HTTP/2 connections down with an error (GOAWAY): read its logs; a \
          server that closes busy connections for flow control or limits shows here"

@@ -539,7 +539,7 @@ pub enum Limit {
     },
     /// Requests that failed otherwise (error statuses, transport errors, dropped).
     Failing {
-        /// Percent of completed requests.
+        /// Percent of the requests that were due (completed or dropped).
         pct: f64,
     },
     /// A generator thread saturated.
@@ -707,6 +707,9 @@ impl std::fmt::Display for Limit {
                     (crate::probe::Kind::Contended, _) => {
                         "contention (throughput peaks, then falls; no worker pool)".to_string()
                     }
+                    (crate::probe::Kind::Unclassified, _) => {
+                        "no shape it knows (no model explained its steps)".to_string()
+                    }
                     (crate::probe::Kind::Async, _) | (_, None) => {
                         "asynchronous (no worker limit)".to_string()
                     }
@@ -813,10 +816,13 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
             pct: 100.0 * limited / completed,
         });
     }
+    // Dropped arrivals never completed: the share is of every request that was due (a
+    // 600/s cell whose service answered 100 would otherwise read "17,900 % failed").
     let failed = (s.requests.errors as f64 - limited).max(0.0) + s.requests.dropped as f64;
-    if failed / completed >= FAILING {
+    let due = (s.requests.completed + s.requests.dropped).max(1) as f64;
+    if failed / due >= FAILING {
         out.push(Limit::Failing {
-            pct: 100.0 * failed / completed,
+            pct: 100.0 * failed / due,
         });
     }
     if s.generator.saturated {
@@ -1066,6 +1072,28 @@ mod tests {
         assert!(!limits(&s, 2, true)
             .iter()
             .any(|l| matches!(l, Limit::Host { .. })));
+    }
+
+    #[test]
+    fn failures_are_a_share_of_the_requests_due_dropped_ones_included() {
+        // Seed 001's calc at 600/s for 30 s on one replica: 113 answered, 17,887 dropped.
+        let mut s = Summary {
+            duration_s: 30.0,
+            ..Summary::default()
+        };
+        (s.requests.completed, s.requests.ok, s.requests.dropped) = (113, 113, 17_887);
+        let failing: Vec<f64> = limits(&s, 2, true)
+            .into_iter()
+            .filter_map(|l| match l {
+                Limit::Failing { pct } => Some(pct),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failing.len(), 1);
+        assert!(
+            (failing[0] - 100.0 * 17_887.0 / 18_000.0).abs() < 1e-9,
+            "{failing:?}"
+        );
     }
 
     #[test]

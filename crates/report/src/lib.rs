@@ -583,6 +583,7 @@ fn probe_field(v: &loadlab_analyze::probe::Verdict) -> String {
     let how = match (v.kind, v.workers) {
         (Kind::RateLimited, _) => format!("rate-limited {:.1} req/s", v.max_throughput_rps),
         (Kind::Contended, _) => format!("contended peak {:.1} req/s", v.max_throughput_rps),
+        (Kind::Unclassified, _) => format!("unclassified max {:.1} req/s", v.max_throughput_rps),
         (Kind::Async, _) | (_, None) => "async".to_string(),
         (Kind::Sync, Some(k)) if v.workers_observed => format!("sync {k} workers"),
         (Kind::Sync, Some(k)) => format!("sync ~{k} workers"),

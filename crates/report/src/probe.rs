@@ -72,6 +72,9 @@ pub fn verdict_lines(
         (None, _) if v.kind == loadlab_analyze::probe::Kind::Contended => {
             "no worker limit, throughput falls past its peak".to_string()
         }
+        (None, _) if v.kind == loadlab_analyze::probe::Kind::Unclassified => {
+            "no model explains the steps".to_string()
+        }
         (None, _) => "no limit found".to_string(),
     };
     let rate = if v.workers.is_some() {
@@ -113,6 +116,12 @@ pub fn verdict_lines(
 /// The USL's line: its parameters, how well it fits, and its peak — or that it does not
 /// explain the steps.
 fn usl_line(u: &UslFit, tried: usize) -> String {
+    if let Some(why) = &u.set_aside {
+        return format!(
+            "  USL          σ = {:.3}, κ = {:.5}, R² = {:.3}, set aside: {why}",
+            u.law.sigma, u.law.kappa, u.r_squared
+        );
+    }
     if !u.explains {
         return format!(
             "  USL          does not explain these steps (R² = {:.2}): no scalability prediction",
