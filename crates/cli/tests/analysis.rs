@@ -382,6 +382,41 @@ fn compare_says_which_differences_are_more_than_noise() {
 }
 
 #[test]
+fn two_tiers_are_read_as_a_pool_with_the_tier_that_binds_named() {
+    // A front of 8 workers holding each request 5 ms, then waiting on a back of 3 workers of
+    // 50 ms: the back binds at 60 req/s with 3.3 requests in service (X · S), no whole number
+    // of workers.
+    let inner = ShapeBox::start(6, &["tiers", "8", "5", "3", "50"]);
+    let v = probe(&inner.url(), &[]);
+    assert_eq!(v["kind"], "sync", "{v}");
+    assert_eq!(v["binding"]["tier"], "inner", "{v}");
+    let rate = v["binding"]["rate_rps"].as_f64().unwrap();
+    assert!(
+        (rate - 60.0).abs() <= 0.1 * 60.0,
+        "{rate} req/s for 60: {v}"
+    );
+    assert!(
+        v["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("an inner tier binds"),
+        "{v}"
+    );
+    // A front of 3 workers of 20 + 20 ms on a back of 6: the front binds, 3 in service, and
+    // the queued requests wait most of a request's time.
+    let outer = ShapeBox::start(7, &["tiers", "3", "20", "6", "20"]);
+    let v = probe(&outer.url(), &[]);
+    assert_eq!(
+        (v["kind"].as_str(), v["workers"].as_u64()),
+        (Some("sync"), Some(3)),
+        "{v}"
+    );
+    assert_eq!(v["binding"]["tier"], "outer", "{v}");
+    let error = v["pool_error_pct"].as_f64().unwrap();
+    assert!(error < 10.0, "a pool explains a pool: {error} %: {v}");
+}
+
+#[test]
 fn a_rate_limit_reads_as_one_with_its_rate_and_its_refusals_apart() {
     // A token bucket of 150 req/s (burst 15) whose answered requests take 20 ms, 429 past it:
     // one connection answers 50 req/s, so the limit binds from 4 connections on.

@@ -471,6 +471,82 @@ fn loop_items_that_name_another_host_send_their_requests_there() {
 }
 
 #[test]
+fn a_selector_capture_takes_an_attribute_of_the_element_its_index_names() {
+    // The reference site's pages: `<img src=/static/logo.png alt=logo>` first, and a nav of
+    // /site/home, /site/news, /site/about.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(
+        dir.path(),
+        "selector.yml",
+        "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalCount: 2 }]\nscenarios:\n  - flow:\n    - get:\n        url: /site/home\n        capture:\n          - { selector: \"img\", attr: alt, as: alt }\n          - { selector: \"nav a\", attr: href, index: last, as: last }\n          - { selector: \"nav a\", attr: href, index: \"1\", as: second }\n          - { selector: \"nav a\", attr: href, index: random, as: any }\n    - get: { url: \"/turno/{{ alt }}\" }\n    - log: \"last {{ last }} second {{ second }} any {{ any }}.\"\n",
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 2, "{}\n{stderr}", s["users"]);
+    assert_eq!(
+        support::next_ticket(&server, "logo"),
+        3,
+        "the first img's alt"
+    );
+    assert_eq!(
+        stderr
+            .matches("last /site/about second /site/news any /site/")
+            .count(),
+        2,
+        "{stderr}"
+    );
+    // A selector that does not parse, and one without attr, are refused with the key's place.
+    for (capture, says) in [
+        ("{ selector: \"a[\", attr: href, as: x }", "does not parse"),
+        ("{ selector: \"a\", as: x }", "needs attr"),
+    ] {
+        let bad = write_file(
+            dir.path(),
+            "bad.yml",
+            &format!("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n    - get:\n        url: /site/home\n        capture: [{capture}]\n"),
+        );
+        let out = loadlab(&["validate", bad.to_str().unwrap()]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}
+
+#[test]
+fn a_host_that_does_not_resolve_fails_its_users_there_and_the_run_goes_on() {
+    // As Artillery's table-driven example, whose last item is on a host that does not resolve:
+    // Artillery counts ENOTFOUND for it and ends that user; the requests before are sent.
+    // `.invalid` never resolves (RFC 2606).
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(
+        dir.path(),
+        "nohost.yml",
+        "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalCount: 2 }]\nscenarios:\n  - flow:\n    - loop:\n        - get: { url: \"{{ $loopElement }}\" }\n      over: [\"/turno/here\", \"http://no-such-host.invalid/turno/gone\", \"/turno/after\"]\n",
+    );
+    let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+    assert!(
+        stderr.contains("no-such-host.invalid does not resolve"),
+        "{stderr}"
+    );
+    assert_eq!(s["errors"]["unresolved"], 2, "{}", s["errors"]);
+    assert!(
+        s["findings"]
+            .to_string()
+            .contains("no-such-host.invalid did not resolve"),
+        "{}",
+        s["findings"]
+    );
+    assert_eq!(s["users"]["failed"], 2, "{}\n{stderr}", s["users"]);
+    assert_eq!(support::next_ticket(&server, "here"), 3, "sent before it");
+    assert_eq!(
+        support::next_ticket(&server, "after"),
+        1,
+        "nothing after it: the user ended there"
+    );
+}
+
+#[test]
 fn a_url_that_is_neither_a_path_nor_a_url_fails_each_user_there_as_in_artillery() {
     // Artillery 2.0.34 on this script: `errors.Invalid URL - ping: 2`, 2 requests, 2 users
     // failed: the request before is sent, the one after is not.

@@ -319,6 +319,7 @@ fn several_urls_share_the_load_round_robin() {
         addr: b.addr,
         authority: b.addr.to_string(),
         tls: None,
+        unresolved: None,
     });
     second.endpoint = 1;
     second.name = "/b".into();

@@ -161,6 +161,10 @@ pub enum Lookup {
     /// refused before anything runs.
     #[default]
     Resolve,
+    /// Resolve every host now, but keep a name that does not resolve as an endpoint whose
+    /// requests fail as `unresolved` (nothing is dialled): scripts run as Artillery runs them,
+    /// where such a host fails its own requests (ENOTFOUND) and the others go on.
+    Defer,
     /// Look no name up, for a plan that runs elsewhere (`loadlab k8s job`: cluster-internal
     /// names resolve only in the pods). An IP literal keeps its address; a name's endpoint gets
     /// the unspecified IPv4 address with the URL's port, and each distinct `host:port` is an
@@ -180,23 +184,34 @@ pub fn endpoint_of(
     // The host without an IPv6 literal's brackets: the name a certificate is checked against.
     let literal = t.host.trim_start_matches('[').trim_end_matches(']');
     let ip = literal.parse::<IpAddr>().ok();
-    // A name left unresolved gets a placeholder address; its `host:port` tells it apart.
-    let unresolved = lookup == Lookup::Skip && ip.is_none();
-    let addr = match (lookup, ip) {
-        (Lookup::Resolve, _) => (t.host.as_str(), t.port)
+    let placeholder = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), t.port);
+    let looked_up = || {
+        (t.host.as_str(), t.port)
             .to_socket_addrs()
             .map_err(|error| UrlError::Unresolved {
                 url: raw.into(),
                 error,
             })?
             .next()
-            .ok_or_else(|| UrlError::NoAddress { url: raw.into() })?,
-        (Lookup::Skip, Some(ip)) => SocketAddr::new(ip, t.port),
-        (Lookup::Skip, None) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), t.port),
+            .ok_or_else(|| UrlError::NoAddress { url: raw.into() })
     };
+    // A name left unresolved gets a placeholder address; its `host:port` tells it apart.
+    let (addr, failed) = match (lookup, ip) {
+        (Lookup::Resolve, _) => (looked_up()?, None),
+        (Lookup::Defer, _) => match looked_up() {
+            Ok(addr) => (addr, None),
+            Err(e) => (placeholder, Some(e.to_string())),
+        },
+        (Lookup::Skip, Some(ip)) => (SocketAddr::new(ip, t.port), None),
+        (Lookup::Skip, None) => (placeholder, None),
+    };
+    let unresolved = (lookup == Lookup::Skip && ip.is_none()) || failed.is_some();
     let tls = t.tls.then(|| literal.to_string());
     let same = |e: &Endpoint| {
-        e.addr == addr && e.tls == tls && (!unresolved || e.authority == t.authority)
+        e.addr == addr
+            && e.tls == tls
+            && (!unresolved || e.authority == t.authority)
+            && e.unresolved.is_some() == failed.is_some()
     };
     let index = match endpoints.iter().position(same) {
         Some(i) => i,
@@ -205,6 +220,7 @@ pub fn endpoint_of(
                 addr,
                 authority: t.authority.clone(),
                 tls,
+                unresolved: failed,
             });
             endpoints.len() - 1
         }
@@ -305,6 +321,20 @@ mod tests {
         assert_eq!(endpoints[1].addr.port(), 80);
         assert_eq!(endpoints[2].addr, "127.0.0.2:81".parse().unwrap());
         assert!(endpoint_of(&mut endpoints, "http://web.invalid/", Lookup::Resolve).is_err());
+    }
+
+    #[test]
+    fn a_deferred_name_that_does_not_resolve_is_an_endpoint_of_its_own_that_says_why() {
+        let mut endpoints = Vec::new();
+        let defer = Lookup::Defer;
+        let (gone, _) = endpoint_of(&mut endpoints, "http://gone.invalid:8080/x", defer).unwrap();
+        let (here, _) = endpoint_of(&mut endpoints, "http://127.0.0.1:8080/", defer).unwrap();
+        let (zero, _) = endpoint_of(&mut endpoints, "http://0.0.0.0:8080/", defer).unwrap();
+        assert_eq!((gone, here, zero), (0, 1, 2), "{endpoints:?}");
+        let why = endpoints[0].unresolved.as_deref().unwrap();
+        assert!(why.contains("gone.invalid"), "{why}");
+        assert!(endpoints[1].unresolved.is_none() && endpoints[2].unresolved.is_none());
+        assert_eq!(endpoints[1].addr, "127.0.0.1:8080".parse().unwrap());
     }
 
     #[test]

@@ -23,11 +23,14 @@ pub enum ErrorKind {
     StreamReset,
     /// HTTP/2: the server shut the connection down (GOAWAY) before answering the request.
     GoAway,
+    /// The endpoint's host name did not resolve when the run started (Artillery's
+    /// ENOTFOUND): nothing was sent.
+    Unresolved,
 }
 
 impl ErrorKind {
     /// The number of kinds.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 
     /// Every kind, in the order summaries list them; kinds added later go last, so the indices
     /// of the older ones never move.
@@ -41,6 +44,7 @@ impl ErrorKind {
         ErrorKind::Tls,
         ErrorKind::StreamReset,
         ErrorKind::GoAway,
+        ErrorKind::Unresolved,
     ];
 
     /// The stable name used in `summary.json` and `timeline.csv`.
@@ -55,6 +59,7 @@ impl ErrorKind {
             ErrorKind::Tls => "tls",
             ErrorKind::StreamReset => "stream_reset",
             ErrorKind::GoAway => "goaway",
+            ErrorKind::Unresolved => "unresolved",
         }
     }
 

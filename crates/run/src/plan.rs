@@ -20,6 +20,11 @@ pub struct Endpoint {
     /// For an `https://` endpoint, the name the TLS handshake sends (SNI) and checks the
     /// certificate against: the URL's host. `None` for plain HTTP.
     pub tls: Option<String>,
+    /// Why the host name did not resolve when the plan was made, for a script's endpoint (its
+    /// requests then fail as `unresolved`, nothing is dialled, and the run goes on, as
+    /// Artillery's do); `None` when `addr` is the host's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unresolved: Option<String>,
 }
 
 /// A private CA's certificates, added to the platform's roots (`--cacert`).
@@ -485,6 +490,7 @@ impl Plan {
                 addr,
                 authority: addr.to_string(),
                 tls: None,
+                unresolved: None,
             }],
             requests: vec![RequestTemplate {
                 name: path.into(),

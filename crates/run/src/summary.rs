@@ -124,6 +124,10 @@ pub struct Errors {
     /// HTTP/2 connection shut down by the server (GOAWAY) before the answer.
     #[serde(default)]
     pub goaway: u64,
+    /// The host name did not resolve when the run started (scripts' requests to such a host
+    /// fail, as Artillery's ENOTFOUND, and the run goes on).
+    #[serde(default)]
+    pub unresolved: u64,
 }
 
 impl Errors {
@@ -139,6 +143,7 @@ impl Errors {
             (ErrorKind::Tls, self.tls),
             (ErrorKind::StreamReset, self.stream_reset),
             (ErrorKind::GoAway, self.goaway),
+            (ErrorKind::Unresolved, self.unresolved),
         ]
     }
 
@@ -155,6 +160,7 @@ impl Errors {
             tls: at(ErrorKind::Tls),
             stream_reset: at(ErrorKind::StreamReset),
             goaway: at(ErrorKind::GoAway),
+            unresolved: at(ErrorKind::Unresolved),
         }
     }
 }

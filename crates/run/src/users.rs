@@ -400,7 +400,9 @@ impl RequestStep {
             || self.captures.iter().any(|c| {
                 matches!(
                     c.source,
-                    CaptureSource::Json(_) | CaptureSource::Regexp { .. }
+                    CaptureSource::Json(_)
+                        | CaptureSource::Regexp { .. }
+                        | CaptureSource::Selector { .. }
                 )
             })
     }
@@ -434,6 +436,27 @@ pub enum CaptureSource {
         /// The group taken (`None`: the whole match).
         group: Option<String>,
     },
+    /// A CSS selector over the body as HTML (Artillery's `selector` capture, which it runs
+    /// with cheerio): the attribute `attr` of one of the elements it selects.
+    Selector {
+        /// The selector.
+        css: String,
+        /// The attribute whose value is taken.
+        attr: String,
+        /// Which of the selected elements.
+        index: ElementIndex,
+    },
+}
+
+/// Which of a selector's elements a capture reads (Artillery's `index`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElementIndex {
+    /// The element at this position, from 0 (the first when no index is given).
+    Nth(usize),
+    /// The last one.
+    Last,
+    /// One at random, by the user's randomness.
+    Random,
 }
 
 /// A check on a response.

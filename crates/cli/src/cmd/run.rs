@@ -19,6 +19,15 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     for w in loadlab_input::lower::scenario_warnings(&a.load) {
         eprintln!("warning: {w}");
     }
+    for e in &plan.endpoints {
+        if let Some(why) = &e.unresolved {
+            eprintln!(
+                "warning: {} does not resolve ({why}): its requests will fail as `unresolved` \
+                 (Artillery's ENOTFOUND) and the rest of the run goes on",
+                e.authority
+            );
+        }
+    }
     if let Some(at) = plan.start_at {
         loadlab_run::shard::check_start_at(at, std::time::SystemTime::now())?;
     }

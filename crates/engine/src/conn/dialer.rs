@@ -20,6 +20,9 @@ use crate::tls::{Stream, TlsClient};
 pub struct Dialer {
     /// Each endpoint's address, indexed like the plan's endpoints.
     addrs: Vec<SocketAddr>,
+    /// True for an endpoint whose host did not resolve: nothing is dialled (its placeholder
+    /// address would reach this machine), every connection fails as `unresolved`.
+    unresolved: Vec<bool>,
     /// Local addresses to bind to, round-robin; empty for the system's choice.
     sources: Vec<IpAddr>,
     /// The source the next connection binds to.
@@ -57,6 +60,11 @@ impl Dialer {
     pub fn new(plan: &Plan, index: usize, tls: Option<Arc<TlsClient>>) -> Self {
         Dialer {
             addrs: plan.endpoints.iter().map(|e| e.addr).collect(),
+            unresolved: plan
+                .endpoints
+                .iter()
+                .map(|e| e.unresolved.is_some())
+                .collect(),
             sources: plan.source_addrs.clone(),
             next_source: Cell::new(index),
             timeout: plan.connect_timeout,
@@ -89,6 +97,12 @@ impl Dialer {
     /// any, and runs the TLS handshake when the endpoint is `https://`; says how long each
     /// took.
     pub(crate) async fn open(&self, ep: usize) -> Result<(Stream, Opened), DialError> {
+        if self.unresolved[ep] {
+            return Err(DialError {
+                kind: ErrorKind::Unresolved,
+                tls: None,
+            });
+        }
         let source = match self.sources.len() {
             0 => None,
             n => {

@@ -5,21 +5,26 @@
 use std::collections::HashMap;
 
 use loadlab_run::users::{
-    json_at, Behaviour, Capture, CaptureSource, Expect, RequestStep, Step, UserModel,
+    json_at, Behaviour, Capture, CaptureSource, ElementIndex, Expect, RequestStep, Step, UserModel,
 };
 use serde_json_path::JsonPath;
 
 use crate::conn::exchange::Answer;
 
-/// A model's JSONPath capture queries and `matchesRegexp` expressions, compiled once per
-/// thread, by their text.
-pub struct JsonPaths(HashMap<String, JsonPath>, HashMap<String, regex::Regex>);
+/// A model's JSONPath capture queries, regular expressions (`matchesRegexp`, `regexp`
+/// captures) and CSS selectors (`selector` captures), compiled once per thread, by their text.
+pub struct JsonPaths(
+    HashMap<String, JsonPath>,
+    HashMap<String, regex::Regex>,
+    HashMap<String, scraper::Selector>,
+);
 
 impl JsonPaths {
     /// Compiles the JSONPath queries of `model`'s captures.
     pub fn compile(model: &UserModel) -> Self {
         let mut json_paths = HashMap::new();
         let mut regexes = HashMap::new();
+        let mut selectors = HashMap::new();
         for (expects, captures) in checked(model) {
             for e in expects {
                 // Checked when the plan was built; one that still fails to compile fails its
@@ -52,11 +57,16 @@ impl JsonPaths {
                             regexes.insert(re.clone(), compiled);
                         }
                     }
+                    CaptureSource::Selector { css, .. } => {
+                        if let Ok(compiled) = scraper::Selector::parse(css) {
+                            selectors.insert(css.clone(), compiled);
+                        }
+                    }
                     CaptureSource::Header(_) => {}
                 }
             }
         }
-        JsonPaths(json_paths, regexes)
+        JsonPaths(json_paths, regexes, selectors)
     }
 }
 
@@ -334,6 +344,8 @@ pub fn check(
         }
     }
     let mut json = read.json.take();
+    // Parsed once, for the first selector capture, as HTML.
+    let mut html: Option<scraper::Html> = None;
     let header = |wanted: &str| read.header(wanted);
     for c in captures {
         let value = match &c.source {
@@ -376,6 +388,19 @@ pub fn check(
                     },
                 };
                 m.map(|m| m.as_str().to_string())
+            }),
+            CaptureSource::Selector { css, attr, index } => json_paths.2.get(css).and_then(|sel| {
+                let doc = html.get_or_insert_with(|| {
+                    scraper::Html::parse_document(&String::from_utf8_lossy(&answer.body))
+                });
+                let found: Vec<scraper::ElementRef> = doc.select(sel).collect();
+                let at = match index {
+                    ElementIndex::Nth(n) => *n,
+                    ElementIndex::Last => found.len().checked_sub(1)?,
+                    ElementIndex::Random if found.is_empty() => return None,
+                    ElementIndex::Random => rng.usize(..found.len()),
+                };
+                found.get(at)?.value().attr(attr).map(str::to_string)
             }),
         };
         match value {

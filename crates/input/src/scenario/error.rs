@@ -481,12 +481,16 @@ pub enum FlowError {
         /// The JSONPath parser's reason.
         error: serde_json_path::ParseError,
     },
-    /// A capture with more or fewer than one of `json`, `header` and `regexp`.
-    #[error("capture {0:?} needs json (a JSONPath), header or regexp, one of them")]
+    /// A capture with more or fewer than one of `json`, `header`, `regexp` and `selector`.
+    #[error(
+        "capture {0:?} needs json (a JSONPath), header, regexp or selector (with attr), one of \
+         them"
+    )]
     CaptureSource(String),
-    /// A `regexp` capture that cannot run.
+    /// A capture that cannot run as written (a regexp or a selector that does not parse, an
+    /// option of another kind of capture).
     #[error("capture {var:?}: {what}")]
-    CaptureRegexp {
+    Capture {
         /// The variable.
         var: String,
         /// What is wrong.

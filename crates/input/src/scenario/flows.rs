@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use loadlab_run::condition::Expr;
 use loadlab_run::users::{
-    Behaviour, Capture, CaptureSource, Chain, ChainState, Condition, Expect, FormField, FormValue,
-    RequestStep, Step, Think, UserScenario,
+    Behaviour, Capture, CaptureSource, Chain, ChainState, Condition, ElementIndex, Expect,
+    FormField, FormValue, RequestStep, Step, Think, UserScenario,
 };
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use serde::Deserialize;
@@ -303,6 +303,15 @@ pub struct CaptureSpec {
     /// The regexp's flags, as JavaScript writes them (`i`, `m`, `s`).
     #[serde(default)]
     flags: Option<String>,
+    /// A CSS selector over the body as HTML.
+    #[serde(default)]
+    selector: Option<String>,
+    /// The selector's attribute whose value is captured.
+    #[serde(default)]
+    attr: Option<String>,
+    /// Which of the selector's elements: a number from 0, `last` or `random`.
+    #[serde(default)]
+    index: Option<serde_json::Value>,
     /// `false`: finding nothing leaves the variable unset instead of failing the session.
     #[serde(default)]
     strict: Option<bool>,
@@ -1266,6 +1275,8 @@ impl<'a> Lowering<'a> {
         let mut captures = Vec::new();
         for c in specs {
             let source = match (&c.json, &c.header, &c.regexp) {
+                (None, None, None) if c.selector.is_some() => selector_capture(c)?,
+                _ if c.selector.is_some() => return Err(FlowError::CaptureSource(c.var.clone())),
                 (Some(q), None, None) => {
                     // A query may hold templates (`$[{{ $randomNumber(0, 9) }}]`, `$.{{ key }}`),
                     // rendered for each response, as Artillery renders it: checked here with
@@ -1291,9 +1302,15 @@ impl<'a> Lowering<'a> {
                 _ => return Err(FlowError::CaptureSource(c.var.clone())),
             };
             if c.regexp.is_none() && (c.group.is_some() || c.flags.is_some()) {
-                return Err(FlowError::CaptureRegexp {
+                return Err(FlowError::Capture {
                     var: c.var.clone(),
                     what: "group and flags go with regexp".into(),
+                });
+            }
+            if c.selector.is_none() && (c.attr.is_some() || c.index.is_some()) {
+                return Err(FlowError::Capture {
+                    var: c.var.clone(),
+                    what: "attr and index go with selector".into(),
                 });
             }
             self.defined.insert(c.var.clone());
@@ -1482,9 +1499,43 @@ fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, Flow
     }
 }
 
+/// A `selector` capture, as Artillery's: a CSS selector (checked here), the attribute read
+/// (required: without one, Artillery captures cheerio's attribute object, which no template
+/// can use), and which element (`index`: a number from 0, `last` or `random`; the first by
+/// default).
+fn selector_capture(c: &CaptureSpec) -> Result<CaptureSource, FlowError> {
+    let bad = |what: String| FlowError::Capture {
+        var: c.var.clone(),
+        what,
+    };
+    let css = c.selector.clone().unwrap_or_default();
+    scraper::Selector::parse(&css)
+        .map_err(|e| bad(format!("selector {css:?} does not parse: {e}")))?;
+    let attr = c.attr.clone().ok_or_else(|| {
+        bad("a selector capture needs attr: the attribute whose value it takes".into())
+    })?;
+    let index = match &c.index {
+        None => ElementIndex::Nth(0),
+        Some(serde_json::Value::String(s)) if s == "last" => ElementIndex::Last,
+        Some(serde_json::Value::String(s)) if s == "random" => ElementIndex::Random,
+        Some(v) => {
+            let n = match v {
+                serde_json::Value::Number(n) => n.as_u64(),
+                serde_json::Value::String(s) => s.trim().parse::<u64>().ok(),
+                _ => None,
+            };
+            ElementIndex::Nth(
+                n.ok_or_else(|| bad(format!("index {v} is not a number from 0, last or random")))?
+                    as usize,
+            )
+        }
+    };
+    Ok(CaptureSource::Selector { css, attr, index })
+}
+
 /// A `regexp` capture: the expression with its JavaScript flags written inline, and its group.
 fn regexp_capture(re: &str, c: &CaptureSpec) -> Result<CaptureSource, FlowError> {
-    let bad = |what: String| FlowError::CaptureRegexp {
+    let bad = |what: String| FlowError::Capture {
         var: c.var.clone(),
         what,
     };

@@ -602,6 +602,12 @@ pub fn from_text(
 ) -> Result<Scenario, ScenarioError> {
     let (script, phases) = parse(text, path, flags)?;
     let config = &script.config;
+    // As Artillery: a host that does not resolve fails its own requests (ENOTFOUND) and the
+    // run goes on, so a script's lookups never refuse the run.
+    let lookup = match lookup {
+        Lookup::Resolve => Lookup::Defer,
+        other => other,
+    };
     if let Some(e) = &config.engines {
         return Err(
             Traced::at(Refusal::Engines, &e.referenced).in_file(script.file_of("engines", path))
