@@ -1860,6 +1860,15 @@ mod tests {
         }
     }
 
+    /// The steps at 1, 2, 3 … connections that measured the throughputs `x`, each p99
+    /// `p99_over` times its mean latency.
+    fn closed_loop(x: &[f64], p99_over: f64) -> Vec<ProbeStep> {
+        x.iter()
+            .enumerate()
+            .map(|(i, &x)| measured(i + 1, x, p99_over * (i + 1) as f64 * 1000.0 / x))
+            .collect()
+    }
+
     #[test]
     fn steps_no_model_explains_are_unclassified_with_the_error_that_decided() {
         // Throughput climbs to 40 req/s at 4 connections, stays there to 8, climbs again to
@@ -1867,11 +1876,7 @@ mod tests {
         let x = [
             10.0, 20.0, 30.0, 40.0, 40.0, 40.0, 40.0, 40.0, 50.0, 60.0, 60.0, 60.0,
         ];
-        let steps: Vec<ProbeStep> = x
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| measured(i + 1, x, 1.02 * (i + 1) as f64 * 1000.0 / x))
-            .collect();
+        let steps = closed_loop(&x, 1.02);
         let v = verdict(&steps).unwrap();
         assert_eq!(v.kind, Kind::Unclassified, "{}", v.explanation);
         assert!(v.workers.is_none(), "{v:?}");
@@ -1950,11 +1955,7 @@ mod tests {
         let x = [
             10.0, 20.0, 29.0, 37.0, 43.0, 47.0, 48.0, 47.5, 47.0, 46.0, 45.0, 44.0,
         ];
-        let steps: Vec<ProbeStep> = x
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| measured(i + 1, x, 1.3 * (i + 1) as f64 * 1000.0 / x))
-            .collect();
+        let steps = closed_loop(&x, 1.3);
         let v = verdict(&steps).unwrap();
         assert_eq!(
             (v.kind, v.workers),
