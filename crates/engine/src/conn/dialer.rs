@@ -18,11 +18,10 @@ use crate::tls::{Stream, TlsClient};
 
 /// Opens a thread's connections: where to, from which local address, within which timeout.
 pub struct Dialer {
-    /// Each endpoint's address, indexed like the plan's endpoints.
-    addrs: Vec<SocketAddr>,
-    /// True for an endpoint whose host did not resolve: nothing is dialled (its placeholder
-    /// address would reach this machine), every connection fails as `unresolved`.
-    unresolved: Vec<bool>,
+    /// Each endpoint's address, indexed like the plan's endpoints; `None` for one whose host
+    /// did not resolve: nothing is dialled (its placeholder address would reach this machine),
+    /// every connection fails as `unresolved`.
+    addrs: Vec<Option<SocketAddr>>,
     /// Local addresses to bind to, round-robin; empty for the system's choice.
     sources: Vec<IpAddr>,
     /// The source the next connection binds to.
@@ -59,11 +58,10 @@ impl Dialer {
     /// robin spreads over all of them whatever the number of threads.
     pub fn new(plan: &Plan, index: usize, tls: Option<Arc<TlsClient>>) -> Self {
         Dialer {
-            addrs: plan.endpoints.iter().map(|e| e.addr).collect(),
-            unresolved: plan
+            addrs: plan
                 .endpoints
                 .iter()
-                .map(|e| e.unresolved.is_some())
+                .map(|e| e.unresolved.is_none().then_some(e.addr))
                 .collect(),
             sources: plan.source_addrs.clone(),
             next_source: Cell::new(index),
@@ -97,12 +95,12 @@ impl Dialer {
     /// any, and runs the TLS handshake when the endpoint is `https://`; says how long each
     /// took.
     pub(crate) async fn open(&self, ep: usize) -> Result<(Stream, Opened), DialError> {
-        if self.unresolved[ep] {
+        let Some(addr) = self.addrs[ep] else {
             return Err(DialError {
                 kind: ErrorKind::Unresolved,
                 tls: None,
             });
-        }
+        };
         let source = match self.sources.len() {
             0 => None,
             n => {
@@ -112,7 +110,7 @@ impl Dialer {
             }
         };
         let start = Instant::now();
-        let tcp = connect(self.addrs[ep], source, self.timeout)
+        let tcp = connect(addr, source, self.timeout)
             .await
             .map_err(|kind| DialError { kind, tls: None })?;
         let connected = Instant::now();

@@ -13,16 +13,19 @@ use crate::conn::exchange::Answer;
 
 /// A model's JSONPath capture queries, regular expressions (`matchesRegexp`, `regexp`
 /// captures) and CSS selectors (`selector` captures), compiled once per thread, by their text.
-pub struct JsonPaths(
-    HashMap<String, JsonPath>,
-    HashMap<String, regex::Regex>,
-    HashMap<String, scraper::Selector>,
-);
+pub struct Queries {
+    /// JSONPath queries of captures and `match`.
+    json: HashMap<String, JsonPath>,
+    /// Regular expressions of `matchesRegexp` and `regexp` captures.
+    regexes: HashMap<String, regex::Regex>,
+    /// CSS selectors of `selector` captures.
+    selectors: HashMap<String, scraper::Selector>,
+}
 
-impl JsonPaths {
-    /// Compiles the JSONPath queries of `model`'s captures.
+impl Queries {
+    /// Compiles the queries, expressions and selectors of `model`'s checks and captures.
     pub fn compile(model: &UserModel) -> Self {
-        let mut json_paths = HashMap::new();
+        let mut json = HashMap::new();
         let mut regexes = HashMap::new();
         let mut selectors = HashMap::new();
         for (expects, captures) in checked(model) {
@@ -37,7 +40,7 @@ impl JsonPaths {
                     }
                     Expect::JsonMatch(q, _) => {
                         if let Ok(path) = JsonPath::parse(q) {
-                            json_paths.insert(q.clone(), path);
+                            json.insert(q.clone(), path);
                         }
                     }
                     _ => {}
@@ -49,7 +52,7 @@ impl JsonPaths {
                 match &c.source {
                     CaptureSource::Json(q) => {
                         if let Ok(path) = JsonPath::parse(q) {
-                            json_paths.insert(q.clone(), path);
+                            json.insert(q.clone(), path);
                         }
                     }
                     CaptureSource::Regexp { re, .. } => {
@@ -66,7 +69,11 @@ impl JsonPaths {
                 }
             }
         }
-        JsonPaths(json_paths, regexes, selectors)
+        Queries {
+            json,
+            regexes,
+            selectors,
+        }
     }
 }
 
@@ -222,7 +229,7 @@ fn holds(
     e: &Expect,
     read: &mut Reading,
     vars: &HashMap<String, String>,
-    json_paths: &JsonPaths,
+    queries: &Queries,
 ) -> bool {
     let render = |t: &loadlab_run::Template| {
         let mut out = String::new();
@@ -259,7 +266,7 @@ fn holds(
                 Some(None) => "null".into(),
                 None => String::from_utf8_lossy(&read.answer.body).into_owned(),
             };
-            json_paths.1.get(r).is_some_and(|re| re.is_match(&text))
+            queries.regexes.get(r).is_some_and(|re| re.is_match(&text))
         }
         Expect::CdnHit(hit) => {
             let wanted: &[&str] = if *hit { &["hit", "stale"] } else { &["miss"] };
@@ -272,7 +279,7 @@ fn holds(
                     })
                 })
         }
-        Expect::JsonMatch(q, v) => match (read.json(), json_paths.0.get(q)) {
+        Expect::JsonMatch(q, v) => match (read.json(), queries.json.get(q)) {
             (Some(d), Some(path)) => path.query(d).first().is_some_and(|got| {
                 let got = match got {
                     serde_json::Value::String(s) => s.clone(),
@@ -301,13 +308,13 @@ pub fn count_checks(
     name: &str,
     answer: &Answer,
     vars: &HashMap<String, String>,
-    json_paths: &JsonPaths,
+    queries: &Queries,
     record: &mut loadlab_run::UserRecord,
 ) -> Option<String> {
     let mut read = Reading::new(answer);
     let mut first = None;
     for e in checks {
-        let ok = holds(e, &mut read, vars, json_paths);
+        let ok = holds(e, &mut read, vars, queries);
         let total = if ok {
             "plugins.expect.ok"
         } else {
@@ -335,11 +342,11 @@ pub fn check(
     answer: &Answer,
     vars: &mut HashMap<String, String>,
     rng: &mut fastrand::Rng,
-    json_paths: &JsonPaths,
+    queries: &Queries,
 ) -> Result<(), String> {
     let mut read = Reading::new(answer);
     for e in expects {
-        if !holds(e, &mut read, vars, json_paths) {
+        if !holds(e, &mut read, vars, queries) {
             return Err(format!("expect {} on {name}", e.key()));
         }
     }
@@ -364,7 +371,7 @@ pub fn check(
                         JsonPath::parse(&out).ok()
                     })
                     .flatten();
-                match (doc.as_ref(), rendered.as_ref().or(json_paths.0.get(q))) {
+                match (doc.as_ref(), rendered.as_ref().or(queries.json.get(q))) {
                     (Some(doc), Some(path)) => path.query(doc).first().map(|v| {
                         // An object captured whole is read as `{{ var.key }}` too, as
                         // Artillery's templates read into it.
@@ -377,7 +384,7 @@ pub fn check(
                     _ => None,
                 }
             }
-            CaptureSource::Regexp { re, group } => json_paths.1.get(re).and_then(|re| {
+            CaptureSource::Regexp { re, group } => queries.regexes.get(re).and_then(|re| {
                 let body = String::from_utf8_lossy(&answer.body);
                 let found = re.captures(&body)?;
                 let m = match group {
@@ -389,19 +396,21 @@ pub fn check(
                 };
                 m.map(|m| m.as_str().to_string())
             }),
-            CaptureSource::Selector { css, attr, index } => json_paths.2.get(css).and_then(|sel| {
-                let doc = html.get_or_insert_with(|| {
-                    scraper::Html::parse_document(&String::from_utf8_lossy(&answer.body))
-                });
-                let found: Vec<scraper::ElementRef> = doc.select(sel).collect();
-                let at = match index {
-                    ElementIndex::Nth(n) => *n,
-                    ElementIndex::Last => found.len().checked_sub(1)?,
-                    ElementIndex::Random if found.is_empty() => return None,
-                    ElementIndex::Random => rng.usize(..found.len()),
-                };
-                found.get(at)?.value().attr(attr).map(str::to_string)
-            }),
+            CaptureSource::Selector { css, attr, index } => {
+                queries.selectors.get(css).and_then(|sel| {
+                    let doc = html.get_or_insert_with(|| {
+                        scraper::Html::parse_document(&String::from_utf8_lossy(&answer.body))
+                    });
+                    let found: Vec<scraper::ElementRef> = doc.select(sel).collect();
+                    let at = match index {
+                        ElementIndex::Nth(n) => *n,
+                        ElementIndex::Last => found.len().checked_sub(1)?,
+                        ElementIndex::Random if found.is_empty() => return None,
+                        ElementIndex::Random => rng.usize(..found.len()),
+                    };
+                    found.get(at)?.value().attr(attr).map(str::to_string)
+                })
+            }
         };
         match value {
             Some(v) => {

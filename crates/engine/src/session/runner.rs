@@ -755,7 +755,7 @@ impl<'a> Session<'a> {
             &answer,
             &mut self.vars,
             &mut self.rng,
-            &users.json_paths,
+            &users.queries,
         )
         .map_err(|reason| End::Failed {
             reason,
@@ -767,7 +767,7 @@ impl<'a> Session<'a> {
                 &t.name,
                 &answer,
                 &self.vars,
-                &users.json_paths,
+                &users.queries,
                 &mut users.record.borrow_mut(),
             );
             if let Some(reason) = failed.filter(|_| users.model.checks_fail_user) {

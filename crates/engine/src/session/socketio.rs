@@ -316,7 +316,7 @@ impl Sio {
             &answer,
             vars,
             rng,
-            &users.json_paths,
+            &users.queries,
         )
         .map_err(|reason| WsFailed {
             reason,

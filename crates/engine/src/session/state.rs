@@ -11,7 +11,7 @@ use loadlab_run::users::UserModel;
 use loadlab_run::{Plan, UserRecord};
 
 use crate::conn::exchange::Wire;
-use crate::session::checks::JsonPaths;
+use crate::session::checks::Queries;
 use crate::session::hooks::Hooks;
 
 /// One thread's virtual users.
@@ -22,8 +22,8 @@ pub struct Users {
     pub plan: Arc<Plan>,
     /// What the users do.
     pub model: Arc<UserModel>,
-    /// The compiled JSONPath queries of the model's captures.
-    pub json_paths: JsonPaths,
+    /// The model's checks' and captures' queries, compiled.
+    pub queries: Queries,
     /// Whole-run account of the sessions.
     pub record: RefCell<UserRecord>,
     /// The thread's Node.js helper, when the model has a processor.
@@ -43,7 +43,7 @@ impl Users {
             hooks,
             wire,
             plan,
-            json_paths: JsonPaths::compile(&model),
+            queries: Queries::compile(&model),
             model,
             record: RefCell::new(UserRecord::new()),
         }

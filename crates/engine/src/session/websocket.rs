@@ -225,7 +225,7 @@ pub async fn exchange(
         &answer,
         vars,
         rng,
-        &users.json_paths,
+        &users.queries,
     )
     .map_err(|reason| WsFailed {
         reason,
