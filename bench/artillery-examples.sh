@@ -8,9 +8,12 @@
 # Artillery v2.0.34's examples/ (39 scripts): 1 accepted before issue 24's first slice
 # (2026-11-24), 12 after it (7 of the refused were refused only for Node.js hooks, which
 # loadlab has run since 2026-11-25), 17 with the hooks, 32 with the ws and socketio engines,
-# before/after flows, loop items on other hosts and the rest of 2026-11-25's second session.
-# The 7 refused: 5 Playwright and 1 custom engine (not HTTP load), and 1 that Artillery cannot
-# load either (starter-kit's sample_task_03 names a processor file the example does not ship).
+# before/after flows, loop items on other hosts and the rest of 2026-11-25's second session,
+# 37 with browser flows (engine: playwright, 2026-11-25, third session). The 2 refused: 1 custom engine (a
+# protocol of the example's own), and 1 that Artillery cannot load either (starter-kit's
+# sample_task_03 names a processor file the example does not ship).
+#
+# Hidden files and folders are skipped (CI pipeline files, the differential check's copies).
 #
 # A complete script is a YAML file with a top-level `scenarios`. A file holding `scenarios` but
 # no `config` is run the way Artillery's `--config` runs it: with the file holding only `config`
@@ -52,6 +55,6 @@ while IFS= read -r f; do
         first=$(printf '%s\n' "$out" | grep -v '^\s*$' | head -n 1)
         printf 'refused   %s\n          %s\n' "$name" "$first"
     fi
-done < <(find "$dir" \( -name node_modules -prune \) -o \( -name '*.yml' -o -name '*.yaml' \) -type f -print | sort)
+done < <(find "$dir" \( -name node_modules -o -name '.?*' \) -prune -o \( -name '*.yml' -o -name '*.yaml' \) -type f -print | sort)
 
 printf '\n%d of %d scripts accepted; %d refused\n' "$accepted" "$total" "$refused"

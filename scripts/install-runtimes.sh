@@ -2,7 +2,9 @@
 # Installs the Node and Python reference services' pinned dependencies into the repository
 # (targets/node/node_modules by npm ci from package-lock.json; targets/python/.venv by pip from
 # requirements.txt), exactly as `loadlab serve --runtime node|python` does on first use, and the
-# Socket.IO server the socketio tests run (crates/cli/tests/fixtures/socketio-server), and
+# Socket.IO server the socketio tests run (crates/cli/tests/fixtures/socketio-server) and the
+# Playwright package the browser flows' tests load (crates/cli/tests/fixtures/playwright-flows;
+# it drives the system's chromium, which scripts/test.sh installs, and downloads no browser), and
 # marks them installed the same way so loadlab does not install again. Idempotent: a second
 # run with unchanged pins does nothing. On a fresh Debian machine, run as root it installs
 # node, npm and python3-venv first; otherwise it says which package is missing.
@@ -22,8 +24,9 @@ command -v node >/dev/null 2>&1 || apt_install nodejs
 command -v npm >/dev/null 2>&1 || apt_install npm
 command -v python3 >/dev/null 2>&1 || apt_install python3-venv
 
-# The Node reference service, and the Socket.IO server the socketio engine's tests run.
-for node_dir in targets/node crates/cli/tests/fixtures/socketio-server; do
+# The Node reference service, the Socket.IO server the socketio engine's tests run, and the
+# browser flows' Playwright.
+for node_dir in targets/node crates/cli/tests/fixtures/socketio-server crates/cli/tests/fixtures/playwright-flows; do
   if ! cmp -s "$node_dir/package-lock.json" "$node_dir/node_modules/.loadlab-installed"; then
     echo "install-runtimes: npm ci in $node_dir"
     (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)

@@ -285,9 +285,9 @@ fn ws_steps_and_http_steps_stay_in_their_own_engines() {
         "  - engine: ws\n    flow:\n      - send: { payload: x, capture: { header: h, as: h } }\n",
     );
     assert!(e.contains("a WebSocket message has no headers"), "{e}");
-    let e = check("  - engine: playwright\n    flow:\n      - emit: { channel: x }\n");
+    let e = check("  - engine: grpc\n    flow:\n      - emit: { channel: x }\n");
     assert!(
-        e.contains("engine: playwright: loadlab runs HTTP, WebSocket (ws) and Socket.IO (socketio) scenarios only"),
+        e.contains("engine: grpc: loadlab runs HTTP, WebSocket (ws), Socket.IO (socketio) and browser (playwright) scenarios only"),
         "{e}"
     );
 }

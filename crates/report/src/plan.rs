@@ -24,6 +24,13 @@ pub fn render_plan(plan: &Plan) -> String {
                     "  processor: {} (run by Node.js, one helper process per generator thread)",
                     p.path.display()
                 );
+                if let Some(b) = &p.browser {
+                    let _ = writeln!(
+                        out,
+                        "  browser: Chromium driven by Playwright for Node.js (found beside the \
+                         processor), one per helper, a new context for each user; settings {b}"
+                    );
+                }
             }
             if model.has_checks() {
                 let _ = writeln!(
@@ -306,6 +313,13 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
             }
             Step::Function(name) => {
                 let _ = writeln!(out, "{pad}function {name}");
+            }
+            Step::Browser(name) => {
+                let _ = writeln!(
+                    out,
+                    "{pad}browser flow {name}(page, context, events, test) on a page of the \
+                     user's own browser context"
+                );
             }
             Step::Loop {
                 count,

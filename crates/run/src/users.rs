@@ -114,7 +114,7 @@ impl UserModel {
         fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a str>) {
             for s in steps {
                 match s {
-                    Step::Function(f) => out.push(f),
+                    Step::Function(f) | Step::Browser(f) => out.push(f),
                     Step::Request(r) => request(r, out),
                     Step::Loop {
                         steps, while_true, ..
@@ -156,6 +156,16 @@ pub struct Processor {
     pub path: std::path::PathBuf,
     /// The script's target, which hooks see as `context.vars.target`.
     pub target: String,
+    /// The folder of the script's config, which hooks see as `context.vars.$dirname`.
+    #[serde(default)]
+    pub dir: std::path::PathBuf,
+    /// Variables whose values are whole JSON values (payloads read with `loadAll`), which
+    /// hooks and browser flows see as they are in `context.vars`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub lists: std::collections::BTreeMap<String, serde_json::Value>,
+    /// `config.engines.playwright`, for scenarios whose users drive a browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<serde_json::Value>,
 }
 
 /// One scenario: a name and a behaviour.
@@ -271,6 +281,9 @@ pub enum Step {
     /// Call a function of the processor with the user's context (Artillery's `function` step,
     /// and `beforeScenario` / `afterScenario`, which Artillery turns into such steps).
     Function(String),
+    /// `engine: playwright`: call a function of the processor with a page of a browser context
+    /// of the user's own, `(page, context, events, test)` (Artillery's `flowFunction`).
+    Browser(String),
     /// Run `steps` `count` times (forever when `None`: until the run stops).
     Loop {
         /// Repetitions.

@@ -94,7 +94,7 @@ fn checked(model: &UserModel) -> Vec<(&[Expect], &[Capture])> {
                         out.push((&w.expects, &w.captures));
                     }
                 }
-                Step::Think(_) | Step::Log(_) | Step::Function(_) => {}
+                Step::Think(_) | Step::Log(_) | Step::Function(_) | Step::Browser(_) => {}
                 Step::Loop { steps, .. } | Step::Parallel(steps) => walk(steps, out),
             }
         }

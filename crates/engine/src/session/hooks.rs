@@ -27,6 +27,9 @@ const HOST: &str = include_str!("hooks_host.js");
 /// Longest wait for Node.js to load the processor.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Longest wait, at the end, for the helper to finish its calls and close its browser.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// A thread's Node.js helper: calls go out through it and come back by id.
 pub struct Hooks {
     shared: Rc<Shared>,
@@ -47,6 +50,8 @@ struct Shared {
     next_id: Cell<u64>,
     /// Why the helper can take no more calls, once it cannot.
     gone: RefCell<Option<String>>,
+    /// Set by [`Hooks::stop`]: the writer closes the helper's input once the calls are out.
+    closing: Cell<bool>,
 }
 
 /// Which of Artillery's hook signatures a call uses.
@@ -63,6 +68,9 @@ pub enum Op {
     If,
     /// `loop … whileTrue`: `(context, next)`, `next(true)` to go on.
     While,
+    /// `engine: playwright`'s flow function: `(page, context, events, test)` with a page of a
+    /// new browser context, closed when the function's promise settles.
+    Browser,
 }
 
 /// A request as hooks see and change it (Artillery's `requestParams`), before its templates
@@ -156,6 +164,14 @@ impl Hooks {
             .arg(HOST)
             .arg(&processor.path)
             .arg(&processor.target)
+            .arg(
+                serde_json::json!({
+                    "dir": processor.dir,
+                    "lists": processor.lists,
+                    "browser": processor.browser,
+                })
+                .to_string(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -214,6 +230,7 @@ impl Hooks {
             pending: RefCell::new(HashMap::new()),
             next_id: Cell::new(0),
             gone: RefCell::new(None),
+            closing: Cell::new(false),
         });
         tokio::task::spawn_local(write_calls(shared.clone(), stdin));
         tokio::task::spawn_local(read_replies(shared.clone(), lines));
@@ -286,13 +303,22 @@ impl Hooks {
         self.child.borrow().as_ref().and_then(Child::id)
     }
 
-    /// Stops the helper by its own handle (its PID, never by name) and waits for it to exit.
+    /// Stops the helper: closes its input, so it answers what is in flight and closes its
+    /// browser, and waits for it to exit; after [`STOP_GRACE`], stops it by its own handle
+    /// (its PID, never by name).
     pub async fn stop(&self) {
         let Some(mut child) = self.child.borrow_mut().take() else {
             return;
         };
-        let _ = child.start_kill();
-        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        self.shared.closing.set(true);
+        self.shared.wake.notify_one();
+        if tokio::time::timeout(STOP_GRACE, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        }
     }
 
     /// CPU seconds (user + system) the helper has used so far; 0 when it is gone.
@@ -335,6 +361,10 @@ async fn write_calls(shared: Rc<Shared>, mut stdin: ChildStdin) {
     loop {
         let batch = std::mem::take(&mut *shared.outbox.borrow_mut());
         if batch.is_empty() {
+            if shared.closing.get() {
+                // Dropping the pipe tells the helper that no more calls come.
+                return;
+            }
             shared.wake.notified().await;
             continue;
         }

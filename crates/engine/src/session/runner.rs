@@ -25,6 +25,10 @@ use crate::session::state::Users;
 use crate::session::statics;
 use crate::session::websocket::{self, Socket, WsFailed};
 
+/// Longest a browser flow may run before its user fails (its actions' own timeouts are
+/// Playwright's: 30 s by default).
+const BROWSER_FLOW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// How a user slot stops its session early: when the slot falls outside the target.
 #[derive(Clone, Copy)]
 pub struct SlotStop<'a> {
@@ -293,6 +297,10 @@ impl<'a> Session<'a> {
                         self.call(Op::Fn, std::slice::from_ref(name), None, None)
                             .await?;
                     }
+                    Step::Browser(name) => {
+                        self.call(Op::Browser, std::slice::from_ref(name), None, None)
+                            .await?;
+                    }
                     Step::Log(t) => {
                         let mut line = String::new();
                         let lookup = |k: &str| self.vars.get(k).map(String::as_str);
@@ -415,10 +423,13 @@ impl<'a> Session<'a> {
             req,
             res,
         };
-        let mut reply = hooks
-            .call(&call, users.wire.timeout)
-            .await
-            .map_err(failed)?;
+        // A browser flow is a whole journey, each of its actions bounded by Playwright's own
+        // timeouts; a hook is one step, bounded by the request timeout.
+        let timeout = match op {
+            Op::Browser => users.wire.timeout.max(BROWSER_FLOW_TIMEOUT),
+            _ => users.wire.timeout,
+        };
+        let mut reply = hooks.call(&call, timeout).await.map_err(failed)?;
         {
             let mut record = users.record.borrow_mut();
             for (kind, name, value) in &reply.metrics {

@@ -389,10 +389,10 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
         assert!(e.starts_with(line), "{key}: {e}");
         assert!(e.contains(&format!("flow step 1: {key}: ")), "{key}: {e}");
     }
-    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - engine: playwright\n    flow:\n      - emit: { channel: x }\n");
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - engine: grpc\n    flow:\n      - emit: { channel: x }\n");
     assert!(
         e.starts_with(
-            "s.yml:4:13: engine: playwright: loadlab runs HTTP, WebSocket (ws) and Socket.IO (socketio) scenarios only"
+            "s.yml:4:13: engine: grpc: loadlab runs HTTP, WebSocket (ws), Socket.IO (socketio) and browser (playwright) scenarios only"
         ),
         "{e}"
     );

@@ -231,11 +231,11 @@ impl Traced {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Refusal {
     /// A scenario engine other than HTTP.
-    #[error("engine: {0}: loadlab runs HTTP, WebSocket (ws) and Socket.IO (socketio) scenarios only; remove the scenario or run it with Artillery")]
+    #[error("engine: {0}: loadlab runs HTTP, WebSocket (ws), Socket.IO (socketio) and browser (playwright) scenarios only; remove the scenario or run it with Artillery")]
     Engine(String),
-    /// `config.engines`.
-    #[error("config.engines: loadlab runs its own HTTP, ws and socketio engines only (no Playwright or custom engines)")]
-    Engines,
+    /// `config.engines` naming a custom engine.
+    #[error("config.engines.{0}: loadlab runs HTTP, ws, socketio and playwright scenarios only (no custom engines); remove it or run the script with Artillery")]
+    Engines(String),
     /// A step or request key the engine cannot run yet.
     #[error("{key}: {what}")]
     Key {

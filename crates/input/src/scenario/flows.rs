@@ -603,6 +603,44 @@ impl<'a> Lowering<'a> {
 
     /// Lowers a scenario's flow or chain once its socket (if any) is known; `before` is the
     /// number of requests before the scenario's own.
+    /// `engine: playwright`: a user drives a browser page with processor function `function`
+    /// (`flowFunction` or `testFunction`); a `flow` beside it is warned about, as Artillery's
+    /// engine ignores it.
+    pub fn browser_scenario(
+        &mut self,
+        name: &str,
+        function: Option<&Spanned<String>>,
+        engine: Option<&Spanned<String>>,
+        has_flow: bool,
+    ) -> Result<UserScenario, Traced> {
+        let Some(function) = function else {
+            let what = "a playwright scenario runs a function of config.processor; give \
+                        flowFunction: NAME (the exported async function that drives the page)";
+            return Err(match engine {
+                Some(e) => Traced::at(refuse("engine", what), &e.referenced),
+                None => refuse("engine", what).into(),
+            });
+        };
+        let given = Spanned {
+            value: serde_json::Value::String(function.value.clone()),
+            referenced: function.referenced,
+            defined: function.defined,
+        };
+        let mut names = self.function_names("flowFunction", &given)?;
+        if has_flow {
+            self.warnings.push(format!(
+                "scenario {name}: engine: playwright runs flowFunction {}; its flow is ignored, \
+                 as Artillery ignores it",
+                function.value
+            ));
+        }
+        Ok(UserScenario {
+            name: name.to_string(),
+            behaviour: Behaviour::Flow(vec![Step::Browser(names.remove(0))]),
+            websocket: None,
+        })
+    }
+
     fn finish_scenario(
         &mut self,
         name: &str,

@@ -69,7 +69,13 @@ struct ScenarioFile {
 struct OnceSpec {
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
     flow: Vec<Spanned<StepSpec>>,
+    /// `playwright` for a browser flow (with `flowFunction`); HTTP otherwise.
+    #[serde(default)]
+    engine: Option<Spanned<String>>,
+    #[serde(default, rename = "flowFunction", alias = "testFunction")]
+    flow_function: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -267,6 +273,12 @@ struct ScenarioSpec {
     weight: Option<u32>,
     #[serde(default)]
     flow: Option<Vec<Spanned<StepSpec>>>,
+    /// `engine: playwright`: the processor function that drives the user's page (Artillery
+    /// reads `testFunction` first, then `flowFunction`).
+    #[serde(default)]
+    flow_function: Option<Spanned<String>>,
+    #[serde(default)]
+    test_function: Option<Spanned<String>>,
     /// loadlab's user model: a Markov chain of pages.
     #[serde(default)]
     markov: Option<MarkovSpec>,
@@ -327,7 +339,7 @@ fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
     };
     for s in probe.scenarios.iter().flatten() {
         if let Some(e) = &s.engine {
-            if !matches!(e.value.as_str(), "http" | "ws" | "socketio") {
+            if !matches!(e.value.as_str(), "http" | "ws" | "socketio" | "playwright") {
                 return Err(
                     Traced::at(Refusal::Engine(e.value.clone()), &e.referenced).in_file(path)
                 );
@@ -608,17 +620,19 @@ pub fn from_text(
         Lookup::Resolve => Lookup::Defer,
         other => other,
     };
-    if let Some(e) = &config.engines {
-        return Err(
-            Traced::at(Refusal::Engines, &e.referenced).in_file(script.file_of("engines", path))
-        );
-    }
+    let mut warnings_of_engines = Vec::new();
+    let browser = match &config.engines {
+        Some(e) => browser_settings(e, &mut warnings_of_engines, flags.strict)
+            .map_err(|r| Traced::at(r, &e.referenced).in_file(script.file_of("engines", path)))?,
+        None => None,
+    };
     // As Artillery: each user opens connections of its own, unless `config.http.pool` (or the
     // command line's connection counts) asks for a pool that every user shares. Only scripts
     // whose every request is plain can share one.
     let pool = pool_size(config).map_err(|e| e.in_file(script.file_of("http", path)))?;
     let plain = plain(&script, &phases).filter(|_| pool.is_some() || flags.pooled);
     let mut warnings = ignored(config, path, flags.strict, plain.is_some())?;
+    warnings.append(&mut warnings_of_engines);
     let max_vusers = match &config.phases {
         Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
             .map_err(|e| ScenarioError::invalid(path, e))?,
@@ -634,7 +648,7 @@ pub fn from_text(
             Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
         )
     })?;
-    let processor = processor_of(&script, path, target)?;
+    let processor = processor_of(&script, path, target, browser)?;
     let (endpoints, requests, users) = match plain {
         Some(plain) => {
             let (e, r) = plain_requests(&script.scenarios, &plain, target, lookup)
@@ -732,12 +746,79 @@ pub fn from_text(
     })
 }
 
+/// The settings of Artillery's Playwright engine that loadlab reads.
+const PLAYWRIGHT_KEYS: [&str; 10] = [
+    "launchOptions",
+    "contextOptions",
+    "defaultNavigationTimeout",
+    "defaultTimeout",
+    "aggregateByName",
+    "extendedMetrics",
+    "showAllPageMetrics",
+    "stripQueryString",
+    "normalizeQueryString",
+    "testIdAttribute",
+];
+
+/// `config.engines`: the Playwright engine's settings (what `engine: playwright` scenarios'
+/// browsers are launched with); other engines are refused, settings loadlab does not read are
+/// warned about (refused with `--strict`).
+fn browser_settings(
+    engines: &Spanned<serde_json::Value>,
+    warnings: &mut Vec<String>,
+    strict: bool,
+) -> Result<Option<serde_json::Value>, Refusal> {
+    let key = |what: &str| Refusal::Key {
+        key: "config.engines".into(),
+        what: what.into(),
+    };
+    let serde_json::Value::Object(map) = &engines.value else {
+        return Err(key("takes a map of engine names to their settings"));
+    };
+    let mut browser = None;
+    for (name, settings) in map {
+        if name != "playwright" {
+            return Err(Refusal::Engines(name.clone()));
+        }
+        let settings = match settings {
+            serde_json::Value::Null => serde_json::Value::Object(Default::default()),
+            serde_json::Value::Object(m) => {
+                for k in m.keys().filter(|k| !PLAYWRIGHT_KEYS.contains(&k.as_str())) {
+                    if strict {
+                        return Err(Refusal::Key {
+                            key: format!("config.engines.playwright.{k}"),
+                            what: "loadlab does not read this setting; remove it".into(),
+                        });
+                    }
+                    warnings.push(format!(
+                        "config.engines.playwright.{k}: loadlab does not read this setting; it \
+                         is ignored"
+                    ));
+                }
+                for k in ["launchOptions", "contextOptions"] {
+                    if m.get(k).is_some_and(|v| !v.is_object() && !v.is_null()) {
+                        return Err(Refusal::Key {
+                            key: format!("config.engines.playwright.{k}"),
+                            what: "takes a map of Playwright's options".into(),
+                        });
+                    }
+                }
+                settings.clone()
+            }
+            _ => return Err(key("engines.playwright takes a map of settings")),
+        };
+        browser = Some(settings);
+    }
+    Ok(browser)
+}
+
 /// `config.processor`: its file, resolved against the folder of the file that names it, must
 /// exist; Node.js loads it when the run starts.
 fn processor_of(
     script: &Script,
     path: &Path,
     target: &str,
+    browser: Option<serde_json::Value>,
 ) -> Result<Option<loadlab_run::users::Processor>, ScenarioError> {
     let Some(p) = &script.config.processor else {
         return Ok(None);
@@ -763,6 +844,9 @@ fn processor_of(
     Ok(Some(loadlab_run::users::Processor {
         path: module,
         target: target.to_string(),
+        dir: std::path::absolute(&script.dir).unwrap_or_else(|_| script.dir.clone()),
+        lists: BTreeMap::new(),
+        browser,
     }))
 }
 
@@ -901,7 +985,7 @@ fn user_model(
     target: &str,
     seed: u64,
     (lookup, warnings): (Lookup, &mut Vec<String>),
-    processor: Option<loadlab_run::users::Processor>,
+    mut processor: Option<loadlab_run::users::Processor>,
 ) -> Result<Lowered, Traced> {
     let mut variables = Vec::new();
     let mut flat = Vec::new();
@@ -949,6 +1033,13 @@ fn user_model(
             }
         }
     }
+    // Artillery gives functions a `loadAll` payload as its list of rows.
+    if let Some(p) = processor.as_mut() {
+        p.lists = lists
+            .iter()
+            .map(|(k, rows)| (k.clone(), serde_json::Value::Array(rows.clone())))
+            .collect();
+    }
     let mut defined: std::collections::HashSet<String> =
         variables.iter().map(|(n, _)| n.clone()).collect();
     defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
@@ -973,6 +1064,21 @@ fn user_model(
             return Ok(None);
         };
         let name = spec.name.clone().unwrap_or_else(|| key.to_string());
+        if spec
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.value == "playwright")
+        {
+            return lowering
+                .browser_scenario(
+                    &name,
+                    spec.flow_function.as_ref(),
+                    spec.engine.as_ref(),
+                    !spec.flow.is_empty(),
+                )
+                .within(|| Place::Scenario(name.clone()))
+                .map(|s| Some(Box::new(s)));
+        }
         lowering
             .scenario(&name, Some(&spec.flow), None, &Default::default(), None)
             .within(|| Place::Scenario(name.clone()))
@@ -999,8 +1105,27 @@ fn user_model(
         let engine = match s.engine.as_ref().map(|e| e.value.as_str()) {
             Some("ws") => Some(sockets::Engine::Ws(&ws)),
             Some("socketio") => Some(sockets::Engine::SocketIo(&sio)),
+            Some("playwright") => {
+                let function = s.test_function.as_ref().or(s.flow_function.as_ref());
+                scenarios.push(
+                    lowering
+                        .browser_scenario(name, function, s.engine.as_ref(), s.flow.is_some())
+                        .within(|| Place::Scenario(name.clone()))?,
+                );
+                continue;
+            }
             _ => None,
         };
+        if let Some(f) = s.flow_function.as_ref().or(s.test_function.as_ref()) {
+            return Err(Traced::at(
+                Refusal::Key {
+                    key: "flowFunction".into(),
+                    what: "is a key of engine: playwright scenarios (add engine: playwright)"
+                        .into(),
+                },
+                &f.referenced,
+            ));
+        }
         scenarios.push(
             lowering
                 .scenario(name, s.flow.as_deref(), s.markov.as_ref(), &hooks, engine)
