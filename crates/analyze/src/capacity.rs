@@ -8,12 +8,15 @@
 //!
 //! A step is judged by the requests that arrived in its measured window: they must have been
 //! served (completed, or still in flight as any steady state has λ·W requests), the latency
-//! objective met, and the median steady.
+//! objective met on a 95 % upper bound of its percentile (a step lasts long enough to hold the
+//! requests that bound needs, within the search's time), and the median steady. A search
+//! whose lowest failing step could not hold them stops: no rate met the objective with the
+//! samples it could take.
 
 use serde::Serialize;
 
 use crate::probe::{first_step, step_of, Next, ProbeStep, CYCLES};
-use crate::slo::Slo;
+use crate::slo::{percentile_name, Slo, Violations};
 
 /// Gain under which a doubling of the connections counts as the plateau.
 const PLATEAU_GAIN: f64 = 1.10;
@@ -82,6 +85,10 @@ pub struct RateStep {
     pub requests: u64,
     /// True when the step met the objective in a steady state.
     pub meets: bool,
+    /// True when the step held too few requests to bound the objective's percentile (so it
+    /// could not meet it, whatever its latencies).
+    #[serde(default)]
+    pub undersampled: bool,
     /// Why it did not (empty when it met the objective).
     pub broken: Vec<String>,
 }
@@ -92,12 +99,17 @@ const SERVED: f64 = 0.95;
 const RISING: f64 = 1.25;
 /// Smallest rise that counts, ms (so microsecond jitter on fast services is not a trend).
 const RISING_MS: f64 = 1.0;
+/// Significance of the rank test that a step's medians rise.
+const TREND_ALPHA: f64 = 0.05;
 
-/// True when per-second medians climb through a step: the last third's median is 25 % (and
-/// 1 ms) over the first third's — a queue building, not a steady state.
+/// True when per-second medians climb through a step: they rise in rank order beyond chance
+/// (Mann-Kendall, one-sided, 5 %: for 5 seconds at most one pair out of order) and the last
+/// third's median is 25 % (and 1 ms) over the first third's — a queue building, not a steady
+/// state. The rank test keeps seconds of a few requests of a long-tailed service (whose
+/// medians vary ×3 from second to second) from reading as a trend.
 pub fn rising(p50_per_second: &[f64]) -> bool {
     let n = p50_per_second.len();
-    if n < 2 {
+    if n < 2 || !increasing_beyond_chance(p50_per_second) {
         return false;
     }
     let third = (n / 3).max(1);
@@ -109,6 +121,58 @@ pub fn rising(p50_per_second: &[f64]) -> bool {
     let first = median(&p50_per_second[..third]);
     let last = median(&p50_per_second[n - third..]);
     last > RISING * first + RISING_MS
+}
+
+/// Mann-Kendall's test for an increasing trend at [`TREND_ALPHA`]: S (pairs in order less
+/// pairs out of order) against its distribution under no trend — exact (inversion counts of
+/// random orders) up to 12 values, normal beyond.
+fn increasing_beyond_chance(v: &[f64]) -> bool {
+    let n = v.len();
+    let mut s = 0i64;
+    for i in 0..n {
+        for j in i + 1..n {
+            s += match v[j].partial_cmp(&v[i]) {
+                Some(std::cmp::Ordering::Greater) => 1,
+                Some(std::cmp::Ordering::Less) => -1,
+                _ => 0,
+            };
+        }
+    }
+    if n > 12 {
+        let var = (n * (n - 1) * (2 * n + 5)) as f64 / 18.0;
+        return (s - 1) as f64 / var.sqrt() >= 1.645;
+    }
+    // Orders of n values by their inversions (Mahonian numbers); S = C(n, 2) − 2·inversions.
+    let pairs = n * (n - 1) / 2;
+    let mut ways = vec![1.0f64];
+    for m in 2..=n {
+        let mut next = vec![0.0; ways.len() + m - 1];
+        for (inv, w) in ways.iter().enumerate() {
+            for extra in 0..m {
+                next[inv + extra] += w;
+            }
+        }
+        ways = next;
+    }
+    let total: f64 = ways.iter().sum();
+    // P(S ≥ s) = P(inversions ≤ (pairs − s) / 2).
+    let most = (pairs as i64 - s).div_euclid(2);
+    if most < 0 {
+        return false;
+    }
+    let p: f64 = ways.iter().take(most as usize + 1).sum::<f64>() / total;
+    p <= TREND_ALPHA
+}
+
+/// Whole seconds a rate's measured part lasts: the `min_s` asked for, or, when the objective's
+/// percentile needs `needed` requests for its 95 % bound, long enough to hold them at `rate`
+/// with a tenth to spare.
+pub fn step_seconds(min_s: u64, rate: f64, needed: Option<u64>) -> u64 {
+    let for_bound = needed.map_or(0.0, |n| (1.1 * n as f64 / rate.max(1e-9)).ceil());
+    if for_bound > 1e6 {
+        return 1_000_000;
+    }
+    min_s.max(for_bound as u64)
 }
 
 /// What a rate step's measured window saw.
@@ -141,24 +205,27 @@ impl Window {
     }
 }
 
-/// Judges a measured step against the objective: the bounds it broke, a rising latency, or
-/// arrivals it did not serve.
+/// Judges a measured step against the objective: the bounds it broke (a percentile on its 95 %
+/// upper bound, over the window's completed requests), a rising latency, or arrivals it did
+/// not serve. `p50_per_second` holds each second's median latency.
 pub fn judge(
     slo: &Slo,
     window: &Window,
     latency_at: impl Fn(f64) -> f64,
     error_pct: f64,
     p50_per_second: &[f64],
-) -> Vec<String> {
-    let mut broken = slo.violations(&latency_at, error_pct);
+) -> Violations {
+    let mut v = slo.violations(window.completed, &latency_at, error_pct);
     let (arrived, served) = (window.arrived_rps(), window.served_rps());
     if served < SERVED * arrived {
-        broken.push(format!("served {served:.1} of {arrived:.1} req/s"));
+        v.broken
+            .push(format!("served {served:.1} of {arrived:.1} req/s"));
     }
     if rising(p50_per_second) {
-        broken.push("latency kept rising (a queue was building)".into());
+        v.broken
+            .push("latency kept rising (a queue was building)".into());
     }
-    broken
+    v
 }
 
 /// Bounds of the search.
@@ -175,11 +242,12 @@ pub struct Search {
 }
 
 /// The highest rate that met the objective and the lowest that did not, each below the other
-/// (a passing rate above a failing one is ignored: the service is no better there).
+/// (a passing rate above a failing one is ignored: the service is no better there). A step too
+/// short to bound the objective's percentile neither met nor broke it.
 pub fn bracket(steps: &[RateStep]) -> (Option<f64>, Option<f64>) {
     let hi = steps
         .iter()
-        .filter(|s| !s.meets)
+        .filter(|s| !s.meets && !s.undersampled)
         .map(|s| s.rate_rps)
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.min(r))));
     let lo = steps
@@ -206,10 +274,50 @@ fn descent(steps: &[RateStep], hi: f64) -> f64 {
     (SERVED * served).clamp(0.25, 0.75)
 }
 
+/// Why a search that [`next_rate`] ended stopped, in words.
+pub fn done_because(steps: &[RateStep], slo: &Slo, search: &Search) -> String {
+    if let (Some(last), Some((p, needed))) = (steps.last(), slo.requests_for_a_bound()) {
+        if last.undersampled {
+            let short = format!(
+                "the step at {:.1} req/s held {} requests where a 95 % bound on {} needs \
+                 {needed}, and no time was left for a longer one",
+                last.rate_rps,
+                last.requests,
+                percentile_name(p)
+            );
+            return match bracket(steps).0 {
+                None => format!(
+                    "no rate met the objective with the samples it could take ({short}): give \
+                     the search more --max-time, or aim at a lower percentile"
+                ),
+                Some(lo) => format!("{short}; the capacity is at least {lo:.1} req/s"),
+            };
+        }
+    }
+    match bracket(steps) {
+        (None, Some(_)) => format!(
+            "even the lowest rate tried broke the objective (down to {:.1} req/s)",
+            search.min_rps
+        ),
+        (Some(lo), None) if lo >= search.max_rps => {
+            format!(
+                "the highest rate, {:.1} req/s (--max-rate), met it",
+                search.max_rps
+            )
+        }
+        _ => "bracketed within the tolerance".into(),
+    }
+}
+
 /// The next rate to try, or `None` when the search is done.
 pub fn next_rate(steps: &[RateStep], search: &Search) -> Option<f64> {
-    if steps.is_empty() {
+    let Some(last) = steps.last() else {
         return Some(search.start_rps.clamp(search.min_rps, search.max_rps));
+    };
+    // A step that could not hold the requests its objective needs ran out of the search's
+    // time (it lasts as long as they take): a lower rate needs longer, and no time is left.
+    if last.undersampled {
+        return None;
     }
     let next = match bracket(steps) {
         (Some(lo), None) => {
@@ -256,6 +364,7 @@ mod tests {
             measured_s: 3.0,
             requests: 0,
             meets,
+            undersampled: false,
             broken: Vec::new(),
         }
     }
@@ -333,6 +442,20 @@ mod tests {
             !rising(&[0.05, 0.2, 0.07, 0.3, 0.5, 0.4]),
             "sub-ms jitter is not a trend"
         );
+        // The issue's 12-worker pool at 1.6 req/s: a second or two of exponential draws each,
+        // whose medians vary ×3; two pairs out of order in five seconds happen by chance
+        // 12 % of the time.
+        assert!(!rising(&[120.0, 95.0, 400.0, 380.0, 520.0]));
+        assert!(rising(&[120.0, 95.0, 400.0, 450.0, 520.0]));
+        assert!(increasing_beyond_chance(&[1.0, 2.0, 3.0, 4.0, 5.0]));
+        assert!(!increasing_beyond_chance(&[1.0, 2.0, 3.0]));
+        // Long steps: the normal approximation.
+        let noisy: Vec<f64> = (0..30).map(|i| ((i * 7919) % 13) as f64).collect();
+        assert!(!increasing_beyond_chance(&noisy));
+        let climbing: Vec<f64> = (0..30)
+            .map(|i| i as f64 + ((i * 7919) % 5) as f64)
+            .collect();
+        assert!(increasing_beyond_chance(&climbing));
         let slo = Slo::parse("p99<300ms,errors<1%").unwrap();
         let window = |arrivals, completed, in_flight| Window {
             arrivals,
@@ -346,7 +469,8 @@ mod tests {
             |_| 50.0,
             0.0,
             &[50.0, 50.0, 51.0],
-        );
+        )
+        .broken;
         assert_eq!(broken, vec!["served 80.5 of 100.0 req/s".to_string()]);
         assert!(judge(
             &slo,
@@ -355,6 +479,7 @@ mod tests {
             0.0,
             &[50.0, 50.0, 51.0]
         )
+        .broken
         .is_empty());
     }
 
@@ -362,7 +487,7 @@ mod tests {
     fn a_slow_service_at_a_low_rate_is_served_though_a_request_is_always_in_flight() {
         // The issue's box: 5 workers of 389 ms (12.9 req/s). At 2.6 req/s for 5 s, 13 requests
         // arrive and 12 end in the window: one is always in flight (2.6 × 0.389 = 1.0).
-        let slo = Slo::parse("p99<778ms").unwrap();
+        let slo = Slo::parse("p50<778ms").unwrap();
         let low = Window {
             arrivals: 13,
             completed: 12,
@@ -370,7 +495,9 @@ mod tests {
             in_flight: 2.6 * 0.389,
         };
         assert!((low.served_rps() - 2.6).abs() < 1e-9);
-        assert!(judge(&slo, &low, |_| 389.0, 0.0, &[389.0; 5]).is_empty());
+        assert!(judge(&slo, &low, |_| 389.0, 0.0, &[389.0; 5])
+            .broken
+            .is_empty());
         // At 15 req/s the backlog grows by 2.1 a second: 64 of 75 end in the window.
         let over = Window {
             arrivals: 75,
@@ -384,12 +511,59 @@ mod tests {
             |_| 700.0,
             0.0,
             &[810.0, 970.0, 1150.0, 1320.0, 1480.0],
-        );
+        )
+        .broken;
         assert!(
             broken.iter().any(|b| b.starts_with("served 14.0 of 15.0")),
             "{broken:?}"
         );
         assert!(broken.iter().any(|b| b.contains("rising")), "{broken:?}");
+    }
+
+    #[test]
+    fn a_step_lasts_long_enough_to_bound_the_percentile_and_a_short_one_ends_the_search() {
+        // p99 needs 299 requests: at 100 req/s 5 s hold them (with a tenth to spare, 3.3 s);
+        // at 20 req/s the step lasts 17 s.
+        assert_eq!(step_seconds(5, 100.0, Some(299)), 5);
+        assert_eq!(step_seconds(5, 20.0, Some(299)), 17);
+        assert_eq!(step_seconds(5, 20.0, None), 5);
+        let slo = Slo::parse("p99<300ms").unwrap();
+        let search = Search {
+            start_rps: 50.0,
+            min_rps: 0.1,
+            max_rps: 1000.0,
+            tolerance: 0.05,
+        };
+        // A step at 50 req/s broke the bound; the next, at a quarter, could not hold 299
+        // requests in the time left: it neither met nor broke the objective, and the search
+        // stops and says why.
+        let mut first = step(50.0, 10.0);
+        first.requests = 500;
+        let mut short = step(12.5, 10.0);
+        (short.requests, short.undersampled) = (150, true);
+        let steps = vec![first, short];
+        assert_eq!(next_rate(&steps, &search), None);
+        assert_eq!(bracket(&steps), (None, Some(50.0)));
+        let why = done_because(&steps, &slo, &search);
+        assert!(
+            why.starts_with("no rate met the objective with the samples it could take")
+                && why.contains("needs 299")
+                && why.contains("held 150"),
+            "{why}"
+        );
+        // With a passing rate below, the capacity is at least that.
+        let mut low = step(10.0, 10.0);
+        low.requests = 400;
+        let mut short = step(20.0, 10.0);
+        (short.requests, short.undersampled) = (200, true);
+        let steps = vec![low, short];
+        assert_eq!(bracket(&steps), (Some(10.0), None));
+        assert_eq!(next_rate(&steps, &search), None);
+        let why = done_because(&steps, &slo, &search);
+        assert!(
+            why.ends_with("the capacity is at least 10.0 req/s"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -33,6 +33,71 @@ pub struct Slo {
     pub bounds: Vec<Bound>,
 }
 
+/// How a step stands against an objective's bounds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Violations {
+    /// The bounds it broke, in words; empty when it met them all.
+    pub broken: Vec<String>,
+    /// A percentile bound the step could not judge: it held fewer requests than a 95 % upper
+    /// bound on that percentile needs (the percentile, the requests needed).
+    pub undersampled: Option<(f64, u64)>,
+}
+
+/// Confidence with which a step's latency bound holds the true percentile.
+const BOUND_CONFIDENCE: f64 = 0.95;
+
+/// The ranks (1-based, among `n` sorted latencies) whose latencies bound the `p`-th quantile
+/// (0 < p < 1) with 95 % confidence from below and from above: the largest j with
+/// P(X_(j) ≤ q_p) ≥ 0.95 and the smallest k with P(X_(k) ≥ q_p) ≥ 0.95. Fewer than k of n
+/// requests fall under q_p with probability P(Bin(n, p) ≤ k − 1), and at least j do with
+/// P(Bin(n, p) ≥ j). Either is `None` when n is too small for it (k: n < ln 0.05 / ln p, 299
+/// for p99).
+pub fn bound_ranks(n: u64, p: f64) -> (Option<u64>, Option<u64>) {
+    if n == 0 || !(0.0..1.0).contains(&p) || p <= 0.0 {
+        return (None, None);
+    }
+    let alpha = 1.0 - BOUND_CONFIDENCE;
+    let nf = n as f64;
+    // Y = n − X ~ Bin(n, 1 − p) counts the requests above the quantile: P(X ≥ r) =
+    // P(Y ≤ n − r). Its distribution is summed up from P(Y = 0) = pⁿ, which underflows past
+    // e^-700; there n p (1 − p) is large and the normal approximation is exact enough.
+    if nf * -p.ln() > 700.0 {
+        let (mean, sd) = (nf * p, (nf * p * (1.0 - p)).sqrt());
+        let upper = ((mean + 1.645 * sd + 0.5).ceil() as u64).min(n);
+        let lower = (mean - 1.645 * sd - 0.5).floor().max(0.0) as u64;
+        return ((lower >= 1).then_some(lower), Some(upper));
+    }
+    let ratio = (1.0 - p) / p;
+    let mut pmf = p.powf(nf);
+    let mut cdf = pmf;
+    let mut upper = None;
+    let mut lower = None;
+    let mut m = 0u64;
+    loop {
+        // P(Y ≤ m) ≤ α: rank n − m is an upper bound (the smallest such rank is wanted,
+        // so the largest such m).
+        if cdf <= alpha {
+            upper = Some(n - m);
+        }
+        if cdf >= 1.0 - alpha {
+            lower = (m < n).then_some(n - m);
+            break;
+        }
+        if m == n {
+            break;
+        }
+        pmf *= (n - m) as f64 / (m + 1) as f64 * ratio;
+        cdf += pmf;
+        m += 1;
+    }
+    (lower, upper)
+}
+
+/// The rank whose latency is a 95 % upper bound of the `p`-th quantile (see [`bound_ranks`]).
+pub fn bound_rank(n: u64, p: f64) -> Option<u64> {
+    bound_ranks(n, p).1
+}
+
 /// An objective that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("SLO {text:?}: {reason}; write it like 'p99<300ms,errors<1%'")]
@@ -55,8 +120,7 @@ impl Slo {
                 _ => None,
             })
             .reduce(f64::max)?;
-        let n = (0.05_f64.ln() / (p / 100.0).ln()).ceil();
-        Some((p, n.max(1.0) as u64))
+        Some((p, requests_for(p)))
     }
 
     /// Parses `p50<100ms,p99<1s,errors<0.5%` with the thresholds' syntax
@@ -95,23 +159,67 @@ impl Slo {
         })
     }
 
-    /// The bounds a step broke, in words; empty when it met them all. `latency_at` gives the
-    /// step's latency at a percentile (0–100), in ms.
-    pub fn violations(&self, latency_at: impl Fn(f64) -> f64, error_pct: f64) -> Vec<String> {
-        self.bounds
-            .iter()
-            .filter_map(|b| match *b {
+    /// How a step of `n` requests stands: the bounds it broke, in words. `latency_at` gives the
+    /// step's latency at a percentile (0–100), in ms. A percentile bound is judged on a 95 %
+    /// upper bound of that percentile (the latency at [`bound_rank`]), never on the point
+    /// estimate a few requests can pass by luck; a step too short to have that bound breaks it
+    /// as `undersampled`.
+    pub fn violations(
+        &self,
+        n: u64,
+        latency_at: impl Fn(f64) -> f64,
+        error_pct: f64,
+    ) -> Violations {
+        let mut out = Violations::default();
+        for b in &self.bounds {
+            match *b {
+                Bound::Latency { percentile, max_ms } if percentile < 100.0 => {
+                    let name = percentile_name(percentile);
+                    let at_rank = |r: u64| latency_at(100.0 * r as f64 / n as f64);
+                    match bound_ranks(n, percentile / 100.0) {
+                        (_, Some(k)) => {
+                            let got = at_rank(k);
+                            if got >= max_ms {
+                                out.broken.push(format!(
+                                    "{name} {got:.1} ms (95 % upper bound) ≥ {max_ms} ms"
+                                ));
+                            }
+                        }
+                        // Too few to show the percentile is under the bound, but enough to
+                        // show it is over: a 95 % lower bound already breaks it.
+                        (Some(j), None) if at_rank(j) >= max_ms => {
+                            out.broken.push(format!(
+                                "{name} {:.1} ms (95 % lower bound) ≥ {max_ms} ms",
+                                at_rank(j)
+                            ));
+                        }
+                        (_, None) => {
+                            let needed = requests_for(percentile);
+                            out.broken.push(format!(
+                                "{n} requests cannot bound {name}: a 95 % bound needs {needed}"
+                            ));
+                            out.undersampled = Some((percentile, needed));
+                        }
+                    }
+                }
                 Bound::Latency { percentile, max_ms } => {
                     let got = latency_at(percentile);
-                    (got >= max_ms).then(|| {
-                        format!("{} {got:.1} ms ≥ {max_ms} ms", percentile_name(percentile))
-                    })
+                    if got >= max_ms {
+                        out.broken.push(format!(
+                            "{} {got:.1} ms ≥ {max_ms} ms",
+                            percentile_name(percentile)
+                        ));
+                    }
                 }
                 Bound::Errors { max_pct } => {
-                    (error_pct >= max_pct).then(|| format!("errors {error_pct:.2} % ≥ {max_pct} %"))
+                    if error_pct >= max_pct {
+                        out.broken
+                            .push(format!("errors {error_pct:.2} % ≥ {max_pct} %"));
+                    }
                 }
-            })
-            .collect()
+            }
+        }
+        out
     }
 }
 
@@ -119,6 +227,13 @@ impl fmt::Display for Slo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
     }
+}
+
+/// The fewest requests whose largest latency is a 95 % upper bound of percentile `p` (0–100):
+/// the smallest n with 1 − (p/100)ⁿ ≥ 0.95.
+fn requests_for(p: f64) -> u64 {
+    let n = ((1.0 - BOUND_CONFIDENCE).ln() / (p / 100.0).ln()).ceil();
+    n.max(1.0) as u64
 }
 
 /// `p99`, `p99.9`, `max`.
@@ -173,9 +288,87 @@ mod tests {
     #[test]
     fn violations_name_the_broken_bounds() {
         let s = Slo::parse("p99<300ms,errors<1%").unwrap();
-        assert!(s.violations(|_| 120.0, 0.0).is_empty());
-        let v = s.violations(|p| if p >= 99.0 { 450.0 } else { 100.0 }, 2.5);
-        assert_eq!(v.len(), 2, "{v:?}");
-        assert!(v[0].starts_with("p99 450.0 ms"));
+        assert_eq!(s.violations(1000, |_| 120.0, 0.0), Violations::default());
+        let v = s.violations(1000, |p| if p >= 99.0 { 450.0 } else { 100.0 }, 2.5);
+        assert_eq!(v.broken.len(), 2, "{v:?}");
+        assert!(v.broken[0].starts_with("p99 450.0 ms (95 % upper bound)"));
+        assert_eq!(v.undersampled, None);
+    }
+
+    #[test]
+    fn a_percentile_is_judged_on_its_upper_bound_and_never_on_too_few_requests() {
+        let s = Slo::parse("p99<300ms").unwrap();
+        // 298 requests cannot bound p99, however fast they were.
+        let v = s.violations(298, |_| 1.0, 0.0);
+        assert_eq!(v.undersampled, Some((99.0, 299)), "{v:?}");
+        assert!(
+            v.broken[0].contains("298 requests cannot bound p99"),
+            "{v:?}"
+        );
+        // 299 can: the bound is their largest latency.
+        assert_eq!(bound_rank(299, 0.99), Some(299));
+        let v = s.violations(299, |p| if p >= 100.0 { 350.0 } else { 100.0 }, 0.0);
+        assert!(v.broken[0].starts_with("p99 350.0 ms"), "{v:?}");
+        // With many requests the bound is a little above the point estimate: for 10,000, the
+        // 9,916th (9,900 + 1.645 sd + continuity; sd ≈ 9.95).
+        let k = bound_rank(10_000, 0.99).unwrap();
+        assert!((9_915..=9_918).contains(&k), "{k}");
+    }
+
+    #[test]
+    fn the_bound_rank_holds_its_confidence() {
+        // Exact check: P(Bin(n, p) ≥ k) ≤ 5 % < P(Bin(n, p) ≥ k − 1), summed directly.
+        let tail = |n: u64, p: f64, k: u64| -> f64 {
+            let mut pmf = vec![0.0f64; n as usize + 1];
+            pmf[0] = 1.0;
+            for _ in 0..n {
+                for j in (1..pmf.len()).rev() {
+                    pmf[j] = pmf[j] * (1.0 - p) + pmf[j - 1] * p;
+                }
+                pmf[0] *= 1.0 - p;
+            }
+            pmf[k as usize..].iter().sum()
+        };
+        for (n, p) in [
+            (299, 0.99),
+            (400, 0.99),
+            (59, 0.95),
+            (200, 0.95),
+            (29, 0.9),
+            (50, 0.5),
+        ] {
+            let k = bound_rank(n, p).unwrap();
+            assert!(tail(n, p, k) <= 0.05 + 1e-12, "{n} {p} {k}");
+            if k > 1 {
+                assert!(tail(n, p, k - 1) > 0.05, "{n} {p} {k}");
+            }
+        }
+        assert_eq!(bound_rank(58, 0.95), None);
+        assert_eq!(bound_rank(28, 0.9), None);
+        // The lower bound: P(Bin(n, p) ≥ j) ≥ 95 % > P(Bin(n, p) ≥ j + 1).
+        for (n, p) in [
+            (120, 0.99),
+            (299, 0.99),
+            (59, 0.95),
+            (50, 0.5),
+            (2_000, 0.99),
+        ] {
+            let j = bound_ranks(n, p).0.unwrap();
+            assert!(tail(n, p, j) >= 0.95 - 1e-12, "{n} {p} {j}");
+            assert!(tail(n, p, j + 1) < 0.95, "{n} {p} {j}");
+        }
+        // Two requests: both under the median only a quarter of the time, under p99 98 %.
+        assert_eq!(bound_ranks(2, 0.5).0, None);
+        assert_eq!(bound_ranks(2, 0.99).0, Some(2));
+    }
+
+    #[test]
+    fn too_few_requests_still_show_a_percentile_over_its_bound() {
+        // 120 requests of a service whose every request takes 100 ms: p99 < 50 ms is broken
+        // on its lower bound, not undecided.
+        let s = Slo::parse("p99<50ms").unwrap();
+        let v = s.violations(120, |_| 100.0, 0.0);
+        assert_eq!(v.undersampled, None, "{v:?}");
+        assert!(v.broken[0].contains("(95 % lower bound)"), "{v:?}");
     }
 }

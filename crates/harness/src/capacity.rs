@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use loadlab_analyze::capacity::{
-    bracket, judge, next_rate, plateau_rps, plateau_step, RateStep, Search, Window,
+    bracket, done_because, judge, next_rate, plateau_rps, plateau_step, step_seconds, RateStep,
+    Search, Window,
 };
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
@@ -29,7 +30,8 @@ pub struct CapacitySearch {
     pub tolerance: f64,
     /// Each rate's warm-up, discarded (whole seconds).
     pub warmup: Duration,
-    /// Each rate's measured part (whole seconds).
+    /// Each rate's shortest measured part (whole seconds); a step lasts longer when the
+    /// objective's percentile needs more requests for its 95 % bound.
     pub measured: Duration,
     /// Longest the whole search may take; the climb takes at most a third of it.
     pub max_time: Duration,
@@ -67,6 +69,9 @@ pub struct Plateau {
     pub rps: f64,
     /// Connections of the climb's last step.
     pub connections: usize,
+    /// Mean latency of the climb's one-connection step, ms: a request's time alone, over
+    /// many requests.
+    pub alone_ms: f64,
     /// How long the climb took, seconds.
     pub seconds: f64,
 }
@@ -132,6 +137,10 @@ pub fn capacity(
         None => climb(target, base_ms, search, stop)?,
     };
     on_progress(Progress::Climbed(plateau.as_ref()));
+    // A request's time alone: the one-connection step's mean when the climb ran (one
+    // request's latency is a single draw, far off the mean when times vary).
+    let base_ms = plateau.as_ref().map_or(base_ms, |p| p.alone_ms);
+    let needed = search.slo.requests_for_a_bound().map(|(_, n)| n);
     // Without a plateau (the climb failed at once), one connection's rate: any service serves
     // that much.
     let bounds = Search {
@@ -148,18 +157,25 @@ pub fn capacity(
     let mut runs: Vec<(RunData, Summary)> = Vec::new();
     let reason = loop {
         let Some(rate) = next_rate(&steps, &bounds) else {
-            break "bracketed within the tolerance".to_string();
+            break done_because(&steps, &search.slo, &bounds);
         };
-        if started.elapsed() + search.warmup + search.measured > search.max_time {
+        let left = search
+            .max_time
+            .saturating_sub(started.elapsed() + search.warmup);
+        if left < search.measured {
             break format!(
                 "the search's time ({:.0} s) is up",
                 search.max_time.as_secs_f64()
             );
         }
+        // Long enough for the objective's percentile, within the time left.
+        let measured = Duration::from_secs(
+            step_seconds(search.measured.as_secs(), rate, needed).min(left.as_secs()),
+        );
         if !steps.is_empty() {
             drain(target, base_ms, stop)?;
         }
-        let Some((step, run)) = rate_step(target, rate, base_ms, search, stop)? else {
+        let Some((step, run)) = rate_step(target, rate, base_ms, measured, search, stop)? else {
             break "interrupted".to_string();
         };
         on_progress(Progress::Step(&step));
@@ -201,9 +217,11 @@ fn climb(
         let (step, _, _) = closed_step(target, concurrency, (requests, max_duration), stop, &[])?;
         steps.push(step);
     }
+    let alone_ms = steps.first().map_or(base_ms, |s| s.mean_ms);
     Ok(plateau_rps(&steps).map(|rps| Plateau {
         rps,
         connections: steps.last().map_or(0, |s| s.concurrency),
+        alone_ms,
         seconds: started.elapsed().as_secs_f64(),
     }))
 }
@@ -217,12 +235,13 @@ fn climb(
 /// connections give.
 const STEP_CONNECTIONS: usize = 16;
 
-/// Runs `rate` for the warm-up and then the measured part, and judges the measured part;
+/// Runs `rate` for the warm-up and then the `measured` part, and judges the measured part;
 /// `None` when Ctrl-C stopped it.
 fn rate_step(
     target: &UrlTarget,
     rate: f64,
     base_ms: f64,
+    measured: Duration,
     search: &CapacitySearch,
     stop: &StopSignal,
 ) -> Result<Option<(RateStep, (RunData, Summary))>> {
@@ -231,7 +250,7 @@ fn rate_step(
         Model::open_phases(
             vec![
                 RatePhase::constant("warm-up", rate, Some(search.warmup)),
-                RatePhase::constant("measured", rate, Some(search.measured)),
+                RatePhase::constant("measured", rate, Some(measured)),
             ],
             STEP_CONNECTIONS.min(search.max_connections),
             search.max_connections,
@@ -243,13 +262,20 @@ fn rate_step(
     if stop.is_stopped() {
         return Ok(None);
     }
-    let step = measured(&run, rate, base_ms, search);
+    let step = judged(&run, rate, base_ms, measured, search);
     Ok(Some((step, (run, summary))))
 }
 
-/// The measured part (the run's second phase) of a rate's run, judged against the objective:
-/// its latency, errors, the arrivals it served and whether its median kept rising.
-fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> RateStep {
+/// The measured part (the run's second phase, `measured` long) of a rate's run, judged against
+/// the objective: its latency, errors, the arrivals it served and whether its median kept
+/// rising.
+fn judged(
+    run: &RunData,
+    rate: f64,
+    base_ms: f64,
+    measured_for: Duration,
+    search: &CapacitySearch,
+) -> RateStep {
     let measured = &run.phases[1];
     let h = &measured.totals.latency;
     let at = |p: f64| {
@@ -260,7 +286,7 @@ fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> 
         }
     };
     let c = &measured.totals.counts;
-    let secs = search.measured.as_secs_f64();
+    let secs = measured_for.as_secs_f64();
     let errors = if c.completed == 0 {
         100.0
     } else {
@@ -290,7 +316,8 @@ fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> 
     } else {
         100.0 * c.refused as f64 / c.completed as f64
     };
-    let mut broken = judge(&search.slo, &window, at, errors, &per_second);
+    let verdict = judge(&search.slo, &window, at, errors, &per_second);
+    let mut broken = verdict.broken;
     if refused_pct >= 5.0 {
         let answered = c.completed.saturating_sub(c.refused) as f64 / secs;
         broken.insert(
@@ -314,6 +341,7 @@ fn measured(run: &RunData, rate: f64, base_ms: f64, search: &CapacitySearch) -> 
         measured_s: secs,
         requests: c.completed,
         meets: broken.is_empty(),
+        undersampled: verdict.undersampled.is_some(),
         broken,
     }
 }

@@ -51,20 +51,16 @@ pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec
             hi.map_or(String::new(), |h| format!("; it broke at {h:.1} req/s")),
         ),
         (None, Some(hi)) => format!("\n  capacity     none: even {hi:.1} req/s broke {slo}"),
-        (None, None) => "\n  capacity     unknown: no rate was measured".to_string(),
+        (None, None) => match steps.last() {
+            Some(s) if s.undersampled => format!(
+                "\n  capacity     unknown: no rate met {slo} with the samples it could take (at \
+                 {:.1} req/s the step held {} requests)",
+                s.rate_rps, s.requests
+            ),
+            _ => "\n  capacity     unknown: no rate was measured".to_string(),
+        },
     };
     let mut lines = vec![format!("  stopped: {stopped_because}"), capacity];
-    // A capacity whose percentile rests on fewer requests than a 95 % bound on it needs.
-    if let (Some(step), Some((p, needed))) = (at_lo, slo.requests_for_a_bound()) {
-        if step.requests < needed {
-            lines.push(format!(
-                "  samples      its {} rests on {} requests; a 95 % bound on it needs {needed} \
-                 (a longer --step gives them): read it as an estimate",
-                loadlab_analyze::slo::percentile_name(p),
-                step.requests
-            ));
-        }
-    }
     // A rate limiter: the steps it refused a share of, and what it answered there.
     let limited: Vec<&RateStep> = steps.iter().filter(|s| s.refused_pct >= 5.0).collect();
     if let Some(lowest) = limited.iter().map(|s| s.rate_rps).reduce(f64::min) {
@@ -98,6 +94,7 @@ mod tests {
             measured_s: 5.0,
             requests: (rate * 5.0) as u64,
             meets,
+            undersampled: false,
             broken: if meets {
                 Vec::new()
             } else {
@@ -125,14 +122,16 @@ mod tests {
     }
 
     #[test]
-    fn a_capacity_whose_percentile_rests_on_few_requests_says_so() {
+    fn a_search_whose_steps_could_not_bound_the_percentile_finds_no_capacity() {
         // 13 req/s for 5 s: 65 requests, where a 95 % bound on p99 needs 299.
         let slo = Slo::parse("p99<5ms").unwrap();
-        let lines = result_lines(&[step(13.0, true)], &slo, "bracketed within the tolerance");
+        let mut short = step(13.0, false);
+        short.undersampled = true;
+        let lines = result_lines(&[short], &slo, "no rate met the objective");
         assert_eq!(
-            lines[2],
-            "  samples      its p99 rests on 65 requests; a 95 % bound on it needs 299 (a longer \
-             --step gives them): read it as an estimate"
+            lines[1],
+            "\n  capacity     unknown: no rate met p99<5ms with the samples it could take (at 13.0 \
+             req/s the step held 65 requests)"
         );
     }
 }
