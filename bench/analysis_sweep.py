@@ -19,7 +19,7 @@ exact, or within 1 for "close"), contended services (kind contended, peak concur
 20 %, peak throughput within 10 %), token buckets (kind rate_limited, the rate within 5 %) and
 two tiers (the binding tier's rate within 10 %). Counts exact / close / wrong per shape.
 
-Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--jitter | --shapes]
+Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--jitter | --shapes [--only exp,lognormal]]
        [--binary target/release/loadlab]
 Minutes, not seconds: this belongs in bench/, not in the tests.
 """
@@ -75,6 +75,9 @@ def main():
     ap.add_argument("--shapes", action="store_true",
                     help="probe Python boxes of every shape of shapebox.py instead")
     ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "loadlab"))
+    ap.add_argument("--only", default="",
+                    help="with --shapes: a comma-separated list of the shapes to run "
+                         "(exp, lognormal, contended, bucket, tiers)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     rows, lines = [], []
@@ -153,6 +156,8 @@ def shape_sweep(a, rng, say, rows, lines):
     """The probe on boxes of each shape; 0 when every kind is right and its figure close."""
     box = ROOT / "crates" / "cli" / "tests" / "fixtures" / "shapebox.py"
     shapes = ["exp", "lognormal", "contended", "bucket", "tiers"]
+    if a.only:
+        shapes = [s for s in shapes if s in a.only.split(",")]
     say(f"# analysis sweep, shapes: {a.boxes} random boxes of each of {', '.join(shapes)}, "
         f"seed {a.seed}\n")
     say("| shape | box | want | probe kind | probe figure | verdict | probe s |")
@@ -165,7 +170,8 @@ def shape_sweep(a, rng, say, rows, lines):
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             try:
                 port = int(server.stdout.readline())
-                probe, probe_s = run_json([a.binary, "probe", f"http://127.0.0.1:{port}/"], 200)
+                # The probe's own budget: 60 s, or 5 min for widely varying times.
+                probe, probe_s = run_json([a.binary, "probe", f"http://127.0.0.1:{port}/"], 420)
             finally:
                 server.terminate()
                 server.wait(timeout=10)

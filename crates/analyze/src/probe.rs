@@ -71,6 +71,10 @@ pub struct ProbeLimits {
     pub max_concurrency: usize,
     /// Time the whole probe may take.
     pub max_time: Duration,
+    /// Time it may take when the service's times vary widely (one connection's coefficient
+    /// of variation [`WIDE_SPREAD`] or more): a worker count exact to one then needs thousands
+    /// of requests on either side of the knee (see [`requests_for_exact_workers`]).
+    pub max_time_varied: Duration,
     /// Stop when a step's median latency passes this.
     pub max_latency_ms: f64,
     /// Stop when a step's errors pass this percentage.
@@ -82,6 +86,7 @@ impl Default for ProbeLimits {
         ProbeLimits {
             max_concurrency: 64,
             max_time: Duration::from_secs(60),
+            max_time_varied: Duration::from_secs(300),
             max_latency_ms: 10_000.0,
             max_error_pct: 1.0,
         }
@@ -154,17 +159,16 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
     if climb.first().is_none_or(|s| s.requests == 0) {
         return Next::Stop(stopped);
     }
-    let sorted: Vec<&ProbeStep> = by_concurrency(steps)
-        .into_iter()
-        .filter(|s| s.requests > 0)
-        .collect();
+    let merged = by_concurrency(steps);
+    let sorted: Vec<&ProbeStep> = merged.iter().filter(|s| s.requests > 0).collect();
     let k = knee(&sorted);
     let top = sorted.last().map_or(1, |s| s.concurrency);
+    let budget = budget(steps, limits);
     let Some(concurrency) = [k, k + 1]
         .into_iter()
         .find(|c| *c <= top && sorted.iter().all(|s| s.concurrency != *c))
     else {
-        return Next::Stop(stopped);
+        return refine(&sorted, elapsed, budget).unwrap_or(Next::Stop(stopped));
     };
     // The step above it bounds its latency.
     let expected_ms = sorted
@@ -174,12 +178,98 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
         .map_or(1.0, |s| s.mean_ms);
     let run = step_of(concurrency, expected_ms, cycles(&climb).max(CYCLES * 2.0));
     match run {
-        Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
+        Next::Run { duration, .. } if elapsed + duration > budget => Next::Stop(format!(
             "{stopped}; no time left to measure {concurrency} connections, next to the {k} \
              workers the steps suggest"
         )),
         run => run,
     }
+}
+
+/// One connection's coefficient of variation from which the service's times count as widely
+/// spread (exponential times have 1), and the probe may take [`ProbeLimits::max_time_varied`].
+pub const WIDE_SPREAD: f64 = 0.5;
+
+/// The spread of one connection's latencies (stdev over mean) at its last measure, once
+/// measured.
+fn spread<'a>(steps: impl IntoIterator<Item = &'a ProbeStep>) -> Option<f64> {
+    steps
+        .into_iter()
+        .filter(|s| s.concurrency == 1 && s.requests >= 2 && s.stdev_ms > 0.0)
+        .last()
+        .map(|s| s.stdev_ms / s.mean_ms.max(1e-3))
+}
+
+/// The time the probe may take, given what it has measured: longer for a service whose times
+/// vary widely.
+fn budget(steps: &[ProbeStep], limits: &ProbeLimits) -> Duration {
+    if spread(steps).is_some_and(|cv| cv >= WIDE_SPREAD) {
+        limits.max_time_varied.max(limits.max_time)
+    } else {
+        limits.max_time
+    }
+}
+
+/// Requests needed on each side of the knee for a worker count `k` exact to one with 90 %
+/// confidence, when one request's time has coefficient of variation `cv`. The count is X·S:
+/// the plateau's throughput (K/S, read from requests past the knee) times the service time
+/// (read from requests before it), each a mean with relative error cv/√n; K̂ rounds to K when
+/// it is within ½, so cv·√(2/n) ≤ ½ / (1.645 K): n = 2 (1.645 cv K / ½)². For exponential
+/// times and K = 12, 3,117 requests a side.
+pub fn requests_for_exact_workers(k: usize, cv: f64) -> u64 {
+    (2.0 * (1.645 * cv * k as f64 / 0.5).powi(2)).ceil() as u64
+}
+
+/// Longest step measuring more requests on one side of the knee.
+const MAX_REFINE_STEP: Duration = Duration::from_secs(30);
+
+/// A step that adds requests on the side of the knee that has fewer than
+/// [`requests_for_exact_workers`] needs, for a service whose times vary widely and whose
+/// plateau the climb reached: below the knee band (all connections served at once, so their
+/// latencies are the service time) or at twice its top (all workers busy, so the throughput is
+/// K/S). `None` when both sides have enough, or the time left cannot hold a step.
+fn refine(sorted: &[&ProbeStep], elapsed: Duration, budget: Duration) -> Option<Next> {
+    let cv = spread(sorted.iter().copied()).filter(|cv| *cv >= WIDE_SPREAD)?;
+    let k = knee(sorted);
+    let top = sorted.last()?.concurrency;
+    if k >= top {
+        return None;
+    }
+    let (lo, hi) = knee_band(sorted);
+    let needed = requests_for_exact_workers(hi, cv);
+    let (s_ms, _) = pool_model(sorted, k as f64);
+    let below: u64 = sorted
+        .iter()
+        .filter(|s| s.concurrency < lo)
+        .map(|s| s.requests)
+        .sum();
+    let above: u64 = sorted
+        .iter()
+        .filter(|s| s.concurrency >= 2 * hi)
+        .map(|s| s.requests)
+        .sum();
+    // Below: the most connections sure to be served at once; above: twice the band's top.
+    let (concurrency, missing, per_s) = if below < needed && lo > 1 {
+        let c = lo - 1;
+        (c, needed - below, c as f64 * 1000.0 / s_ms)
+    } else if above < needed {
+        (2 * hi, needed - above, k as f64 * 1000.0 / s_ms)
+    } else {
+        return None;
+    };
+    let left = budget.saturating_sub(elapsed);
+    let duration = Duration::from_secs_f64(missing as f64 / per_s.max(1e-9))
+        .clamp(MIN_STEP, MAX_REFINE_STEP)
+        .min(left);
+    if duration < MIN_STEP {
+        return None;
+    }
+    Some(Next::Run {
+        concurrency,
+        requests: Some((per_s * duration.as_secs_f64()).ceil().max(1.0) as u64),
+        duration,
+        max_duration: duration * 2 + MIN_STEP,
+    })
 }
 
 /// Requests the service time is measured on, at one connection: the median and mean of a
@@ -211,7 +301,7 @@ fn measure_alone_again(
         Duration::from_secs_f64(MIN_ALONE as f64 * first.mean_ms / 1000.0)
     };
     let duration = expected.clamp(MIN_STEP, MAX_STEP);
-    (elapsed + duration <= limits.max_time).then_some(Next::Run {
+    (elapsed + duration <= budget(steps, limits)).then_some(Next::Run {
         concurrency: 1,
         requests: Some(MIN_ALONE),
         duration,
@@ -243,12 +333,55 @@ fn stepped_back(steps: &[ProbeStep]) -> bool {
     })
 }
 
-/// The steps sorted by concurrency (the last measure of a concurrency tried twice).
-fn by_concurrency(steps: &[ProbeStep]) -> Vec<&ProbeStep> {
-    let mut sorted: Vec<&ProbeStep> = steps.iter().rev().collect();
+/// The steps sorted by concurrency, the measures of a concurrency tried more than once merged
+/// into one (see [`merge`]).
+fn by_concurrency(steps: &[ProbeStep]) -> Vec<ProbeStep> {
+    let mut sorted: Vec<&ProbeStep> = steps.iter().collect();
     sorted.sort_by_key(|s| s.concurrency);
-    sorted.dedup_by_key(|s| s.concurrency);
-    sorted
+    let mut out: Vec<ProbeStep> = Vec::new();
+    for s in sorted {
+        match out.last_mut() {
+            Some(last) if last.concurrency == s.concurrency => *last = merge(last, s),
+            _ => out.push(s.clone()),
+        }
+    }
+    out
+}
+
+/// Two measures of one concurrency as one: requests summed; means, spreads and error shares
+/// weighted by requests; rates over both steps' time; percentiles and CPU of the measure with
+/// more requests (a step that completed none adds nothing).
+fn merge(a: &ProbeStep, b: &ProbeStep) -> ProbeStep {
+    let (na, nb) = (a.requests as f64, b.requests as f64);
+    if na == 0.0 || nb == 0.0 {
+        return if nb > na { b.clone() } else { a.clone() };
+    }
+    let n = na + nb;
+    let mean = (na * a.mean_ms + nb * b.mean_ms) / n;
+    // The pooled variance: each step's around its own mean, plus their means' spread.
+    let var = (na * (a.stdev_ms.powi(2) + (a.mean_ms - mean).powi(2))
+        + nb * (b.stdev_ms.powi(2) + (b.mean_ms - mean).powi(2)))
+        / n;
+    let secs = |s: &ProbeStep, n: f64| n / s.throughput_rps.max(1e-9);
+    let time = secs(a, na) + secs(b, nb);
+    let more = if nb > na { b } else { a };
+    ProbeStep {
+        concurrency: a.concurrency,
+        throughput_rps: n / time,
+        refused_rps: (a.refused_rps * secs(a, na) + b.refused_rps * secs(b, nb)) / time,
+        p50_ms: more.p50_ms,
+        p99_ms: more.p99_ms,
+        mean_ms: mean,
+        stdev_ms: if a.stdev_ms > 0.0 && b.stdev_ms > 0.0 {
+            var.sqrt()
+        } else {
+            more.stdev_ms
+        },
+        requests: a.requests + b.requests,
+        error_pct: (na * a.error_pct + nb * b.error_pct) / n,
+        server_cpu_pct: more.server_cpu_pct,
+        server_cpu_wait_pct: more.server_cpu_wait_pct,
+    }
 }
 
 /// Why a step ends the probe: too many errors, nothing completed, or the median over its bound.
@@ -326,10 +459,12 @@ fn climb_next(climb: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> N
         )
     };
     match run {
-        Next::Run { duration, .. } if elapsed + duration > limits.max_time => Next::Stop(format!(
-            "the probe's time ({:.0} s) is up",
-            limits.max_time.as_secs_f64()
-        )),
+        Next::Run { duration, .. } if elapsed + duration > budget(climb, limits) => {
+            Next::Stop(format!(
+                "the probe's time ({:.0} s) is up",
+                budget(climb, limits).as_secs_f64()
+            ))
+        }
         run => run,
     }
 }
@@ -637,10 +772,8 @@ fn mean_interval(step: &ProbeStep) -> Option<[f64; 2]> {
 
 /// What the steps say. `None` without a step at concurrency 1.
 pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
-    let sorted: Vec<&ProbeStep> = by_concurrency(steps)
-        .into_iter()
-        .filter(|s| s.requests > 0)
-        .collect();
+    let merged = by_concurrency(steps);
+    let sorted: Vec<&ProbeStep> = merged.iter().filter(|s| s.requests > 0).collect();
     let first = sorted.iter().find(|s| s.concurrency == 1)?;
     // The mean, not the median: throughput is K over the mean service time whatever its
     // spread, and the two agree when it has none.
@@ -660,8 +793,15 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         .collect();
     let scaling = last.throughput_rps / ideal(last.concurrency);
     // Still growing at the end: the last step gained at least half of what its extra
-    // connections would give a service with no limit.
-    let growing = match sorted.iter().rev().nth(1) {
+    // connections would give a service with no limit, over the climb's step before it (steps
+    // back and refinements are not the climb: a refinement far past the knee next to another
+    // would compare two plateau readings' noise).
+    let climbed = climb(steps);
+    let before_last = climbed
+        .iter()
+        .rev()
+        .find(|s| s.requests > 0 && s.concurrency < last.concurrency);
+    let growing = match before_last {
         Some(prev) => {
             let more = last.concurrency as f64 / prev.concurrency as f64;
             last.throughput_rps >= prev.throughput_rps * (1.0 + 0.5 * (more - 1.0))
@@ -1343,7 +1483,7 @@ mod tests {
                     requests,
                     max_duration,
                 } => {
-                    assert!(duration >= MIN_STEP && duration <= MAX_STEP);
+                    assert!(duration >= MIN_STEP && duration <= MAX_REFINE_STEP);
                     assert!(max_duration >= duration);
                     assert!(requests.is_none_or(|n| n >= concurrency as u64));
                     elapsed += duration;
@@ -1785,7 +1925,7 @@ mod tests {
                     duration,
                     ..
                 } => {
-                    assert!(duration >= MIN_STEP && duration <= MAX_STEP);
+                    assert!(duration >= MIN_STEP && duration <= MAX_REFINE_STEP);
                     ran.push(concurrency);
                     steps.push(
                         all.iter()
@@ -1972,5 +2112,140 @@ mod tests {
         // Where the law's peak is beyond the steps, it is an extrapolation, not set aside.
         let v = verdict(&synthetic(Some(3), 100.0, 1.0, 8)).unwrap();
         assert!(v.usl.is_none_or(|u| u.set_aside.is_none()));
+    }
+
+    /// A closed-loop step on a simulated pool of `k` workers whose times are exponential with
+    /// mean `s_ms`: `c` connections issue at once and again as each answer comes, until
+    /// `requests` are answered or `duration` passes (simulated time, so the test is fast).
+    fn simulated_step(
+        k: usize,
+        s_ms: f64,
+        c: usize,
+        (requests, duration): (Option<u64>, Duration),
+        rng: &mut fastrand::Rng,
+    ) -> ProbeStep {
+        use std::cmp::Reverse;
+        use std::collections::{BinaryHeap, VecDeque};
+        let draw = |rng: &mut fastrand::Rng| -s_ms * (1.0 - rng.f64()).ln();
+        let ns = |ms: f64| (ms * 1e6) as u64;
+        // (time it ends, time it was sent), in ns.
+        let mut serving: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+        let mut queue: VecDeque<u64> = VecDeque::new();
+        for _ in 0..c {
+            if serving.len() < k {
+                serving.push(Reverse((ns(draw(rng)), 0)));
+            } else {
+                queue.push_back(0);
+            }
+        }
+        let end = duration.as_nanos() as u64;
+        let mut latencies = Vec::new();
+        let mut now = 0;
+        while let Some(Reverse((done, sent))) = serving.pop() {
+            if done > end || requests.is_some_and(|n| latencies.len() as u64 >= n) {
+                break;
+            }
+            now = done;
+            latencies.push((done - sent) as f64 / 1e6);
+            // The answered connection sends again: served at once if the worker it freed
+            // is not taken by one queued before it.
+            queue.push_back(now);
+            let next = queue.pop_front().unwrap();
+            serving.push(Reverse((now + ns(draw(rng)), next)));
+        }
+        let n = latencies.len().max(1) as f64;
+        let mean = latencies.iter().sum::<f64>() / n;
+        let var = latencies.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n;
+        latencies.sort_by(f64::total_cmp);
+        let at = |q: f64| latencies[((q * n) as usize).min(latencies.len() - 1)];
+        ProbeStep {
+            concurrency: c,
+            throughput_rps: latencies.len() as f64 / (now.max(1) as f64 / 1e9),
+            refused_rps: 0.0,
+            p50_ms: at(0.5),
+            p99_ms: at(0.99),
+            mean_ms: mean,
+            stdev_ms: var.sqrt(),
+            requests: latencies.len() as u64,
+            error_pct: 0.0,
+            server_cpu_pct: None,
+            server_cpu_wait_pct: None,
+        }
+    }
+
+    /// The probe's verdict on a simulated exponential pool, and the time it took.
+    fn probe_simulated(k: usize, s_ms: f64, seed: u64) -> (Verdict, Duration, Vec<ProbeStep>) {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let limits = ProbeLimits::default();
+        let mut steps = Vec::new();
+        let mut elapsed = Duration::ZERO;
+        while let Next::Run {
+            concurrency,
+            requests,
+            duration,
+            max_duration,
+        } = next_step(&steps, elapsed, &limits)
+        {
+            let step = simulated_step(k, s_ms, concurrency, (requests, max_duration), &mut rng);
+            // The step took its requests' time (at most its bound); the budget counts what
+            // the probe planned, as the harness's does.
+            let took = Duration::from_secs_f64(step.requests as f64 / step.throughput_rps);
+            elapsed += took.min(max_duration).max(duration.min(took));
+            steps.push(step);
+            assert!(steps.len() < 80, "the probe must end");
+        }
+        (verdict(&steps).unwrap(), elapsed, steps)
+    }
+
+    #[test]
+    fn exponential_pools_read_their_exact_worker_count_within_the_budget() {
+        // The issue's three pools (they read 9, 8 and "hard limit at 6"), ten draws each: the
+        // worker count exact in at least 9 of 10 and never off by more than one, within the
+        // 5 minutes a widely varying service may take.
+        for (k, s_ms) in [(12, 269.0), (9, 102.0), (16, 243.0)] {
+            let mut exact = 0;
+            for seed in 0..10 {
+                let (v, elapsed, steps) = probe_simulated(k, s_ms, seed);
+                let got = v.workers.unwrap_or(0);
+                assert!(
+                    got.abs_diff(k) <= 1,
+                    "K = {k}, seed {seed}: read {got}: {v:?} {:?}",
+                    ran(&steps)
+                );
+                exact += usize::from(got == k);
+                assert!(
+                    elapsed <= Duration::from_secs(300) + MAX_REFINE_STEP,
+                    "{elapsed:?}"
+                );
+            }
+            assert!(exact >= 9, "K = {k}: exact in {exact} of 10");
+        }
+    }
+
+    #[test]
+    fn two_measures_of_one_concurrency_merge_into_one() {
+        let a = ProbeStep {
+            mean_ms: 100.0,
+            stdev_ms: 10.0,
+            requests: 100,
+            throughput_rps: 10.0,
+            ..step_at(Some(4), 100.0, 1.0, 1)
+        };
+        let b = ProbeStep {
+            mean_ms: 120.0,
+            stdev_ms: 10.0,
+            requests: 300,
+            throughput_rps: 8.0,
+            ..a.clone()
+        };
+        let m = merge(&a, &b);
+        assert_eq!(m.requests, 400);
+        assert!((m.mean_ms - 115.0).abs() < 1e-9);
+        // 400 requests over 10 s + 37.5 s.
+        assert!((m.throughput_rps - 400.0 / 47.5).abs() < 1e-9);
+        // Variance: 100 within each, plus the means' spread (15² and 5², weighted).
+        let var = (100.0 * (100.0 + 225.0) + 300.0 * (100.0 + 25.0)) / 400.0;
+        assert!((m.stdev_ms - f64::sqrt(var)).abs() < 1e-9);
+        assert_eq!(requests_for_exact_workers(12, 1.0), 3_118);
     }
 }

@@ -308,6 +308,43 @@ fn capacity_exits_3_when_no_rate_meets_the_objective() {
 }
 
 #[test]
+fn an_exponential_pool_is_measured_on_both_sides_of_its_knee_until_its_count_is_sure() {
+    // 6 workers of exponential times, mean 20 ms: one request's time varies as widely as
+    // its mean, so the probe may take 5 minutes, and measures on after stepping back until
+    // each side of the knee holds 2 (1.645 · 6 / ½)² = 780 requests.
+    let pool = ShapeBox::start(13, &["pool", "6", "20", "exp"]);
+    let started = std::time::Instant::now();
+    let v = probe(&pool.url(), &[]);
+    assert_eq!(v["kind"], "sync", "{v}");
+    let k = v["workers"].as_u64().unwrap();
+    assert!(k.abs_diff(6) <= 1, "read {k} of 6: {v}");
+    let steps = v["steps"].as_array().unwrap();
+    let (mut below, mut above) = (0, 0);
+    for s in steps {
+        let (c, n) = (
+            s["concurrency"].as_u64().unwrap(),
+            s["requests"].as_u64().unwrap(),
+        );
+        if c < k {
+            below += n;
+        }
+        if c >= 2 * k {
+            above += n;
+        }
+    }
+    // 780 for a cv of exactly 1; the probe counts with the cv its one-connection step
+    // measured, and the sides with the band of counts it could not tell apart then.
+    assert!(
+        below >= 400 && above >= 400,
+        "{below} and {above} requests: {v}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(300),
+        "{v}"
+    );
+}
+
+#[test]
 fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
     // 12 workers of exponential times, mean 40 ms: 300 req/s at most, and a request alone
     // already has p99 ≈ 4.6 × 40 = 184 ms. p99 < 120 ms cannot be met at any rate; the search

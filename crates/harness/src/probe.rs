@@ -24,13 +24,17 @@ pub struct Probed {
     pub best: Option<(RunData, Summary)>,
 }
 
-/// The bounds `flags` give a probe.
+/// The bounds `flags` give a probe: `--max-time` for every service when given, else 60 s, or
+/// 5 min for a service whose times vary widely.
 pub fn limits_of(flags: &loadlab_input::ProbeFlags) -> ProbeLimits {
+    let default = ProbeLimits::default();
     ProbeLimits {
         max_concurrency: flags.max_concurrency,
-        max_time: flags.max_time,
+        // A time the user gave holds whatever the service's spread.
+        max_time: flags.max_time.unwrap_or(default.max_time),
+        max_time_varied: flags.max_time.unwrap_or(default.max_time_varied),
         max_latency_ms: flags.max_latency.as_secs_f64() * 1000.0,
-        ..ProbeLimits::default()
+        ..default
     }
 }
 

@@ -14,9 +14,10 @@ pub struct ProbeFlags {
     /// The URL to probe (GET); in an experiment, a path on the topology's front.
     #[arg(value_name = "URL")]
     pub url: String,
-    /// Longest time the probe may take.
-    #[arg(long = "max-time", value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
-    pub max_time: Duration,
+    /// Longest time the probe may take [default: 60s, or 5m for a service whose times vary
+    /// widely, which an exact worker count needs]
+    #[arg(long = "max-time", value_name = "DUR", value_parser = positive_duration)]
+    pub max_time: Option<Duration>,
     /// Highest concurrency tried (at most 100,000).
     #[arg(long = "max-concurrency", value_name = "N", default_value = "64", value_parser = concurrency_bound)]
     pub max_concurrency: usize,
@@ -73,7 +74,7 @@ mod tests {
     fn a_workloads_words_parse_with_the_commands_defaults() {
         let f = ProbeFlags::parse_words(&words("/bbox/sync --max-time 20s")).unwrap();
         assert_eq!(f.url, "/bbox/sync");
-        assert_eq!(f.max_time, Duration::from_secs(20));
+        assert_eq!(f.max_time, Some(Duration::from_secs(20)));
         assert_eq!(f.max_concurrency, 64);
         assert_eq!(
             f.on_front("http://127.0.0.1:9").url,

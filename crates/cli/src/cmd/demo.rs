@@ -212,6 +212,7 @@ fn black_box(stop: &loadlab_engine::StopSignal) -> Result<()> {
     );
     let limits = loadlab_analyze::probe::ProbeLimits {
         max_time: Duration::from_secs(30),
+        max_time_varied: Duration::from_secs(30),
         ..Default::default()
     };
     let target =

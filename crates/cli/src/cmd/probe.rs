@@ -24,8 +24,16 @@ pub fn main(args: ProbeArgs) -> Result<Outcome> {
     loadlab_input::lower::url(&target, Model::closed(1, 1), Stop::default(), 1)?;
     let limits = loadlab_harness::probe::limits_of(a);
     let stop = loadlab_harness::interrupt_signal()?;
+    let varied = if limits.max_time_varied > limits.max_time {
+        format!(
+            "; {:.0} s if its times vary widely",
+            limits.max_time_varied.as_secs_f64()
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "loadlab probe {}: closed-model steps at rising concurrency (up to {} connections, {:.0} s)",
+        "loadlab probe {}: closed-model steps at rising concurrency (up to {} connections, {:.0} s{varied})",
         a.url,
         limits.max_concurrency,
         limits.max_time.as_secs_f64()
