@@ -238,9 +238,12 @@ fn refine(sorted: &[&ProbeStep], elapsed: Duration, budget: Duration) -> Option<
     let (lo, hi) = knee_band(sorted);
     let needed = requests_for_exact_workers(hi, cv);
     let (s_ms, _) = pool_model(sorted, k as f64);
+    // One connection is below any knee: nobody waits with a single request in flight, so
+    // when the band starts at 1 the service time is measured there.
+    let below_c = lo.saturating_sub(1).max(1);
     let below: u64 = sorted
         .iter()
-        .filter(|s| s.concurrency < lo)
+        .filter(|s| s.concurrency <= below_c)
         .map(|s| s.requests)
         .sum();
     let above: u64 = sorted
@@ -249,8 +252,8 @@ fn refine(sorted: &[&ProbeStep], elapsed: Duration, budget: Duration) -> Option<
         .map(|s| s.requests)
         .sum();
     // Below: the most connections sure to be served at once; above: twice the band's top.
-    let (concurrency, missing, per_s) = if below < needed && lo > 1 {
-        let c = lo - 1;
+    let (concurrency, missing, per_s) = if below < needed {
+        let c = below_c;
         (c, needed - below, c as f64 * 1000.0 / s_ms)
     } else if above < needed {
         (2 * hi, needed - above, k as f64 * 1000.0 / s_ms)
@@ -801,10 +804,19 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         .iter()
         .rev()
         .find(|s| s.requests > 0 && s.concurrency < last.concurrency);
+    // Two steps' throughputs differ by noise of about cv·√(1/n₁ + 1/n₂) (relative) when times
+    // vary: a gain must pass twice that too, or two readings of one plateau look like growth
+    // (2 exponential workers read "no limit" on 7 → 8 connections, +9 %).
+    let cv = spread(sorted.iter().copied()).unwrap_or(0.0);
+    let apart = |a: &ProbeStep, b: &ProbeStep| {
+        let n = |s: &ProbeStep| 1.0 / s.requests.max(1) as f64;
+        2.0 * cv * (n(a) + n(b)).sqrt()
+    };
     let growing = match before_last {
         Some(prev) => {
             let more = last.concurrency as f64 / prev.concurrency as f64;
-            last.throughput_rps >= prev.throughput_rps * (1.0 + 0.5 * (more - 1.0))
+            let gain = (0.5 * (more - 1.0)).max(apart(last, prev));
+            last.throughput_rps >= prev.throughput_rps * (1.0 + gain)
         }
         None => true,
     };
@@ -839,12 +851,11 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     // plateau was seen (the climb's time ran out first); naming a worker count would be a
     // guess.
     let at_knee = knee(&sorted);
-    let knee_x = sorted
-        .iter()
-        .rev()
-        .find(|s| s.concurrency <= at_knee)
-        .map_or(0.0, |s| s.throughput_rps);
-    let unplateaued = at_knee >= last.concurrency || last.throughput_rps > FLAT * knee_x;
+    let knee_step = sorted.iter().rev().find(|s| s.concurrency <= at_knee);
+    let knee_x = knee_step.map_or(0.0, |s| s.throughput_rps);
+    let noise = knee_step.map_or(0.0, |k| apart(last, k));
+    let unplateaued =
+        at_knee >= last.concurrency || last.throughput_rps > FLAT * (1.0 + noise) * knee_x;
     if growing && unplateaued && !refusing(last) {
         return Some(no_limit(format!(
             "no worker limit found up to {} connections: throughput still grew at the last \
@@ -2202,7 +2213,9 @@ mod tests {
         // The issue's three pools (they read 9, 8 and "hard limit at 6"), ten draws each: the
         // worker count exact in at least 9 of 10 and never off by more than one, within the
         // 5 minutes a widely varying service may take.
-        for (k, s_ms) in [(12, 269.0), (9, 102.0), (16, 243.0)] {
+        // And a pool of 2 × 150 ms, whose knee band started at 1 (the sweep read it as 1 when
+        // only one connection's 23 requests gave S).
+        for (k, s_ms) in [(12, 269.0), (9, 102.0), (16, 243.0), (2, 150.0)] {
             let mut exact = 0;
             for seed in 0..10 {
                 let (v, elapsed, steps) = probe_simulated(k, s_ms, seed);
