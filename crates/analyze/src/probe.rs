@@ -351,6 +351,19 @@ fn by_concurrency(steps: &[ProbeStep]) -> Vec<ProbeStep> {
     out
 }
 
+/// The steps below the knee band merged into one (see [`merge`]), for a service whose times
+/// vary widely; `None` otherwise.
+fn below_knee(sorted: &[&ProbeStep]) -> Option<ProbeStep> {
+    spread(sorted.iter().copied()).filter(|cv| *cv >= WIDE_SPREAD)?;
+    let limit = knee_band(sorted).0.saturating_sub(1).max(1);
+    sorted
+        .iter()
+        .filter(|s| s.concurrency <= limit)
+        .fold(None, |acc: Option<ProbeStep>, s| {
+            Some(acc.map_or_else(|| (*s).clone(), |a| merge(&a, s)))
+        })
+}
+
 /// Two measures of one concurrency as one: requests summed; means, spreads and error shares
 /// weighted by requests; rates over both steps' time; percentiles and CPU of the measure with
 /// more requests (a step that completed none adds nothing).
@@ -778,15 +791,20 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     let merged = by_concurrency(steps);
     let sorted: Vec<&ProbeStep> = merged.iter().filter(|s| s.requests > 0).collect();
     let first = sorted.iter().find(|s| s.concurrency == 1)?;
-    // The mean, not the median: throughput is K over the mean service time whatever its
-    // spread, and the two agree when it has none.
-    let s_ms = first.mean_ms.max(1e-3);
     if let Some(v) = rate_limited(&sorted, first) {
         return Some(v);
     }
     if let Some(v) = contended(&sorted, first) {
         return Some(v);
     }
+    // Where times vary widely, the service time is every request below the knee band (none
+    // of them waited, so each latency is a service time), not one connection's few: a
+    // lognormal pool of 16 × 300 ms read S = 231 ms (175–287) from one connection alone.
+    let below = below_knee(&sorted);
+    let first: &ProbeStep = below.as_ref().unwrap_or(first);
+    // The mean, not the median: throughput is K over the mean service time whatever its
+    // spread, and the two agree when it has none.
+    let s_ms = first.mean_ms.max(1e-3);
     let ideal = |c: usize| c as f64 * 1000.0 / s_ms;
     let x_max = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
     let last = sorted.last()?;
