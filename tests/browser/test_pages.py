@@ -101,12 +101,14 @@ def test_the_report_of_a_run_with_only_errors_renders(browser, tmp_path):
     assert errors == []
 
 
+# The capacity objective is on p90: a step is judged on a 95 % bound of the percentile, which
+# for p99 needs 299 requests, more than a 6 s search at 50 req/s holds.
 LAB = """name: compare
 topologies:
   - { name: 1 worker }
   - { name: 2 workers, workers: 2 }
 workloads:
-  - { name: block, capacity: "/block?ms=20 --slo 'p99<500ms,errors<1%' --max-time 6s --warmup 1s --step 1s" }
+  - { name: block, capacity: "/block?ms=20 --slo 'p90<500ms,errors<1%' --max-time 6s --warmup 1s --step 1s" }
   - { name: calc, run: "/calc?n=20000 -c 4 -d 1s" }
   - { name: calc double, run: "/calc?n=40000 -c 4 -d 1s" }
 compare:
