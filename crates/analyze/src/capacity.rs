@@ -369,6 +369,16 @@ mod tests {
         }
     }
 
+    /// A search from `start` down to `min` req/s, up to 100,000, to 5 %.
+    fn from(start: f64, min: f64) -> Search {
+        Search {
+            start_rps: start,
+            min_rps: min,
+            max_rps: 100_000.0,
+            tolerance: 0.05,
+        }
+    }
+
     fn search_for(capacity: f64, start: f64) -> (Vec<RateStep>, Option<f64>, Option<f64>) {
         let search = Search {
             start_rps: start,
@@ -407,12 +417,7 @@ mod tests {
 
     #[test]
     fn a_failure_on_latency_alone_steps_down_a_quarter_and_an_overload_to_what_it_served() {
-        let search = Search {
-            start_rps: 96.0,
-            min_rps: 1.0,
-            max_rps: 100_000.0,
-            tolerance: 0.05,
-        };
+        let search = from(96.0, 1.0);
         let mut late = step(96.0, 1_000.0);
         (late.meets, late.served_rps) = (false, 95.6);
         assert_eq!(next_rate(&[late], &search), Some(72.0));
@@ -528,12 +533,7 @@ mod tests {
         assert_eq!(step_seconds(5, 20.0, Some(299)), 17);
         assert_eq!(step_seconds(5, 20.0, None), 5);
         let slo = Slo::parse("p99<300ms").unwrap();
-        let search = Search {
-            start_rps: 50.0,
-            min_rps: 0.1,
-            max_rps: 1000.0,
-            tolerance: 0.05,
-        };
+        let search = from(50.0, 0.1);
         // A step at 50 req/s broke the bound; the next, at a quarter, could not hold 299
         // requests in the time left: it neither met nor broke the objective, and the search
         // stops and says why.

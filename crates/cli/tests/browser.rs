@@ -17,6 +17,16 @@ fn flows() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/playwright-flows/flows.js")
 }
 
+/// A script in `dir` whose config targets nothing of its own (the tests give `--target`) and
+/// names `processor`, followed by `rest` (more config keys, then the scenarios).
+fn script_with(dir: &Path, processor: &Path, rest: &str) -> PathBuf {
+    let text = format!(
+        "config:\n  target: http://127.0.0.1:1\n  processor: {}\n{rest}",
+        processor.display()
+    );
+    write_file(dir, "s.yml", &text)
+}
+
 fn run(script: &Path, server: &TestServer) -> (Value, String) {
     let target = server.url("");
     let (summary, out) = loadlab_json(&["run", script.to_str().unwrap(), "--target", &target]);
@@ -31,23 +41,17 @@ fn histogram_count(m: &Value, name: &str) -> u64 {
 fn browser_users_walk_the_site_with_steps_page_metrics_and_their_own_counters() {
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let script = write_file(
+    let script = script_with(
         dir.path(),
-        "s.yml",
-        &format!(
-            "config:
-  target: http://127.0.0.1:1
-  processor: {}
-  phases: [{{ duration: 2, arrivalRate: 1 }}]
+        &flows(),
+        "  phases: [{ duration: 2, arrivalRate: 1 }]
   engines:
-    playwright: {{}}
+    playwright: {}
 scenarios:
   - name: browse
     engine: playwright
     flowFunction: homeThenNews
 ",
-            flows().display()
-        ),
     );
     let (s, stderr) = run(&script, &server);
     let users = &s["users"];
@@ -94,14 +98,10 @@ fn payload_lists_before_flows_and_a_failing_flow_fail_only_their_users() {
         "pages.csv",
         "/site/home,home\n/site/about,about\n/site/news,not-news\n",
     );
-    let script = write_file(
+    let script = script_with(
         dir.path(),
-        "s.yml",
-        &format!(
-            "config:
-  target: http://127.0.0.1:1
-  processor: {}
-  phases: [{{ duration: 2, arrivalRate: 2 }}]
+        &flows(),
+        "  phases: [{ duration: 2, arrivalRate: 2 }]
   payload:
     - path: ./pages.csv
       fields: [path, heading]
@@ -122,8 +122,6 @@ scenarios:
     engine: playwright
     testFunction: missingHeading
 ",
-            flows().display()
-        ),
     );
     let (s, stderr) = run(&script, &server);
     assert!(stderr.contains("before: its flow ran once"), "{stderr}");
@@ -213,25 +211,19 @@ fn a_typescript_processor_is_bundled_with_its_own_imports_for_flows_and_hooks() 
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let processor = flows().with_file_name("flows.ts");
-    let script = write_file(
+    let script = script_with(
         dir.path(),
-        "s.yml",
-        &format!(
-            "config:
-  target: http://127.0.0.1:1
-  processor: {}
-  phases: [{{ duration: 1, arrivalRate: 2 }}]
+        &processor,
+        "  phases: [{ duration: 1, arrivalRate: 2 }]
   engines:
-    playwright: {{}}
+    playwright: {}
 scenarios:
   - engine: playwright
     testFunction: aboutPage
   - flow:
       - function: tagged
-      - get: {{ url: \"/site/{{{{ tag }}}}\" }}
+      - get: { url: \"/site/{{ tag }}\" }
 ",
-            processor.display()
-        ),
     );
     let (s, stderr) = run(&script, &server);
     let users = &s["users"];
