@@ -235,3 +235,53 @@ scenarios:
     // The hook set the variable the request's path reads: /site/from-ts answered 200.
     assert_eq!(s["status"]["200"], 1, "{s:#}");
 }
+
+#[test]
+fn without_playwright_beside_the_processor_the_run_stops_before_the_load_saying_what_to_install() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let processor = write_file(
+        dir.path(),
+        "flows.js",
+        "module.exports = { async go(page) { await page.goto('/site/home'); } };\n",
+    );
+    let script = script_with(
+        dir.path(),
+        &processor,
+        "  phases: [{ duration: 1, arrivalRate: 2 }]
+  engines:
+    playwright: {}
+scenarios:
+  - engine: playwright
+    flowFunction: go
+",
+    );
+    let target = server.url("");
+    let out = loadlab(&["run", script.to_str().unwrap(), "--target", &target]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("needs Playwright for Node.js beside the processor")
+            && stderr.contains("npm install playwright-core"),
+        "{stderr}"
+    );
+    // The same settings with HTTP scenarios only need no browser.
+    let script = script_with(
+        dir.path(),
+        &processor,
+        "  phases: [{ duration: 1, arrivalRate: 2 }]
+  engines:
+    playwright: {}
+scenarios:
+  - flow:
+      - get: { url: /ping }
+",
+    );
+    let (s, out) = loadlab_json(&["run", script.to_str().unwrap(), "--target", &target]);
+    assert_eq!(
+        s["requests"]["ok"],
+        2,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

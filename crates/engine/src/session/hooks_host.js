@@ -487,6 +487,16 @@ function main(mod) {
     closeBrowser().finally(() => writeOut('', () => process.exit(0)));
   });
   const names = Object.keys(fns).filter((k) => typeof fns[k] === 'function');
+  // Flows that drive a browser: Playwright and Chromium are found now, so a machine without
+  // them stops the run before the load with what to install, not each user with it.
+  if (settings.browser) {
+    try {
+      executable(playwright().chromium, rendered(browserSettings.launchOptions || {}));
+    } catch (e) {
+      writeOut(JSON.stringify({ ready: false, error: e.message }) + '\n');
+      process.exit(1);
+    }
+  }
   writeOut(JSON.stringify({ ready: true, functions: names }) + '\n');
 }
 

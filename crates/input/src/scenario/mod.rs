@@ -1136,6 +1136,18 @@ fn user_model(
     let after = once("after", file.after.as_ref(), &mut lowering)?;
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
     let pattern = interleave(&weights)?;
+    // The browser's settings go to the helper only when some flow drives a browser: it then
+    // checks for Playwright and Chromium before the load starts.
+    let browses = |s: &loadlab_run::users::UserScenario| {
+        matches!(&s.behaviour, loadlab_run::users::Behaviour::Flow(steps)
+            if steps.iter().any(|s| matches!(s, loadlab_run::users::Step::Browser(_))))
+    };
+    let any_browser = scenarios.iter().any(browses)
+        || before.as_deref().is_some_and(browses)
+        || after.as_deref().is_some_and(browses);
+    if let Some(p) = processor.as_mut().filter(|_| !any_browser) {
+        p.browser = None;
+    }
     let model = UserModel {
         scenarios,
         pattern,
