@@ -506,11 +506,7 @@ fn cycles(climb: &[ProbeStep]) -> f64 {
     // The spread of one connection's times sets how many a step needs: a mean's relative
     // error is cv/√n, so the cycles grow with cv² (4× for exponential times, cv = 1; up to 8×
     // for a lognormal's longer tail).
-    let cv = sorted
-        .iter()
-        .find(|s| s.concurrency == 1 && s.stdev_ms > 0.0)
-        .map(|s| s.stdev_ms / s.mean_ms.max(1e-3));
-    if let Some(cv) = cv.filter(|_| times_vary(climb)) {
+    if let Some(cv) = spread(climb).filter(|_| times_vary(climb)) {
         CYCLES * (1.0 + 3.0 * cv * cv).clamp(4.0, 8.0)
     } else if times_vary(climb) {
         CYCLES * 4.0
@@ -1183,10 +1179,7 @@ fn knee_fit(sorted: &[&ProbeStep]) -> (usize, f64) {
 fn knee_band(sorted: &[&ProbeStep]) -> (usize, usize) {
     let (k, best) = knee_fit(sorted);
     let dof = sorted.len().saturating_sub(2).max(1) as f64;
-    let cv2 = sorted
-        .iter()
-        .find(|s| s.concurrency == 1 && s.stdev_ms > 0.0)
-        .map_or(0.0, |s| (s.stdev_ms / s.mean_ms.max(1e-3)).powi(2));
+    let cv2 = spread(sorted.iter().copied()).map_or(0.0, |cv| cv * cv);
     // Queued latencies share their waits, so a queued step's mean is noisier than cv/√n:
     // twice that variance is an allowance, not a calibration.
     let within = 3.84 * (best / dof).max(2.0 * cv2);
@@ -1246,10 +1239,7 @@ fn pool_error_pct(sorted: &[&ProbeStep], k: f64) -> f64 {
 /// error of their means (cv/√n each, cv the one-connection step's spread, its variance doubled
 /// for queued steps as in [`knee_band`]), and at least [`POOL_EXPLAINS_PCT`].
 fn pool_allowance_pct(sorted: &[&ProbeStep]) -> f64 {
-    let cv2 = sorted
-        .iter()
-        .find(|s| s.concurrency == 1 && s.stdev_ms > 0.0)
-        .map_or(0.0, |s| (s.stdev_ms / s.mean_ms.max(1e-3)).powi(2));
+    let cv2 = spread(sorted.iter().copied()).map_or(0.0, |cv| cv * cv);
     let noise: f64 = sorted
         .iter()
         .map(|s| 2.0 * cv2 / s.requests.max(1) as f64)

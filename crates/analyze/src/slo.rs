@@ -93,11 +93,6 @@ pub fn bound_ranks(n: u64, p: f64) -> (Option<u64>, Option<u64>) {
     (lower, upper)
 }
 
-/// The rank whose latency is a 95 % upper bound of the `p`-th quantile (see [`bound_ranks`]).
-pub fn bound_rank(n: u64, p: f64) -> Option<u64> {
-    bound_ranks(n, p).1
-}
-
 /// An objective that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("SLO {text:?}: {reason}; write it like 'p99<300ms,errors<1%'")]
@@ -161,7 +156,7 @@ impl Slo {
 
     /// How a step of `n` requests stands: the bounds it broke, in words. `latency_at` gives the
     /// step's latency at a percentile (0–100), in ms. A percentile bound is judged on a 95 %
-    /// upper bound of that percentile (the latency at [`bound_rank`]), never on the point
+    /// upper bound of that percentile (the latency at [`bound_ranks`]'s upper rank), never on the point
     /// estimate a few requests can pass by luck; a step too short to have that bound breaks it
     /// as `undersampled`.
     pub fn violations(
@@ -306,12 +301,12 @@ mod tests {
             "{v:?}"
         );
         // 299 can: the bound is their largest latency.
-        assert_eq!(bound_rank(299, 0.99), Some(299));
+        assert_eq!(bound_ranks(299, 0.99).1, Some(299));
         let v = s.violations(299, |p| if p >= 100.0 { 350.0 } else { 100.0 }, 0.0);
         assert!(v.broken[0].starts_with("p99 350.0 ms"), "{v:?}");
         // With many requests the bound is a little above the point estimate: for 10,000, the
         // 9,916th (9,900 + 1.645 sd + continuity; sd ≈ 9.95).
-        let k = bound_rank(10_000, 0.99).unwrap();
+        let k = bound_ranks(10_000, 0.99).1.unwrap();
         assert!((9_915..=9_918).contains(&k), "{k}");
     }
 
@@ -337,14 +332,14 @@ mod tests {
             (29, 0.9),
             (50, 0.5),
         ] {
-            let k = bound_rank(n, p).unwrap();
+            let k = bound_ranks(n, p).1.unwrap();
             assert!(tail(n, p, k) <= 0.05 + 1e-12, "{n} {p} {k}");
             if k > 1 {
                 assert!(tail(n, p, k - 1) > 0.05, "{n} {p} {k}");
             }
         }
-        assert_eq!(bound_rank(58, 0.95), None);
-        assert_eq!(bound_rank(28, 0.9), None);
+        assert_eq!(bound_ranks(58, 0.95).1, None);
+        assert_eq!(bound_ranks(28, 0.9).1, None);
         // The lower bound: P(Bin(n, p) ≥ j) ≥ 95 % > P(Bin(n, p) ≥ j + 1).
         for (n, p) in [
             (120, 0.99),

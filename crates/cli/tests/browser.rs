@@ -174,35 +174,30 @@ fn validate_shows_browser_flows_and_refuses_what_cannot_run() {
             && out.contains("browser: Chromium driven by Playwright"),
         "{out}"
     );
-    let (ok, out) = check(
+    // Each of these is refused with the key and what to do.
+    let refused = |text: &str, says: &str| {
+        let (ok, out) = check(text);
+        assert!(!ok && out.contains(says), "{says}: {out}");
+    };
+    refused(
         "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - engine: playwright\n    flowFunction: f\n",
+        "s.yml:5:19: scenario \"scenario 1\": flowFunction: names a Node.js function, but the script gives no config.processor",
     );
-    assert!(
-        !ok && out.contains("s.yml:5:19: scenario \"scenario 1\": flowFunction: names a Node.js function, but the script gives no config.processor"),
-        "{out}"
+    refused(
+        &format!("{with_processor}scenarios:\n  - engine: playwright\n    flow: []\n"),
+        "engine: a playwright scenario runs a function of config.processor; give flowFunction: NAME",
     );
-    let (ok, out) = check(&format!(
-        "{with_processor}scenarios:\n  - engine: playwright\n    flow: []\n"
-    ));
-    assert!(
-        !ok && out.contains("engine: a playwright scenario runs a function of config.processor; give flowFunction: NAME"),
-        "{out}"
-    );
-    let (ok, out) = check(&format!(
-        "{with_processor}scenarios:\n  - flowFunction: homeThenNews\n    flow:\n      - get: {{ url: / }}\n"
-    ));
-    assert!(
-        !ok && out.contains("flowFunction: is a key of engine: playwright scenarios"),
-        "{out}"
-    );
-    let (ok, out) = check(&format!(
-        "{with_processor}  engines:\n    grpc: {{}}\nscenarios:\n  - flow:\n      - get: {{ url: / }}\n"
-    ));
-    assert!(
-        !ok && out.contains(
-            "config.engines.grpc: loadlab runs HTTP, ws, socketio and playwright scenarios only"
+    refused(
+        &format!(
+            "{with_processor}scenarios:\n  - flowFunction: homeThenNews\n    flow:\n      - get: {{ url: / }}\n"
         ),
-        "{out}"
+        "flowFunction: is a key of engine: playwright scenarios",
+    );
+    refused(
+        &format!(
+            "{with_processor}  engines:\n    grpc: {{}}\nscenarios:\n  - flow:\n      - get: {{ url: / }}\n"
+        ),
+        "config.engines.grpc: loadlab runs HTTP, ws, socketio and playwright scenarios only",
     );
 }
 

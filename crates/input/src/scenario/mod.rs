@@ -626,6 +626,18 @@ pub fn from_text(
             .map_err(|r| Traced::at(r, &e.referenced).in_file(script.file_of("engines", path)))?,
         None => None,
     };
+    // The browser's settings go to the processor's helper only when some flow drives a
+    // browser: it then checks for Playwright and Chromium before the load starts.
+    let playwright = |e: Option<&Spanned<String>>| e.is_some_and(|e| e.value == "playwright");
+    let browses = script
+        .scenarios
+        .iter()
+        .any(|s| playwright(s.engine.as_ref()))
+        || [&script.before, &script.after]
+            .into_iter()
+            .flatten()
+            .any(|o| playwright(o.engine.as_ref()));
+    let browser = browser.filter(|_| browses);
     // As Artillery: each user opens connections of its own, unless `config.http.pool` (or the
     // command line's connection counts) asks for a pool that every user shares. Only scripts
     // whose every request is plain can share one.
@@ -1136,18 +1148,6 @@ fn user_model(
     let after = once("after", file.after.as_ref(), &mut lowering)?;
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
     let pattern = interleave(&weights)?;
-    // The browser's settings go to the helper only when some flow drives a browser: it then
-    // checks for Playwright and Chromium before the load starts.
-    let browses = |s: &loadlab_run::users::UserScenario| {
-        matches!(&s.behaviour, loadlab_run::users::Behaviour::Flow(steps)
-            if steps.iter().any(|s| matches!(s, loadlab_run::users::Step::Browser(_))))
-    };
-    let any_browser = scenarios.iter().any(browses)
-        || before.as_deref().is_some_and(browses)
-        || after.as_deref().is_some_and(browses);
-    if let Some(p) = processor.as_mut().filter(|_| !any_browser) {
-        p.browser = None;
-    }
     let model = UserModel {
         scenarios,
         pattern,
