@@ -790,8 +790,16 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     if let Some(v) = rate_limited(&sorted, first) {
         return Some(v);
     }
+    // A CPU saturated at a number of cores from one connection on, and never beyond it, is
+    // what bounds the service; throughput that kept rising under it was its code warming up,
+    // which the USL fits as a concave climb. Contention is named there only where throughput
+    // fell past its best within the steps (Node /calc read "contended, peak at 21.9
+    // connections" from 4 steps rising 20 → 25 req/s at 98 % of one core).
+    let flat_cores = cpu_flat_from_the_start(&sorted);
     if let Some(v) = contended(&sorted, first) {
-        return Some(v);
+        if flat_cores.is_none() || fell_past_best(&sorted) {
+            return Some(v);
+        }
     }
     // Where times vary widely, the service time is every request below the knee band (none
     // of them waited, so each latency is a service time), not one connection's few: a
@@ -883,16 +891,12 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     // step (one connection) is CPU-bound on that many cores, whatever the latency jump says:
     // throughput that still rose while its CPU stayed flat was its code warming up (a JIT
     // compiling a hot loop), which makes each request cheaper, not more workers.
-    let first_cpu = sorted.first().and_then(|s| s.server_cpu_demand_pct());
     let busiest_cpu = sorted
         .iter()
         .filter_map(|s| s.server_cpu_demand_pct())
         .fold(0.0, f64::max);
-    let cores = ((busiest_cpu / 100.0).round() as usize).max(1);
-    let warmed = cores < k
-        && first_cpu.is_some_and(|c| c >= CPU_SATURATED_PCT * cores as f64)
-        && busiest_cpu < CPU_SATURATED_PCT * (cores + 1) as f64;
-    if warmed {
+    let warmed = flat_cores.is_some_and(|cores| cores < k);
+    if let Some(cores) = flat_cores.filter(|_| warmed) {
         (k, observed) = (cores, true);
     }
     // The plateau: the steps from K connections on, by their median (the highest step's noise
@@ -1041,6 +1045,28 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
         binding,
         usl,
     })
+}
+
+/// The cores a service's CPU was saturated on from the first step (one connection) and never
+/// went beyond: extra connections could only share them. `None` without CPU readings.
+fn cpu_flat_from_the_start(sorted: &[&ProbeStep]) -> Option<usize> {
+    let first = sorted.first()?.server_cpu_demand_pct()?;
+    let busiest = sorted
+        .iter()
+        .filter_map(|s| s.server_cpu_demand_pct())
+        .fold(0.0, f64::max);
+    let cores = ((busiest / 100.0).round() as usize).max(1);
+    (first >= CPU_SATURATED_PCT * cores as f64 && busiest < CPU_SATURATED_PCT * (cores + 1) as f64)
+        .then_some(cores)
+}
+
+/// True when the steps' last throughput is 10 % or more under their best: a fall seen, not
+/// extrapolated.
+fn fell_past_best(sorted: &[&ProbeStep]) -> bool {
+    let best = sorted.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
+    sorted
+        .last()
+        .is_some_and(|last| last.throughput_rps <= best / FLAT)
 }
 
 /// What [`binding`] found, as the end of a verdict's sentence.
@@ -1901,6 +1927,66 @@ mod tests {
         let v = verdict(&steps).unwrap();
         assert_eq!((v.kind, v.workers), (Kind::Cpu, Some(1)), "{v:?}");
         assert!(v.explanation.contains("warmed up"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn a_warming_event_loop_that_the_usl_fits_is_cpu_bound_unless_throughput_falls() {
+        // Node /calc?n=2000000 as CI saw it: 98 % of one core from one connection on while
+        // throughput rose 20 → 25 req/s; the USL fits that climb (R² 0.99, peak beyond the
+        // steps) and its latency far better than one worker does.
+        let step = |c: usize, mean: f64, stdev: f64, x: f64| ProbeStep {
+            concurrency: c,
+            requests: 20 * c as u64,
+            throughput_rps: x,
+            p50_ms: mean,
+            p99_ms: 1.3 * mean,
+            mean_ms: mean,
+            error_pct: 0.0,
+            server_cpu_pct: Some(98.0),
+            server_cpu_wait_pct: Some(0.02),
+            refused_rps: 0.0,
+            stdev_ms: stdev,
+        };
+        let steps = [
+            step(1, 52.7, 5.4, 18.9),
+            step(2, 86.6, 11.1, 23.1),
+            step(3, 125.1, 43.2, 24.0),
+            step(4, 158.6, 57.8, 25.2),
+        ];
+        let v = verdict(&steps).unwrap();
+        assert_eq!(
+            (v.kind, v.workers),
+            (Kind::Cpu, Some(1)),
+            "{}",
+            v.explanation
+        );
+        // Without the CPU reading, the same steps are contention.
+        let unwatched: Vec<ProbeStep> = steps
+            .iter()
+            .map(|s| ProbeStep {
+                server_cpu_pct: None,
+                server_cpu_wait_pct: None,
+                ..s.clone()
+            })
+            .collect();
+        assert_eq!(verdict(&unwatched).unwrap().kind, Kind::Contended);
+        // On one saturated core, throughput seen falling past its best is contention still
+        // (the USL's own steps, peak at 4.5 connections and 14 % down at 14, one core busy
+        // throughout: what the requests share is that core).
+        let law = Usl {
+            lambda: 19.0,
+            sigma: 0.6,
+            kappa: 0.02,
+        };
+        let falling: Vec<ProbeStep> = usl_steps(&law, 14, 1.02)
+            .into_iter()
+            .map(|s| ProbeStep {
+                server_cpu_pct: Some(98.0),
+                ..s
+            })
+            .collect();
+        let v = verdict(&falling).unwrap();
+        assert_eq!(v.kind, Kind::Contended, "{}", v.explanation);
     }
 
     #[test]
