@@ -817,9 +817,10 @@ def ceiling_table(tools, steps, best, args):
 
 # ---------------------------------------------------------------- nginx
 
-def start_nginx(tmp, port, cpu, tls_port=None):
-    """nginx on `port` (plain HTTP) and, with `tls_port`, on a TLS port with HTTP/2 by ALPN and
-    a session cache, on a self-signed certificate made here."""
+def start_nginx(tmp, port, cpu, tls_port=None, h2c_port=None):
+    """nginx on `port` (plain HTTP); with `tls_port`, on a TLS port with HTTP/2 by ALPN and a
+    session cache, on a self-signed certificate made here; with `h2c_port`, HTTP/2 with prior
+    knowledge (h2c) on a plain port."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("error: nginx is missing; run bash bench/install-peers.sh")
@@ -833,6 +834,8 @@ def start_nginx(tmp, port, cpu, tls_port=None):
         tls = (f"  ssl_session_cache shared:bench:10m;\n"
                f"  server {{ listen 127.0.0.1:{tls_port} ssl http2 backlog=4096; ssl_certificate {tmp}/cert.pem; "
                f"ssl_certificate_key {tmp}/key.pem; location / {{ return 200 \"ok\"; }} }}\n")
+    if h2c_port:
+        tls += f"  server {{ listen 127.0.0.1:{h2c_port} http2 backlog=4096; location / {{ return 200 \"ok\"; }} }}\n"
     conf.write_text(
         f"worker_processes 1;\ndaemon off;\npid {tmp}/nginx.pid;\nerror_log {tmp}/logs/error.log warn;\n"
         "worker_rlimit_nofile 20000;\nevents { worker_connections 10000; }\n"

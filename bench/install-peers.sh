@@ -8,13 +8,13 @@ export GOBIN="$PWD/tools/bin"
 
 need() { ! command -v "$1" >/dev/null 2>&1 && [ ! -x "tools/bin/$1" ]; }
 
-if need nginx || need wrk || need h2load || [ ! -x /usr/bin/time ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk time nghttp2-client
+if need nginx || need wrk || need h2load || need tcpdump || [ ! -x /usr/bin/time ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk time nghttp2-client tcpdump
 fi
 need vegeta && go install github.com/tsenart/vegeta/v12@v12.13.0
 need k6 && go install go.k6.io/k6@latest
 need hey && go install github.com/rakyll/hey@latest
-need oha && cargo install --locked oha --root "$PWD/tools"
+need oha && cargo install --locked oha --version 1.16.0 --root "$PWD/tools"
 [ -x tools/node/node_modules/.bin/autocannon ] || npm install --prefix "$PWD/tools/node" autocannon@8
 # Artillery: the peer of bench/hooks.py and bench/artillery-diff.py, at the version the
 # compatibility tables name. Its Playwright engine would download a browser at install;

@@ -86,7 +86,7 @@ pub fn findings(run: &RunData, s: &Summary, cores: usize) -> Vec<Finding> {
         busiest_process(s, &mut out);
     }
     queue_backlog(run, &mut out);
-    if s.generator.saturated || s.generator.schedule_lag_ms_p99 > 5.0 {
+    if crate::health::generator_limited(&s.generator) {
         out.push(finding(
             "generator",
             format!(

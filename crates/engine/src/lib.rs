@@ -48,8 +48,8 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use loadlab_run::{
-    Arrivals, ConnectStats, GeneratorStats, Interval, Model, PhaseRecord, Plan, RunData,
-    TimelineRow, Timings, UserRecord, ValidPlan,
+    Arrivals, ConnectStats, GeneratorStats, Interval, Model, PacingStats, PhaseRecord, Plan,
+    RunData, TimelineRow, Timings, UserRecord, ValidPlan,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -252,6 +252,7 @@ pub fn run(
         busiest_thread_utilization: collector.busiest,
         threads,
         connect,
+        pacing: collector.pacing,
     };
     Ok(RunData {
         plan: plan.clone(),
@@ -296,6 +297,7 @@ struct Collector {
     busiest: f64,
     users: Option<UserRecord>,
     timings: Timings,
+    pacing: PacingStats,
 }
 
 impl Collector {
@@ -315,6 +317,7 @@ impl Collector {
             busiest: 0.0,
             users: None,
             timings: Timings::new(),
+            pacing: PacingStats::default(),
         }
     }
 
@@ -339,6 +342,7 @@ impl Collector {
             }
         }
         self.timings.merge(&end.timings);
+        self.pacing.merge(&end.pacing);
         if let Some(mine) = &end.users {
             self.users.get_or_insert_with(UserRecord::new).merge(mine);
         }

@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use loadlab_run::users::UserModel;
 use loadlab_run::{Arrival, Arrivals, Model, Plan, UserRecord};
@@ -29,6 +30,8 @@ pub struct OpenSchedule {
     seed: u64,
     /// This run's shard of the plan, `(0, 1)` when it runs the whole plan.
     shard: (usize, usize),
+    /// How early an arrival may go out to share a wake-up with an earlier one.
+    slack: Duration,
 }
 
 impl OpenSchedule {
@@ -86,6 +89,7 @@ impl Load {
                     arrival: *arrival,
                     seed: *seed,
                     shard: plan.shard.map_or((0, 1), |s| (s.index, s.count)),
+                    slack: plan.pacing_slack,
                 };
                 match arrivals {
                     Arrivals::Requests { .. } => Load::OpenRequests(schedule),
@@ -106,6 +110,8 @@ pub enum Mode {
     OpenRequests {
         /// This thread's arrivals, shared with its pacer.
         clock: Rc<RefCell<ArrivalClock>>,
+        /// The pacing slack.
+        slack: Duration,
         /// The connections and their queues.
         pool: Rc<Pool<Queues>>,
     },
@@ -113,6 +119,8 @@ pub enum Mode {
     OpenSessions {
         /// This thread's arrivals, shared with its pacer.
         clock: Rc<RefCell<ArrivalClock>>,
+        /// The pacing slack.
+        slack: Duration,
         /// The arriving users.
         arrivals: Rc<session::Arrivals>,
     },
@@ -145,6 +153,7 @@ impl Mode {
             })),
             Load::OpenRequests(schedule) => Mode::OpenRequests {
                 clock: Rc::new(RefCell::new(schedule.clock(thread, expected))),
+                slack: schedule.slack,
                 pool: Rc::new(Pool {
                     wire,
                     work: Queues::new(plan, max_connections_per_endpoint),
@@ -155,6 +164,7 @@ impl Mode {
                 let cap = max_connections_per_endpoint * plan.endpoints.len();
                 Mode::OpenSessions {
                     clock: Rc::new(RefCell::new(schedule.clock(thread, expected))),
+                    slack: schedule.slack,
                     arrivals: Rc::new(session::Arrivals::new(users, cap)),
                 }
             }
@@ -184,28 +194,29 @@ impl Mode {
                     spawn_local(pool::drive(pool.clone(), c.ep, c.rotation, c.conn));
                 });
             }
-            Mode::OpenRequests { clock, pool } => {
+            Mode::OpenRequests { clock, slack, pool } => {
                 hand_over(connections, |c| pool.open(c.ep, c.conn));
-                let (clock, pool) = (clock.clone(), pool.clone());
+                let (clock, slack, pool) = (clock.clone(), *slack, pool.clone());
                 spawn_local(async move {
                     let release = |intended, i| pool.release(intended, i);
-                    let drop_stale = |now| pool.drop_stale(now);
-                    pace(
-                        &pool.wire.rec,
-                        &clock,
-                        (index, threads),
-                        release,
-                        drop_stale,
-                    )
-                    .await;
+                    let tend = |now, pressed| pool.tend(now, pressed);
+                    let stripe = (index, threads);
+                    pace(&pool.wire.rec, &clock, stripe, slack, release, tend).await;
                 });
             }
-            Mode::OpenSessions { clock, arrivals } => {
-                let (clock, arrivals) = (clock.clone(), arrivals.clone());
+            Mode::OpenSessions {
+                clock,
+                slack,
+                arrivals,
+            } => {
+                let (clock, slack, arrivals) = (clock.clone(), *slack, arrivals.clone());
                 spawn_local(async move {
-                    let arrive = |intended, i: usize| arrivals.arrive(intended, i as u64);
+                    // A user let in early (within the slack) starts at once.
+                    let arrive = |intended: Instant, i: usize| {
+                        arrivals.arrive(intended.min(Instant::now()), i as u64)
+                    };
                     let rec = &arrivals.users.wire.rec;
-                    pace(rec, &clock, (index, threads), arrive, |_| {}).await;
+                    pace(rec, &clock, (index, threads), slack, arrive, |_, _| {}).await;
                 });
             }
             Mode::Users { curve, slots } => {

@@ -6,6 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::time::Duration;
 
 use loadlab_run::Plan;
 use tokio::sync::Notify;
@@ -46,6 +47,10 @@ pub trait Work: 'static {
 
     /// A connection of endpoint `ep` ended.
     fn ended(&self, ep: usize);
+
+    /// A connection of endpoint `ep` exchanged a batch in `took`, on a connection it had
+    /// (`opened` false) or opened for it.
+    fn exchanged(&self, _ep: usize, _took: Duration, _opened: bool) {}
 }
 
 /// Closed model: as many requests as the budget allows, `depth` at a time, each connection
@@ -110,20 +115,88 @@ impl Work for Budgeted {
 /// Open model, plain requests: one queue per endpoint that the scheduler fills.
 pub struct Queues {
     endpoints: Vec<Queue>,
+    /// How late the last arrival was released: the thread's own lag behind its schedule.
+    late: Cell<Duration>,
+    /// Whether the pacer found the thread with no time to spare at its last wake-up.
+    pressed: Cell<bool>,
 }
+
+/// Lateness past which the thread is behind its schedule whatever an opening costs.
+const BEHIND: Duration = Duration::from_millis(1);
+
+/// The rotation a connection opened by [`Pool::grow`] starts with, which tells the open
+/// model's queue it is still opening (the queue has no other use for rotations).
+const OPENING: usize = usize::MAX;
+
+/// What opening a connection is assumed to cost until one has been timed: a loopback connect
+/// and its first exchange take 50–150 µs on the machines this was measured on.
+const OPENING_GUESS: Duration = Duration::from_micros(200);
 
 /// One endpoint's queue and its connections.
 struct Queue {
-    /// Requests released by the scheduler, waiting for a connection.
-    queue: RefCell<VecDeque<Pending>>,
+    /// Requests released by the scheduler, waiting for a connection, with when each was queued.
+    queue: RefCell<VecDeque<(Pending, Instant)>>,
     /// Wakes idle connections when work arrives.
     work: Notify,
     /// Connections waiting for work and not yet woken.
     idle: Cell<usize>,
     /// Connections open or opening.
     connections: Cell<usize>,
+    /// Connections being opened (started for a request, not done with their first exchange).
+    opening: Cell<usize>,
     /// Most connections this thread may hold to this endpoint.
     max_connections: usize,
+    /// Moving average of an exchange on an open connection (`ZERO` before the first).
+    exchange: Cell<Duration>,
+    /// Moving average of a connection's opening with its first exchange.
+    open: Cell<Duration>,
+}
+
+impl Queue {
+    /// Whether a new connection should be opened for the queued requests: only when there is
+    /// room, fewer are being opened than wait (and no more than a sixteenth of the pool at
+    /// once), and the oldest queued request has waited longer than an opening takes and
+    /// four exchanges on an open connection take. An exchange's time counts the thread's own
+    /// delays in reading its answer, so a thread too busy to keep up raises the bar it sets:
+    /// requests that wait because the thread is busy would not be sent sooner on more
+    /// connections, and every connect puts the thread further behind (at 124,000 req/s on one
+    /// thread, opening a connection whenever a request waited grew the pool to 1,000 and held
+    /// 108,000 req/s; with 50 it held the schedule). A server that stops answering stops the
+    /// exchanges' clock, and its queue grows connections after one opening's time.
+    ///
+    /// Nor when the pacer itself released its last arrival late by more than an opening takes
+    /// (or 1 ms): the thread is behind.
+    fn should_open(&self, now: Instant, late: Duration) -> bool {
+        let queue = self.queue.borrow();
+        let (connections, opening) = (self.connections.get(), self.opening.get());
+        let at_once = (connections / 16).max(1);
+        if connections >= self.max_connections || opening >= queue.len().min(at_once) {
+            return false;
+        }
+        let open = self.open.get();
+        if late > open.min(BEHIND) {
+            return false;
+        }
+        let waited = queue
+            .front()
+            .map_or(Duration::ZERO, |(_, at)| now.saturating_duration_since(*at));
+        let busy = connections.saturating_sub(opening + self.idle.get()).max(1);
+        let drain = self
+            .exchange
+            .get()
+            .mul_f64(queue.len() as f64 / busy as f64);
+        waited >= open || drain >= open
+    }
+}
+
+/// Moves a moving average an eighth of the way towards `sample` (`ZERO` means none yet).
+fn average(cell: &Cell<Duration>, sample: Duration) {
+    let old = cell.get();
+    cell.set(if old.is_zero() {
+        sample
+    } else {
+        old.mul_f64(0.875) + sample.mul_f64(0.125)
+    });
 }
 
 impl Queues {
@@ -137,10 +210,17 @@ impl Queues {
                 work: Notify::new(),
                 idle: Cell::new(0),
                 connections: Cell::new(0),
+                opening: Cell::new(0),
                 max_connections,
+                exchange: Cell::new(Duration::ZERO),
+                open: Cell::new(OPENING_GUESS),
             })
             .collect();
-        Queues { endpoints }
+        Queues {
+            endpoints,
+            late: Cell::new(Duration::ZERO),
+            pressed: Cell::new(false),
+        }
     }
 }
 
@@ -156,13 +236,19 @@ impl Work for Queues {
         wire: &Wire,
         ep: usize,
         batch: &mut Vec<Pending>,
-        _rotation: &mut usize,
+        rotation: &mut usize,
     ) -> bool {
         let endpoint = &self.endpoints[ep];
+        // A connection the queue opened stops counting as opening with its first request.
+        if std::mem::take(rotation) == OPENING {
+            endpoint
+                .opening
+                .set(endpoint.opening.get().saturating_sub(1));
+        }
         loop {
             let next = endpoint.queue.borrow_mut().pop_front();
             match next {
-                Some(p) => {
+                Some((p, _)) => {
                     if p.intended
                         .is_some_and(|t| t + wire.timeout < Instant::now())
                     {
@@ -186,6 +272,15 @@ impl Work for Queues {
         endpoint
             .connections
             .set(endpoint.connections.get().saturating_sub(1));
+    }
+
+    fn exchanged(&self, ep: usize, took: Duration, opened: bool) {
+        let endpoint = &self.endpoints[ep];
+        if opened {
+            average(&endpoint.open, took);
+        } else {
+            average(&endpoint.exchange, took);
+        }
     }
 }
 
@@ -213,10 +308,12 @@ pub fn drive<W: Work>(
             if !pool.work.next(wire, ep, &mut batch, &mut rotation).await {
                 break;
             }
-            let connect_failed = matches!(
-                conn::send(wire, &mut conn, ep, &batch, None).await,
-                Err(Failed::Connect(_))
-            );
+            let (started, opened) = (Instant::now(), conn.is_none());
+            let outcome = conn::send(wire, &mut conn, ep, &batch, None).await;
+            if outcome.is_ok() {
+                pool.work.exchanged(ep, started.elapsed(), opened);
+            }
+            let connect_failed = matches!(outcome, Err(Failed::Connect(_)));
             if W::BACKOFF {
                 // A closed-model connection would otherwise retry in a tight loop.
                 if connect_failed {
@@ -239,6 +336,20 @@ impl Pool<Queues> {
         spawn_local(drive(self.clone(), ep, 0, conn));
     }
 
+    /// Opens a connection to endpoint `ep` for its queued requests when
+    /// [`Queue::should_open`] says so; it counts as opening until it takes its first request,
+    /// which it sends as it connects.
+    fn grow(self: &Rc<Self>, ep: usize, now: Instant) {
+        let e = &self.work.endpoints[ep];
+        // A thread with no time to spare would only spend it connecting.
+        if self.work.pressed.get() || !e.should_open(now, self.work.late.get()) {
+            return;
+        }
+        e.connections.set(e.connections.get() + 1);
+        e.opening.set(e.opening.get() + 1);
+        spawn_local(drive(self.clone(), ep, OPENING, None));
+    }
+
     /// Releases arrival `index` (counted across threads), due at `intended`: a request of the
     /// round robin, queued for its endpoint, and a connection is made sure to take it — an
     /// idle one if any, else a new one while under the cap; past the cap it waits in the
@@ -247,37 +358,46 @@ impl Pool<Queues> {
         let template = index % self.wire.requests.len();
         let ep = self.wire.requests[template].endpoint;
         let e = &self.work.endpoints[ep];
-        e.queue.borrow_mut().push_back(Pending {
+        let now = Instant::now();
+        self.work.late.set(now.saturating_duration_since(intended));
+        let pending = Pending {
             intended: Some(intended),
             template,
-        });
+        };
+        e.queue.borrow_mut().push_back((pending, now));
         if e.idle.get() > 0 {
             e.idle.set(e.idle.get() - 1);
             // The connection idle the shortest time: a few hot connections take the load
             // while the rest stay untouched, so their kernel and tokio state stays out of
             // the caches (waking the longest idle one would cycle through the whole pool).
             e.work.notify_last();
-        } else if e.connections.get() < e.max_connections {
-            e.connections.set(e.connections.get() + 1);
-            spawn_local(drive(self.clone(), ep, 0, None));
+        } else {
+            self.grow(ep, now);
         }
     }
 
-    /// Drops queued requests whose timeout passed before any connection took them.
-    pub fn drop_stale(&self, now: Instant) {
-        for ep in &self.work.endpoints {
+    /// After the pacer's wake-up at `now`: drops queued requests whose timeout passed before
+    /// any connection took them, and opens a connection for an endpoint whose queue has
+    /// waited longer than opening one takes.
+    pub fn tend(self: &Rc<Self>, now: Instant, pressed: bool) {
+        self.work.pressed.set(pressed);
+        for (i, ep) in self.work.endpoints.iter().enumerate() {
             let mut q = ep.queue.borrow_mut();
             let before = q.len();
             while q
                 .front()
-                .and_then(|p| p.intended)
+                .and_then(|(p, _)| p.intended)
                 .is_some_and(|t| t + self.wire.timeout < now)
             {
                 q.pop_front();
             }
             let n = (before - q.len()) as u64;
+            let waiting = !q.is_empty();
             drop(q);
             self.wire.rec.record_dropped(n);
+            if waiting && ep.idle.get() == 0 {
+                self.grow(i, now);
+            }
         }
     }
 

@@ -7,7 +7,9 @@ use std::cell::{Cell, RefCell, RefMut};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use loadlab_run::{ConnectStats, ErrorKind, Interval, Plan, Timings, TlsFailure, UserRecord};
+use loadlab_run::{
+    ConnectStats, ErrorKind, Interval, PacingStats, Plan, Timings, TlsFailure, UserRecord,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -15,7 +17,8 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy)]
 pub struct Pending {
     /// When it should have started (the open model's schedule); `None` in the closed model,
-    /// where a request's intended start is its actual send.
+    /// where a request's intended start is its actual send. A request sent before this time
+    /// (within the pacing slack) counts its latency from its send.
     pub intended: Option<Instant>,
     /// Index into the plan's requests.
     pub template: usize,
@@ -36,6 +39,8 @@ pub struct ThreadEnd {
     pub users: Option<UserRecord>,
     /// Whole-run timings (connect, handshake, waiting, receiving) and TLS failures.
     pub timings: Timings,
+    /// How evenly the thread's scheduled requests went out.
+    pub pacing: PacingStats,
 }
 
 /// Messages from generator threads to the collector.
@@ -78,6 +83,10 @@ pub struct Recorder {
     by_name: Option<RefCell<Vec<Interval>>>,
     /// Whole-run timings: kept for the run, not per second, so the seconds stay cheap to merge.
     timings: RefCell<Timings>,
+    /// The gaps between the scheduled requests' sends against their schedule.
+    pacing: Cell<PacingStats>,
+    /// The last scheduled request's send and intended start.
+    last_scheduled: Cell<Option<(Instant, Instant)>>,
 }
 
 impl Recorder {
@@ -105,6 +114,8 @@ impl Recorder {
                 .then(|| RefCell::new(names.iter().map(|_| Interval::new(0)).collect())),
             name_of,
             timings: RefCell::new(Timings::new()),
+            pacing: Cell::new(PacingStats::default()),
+            last_scheduled: Cell::new(None),
         }
     }
 
@@ -178,6 +189,28 @@ impl Recorder {
         self.in_flight.set(self.in_flight.get() + n as u64);
     }
 
+    /// Counts `batch` as sent at `now`, measuring the gap since the last scheduled request's
+    /// send against their gap in the schedule.
+    pub fn mark_batch_sent(&self, batch: &[Pending], now: Instant) {
+        self.mark_sent(batch.len(), now);
+        for intended in batch.iter().filter_map(|p| p.intended) {
+            if let Some((sent, scheduled)) = self.last_scheduled.get() {
+                let mut pacing = self.pacing.get();
+                pacing.add_gap(
+                    now.saturating_duration_since(sent).as_secs_f64(),
+                    signed_secs(intended, scheduled),
+                );
+                self.pacing.set(pacing);
+            }
+            self.last_scheduled.set(Some((now, intended)));
+        }
+    }
+
+    /// Takes the pacing measured so far.
+    pub fn take_pacing(&self) -> PacingStats {
+        self.pacing.take()
+    }
+
     fn finish(&self, n: u64) {
         let f = self.finished.get() + n;
         self.finished.set(f);
@@ -216,7 +249,8 @@ impl Recorder {
         now: Instant,
         (status, refused): (u16, bool),
     ) {
-        let intended = p.intended.unwrap_or(sent_at);
+        // A request sent early (within the pacing slack) started at its send.
+        let intended = p.intended.map_or(sent_at, |t| t.min(sent_at));
         let mut rec = self.rec_at(now);
         rec.counts.record_status(status);
         rec.counts.refused += u64::from(refused);
@@ -281,6 +315,14 @@ impl Recorder {
         }
         self.rec_at(Instant::now()).counts.dropped += n;
         self.finish(n);
+    }
+}
+
+/// Seconds from `b` to `a`, negative when `a` is earlier.
+fn signed_secs(a: Instant, b: Instant) -> f64 {
+    match a.checked_duration_since(b) {
+        Some(d) => d.as_secs_f64(),
+        None => -b.duration_since(a).as_secs_f64(),
     }
 }
 

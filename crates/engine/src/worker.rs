@@ -19,6 +19,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::conn::dialer::Dialer;
 use crate::connect::open_paced;
 use crate::mode::{Load, Mode};
+use crate::precise_timer::PreciseTimer;
 use crate::record::{Msg, Recorder, ThreadEnd};
 use crate::session::Hooks;
 use crate::tls::TlsClient;
@@ -135,7 +136,12 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
         hooks,
     );
     let rec = &mode.wire().rec;
-    sleep_until(origin).await;
+    // On the precise timer: tokio's wakes up to a millisecond late, and the open model's
+    // pacer would start with that millisecond's arrivals due at once.
+    match PreciseTimer::new() {
+        Ok(timer) if timer.sleep_until(origin).await.is_ok() => {}
+        _ => sleep_until(origin).await,
+    }
     mode.start(initial, (index, threads));
     if expected == Some(0) {
         rec.all_done.notify_one();
@@ -175,6 +181,7 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
         by_name: rec.take_by_name(),
         users: mode.take_user_record(),
         timings: rec.take_timings(),
+        pacing: rec.take_pacing(),
     };
     if let Some(h) = helper {
         h.stop().await;

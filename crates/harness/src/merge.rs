@@ -480,6 +480,17 @@ fn merge_generators(summaries: &[&Summary]) -> Generator {
             .filter_map(|s| s.generator.processor_cpu_s)
             .reduce(|a, b| a + b),
         warnings: Vec::new(),
+        // The shards' own evenness, the worst of them (each shard paces its own threads).
+        pacing: summaries
+            .iter()
+            .filter_map(|s| s.generator.pacing.clone())
+            .reduce(|a, b| {
+                if b.arrival_gap_cv > a.arrival_gap_cv {
+                    b
+                } else {
+                    a
+                }
+            }),
         connect: Connect {
             connections: sum(|s| s.generator.connect.connections),
             opened: sum(|s| s.generator.connect.opened),
@@ -549,7 +560,7 @@ fn shard_health(shards: &[ShardRun]) -> Vec<MergedShard> {
                 schedule_lag_ms_p99: g.schedule_lag_ms_p99,
                 cpu_s: g.cpu_s,
                 saturated: g.saturated,
-                bottleneck: health::shard_was_bottleneck(g),
+                bottleneck: health::generator_limited(g),
             }
         })
         .collect()

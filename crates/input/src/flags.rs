@@ -14,8 +14,8 @@ use loadlab_run::thresholds::ThresholdError;
 use crate::target::{HeaderError, UrlError};
 use crate::tls::CaFileError;
 use crate::values::{
-    addr_list, non_negative_rate, positive_count, positive_duration, positive_rate, positive_u64,
-    shard_arg, start_at, threshold_list, AddrList, ShardArg, ThresholdList,
+    addr_list, non_negative_rate, parse_duration, positive_count, positive_duration, positive_rate,
+    positive_u64, shard_arg, start_at, threshold_list, AddrList, ShardArg, ThresholdList,
 };
 
 /// Flags (or a URL among them) that cannot become a plan: which one, and why.
@@ -127,6 +127,11 @@ pub struct LoadFlags {
     /// Open model: most connections open at once; past that, requests wait.
     #[arg(long = "max-connections", value_name = "N", requires = "rate", value_parser = positive_count, allow_negative_numbers = true)]
     pub max_connections: Option<usize>,
+    /// Open model: let an arrival go out up to DUR early, with an earlier one's wake-up
+    /// (e.g. 500us, 1ms): less CPU per request, sends bunched by up to DUR; 0 sends each at
+    /// its time [default: 0]. At most 100ms.
+    #[arg(long = "pacing-slack", value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    pub pacing_slack: Option<Duration>,
     /// Closed model: HTTP/1.1 requests pipelined per connection [default: 1].
     #[arg(short = 'p', long = "pipeline", value_name = "DEPTH", value_parser = positive_count, allow_negative_numbers = true)]
     pub pipeline: Option<usize>,

@@ -41,6 +41,8 @@ pub struct Overrides {
     pub connect_timeout: Option<Duration>,
     /// Initial connections opened per second.
     pub connect_rate: Option<f64>,
+    /// Open model: how early an arrival may go out (`--pacing-slack`).
+    pub pacing_slack: Option<Duration>,
     /// Local addresses connections bind to.
     pub source_addrs: Vec<IpAddr>,
     /// HTTPS: a private CA's PEM file, instead of the file's `config.tls.cacert`.
@@ -72,6 +74,7 @@ struct Parts {
     protocol: Protocol,
     thresholds: Vec<Threshold>,
     apdex_ms: Option<f64>,
+    pacing_slack: Option<Duration>,
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
@@ -95,6 +98,7 @@ fn finish(p: Parts) -> Result<ValidPlan, PlanError> {
         shard: None,
         start_at: None,
         apdex_ms: p.apdex_ms,
+        pacing_slack: p.pacing_slack.unwrap_or_default(),
     }
     .check()
 }
@@ -179,6 +183,7 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
             timeout: f.timeout,
             connect_timeout: f.connect_timeout,
             connect_rate: f.connect_rate,
+            pacing_slack: f.pacing_slack,
             source_addrs: source_addrs(f),
             cacert: f.reach.cacert.clone(),
             insecure: f.reach.insecure,
@@ -284,6 +289,7 @@ pub fn url(
         protocol: target.protocol,
         thresholds: Vec::new(),
         apdex_ms: None,
+        pacing_slack: None,
     })?)
 }
 
@@ -386,6 +392,7 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenar
             .chain(o.thresholds.clone())
             .collect(),
         apdex_ms: sc.apdex_ms,
+        pacing_slack: o.pacing_slack,
     })
     .map(|plan| CheckedScenario {
         plan,
@@ -492,6 +499,7 @@ fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
         protocol: protocol(http2_reach(&f.reach)),
         thresholds: thresholds(f),
         apdex_ms: None,
+        pacing_slack: f.pacing_slack,
     })
 }
 

@@ -103,6 +103,16 @@ pub fn timings_line(s: &Summary) -> Option<String> {
     ))
 }
 
+/// The generator line's pacing: how even the sends were, and the slack they had.
+fn pacing_words(p: &loadlab_run::summary::Pacing) -> String {
+    let how = if p.slack_ms > 0.0 {
+        format!("slack {} ms", p.slack_ms)
+    } else {
+        "exact".into()
+    };
+    format!("  arrival gaps cv {:.2} ({how})", p.arrival_gap_cv)
+}
+
 /// How `https://` targets were checked, in one line; `None` when the run had none.
 pub fn tls_line(s: &Summary) -> Option<String> {
     let t = s.tls.as_ref()?;
@@ -306,14 +316,20 @@ pub fn render_summary(s: &Summary) -> String {
     let g = &s.generator;
     let _ = writeln!(
         out,
-        "  generator    cpu {:.2} s  max rss {:.1} MB  schedule lag p99 {:.2} ms  threads {}{}",
+        "  generator    cpu {:.2} s  max rss {:.1} MB  schedule lag p99 {:.2} ms  threads {}{}{}{}",
         g.cpu_s,
         g.max_rss_mb,
         g.schedule_lag_ms_p99,
         g.threads,
         g.processor_cpu_s.map_or(String::new(), |c| format!(
             "  processor (Node.js) cpu {c:.2} s"
-        ))
+        )),
+        g.pacing.as_ref().map_or(String::new(), pacing_words),
+        if loadlab_analyze::health::generator_limited(g) {
+            "  — the generator was the limit, not the service"
+        } else {
+            ""
+        }
     );
     let c = &g.connect;
     if c.connections > 0 {

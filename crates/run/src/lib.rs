@@ -30,7 +30,8 @@ pub use plan::{
 };
 pub use profile::{Profile, ProfileOutcome, TopFunction};
 pub use record::{
-    ConnectStats, CustomMetrics, GeneratorStats, PhaseRecord, RunData, Timings, UserRecord,
+    ConnectStats, CustomMetrics, GeneratorStats, PacingStats, PhaseRecord, RunData, Timings,
+    UserRecord,
 };
 pub use server::{
     HostSample, ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,

@@ -339,6 +339,11 @@ pub struct Plan {
     /// summary scores the latencies against it. `None` without one.
     #[serde(default)]
     pub apdex_ms: Option<f64>,
+    /// Open model: how early an arrival may go out to share a wake-up with an earlier one
+    /// (`--pacing-slack`); zero sends each at its time. A request sent early counts its
+    /// latency from its send.
+    #[serde(default)]
+    pub pacing_slack: Duration,
 }
 
 /// The defaults every input falls back on (flags, scenario files, experiment workloads, the
@@ -399,6 +404,8 @@ pub const MAX_CONNECTIONS: usize = 1_000_000;
 pub const MAX_STREAMS: usize = 10_000;
 /// Most source addresses a plan may name.
 pub const MAX_SOURCE_ADDRS: usize = 65_536;
+/// Longest pacing slack: past it, arrivals sent together are bursts, not a paced rate.
+pub const MAX_PACING_SLACK: Duration = Duration::from_millis(100);
 
 /// A plan that cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -457,6 +464,9 @@ pub enum PlanError {
         "user phase {0:?} needs a duration above zero and a spawn rate of at least one user a year"
     )]
     BadUserPhase(String),
+    /// A pacing slack outside the open model, or longer than [`MAX_PACING_SLACK`].
+    #[error("--pacing-slack {0}; give it with -R (or arrival phases), at most 100ms")]
+    BadPacingSlack(&'static str),
     /// A connect rate that is not a finite number above zero.
     #[error("the connect rate (--connect-rate) must be above zero and at most 10,000,000 per second, got {0}")]
     BadConnectRate(f64),
@@ -514,6 +524,7 @@ impl Plan {
             shard: None,
             start_at: None,
             apdex_ms: None,
+            pacing_slack: Duration::ZERO,
         }
     }
 
@@ -599,6 +610,14 @@ impl Plan {
             return Err(PlanError::BadConnectRate(self.connect_rate));
         }
         self.check_sources()?;
+        if !self.pacing_slack.is_zero() {
+            if !matches!(self.model, Model::Open { .. }) {
+                return Err(PlanError::BadPacingSlack("applies to the open model only"));
+            }
+            if self.pacing_slack > MAX_PACING_SLACK {
+                return Err(PlanError::BadPacingSlack("is too long"));
+            }
+        }
         match self.protocol {
             Protocol::Http2 { streams: 0 } => {
                 return Err(PlanError::Zero("streams per connection (--streams)"))
@@ -972,5 +991,29 @@ mod tests {
             };
             assert!(matches!(p.check(), Err(PlanError::BadConnectRate(_))));
         }
+    }
+
+    #[test]
+    fn a_pacing_slack_is_the_open_models_and_at_most_100ms() {
+        let slack = |ms: u64, model: Model| Plan {
+            pacing_slack: Duration::from_millis(ms),
+            model,
+            stop: Stop {
+                duration: Some(Duration::from_secs(1)),
+                count: None,
+            },
+            ..plan_from(&[])
+        };
+        assert!(slack(1, Model::open(100.0, 1, 10)).check().is_ok());
+        assert!(slack(100, Model::open(100.0, 1, 10)).check().is_ok());
+        for bad in [
+            slack(101, Model::open(100.0, 1, 10)),
+            slack(1, Model::closed(1, 1)),
+        ] {
+            let e = bad.check().unwrap_err();
+            assert!(matches!(e, PlanError::BadPacingSlack(_)), "{e}");
+            assert!(e.to_string().contains("--pacing-slack"), "{e}");
+        }
+        assert!(slack(0, Model::closed(1, 1)).check().is_ok());
     }
 }

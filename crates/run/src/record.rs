@@ -22,6 +22,49 @@ pub struct GeneratorStats {
     pub threads: usize,
     /// How the initial connections were opened, before the load started.
     pub connect: ConnectStats,
+    /// How evenly the open model's arrivals went out (empty in the other models).
+    pub pacing: PacingStats,
+}
+
+/// How evenly the open model's arrivals went out: each gap between two consecutive sends of a
+/// thread against the schedule's gap between the same two arrivals. Kept as sums, so threads
+/// merge by adding.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PacingStats {
+    /// Gaps measured.
+    pub gaps: u64,
+    /// Sum of the squared differences between the sent and the scheduled gaps, s².
+    pub error_sq_s2: f64,
+    /// Sum of the scheduled gaps, s.
+    pub scheduled_s: f64,
+}
+
+impl PacingStats {
+    /// Counts one gap: `sent_s` between the two sends, `scheduled_s` between their arrivals'
+    /// times in the schedule.
+    pub fn add_gap(&mut self, sent_s: f64, scheduled_s: f64) {
+        self.gaps += 1;
+        self.error_sq_s2 += (sent_s - scheduled_s).powi(2);
+        self.scheduled_s += scheduled_s;
+    }
+
+    /// Adds another thread's gaps.
+    pub fn merge(&mut self, other: &PacingStats) {
+        self.gaps += other.gaps;
+        self.error_sq_s2 += other.error_sq_s2;
+        self.scheduled_s += other.scheduled_s;
+    }
+
+    /// The RMS difference between the sent and the scheduled gaps over the mean scheduled gap:
+    /// 0 when every arrival went out exactly on time, and the coefficient of variation of the
+    /// gaps for evenly spaced arrivals at a constant rate (the server's view of the pacing).
+    /// `None` without gaps.
+    pub fn gap_cv(&self) -> Option<f64> {
+        (self.gaps > 0 && self.scheduled_s > 0.0).then(|| {
+            let n = self.gaps as f64;
+            (self.error_sq_s2 / n).sqrt() / (self.scheduled_s / n)
+        })
+    }
 }
 
 /// The opening of the initial connections, paced, before the run's origin: its time is in no
@@ -384,5 +427,35 @@ impl RunData {
     /// Length of the run in seconds, never zero.
     pub fn secs(&self) -> f64 {
         self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gap_cv_is_the_rms_gap_error_over_the_mean_scheduled_gap() {
+        let mut exact = PacingStats::default();
+        for _ in 0..10 {
+            exact.add_gap(0.0002, 0.0002);
+        }
+        assert_eq!(exact.gap_cv(), Some(0.0));
+        // Five arrivals 200 µs apart sent together every millisecond: four gaps of 0 and one
+        // of 1 ms, each 200 µs apart in the schedule (a cv of 2).
+        let mut bunched = PacingStats::default();
+        for i in 0..100 {
+            bunched.add_gap(if i % 5 == 4 { 0.001 } else { 0.0 }, 0.0002);
+        }
+        let cv = bunched.gap_cv().unwrap();
+        assert!((cv - 2.0).abs() < 1e-9, "{cv}");
+        // Threads merge by adding their sums.
+        let mut both = exact;
+        both.merge(&bunched);
+        assert_eq!(both.gaps, 110);
+        assert!(
+            (both.gap_cv().unwrap() - (bunched.error_sq_s2 / 110.0).sqrt() / 0.0002).abs() < 1e-9
+        );
+        assert_eq!(PacingStats::default().gap_cv(), None);
     }
 }

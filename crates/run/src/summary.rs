@@ -248,6 +248,22 @@ pub struct Generator {
     /// included), beside the generator's own `cpu_s`; absent without a processor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processor_cpu_s: Option<f64>,
+    /// How evenly the open model's arrivals went out; absent in the other models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<Pacing>,
+}
+
+/// How evenly the open model's arrivals went out, and the slack they were allowed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Pacing {
+    /// How early an arrival could go out to share a wake-up with an earlier one
+    /// (`--pacing-slack`), ms; 0 sends each at its time.
+    pub slack_ms: f64,
+    /// The RMS difference between each gap between two consecutive sends of a generator
+    /// thread and the schedule's gap between the same arrivals, over the mean scheduled gap:
+    /// 0 for exact pacing; for evenly spaced arrivals at a constant rate, the gaps'
+    /// coefficient of variation as the server sees them.
+    pub arrival_gap_cv: f64,
 }
 
 /// The opening of the initial connections, paced, before the load started: its time is in no
@@ -884,6 +900,10 @@ impl Summary {
                 cpu_s: g.cpu_s,
                 max_rss_mb: g.max_rss_mb,
                 schedule_lag_ms_p99: lag_p99,
+                pacing: g.pacing.gap_cv().map(|cv| Pacing {
+                    slack_ms: run.plan.pacing_slack.as_secs_f64() * 1000.0,
+                    arrival_gap_cv: cv,
+                }),
                 saturated: false,
                 threads: g.threads,
                 warnings: Vec::new(),

@@ -93,7 +93,7 @@ pub fn send<'a>(
 ) -> impl Future<Output = Result<Answer, Failed>> + 'a {
     async move {
         let sent_at = Instant::now();
-        wire.rec.mark_sent(batch.len(), sent_at);
+        wire.rec.mark_batch_sent(batch, sent_at);
         let mut retried = false;
         loop {
             let reused = conn.is_some();
