@@ -55,8 +55,9 @@ pub async fn pace(
     // Whether the thread's tasks have had a turn since the last release.
     let mut yielded = false;
     // The time the pacer spent waiting (spinning or asleep) in the current window, and
-    // whether the last whole window had almost none: a thread with no time to spare.
-    let (mut window, mut waited, mut pressed) = (Instant::now(), Duration::ZERO, false);
+    // whether the last whole window had little: a thread with no time to spare. Pressed
+    // until the first window says otherwise: the first arrivals find the thread cold.
+    let (mut window, mut waited, mut pressed) = (Instant::now(), Duration::ZERO, true);
     loop {
         let now = Instant::now();
         let length = now.saturating_duration_since(window);
