@@ -1906,13 +1906,7 @@ mod tests {
             step(4, 266.8, 476.2, 15.3, 97.2),
             step(5, 414.0, 829.4, 12.4, 100.2),
         ];
-        let v = verdict(&steps).unwrap();
-        assert_eq!(
-            (v.kind, v.workers),
-            (Kind::Cpu, Some(1)),
-            "{}",
-            v.explanation
-        );
+        let v = one_core(&steps);
         // The mean latency doubles from 2 connections on: one worker, whatever p99 did.
         assert!(v.explanation.contains("CPU-bound"), "{}", v.explanation);
         // Warming faster, so that the mean latency alone suggests 2 workers: the CPU, flat at
@@ -1924,9 +1918,20 @@ mod tests {
             step(4, 190.0, 260.0, 21.0, 99.5),
             step(5, 240.0, 330.0, 20.8, 100.0),
         ];
-        let v = verdict(&steps).unwrap();
-        assert_eq!((v.kind, v.workers), (Kind::Cpu, Some(1)), "{v:?}");
+        let v = one_core(&steps);
         assert!(v.explanation.contains("warmed up"), "{}", v.explanation);
+    }
+
+    /// The verdict on `steps`, checked to be CPU-bound on one core.
+    fn one_core(steps: &[ProbeStep]) -> Verdict {
+        let v = verdict(steps).unwrap();
+        assert_eq!(
+            (v.kind, v.workers),
+            (Kind::Cpu, Some(1)),
+            "{}",
+            v.explanation
+        );
+        v
     }
 
     #[test]
@@ -1953,13 +1958,7 @@ mod tests {
             step(3, 125.1, 43.2, 24.0),
             step(4, 158.6, 57.8, 25.2),
         ];
-        let v = verdict(&steps).unwrap();
-        assert_eq!(
-            (v.kind, v.workers),
-            (Kind::Cpu, Some(1)),
-            "{}",
-            v.explanation
-        );
+        one_core(&steps);
         // Without the CPU reading, the same steps are contention.
         let unwatched: Vec<ProbeStep> = steps
             .iter()

@@ -48,6 +48,9 @@ pub trait Work: 'static {
     /// A connection of endpoint `ep` ended.
     fn ended(&self, ep: usize);
 
+    /// Whether [`Work::exchanged`] wants the exchanges timed (two clock reads a request).
+    const TIMED: bool = false;
+
     /// A connection of endpoint `ep` exchanged a batch in `took`, on a connection it had
     /// (`opened` false) or opened for it.
     fn exchanged(&self, _ep: usize, _took: Duration, _opened: bool) {}
@@ -155,17 +158,14 @@ struct Queue {
 impl Queue {
     /// Whether a new connection should be opened for the queued requests: only when there is
     /// room, fewer are being opened than wait (and no more than a sixteenth of the pool at
-    /// once), and the oldest queued request has waited longer than an opening takes and
-    /// four exchanges on an open connection take. An exchange's time counts the thread's own
-    /// delays in reading its answer, so a thread too busy to keep up raises the bar it sets:
-    /// requests that wait because the thread is busy would not be sent sooner on more
-    /// connections, and every connect puts the thread further behind (at 124,000 req/s on one
-    /// thread, opening a connection whenever a request waited grew the pool to 1,000 and held
-    /// 108,000 req/s; with 50 it held the schedule). A server that stops answering stops the
-    /// exchanges' clock, and its queue grows connections after one opening's time.
-    ///
-    /// Nor when the pacer itself released its last arrival late by more than an opening takes
-    /// (or 1 ms): the thread is behind.
+    /// once), and waiting would cost more than opening — the oldest queued request has waited
+    /// longer than an opening takes, or the queue would take that long to drain at the pace
+    /// of the recent exchanges. Not when the pacer released its last arrival late by more than
+    /// an opening takes (or 1 ms): the thread is behind, and requests that wait because it is
+    /// busy would not be sent sooner on more connections, while every connect would put it
+    /// further behind (at 124,000 req/s on one thread, opening a connection whenever a request
+    /// waited grew the pool to its 1,000 cap and held 108,000 req/s). [`Pool::grow`] also
+    /// opens none while the pacer finds the thread pressed.
     fn should_open(&self, now: Instant, late: Duration) -> bool {
         let queue = self.queue.borrow();
         let (connections, opening) = (self.connections.get(), self.opening.get());
@@ -226,6 +226,7 @@ impl Queues {
 
 impl Work for Queues {
     const BACKOFF: bool = false;
+    const TIMED: bool = true;
 
     fn depth(&self) -> usize {
         1
@@ -308,9 +309,9 @@ pub fn drive<W: Work>(
             if !pool.work.next(wire, ep, &mut batch, &mut rotation).await {
                 break;
             }
-            let (started, opened) = (Instant::now(), conn.is_none());
+            let (started, opened) = (W::TIMED.then(Instant::now), conn.is_none());
             let outcome = conn::send(wire, &mut conn, ep, &batch, None).await;
-            if outcome.is_ok() {
+            if let (Some(started), true) = (started, outcome.is_ok()) {
                 pool.work.exchanged(ep, started.elapsed(), opened);
             }
             let connect_failed = matches!(outcome, Err(Failed::Connect(_)));
