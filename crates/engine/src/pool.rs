@@ -124,16 +124,16 @@ pub struct Queues {
     pressed: Cell<bool>,
 }
 
-/// Lateness past which the thread is behind its schedule whatever an opening costs.
+/// Lateness past which the thread is behind its schedule.
 const BEHIND: Duration = Duration::from_millis(1);
 
 /// The rotation a connection opened by [`Pool::grow`] starts with, which tells the open
 /// model's queue it is still opening (the queue has no other use for rotations).
 const OPENING: usize = usize::MAX;
 
-/// What opening a connection is assumed to cost until one has been timed: a loopback connect
-/// and its first exchange take 50–150 µs on the machines this was measured on.
-const OPENING_GUESS: Duration = Duration::from_micros(200);
+/// What opening a connection costs, about: a loopback connect takes 50–150 µs on the
+/// machines this was measured on.
+const OPENING_COST: Duration = Duration::from_micros(200);
 
 /// One endpoint's queue and its connections.
 struct Queue {
@@ -151,8 +151,6 @@ struct Queue {
     max_connections: usize,
     /// Moving average of an exchange on an open connection (`ZERO` before the first).
     exchange: Cell<Duration>,
-    /// Moving average of a connection's opening with its first exchange.
-    open: Cell<Duration>,
 }
 
 impl Queue {
@@ -160,8 +158,8 @@ impl Queue {
     /// room, fewer are being opened than wait (and no more than a sixteenth of the pool at
     /// once), and waiting would cost more than opening — the oldest queued request has waited
     /// longer than an opening takes, or the queue would take that long to drain at the pace
-    /// of the recent exchanges. Not when the pacer released its last arrival late by more than
-    /// an opening takes (or 1 ms): the thread is behind, and requests that wait because it is
+    /// of the recent exchanges. Not when the pacer released its last arrival more than 1 ms
+    /// late: the thread is behind, and requests that wait because it is
     /// busy would not be sent sooner on more connections, while every connect would put it
     /// further behind (at 124,000 req/s on one thread, opening a connection whenever a request
     /// waited grew the pool to its 1,000 cap and held 108,000 req/s). [`Pool::grow`] also
@@ -173,8 +171,11 @@ impl Queue {
         if connections >= self.max_connections || opening >= queue.len().min(at_once) {
             return false;
         }
-        let open = self.open.get();
-        if late > open.min(BEHIND) {
+        // What an opening costs: a connect, not the server's time for the first request (a
+        // slow server's first exchange, counted as an opening's cost, made requests wait
+        // its length before the pool grew and moved capacity searches' breaking points).
+        let open = OPENING_COST;
+        if late > BEHIND {
             return false;
         }
         let waited = queue
@@ -213,7 +214,6 @@ impl Queues {
                 opening: Cell::new(0),
                 max_connections,
                 exchange: Cell::new(Duration::ZERO),
-                open: Cell::new(OPENING_GUESS),
             })
             .collect();
         Queues {
@@ -276,11 +276,8 @@ impl Work for Queues {
     }
 
     fn exchanged(&self, ep: usize, took: Duration, opened: bool) {
-        let endpoint = &self.endpoints[ep];
-        if opened {
-            average(&endpoint.open, took);
-        } else {
-            average(&endpoint.exchange, took);
+        if !opened {
+            average(&self.endpoints[ep].exchange, took);
         }
     }
 }
