@@ -118,22 +118,11 @@ impl Work for Budgeted {
 /// Open model, plain requests: one queue per endpoint that the scheduler fills.
 pub struct Queues {
     endpoints: Vec<Queue>,
-    /// How late the last arrival was released: the thread's own lag behind its schedule.
-    late: Cell<Duration>,
-    /// Whether the pacer found the thread with no time to spare at its last wake-up.
-    pressed: Cell<bool>,
 }
-
-/// Lateness past which the thread is behind its schedule.
-const BEHIND: Duration = Duration::from_millis(1);
 
 /// The rotation a connection opened by [`Pool::grow`] starts with, which tells the open
 /// model's queue it is still opening (the queue has no other use for rotations).
 const OPENING: usize = usize::MAX;
-
-/// What opening a connection costs, about: a loopback connect takes 50–150 µs on the
-/// machines this was measured on.
-const OPENING_COST: Duration = Duration::from_micros(200);
 
 /// One endpoint's queue and its connections.
 struct Queue {
@@ -145,7 +134,7 @@ struct Queue {
     idle: Cell<usize>,
     /// Connections open or opening.
     connections: Cell<usize>,
-    /// Connections being opened (started for a request, not done with their first exchange).
+    /// Connections started for the queue that have not yet taken their first request.
     opening: Cell<usize>,
     /// Most connections this thread may hold to this endpoint.
     max_connections: usize,
@@ -154,39 +143,12 @@ struct Queue {
 }
 
 impl Queue {
-    /// Whether a new connection should be opened for the queued requests: only when there is
-    /// room, fewer are being opened than wait (and no more than a sixteenth of the pool at
-    /// once), and waiting would cost more than opening — the oldest queued request has waited
-    /// longer than an opening takes, or the queue would take that long to drain at the pace
-    /// of the recent exchanges. Not when the pacer released its last arrival more than 1 ms
-    /// late: the thread is behind, and requests that wait because it is
-    /// busy would not be sent sooner on more connections, while every connect would put it
-    /// further behind (at 124,000 req/s on one thread, opening a connection whenever a request
-    /// waited grew the pool to its 1,000 cap and held 108,000 req/s). [`Pool::grow`] also
-    /// opens none while the pacer finds the thread pressed.
-    fn should_open(&self, now: Instant, late: Duration) -> bool {
-        let queue = self.queue.borrow();
-        let (connections, opening) = (self.connections.get(), self.opening.get());
-        let at_once = (connections / 16).max(1);
-        if connections >= self.max_connections || opening >= queue.len().min(at_once) {
-            return false;
-        }
-        // What an opening costs: a connect, not the server's time for the first request (a
-        // slow server's first exchange, counted as an opening's cost, made requests wait
-        // its length before the pool grew and moved capacity searches' breaking points).
-        let open = OPENING_COST;
-        if late > BEHIND {
-            return false;
-        }
-        let waited = queue
-            .front()
-            .map_or(Duration::ZERO, |(_, at)| now.saturating_duration_since(*at));
-        let busy = connections.saturating_sub(opening + self.idle.get()).max(1);
-        let drain = self
-            .exchange
-            .get()
-            .mul_f64(queue.len() as f64 / busy as f64);
-        waited >= open || drain >= open
+    /// Whether a new connection may be opened for the queued requests: while under the cap.
+    /// (A rule that waited to open until waiting cost more than a connect, and not while the
+    /// thread was pressed, held the 85 % ceiling better but left multi-worker servers under-
+    /// loaded when the generator's machine was busy; see bench/RESULTS.md, 2026-11-25.)
+    fn should_open(&self, _now: Instant) -> bool {
+        self.connections.get() < self.max_connections
     }
 }
 
@@ -216,11 +178,7 @@ impl Queues {
                 exchange: Cell::new(Duration::ZERO),
             })
             .collect();
-        Queues {
-            endpoints,
-            late: Cell::new(Duration::ZERO),
-            pressed: Cell::new(false),
-        }
+        Queues { endpoints }
     }
 }
 
@@ -339,8 +297,7 @@ impl Pool<Queues> {
     /// which it sends as it connects.
     fn grow(self: &Rc<Self>, ep: usize, now: Instant) {
         let e = &self.work.endpoints[ep];
-        // A thread with no time to spare would only spend it connecting.
-        if self.work.pressed.get() || !e.should_open(now, self.work.late.get()) {
+        if !e.should_open(now) {
             return;
         }
         e.connections.set(e.connections.get() + 1);
@@ -357,7 +314,6 @@ impl Pool<Queues> {
         let ep = self.wire.requests[template].endpoint;
         let e = &self.work.endpoints[ep];
         let now = Instant::now();
-        self.work.late.set(now.saturating_duration_since(intended));
         let pending = Pending {
             intended: Some(intended),
             template,
@@ -377,8 +333,7 @@ impl Pool<Queues> {
     /// After the pacer's wake-up at `now`: drops queued requests whose timeout passed before
     /// any connection took them, and opens a connection for an endpoint whose queue has
     /// waited longer than opening one takes.
-    pub fn tend(self: &Rc<Self>, now: Instant, pressed: bool) {
-        self.work.pressed.set(pressed);
+    pub fn tend(self: &Rc<Self>, now: Instant, _pressed: bool) {
         for (i, ep) in self.work.endpoints.iter().enumerate() {
             let mut q = ep.queue.borrow_mut();
             let before = q.len();
