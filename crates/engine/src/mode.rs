@@ -199,7 +199,7 @@ impl Mode {
                 let (clock, slack, pool) = (clock.clone(), *slack, pool.clone());
                 spawn_local(async move {
                     let release = |intended, i| pool.release(intended, i);
-                    let tend = |now, pressed| pool.tend(now, pressed);
+                    let tend = |now| pool.tend(now);
                     let stripe = (index, threads);
                     pace(&pool.wire.rec, &clock, stripe, slack, release, tend).await;
                 });
@@ -216,7 +216,7 @@ impl Mode {
                         arrivals.arrive(intended.min(Instant::now()), i as u64)
                     };
                     let rec = &arrivals.users.wire.rec;
-                    pace(rec, &clock, (index, threads), slack, arrive, |_, _| {}).await;
+                    pace(rec, &clock, (index, threads), slack, arrive, |_| {}).await;
                 });
             }
             Mode::Users { curve, slots } => {

@@ -28,15 +28,10 @@ use crate::schedule::open::ArrivalClock;
 /// costs ~9 µs even in the closed model), so the generator's busy figure stays honest below.
 const YIELD_BELOW: Duration = Duration::from_micros(10);
 
-/// How long the pacer watches its own waiting to tell whether the thread is pressed.
-const PRESSED_WINDOW: Duration = Duration::from_millis(1);
-
 /// Releases this thread's arrivals at their times until the schedule ends: each one is
 /// counted as offered, then handed to `arrive` with its intended start and its index across
 /// threads (`first_index`, then every `stride`-th, so indices interleave across threads for
-/// round-robin over the requests); `after` runs after each batch of releases, told whether
-/// the thread is pressed: over the last millisecond the pacer waited (spun or slept) less
-/// than a fifth of the time, so the thread has little time to spare.
+/// round-robin over the requests); `after` runs after each batch of releases.
 ///
 /// With a `slack`, a wake-up also releases the arrivals due within the slack after it, early,
 /// so that arrivals closer together than a wake-up costs share one: fewer wake-ups and system
@@ -48,23 +43,14 @@ pub async fn pace(
     (first_index, stride): (usize, usize),
     slack: Duration,
     mut arrive: impl FnMut(Instant, usize),
-    mut after: impl FnMut(Instant, bool),
+    mut after: impl FnMut(Instant),
 ) {
     let mut index = first_index;
     let timer = PreciseTimer::new().ok();
     // Whether the thread's tasks have had a turn since the last release.
     let mut yielded = false;
-    // The time the pacer spent waiting (spinning or asleep) in the current window, and
-    // whether the last whole window had little: a thread with no time to spare. Pressed
-    // until the first window says otherwise: the first arrivals find the thread cold.
-    let (mut window, mut waited, mut pressed) = (Instant::now(), Duration::ZERO, true);
     loop {
         let now = Instant::now();
-        let length = now.saturating_duration_since(window);
-        if length >= PRESSED_WINDOW {
-            pressed = waited < length / 5;
-            (window, waited) = (now, Duration::ZERO);
-        }
         let next = {
             let mut clock = clock.borrow_mut();
             // Before the origin nothing is due, not even the arrival at offset zero.
@@ -84,7 +70,7 @@ pub async fn pace(
             }
             clock.peek()
         };
-        after(now, pressed);
+        after(now);
         let Some(t) = next else { break };
         let next = rec.origin + t;
         let wait = next.saturating_duration_since(Instant::now());
@@ -94,23 +80,19 @@ pub async fn pace(
             // yielded again: at 100,000 req/s the pacer yielded 3.7 times per arrival, each
             // an `epoll_wait`, where the closed model makes 0.18 per request.
             if yielded {
-                let spun = Instant::now();
                 while Instant::now() < next {
                     std::hint::spin_loop();
                 }
-                waited += spun.elapsed();
             } else {
                 yielded = true;
                 yield_now().await;
             }
             continue;
         }
-        let slept = Instant::now();
         match &timer {
             Some(timer) if timer.sleep_until(next).await.is_ok() => {}
             _ => sleep_until(next).await,
         }
-        waited += slept.elapsed();
     }
 }
 
@@ -160,7 +142,7 @@ mod tests {
             p.earliest = p.earliest.max(ahead);
         };
         let (mut last, mut wakes) = (0, 0);
-        let after = |_, _| {
+        let after = |_| {
             let released = paced.borrow().released;
             wakes += u64::from(released > last);
             last = released;

@@ -333,7 +333,7 @@ impl Pool<Queues> {
     /// After the pacer's wake-up at `now`: drops queued requests whose timeout passed before
     /// any connection took them, and opens a connection for an endpoint whose queue has
     /// waited longer than opening one takes.
-    pub fn tend(self: &Rc<Self>, now: Instant, _pressed: bool) {
+    pub fn tend(self: &Rc<Self>, now: Instant) {
         for (i, ep) in self.work.endpoints.iter().enumerate() {
             let mut q = ep.queue.borrow_mut();
             let before = q.len();
