@@ -199,9 +199,9 @@ impl Mode {
                 let (clock, slack, pool) = (clock.clone(), *slack, pool.clone());
                 spawn_local(async move {
                     let release = |intended, i| pool.release(intended, i);
-                    let tend = |now| pool.tend(now);
+                    let drop_stale = |now| pool.drop_stale(now);
                     let stripe = (index, threads);
-                    pace(&pool.wire.rec, &clock, stripe, slack, release, tend).await;
+                    pace(&pool.wire.rec, &clock, stripe, slack, release, drop_stale).await;
                 });
             }
             Mode::OpenSessions {

@@ -6,7 +6,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::time::Duration;
 
 use loadlab_run::Plan;
 use tokio::sync::Notify;
@@ -47,13 +46,6 @@ pub trait Work: 'static {
 
     /// A connection of endpoint `ep` ended.
     fn ended(&self, ep: usize);
-
-    /// Whether [`Work::exchanged`] wants the exchanges timed (two clock reads a request).
-    const TIMED: bool = false;
-
-    /// A connection of endpoint `ep` exchanged a batch in `took`, on a connection it had
-    /// (`opened` false) or opened for it.
-    fn exchanged(&self, _ep: usize, _took: Duration, _opened: bool) {}
 }
 
 /// Closed model: as many requests as the budget allows, `depth` at a time, each connection
@@ -120,46 +112,18 @@ pub struct Queues {
     endpoints: Vec<Queue>,
 }
 
-/// The rotation a connection opened by [`Pool::grow`] starts with, which tells the open
-/// model's queue it is still opening (the queue has no other use for rotations).
-const OPENING: usize = usize::MAX;
-
 /// One endpoint's queue and its connections.
 struct Queue {
-    /// Requests released by the scheduler, waiting for a connection, with when each was queued.
-    queue: RefCell<VecDeque<(Pending, Instant)>>,
+    /// Requests released by the scheduler, waiting for a connection.
+    queue: RefCell<VecDeque<Pending>>,
     /// Wakes idle connections when work arrives.
     work: Notify,
     /// Connections waiting for work and not yet woken.
     idle: Cell<usize>,
     /// Connections open or opening.
     connections: Cell<usize>,
-    /// Connections started for the queue that have not yet taken their first request.
-    opening: Cell<usize>,
     /// Most connections this thread may hold to this endpoint.
     max_connections: usize,
-    /// Moving average of an exchange on an open connection (`ZERO` before the first).
-    exchange: Cell<Duration>,
-}
-
-impl Queue {
-    /// Whether a new connection may be opened for the queued requests: while under the cap.
-    /// (A rule that waited to open until waiting cost more than a connect, and not while the
-    /// thread was pressed, held the 85 % ceiling better but left multi-worker servers under-
-    /// loaded when the generator's machine was busy; see bench/RESULTS.md, 2026-11-25.)
-    fn should_open(&self, _now: Instant) -> bool {
-        self.connections.get() < self.max_connections
-    }
-}
-
-/// Moves a moving average an eighth of the way towards `sample` (`ZERO` means none yet).
-fn average(cell: &Cell<Duration>, sample: Duration) {
-    let old = cell.get();
-    cell.set(if old.is_zero() {
-        sample
-    } else {
-        old.mul_f64(0.875) + sample.mul_f64(0.125)
-    });
 }
 
 impl Queues {
@@ -173,9 +137,7 @@ impl Queues {
                 work: Notify::new(),
                 idle: Cell::new(0),
                 connections: Cell::new(0),
-                opening: Cell::new(0),
                 max_connections,
-                exchange: Cell::new(Duration::ZERO),
             })
             .collect();
         Queues { endpoints }
@@ -184,7 +146,6 @@ impl Queues {
 
 impl Work for Queues {
     const BACKOFF: bool = false;
-    const TIMED: bool = true;
 
     fn depth(&self) -> usize {
         1
@@ -195,19 +156,13 @@ impl Work for Queues {
         wire: &Wire,
         ep: usize,
         batch: &mut Vec<Pending>,
-        rotation: &mut usize,
+        _rotation: &mut usize,
     ) -> bool {
         let endpoint = &self.endpoints[ep];
-        // A connection the queue opened stops counting as opening with its first request.
-        if std::mem::take(rotation) == OPENING {
-            endpoint
-                .opening
-                .set(endpoint.opening.get().saturating_sub(1));
-        }
         loop {
             let next = endpoint.queue.borrow_mut().pop_front();
             match next {
-                Some((p, _)) => {
+                Some(p) => {
                     if p.intended
                         .is_some_and(|t| t + wire.timeout < Instant::now())
                     {
@@ -231,12 +186,6 @@ impl Work for Queues {
         endpoint
             .connections
             .set(endpoint.connections.get().saturating_sub(1));
-    }
-
-    fn exchanged(&self, ep: usize, took: Duration, opened: bool) {
-        if !opened {
-            average(&self.endpoints[ep].exchange, took);
-        }
     }
 }
 
@@ -264,12 +213,10 @@ pub fn drive<W: Work>(
             if !pool.work.next(wire, ep, &mut batch, &mut rotation).await {
                 break;
             }
-            let (started, opened) = (W::TIMED.then(Instant::now), conn.is_none());
-            let outcome = conn::send(wire, &mut conn, ep, &batch, None).await;
-            if let (Some(started), true) = (started, outcome.is_ok()) {
-                pool.work.exchanged(ep, started.elapsed(), opened);
-            }
-            let connect_failed = matches!(outcome, Err(Failed::Connect(_)));
+            let connect_failed = matches!(
+                conn::send(wire, &mut conn, ep, &batch, None).await,
+                Err(Failed::Connect(_))
+            );
             if W::BACKOFF {
                 // A closed-model connection would otherwise retry in a tight loop.
                 if connect_failed {
@@ -292,19 +239,6 @@ impl Pool<Queues> {
         spawn_local(drive(self.clone(), ep, 0, conn));
     }
 
-    /// Opens a connection to endpoint `ep` for its queued requests when
-    /// [`Queue::should_open`] says so; it counts as opening until it takes its first request,
-    /// which it sends as it connects.
-    fn grow(self: &Rc<Self>, ep: usize, now: Instant) {
-        let e = &self.work.endpoints[ep];
-        if !e.should_open(now) {
-            return;
-        }
-        e.connections.set(e.connections.get() + 1);
-        e.opening.set(e.opening.get() + 1);
-        spawn_local(drive(self.clone(), ep, OPENING, None));
-    }
-
     /// Releases arrival `index` (counted across threads), due at `intended`: a request of the
     /// round robin, queued for its endpoint, and a connection is made sure to take it — an
     /// idle one if any, else a new one while under the cap; past the cap it waits in the
@@ -313,44 +247,37 @@ impl Pool<Queues> {
         let template = index % self.wire.requests.len();
         let ep = self.wire.requests[template].endpoint;
         let e = &self.work.endpoints[ep];
-        let now = Instant::now();
-        let pending = Pending {
+        e.queue.borrow_mut().push_back(Pending {
             intended: Some(intended),
             template,
-        };
-        e.queue.borrow_mut().push_back((pending, now));
+        });
         if e.idle.get() > 0 {
             e.idle.set(e.idle.get() - 1);
             // The connection idle the shortest time: a few hot connections take the load
             // while the rest stay untouched, so their kernel and tokio state stays out of
             // the caches (waking the longest idle one would cycle through the whole pool).
             e.work.notify_last();
-        } else {
-            self.grow(ep, now);
+        } else if e.connections.get() < e.max_connections {
+            e.connections.set(e.connections.get() + 1);
+            spawn_local(drive(self.clone(), ep, 0, None));
         }
     }
 
-    /// After the pacer's wake-up at `now`: drops queued requests whose timeout passed before
-    /// any connection took them, and opens a connection for an endpoint whose queue has
-    /// waited longer than opening one takes.
-    pub fn tend(self: &Rc<Self>, now: Instant) {
-        for (i, ep) in self.work.endpoints.iter().enumerate() {
+    /// Drops queued requests whose timeout passed before any connection took them.
+    pub fn drop_stale(&self, now: Instant) {
+        for ep in &self.work.endpoints {
             let mut q = ep.queue.borrow_mut();
             let before = q.len();
             while q
                 .front()
-                .and_then(|(p, _)| p.intended)
+                .and_then(|p| p.intended)
                 .is_some_and(|t| t + self.wire.timeout < now)
             {
                 q.pop_front();
             }
             let n = (before - q.len()) as u64;
-            let waiting = !q.is_empty();
             drop(q);
             self.wire.rec.record_dropped(n);
-            if waiting && ep.idle.get() == 0 {
-                self.grow(i, now);
-            }
         }
     }
 
