@@ -149,7 +149,9 @@ class Scenario:
     scheme: str = "http"
 
 
-LOADLAB = str(ROOT / "target" / "release" / "loadlab")
+# The loadlab under test: the release build, or another binary named by LOADLAB_BIN (to set
+# two builds side by side: the same benchmark run once with each).
+LOADLAB = os.environ.get("LOADLAB_BIN") or str(ROOT / "target" / "release" / "loadlab")
 
 
 def loadlab_cmd(*flags):

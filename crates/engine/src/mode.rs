@@ -199,9 +199,9 @@ impl Mode {
                 let (clock, slack, pool) = (clock.clone(), *slack, pool.clone());
                 spawn_local(async move {
                     let release = |intended, i| pool.release(intended, i);
-                    let drop_stale = |now| pool.drop_stale(now);
+                    let tend = |now, spare| pool.tend(now, spare);
                     let stripe = (index, threads);
-                    pace(&pool.wire.rec, &clock, stripe, slack, release, drop_stale).await;
+                    pace(&pool.wire.rec, &clock, stripe, slack, release, tend).await;
                 });
             }
             Mode::OpenSessions {
@@ -216,7 +216,7 @@ impl Mode {
                         arrivals.arrive(intended.min(Instant::now()), i as u64)
                     };
                     let rec = &arrivals.users.wire.rec;
-                    pace(rec, &clock, (index, threads), slack, arrive, |_| {}).await;
+                    pace(rec, &clock, (index, threads), slack, arrive, |_, _| {}).await;
                 });
             }
             Mode::Users { curve, slots } => {

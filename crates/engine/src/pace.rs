@@ -31,7 +31,9 @@ const YIELD_BELOW: Duration = Duration::from_micros(10);
 /// Releases this thread's arrivals at their times until the schedule ends: each one is
 /// counted as offered, then handed to `arrive` with its intended start and its index across
 /// threads (`first_index`, then every `stride`-th, so indices interleave across threads for
-/// round-robin over the requests); `after` runs after each batch of releases.
+/// round-robin over the requests); `after` runs after each turn, with the time the turn
+/// began and whether the thread has time to spare until the next arrival (the pacer is about
+/// to sleep on the timer rather than yield or spin).
 ///
 /// With a `slack`, a wake-up also releases the arrivals due within the slack after it, early,
 /// so that arrivals closer together than a wake-up costs share one: fewer wake-ups and system
@@ -43,7 +45,7 @@ pub async fn pace(
     (first_index, stride): (usize, usize),
     slack: Duration,
     mut arrive: impl FnMut(Instant, usize),
-    mut after: impl FnMut(Instant),
+    mut after: impl FnMut(Instant, bool),
 ) {
     let mut index = first_index;
     let timer = PreciseTimer::new().ok();
@@ -70,10 +72,13 @@ pub async fn pace(
             }
             clock.peek()
         };
-        after(now);
-        let Some(t) = next else { break };
+        let Some(t) = next else {
+            after(now, true);
+            break;
+        };
         let next = rec.origin + t;
         let wait = next.saturating_duration_since(Instant::now());
+        after(now, wait >= YIELD_BELOW);
         if wait < YIELD_BELOW {
             // One turn for the thread's connections per release (a yield makes the event
             // loop poll for I/O); what is left of a wait this short after it is spun, not
@@ -142,7 +147,7 @@ mod tests {
             p.earliest = p.earliest.max(ahead);
         };
         let (mut last, mut wakes) = (0, 0);
-        let after = |_| {
+        let after = |_, _| {
             let released = paced.borrow().released;
             wakes += u64::from(released > last);
             last = released;

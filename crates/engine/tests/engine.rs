@@ -70,6 +70,26 @@ fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
     assert!((20.0..=22.0).contains(&p50), "open model p50 {p50} ms");
 }
 
+/// A service that holds each request 20 ms, offered 2,000 req/s from 2 connections: the pool
+/// must grow to about 40 connections, and it grows as requests come (the thread has time to
+/// spare between arrivals), so no request waits long in the generator for a connection.
+#[test]
+fn the_open_model_grows_its_pool_for_a_slow_service() {
+    let _serial = serial();
+    let server = RawServer::start(Behaviour::AnswerAfter(
+        Duration::from_millis(20),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    ));
+    let p = plan(server.addr, "/", open(2000.0, 2, 200), for_secs(1.5));
+    let (_, s) = run_plan(&p);
+    // Those still in flight when the schedule ends (about 40) are not counted.
+    assert!(s.requests.completed >= 2900, "{:?}", s.requests);
+    assert_eq!(s.requests.dropped, 0);
+    let (p50, p99) = (s.latency_ms.p50, s.latency_ms.p99);
+    assert!((20.0..=22.0).contains(&p50), "p50 {p50} ms");
+    assert!(p99 < 30.0, "p99 {p99} ms: requests waited for connections");
+}
+
 /// The server freezes for 1 s every 2 s. The open model charges the freeze to every request
 /// scheduled during it; a closed connection simply stops sending while it waits, so its
 /// percentiles hide the freeze (coordinated omission).
