@@ -424,15 +424,20 @@ mod tests {
         pool.work.endpoints[0].connections.get()
     }
 
-    #[test]
-    fn a_busy_thread_opens_connections_for_starved_requests_only_after_a_while_and_at_a_pace() {
+    /// Runs `check` on a generator thread's event loop with a pool of `max` connections to a
+    /// listener that never answers.
+    fn with_silent_pool(max: usize, check: impl AsyncFnOnce(Rc<Pool<Queues>>)) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        LocalSet::new().block_on(&rt, async {
-            let pool = silent_pool(&listener, 100);
+        LocalSet::new().block_on(&rt, check(silent_pool(&listener, max)));
+    }
+
+    #[test]
+    fn a_busy_thread_opens_connections_for_starved_requests_only_after_a_while_and_at_a_pace() {
+        with_silent_pool(100, async |pool| {
             pool.open(0, None);
             tokio::task::yield_now().await;
             // The thread has no time to spare: ten arrivals find the one connection busy and
@@ -441,8 +446,8 @@ mod tests {
             for i in 0..10 {
                 pool.release(Instant::now(), i);
             }
-            // Starved since the first of them found no connection, just before this.
-            let start = Instant::now();
+            // Starved since the first of them found no connection.
+            let start = pool.work.endpoints[0].starved_since.get().unwrap();
             pool.tend(start, false);
             assert_eq!(connections(&pool), 1, "none opened at once");
             pool.tend(start + Duration::from_micros(900), false);
@@ -481,13 +486,7 @@ mod tests {
 
     #[test]
     fn the_pool_never_opens_past_its_cap() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        LocalSet::new().block_on(&rt, async {
-            let pool = silent_pool(&listener, 4);
+        with_silent_pool(4, async |pool| {
             let now = Instant::now();
             pool.tend(now, true);
             for i in 0..20 {
