@@ -111,9 +111,6 @@ impl Work for Budgeted {
 /// Open model, plain requests: one queue per endpoint that the scheduler fills.
 pub struct Queues {
     endpoints: Vec<Queue>,
-    /// Whether the pacer slept before its latest turn: the thread had time to spare, so a
-    /// request that finds every connection busy is held up by the service, not by the thread.
-    spare: Cell<bool>,
 }
 
 /// How long requests may go without a connection to take them, while the thread has no
@@ -180,10 +177,7 @@ impl Queues {
                 last_opened: Cell::new(None),
             })
             .collect();
-        Queues {
-            endpoints,
-            spare: Cell::new(true),
-        }
+        Queues { endpoints }
     }
 }
 
@@ -291,16 +285,10 @@ impl Pool<Queues> {
         spawn_local(drive(self.clone(), ep, COMING, conn));
     }
 
-    /// Opens a new connection to endpoint `ep` for a queued request.
-    fn grow(self: &Rc<Self>, ep: usize) {
-        self.open(ep, None);
-    }
-
     /// Releases arrival `index` (counted across threads), due at `intended`: a request of the
-    /// round robin, queued for its endpoint, and a connection is made sure to take it — an
-    /// idle one if any, else, when the thread had time to spare before this release, a new one
-    /// while under the cap. Otherwise it waits in the queue for the first connection that
-    /// frees, and [`Pool::tend`] opens more if none frees soon enough.
+    /// round robin, queued for its endpoint and taken by an idle connection if there is one;
+    /// otherwise it is starved, and [`Pool::tend`], at the end of the pacer's turn, decides
+    /// whether a new connection opens for it.
     pub fn release(self: &Rc<Self>, intended: Instant, index: usize) {
         let template = index % self.wire.requests.len();
         let ep = self.wire.requests[template].endpoint;
@@ -316,21 +304,19 @@ impl Pool<Queues> {
             // while the rest stay untouched, so their kernel and tokio state stays out of
             // the caches (waking the longest idle one would cycle through the whole pool).
             e.work.notify_last();
-        } else if self.work.spare.get() && e.connections.get() < e.max_connections {
-            self.grow(ep);
         } else if e.starved_since.get().is_none() {
             e.starved_since.set(Some(Instant::now()));
         }
     }
 
-    /// After each of the pacer's turns (at `now`; `spare` when it is about to sleep): drops
-    /// stale queued requests, and gives starved ones connections — all of them when the
-    /// thread has time to spare; while it is busy, one per [`OPENING_INTERVAL`] once requests
-    /// have been starved for [`STARVED_BEFORE_OPENING`].
+    /// After each of the pacer's turns (at `now`; `spare` when it is about to sleep, so the
+    /// thread has time to spare and the connections are held by the service): drops stale
+    /// queued requests, and gives starved ones connections, up to the cap — all of them at once
+    /// when the thread has time to spare; while it is busy, one per [`OPENING_INTERVAL`] once
+    /// requests have been starved for [`STARVED_BEFORE_OPENING`].
     pub fn tend(self: &Rc<Self>, now: Instant, spare: bool) {
-        self.work.spare.set(spare);
-        self.drop_stale(now);
         for (ep, e) in self.work.endpoints.iter().enumerate() {
+            self.drop_stale(e, now);
             let unserved = e.unserved();
             if unserved == 0 {
                 e.starved_since.set(None);
@@ -339,7 +325,7 @@ impl Pool<Queues> {
             let room = e.max_connections.saturating_sub(e.connections.get());
             if spare {
                 for _ in 0..unserved.min(room) {
-                    self.grow(ep);
+                    self.open(ep, None);
                 }
                 continue;
             }
@@ -353,27 +339,25 @@ impl Pool<Queues> {
                 .is_none_or(|t| now.saturating_duration_since(t) >= OPENING_INTERVAL);
             if starved && paced && room > 0 {
                 e.last_opened.set(Some(now));
-                self.grow(ep);
+                self.open(ep, None);
             }
         }
     }
 
-    /// Drops queued requests whose timeout passed before any connection took them.
-    fn drop_stale(&self, now: Instant) {
-        for ep in &self.work.endpoints {
-            let mut q = ep.queue.borrow_mut();
-            let before = q.len();
-            while q
-                .front()
-                .and_then(|p| p.intended)
-                .is_some_and(|t| t + self.wire.timeout < now)
-            {
-                q.pop_front();
-            }
-            let n = (before - q.len()) as u64;
-            drop(q);
-            self.wire.rec.record_dropped(n);
+    /// Drops the requests queued for `e` whose timeout passed before any connection took them.
+    fn drop_stale(&self, e: &Queue, now: Instant) {
+        let mut q = e.queue.borrow_mut();
+        let before = q.len();
+        while q
+            .front()
+            .and_then(|p| p.intended)
+            .is_some_and(|t| t + self.wire.timeout < now)
+        {
+            q.pop_front();
         }
+        let n = (before - q.len()) as u64;
+        drop(q);
+        self.wire.rec.record_dropped(n);
     }
 
     /// Requests still queued when the run stops; they count as dropped.
@@ -478,8 +462,9 @@ mod tests {
                 10,
                 "one connection per request (the first was woken for one)"
             );
-            // After a sleep, an arrival that finds none idle opens one at once.
+            // After a sleep, an arrival that finds none idle gets one in the same turn.
             pool.release(later, 10);
+            pool.tend(later, true);
             assert_eq!(connections(&pool), 11);
         });
     }

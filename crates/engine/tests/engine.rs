@@ -48,13 +48,18 @@ fn a_target_answering_500_is_counted_under_500_and_as_errors() {
     assert_eq!(s.errors.protocol + s.errors.closed + s.errors.reset, 0);
 }
 
+/// A server that answers each request `200 ok` 20 ms after reading it.
+fn answering_after_20_ms() -> RawServer {
+    RawServer::start(Behaviour::AnswerAfter(
+        Duration::from_millis(20),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    ))
+}
+
 #[test]
 fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
     let _serial = serial();
-    let server = RawServer::start(Behaviour::AnswerAfter(
-        Duration::from_millis(20),
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-    ));
+    let server = answering_after_20_ms();
     let p = plan(server.addr, "/", closed(10, 1), for_secs(2.0));
     let (_, s) = run_plan(&p);
     assert!(
@@ -76,10 +81,7 @@ fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
 #[test]
 fn the_open_model_grows_its_pool_for_a_slow_service() {
     let _serial = serial();
-    let server = RawServer::start(Behaviour::AnswerAfter(
-        Duration::from_millis(20),
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-    ));
+    let server = answering_after_20_ms();
     let p = plan(server.addr, "/", open(2000.0, 2, 200), for_secs(1.5));
     let (_, s) = run_plan(&p);
     // Those still in flight when the schedule ends (about 40) are not counted.
@@ -96,10 +98,7 @@ fn the_open_model_grows_its_pool_for_a_slow_service() {
 #[test]
 fn a_20_ms_answer_is_time_waiting_for_the_first_byte_not_connecting_or_receiving() {
     let _serial = serial();
-    let server = RawServer::start(Behaviour::AnswerAfter(
-        Duration::from_millis(20),
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-    ));
+    let server = answering_after_20_ms();
     let p = plan(server.addr, "/", closed(4, 1), count(40));
     let (data, s) = run_plan(&p);
     assert_eq!(s.requests.ok, 40);
