@@ -111,13 +111,15 @@ mod tests {
     use crate::schedule::open::RateCurve;
 
     /// What a paced schedule did: arrivals released, released before their time, the most
-    /// any was early, and the wake-ups that released something.
+    /// any was early, the wake-ups that released something, and the turns after which the
+    /// pacer said it had time to spare.
     #[derive(Debug, Default)]
     struct Paced {
         released: u64,
         early: u64,
         earliest: Duration,
         wakes: u64,
+        spare_wakes: u64,
     }
 
     /// Paces `secs` seconds of arrivals at `rate` from an origin 2 ms ahead with `slack`,
@@ -146,15 +148,17 @@ mod tests {
             p.early += u64::from(!ahead.is_zero());
             p.earliest = p.earliest.max(ahead);
         };
-        let (mut last, mut wakes) = (0, 0);
-        let after = |_, _| {
+        let (mut last, mut wakes, mut spare_wakes) = (0, 0, 0);
+        let after = |_, spare: bool| {
             let released = paced.borrow().released;
             wakes += u64::from(released > last);
+            spare_wakes += u64::from(released > last && spare);
             last = released;
         };
         rt.block_on(pace(&rec, &clock, (0, 1), slack, arrive, after));
         Paced {
             wakes,
+            spare_wakes,
             ..paced.into_inner()
         }
     }
@@ -171,6 +175,18 @@ mod tests {
             );
             assert_eq!(p.early, 0, "{rate}/s: {} arrivals released early", p.early);
         }
+    }
+
+    #[test]
+    fn the_pacer_has_time_to_spare_between_sparse_arrivals_and_none_between_dense_ones() {
+        // The pool opens a connection for every request that found none idle only when the
+        // pacer says it will sleep: at 2,000/s (500 µs apart) it sleeps after every release
+        // unless it woke nearly a whole gap late (a descheduled test thread can); at 200,000/s
+        // (5 µs) it never has 10 µs to wait, unless the thread fell behind and caught up.
+        let sparse = pace_for(2_000.0, 0.25, Duration::ZERO);
+        assert!(sparse.spare_wakes * 100 >= sparse.wakes * 95, "{sparse:?}");
+        let dense = pace_for(200_000.0, 0.05, Duration::ZERO);
+        assert!(dense.spare_wakes * 10 < dense.wakes, "{dense:?}");
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn a_fixed_20_ms_delay_is_reported_as_a_p50_between_20_and_22_ms() {
 
 /// A service that holds each request 20 ms, offered 2,000 req/s from 2 connections: the pool
 /// must grow to about 40 connections, and it grows as requests come (the thread has time to
-/// spare between arrivals), so no request waits long in the generator for a connection.
+/// spare between arrivals), so no request waits in the generator for a connection to free.
 #[test]
 fn the_open_model_grows_its_pool_for_a_slow_service() {
     let _serial = serial();
@@ -87,9 +87,18 @@ fn the_open_model_grows_its_pool_for_a_slow_service() {
     // Those still in flight when the schedule ends (about 40) are not counted.
     assert!(s.requests.completed >= 2900, "{:?}", s.requests);
     assert_eq!(s.requests.dropped, 0);
-    let (p50, p99) = (s.latency_ms.p50, s.latency_ms.p99);
+    let p50 = s.latency_ms.p50;
     assert!((20.0..=22.0).contains(&p50), "p50 {p50} ms");
-    assert!(p99 < 30.0, "p99 {p99} ms: requests waited for connections");
+    // Latency counts from the intended start, service latency from the send: what lies between
+    // is the time a request spent in the generator. Waiting for a busy connection to free would
+    // cost up to a service time (20 ms); the test server's own delays (its threads, on a busy
+    // machine) are in both and cancel.
+    let (p99, sent_p99) = (s.latency_ms.p99, s.service_latency_ms.p99);
+    assert!(
+        p99 < sent_p99 + 5.0,
+        "p99 {p99} ms from the intended start, {sent_p99} ms from the send: requests waited for \
+         connections"
+    );
 }
 
 /// The server freezes for 1 s every 2 s. The open model charges the freeze to every request

@@ -94,23 +94,23 @@ pub struct RawServer {
 
 impl RawServer {
     pub fn start(behaviour: Behaviour) -> RawServer {
+        // A blocking accept, so a new connection is served the moment it arrives (a polling
+        // accept would add its poll interval to the first request of every connection);
+        // dropping the server wakes it with a connection of its own.
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let peers = Arc::new(Mutex::new(Vec::new()));
         let seen = peers.clone();
         let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, peer)) => {
-                        seen.lock().unwrap().push(peer.ip());
-                        let flag = flag.clone();
-                        std::thread::spawn(move || serve_conn(stream, behaviour, flag));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            while let Ok((stream, peer)) = listener.accept() {
+                if flag.load(Ordering::Relaxed) {
+                    break;
                 }
+                seen.lock().unwrap().push(peer.ip());
+                let flag = flag.clone();
+                std::thread::spawn(move || serve_conn(stream, behaviour, flag));
             }
         });
         RawServer {
@@ -125,6 +125,7 @@ impl RawServer {
 impl Drop for RawServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -207,8 +208,10 @@ pub struct StampServer {
 
 impl StampServer {
     pub fn start() -> StampServer {
+        // A blocking accept, so a new connection is served the moment it arrives (a polling
+        // accept would add its poll interval to the first request of every connection);
+        // dropping the server wakes it with a connection of its own.
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stamps = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -243,6 +246,7 @@ impl StampServer {
 impl Drop for StampServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
