@@ -218,7 +218,7 @@ fn capacity_finds_k_over_d_and_never_more() {
 }
 
 #[test]
-fn capacity_on_a_slow_service_starts_at_its_plateau_and_finds_k_over_s() {
+fn capacity_on_a_slow_service_starts_a_little_under_its_plateau_and_finds_k_over_s() {
     // 5 workers of 320 ms: 15.6 req/s. Every rate from one connection's 3.1 req/s used to
     // "break" on the request still in flight at the window's end.
     let server = black_box(5, 320);
@@ -238,7 +238,8 @@ fn capacity_on_a_slow_service_starts_at_its_plateau_and_finds_k_over_s() {
     );
     let plateau = v["plateau_rps"].as_f64().unwrap();
     assert!((plateau - capacity).abs() <= 0.1 * capacity, "{v}");
-    assert_eq!(v["steps"][0]["rate_rps"].as_f64(), Some(plateau), "{v}");
+    let first = v["steps"][0]["rate_rps"].as_f64().unwrap();
+    assert!((first - 0.9 * plateau).abs() < 1e-9, "{v}");
 }
 
 #[test]

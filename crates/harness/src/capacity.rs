@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use loadlab_analyze::capacity::{
-    bracket, done_because, judge, next_rate, plateau_rps, plateau_step, step_seconds, RateStep,
-    Search, Window,
+    bracket, done_because, first_rate, judge, next_rate, plateau_rps, plateau_step, step_seconds,
+    RateStep, Search, Window,
 };
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
@@ -65,7 +65,7 @@ impl CapacitySearch {
 /// What the closed-loop climb found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plateau {
-    /// The plateau's throughput, req/s: the first rate tried.
+    /// The plateau's throughput, req/s; the first rate tried is a little under it.
     pub rps: f64,
     /// Connections of the climb's last step.
     pub connections: usize,
@@ -146,7 +146,7 @@ pub fn capacity(
     let bounds = Search {
         start_rps: search
             .start_rps
-            .or(plateau.as_ref().map(|p| p.rps))
+            .or(plateau.as_ref().map(|p| first_rate(p.rps)))
             .unwrap_or(1000.0 / base_ms.max(0.01))
             .min(search.max_rate_rps),
         min_rps: 0.1,

@@ -1,15 +1,16 @@
 //! The capacity search's terminal lines: the climb's plateau, the rates' table, and the
 //! capacity found in words.
 
-use loadlab_analyze::capacity::{bracket, RateStep};
+use loadlab_analyze::capacity::{bracket, first_rate, RateStep};
 use loadlab_analyze::Slo;
 
 /// The plateau the closed-loop climb found at `rps`, with up to `connections` connections in
-/// `seconds`.
+/// `seconds`, and the first rate the steps try.
 pub fn plateau_line(rps: f64, connections: usize, seconds: f64) -> String {
     format!(
         "  plateau      {rps:.1} req/s in a closed loop of up to {connections} connections \
-         ({seconds:.0} s): the first rate tried"
+         ({seconds:.0} s): the steps start a little under it, at {:.1}",
+        first_rate(rps)
     )
 }
 

@@ -1,7 +1,7 @@
 //! `loadlab capacity URL --slo …`: the highest constant arrival rate whose steady state meets
-//! the objective. A quick closed-loop climb finds the service's plateau, the first rate tried;
-//! each rate runs as one open-model run of two phases — a warm-up, discarded and reported,
-//! then the measured part — bracketed, then bisected.
+//! the objective. A quick closed-loop climb finds the service's plateau, and the first rate
+//! tried is a little under it; each rate runs as one open-model run of two phases — a
+//! warm-up, discarded and reported, then the measured part — bracketed, then bisected.
 
 use std::time::Instant;
 
@@ -22,7 +22,8 @@ use crate::cmd::Outcome;
 struct CapacityReport<'a> {
     url: &'a str,
     max_rate_rps: Option<f64>,
-    /// Throughput of the closed-loop climb, the first rate tried (absent with `--start`).
+    /// Throughput of the closed-loop climb; the first rate tried is a little under it (absent
+    /// with `--start`).
     plateau_rps: Option<f64>,
     slo: &'a Slo,
     broke_at_rps: Option<f64>,
