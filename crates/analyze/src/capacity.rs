@@ -21,9 +21,17 @@ use crate::slo::{percentile_name, Slo, Violations};
 /// Gain under which a doubling of the connections counts as the plateau.
 const PLATEAU_GAIN: f64 = 1.10;
 
+/// Fewest connections whose step may end the climb by gaining nothing. Several processes on
+/// one port (`SO_REUSEPORT`) each take the connections the kernel's hash gives them: two
+/// connections land on one process of two half the time, of three a third of the time, and
+/// that step gains nothing over one connection although the service has more to give (the
+/// lab's 3-worker `/block` read a 1-worker plateau of 48.9 req/s). Four all land on one of
+/// three with a chance of 1 in 27.
+const PLATEAU_MIN_CONNECTIONS: usize = 4;
+
 /// The next step of the climb to the service's plateau: one connection, then twice as many
-/// each step until one gains less than 10 % throughput, fails, or would pass
-/// `max_concurrency`. `None` when the climb is over.
+/// each step until one of at least 4 connections gains less than 10 % throughput, one fails,
+/// or the next would pass `max_concurrency`. `None` when the climb is over.
 pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next> {
     let Some(last) = steps.last() else {
         return Some(first_step());
@@ -35,7 +43,9 @@ pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next>
         .iter()
         .map(|s| s.throughput_rps)
         .fold(0.0, f64::max);
-    if steps.len() > 1 && last.throughput_rps < PLATEAU_GAIN * best_before {
+    if last.concurrency >= PLATEAU_MIN_CONNECTIONS
+        && last.throughput_rps < PLATEAU_GAIN * best_before
+    {
         return None;
     }
     let next = last.concurrency * 2;
@@ -64,6 +74,12 @@ pub fn plateau_rps(steps: &[ProbeStep]) -> Option<f64> {
 /// first verdict is settled, and the plateau is only known within 10 % anyway
 /// ([`plateau_rps`] takes the fewest connections within 10 % of the best step).
 const START_UNDER_PLATEAU: f64 = 0.9;
+
+/// How far past the plateau the search goes up from a rate under it that met the objective:
+/// the plateau is known within 10 %, so a little past it already brackets the knee, where
+/// doubling would spend a step far above it (and a long one, when the objective's percentile
+/// needs many requests).
+const PAST_PLATEAU: f64 = 1.1;
 
 /// The first rate the steps try after a climb that found a plateau of `plateau_rps`.
 pub fn first_rate(plateau_rps: f64) -> f64 {
@@ -246,6 +262,9 @@ pub fn judge(
 pub struct Search {
     /// First rate tried.
     pub start_rps: f64,
+    /// The closed-loop climb's plateau, when it found one: the throughput where the service
+    /// stopped growing, so rates that meet the objective under it go up past it, not double.
+    pub plateau_rps: Option<f64>,
     /// Lowest rate worth trying.
     pub min_rps: f64,
     /// Highest rate tried.
@@ -337,7 +356,11 @@ pub fn next_rate(steps: &[RateStep], search: &Search) -> Option<f64> {
             if lo >= search.max_rps {
                 return None;
             }
-            (lo * 2.0).min(search.max_rps)
+            let up = match search.plateau_rps {
+                Some(p) if lo < p => (lo * 2.0).min(p * PAST_PLATEAU),
+                _ => lo * 2.0,
+            };
+            up.min(search.max_rps)
         }
         (None, Some(hi)) => {
             if hi <= search.min_rps {
@@ -386,6 +409,7 @@ mod tests {
     fn from(start: f64, min: f64) -> Search {
         Search {
             start_rps: start,
+            plateau_rps: None,
             min_rps: min,
             max_rps: 100_000.0,
             tolerance: 0.05,
@@ -393,12 +417,18 @@ mod tests {
     }
 
     fn search_for(capacity: f64, start: f64) -> (Vec<RateStep>, Option<f64>, Option<f64>) {
-        let search = Search {
-            start_rps: start,
-            min_rps: 1.0,
-            max_rps: 100_000.0,
-            tolerance: 0.05,
-        };
+        search_from(
+            capacity,
+            Search {
+                start_rps: start,
+                ..from(start, 1.0)
+            },
+        )
+    }
+
+    /// The steps `search` runs on a service that meets the objective up to `capacity`, and the
+    /// bracket they end with.
+    fn search_from(capacity: f64, search: Search) -> (Vec<RateStep>, Option<f64>, Option<f64>) {
         let mut steps = Vec::new();
         while let Some(r) = next_rate(&steps, &search) {
             steps.push(step(r, capacity));
@@ -406,6 +436,37 @@ mod tests {
         }
         let (lo, hi) = bracket(&steps);
         (steps, lo, hi)
+    }
+
+    #[test]
+    fn from_under_the_plateau_the_search_goes_just_past_it_rather_than_doubling() {
+        // One 20 ms worker: plateau 48.7 req/s, capacity 48.
+        let plateau = 48.7;
+        let search = Search {
+            start_rps: first_rate(plateau),
+            plateau_rps: Some(plateau),
+            ..from(0.0, 1.0)
+        };
+        let (steps, lo, hi) = search_from(48.0, search);
+        let rates: Vec<f64> = steps.iter().map(|s| s.rate_rps).collect();
+        assert!((rates[0] - 43.83).abs() < 0.01, "{rates:?}");
+        assert!(
+            (rates[1] - 53.57).abs() < 0.01,
+            "past the plateau: {rates:?}"
+        );
+        let (lo, hi) = (lo.unwrap(), hi.unwrap());
+        assert!(lo <= 48.0 && hi > 48.0 && hi / lo <= 1.05, "{rates:?}");
+        assert!(steps.len() <= 5, "{rates:?}");
+        // A capacity far over the plateau (the climb stopped at its connection limit): past
+        // the plateau the search doubles again.
+        let search = Search {
+            start_rps: first_rate(plateau),
+            plateau_rps: Some(plateau),
+            ..from(0.0, 1.0)
+        };
+        let (steps, lo, _) = search_from(400.0, search);
+        assert!(lo.unwrap() >= 400.0 / 1.05, "{steps:?}");
+        assert!((steps[2].rate_rps - 2.0 * steps[1].rate_rps).abs() < 1e-9);
     }
 
     #[test]
@@ -616,5 +677,23 @@ mod tests {
         let mut failing = step(2, 20.0);
         failing.error_pct = 50.0;
         assert!(plateau_step(&[step(1, 10.0), failing], 64).is_none());
+        // Three processes of 48 req/s on one port, whose two connections hashed onto one of
+        // them: the climb goes on to four, which reach the others, and to where they stop.
+        let reuseport = [1, 2, 4, 8, 16]
+            .map(|c| step(c, [48.0, 48.5, 120.0, 146.0, 147.0][c.ilog2() as usize]));
+        let mut steps = Vec::new();
+        while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 1000) {
+            steps.push(reuseport[concurrency.ilog2() as usize].clone());
+        }
+        let ran: Vec<usize> = steps.iter().map(|s| s.concurrency).collect();
+        assert_eq!(ran, vec![1, 2, 4, 8, 16]);
+        assert_eq!(plateau_rps(&steps), Some(146.0));
+        // One process: four connections confirm what two said.
+        let mut steps = Vec::new();
+        while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 1000) {
+            steps.push(step(concurrency, 48.0));
+        }
+        assert_eq!(steps.len(), 3);
+        assert_eq!(plateau_rps(&steps), Some(48.0));
     }
 }

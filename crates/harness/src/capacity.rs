@@ -149,6 +149,7 @@ pub fn capacity(
             .or(plateau.as_ref().map(|p| first_rate(p.rps)))
             .unwrap_or(1000.0 / base_ms.max(0.01))
             .min(search.max_rate_rps),
+        plateau_rps: plateau.as_ref().map(|p| p.rps),
         min_rps: 0.1,
         max_rps: search.max_rate_rps,
         tolerance: search.tolerance,
