@@ -178,7 +178,13 @@ pub fn run(
     }
 
     let mut handles = Vec::with_capacity(threads);
+    let mut spares = Vec::with_capacity(threads);
     for (index, conns) in connections.into_iter().enumerate() {
+        // One emptied second waits for each thread from the start, allocated here before the
+        // load: the thread's first second ends before the collector can send one back.
+        let (spare_tx, spare_rx) = mpsc::channel();
+        let _ = spare_tx.send(Box::new(Interval::new(0)));
+        spares.push(spare_tx);
         let expected = plan.stop.count.map(|n| share_of(n, index, threads));
         let setup = ThreadSetup {
             index,
@@ -191,6 +197,7 @@ pub fn run(
             max_connections_per_endpoint: max_per_endpoint,
             stop: stop.0.subscribe(),
             tx: tx.clone(),
+            spares: spare_rx,
             tls: tls.clone(),
         };
         let handle = std::thread::Builder::new()
@@ -201,7 +208,7 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(threads, plan);
+    let mut collector = Collector::new(plan, spares);
     let mut failure = None;
     let mut connect = ConnectStats {
         rate_per_s: plan.connect_rate,
@@ -217,7 +224,7 @@ pub fn run(
                 connect.merge(&mine);
                 connecting = connecting.map(|n| n - 1);
             }
-            Msg::Interval(t, iv) => collector.add(t, *iv),
+            Msg::Interval(t, iv) => collector.add(t, iv),
             Msg::End(t, end) => collector.end(t, *end),
             Msg::Failed(t, e) => {
                 stop.stop();
@@ -283,7 +290,11 @@ pub fn run(
 
 /// Merges the threads' per-second intervals in order.
 struct Collector {
-    pending: BTreeMap<u64, Interval>,
+    /// Seconds not yet final: the threads' intervals merged into the first one's, with the
+    /// thread it came from.
+    pending: BTreeMap<u64, (usize, Box<Interval>)>,
+    /// Where each thread gets its merged seconds back, emptied, to fill again.
+    spares: Vec<mpsc::Sender<Box<Interval>>>,
     last_second: Vec<Option<u64>>,
     done: Vec<bool>,
     totals: Interval,
@@ -301,8 +312,10 @@ struct Collector {
 }
 
 impl Collector {
-    fn new(threads: usize, plan: &Plan) -> Self {
+    fn new(plan: &Plan, spares: Vec<mpsc::Sender<Box<Interval>>>) -> Self {
+        let threads = spares.len();
         Collector {
+            spares,
             phases: PhaseRecord::for_plan(plan),
             by_name: Vec::new(),
             pending: BTreeMap::new(),
@@ -321,14 +334,24 @@ impl Collector {
         }
     }
 
-    fn add(&mut self, thread: usize, iv: Interval) {
+    fn add(&mut self, thread: usize, iv: Box<Interval>) {
         self.last_second[thread] = Some(iv.second);
         match self.pending.get_mut(&iv.second) {
-            Some(merged) => merged.merge(&iv),
+            Some((_, merged)) => {
+                merged.merge(&iv);
+                self.recycle(thread, iv);
+            }
             None => {
-                self.pending.insert(iv.second, iv);
+                self.pending.insert(iv.second, (thread, iv));
             }
         }
+    }
+
+    /// Empties a merged second and sends it back to `thread` to fill again (the thread may
+    /// have ended: then it is freed).
+    fn recycle(&self, thread: usize, mut iv: Box<Interval>) {
+        iv.reset(0);
+        let _ = self.spares[thread].send(iv);
     }
 
     fn end(&mut self, thread: usize, end: ThreadEnd) {
@@ -364,7 +387,7 @@ impl Collector {
             if !self.ready(second) {
                 break;
             }
-            let iv = self.pending.remove(&second).expect("key exists");
+            let (thread, iv) = self.pending.remove(&second).expect("key exists");
             let row = TimelineRow::from_interval(&iv);
             on_second(&row, &iv);
             self.log_interval(&iv);
@@ -372,6 +395,7 @@ impl Collector {
             let phase = PhaseRecord::index_of(&self.phases, iv.second);
             self.phases[phase].totals.merge(&iv);
             self.timeline.push(row);
+            self.recycle(thread, iv);
         }
     }
 
@@ -385,5 +409,48 @@ impl Collector {
         // one interval of the log, never the summary.
         let _ = log.write_histogram(&iv.latency, start, length, None);
         let _ = log.write_histogram(&iv.service, start, length, Tag::new("service"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loadlab_run::Stop;
+
+    use super::*;
+
+    /// A second of one request answered in `us` µs.
+    fn second(n: u64, us: u64) -> Box<Interval> {
+        let mut iv = Box::new(Interval::new(n));
+        iv.counts.completed = 1;
+        iv.latency.record(us).unwrap();
+        iv.service.record(us).unwrap();
+        iv
+    }
+
+    #[test]
+    fn merged_seconds_go_back_to_their_threads_empty_and_count_once() {
+        let addr = "127.0.0.1:9".parse().unwrap();
+        let plan = Plan::get(addr, "/", Model::open(10.0, 1, 1), Stop::default());
+        let (to_0, spares_0) = mpsc::channel();
+        let (to_1, spares_1) = mpsc::channel();
+        let mut c = Collector::new(&plan, vec![to_0, to_1]);
+        for n in 0..3 {
+            c.add(1, second(n, 100));
+            c.add(0, second(n, 200));
+        }
+        c.finalize_ready(&mut |_, _| {});
+        // Every thread has reported every second: all three are final.
+        assert_eq!(c.timeline.len(), 3);
+        assert_eq!(c.totals.counts.completed, 6);
+        assert_eq!(c.totals.latency.len(), 6);
+        assert_eq!(c.totals.latency.max(), 200);
+        // Thread 1's seconds came first and took thread 0's in: each thread gets its own back.
+        let back_0: Vec<Box<Interval>> = spares_0.try_iter().collect();
+        let back_1: Vec<Box<Interval>> = spares_1.try_iter().collect();
+        assert_eq!((back_0.len(), back_1.len()), (3, 3));
+        for iv in back_0.iter().chain(&back_1) {
+            assert_eq!(iv.counts.completed, 0);
+            assert!(iv.latency.is_empty() && iv.service.is_empty() && iv.lag.is_empty());
+        }
     }
 }

@@ -6,12 +6,12 @@
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
 use loadlab_run::users::UserModel;
-use loadlab_run::Plan;
+use loadlab_run::{Interval, Plan};
 use tokio::sync::watch;
 use tokio::task::LocalSet;
 use tokio::time::{sleep_until, Instant};
@@ -47,6 +47,8 @@ pub struct ThreadSetup {
     pub stop: watch::Receiver<bool>,
     /// Where records go.
     pub tx: Sender<Msg>,
+    /// Where the collector sends back the seconds it emptied, for reuse.
+    pub spares: Receiver<Box<Interval>>,
     /// The run's TLS client, shared by every thread, when the plan has `https://` endpoints.
     pub tls: Option<Arc<TlsClient>>,
 }
@@ -96,6 +98,7 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
         max_connections_per_endpoint,
         mut stop,
         tx,
+        spares,
         tls,
     } = setup;
     // The processor's helper loads before the origin, so Node.js's start is in no latency.
@@ -125,7 +128,7 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
     };
     let deadline = plan.scheduled_duration().map(|d| origin + d);
     let cpu_at_origin = thread_cpu();
-    let rec = Recorder::new(&plan, origin, expected, (index, tx));
+    let rec = Recorder::new(&plan, origin, expected, (index, tx)).recycling(spares);
     let mode = Mode::new(
         &plan,
         load,
