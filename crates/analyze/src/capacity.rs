@@ -1,10 +1,10 @@
 //! The capacity search, as pure functions of the steps run so far: the highest constant
 //! arrival rate whose steady state meets an objective. A quick closed-loop climb (doubling the
 //! connections until throughput stops growing) gives the service's plateau, and the first rate
-//! tried is a little under it; then bracket (double the rate while steps pass, step down by what a failing step
-//! served while they fail, until one step passes and one fails) and
-//! bisect (geometric mean of the highest passing and lowest failing rates) until they are
-//! within the tolerance.
+//! tried is a little under it; then bracket (go up while steps pass — past the plateau first,
+//! then doubling — and step down by what a failing step served while they fail, until one
+//! step passes and one fails) and bisect (geometric mean of the highest passing and lowest
+//! failing rates) until they are within the tolerance.
 //!
 //! A step is judged by the requests that arrived in its measured window: they must have been
 //! served (completed, or still in flight as any steady state has λ·W requests), the latency
