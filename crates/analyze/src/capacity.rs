@@ -114,8 +114,9 @@ pub struct RateStep {
     pub requests: u64,
     /// True when the step met the objective in a steady state.
     pub meets: bool,
-    /// True when the step held too few requests to bound the objective's percentile (so it
-    /// could not meet it, whatever its latencies).
+    /// True when the step held too few requests to bound the objective's percentile and
+    /// nothing else broke it (so it could not meet it, whatever its latencies, nor be said to
+    /// break it).
     #[serde(default)]
     pub undersampled: bool,
     /// Why it did not (empty when it met the objective).
