@@ -41,6 +41,17 @@ pub struct Violations {
     /// A percentile bound the step could not judge: it held fewer requests than a 95 % upper
     /// bound on that percentile needs (the percentile, the requests needed).
     pub undersampled: Option<(f64, u64)>,
+    /// How many of `broken` say only that the step was too short to judge a percentile.
+    pub unjudged: usize,
+}
+
+impl Violations {
+    /// True when the step was too short to judge a percentile bound and broke nothing else
+    /// (no other bound, no unserved arrivals, no rising median): it neither met nor broke
+    /// the objective.
+    pub fn only_undersampled(&self) -> bool {
+        self.undersampled.is_some() && self.broken.len() == self.unjudged
+    }
 }
 
 /// Confidence with which a step's latency bound holds the true percentile.
@@ -194,6 +205,7 @@ impl Slo {
                                 "{n} requests cannot bound {name}: a 95 % bound needs {needed}"
                             ));
                             out.undersampled = Some((percentile, needed));
+                            out.unjudged += 1;
                         }
                     }
                 }
@@ -296,6 +308,12 @@ mod tests {
         // 298 requests cannot bound p99, however fast they were.
         let v = s.violations(298, |_| 1.0, 0.0);
         assert_eq!(v.undersampled, Some((99.0, 299)), "{v:?}");
+        assert!(v.only_undersampled(), "{v:?}");
+        // Two percentiles too few requests can bound: still only undersampled; with the
+        // errors bound broken too, decided.
+        let two = Slo::parse("p95<300ms,p99<300ms,errors<1%").unwrap();
+        assert!(two.violations(40, |_| 1.0, 0.0).only_undersampled());
+        assert!(!two.violations(40, |_| 1.0, 5.0).only_undersampled());
         assert!(
             v.broken[0].contains("298 requests cannot bound p99"),
             "{v:?}"

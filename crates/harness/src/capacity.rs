@@ -317,11 +317,10 @@ fn judged(
     } else {
         100.0 * c.refused as f64 / c.completed as f64
     };
-    let verdict = judge(&search.slo, &window, at, errors, &per_second);
-    let mut broken = verdict.broken;
+    let mut verdict = judge(&search.slo, &window, at, errors, &per_second);
     if refused_pct >= 5.0 {
         let answered = c.completed.saturating_sub(c.refused) as f64 / secs;
-        broken.insert(
+        verdict.broken.insert(
             0,
             format!(
                 "the service refused {refused_pct:.0} % (429, or 503 with Retry-After): a rate \
@@ -329,11 +328,12 @@ fn judged(
             ),
         );
     }
-    // Too few requests to bound the percentile leaves the step undecided only when nothing
+    // Too few requests to bound a percentile leaves the step undecided only when nothing
     // else broke it: a step that left arrivals unserved, or whose latency kept rising, is
     // broken however few requests it held (seed 000's 3-worker box at 4.0 req/s served 3.4,
     // 27 requests where p90 needs 29, and ended the search as undecided).
-    let undersampled = verdict.undersampled.is_some() && broken.len() == 1;
+    let undersampled = verdict.only_undersampled();
+    let broken = verdict.broken;
     RateStep {
         rate_rps: rate,
         achieved_rps: c.completed as f64 / secs,
