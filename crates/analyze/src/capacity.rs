@@ -258,6 +258,33 @@ pub fn judge(
     v
 }
 
+/// Marks as broken each step that met the objective at a rate above the most the service
+/// served in a step it could not keep up with (one that left arrivals unserved). Just past the
+/// capacity a short step can meet its bounds before the backlog shows — the queue grows by
+/// only (λ − μ)·t — while an overloaded step has already measured the throughput the service
+/// gives: a rate above it is one the service does not sustain, however the short step went (a
+/// 12-worker pool of exponential times served 306.6 req/s when offered 354.2, then met a 5 s
+/// step at 312.5). The most any overloaded step served is taken, so a service whose
+/// throughput falls under heavy overload is held to what it served when least overloaded.
+pub fn hold_to_overloads(steps: &mut [RateStep]) {
+    let overloaded = |s: &RateStep| !s.meets && s.served_rps < SERVED * s.arrived_rps;
+    let Some((most, at)) = steps
+        .iter()
+        .filter(|s| overloaded(s))
+        .map(|s| (s.served_rps, s.rate_rps))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+    else {
+        return;
+    };
+    for s in steps.iter_mut().filter(|s| s.meets && s.rate_rps > most) {
+        s.meets = false;
+        s.undersampled = false;
+        s.broken.push(format!(
+            "over the {most:.1} req/s the service served when offered {at:.1}"
+        ));
+    }
+}
+
 /// Bounds of the search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Search {
@@ -598,6 +625,53 @@ mod tests {
             "{broken:?}"
         );
         assert!(broken.iter().any(|b| b.contains("rising")), "{broken:?}");
+    }
+
+    #[test]
+    fn a_rate_over_what_an_overloaded_step_served_does_not_meet_however_its_step_went() {
+        // The failing run of the long-tail test (12 workers × 40 ms, exponential): overloaded
+        // at 354.2 it served 306.6; 320.4 broke on latency alone; then 304.7 and 312.5 met.
+        let at = |rate: f64, served: f64, meets: bool| RateStep {
+            served_rps: served,
+            meets,
+            broken: if meets { vec![] } else { vec!["p99".into()] },
+            ..step(rate, 1e9)
+        };
+        let mut steps = vec![
+            at(289.8, 289.8, true),
+            at(354.2, 306.6, false),
+            at(320.4, 305.3, false),
+            at(304.7, 303.9, true),
+            at(312.5, 307.0, true),
+        ];
+        hold_to_overloads(&mut steps);
+        let met: Vec<f64> = steps
+            .iter()
+            .filter(|s| s.meets)
+            .map(|s| s.rate_rps)
+            .collect();
+        assert_eq!(met, [289.8, 304.7]);
+        assert_eq!(
+            steps[4].broken,
+            ["over the 306.6 req/s the service served when offered 354.2"]
+        );
+        assert_eq!(bracket(&steps), (Some(304.7), Some(312.5)));
+        assert_eq!(next_rate(&steps, &from(289.8, 0.1)), None, "within 5 %");
+        // Judged again, nothing changes; a step broken on latency alone sets no ceiling.
+        hold_to_overloads(&mut steps);
+        assert_eq!(steps[4].broken.len(), 1);
+        let mut latency_only = vec![at(300.0, 299.0, false), at(350.0, 340.0, true)];
+        hold_to_overloads(&mut latency_only);
+        assert!(latency_only[1].meets);
+        // Of several overloads, the one that served most sets the ceiling (a service whose
+        // throughput collapses under heavy overload is not held to its collapse).
+        let mut collapse = vec![
+            at(600.0, 150.0, false),
+            at(330.0, 290.0, false),
+            at(280.0, 280.0, true),
+        ];
+        hold_to_overloads(&mut collapse);
+        assert!(collapse[2].meets);
     }
 
     #[test]

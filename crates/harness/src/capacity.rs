@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use loadlab_analyze::capacity::{
-    bracket, done_because, first_rate, judge, next_rate, plateau_rps, plateau_step, step_seconds,
-    RateStep, Search, Window,
+    bracket, done_because, first_rate, hold_to_overloads, judge, next_rate, plateau_rps,
+    plateau_step, step_seconds, RateStep, Search, Window,
 };
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
@@ -179,8 +179,9 @@ pub fn capacity(
         let Some((step, run)) = rate_step(target, rate, base_ms, measured, search, stop)? else {
             break "interrupted".to_string();
         };
-        on_progress(Progress::Step(&step));
         steps.push(step);
+        hold_to_overloads(&mut steps);
+        on_progress(Progress::Step(steps.last().expect("pushed above")));
         runs.push(run);
     };
     Ok(Capacity {
