@@ -26,6 +26,7 @@
 
 mod conn;
 mod connect;
+mod growth;
 pub mod http1;
 mod http2;
 pub mod limits;

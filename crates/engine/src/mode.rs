@@ -199,7 +199,7 @@ impl Mode {
                 let (clock, slack, pool) = (clock.clone(), *slack, pool.clone());
                 spawn_local(async move {
                     let release = |intended, i| pool.release(intended, i);
-                    let tend = |now, spare| pool.tend(now, spare);
+                    let tend = |now, how| pool.tend(now, how);
                     let stripe = (index, threads);
                     pace(&pool.wire.rec, &clock, stripe, slack, release, tend).await;
                 });

@@ -15,6 +15,8 @@ use tokio::time::Instant;
 
 use crate::conn::exchange::{Failed, Wire};
 use crate::conn::{self, Backoff, Conn};
+use crate::growth::Growth;
+use crate::pace::Wait;
 use crate::record::Pending;
 use crate::schedule::closed::Budget;
 
@@ -111,16 +113,19 @@ impl Work for Budgeted {
 /// Open model, plain requests: one queue per endpoint that the scheduler fills.
 pub struct Queues {
     endpoints: Vec<Queue>,
+    idle: Idle,
 }
 
 /// How long requests may go without a connection to take them, while the thread has no
-/// time to spare, before the pool opens another. A busy thread reads answers late and so
-/// finds its connections busy; more connections would not send its requests sooner, and
-/// each connect would put it further behind: at 150,000 req/s on one thread, the old rule (a
-/// new connection for every request that found none idle) opened 950 connections in the
-/// first 7 ms of the run, while the first answers were still cold, and the thread, slower per
+/// time to spare, before the pool opens another — and only if the thread idled meanwhile and
+/// the pool's [`Growth`] allows. A busy thread reads answers late and so finds its
+/// connections busy; more connections would not send its requests sooner, and each connect
+/// would put it further behind: at 150,000 req/s on one thread, the old rule (a new
+/// connection for every request that found none idle) opened 950 connections in the first
+/// 7 ms of the run, while the first answers were still cold, and the thread, slower per
 /// request on 1,000 connections than on 50, never caught up (lag p99 6–7 ms). A service that
-/// holds the connections makes its requests wait this long, and the pool grows.
+/// holds the connections makes its requests wait this long while the thread, with nothing to
+/// read, spins between arrivals.
 const STARVED_BEFORE_OPENING: Duration = Duration::from_millis(1);
 
 /// While the thread is busy, at most one connection opens per this much time: growth of up
@@ -151,6 +156,16 @@ struct Queue {
     starved_since: Cell<Option<Instant>>,
     /// When the pool last opened a connection because requests were starved.
     last_opened: Cell<Option<Instant>>,
+    /// Whether a busy thread may open more: the pool's load, and what its growth bought.
+    growth: Growth,
+}
+
+/// How busy the thread has been, as its pacer's waits showed.
+#[derive(Default)]
+struct Idle {
+    /// When the pacer last spun or slept until an arrival after the thread's other tasks had
+    /// had their turn: the thread had read every answer there was and had time left.
+    last: Cell<Option<Instant>>,
 }
 
 impl Queue {
@@ -175,9 +190,13 @@ impl Queues {
                 max_connections,
                 starved_since: Cell::new(None),
                 last_opened: Cell::new(None),
+                growth: Growth::default(),
             })
             .collect();
-        Queues { endpoints }
+        Queues {
+            endpoints,
+            idle: Idle::default(),
+        }
     }
 }
 
@@ -211,6 +230,7 @@ impl Work for Queues {
                         wire.rec.record_dropped(1);
                         continue;
                     }
+                    endpoint.growth.taken();
                     batch.push(p);
                     return true;
                 }
@@ -293,6 +313,7 @@ impl Pool<Queues> {
         let template = index % self.wire.requests.len();
         let ep = self.wire.requests[template].endpoint;
         let e = &self.work.endpoints[ep];
+        e.growth.arrived();
         e.queue.borrow_mut().push_back(Pending {
             intended: Some(intended),
             template,
@@ -309,35 +330,49 @@ impl Pool<Queues> {
         }
     }
 
-    /// After each of the pacer's turns (at `now`; `spare` when it is about to sleep, so the
-    /// thread has time to spare and the connections are held by the service): drops stale
-    /// queued requests, and gives starved ones connections, up to the cap — all of them at once
-    /// when the thread has time to spare; while it is busy, one per [`OPENING_INTERVAL`] once
-    /// requests have been starved for [`STARVED_BEFORE_OPENING`].
-    pub fn tend(self: &Rc<Self>, now: Instant, spare: bool) {
+    /// After each of the pacer's turns (at `now`, followed by the pacer's wait `how`): drops
+    /// stale queued requests, and gives starved ones connections, up to the cap. When the
+    /// pacer sleeps the thread has time to spare and the connections are held by the service:
+    /// every starved request gets one at once. Otherwise one opens per [`OPENING_INTERVAL`]
+    /// once requests have been starved for [`STARVED_BEFORE_OPENING`], if the pacer has spun
+    /// since they were (the thread read every answer there was and the connections were
+    /// still all busy) and the endpoint's [`Growth`] allows (its connections busy on the
+    /// whole, each doubling of them buying throughput): a thread that never idles is the
+    /// limit, a pool mostly idle is waiting out a stall, a service at its limit answers no
+    /// more on more connections, and a connect would help none of them.
+    pub fn tend(self: &Rc<Self>, now: Instant, how: Wait) {
+        if how != Wait::Yields {
+            self.work.idle.last.set(Some(now));
+        }
         for (ep, e) in self.work.endpoints.iter().enumerate() {
             self.drop_stale(e, now);
+            let busy = e.connections.get().saturating_sub(e.idle.get());
+            e.growth.tick(now, busy);
             let unserved = e.unserved();
             if unserved == 0 {
                 e.starved_since.set(None);
                 continue;
             }
             let room = e.max_connections.saturating_sub(e.connections.get());
-            if spare {
+            if how == Wait::Sleeps {
                 for _ in 0..unserved.min(room) {
                     self.open(ep, None);
                 }
                 continue;
             }
-            let starved = e
-                .starved_since
-                .get()
-                .is_some_and(|t| now.saturating_duration_since(t) >= STARVED_BEFORE_OPENING);
+            let Some(since) = e.starved_since.get() else {
+                continue;
+            };
+            let starved = now.saturating_duration_since(since) >= STARVED_BEFORE_OPENING;
+            let idled = self.work.idle.last.get().is_some_and(|t| {
+                t >= since && now.saturating_duration_since(t) <= STARVED_BEFORE_OPENING
+            });
             let paced = e
                 .last_opened
                 .get()
                 .is_none_or(|t| now.saturating_duration_since(t) >= OPENING_INTERVAL);
-            if starved && paced && room > 0 {
+            if starved && idled && paced && room > 0 && e.growth.may_open(now, e.connections.get())
+            {
                 e.last_opened.set(Some(now));
                 self.open(ep, None);
             }
@@ -419,53 +454,92 @@ mod tests {
         LocalSet::new().block_on(&rt, check(silent_pool(&listener, max)));
     }
 
-    #[test]
-    fn a_busy_thread_opens_connections_for_starved_requests_only_after_a_while_and_at_a_pace() {
-        with_silent_pool(100, async |pool| {
+    /// Tends the pool every [`OPENING_INTERVAL`] for `ticks` turns from `from`, the pacer
+    /// waiting `how`; returns the connections after each turn.
+    fn tend_for(pool: &Rc<Pool<Queues>>, from: Instant, ticks: u32, how: Wait) -> Vec<usize> {
+        (0..ticks)
+            .map(|k| {
+                pool.tend(from + OPENING_INTERVAL * k, how);
+                connections(pool)
+            })
+            .collect()
+    }
+
+    /// Opens `n` connections and lets them wait for work.
+    async fn opened(pool: &Rc<Pool<Queues>>, n: usize) {
+        for _ in 0..n {
             pool.open(0, None);
-            tokio::task::yield_now().await;
-            // The thread has no time to spare: ten arrivals find the one connection busy and
-            // wait for it.
-            pool.tend(Instant::now(), false);
-            for i in 0..10 {
-                pool.release(Instant::now(), i);
+        }
+        tokio::task::yield_now().await;
+    }
+
+    #[test]
+    fn a_starved_pool_of_a_service_that_answers_no_more_doubles_once_at_its_pace() {
+        with_silent_pool(100, async |pool| {
+            opened(&pool, 10).await;
+            // Every connection takes a request and holds it; ten more wait. The thread, with
+            // nothing to read, spins between arrivals.
+            let start = Instant::now();
+            for i in 0..20 {
+                pool.release(start, i);
             }
-            // Starved since the first of them found no connection.
-            let start = pool.work.endpoints[0].starved_since.get().unwrap();
-            pool.tend(start, false);
-            assert_eq!(connections(&pool), 1, "none opened at once");
-            pool.tend(start + Duration::from_micros(900), false);
-            assert_eq!(
-                connections(&pool),
-                1,
-                "none opened within the first millisecond"
+            tokio::task::yield_now().await;
+            let counts = tend_for(&pool, start, 10_000, Wait::Spins);
+            // A doubling, one connection per interval, after which the service answered no
+            // more than before: it stops there.
+            assert_eq!(counts.last(), Some(&20), "{counts:?}");
+            assert!(counts.windows(2).all(|w| w[1] <= w[0] + 1));
+            let first = counts.iter().position(|&c| c > 10).unwrap();
+            assert!(
+                OPENING_INTERVAL * first as u32 >= STARVED_BEFORE_OPENING,
+                "the first after {first} turns"
             );
-            let later = start + STARVED_BEFORE_OPENING;
-            pool.tend(later, false);
-            assert_eq!(
-                connections(&pool),
-                2,
-                "one opened after a millisecond starved"
-            );
-            pool.tend(later + Duration::from_micros(50), false);
-            assert_eq!(
-                connections(&pool),
-                2,
-                "no second one within the opening interval"
-            );
-            pool.tend(later + OPENING_INTERVAL, false);
-            assert_eq!(connections(&pool), 3, "the next one an interval later");
-            // The thread has time to spare: every request still starved gets a connection.
-            pool.tend(later + OPENING_INTERVAL, true);
-            assert_eq!(
-                connections(&pool),
-                10,
-                "one connection per request (the first was woken for one)"
-            );
-            // After a sleep, an arrival that finds none idle gets one in the same turn.
-            pool.release(later, 10);
-            pool.tend(later, true);
-            assert_eq!(connections(&pool), 11);
+        });
+    }
+
+    #[test]
+    fn a_thread_that_never_idles_opens_nothing_however_long_its_requests_starve() {
+        with_silent_pool(100, async |pool| {
+            opened(&pool, 10).await;
+            let start = Instant::now();
+            for i in 0..20 {
+                pool.release(start, i);
+            }
+            tokio::task::yield_now().await;
+            let counts = tend_for(&pool, start, 10_000, Wait::Yields);
+            assert_eq!(counts.last(), Some(&10));
+        });
+    }
+
+    #[test]
+    fn a_pool_mostly_idle_waits_out_a_short_stall() {
+        with_silent_pool(100, async |pool| {
+            opened(&pool, 10).await;
+            // A second of arrivals each answered at once: no connection busy at the turns.
+            let t0 = Instant::now();
+            tend_for(&pool, t0, 10_000, Wait::Spins);
+            // Then the service stalls: the ten take a request each and hold it, ten more
+            // arrivals wait, and the thread, with nothing to read, spins.
+            let stall = t0 + OPENING_INTERVAL * 10_000;
+            for i in 0..20 {
+                pool.release(stall, i);
+            }
+            tokio::task::yield_now().await;
+            let counts = tend_for(&pool, stall, 100, Wait::Spins);
+            assert_eq!(counts.last(), Some(&10), "none in a 10 ms stall");
+        });
+    }
+
+    #[test]
+    fn with_time_to_spare_every_starved_request_gets_a_connection_at_once() {
+        with_silent_pool(100, async |pool| {
+            opened(&pool, 1).await;
+            let now = Instant::now();
+            for i in 0..10 {
+                pool.release(now, i);
+            }
+            pool.tend(now, Wait::Sleeps);
+            assert_eq!(connections(&pool), 10, "the first was woken for one");
         });
     }
 
@@ -473,12 +547,12 @@ mod tests {
     fn the_pool_never_opens_past_its_cap() {
         with_silent_pool(4, async |pool| {
             let now = Instant::now();
-            pool.tend(now, true);
+            pool.tend(now, Wait::Sleeps);
             for i in 0..20 {
                 pool.release(now, i);
             }
-            pool.tend(now, true);
-            pool.tend(now + Duration::from_secs(1), false);
+            pool.tend(now, Wait::Sleeps);
+            pool.tend(now + Duration::from_secs(1), Wait::Spins);
             assert_eq!(connections(&pool), 4);
         });
     }
