@@ -473,6 +473,15 @@ mod tests {
         tokio::task::yield_now().await;
     }
 
+    /// Releases 20 arrivals at `at` and lets the connections take what they can: ten open
+    /// connections take one each and hold it, and ten wait.
+    async fn starved(pool: &Rc<Pool<Queues>>, at: Instant) {
+        for i in 0..20 {
+            pool.release(at, i);
+        }
+        tokio::task::yield_now().await;
+    }
+
     #[test]
     fn a_starved_pool_of_a_service_that_answers_no_more_doubles_once_at_its_pace() {
         with_silent_pool(100, async |pool| {
@@ -480,10 +489,7 @@ mod tests {
             // Every connection takes a request and holds it; ten more wait. The thread, with
             // nothing to read, spins between arrivals.
             let start = Instant::now();
-            for i in 0..20 {
-                pool.release(start, i);
-            }
-            tokio::task::yield_now().await;
+            starved(&pool, start).await;
             let counts = tend_for(&pool, start, 10_000, Wait::Spins);
             // A doubling, one connection per interval, after which the service answered no
             // more than before: it stops there.
@@ -502,10 +508,7 @@ mod tests {
         with_silent_pool(100, async |pool| {
             opened(&pool, 10).await;
             let start = Instant::now();
-            for i in 0..20 {
-                pool.release(start, i);
-            }
-            tokio::task::yield_now().await;
+            starved(&pool, start).await;
             let counts = tend_for(&pool, start, 10_000, Wait::Yields);
             assert_eq!(counts.last(), Some(&10));
         });
@@ -521,10 +524,7 @@ mod tests {
             // Then the service stalls: the ten take a request each and hold it, ten more
             // arrivals wait, and the thread, with nothing to read, spins.
             let stall = t0 + OPENING_INTERVAL * 10_000;
-            for i in 0..20 {
-                pool.release(stall, i);
-            }
-            tokio::task::yield_now().await;
+            starved(&pool, stall).await;
             let counts = tend_for(&pool, stall, 100, Wait::Spins);
             assert_eq!(counts.last(), Some(&10), "none in a 10 ms stall");
         });
