@@ -5,11 +5,12 @@
 //! Requests that find every connection busy say the pool is short, or that the service
 //! stalled, or that it is at its limit. Only the first is mended by connecting: in the others
 //! a connection more only waits too, and then adds to what the service must poll (nginx at
-//! 91 % of its core, offered 210,000 req/s on 50 connections, kept 3–5 of them busy, stalled
-//! now and then for milliseconds, and when the pool grew on each stall it ran away to its cap
-//! of 1,000 in 1 run of 3, with the queue at 7,000 requests). Little's law tells the first
-//! apart on average (λ·W busy connections of N), and a doubling of the pool tells it for sure:
-//! the service then answers more.
+//! 91 % of its core, offered 210,000 req/s on 50 connections, kept 3–5 of them busy and
+//! stalled about once a second for milliseconds; a pool that grew on each stall reached its
+//! cap of 1,000 in 2 of 3 five-second runs, and in all 5 ten-second rounds of a bench with a
+//! 10 ms threshold, once with 7,000 requests queued behind it, and then did not hold the
+//! rate). Little's law tells the first apart on average (λ·W busy connections of N), and a
+//! doubling of the pool tells it for sure: the service then answers more.
 
 use std::cell::Cell;
 use std::time::Duration;
