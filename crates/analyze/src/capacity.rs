@@ -235,6 +235,12 @@ impl Window {
     }
 }
 
+/// Whether a step that served `served` of `arrived` requests a second left arrivals unserved:
+/// its backlog grew past what a steady state holds.
+fn left_unserved(served: f64, arrived: f64) -> bool {
+    served < SERVED * arrived
+}
+
 /// Judges a measured step against the objective: the bounds it broke (a percentile on its 95 %
 /// upper bound, over the window's completed requests), a rising latency, or arrivals it did
 /// not serve. `p50_per_second` holds each second's median latency.
@@ -247,7 +253,7 @@ pub fn judge(
 ) -> Violations {
     let mut v = slo.violations(window.completed, &latency_at, error_pct);
     let (arrived, served) = (window.arrived_rps(), window.served_rps());
-    if served < SERVED * arrived {
+    if left_unserved(served, arrived) {
         v.broken
             .push(format!("served {served:.1} of {arrived:.1} req/s"));
     }
@@ -267,7 +273,7 @@ pub fn judge(
 /// step at 312.5). The most any overloaded step served is taken, so a service whose
 /// throughput falls under heavy overload is held to what it served when least overloaded.
 pub fn hold_to_overloads(steps: &mut [RateStep]) {
-    let overloaded = |s: &RateStep| !s.meets && s.served_rps < SERVED * s.arrived_rps;
+    let overloaded = |s: &RateStep| !s.meets && left_unserved(s.served_rps, s.arrived_rps);
     let Some((most, at)) = steps
         .iter()
         .filter(|s| overloaded(s))
@@ -278,7 +284,6 @@ pub fn hold_to_overloads(steps: &mut [RateStep]) {
     };
     for s in steps.iter_mut().filter(|s| s.meets && s.rate_rps > most) {
         s.meets = false;
-        s.undersampled = false;
         s.broken.push(format!(
             "over the {most:.1} req/s the service served when offered {at:.1}"
         ));

@@ -113,7 +113,9 @@ impl Work for Budgeted {
 /// Open model, plain requests: one queue per endpoint that the scheduler fills.
 pub struct Queues {
     endpoints: Vec<Queue>,
-    idle: Idle,
+    /// When the pacer last spun or slept until an arrival after the thread's other tasks had
+    /// had their turn: the thread had read every answer there was and had time left.
+    thread_idle_at: Cell<Option<Instant>>,
 }
 
 /// How long requests may go without a connection to take them, while the thread has no
@@ -160,14 +162,6 @@ struct Queue {
     growth: Growth,
 }
 
-/// How busy the thread has been, as its pacer's waits showed.
-#[derive(Default)]
-struct Idle {
-    /// When the pacer last spun or slept until an arrival after the thread's other tasks had
-    /// had their turn: the thread had read every answer there was and had time left.
-    last: Cell<Option<Instant>>,
-}
-
 impl Queue {
     /// Queued requests with no connection coming for them.
     fn unserved(&self) -> usize {
@@ -195,7 +189,7 @@ impl Queues {
             .collect();
         Queues {
             endpoints,
-            idle: Idle::default(),
+            thread_idle_at: Cell::new(None),
         }
     }
 }
@@ -342,7 +336,7 @@ impl Pool<Queues> {
     /// more on more connections, and a connect would help none of them.
     pub fn tend(self: &Rc<Self>, now: Instant, how: Wait) {
         if how != Wait::Yields {
-            self.work.idle.last.set(Some(now));
+            self.work.thread_idle_at.set(Some(now));
         }
         for (ep, e) in self.work.endpoints.iter().enumerate() {
             self.drop_stale(e, now);
@@ -364,7 +358,7 @@ impl Pool<Queues> {
                 continue;
             };
             let starved = now.saturating_duration_since(since) >= STARVED_BEFORE_OPENING;
-            let idled = self.work.idle.last.get().is_some_and(|t| {
+            let idled = self.work.thread_idle_at.get().is_some_and(|t| {
                 t >= since && now.saturating_duration_since(t) <= STARVED_BEFORE_OPENING
             });
             let paced = e
