@@ -3,13 +3,11 @@
 //! functions, CommonJS and ES modules), variables both ways, `events.emit` metrics, and a
 //! function that fails failing its user only, against the reference service on 127.0.0.1.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::{loadlab, loadlab_json, write_file};
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_json, write_file};
 
 /// A login flow whose every step goes through the processor: the user picked in
 /// `beforeScenario`, the login body written by an async `beforeRequest`, the token read from

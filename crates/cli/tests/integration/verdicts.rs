@@ -2,23 +2,16 @@
 //! known: breaking points per topology, latency (not throughput) under capacity, and a paired
 //! workload factor, each verdict with its interval over the rounds, in `lab.json`.
 
-mod support;
-
-use std::sync::Mutex;
-
+use crate::support::{lab_ok, read_json};
 use serde_json::Value;
-use support::{lab_ok, read_json};
-
-/// Labs share the machine's two cores with nothing else of theirs: one at a time.
-static ONE_LAB: Mutex<()> = Mutex::new(());
 
 /// Runs an experiment and returns what it printed and its `lab.json`.
 fn lab(experiment: &str) -> (String, Value) {
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
     let (stdout, out) = lab_ok(dir.path(), experiment);
     let json = read_json(&out.join("lab.json"));
-    support::assert_lab_finite(&out, &stdout);
+    crate::support::assert_lab_finite(&out, &stdout);
     assert_eq!(json["schema"], "loadlab.lab/v1");
     (stdout, json)
 }
@@ -143,7 +136,7 @@ fn a_replica_killed_mid_cell_is_named_its_cell_left_out_and_the_lab_goes_on() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("exp.yaml");
     std::fs::write(

@@ -3,8 +3,6 @@
 //! real process on 127.0.0.1, so the Node and Python services answer DESIGN §4.3 as the Rust
 //! one does, with the costs their runtime really pays.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -12,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::Served;
 use serde_json::Value;
-use support::Served;
 
 /// `/bbox/*`'s delay in the suite.
 const BBOX_DELAY_MS: u64 = 400;
@@ -23,13 +21,9 @@ const BBOX_WORKERS: usize = 2;
 /// a little apart.
 const EARLY_MS: u64 = 20;
 
-/// Held by each test that times the service: on a 2-core machine, two of them at once steal
-/// each other's core and their timings say nothing about the runtime.
-static TIMING: Mutex<()> = Mutex::new(());
-
-/// Takes [`TIMING`], whether or not a test holding it failed.
+/// Tests that time the service run without a lab or another timing test beside them.
 fn timing() -> std::sync::MutexGuard<'static, ()> {
-    TIMING.lock().unwrap_or_else(|e| e.into_inner())
+    crate::support::alone()
 }
 
 /// A runtime as the suite starts it, and how its workers behave.
@@ -671,7 +665,7 @@ fn a_missing_node_is_one_line_naming_the_debian_package() {
 
 #[test]
 fn async_workers_are_refused_outside_python() {
-    let out = support::loadlab(&["serve", "--runtime", "node", "--async", "--port", "0"]);
+    let out = crate::support::loadlab(&["serve", "--runtime", "node", "--async", "--port", "0"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -691,7 +685,7 @@ fn flags_only_the_rust_service_implements_are_refused_in_one_line_elsewhere() {
         ] {
             let mut args = vec!["serve", "--runtime", runtime, "--port", "0"];
             args.extend(flags);
-            let out = support::loadlab(&args);
+            let out = crate::support::loadlab(&args);
             assert!(!out.status.success(), "{args:?}");
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(
@@ -710,7 +704,7 @@ fn flags_only_the_rust_service_implements_are_refused_in_one_line_elsewhere() {
         "name: x\ntopologies:\n  - { name: n, runtime: node, store: redis }\nworkloads:\n  - { name: p, run: \"/ping -n 1\" }\n",
     )
     .unwrap();
-    let out = support::loadlab(&[
+    let out = crate::support::loadlab(&[
         "lab",
         file.to_str().unwrap(),
         "--out",
@@ -737,8 +731,8 @@ fn probe(url: &str, extra: &[&str]) -> Value {
         "30s",
     ];
     args.extend_from_slice(extra);
-    support::loadlab_ok(&args);
-    support::read_json(&json)
+    crate::support::loadlab_ok(&args);
+    crate::support::read_json(&json)
 }
 
 #[test]
@@ -821,7 +815,7 @@ fn the_probe_finds_each_runtimes_workers() {
 #[test]
 fn seed_001s_short_matrix_runs_on_python_and_node() {
     let _timing = timing();
-    let (_, out) = support::lab_example("seed-001-replicas.short.yaml");
+    let (_, out) = crate::support::lab_example("seed-001-replicas.short.yaml");
     let csv = std::fs::read_to_string(out.path().join("comparison.csv")).unwrap();
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -856,10 +850,10 @@ fn seed_001s_short_matrix_runs_on_python_and_node() {
 #[test]
 fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
     let _timing = timing();
-    let (stdout, out) = support::lab_example("seed-004-logging.short.yaml");
+    let (stdout, out) = crate::support::lab_example("seed-004-logging.short.yaml");
     for topology in ["node-tty", "node-pipe"] {
         for workload in ["info-c100", "info-log-1-c100"] {
-            let s = support::read_json(
+            let s = crate::support::read_json(
                 &out.path()
                     .join(topology)
                     .join(workload)
@@ -878,7 +872,7 @@ fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
     }
     // The question is logging's cost on each stdout: one throughput verdict of the pair per
     // topology, its ratio a finite positive number.
-    let lab = support::read_json(&out.path().join("lab.json"));
+    let lab = crate::support::read_json(&out.path().join("lab.json"));
     for topology in ["node tty", "node pipe"] {
         let verdict = lab["verdicts"]
             .as_array()
@@ -902,8 +896,8 @@ fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
 #[test]
 fn seed_000s_short_variant_finds_each_topologys_breaking_point() {
     let _timing = timing();
-    let (stdout, out) = support::lab_example("seed-000-topologies.short.yaml");
-    let lab = support::read_json(&out.path().join("lab.json"));
+    let (stdout, out) = crate::support::lab_example("seed-000-topologies.short.yaml");
+    let lab = crate::support::read_json(&out.path().join("lab.json"));
     let found = |topology: &str| {
         lab["cells"]
             .as_array()

@@ -3,18 +3,16 @@
 //! HTTP/2 over TLS (ALPN) and in the clear (h2c). Each test starts its own nginx and stops it
 //! by its PID.
 
-mod support;
-
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 use loadlab_lab::nginx::find_nginx;
 use loadlab_lab::process::Supervised;
 use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::Value;
-use support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 
 /// The ports of one nginx: each a server block of its own.
 struct Ports {

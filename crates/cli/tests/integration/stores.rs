@@ -1,11 +1,11 @@
 //! `/turno` on a real Redis: `loadlab serve --store redis` (its own redis-server, shared by
 //! replicas behind nginx) and `--redis-url` (a server that may refuse).
 
-mod support;
-
 use std::net::SocketAddr;
 
-use support::{assert_all_gone, lab_ok, loadlab_json, loadlab_ok, read_json, ticket_at, Served};
+use crate::support::{
+    assert_all_gone, lab_ok, loadlab_json, loadlab_ok, read_json, ticket_at, Served,
+};
 
 /// The URL of the redis-server a `loadlab serve` first line names.
 fn redis_url(t: &Served) -> String {
@@ -351,7 +351,7 @@ fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redi
 
 #[test]
 fn seed_003_runs_on_redis_and_says_why_its_load_models_disagree_or_agree() {
-    let (text, dir) = support::lab_example("seed-003-turnomatic.short.yaml");
+    let (text, dir) = crate::support::lab_example("seed-003-turnomatic.short.yaml");
     for cell in ["1-instance", "3-instances-client-balanced"] {
         for w in [
             "closed-c100-p10-autocannon",
@@ -371,7 +371,7 @@ fn seed_003_runs_on_redis_and_says_why_its_load_models_disagree_or_agree() {
 
 #[test]
 fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
-    let (text, dir) = support::lab_example("seed-002-visits.short.yaml");
+    let (text, dir) = crate::support::lab_example("seed-002-visits.short.yaml");
     assert!(text.contains("1 visit counter consumer"), "{text}");
     let s = read_json(
         &dir.path()

@@ -1,9 +1,7 @@
 //! `loadlab run SCENARIO.yaml` with Artillery-format scripts against a real server.
 
-mod support;
-
+use crate::support::{loadlab, loadlab_json, next_ticket, run_scenario};
 use loadlab_target::TestServer;
-use support::{loadlab, loadlab_json, next_ticket, run_scenario};
 
 #[test]
 fn an_artillery_script_runs_its_phases_and_weights() {
@@ -112,7 +110,7 @@ fn every_example_scenario_validates() {
 fn every_short_example_scenario_runs_its_exact_arrivals() {
     let server = TestServer::start(1).unwrap();
     // Seed 004's users send 20 requests each; seed 002's two user models walk a chain (the
-    // plain one in tests/users.rs, the busy one the lab's short seed 002 in tests/stores.rs).
+    // plain one in users.rs, the busy one the lab's short seed 002 in stores.rs).
     let expected = [
         ("seed-000-endurance.short.yml", 200),
         ("seed-000-ramp.short.yml", 300),

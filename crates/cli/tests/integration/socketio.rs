@@ -3,15 +3,13 @@
 //! acknowledgements awaited and compared as Artillery compares them, captures flowing into
 //! later steps, HTTP steps between, the server's pings answered through a think.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use crate::support::{loadlab, loadlab_json, write_file};
 use serde_json::Value;
-use support::{loadlab, loadlab_json, write_file};
 
 /// The fixture's Socket.IO server, stopped by its process id when dropped.
 struct SioServer {

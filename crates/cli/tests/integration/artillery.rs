@@ -2,11 +2,9 @@
 //! `defaults`, `log` steps, the expect plugin's checks): validated offline and run against the
 //! real reference service on 127.0.0.1.
 
-mod support;
-
+use crate::support::{loadlab, loadlab_json, write_file};
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_json, write_file};
 
 /// Runs `args` (a scenario and its flags) against `server` and returns the summary and stderr.
 fn run(args: &[&str], server: &TestServer) -> (Value, String) {
@@ -191,7 +189,7 @@ fn the_expect_plugin_counts_checks_as_artillery_does_and_sets_exit_code_21() {
             "--json",
             json.to_str().unwrap(),
         ]);
-        (support::read_json(&json), out)
+        (crate::support::read_json(&json), out)
     };
     let counter = |s: &Value, name: &str| s["users"]["metrics"]["counters"][name].clone();
 
@@ -414,14 +412,18 @@ fn the_before_flow_runs_once_first_and_its_captures_are_every_users() {
         "{stderr}"
     );
     assert_eq!(
-        support::next_ticket(&server, "before"),
+        crate::support::next_ticket(&server, "before"),
         2,
         "one before flow"
     );
-    assert_eq!(support::next_ticket(&server, "after"), 2, "one after flow");
+    assert_eq!(
+        crate::support::next_ticket(&server, "after"),
+        2,
+        "one after flow"
+    );
     // The users' own variables keep their per-user values.
-    let red = support::next_ticket(&server, "red") - 1;
-    let blue = support::next_ticket(&server, "blue") - 1;
+    let red = crate::support::next_ticket(&server, "red") - 1;
+    let blue = crate::support::next_ticket(&server, "blue") - 1;
     assert_eq!(red + blue, 5);
     // A before flow that fails stops the run before the load, saying why.
     let bad = write_file(
@@ -439,7 +441,11 @@ fn the_before_flow_runs_once_first_and_its_captures_are_every_users() {
         ),
         "{err}"
     );
-    assert_eq!(support::next_ticket(&server, "never"), 1, "no load ran");
+    assert_eq!(
+        crate::support::next_ticket(&server, "never"),
+        1,
+        "no load ran"
+    );
 }
 
 #[test]
@@ -458,16 +464,20 @@ fn loop_items_that_name_another_host_send_their_requests_there() {
     let (s, stderr) = run(&[file.to_str().unwrap()], &a);
     assert_eq!(s["users"]["completed"], 2, "{}\n{stderr}", s["users"]);
     assert_eq!(
-        support::next_ticket(&a, "here"),
+        crate::support::next_ticket(&a, "here"),
         3,
         "two users, once each on the target"
     );
     assert_eq!(
-        support::next_ticket(&b, "there"),
+        crate::support::next_ticket(&b, "there"),
         5,
         "twice each on the other host"
     );
-    assert_eq!(support::next_ticket(&a, "there"), 1, "never on the target");
+    assert_eq!(
+        crate::support::next_ticket(&a, "there"),
+        1,
+        "never on the target"
+    );
 }
 
 #[test]
@@ -484,7 +494,7 @@ fn a_selector_capture_takes_an_attribute_of_the_element_its_index_names() {
     let (s, stderr) = run(&[file.to_str().unwrap()], &server);
     assert_eq!(s["users"]["completed"], 2, "{}\n{stderr}", s["users"]);
     assert_eq!(
-        support::next_ticket(&server, "logo"),
+        crate::support::next_ticket(&server, "logo"),
         3,
         "the first img's alt"
     );
@@ -538,9 +548,13 @@ fn a_host_that_does_not_resolve_fails_its_users_there_and_the_run_goes_on() {
         s["findings"]
     );
     assert_eq!(s["users"]["failed"], 2, "{}\n{stderr}", s["users"]);
-    assert_eq!(support::next_ticket(&server, "here"), 3, "sent before it");
     assert_eq!(
-        support::next_ticket(&server, "after"),
+        crate::support::next_ticket(&server, "here"),
+        3,
+        "sent before it"
+    );
+    assert_eq!(
+        crate::support::next_ticket(&server, "after"),
         1,
         "nothing after it: the user ended there"
     );
@@ -571,9 +585,9 @@ fn a_url_that_is_neither_a_path_nor_a_url_fails_each_user_there_as_in_artillery(
         "{}",
         s["users"]
     );
-    assert_eq!(support::next_ticket(&server, "before"), 3);
+    assert_eq!(crate::support::next_ticket(&server, "before"), 3);
     assert_eq!(
-        support::next_ticket(&server, "after"),
+        crate::support::next_ticket(&server, "after"),
         1,
         "nothing after the bad url"
     );

@@ -1,12 +1,10 @@
 //! The `loadlab` binary as a user meets it: bad input, the files it writes, Ctrl-C.
 
-mod support;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 use loadlab_target::TestServer;
-use support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 
 #[test]
 fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {

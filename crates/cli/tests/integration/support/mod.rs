@@ -1,12 +1,11 @@
 //! Helpers the `loadlab` binary's tests share: running it, reading what it wrote, and asking
 //! the reference service's counters what it served.
-// Each test binary uses a different part of this module.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 use loadlab_target::TestServer;
 use serde_json::Value;
@@ -236,4 +235,14 @@ pub fn assert_all_gone(pids: &[u32]) {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// Held by each test whose figures need the machine's cores without another such test beside
+/// it (a lab, a test that times a service): on a 2-core machine two of them at once steal each
+/// other's core, and their figures say nothing about what they measure.
+static ALONE: Mutex<()> = Mutex::new(());
+
+/// Takes [`ALONE`], whether or not a test holding it failed.
+pub fn alone() -> MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,15 +1,13 @@
 //! `loadlab serve` topologies as real processes: workers sharing a port, replicas behind
 //! nginx and behind the built-in proxy, a user command that fails, and clean-up on Ctrl-C.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::{assert_all_gone, Served};
+use crate::support::{assert_all_gone, Served};
 
 /// `GET /info` on a new connection; the answering process's pid.
 fn info_pid(port: u16) -> u32 {
@@ -245,7 +243,7 @@ fn a_services_stdout_goes_to_null_a_drained_pipe_a_file_or_a_terminal_and_never_
     // 2,000 logged /info bodies are ~400 KB: far more than a pipe holds (64 KB), so a pipe
     // nobody read would stop the service at its first few hundred requests.
     let dir = tempfile::tempdir().unwrap();
-    let (_, out) = support::lab_ok(
+    let (_, out) = crate::support::lab_ok(
         dir.path(),
         "name: stdout\n\
          topologies:\n  - { name: discarded, stdout: null }\n  - { name: piped }\n  - { name: in a file, stdout: file }\n  - { name: on a terminal, stdout: tty }\n\
@@ -253,7 +251,7 @@ fn a_services_stdout_goes_to_null_a_drained_pipe_a_file_or_a_terminal_and_never_
          rounds: 1\n",
     );
     for topology in ["discarded", "piped", "in-a-file", "on-a-terminal"] {
-        let s = support::read_json(&out.join(topology).join("info").join("summary.json"));
+        let s = crate::support::read_json(&out.join(topology).join("info").join("summary.json"));
         assert_eq!(s["requests"]["ok"], 2000, "{topology}: {}", s["requests"]);
     }
 }

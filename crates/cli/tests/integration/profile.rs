@@ -2,9 +2,7 @@
 //! flame graph, summarized as top functions, and diffed between two runs; node's JavaScript
 //! frames named through V8's perf map.
 
-mod support;
-
-use support::{lab_ok, loadlab, loadlab_ok, read_json, Served};
+use crate::support::{lab_ok, loadlab, loadlab_ok, read_json, Served};
 
 /// Share of a run directory's profile samples whose stack holds a frame containing `name`.
 fn share_with(dir: &std::path::Path, name: &str) -> f64 {

@@ -4,13 +4,11 @@
 //! metrics and custom metrics counted, `loadAll` payloads in `context.vars`, a `before` flow,
 //! and a flow that fails failing only its user.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 
+use crate::support::{loadlab, loadlab_json, write_file};
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_json, write_file};
 
 /// The flows' module, beside the Playwright package that scripts/install-runtimes.sh installs.
 fn flows() -> PathBuf {

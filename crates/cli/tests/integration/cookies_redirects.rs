@@ -4,14 +4,12 @@
 //! followed with `followRedirect: false` — checked on what a recording server on 127.0.0.1
 //! saw.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use support::loadlab_json;
+use crate::support::loadlab_json;
 
 /// What the recording server saw of one request.
 #[derive(Debug, Clone, PartialEq)]

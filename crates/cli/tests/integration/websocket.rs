@@ -3,12 +3,10 @@
 //! match, and closes it at its end — checked on what a WebSocket server on 127.0.0.1 saw, and
 //! on the summary (the handshake and each round trip as requests, Artillery's message counters).
 
-mod support;
-
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
-use support::{loadlab, loadlab_json, write_file};
+use crate::support::{loadlab, loadlab_json, write_file};
 use tungstenite::handshake::server::{Request, Response};
 use tungstenite::Message;
 

@@ -2,13 +2,11 @@
 //! and loops; Markov user models with static resources; users phases) against the real
 //! reference service on 127.0.0.1.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::{loadlab, loadlab_json, next_ticket, read_json, run_scenario};
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_json, next_ticket, read_json, run_scenario};
 
 /// Runs a scenario file against `server` and returns its summary.
 fn run(file: &Path, server: &TestServer) -> Value {

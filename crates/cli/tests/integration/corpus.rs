@@ -3,8 +3,6 @@
 //! every one validates offline and runs against the reference service on 127.0.0.1 with no
 //! user failing, exiting 0 (or the code its `# exit:` line gives). Artillery itself runs the same scripts in bench/artillery-diff.py.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

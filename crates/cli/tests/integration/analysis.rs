@@ -1,13 +1,11 @@
 //! `loadlab probe`, `loadlab capacity`, `loadlab compare` and the findings of a run, against
 //! the reference service's black boxes on 127.0.0.1.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 use loadlab_target::{ServiceConfig, TestServer};
 use serde_json::Value;
-use support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 
 /// A reference service whose `/bbox/sync` serves `workers` at once, each for `delay_ms`.
 fn black_box(workers: usize, delay_ms: u64) -> TestServer {

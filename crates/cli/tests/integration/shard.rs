@@ -2,15 +2,13 @@
 //! reference service on loopback, merged by `loadlab merge`, checked against the plan's totals
 //! and against HdrHistogram's own (Python) reader over the union of the shards' logs.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{loadlab, loadlab_ok, read_json};
 use loadlab_target::TestServer;
 use serde_json::Value;
-use support::{loadlab, loadlab_ok, read_json};
 
 /// Longest a shard may take (a 2 s run, a 2 s wait for the common start, and slack).
 const SHARD_DEADLINE: Duration = Duration::from_secs(30);
@@ -79,7 +77,8 @@ pub fn tools_python() -> PathBuf {
 
 /// Percentiles of the union of `logs` as HdrHistogram's Python implementation reads them.
 fn python_union(logs: &[PathBuf]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/hdr_union.py");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/support/hdr_union.py");
     let out = Command::new(tools_python())
         .arg(script)
         .args(logs)
@@ -371,7 +370,7 @@ fn scenario_shards_split_the_arrivals_and_take_disjoint_payload_rows() {
         if shard == "0/2" {
             // Shard 0 holds rows 0, 2 and 4 only.
             let seen: Vec<u64> = (0..6)
-                .map(|r| support::next_ticket(&server, &format!("r{r}")) - 1)
+                .map(|r| crate::support::next_ticket(&server, &format!("r{r}")) - 1)
                 .collect();
             assert!(seen[1] == 0 && seen[3] == 0 && seen[5] == 0, "{seen:?}");
             assert_eq!(seen[0] + seen[2] + seen[4], 20, "{seen:?}");

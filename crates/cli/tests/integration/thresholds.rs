@@ -1,10 +1,8 @@
 //! Thresholds gating CI: `--slo` on `run`, a scenario's `ensure`, `report --slo` on a saved
 //! run, their exit codes, and the JUnit file, against a real server.
 
-mod support;
-
+use crate::support::{loadlab, read_json};
 use loadlab_target::TestServer;
-use support::{loadlab, read_json};
 
 /// The exit code of a run whose strict thresholds failed.
 const EXIT_THRESHOLDS: i32 = 99;
