@@ -13,8 +13,6 @@
 //! whose lowest failing step could not hold them stops: no rate met the objective with the
 //! samples it could take.
 
-use serde::Serialize;
-
 use crate::probe::{first_step, step_of, Next, ProbeStep, CYCLES};
 use crate::slo::{percentile_name, Slo, Violations};
 
@@ -86,42 +84,7 @@ pub fn first_rate(plateau_rps: f64) -> f64 {
     START_UNDER_PLATEAU * plateau_rps
 }
 
-/// What one rate's steady state measured (after its warm-up).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RateStep {
-    /// Offered rate, requests per second.
-    pub rate_rps: f64,
-    /// Completed requests per second in the measured part.
-    pub achieved_rps: f64,
-    /// Arrivals per second in the measured part (the schedule's, exact).
-    pub arrived_rps: f64,
-    /// Arrivals per second that were served: completed, or in flight as a steady state keeps
-    /// λ·W of them.
-    pub served_rps: f64,
-    /// Median latency from the intended start, ms.
-    pub p50_ms: f64,
-    /// 99th percentile, ms.
-    pub p99_ms: f64,
-    /// Errors, percent of completed requests (refusals included).
-    pub error_pct: f64,
-    /// Refusals (429, or 503 with `Retry-After`), percent of completed requests.
-    pub refused_pct: f64,
-    /// Warm-up discarded before measuring, seconds.
-    pub warmup_s: f64,
-    /// Length of the measured part, seconds.
-    pub measured_s: f64,
-    /// Requests that ended in the measured part.
-    pub requests: u64,
-    /// True when the step met the objective in a steady state.
-    pub meets: bool,
-    /// True when the step held too few requests to bound the objective's percentile and
-    /// nothing else broke it (so it could not meet it, whatever its latencies, nor be said to
-    /// break it).
-    #[serde(default)]
-    pub undersampled: bool,
-    /// Why it did not (empty when it met the objective).
-    pub broken: Vec<String>,
-}
+pub use loadlab_run::lab::capacity::RateStep;
 
 /// Achieved/offered ratio under which a rate counts as not served.
 const SERVED: f64 = 0.95;

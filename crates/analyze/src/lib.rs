@@ -12,6 +12,7 @@ pub mod capacity;
 pub mod compare;
 pub mod findings;
 pub mod health;
+pub mod lab;
 pub mod models;
 pub mod probe;
 pub mod slo;

@@ -13,8 +13,6 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::compare::median;
 use crate::usl::Usl;
 
@@ -24,45 +22,7 @@ pub const LADDER: &[usize] = &[
     1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 20, 24, 32, 40, 48, 64,
 ];
 
-/// What one step measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeStep {
-    /// Connections kept busy.
-    pub concurrency: usize,
-    /// Requests answered per second (the refused ones left out).
-    pub throughput_rps: f64,
-    /// Requests refused per second: 429, or 503 with `Retry-After` (a rate limit saying no).
-    pub refused_rps: f64,
-    /// Median latency of the answered requests, ms.
-    pub p50_ms: f64,
-    /// 99th percentile latency, ms.
-    pub p99_ms: f64,
-    /// Mean latency, ms.
-    pub mean_ms: f64,
-    /// Standard deviation of the latency, ms (0 when not measured).
-    #[serde(default)]
-    pub stdev_ms: f64,
-    /// Requests completed.
-    pub requests: u64,
-    /// Percent of completed requests that failed.
-    pub error_pct: f64,
-    /// CPU of the watched server during the step, percent of one core (summed over processes).
-    pub server_cpu_pct: Option<f64>,
-    /// Time the watched server's threads were runnable but waiting for a CPU during the step,
-    /// percent of one core: on a machine shared with other work, the CPU it wanted is this
-    /// plus `server_cpu_pct`.
-    pub server_cpu_wait_pct: Option<f64>,
-}
-
-impl ProbeStep {
-    /// The CPU the server wanted during the step: what it used plus what it waited for,
-    /// percent of one core. A busy service starved by other processes is as CPU-bound as one
-    /// that has the cores to itself.
-    pub fn server_cpu_demand_pct(&self) -> Option<f64> {
-        self.server_cpu_pct
-            .map(|c| c + self.server_cpu_wait_pct.unwrap_or(0.0))
-    }
-}
+pub use loadlab_run::lab::probe::{Binding, Kind, ProbeStep, ProbeVerdict as Verdict, UslFit};
 
 /// Limits of a probe.
 #[derive(Debug, Clone, PartialEq)]
@@ -559,108 +519,6 @@ fn plateaued(steps: &[ProbeStep]) -> bool {
     last_two.iter().all(|s| s.throughput_rps < FLAT * best)
 }
 
-/// How the service behaves under concurrency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// Latency stays flat as concurrency grows: no worker limit found.
-    Async,
-    /// A fixed number of workers; requests past them queue.
-    Sync,
-    /// Throughput plateaus with the server's CPU saturated.
-    Cpu,
-    /// Past a rate the service refuses requests (429, or 503 with `Retry-After`) instead of
-    /// queueing them: a rate limit or load shedding.
-    RateLimited,
-    /// No worker limit, but requests slow each other down: latency grows from the first extra
-    /// connection and throughput peaks, then falls (retrograde scaling, the USL's shape).
-    Contended,
-    /// No model explains the steps: neither a worker pool (its latency model is further from
-    /// them than their noise allows), nor contention, nor a rate limit, nor no limit.
-    Unclassified,
-}
-
-/// Which tier of a service binds (`sync` verdicts whose times do not vary; see `binding`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "tier", rename_all = "snake_case")]
-pub enum Binding {
-    /// A whole number of requests in service, and queued requests wait most of a request's
-    /// time: the binding pool holds its worker for the whole request (one tier, or the front).
-    Outer {
-        /// The wait of the slowest queued requests at the first queued step, ms.
-        turn_ms: f64,
-    },
-    /// The requests in service at the plateau fall between whole numbers of workers: a tier
-    /// the request holds for a part of its time binds (a backend, a database pool).
-    Inner {
-        /// Requests in service at the plateau, `X · S`.
-        requests_in_service: f64,
-        /// What the inner tier serves, req/s: its workers over its time per request.
-        rate_rps: f64,
-    },
-}
-
-/// The probe's conclusion, with its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
-    /// `async`, `sync`, `cpu`, `rate_limited`, `contended` or `unclassified`.
-    pub kind: Kind,
-    /// Workers (requests served at once), for `sync` and `cpu`.
-    pub workers: Option<usize>,
-    /// True when the worker count was observed: p99 jumped between K and K + 1 connections.
-    /// False when only the knee of the mean latency shows it (the service's times vary, or the
-    /// probe ran out of time before measuring K + 1).
-    pub workers_observed: bool,
-    /// The worker counts the steps cannot tell apart (lowest, highest), when the count was
-    /// not observed and they are more than one: the count is "about K (lo–hi)".
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers_range: Option<[usize; 2]>,
-    /// Service time at minimum load (mean latency with one connection), ms.
-    pub service_time_ms: f64,
-    /// 95 % interval of the service time (the mean's, from its spread and count), ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub service_time_ci_ms: Option<[f64; 2]>,
-    /// Throughput at the plateau (`sync`, `cpu`: the median of the steps from the worker count
-    /// on) or the highest seen (`async`), requests per second.
-    pub max_throughput_rps: f64,
-    /// True when throughput stays flat past the worker count (within 5 %): a hard limit, which
-    /// the USL's smooth curve does not describe.
-    pub hard_limit: bool,
-    /// The sentence that explains the verdict with its numbers.
-    pub explanation: String,
-    /// How far the worker pool's latency model, `S · max(1, c / K)`, is from the steps' mean
-    /// latencies: the root mean square of their relative errors, percent. It decides between
-    /// `sync` and `unclassified`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pool_error_pct: Option<f64>,
-    /// Which tier binds, where the steps can tell (`sync` with times that do not vary).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub binding: Option<Binding>,
-    /// The Universal Scalability Law fitted to the steps, when there are enough.
-    pub usl: Option<UslFit>,
-}
-
-/// The USL fitted to a probe, with its predicted peak and how well it fits.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UslFit {
-    /// The law's parameters.
-    #[serde(flatten)]
-    pub law: Usl,
-    /// Concurrency where throughput peaks (none when it only flattens).
-    pub peak_concurrency: Option<f64>,
-    /// Throughput at the peak (or the law's limit as concurrency grows), req/s.
-    pub peak_throughput_rps: f64,
-    /// Share of the steps' throughput variance the law explains (1 − SSres/SStot).
-    pub r_squared: f64,
-    /// True when the law explains the steps (R² ≥ 0.95), the service has no hard limit and
-    /// the verdict does not set the law aside: only then is its line worth reading.
-    pub explains: bool,
-    /// Why the verdict sets the law aside though it fits the throughput: a worker pool
-    /// explains the steps' latency better than its peak inside the steps does.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub set_aside: Option<String>,
-}
-
 /// Server CPU over which a plateau counts as CPU-bound, percent of one core per worker.
 const CPU_SATURATED_PCT: f64 = 80.0;
 /// Share of perfect scaling (c/S) under which a step is no longer scaling.
@@ -1094,7 +952,7 @@ fn binding_words(binding: Option<&Binding>, s_ms: f64) -> String {
 /// The USL fitted to the steps' (concurrency, throughput), with its R²; it `explains` them only
 /// when it fits well and the service has no hard limit.
 fn usl_fit(points: &[(f64, f64)], hard_limit: bool) -> Option<UslFit> {
-    let law = Usl::fit(points)?;
+    let law = crate::usl::fit(points)?;
     let peak = law.peak_concurrency();
     let peak_x = match peak {
         Some(n) => law.throughput(n),
@@ -1409,15 +1267,8 @@ mod tests {
         let answered = offered.min(rate * burst_gain);
         ProbeStep {
             refused_rps: if offered > rate { 50.0 * c as f64 } else { 0.0 },
+            throughput_rps: answered,
             ..step_at(None, s_ms, 0.0, c)
-        }
-        .with_throughput(answered)
-    }
-
-    impl ProbeStep {
-        fn with_throughput(mut self, x: f64) -> ProbeStep {
-            self.throughput_rps = x;
-            self
         }
     }
 

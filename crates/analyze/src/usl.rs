@@ -3,71 +3,48 @@
 //! resource) and κ the cost of coherency (crosstalk that makes more concurrency slower).
 //! Fitted to a concurrency sweep, it predicts where throughput peaks.
 
-use serde::Serialize;
+pub use loadlab_run::lab::probe::Usl;
 
-/// A fitted law.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Usl {
-    /// Throughput of one client alone, requests per second.
-    pub lambda: f64,
-    /// Contention, 0–1.
-    pub sigma: f64,
-    /// Coherency, 0 or more.
-    pub kappa: f64,
-}
-
-impl Usl {
-    /// Throughput the law predicts at concurrency `n`.
-    pub fn throughput(&self, n: f64) -> f64 {
-        self.lambda * n / (1.0 + self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0))
+/// Fits the law to (concurrency, throughput) points by least squares on Gunther's
+/// linearization `λN/X − 1 = σ(N−1) + κN(N−1)`, with λ from the point at N = 1 (or the
+/// best per-client throughput), σ and κ kept non-negative. `None` with fewer than three
+/// points or no point at N = 1's level.
+pub fn fit(points: &[(f64, f64)]) -> Option<Usl> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(n, x)| *n >= 1.0 && *x > 0.0 && n.is_finite() && x.is_finite())
+        .collect();
+    if pts.len() < 3 {
+        return None;
     }
-
-    /// The concurrency where throughput peaks, when coherency makes it peak at all.
-    pub fn peak_concurrency(&self) -> Option<f64> {
-        (self.kappa > 1e-12).then(|| ((1.0 - self.sigma).max(0.0) / self.kappa).sqrt())
-    }
-
-    /// Fits the law to (concurrency, throughput) points by least squares on Gunther's
-    /// linearization `λN/X − 1 = σ(N−1) + κN(N−1)`, with λ from the point at N = 1 (or the
-    /// best per-client throughput), σ and κ kept non-negative. `None` with fewer than three
-    /// points or no point at N = 1's level.
-    pub fn fit(points: &[(f64, f64)]) -> Option<Usl> {
-        let pts: Vec<(f64, f64)> = points
-            .iter()
-            .copied()
-            .filter(|(n, x)| *n >= 1.0 && *x > 0.0 && n.is_finite() && x.is_finite())
-            .collect();
-        if pts.len() < 3 {
-            return None;
-        }
-        let lambda = pts
-            .iter()
-            .find(|(n, _)| *n == 1.0)
-            .map(|(_, x)| *x)
-            .unwrap_or_else(|| pts.iter().map(|(n, x)| x / n).fold(0.0, f64::max));
-        let rows: Vec<(f64, f64, f64)> = pts
-            .iter()
-            .filter(|(n, _)| *n > 1.0)
-            .map(|(n, x)| (n - 1.0, n * (n - 1.0), lambda * n / x - 1.0))
-            .collect();
-        let (sigma, kappa) = least_squares_2(&rows);
-        let (sigma, kappa) = match (sigma < 0.0, kappa < 0.0) {
-            (false, false) => (sigma, kappa),
-            (_, true) => (
-                least_squares_1(rows.iter().map(|r| (r.0, r.2))).max(0.0),
-                0.0,
-            ),
-            (true, false) => (
-                0.0,
-                least_squares_1(rows.iter().map(|r| (r.1, r.2))).max(0.0),
-            ),
-        };
-        Some(Usl {
-            lambda,
-            sigma: sigma.min(1.0),
-            kappa,
-        })
-    }
+    let lambda = pts
+        .iter()
+        .find(|(n, _)| *n == 1.0)
+        .map(|(_, x)| *x)
+        .unwrap_or_else(|| pts.iter().map(|(n, x)| x / n).fold(0.0, f64::max));
+    let rows: Vec<(f64, f64, f64)> = pts
+        .iter()
+        .filter(|(n, _)| *n > 1.0)
+        .map(|(n, x)| (n - 1.0, n * (n - 1.0), lambda * n / x - 1.0))
+        .collect();
+    let (sigma, kappa) = least_squares_2(&rows);
+    let (sigma, kappa) = match (sigma < 0.0, kappa < 0.0) {
+        (false, false) => (sigma, kappa),
+        (_, true) => (
+            least_squares_1(rows.iter().map(|r| (r.0, r.2))).max(0.0),
+            0.0,
+        ),
+        (true, false) => (
+            0.0,
+            least_squares_1(rows.iter().map(|r| (r.1, r.2))).max(0.0),
+        ),
+    };
+    Some(Usl {
+        lambda,
+        sigma: sigma.min(1.0),
+        kappa,
+    })
 }
 
 /// Least squares for `y = s·a + k·b` (no intercept): the normal equations solved directly.
@@ -120,7 +97,7 @@ mod tests {
             sigma: 0.05,
             kappa: 0.0008,
         };
-        let fit = Usl::fit(&sweep(&law, 0.0, 1)).unwrap();
+        let fit = fit(&sweep(&law, 0.0, 1)).unwrap();
         assert!((fit.lambda - 1000.0).abs() < 1e-6);
         assert!((fit.sigma - 0.05).abs() < 1e-6, "{fit:?}");
         assert!((fit.kappa - 0.0008).abs() < 1e-8, "{fit:?}");
@@ -135,7 +112,7 @@ mod tests {
             sigma: 0.1,
             kappa: 0.002,
         };
-        let fit = Usl::fit(&sweep(&law, 0.04, 7)).unwrap();
+        let fit = fit(&sweep(&law, 0.04, 7)).unwrap();
         assert!((fit.sigma - 0.1).abs() < 0.03, "{fit:?}");
         assert!((fit.kappa - 0.002).abs() < 0.0008, "{fit:?}");
         let (want, got) = (
@@ -148,9 +125,9 @@ mod tests {
     #[test]
     fn linear_scaling_has_no_peak_and_too_few_points_no_fit() {
         let pts: Vec<(f64, f64)> = (1..6).map(|n| (n as f64, 10.0 * n as f64)).collect();
-        let fit = Usl::fit(&pts).unwrap();
-        assert!(fit.sigma.abs() < 1e-9 && fit.kappa.abs() < 1e-12, "{fit:?}");
-        assert_eq!(fit.peak_concurrency(), None);
-        assert_eq!(Usl::fit(&pts[..2]), None);
+        let law = fit(&pts).unwrap();
+        assert!(law.sigma.abs() < 1e-9 && law.kappa.abs() < 1e-12, "{law:?}");
+        assert_eq!(law.peak_concurrency(), None);
+        assert_eq!(fit(&pts[..2]), None);
     }
 }

@@ -10,8 +10,7 @@
 //! over so few rounds is too narrow: with 3 rounds its 95 % interval is the lowest to the
 //! highest ratio, which leaves out 1 a quarter of the time when nothing differs.
 
-use serde::Serialize;
-
+pub use loadlab_run::lab::judged::{CellResult, Factor, Limit, Measured, Verdict};
 use loadlab_run::Summary;
 
 /// Share of the offered rate under which an open-model cell counts as saturated.
@@ -28,146 +27,20 @@ const OTHERS_WORTH_SAYING: f64 = 5.0;
 /// A process using this much of one core (used plus waited) counts as CPU-bound.
 const BUSY_PROCESS_PCT: f64 = 85.0;
 
-/// What one cell of one round measured, as the verdicts read it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CellResult {
-    /// The topology's name.
-    pub topology: String,
-    /// Processes serving the topology (replicas × workers), for the ideal scaling.
-    pub processes: usize,
-    /// The workload's name.
-    pub workload: String,
-    /// The round, from 0.
-    pub round: usize,
-    /// What the cell measured.
-    pub measured: Measured,
-    /// Why this cell is left out of the comparisons, when it is (a process exited mid-cell).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub excluded: Option<String>,
-    /// What limited it (empty when nothing did).
-    pub limits: Vec<Limit>,
-}
-
-/// A cell's figures, by the kind of load it ran.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Measured {
-    /// A breaking-point search: the highest rate that met the objective, req/s (`None` when
-    /// none did).
-    Capacity {
-        /// The highest rate that met the objective.
-        breaking_point_rps: Option<f64>,
-    },
-    /// A closed model: successful responses per second.
-    Closed {
-        /// Successful responses per second.
-        ok_rps: f64,
-        /// Median latency, ms.
-        p50_ms: f64,
-        /// 99th percentile latency, ms.
-        p99_ms: f64,
-    },
-    /// A probe: how the service serves concurrency, read from closed-model steps.
-    Probe {
-        /// `async`, `sync` or `cpu`.
-        behaviour: crate::probe::Kind,
-        /// Workers (requests served at once), for `sync` and `cpu`.
-        workers: Option<usize>,
-        /// Service time alone (mean latency at one connection), ms.
-        service_time_ms: f64,
-        /// Throughput at the plateau (or the highest seen), req/s.
-        max_throughput_rps: f64,
-    },
-    /// An open model at an offered rate.
-    Open {
-        /// Offered arrivals per second.
-        offered_rps: f64,
-        /// Successful responses per second.
-        ok_rps: f64,
-        /// Median latency from the intended start, ms.
-        p50_ms: f64,
-        /// 99th percentile latency from the intended start, ms.
-        p99_ms: f64,
-    },
-}
-
-impl Measured {
-    /// The figures of a fixed-load run's summary.
-    pub fn of_run(s: &Summary) -> Measured {
-        let ok_rps = s.ok_rps();
-        let (p50_ms, p99_ms) = (s.latency_ms.p50, s.latency_ms.p99);
-        match s.throughput.offered_rps {
-            Some(offered_rps) => Measured::Open {
-                offered_rps,
-                ok_rps,
-                p50_ms,
-                p99_ms,
-            },
-            None => Measured::Closed {
-                ok_rps,
-                p50_ms,
-                p99_ms,
-            },
-        }
+/// True when the service, not the offered load, set the throughput: a breaking point was
+/// reached, a closed model kept every connection busy, or an open model fell behind its
+/// offered rate.
+pub fn saturated(m: &Measured) -> bool {
+    match m {
+        Measured::Capacity { .. } | Measured::Closed { .. } => true,
+        // An asynchronous service showed no limit: the probe's top is its own bound.
+        Measured::Probe { behaviour, .. } => *behaviour != crate::probe::Kind::Async,
+        Measured::Open {
+            offered_rps,
+            ok_rps,
+            ..
+        } => *ok_rps < SATURATED * offered_rps,
     }
-
-    /// True when the service, not the offered load, set the throughput: a breaking point was
-    /// reached, a closed model kept every connection busy, or an open model fell behind its
-    /// offered rate.
-    pub fn saturated(&self) -> bool {
-        match self {
-            Measured::Capacity { .. } | Measured::Closed { .. } => true,
-            // An asynchronous service showed no limit: the probe's top is its own bound.
-            Measured::Probe { behaviour, .. } => *behaviour != crate::probe::Kind::Async,
-            Measured::Open {
-                offered_rps,
-                ok_rps,
-                ..
-            } => *ok_rps < SATURATED * offered_rps,
-        }
-    }
-}
-
-/// What an experiment compares.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Factor {
-    /// Every topology against the first, workload by workload.
-    Topology,
-    /// Workload `variant` against workload `baseline`, topology by topology (`compare:`).
-    Workload,
-}
-
-/// One comparison's answer (`lab.json`'s `verdicts`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
-    /// `topology` or `workload`.
-    pub factor: Factor,
-    /// `breaking_point`, `throughput`, `latency_p50` or `latency_p99`.
-    pub measure: String,
-    /// The side compared against.
-    pub baseline: String,
-    /// The side compared.
-    pub variant: String,
-    /// The workload both sides ran (for a workload factor: the baseline's).
-    pub workload: String,
-    /// The topology both sides ran on (workload factor only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub topology: Option<String>,
-    /// Variant over baseline (geometric mean of the rounds' ratios).
-    pub ratio: f64,
-    /// Lower end of the ratio's 95 % interval over the rounds (equal to `ratio` with one
-    /// round).
-    pub ci_low: f64,
-    /// Upper end of that interval.
-    pub ci_high: f64,
-    /// Rounds compared.
-    pub rounds: usize,
-    /// True only when the interval leaves out 1.
-    pub differs: bool,
-    /// The verdict in words: the ratio, what limited each side, and for topologies the ideal
-    /// scaling when the smaller side saturated.
-    pub why: String,
 }
 
 /// The verdicts of an experiment's cells: every topology against the first for each
@@ -281,7 +154,7 @@ fn measures_of(cells: &[&CellResult]) -> Option<(Vec<(&'static str, Reading)>, u
     Some(match first {
         Measured::Capacity { .. } => (vec![("breaking_point", breaking_point)], 0),
         Measured::Closed { .. } => (vec![("throughput", ok_rps), ("latency_p99", p99)], 0),
-        Measured::Probe { .. } if cells.iter().all(|c| c.measured.saturated()) => (
+        Measured::Probe { .. } if cells.iter().all(|c| saturated(&c.measured)) => (
             vec![
                 ("max_throughput", probe_max),
                 ("service_time", probe_service_time),
@@ -289,7 +162,7 @@ fn measures_of(cells: &[&CellResult]) -> Option<(Vec<(&'static str, Reading)>, u
             0,
         ),
         Measured::Probe { .. } => (vec![("service_time", probe_service_time)], 0),
-        Measured::Open { .. } if cells.iter().any(|c| c.measured.saturated()) => {
+        Measured::Open { .. } if cells.iter().any(|c| saturated(&c.measured)) => {
             (vec![("throughput", ok_rps), ("latency_p99", p99)], 0)
         }
         Measured::Open { .. } => (vec![("latency_p50", p50), ("latency_p99", p99)], 1),
@@ -489,7 +362,7 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
     if v.processes <= b.processes || b.processes == 0 {
         return None;
     }
-    if !base.iter().all(|c| c.measured.saturated()) {
+    if !base.iter().all(|c| saturated(&c.measured)) {
         return None;
     }
     let ideal = v.processes as f64 / b.processes as f64;
@@ -501,235 +374,157 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
     ))
 }
 
-/// Something that limited a cell, with the figures that show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Limit {
-    /// The host's cores were busy: the generator, the watched processes and whatever else
-    /// ran on the host together.
-    Host {
-        /// The host's cores.
-        cores: usize,
-        /// The generator's CPU, percent of one core.
-        generator_pct: f64,
-        /// The watched processes' CPU, percent of one core.
-        service_pct: f64,
-        /// Every other process of the host (another program, a build), percent of one core;
-        /// 0 when the host's own total was not read.
-        other_pct: f64,
-    },
-    /// Processes of the topology that were CPU-bound (used plus waited ≥ 85 % of a core).
-    CpuBound {
-        /// Their command name.
-        name: String,
-        /// How many were.
-        busy: usize,
-        /// Processes of that name watched.
-        of: usize,
-        /// Their mean CPU used, percent of one core.
-        used_pct: f64,
-        /// Their mean time waiting for a core, percent of one core (summed over their
-        /// threads: many threads on few cores wait far more than a core's time).
-        waited_pct: f64,
-    },
-    /// Responses with status 429.
-    RateLimited {
-        /// Percent of completed requests.
-        pct: f64,
-    },
-    /// Requests that failed otherwise (error statuses, transport errors, dropped).
-    Failing {
-        /// Percent of the requests that were due (completed or dropped).
-        pct: f64,
-    },
-    /// A generator thread saturated.
-    Generator,
-    /// What the probe read of the service: how it serves concurrency, its workers (the knee
-    /// of the latency) and its service time.
-    Probed {
-        /// `async`, `sync` or `cpu`.
-        behaviour: crate::probe::Kind,
-        /// Workers, for `sync` and `cpu`.
-        workers: Option<usize>,
-        /// True when the worker count was observed (p99 jumped past it), not only estimated.
-        observed: bool,
-        /// Service time alone, ms.
-        service_time_ms: f64,
-    },
-    /// A queue (a Redis stream's consumer group) still held entries when the load ended: the
-    /// tier after it fell behind.
-    Backlog {
-        /// The stream.
-        stream: String,
-        /// Entries not yet delivered at the end.
-        waiting: u64,
-    },
-    /// The cell saturated with no process CPU-bound and the host not busy: a worker cap, a
-    /// lock, a rate limit or I/O set the limit, not the CPU (`loadlab probe` counts workers).
-    NotCpu {
-        /// The watched processes' CPU together, percent of one core.
-        service_pct: f64,
-    },
+/// Several limits of one kind as one: their figures averaged (`None` without any).
+fn mean_of(same: &[&Limit]) -> Option<Limit> {
+    let mean = |f: &dyn Fn(&Limit) -> Option<f64>| {
+        let v: Vec<f64> = same.iter().filter_map(|l| f(l)).collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    Some(match same.first()? {
+        Limit::Host { cores, .. } => Limit::Host {
+            cores: *cores,
+            generator_pct: mean(&|l| match l {
+                Limit::Host { generator_pct, .. } => Some(*generator_pct),
+                _ => None,
+            }),
+            service_pct: mean(&|l| match l {
+                Limit::Host { service_pct, .. } => Some(*service_pct),
+                _ => None,
+            }),
+            other_pct: mean(&|l| match l {
+                Limit::Host { other_pct, .. } => Some(*other_pct),
+                _ => None,
+            }),
+        },
+        Limit::CpuBound { name, of, .. } => Limit::CpuBound {
+            name: name.clone(),
+            of: *of,
+            busy: mean(&|l| match l {
+                Limit::CpuBound { busy, .. } => Some(*busy as f64),
+                _ => None,
+            })
+            .round() as usize,
+            used_pct: mean(&|l| match l {
+                Limit::CpuBound { used_pct, .. } => Some(*used_pct),
+                _ => None,
+            }),
+            waited_pct: mean(&|l| match l {
+                Limit::CpuBound { waited_pct, .. } => Some(*waited_pct),
+                _ => None,
+            }),
+        },
+        Limit::RateLimited { .. } => Limit::RateLimited {
+            pct: mean(&|l| match l {
+                Limit::RateLimited { pct } => Some(*pct),
+                _ => None,
+            }),
+        },
+        Limit::Failing { .. } => Limit::Failing {
+            pct: mean(&|l| match l {
+                Limit::Failing { pct } => Some(*pct),
+                _ => None,
+            }),
+        },
+        Limit::Generator => Limit::Generator,
+        Limit::Probed {
+            behaviour,
+            workers,
+            observed,
+            ..
+        } => Limit::Probed {
+            behaviour: *behaviour,
+            workers: *workers,
+            observed: *observed,
+            service_time_ms: mean(&|l| match l {
+                Limit::Probed {
+                    service_time_ms, ..
+                } => Some(*service_time_ms),
+                _ => None,
+            }),
+        },
+        Limit::Backlog { stream, .. } => Limit::Backlog {
+            stream: stream.clone(),
+            waiting: mean(&|l| match l {
+                Limit::Backlog { waiting, .. } => Some(*waiting as f64),
+                _ => None,
+            })
+            .round() as u64,
+        },
+        Limit::NotCpu { .. } => Limit::NotCpu {
+            service_pct: mean(&|l| match l {
+                Limit::NotCpu { service_pct } => Some(*service_pct),
+                _ => None,
+            }),
+        },
+    })
 }
 
-impl Limit {
-    /// Several limits of one kind as one: their figures averaged (`None` without any).
-    fn mean_of(same: &[&Limit]) -> Option<Limit> {
-        let mean = |f: &dyn Fn(&Limit) -> Option<f64>| {
-            let v: Vec<f64> = same.iter().filter_map(|l| f(l)).collect();
-            v.iter().sum::<f64>() / v.len().max(1) as f64
-        };
-        Some(match same.first()? {
-            Limit::Host { cores, .. } => Limit::Host {
-                cores: *cores,
-                generator_pct: mean(&|l| match l {
-                    Limit::Host { generator_pct, .. } => Some(*generator_pct),
-                    _ => None,
-                }),
-                service_pct: mean(&|l| match l {
-                    Limit::Host { service_pct, .. } => Some(*service_pct),
-                    _ => None,
-                }),
-                other_pct: mean(&|l| match l {
-                    Limit::Host { other_pct, .. } => Some(*other_pct),
-                    _ => None,
-                }),
-            },
-            Limit::CpuBound { name, of, .. } => Limit::CpuBound {
-                name: name.clone(),
-                of: *of,
-                busy: mean(&|l| match l {
-                    Limit::CpuBound { busy, .. } => Some(*busy as f64),
-                    _ => None,
-                })
-                .round() as usize,
-                used_pct: mean(&|l| match l {
-                    Limit::CpuBound { used_pct, .. } => Some(*used_pct),
-                    _ => None,
-                }),
-                waited_pct: mean(&|l| match l {
-                    Limit::CpuBound { waited_pct, .. } => Some(*waited_pct),
-                    _ => None,
-                }),
-            },
-            Limit::RateLimited { .. } => Limit::RateLimited {
-                pct: mean(&|l| match l {
-                    Limit::RateLimited { pct } => Some(*pct),
-                    _ => None,
-                }),
-            },
-            Limit::Failing { .. } => Limit::Failing {
-                pct: mean(&|l| match l {
-                    Limit::Failing { pct } => Some(*pct),
-                    _ => None,
-                }),
-            },
-            Limit::Generator => Limit::Generator,
-            Limit::Probed {
-                behaviour,
-                workers,
-                observed,
-                ..
-            } => Limit::Probed {
-                behaviour: *behaviour,
-                workers: *workers,
-                observed: *observed,
-                service_time_ms: mean(&|l| match l {
-                    Limit::Probed {
-                        service_time_ms, ..
-                    } => Some(*service_time_ms),
-                    _ => None,
-                }),
-            },
-            Limit::Backlog { stream, .. } => Limit::Backlog {
-                stream: stream.clone(),
-                waiting: mean(&|l| match l {
-                    Limit::Backlog { waiting, .. } => Some(*waiting as f64),
-                    _ => None,
-                })
-                .round() as u64,
-            },
-            Limit::NotCpu { .. } => Limit::NotCpu {
-                service_pct: mean(&|l| match l {
-                    Limit::NotCpu { service_pct } => Some(*service_pct),
-                    _ => None,
-                }),
-            },
-        })
-    }
-}
-
-impl std::fmt::Display for Limit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Limit::Host {
-                cores,
-                generator_pct,
-                service_pct,
-                other_pct,
-            } => {
-                let others = if *other_pct >= OTHERS_WORTH_SAYING {
-                    format!(", other processes {other_pct:.0} %")
-                } else {
-                    String::new()
-                };
-                write!(
-                    f,
-                    "the host's {cores} cores were busy (generator {generator_pct:.0} %, service \
+/// A limit in words, with its figures.
+pub fn limit_words(limit: &Limit) -> String {
+    match limit {
+        Limit::Host {
+            cores,
+            generator_pct,
+            service_pct,
+            other_pct,
+        } => {
+            let others = if *other_pct >= OTHERS_WORTH_SAYING {
+                format!(", other processes {other_pct:.0} %")
+            } else {
+                String::new()
+            };
+            format!(
+                "the host's {cores} cores were busy (generator {generator_pct:.0} %, service \
                      {service_pct:.0} %{others} of {} %): the host, not the topology, capped it",
-                    100 * cores
-                )
-            }
-            Limit::CpuBound {
-                name,
-                busy,
-                of,
-                used_pct,
-                waited_pct,
-            } => write!(
-                f,
-                "{busy} of {of} {name} process(es) CPU-bound (each used {used_pct:.0} % of a core \
-                 and waited {waited_pct:.0} % more for one)"
-            ),
-            Limit::RateLimited { pct } => write!(f, "{pct:.0} % answered 429 (too many requests)"),
-            Limit::Failing { pct } => write!(f, "{pct:.0} % of requests failed"),
-            Limit::Generator => write!(f, "the generator saturated a thread"),
-            Limit::Probed {
-                behaviour,
-                workers,
-                observed,
-                service_time_ms,
-            } => {
-                let how = match (behaviour, workers) {
-                    (crate::probe::Kind::RateLimited, _) => {
-                        "a rate limit (429 beyond it, not a worker pool)".to_string()
-                    }
-                    (crate::probe::Kind::Contended, _) => {
-                        "contention (throughput peaks, then falls; no worker pool)".to_string()
-                    }
-                    (crate::probe::Kind::Unclassified, _) => {
-                        "no shape it knows (no model explained its steps)".to_string()
-                    }
-                    (crate::probe::Kind::Async, _) | (_, None) => {
-                        "asynchronous (no worker limit)".to_string()
-                    }
-                    (crate::probe::Kind::Sync, Some(k)) if *observed => format!("{k} worker(s)"),
-                    (crate::probe::Kind::Sync, Some(k)) => format!("about {k} worker(s)"),
-                    (crate::probe::Kind::Cpu, Some(k)) => format!("CPU-bound on {k} core(s)"),
-                };
-                write!(f, "the probe read {how}, S = {service_time_ms:.1} ms")
-            }
-            Limit::Backlog { stream, waiting } => write!(
-                f,
-                "{waiting} entries still waiting on the {stream} stream at the end (the tier \
-                 reading it fell behind)"
-            ),
-            Limit::NotCpu { service_pct } => write!(
-                f,
-                "not the CPU ({service_pct:.0} % of a core in all): a worker cap, a lock, a rate \
-                 limit or I/O set the limit (`loadlab probe` counts workers)"
-            ),
+                100 * cores
+            )
         }
+        Limit::CpuBound {
+            name,
+            busy,
+            of,
+            used_pct,
+            waited_pct,
+        } => format!(
+            "{busy} of {of} {name} process(es) CPU-bound (each used {used_pct:.0} % of a core \
+                 and waited {waited_pct:.0} % more for one)"
+        ),
+        Limit::RateLimited { pct } => format!("{pct:.0} % answered 429 (too many requests)"),
+        Limit::Failing { pct } => format!("{pct:.0} % of requests failed"),
+        Limit::Generator => "the generator saturated a thread".to_string(),
+        Limit::Probed {
+            behaviour,
+            workers,
+            observed,
+            service_time_ms,
+        } => {
+            let how = match (behaviour, workers) {
+                (crate::probe::Kind::RateLimited, _) => {
+                    "a rate limit (429 beyond it, not a worker pool)".to_string()
+                }
+                (crate::probe::Kind::Contended, _) => {
+                    "contention (throughput peaks, then falls; no worker pool)".to_string()
+                }
+                (crate::probe::Kind::Unclassified, _) => {
+                    "no shape it knows (no model explained its steps)".to_string()
+                }
+                (crate::probe::Kind::Async, _) | (_, None) => {
+                    "asynchronous (no worker limit)".to_string()
+                }
+                (crate::probe::Kind::Sync, Some(k)) if *observed => format!("{k} worker(s)"),
+                (crate::probe::Kind::Sync, Some(k)) => format!("about {k} worker(s)"),
+                (crate::probe::Kind::Cpu, Some(k)) => format!("CPU-bound on {k} core(s)"),
+            };
+            format!("the probe read {how}, S = {service_time_ms:.1} ms")
+        }
+        Limit::Backlog { stream, waiting } => format!(
+            "{waiting} entries still waiting on the {stream} stream at the end (the tier \
+                 reading it fell behind)"
+        ),
+        Limit::NotCpu { service_pct } => format!(
+            "not the CPU ({service_pct:.0} % of a core in all): a worker cap, a lock, a rate \
+                 limit or I/O set the limit (`loadlab probe` counts workers)"
+        ),
     }
 }
 
@@ -750,7 +545,7 @@ fn limits_of(cells: &[&CellResult]) -> Vec<String> {
     kinds
         .iter()
         .filter_map(|k| {
-            let mut text = Limit::mean_of(k)?.to_string();
+            let mut text = limit_words(&mean_of(k)?);
             if k.len() < n {
                 text.push_str(&format!(" in {} of {n} rounds", k.len()));
             }
@@ -1058,11 +853,10 @@ mod tests {
             panic!("{l:?}");
         };
         assert!((other_pct - 130.0).abs() < 1e-9, "{other_pct}");
-        let words = l[0].to_string();
+        let words = limit_words(&l[0]);
         assert!(words.contains("other processes 130 %"), "{words}");
         assert!(
-            l[1].to_string()
-                .contains("each used 40 % of a core and waited 70 % more"),
+            limit_words(&l[1]).contains("each used 40 % of a core and waited 70 % more"),
             "{l:?}"
         );
         // Without the host's total, the same cell is not said to be host-bound.

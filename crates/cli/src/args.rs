@@ -158,8 +158,9 @@ pub struct K8sJobArgs {
 /// `loadlab report` flags.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Run directories (from --out, lab or demo).
-    #[arg(required = true, value_name = "RUN_DIR")]
+    /// Run directories (from --out, lab or demo), or one lab directory (from `lab --out`) to
+    /// judge again from its cells, rewriting its lab.json, comparison.csv and report.html.
+    #[arg(required = true, value_name = "RUN_DIR|LAB_DIR")]
     pub runs: Vec<PathBuf>,
     /// Where to write the report (default: RUN_DIR/report.html for one run, ./report.html for
     /// several).

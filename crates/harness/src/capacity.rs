@@ -110,6 +110,24 @@ impl Capacity {
         lo.and_then(|r| self.steps.iter().find(|s| s.rate_rps == r))
     }
 
+    /// What the search found against `url` and the objective `slo` (as written), as
+    /// `capacity --json` and a lab cell's `capacity.json` hold it.
+    pub fn result(&self, url: &str, slo: &str) -> loadlab_run::lab::CapacityResult {
+        let (lo, hi) = self.bracket();
+        let best = self.best();
+        loadlab_run::lab::CapacityResult {
+            url: url.to_string(),
+            max_rate_rps: lo,
+            plateau_rps: self.plateau.as_ref().map(|p| p.rps),
+            slo: slo.to_string(),
+            broke_at_rps: hi,
+            p50_ms: best.map(|s| s.p50_ms),
+            p99_ms: best.map(|s| s.p99_ms),
+            stopped_because: self.stopped_because.clone(),
+            steps: self.steps.clone(),
+        }
+    }
+
     /// The index of the step (and run) at the highest rate that met the objective, or, when
     /// none did, at the lowest rate tried; `None` without steps.
     pub fn best_index(&self) -> Option<usize> {

@@ -1,6 +1,7 @@
 //! loadlab's jobs as the subcommands run them (plan → engine → run, with the lab watching):
 //! one plan run with its servers sampled, its findings and Ctrl-C ([`execute`]); the live
-//! dashboard ([`dashboard`]); an experiment's matrix of topologies × workloads ([`matrix`]);
+//! dashboard ([`dashboard`]); an experiment's matrix of topologies × workloads ([`matrix`])
+//! and its conclusion, also of a lab read again ([`conclude`]);
 //! the stepped runs of the probe and the capacity search ([`steps`], [`probe`], [`capacity`]);
 //! and the merge of shards' run directories into one ([`merge`]).
 //! Subcommands parse, call one of these, and print.
@@ -8,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod capacity;
+pub mod conclude;
 pub mod dashboard;
 pub mod execute;
 pub mod interrupt;
@@ -16,10 +18,11 @@ pub mod merge;
 pub mod probe;
 pub mod steps;
 
+pub use conclude::conclude_lab;
 pub use dashboard::Dashboard;
 pub use execute::{cores, execute, Watch};
 pub use interrupt::interrupt_signal;
-pub use matrix::{cell_results, run_matrix, slug};
+pub use matrix::{experiment_record, run_matrix};
 pub use merge::{merge_dirs, MergeError, Merged};
 
 /// A job that could not run to its end.
@@ -58,6 +61,9 @@ pub enum HarnessError {
     /// A run directory could not be written.
     #[error(transparent)]
     RunDir(#[from] loadlab_run::RunDirError),
+    /// A lab directory could not be written.
+    #[error(transparent)]
+    LabDir(#[from] loadlab_run::lab::LabDirError),
     /// Shards' run directories could not be merged.
     #[error(transparent)]
     Merge(#[from] MergeError),

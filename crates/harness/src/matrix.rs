@@ -5,12 +5,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loadlab_analyze::verdict::{self, CellResult, Measured};
 use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
-use loadlab_input::experiment::Load;
+use loadlab_input::experiment::{Experiment, Load};
 use loadlab_input::{CapacityFlags, UrlTarget, Workload};
-use loadlab_report::{BreakingPoint, LabCell};
+use loadlab_run::lab::{
+    cell_path, write_cell, write_experiment, CapacityResult, LabCell, ProbeResult, SavedLab,
+    TopologyEntry, EXPERIMENT_SCHEMA,
+};
 use loadlab_run::{RunData, Summary, Topology};
 
 use crate::capacity::{capacity, CapacitySearch, Progress};
@@ -19,37 +21,43 @@ use crate::execute::{execute, Watch};
 use crate::steps::one_request_ms;
 use crate::{HarnessError, Result};
 
-/// A file-name-safe form of a name.
-pub fn slug(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect::<String>()
-        .split('-')
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
+/// The experiment as its lab directory records it (`cores`: the host's).
+pub fn experiment_record(exp: &Experiment, cores: usize) -> loadlab_run::lab::Experiment {
+    loadlab_run::lab::Experiment {
+        schema: EXPERIMENT_SCHEMA.to_string(),
+        name: exp.name.clone(),
+        rounds: exp.rounds,
+        compare: exp.compare.clone(),
+        baselines: exp.baselines.clone(),
+        topologies: exp
+            .topologies
+            .iter()
+            .map(|(name, t)| TopologyEntry {
+                name: name.clone(),
+                processes: t.replicas * t.workers,
+            })
+            .collect(),
+        workloads: exp.workloads.iter().map(|w| w.name.clone()).collect(),
+        cores: Some(cores),
+    }
 }
 
 /// Runs every workload against every topology, watching the topology's processes, `rounds`
 /// times, interleaved (every topology and workload once, then again), so each comparison has
-/// as many paired rounds. Each cell goes to `out/<topology>/<workload>/` (with `round-N/` below
-/// it when there are several rounds). Stops after the cell that Ctrl-C interrupted.
+/// as many paired rounds; writes the lab directory `out` as it goes (`experiment.json` first,
+/// then each cell where `run::lab::cell_path` puts it). Stops after the cell that Ctrl-C
+/// interrupted.
 pub fn run_matrix(
-    topologies: &[(String, Topology)],
-    workloads: &[Workload],
-    rounds: usize,
+    exp: &Experiment,
     out: &Path,
     stop: &StopSignal,
     dashboard: Option<&Dashboard>,
-) -> Result<Vec<LabCell>> {
+) -> Result<SavedLab> {
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError::system("cannot find the loadlab executable", e))?;
+    let experiment = experiment_record(exp, crate::cores());
+    write_experiment(out, &experiment)?;
+    let (topologies, workloads, rounds) = (&exp.topologies, &exp.workloads, exp.rounds);
     let mut cells = Vec::new();
     for round in 0..rounds {
         if rounds > 1 {
@@ -61,10 +69,7 @@ pub fn run_matrix(
                 if i > 0 {
                     deployment = settle(deployment, name, topology, &exe)?;
                 }
-                let mut dir = out.join(slug(name)).join(slug(&w.name));
-                if rounds > 1 {
-                    dir = dir.join(format!("round-{}", round + 1));
-                }
+                let dir = out.join(cell_path(name, &w.name, round, rounds));
                 let cell = Cell {
                     topology: (name, topology),
                     workload: w,
@@ -85,14 +90,23 @@ pub fn run_matrix(
                     drop(deployment);
                     deployment = start(name, topology, &exe)?;
                 }
+                write_cell(&dir, &lab_cell)?;
                 cells.push(lab_cell);
                 if !complete {
-                    return Ok(cells);
+                    return Ok(SavedLab {
+                        experiment,
+                        cells,
+                        dir: out.to_path_buf(),
+                    });
                 }
             }
         }
     }
-    Ok(cells)
+    Ok(SavedLab {
+        experiment,
+        cells,
+        dir: out.to_path_buf(),
+    })
 }
 
 /// One cell to run: which topology, which workload, which round, and where its results go.
@@ -110,10 +124,8 @@ impl Cell<'_> {
             topology: self.topology.0.to_string(),
             workload: self.workload.name.clone(),
             round: self.round,
-            summary: Summary::default(),
-            breaking_point: None,
-            probe: None,
             excluded: Some(why.to_string()),
+            ..LabCell::default()
         }
     }
 }
@@ -132,7 +144,7 @@ fn run_cell(
     println!("    running {} …", w.name);
     let title = format!("{name} / {}", w.name);
     let mut probe = None;
-    let (run, summary, breaking_point) = match &w.load {
+    let (run, summary, capacity) = match &w.load {
         Load::Run(flags) => {
             let watch = Watch {
                 pids,
@@ -175,31 +187,23 @@ fn run_cell(
                 crate::probe::probe(&target, &crate::probe::limits_of(&f), &pids, stop, |step| {
                     println!("      {}", loadlab_report::probe::step_line(step))
                 })?;
-            let report = loadlab_report::probe::ProbeReport {
-                url: &f.url,
-                verdict: probed.verdict.as_ref(),
-                stopped_because: &probed.stopped_because,
-                steps: &probed.steps,
+            let result = ProbeResult {
+                url: f.url.clone(),
+                verdict: probed.verdict,
+                stopped_because: probed.stopped_because,
+                steps: probed.steps,
             };
-            std::fs::create_dir_all(cell.dir)
-                .map_err(|e| HarnessError::system("cannot create the cell's directory", e))?;
-            loadlab_report::files::write_json(&cell.dir.join("probe.json"), &report).map_err(
-                |e| HarnessError::system("cannot write probe.json", std::io::Error::other(e)),
-            )?;
-            let (Some((run, summary)), Some(verdict)) = (probed.best, probed.verdict) else {
-                return Ok((cell.left_out("the probe completed no request"), None));
+            let (Some((run, summary)), Some(verdict)) = (probed.best, &result.verdict) else {
+                let mut left_out = cell.left_out("the probe completed no request");
+                left_out.probe = Some(result);
+                return Ok((left_out, None));
             };
             println!("      {}", verdict.explanation);
-            probe = Some(verdict);
+            probe = Some(result);
             (run, summary, None)
         }
     };
     loadlab_run::write_run_dir(cell.dir, &run, &summary)?;
-    if let Some(found) = &breaking_point {
-        loadlab_report::files::write_json(&cell.dir.join("capacity.json"), found).map_err(|e| {
-            HarnessError::system("cannot write capacity.json", std::io::Error::other(e))
-        })?;
-    }
     loadlab_report::files::write_run_flame(cell.dir, &title, &run).map_err(|e| {
         HarnessError::system("cannot write the flame graph", std::io::Error::other(e))
     })?;
@@ -208,7 +212,7 @@ fn run_cell(
         workload: w.name.clone(),
         round: cell.round,
         summary,
-        breaking_point,
+        capacity,
         probe,
         excluded: None,
     };
@@ -236,7 +240,7 @@ fn breaking_point(
     front: &str,
     pids: Vec<i32>,
     stop: &StopSignal,
-) -> Result<Option<(RunData, Summary, BreakingPoint)>> {
+) -> Result<Option<(RunData, Summary, CapacityResult)>> {
     let f = flags.on_front(front);
     let slo = Slo::parse(&f.slo)?;
     let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
@@ -251,14 +255,7 @@ fn breaking_point(
             println!("      {}", loadlab_report::capacity::step_line(step));
         }
     })?;
-    let (lo, hi) = found.bracket();
-    let point = BreakingPoint {
-        rps: lo,
-        broke_at_rps: hi,
-        slo: f.slo.clone(),
-        stopped_because: found.stopped_because.clone(),
-        steps: found.steps.clone(),
-    };
+    let point = found.result(&f.url, &f.slo);
     let Some(best) = found.best_index() else {
         return Ok(None);
     };
@@ -266,66 +263,6 @@ fn breaking_point(
         return Ok(None);
     };
     Ok(Some((run, summary, point)))
-}
-
-/// What the verdicts read of each cell: its figures, the topology's processes, and what
-/// limited it (`cores`: the host's).
-pub fn cell_results(
-    cells: &[LabCell],
-    topologies: &[(String, Topology)],
-    cores: usize,
-) -> Vec<CellResult> {
-    cells
-        .iter()
-        .map(|c| {
-            let processes = topologies
-                .iter()
-                .find(|(n, _)| *n == c.topology)
-                .map_or(1, |(_, t)| t.replicas * t.workers);
-            let measured = match (&c.breaking_point, &c.probe) {
-                (Some(b), _) => Measured::Capacity {
-                    breaking_point_rps: b.rps,
-                },
-                (None, Some(v)) => Measured::Probe {
-                    behaviour: v.kind,
-                    workers: v.workers,
-                    service_time_ms: v.service_time_ms,
-                    max_throughput_rps: v.max_throughput_rps,
-                },
-                (None, None) => Measured::of_run(&c.summary),
-            };
-            // A closed model's throughput is its connections over the latency whatever the
-            // service: only a breaking point or an open load it fell behind says the service
-            // itself hit a limit.
-            let service_bound = match measured {
-                Measured::Closed { .. } => false,
-                _ => measured.saturated(),
-            };
-            let mut limits = verdict::limits(&c.summary, cores, service_bound);
-            if let Some(v) = &c.probe {
-                // The probe's reading first: the worker cap is what limited a probed service.
-                limits.retain(|l| !matches!(l, verdict::Limit::NotCpu { .. }));
-                limits.insert(
-                    0,
-                    verdict::Limit::Probed {
-                        behaviour: v.kind,
-                        workers: v.workers,
-                        observed: v.workers_observed,
-                        service_time_ms: v.service_time_ms,
-                    },
-                );
-            }
-            CellResult {
-                topology: c.topology.clone(),
-                processes,
-                workload: c.workload.clone(),
-                round: c.round,
-                measured,
-                excluded: c.excluded.clone(),
-                limits,
-            }
-        })
-        .collect()
 }
 
 /// Starts a topology, saying what runs.
@@ -409,15 +346,4 @@ fn reconcile(
         summary.requests.unfinished,
         drained,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_become_folder_names() {
-        assert_eq!(slug("6 replicas / nginx"), "6-replicas-nginx");
-        assert_eq!(slug("Ping 300/s"), "ping-300-s");
-    }
 }

@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
+use loadlab_run::lab::{LabJson, SavedLab};
+
 use crate::html::{render_html, RunView};
+use crate::lab::{render_lab_html, LabPage};
 use crate::plot::{plot_svg, png, PlotError};
 
 /// A report file that could not be written.
@@ -26,6 +29,9 @@ pub enum FileError {
         /// Its directory.
         dir: String,
     },
+    /// A lab directory's `lab.json` could not be written.
+    #[error(transparent)]
+    LabDir(#[from] loadlab_run::lab::LabDirError),
     /// The file could not be written.
     #[error("cannot write {path}: {error}")]
     Write {
@@ -144,4 +150,49 @@ pub fn write_plot(path: &Path, title: &str, views: &[RunView]) -> Result<(), Fil
 /// Writes `value` as pretty JSON to `path` (`--json` of probe, capacity and compare).
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), FileError> {
     write(path, serde_json::to_string_pretty(value)? + "\n")
+}
+
+/// The files of a lab directory made from its cells as judged: `lab.json`, `comparison.csv`,
+/// and with `html` `report.html`, the lab's page linking each cell's own report (written in
+/// the cell's run directory, with its per-second charts).
+pub fn write_lab(lab: &SavedLab, judged: &LabJson, html: bool) -> Result<(), FileError> {
+    loadlab_run::lab::write_lab_json(&lab.dir, judged)?;
+    write(
+        &lab.dir.join("comparison.csv"),
+        crate::lab_table::lab_csv(&lab.cells),
+    )?;
+    if !html {
+        return Ok(());
+    }
+    let rounds = lab.experiment.rounds;
+    let mut latency = Vec::new();
+    let mut links = Vec::new();
+    for c in &lab.cells {
+        let rel = loadlab_run::lab::cell_path(&c.topology, &c.workload, c.round, rounds);
+        let dir = lab.dir.join(&rel);
+        // A cell left out (its topology crashed) may have no complete run directory.
+        let Ok(saved) = loadlab_run::read_run_dir(&dir) else {
+            latency.push(None);
+            links.push(None);
+            continue;
+        };
+        let label = match rounds {
+            1 => format!("{} / {}", c.topology, c.workload),
+            _ => format!("{} / {} #{}", c.topology, c.workload, c.round + 1),
+        };
+        let view = RunView::from_saved(&label, &saved);
+        write_html(&dir.join("report.html"), &label, &[view])?;
+        latency.push(saved.latency.clone());
+        links.push(Some(rel.join("report.html").to_string_lossy().into_owned()));
+    }
+    let page = LabPage {
+        title: &lab.experiment.name,
+        cells: &lab.cells,
+        results: &judged.cells,
+        verdicts: &judged.verdicts,
+        pairs: &lab.experiment.compare,
+        latency,
+        links,
+    };
+    write(&lab.dir.join("report.html"), render_lab_html(&page))
 }

@@ -11,7 +11,7 @@ use loadlab_analyze::verdict::{lead_measure, CellResult, Interval, Reading, Verd
 
 use crate::chart::{Bar, BarChart, Chart, Marker, Series, XScale};
 use crate::html::{spectrum, spectrum_chart};
-use crate::LabCell;
+use loadlab_run::lab::LabCell;
 
 /// The page's template (styles included).
 const TEMPLATE: &str = include_str!("lab.html");
@@ -194,9 +194,9 @@ impl LabPage<'_> {
                     c.topology == *t
                         && c.workload == *w
                         && c.excluded.is_none()
-                        && c.breaking_point.is_some()
+                        && c.capacity.as_ref().is_some_and(|p| !p.steps.is_empty())
                 });
-                let Some(point) = found.and_then(|c| c.breaking_point.as_ref()) else {
+                let Some(point) = found.and_then(|c| c.capacity.as_ref()) else {
                     continue;
                 };
                 let mut steps: Vec<(f64, f64)> = point
@@ -206,7 +206,7 @@ impl LabPage<'_> {
                     .filter(|(r, p)| r.is_finite() && p.is_finite())
                     .collect();
                 steps.sort_by(|a, b| a.0.total_cmp(&b.0));
-                if let Some(r) = point.rps {
+                if let Some(r) = point.max_rate_rps {
                     markers.push(Marker {
                         x: r,
                         series: series.len(),
@@ -221,11 +221,7 @@ impl LabPage<'_> {
             let slo = self
                 .cells
                 .iter()
-                .find_map(|c| {
-                    (c.workload == *w)
-                        .then_some(c.breaking_point.as_ref())
-                        .flatten()
-                })
+                .find_map(|c| (c.workload == *w).then_some(c.capacity.as_ref()).flatten())
                 .map(|p| p.slo.clone())
                 .unwrap_or_default();
             out.push(Chart {
@@ -289,7 +285,7 @@ pub fn render_lab_html(page: &LabPage) -> String {
         .iter()
         .enumerate()
         .map(|(i, c)| CellRow {
-            fields: crate::lab_fields(c),
+            fields: crate::lab_table::lab_fields(c),
             link: page.links.get(i).cloned().flatten(),
         })
         .collect();
@@ -304,7 +300,7 @@ pub fn render_lab_html(page: &LabPage) -> String {
                 capacity => capacity,
                 spectra => spectra,
                 verdicts => Value::from(minijinja::value::Serde(&verdicts)),
-                columns => crate::LAB_COLUMNS,
+                columns => crate::lab_table::LAB_COLUMNS,
                 rows => Value::from(minijinja::value::Serde(&rows)),
                 version => env!("CARGO_PKG_VERSION"),
             })
@@ -315,7 +311,6 @@ pub fn render_lab_html(page: &LabPage) -> String {
 #[cfg(test)]
 mod tests {
     use loadlab_analyze::verdict::Measured;
-    use loadlab_run::Summary;
 
     use super::*;
 
@@ -336,10 +331,8 @@ mod tests {
             topology: r.topology.clone(),
             workload: r.workload.clone(),
             round: r.round,
-            summary: Summary::default(),
-            breaking_point: None,
-            probe: None,
             excluded: r.excluded.clone(),
+            ..LabCell::default()
         }
     }
 

@@ -1,22 +1,6 @@
 //! The probe's terminal table: a header, one line per step, and the verdict in words.
 
 use loadlab_analyze::probe::{ProbeStep, UslFit, Verdict};
-use serde::Serialize;
-
-/// A probe as `probe --json` and a lab's `probe.json` write it: the verdict, why the probe
-/// stopped, and its steps.
-#[derive(Serialize)]
-pub struct ProbeReport<'a> {
-    /// The URL probed.
-    pub url: &'a str,
-    /// The verdict, its fields at the top level.
-    #[serde(flatten)]
-    pub verdict: Option<&'a Verdict>,
-    /// Why the probe stopped.
-    pub stopped_because: &'a str,
-    /// Every step, in order.
-    pub steps: &'a [ProbeStep],
-}
 
 /// The header of the steps' table.
 pub fn header() -> String {

@@ -22,7 +22,8 @@ pub struct RunDirError {
     pub error: io::Error,
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
+/// Writes `bytes` to `path` atomically: to a temporary name, then renamed.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
     let err = |error| RunDirError {
         path: path.to_path_buf(),
         error,

@@ -10,6 +10,7 @@ pub mod condition;
 pub mod dir;
 pub mod error_kind;
 pub mod interval;
+pub mod lab;
 pub mod plan;
 pub mod profile;
 pub mod record;

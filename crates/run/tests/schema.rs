@@ -52,3 +52,55 @@ fn every_field_of_the_design_contract_is_required() {
         assert!(required.contains(&key), "{key} is not required");
     }
 }
+
+#[test]
+fn the_committed_lab_schema_matches_the_lab_types() {
+    let generated = serde_json::to_string_pretty(&loadlab_run::lab::lab_schema()).unwrap() + "\n";
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/lab.v1.json");
+    if std::env::var_os("LOADLAB_UPDATE_SCHEMAS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).expect("schemas/lab.v1.json exists");
+    assert_eq!(
+        committed, generated,
+        "lab.json's types changed: refresh with LOADLAB_UPDATE_SCHEMAS=1 and check no field was renamed"
+    );
+}
+
+#[test]
+fn every_field_of_the_lab_contract_is_required_and_the_seeds_labs_still_read() {
+    let schema = loadlab_run::lab::lab_schema();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for key in ["schema", "name", "rounds", "cells", "verdicts"] {
+        assert!(required.contains(&key), "{key} is not required");
+    }
+    // Every lab.json committed under bench/runs (written before this schema was generated)
+    // reads as the types say.
+    let runs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/runs");
+    let mut read = 0;
+    for seeds in std::fs::read_dir(&runs).unwrap().flatten() {
+        for lab in std::fs::read_dir(seeds.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if lab.path().join("lab.json").exists() {
+                let json = loadlab_run::lab::read_lab_json(&lab.path())
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(json.schema, loadlab_run::lab::LAB_SCHEMA);
+                read += 1;
+            }
+        }
+    }
+    assert!(
+        read >= 10,
+        "only {read} committed labs found under {}",
+        runs.display()
+    );
+}

@@ -6,33 +6,14 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use loadlab_analyze::capacity::RateStep;
 use loadlab_analyze::Slo;
 use loadlab_harness::capacity::{capacity, CapacitySearch, Progress};
 use loadlab_harness::steps::one_request_ms;
 use loadlab_input::UrlTarget;
 use loadlab_report::capacity::{header, plateau_line, result_lines, step_line};
-use serde::Serialize;
 
 use crate::args::CapacityArgs;
 use crate::cmd::Outcome;
-
-/// `--json`: the rate found, the objective, where it broke, and every step.
-#[derive(Serialize)]
-struct CapacityReport<'a> {
-    url: &'a str,
-    max_rate_rps: Option<f64>,
-    /// Throughput of the closed-loop climb; the first rate tried is a little under it (absent
-    /// with `--start`).
-    plateau_rps: Option<f64>,
-    slo: &'a Slo,
-    broke_at_rps: Option<f64>,
-    /// Latency at the highest passing rate.
-    p50_ms: Option<f64>,
-    p99_ms: Option<f64>,
-    stopped_because: &'a str,
-    steps: &'a [RateStep],
-}
 
 /// Runs `loadlab capacity`.
 pub fn main(a: CapacityArgs) -> Result<Outcome> {
@@ -61,21 +42,9 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     for line in result_lines(&found.steps, &search.slo, &found.stopped_because) {
         println!("{line}");
     }
-    let (lo, hi) = found.bracket();
+    let (lo, _) = found.bracket();
     if let Some(path) = &a.json {
-        let best = found.best();
-        let report = CapacityReport {
-            url: &f.url,
-            max_rate_rps: lo,
-            plateau_rps: found.plateau.as_ref().map(|p| p.rps),
-            slo: &search.slo,
-            broke_at_rps: hi,
-            p50_ms: best.map(|s| s.p50_ms),
-            p99_ms: best.map(|s| s.p99_ms),
-            stopped_because: &found.stopped_because,
-            steps: &found.steps,
-        };
-        loadlab_report::files::write_json(path, &report)?;
+        loadlab_run::lab::write_capacity(path, &found.result(&f.url, &f.slo))?;
     }
     Ok(if stop.is_stopped() {
         Outcome::Interrupted

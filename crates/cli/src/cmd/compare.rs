@@ -4,7 +4,8 @@
 
 use anyhow::Result;
 use loadlab_analyze::compare::{difference, Difference};
-use loadlab_report::{render_lab_table, LabCell};
+use loadlab_report::render_lab_table;
+use loadlab_run::lab::LabCell;
 use loadlab_run::read_run_dir;
 use serde::Serialize;
 
@@ -39,13 +40,10 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
     let cells: Vec<LabCell> = runs
         .iter()
         .map(|(label, run)| LabCell {
-            topology: label.clone(),
-            workload: run.summary.targets.join(" "),
-            round: 0,
+            topology: "runs compared (the first is the baseline)".to_string(),
+            workload: label.clone(),
             summary: run.summary.clone(),
-            breaking_point: None,
-            probe: None,
-            excluded: None,
+            ..LabCell::default()
         })
         .collect();
     println!("{}", render_lab_table(&cells));

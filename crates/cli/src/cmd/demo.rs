@@ -12,9 +12,10 @@ use loadlab_report::{render_comparison, render_lab_table, ComparisonRow};
 use loadlab_run::{defaults, Model, Runtime, Stop, Topology};
 use loadlab_target::TestServer;
 
-use loadlab_harness::{execute, interrupt_signal, run_matrix, slug, Watch};
-use loadlab_input::experiment::WorkloadSpec;
+use loadlab_harness::{execute, interrupt_signal, run_matrix, Watch};
+use loadlab_input::experiment::{Experiment, WorkloadSpec};
 use loadlab_input::{TopologyInput, Workload};
+use loadlab_run::lab::slug;
 
 use crate::args::DemoArgs;
 use crate::cmd::Outcome;
@@ -113,14 +114,16 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
             Ok(Workload { name, load })
         })
         .collect::<Result<Vec<_>>>()?;
-    let cells = run_matrix(
-        &topologies,
-        &workloads,
-        1,
-        &out.join("replicas"),
-        &stop,
-        None,
-    )?;
+    let experiment = Experiment {
+        name: "demo: 1 replica against 3".to_string(),
+        note: None,
+        topologies,
+        workloads,
+        rounds: 1,
+        compare: Vec::new(),
+        baselines: Vec::new(),
+    };
+    let cells = run_matrix(&experiment, &out.join("replicas"), &stop, None)?.cells;
     println!("\n{}", render_lab_table(&cells));
     println!("  findings on calc (every run's summary.json has its own):");
     for c in cells.iter().filter(|c| c.workload.starts_with("calc")) {

@@ -40,13 +40,13 @@ pub fn main(args: ProbeArgs) -> Result<Outcome> {
     );
     let probed = print_probe(&target, &limits, &args.watch_pid, &stop)?;
     if let Some(path) = &args.json {
-        let report = loadlab_report::probe::ProbeReport {
-            url: &a.url,
-            verdict: probed.verdict.as_ref(),
-            stopped_because: &probed.stopped_because,
-            steps: &probed.steps,
+        let result = loadlab_run::lab::ProbeResult {
+            url: a.url.clone(),
+            verdict: probed.verdict,
+            stopped_because: probed.stopped_because,
+            steps: probed.steps,
         };
-        loadlab_report::files::write_json(path, &report)?;
+        loadlab_run::lab::write_probe(path, &result)?;
     }
     Ok(if stop.is_stopped() {
         Outcome::Interrupted

@@ -1,10 +1,12 @@
 //! `loadlab report RUN_DIR...`: the self-contained HTML report of one run, or of several
 //! overlaid on the same axes; and the `--html` / `--plot` files other commands write.
+//! `loadlab report LAB_DIR`: a lab judged again from its cells, without running anything.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use loadlab_analyze::thresholds::check_all;
+use loadlab_harness::conclude_lab;
 use loadlab_report::files::{label_of, plot_is_png, write_html, write_junit, write_plot};
 use loadlab_report::html::RunView;
 use loadlab_report::thresholds::render_thresholds;
@@ -15,6 +17,11 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab report`.
 pub fn main(a: ReportArgs) -> Result<Outcome> {
+    if let [dir] = a.runs.as_slice() {
+        if loadlab_run::lab::is_lab_dir(dir) {
+            return lab(dir, &a);
+        }
+    }
     if let Some(plot) = &a.plot {
         plot_is_png(plot)?;
     }
@@ -62,4 +69,38 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
     }
     let all: Vec<_> = suites.into_iter().flat_map(|(_, _, r)| r).collect();
     Ok(Outcome::judged(&all))
+}
+
+/// Judges the lab in `dir` again from its cells and rewrites its `lab.json`, `comparison.csv`
+/// and `report.html`.
+fn lab(dir: &Path, a: &ReportArgs) -> Result<Outcome> {
+    if a.out.is_some() || a.plot.is_some() || !a.slo.is_empty() {
+        anyhow::bail!(
+            "--out, --plot and --slo apply to run directories; a lab directory's files are \
+             rewritten in place (give one cell's run directory for those)"
+        );
+    }
+    if let Some(junit) = &a.junit {
+        loadlab_report::files::writable(junit)?;
+    }
+    let lab = loadlab_run::lab::read_lab_dir(dir)?;
+    let cores = match lab.experiment.cores {
+        Some(cores) => cores,
+        None => {
+            let here = loadlab_harness::cores();
+            println!(
+                "  (the lab recorded no core count: its limits are read against this machine's \
+                 {here} cores)"
+            );
+            here
+        }
+    };
+    println!(
+        "loadlab report: lab {} — {} cells judged again from {}",
+        lab.experiment.name,
+        lab.cells.len(),
+        dir.display()
+    );
+    let (_, thresholds) = conclude_lab(&lab, cores, true, a.junit.as_deref())?;
+    Ok(Outcome::judged(&thresholds))
 }

@@ -1,0 +1,224 @@
+//! What a probe found, as `probe --json` and a lab cell's `probe.json` hold it: the steps at
+//! rising concurrency and the verdict read from them (the reading itself is `analyze::probe`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What one step measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeStep {
+    /// Connections kept busy.
+    pub concurrency: usize,
+    /// Requests answered per second (the refused ones left out).
+    pub throughput_rps: f64,
+    /// Requests refused per second: 429, or 503 with `Retry-After` (a rate limit saying no).
+    pub refused_rps: f64,
+    /// Median latency of the answered requests, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+    /// Mean latency, ms.
+    pub mean_ms: f64,
+    /// Standard deviation of the latency, ms (0 when not measured).
+    #[serde(default)]
+    pub stdev_ms: f64,
+    /// Requests completed.
+    pub requests: u64,
+    /// Percent of completed requests that failed.
+    pub error_pct: f64,
+    /// CPU of the watched server during the step, percent of one core (summed over processes).
+    pub server_cpu_pct: Option<f64>,
+    /// Time the watched server's threads were runnable but waiting for a CPU during the step,
+    /// percent of one core: on a machine shared with other work, the CPU it wanted is this
+    /// plus `server_cpu_pct`.
+    pub server_cpu_wait_pct: Option<f64>,
+}
+
+impl ProbeStep {
+    /// The CPU the server wanted during the step: what it used plus what it waited for,
+    /// percent of one core. A busy service starved by other processes is as CPU-bound as one
+    /// that has the cores to itself.
+    pub fn server_cpu_demand_pct(&self) -> Option<f64> {
+        self.server_cpu_pct
+            .map(|c| c + self.server_cpu_wait_pct.unwrap_or(0.0))
+    }
+}
+
+/// How the service behaves under concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Latency stays flat as concurrency grows: no worker limit found.
+    Async,
+    /// A fixed number of workers; requests past them queue.
+    Sync,
+    /// Throughput plateaus with the server's CPU saturated.
+    Cpu,
+    /// Past a rate the service refuses requests (429, or 503 with `Retry-After`) instead of
+    /// queueing them: a rate limit or load shedding.
+    RateLimited,
+    /// No worker limit, but requests slow each other down: latency grows from the first extra
+    /// connection and throughput peaks, then falls (retrograde scaling, the USL's shape).
+    Contended,
+    /// No model explains the steps: neither a worker pool (its latency model is further from
+    /// them than their noise allows), nor contention, nor a rate limit, nor no limit.
+    Unclassified,
+}
+
+/// Which tier of a service binds (`sync` verdicts whose times do not vary; see `binding`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "tier", rename_all = "snake_case")]
+pub enum Binding {
+    /// A whole number of requests in service, and queued requests wait most of a request's
+    /// time: the binding pool holds its worker for the whole request (one tier, or the front).
+    Outer {
+        /// The wait of the slowest queued requests at the first queued step, ms.
+        turn_ms: f64,
+    },
+    /// The requests in service at the plateau fall between whole numbers of workers: a tier
+    /// the request holds for a part of its time binds (a backend, a database pool).
+    Inner {
+        /// Requests in service at the plateau, `X · S`.
+        requests_in_service: f64,
+        /// What the inner tier serves, req/s: its workers over its time per request.
+        rate_rps: f64,
+    },
+}
+
+/// The probe's conclusion, with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeVerdict {
+    /// `async`, `sync`, `cpu`, `rate_limited`, `contended` or `unclassified`.
+    pub kind: Kind,
+    /// Workers (requests served at once), for `sync` and `cpu`.
+    pub workers: Option<usize>,
+    /// True when the worker count was observed: p99 jumped between K and K + 1 connections.
+    /// False when only the knee of the mean latency shows it (the service's times vary, or the
+    /// probe ran out of time before measuring K + 1).
+    pub workers_observed: bool,
+    /// The worker counts the steps cannot tell apart (lowest, highest), when the count was
+    /// not observed and they are more than one: the count is "about K (lo–hi)".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers_range: Option<[usize; 2]>,
+    /// Service time at minimum load (mean latency with one connection), ms.
+    pub service_time_ms: f64,
+    /// 95 % interval of the service time (the mean's, from its spread and count), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_time_ci_ms: Option<[f64; 2]>,
+    /// Throughput at the plateau (`sync`, `cpu`: the median of the steps from the worker count
+    /// on) or the highest seen (`async`), requests per second.
+    pub max_throughput_rps: f64,
+    /// True when throughput stays flat past the worker count (within 5 %): a hard limit, which
+    /// the USL's smooth curve does not describe.
+    pub hard_limit: bool,
+    /// The sentence that explains the verdict with its numbers.
+    pub explanation: String,
+    /// How far the worker pool's latency model, `S · max(1, c / K)`, is from the steps' mean
+    /// latencies: the root mean square of their relative errors, percent. It decides between
+    /// `sync` and `unclassified`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_error_pct: Option<f64>,
+    /// Which tier binds, where the steps can tell (`sync` with times that do not vary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Binding>,
+    /// The Universal Scalability Law fitted to the steps, when there are enough.
+    pub usl: Option<UslFit>,
+}
+
+/// The USL fitted to a probe, with its predicted peak and how well it fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UslFit {
+    /// The law's parameters.
+    #[serde(flatten)]
+    pub law: Usl,
+    /// Concurrency where throughput peaks (none when it only flattens).
+    pub peak_concurrency: Option<f64>,
+    /// Throughput at the peak (or the law's limit as concurrency grows), req/s.
+    pub peak_throughput_rps: f64,
+    /// Share of the steps' throughput variance the law explains (1 − SSres/SStot).
+    pub r_squared: f64,
+    /// True when the law explains the steps (R² ≥ 0.95), the service has no hard limit and
+    /// the verdict does not set the law aside: only then is its line worth reading.
+    pub explains: bool,
+    /// Why the verdict sets the law aside though it fits the throughput: a worker pool
+    /// explains the steps' latency better than its peak inside the steps does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<String>,
+}
+
+/// A fitted law.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Usl {
+    /// Throughput of one client alone, requests per second.
+    pub lambda: f64,
+    /// Contention, 0–1.
+    pub sigma: f64,
+    /// Coherency, 0 or more.
+    pub kappa: f64,
+}
+
+impl Usl {
+    /// Throughput the law predicts at concurrency `n`.
+    pub fn throughput(&self, n: f64) -> f64 {
+        self.lambda * n / (1.0 + self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0))
+    }
+
+    /// The concurrency where throughput peaks, when coherency makes it peak at all.
+    pub fn peak_concurrency(&self) -> Option<f64> {
+        (self.kappa > 1e-12).then(|| ((1.0 - self.sigma).max(0.0) / self.kappa).sqrt())
+    }
+}
+
+/// A probe as `probe --json` and a lab cell's `probe.json` hold it: the verdict (its fields at
+/// the top level), why the probe stopped, and its steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeResult {
+    /// The URL probed.
+    pub url: String,
+    /// The verdict; none when no step at one connection completed a request.
+    #[serde(flatten)]
+    pub verdict: Option<ProbeVerdict>,
+    /// Why the probe stopped.
+    pub stopped_because: String,
+    /// Every step, in order.
+    pub steps: Vec<ProbeStep>,
+}
+
+impl ProbeResult {
+    /// What a lab written before cells kept `probe.json` held of a probe cell: the verdict's
+    /// figures its `lab.json` kept (no steps); `None` for a cell of another workload.
+    pub fn kept_in(cell: &crate::lab::CellResult) -> Option<ProbeResult> {
+        let crate::lab::Measured::Probe {
+            behaviour,
+            workers,
+            service_time_ms,
+            max_throughput_rps,
+        } = cell.measured
+        else {
+            return None;
+        };
+        let observed = cell
+            .limits
+            .iter()
+            .any(|l| matches!(l, crate::lab::Limit::Probed { observed: true, .. }));
+        Some(ProbeResult {
+            url: String::new(),
+            verdict: Some(ProbeVerdict {
+                kind: behaviour,
+                workers,
+                workers_observed: observed,
+                workers_range: None,
+                service_time_ms,
+                service_time_ci_ms: None,
+                max_throughput_rps,
+                hard_limit: false,
+                explanation: String::new(),
+                pool_error_pct: None,
+                binding: None,
+                usl: None,
+            }),
+            stopped_because: "read from lab.json (the cell kept no probe.json)".to_string(),
+            steps: Vec::new(),
+        })
+    }
+}
