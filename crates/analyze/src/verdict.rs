@@ -233,15 +233,19 @@ fn compare(
         let mut why = describe(measure, base_name, var_name, &interval);
         let higher_is_better =
             matches!(measure, "breaking_point" | "throughput" | "max_throughput");
-        if factor == Factor::Topology && higher_is_better {
-            if let Some(scaling) = scaling(base, var, &interval) {
-                why.push_str(&scaling);
-            }
+        let scaling = match factor {
+            Factor::Topology if higher_is_better => scaling(base, var, &interval),
+            _ => None,
+        };
+        if let Some(words) = &scaling {
+            why.push_str(&format!("; {words}"));
         }
+        let mut limited = Vec::new();
         for (name, cells) in [(base_name, base), (var_name, var)] {
             let limits = limits_of(cells);
             if !limits.is_empty() {
                 why.push_str(&format!("; {name}: {}", limits.join(", ")));
+                limited.push((name.to_string(), limits));
             }
         }
         out.push(Verdict {
@@ -257,6 +261,8 @@ fn compare(
             rounds: ratios.len(),
             differs: interval.differs(),
             why,
+            scaling,
+            limited,
         });
     }
     out
@@ -329,15 +335,20 @@ fn t_975(df: usize) -> f64 {
 }
 
 /// The verdict's first words: the measure's ratio, its interval, and what it means.
-fn describe(measure: &str, base: &str, var: &str, i: &Interval) -> String {
-    let what = match measure {
+/// A verdict's measure in words: `breaking_point` → "breaking point".
+pub fn measure_name(measure: &str) -> &'static str {
+    match measure {
         "breaking_point" => "breaking point",
         "throughput" => "throughput",
         "latency_p50" => "median latency",
         "max_throughput" => "the probe's top throughput",
         "service_time" => "service time",
         _ => "p99 latency",
-    };
+    }
+}
+
+fn describe(measure: &str, base: &str, var: &str, i: &Interval) -> String {
+    let what = measure_name(measure);
     let mut s = format!("{what} ×{:.2} ({var} over {base}", i.ratio);
     if i.n > 1 {
         s.push_str(&format!(
@@ -367,7 +378,7 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
     }
     let ideal = v.processes as f64 / b.processes as f64;
     Some(format!(
-        "; {} → {} processes: {:.0} % of the ideal ×{ideal:.0}",
+        "{} → {} processes: {:.0} % of the ideal ×{ideal:.0}",
         b.processes,
         v.processes,
         100.0 * i.ratio / ideal

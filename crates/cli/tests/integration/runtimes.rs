@@ -890,7 +890,10 @@ fn seed_004s_short_logging_lab_compares_logging_on_a_terminal_and_a_pipe() {
             "{verdict}"
         );
     }
-    assert!(stdout.contains("[on node tty, throughput]"), "{stdout}");
+    assert!(
+        stdout.contains("on node tty, against info, c100"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -158,13 +158,14 @@ fn a_lab_experiment_runs_every_cell_and_writes_one_comparison() {
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("two behind proxy") && stdout.contains("p95 ms"),
+        stdout.contains("two behind proxy") && stdout.contains("p99 ms"),
         "{stdout}"
     );
     // The verdict on a closed-model cell compares throughput, and against the ideal only
     // because the one-process side saturated (its CPU-bound worker).
     assert!(
-        stdout.contains("two behind proxy vs one [heavy, throughput]")
+        stdout.contains("heavy, against one")
+            && stdout.contains("two behind proxy: throughput ×")
             && stdout.contains("% of the ideal ×2"),
         "{stdout}"
     );

@@ -132,6 +132,14 @@ pub struct Verdict {
     /// The verdict in words: the ratio, what limited each side, and for topologies the ideal
     /// scaling when the smaller side saturated.
     pub why: String,
+    /// For topologies, the gain against the ideal scaling in words, when the baseline
+    /// saturated (also in `why`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<String>,
+    /// What limited each side, in words: (side, its limits), the sides that had any (also in
+    /// `why`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limited: Vec<(String, Vec<String>)>,
 }
 
 /// Something that limited a cell, with the figures that show it.

@@ -484,6 +484,18 @@ mod tests {
     }
 
     #[test]
+    fn figures_read_back_bit_for_bit() {
+        // A lab judged again must give the verdicts it gave when it ran: a figure read back from
+        // its files must be the figure written (serde_json's float_roundtrip).
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..20_000 {
+            let x = rng.f64() * 10f64.powi(rng.i32(-6..9));
+            let back: f64 = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
+            assert_eq!(back.to_bits(), x.to_bits(), "{x:e}");
+        }
+    }
+
+    #[test]
     fn a_folder_that_is_no_lab_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let err = read_lab_dir(dir.path()).unwrap_err();
