@@ -4,8 +4,9 @@
     python3 bench/seeds.py run [--variant short|full] [--seeds 000,004] [--out DIR]
         runs `loadlab lab` on each seed's example (the release binary), and keeps in
         DIR/<seed>-<variant>/ what docs/seeds.md is made from: lab.json, comparison.csv,
-        the lab's terminal output, every cell's summary.json, and meta.json (wall time,
-        load average before and after, the commit). DIR defaults to
+        the lab's terminal output, experiment.json and each cell's summary.json, cell.json,
+        capacity.json and probe.json where the lab put them (so `loadlab report DIR` judges
+        it again), and meta.json (wall time, load average before and after, the commit). DIR defaults to
         bench/runs/seeds-<date>; commit it.
 
     python3 bench/seeds.py doc DIR [DIR ...]
@@ -70,14 +71,16 @@ def run(args):
             if dest.exists():
                 shutil.rmtree(dest)
             dest.mkdir(parents=True)
-            for f in ["lab.json", "comparison.csv"]:
+            for f in ["experiment.json", "lab.json", "comparison.csv"]:
                 shutil.copy(Path(tmp) / f, dest / f)
             (dest / "lab.txt").write_text(done.stdout)
-            for summary in Path(tmp).rglob("summary.json"):
-                rel = summary.parent.relative_to(tmp)
-                target = dest / "cells" / rel
-                target.mkdir(parents=True, exist_ok=True)
-                shutil.copy(summary, target / "summary.json")
+            # The lab directory's layout, without the bulky per-second files: enough for
+            # `loadlab report DIR` to judge it again.
+            for kept in ["summary.json", "cell.json", "capacity.json", "probe.json"]:
+                for f in Path(tmp).rglob(kept):
+                    target = dest / f.parent.relative_to(tmp)
+                    target.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(f, target / kept)
         meta = {"seed": seed, "variant": args.variant, "example": example.name,
                 "wall_s": round(wall, 1), "load_before": before, "load_after": after,
                 "commit": commit, "date": datetime.datetime.now().isoformat(timespec="seconds")}
@@ -136,7 +139,7 @@ class Lab:
 
     def summary(self, topology, workload, round_=1):
         slug = lambda s: re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", s.lower())).strip("-")
-        base = self.path / "cells" / slug(topology) / slug(workload)
+        base = self.path / slug(topology) / slug(workload)
         for p in [base / f"round-{round_}" / "summary.json", base / "summary.json"]:
             if p.exists():
                 return json.loads(p.read_text())

@@ -268,3 +268,36 @@ fn a_probe_workload_counts_each_topologys_workers_and_says_why_in_the_verdict() 
         .any(|v| v["workload"] == "async"));
     assert!(stdout.contains("sync 3 workers S "), "{stdout}");
 }
+
+#[test]
+fn a_lab_kept_before_its_directory_had_a_contract_is_judged_again_to_its_own_verdicts() {
+    // Seed 000's full lab of 2026-11-26 (87 cells: fixed loads, breaking points, probes) kept
+    // only lab.json and each cell's summary.json; judged again by today's rules, its verdicts
+    // are the ones it printed then.
+    let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench/runs/seeds-2026-11-26/000-full");
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("lab");
+    let status = std::process::Command::new("cp")
+        .args(["-r", kept.to_str().unwrap(), copy.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let then = read_json(&copy.join("lab.json"));
+    let out = loadlab_ok(&["report", copy.to_str().unwrap()]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let now = read_json(&copy.join("lab.json"));
+    let keys = [
+        "measure", "baseline", "variant", "workload", "ratio", "ci_low", "ci_high",
+    ];
+    let then_v = then["verdicts"].as_array().unwrap();
+    let now_v = now["verdicts"].as_array().unwrap();
+    assert_eq!(then_v.len(), now_v.len(), "{printed}");
+    for (a, b) in then_v.iter().zip(now_v) {
+        for k in keys.iter().chain(&["differs", "why"]) {
+            assert_eq!(a[k], b[k], "{k}: {a}\n{b}");
+        }
+    }
+    assert!(printed.contains("recorded no core count"), "{printed}");
+    assert!(copy.join("report.html").is_file());
+}
