@@ -46,8 +46,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::V2DeflateSerializer;
+use loadlab_run::hlog::SecondsLog;
 use loadlab_run::{
     Arrivals, ConnectStats, GeneratorStats, Interval, Model, PacingStats, PhaseRecord, Plan,
     RunData, TimelineRow, Timings, UserRecord, ValidPlan,
@@ -280,7 +279,7 @@ pub fn run(
             .users()
             .map(|_| collector.users.unwrap_or_default()),
         timeline: collector.timeline,
-        hlog_lines: collector.hlog,
+        hlog_lines: collector.hlog.into_lines(),
         unfinished: collector.unfinished,
         generator,
         server: None,
@@ -302,8 +301,7 @@ struct Collector {
     phases: Vec<PhaseRecord>,
     by_name: Vec<Interval>,
     timeline: Vec<TimelineRow>,
-    hlog: Vec<u8>,
-    serializer: V2DeflateSerializer,
+    hlog: SecondsLog,
     unfinished: u64,
     elapsed: Duration,
     busiest: f64,
@@ -324,8 +322,7 @@ impl Collector {
             done: vec![false; threads],
             totals: Interval::new(0),
             timeline: Vec::new(),
-            hlog: Vec::new(),
-            serializer: V2DeflateSerializer::new(),
+            hlog: SecondsLog::new(),
             unfinished: 0,
             elapsed: Duration::ZERO,
             busiest: 0.0,
@@ -391,25 +388,13 @@ impl Collector {
             let (thread, iv) = self.pending.remove(&second).expect("key exists");
             let row = TimelineRow::from_interval(&iv);
             on_second(&row, &iv);
-            self.log_interval(&iv);
+            self.hlog.write(iv.second, &iv.latency, &iv.service);
             self.totals.merge(&iv);
             let phase = PhaseRecord::index_of(&self.phases, iv.second);
             self.phases[phase].totals.merge(&iv);
             self.timeline.push(row);
             self.recycle(thread, iv);
         }
-    }
-
-    fn log_interval(&mut self, iv: &Interval) {
-        let start = Duration::from_secs(iv.second);
-        let length = Duration::from_secs(1);
-        let mut log = IntervalLogWriterBuilder::new()
-            .begin_log_with(&mut self.hlog, &mut self.serializer)
-            .expect("writes to a Vec");
-        // Serializing into memory cannot fail for valid histograms; a failure would only lose
-        // one interval of the log, never the summary.
-        let _ = log.write_histogram(&iv.latency, start, length, None);
-        let _ = log.write_histogram(&iv.service, start, length, Tag::new("service"));
     }
 }
 

@@ -7,13 +7,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::interval_log::{
-    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
-};
-use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
 use loadlab_analyze::health;
+use loadlab_run::hlog::{self, LoggedInterval, SecondsLog};
 use loadlab_run::shard::join_shards;
 use loadlab_run::summary::{
     Breakdown, Connect, Errors, Generator, Http2, LatencyStats, MergeSummary, MergedShard,
@@ -73,47 +71,18 @@ struct ShardRun {
     names: BTreeMap<String, String>,
 }
 
-/// The entries of an interval log: each one's second (from its start timestamp), its tag and
-/// its histogram as encoded in the log; `#name TAG NAME` comment lines give names to tags.
-type LoggedIntervals = (Vec<(u64, Option<String>, String)>, BTreeMap<String, String>);
-
-/// Reads every interval of an HdrHistogram interval log, leaving the histograms encoded (a
-/// decoded histogram takes hundreds of KB; the merge decodes one second at a time).
-fn read_log(path: &Path) -> Result<LoggedIntervals, MergeError> {
+/// Reads an HdrHistogram interval log: its intervals, their histograms left encoded, and its
+/// request names by tag.
+fn read_log(path: &Path) -> Result<(Vec<LoggedInterval>, BTreeMap<String, String>), MergeError> {
     let bad = |why: String| MergeError::Log(path.to_path_buf(), why);
     let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let text = String::from_utf8_lossy(&bytes);
-    let names = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("#name "))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(tag, name)| (tag.to_string(), name.to_string()))
-        .collect();
-    let mut out = Vec::new();
-    for entry in IntervalLogIterator::new(&bytes) {
-        let entry = entry.map_err(|e| bad(format!("{e:?}")))?;
-        let LogEntry::Interval(iv) = entry else {
-            continue;
-        };
-        let second = iv.start_timestamp().as_secs_f64().round() as u64;
-        out.push((
-            second,
-            iv.tag().map(|t| t.as_str().to_string()),
-            iv.encoded_histogram().to_string(),
-        ));
-    }
-    Ok((out, names))
+    let log = hlog::read_intervals(&bytes).map_err(|e| bad(e.to_string()))?;
+    Ok((log.intervals, log.names.into_iter().collect()))
 }
 
-/// Decodes a histogram as an interval log encodes it (base64 of the compressed V2 form).
+/// Decodes a histogram of the log at `path`.
 fn decode(encoded: &str, de: &mut Deserializer, path: &Path) -> Result<Histogram<u64>, MergeError> {
-    use base64::Engine;
-    let bad = |why: String| MergeError::Log(path.to_path_buf(), why);
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .map_err(|e| bad(e.to_string()))?;
-    de.deserialize(&mut raw.as_slice())
-        .map_err(|e| bad(format!("{e:?}")))
+    hlog::decode(encoded, de).map_err(|e| MergeError::Log(path.to_path_buf(), e.to_string()))
 }
 
 /// The time a summary's `started_at` names.
@@ -154,9 +123,9 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
         let (intervals, _) = read_log(&dir.join("latency.hlog"))?;
         let seconds = intervals
             .into_iter()
-            .filter_map(|(second, tag, h)| match tag.as_deref() {
-                None => Some((second, false, h)),
-                Some("service") => Some((second, true, h)),
+            .filter_map(|iv| match iv.tag.as_deref() {
+                None => Some((iv.second, false, iv.encoded)),
+                Some(hlog::SERVICE_TAG) => Some((iv.second, true, iv.encoded)),
                 Some(_) => None,
             })
             .collect();
@@ -165,9 +134,9 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
             let (intervals, names) = read_log(&whole_path)?;
             let mut de = Deserializer::new();
             let mut whole = BTreeMap::new();
-            for (_, tag, h) in intervals {
-                if let Some(tag) = tag {
-                    whole.insert(tag, decode(&h, &mut de, &whole_path)?);
+            for iv in intervals {
+                if let Some(tag) = iv.tag {
+                    whole.insert(tag, decode(&iv.encoded, &mut de, &whole_path)?);
                 }
             }
             (whole, names)
@@ -255,7 +224,7 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
     let (mut latency, mut service) = (new_histogram(), new_histogram());
     let (mut lat, mut svc) = (new_histogram(), new_histogram());
     let mut de = Deserializer::new();
-    let mut log = IntervalLog::new();
+    let mut log = SecondsLog::new();
     let mut timeline = Vec::with_capacity(rows.len());
     let seconds: std::collections::BTreeSet<u64> =
         encoded.keys().chain(rows.keys()).copied().collect();
@@ -447,7 +416,7 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
     run.elapsed = Duration::from_secs_f64(duration_s);
     run.complete = summary.complete;
     run.timeline = timeline;
-    run.hlog_lines = log.lines;
+    run.hlog_lines = log.into_lines();
     run.by_name = by_name
         .into_iter()
         .map(|(name, _, lat)| {
@@ -602,34 +571,6 @@ fn merge_names(shards: &[ShardRun]) -> Vec<(String, NamedRequests, Histogram<u64
     out
 }
 
-/// The merged seconds as HdrHistogram interval log lines (latency untagged, service latency
-/// tagged `service`), as the engine writes them.
-struct IntervalLog {
-    lines: Vec<u8>,
-    serializer: V2DeflateSerializer,
-}
-
-impl IntervalLog {
-    fn new() -> Self {
-        IntervalLog {
-            lines: Vec::new(),
-            serializer: V2DeflateSerializer::new(),
-        }
-    }
-
-    /// Adds second `second`'s latency and service latency.
-    fn write(&mut self, second: u64, latency: &Histogram<u64>, service: &Histogram<u64>) {
-        let mut log = IntervalLogWriterBuilder::new()
-            .begin_log_with(&mut self.lines, &mut self.serializer)
-            .expect("writes to a Vec");
-        let start = Duration::from_secs(second);
-        let length = Duration::from_secs(1);
-        // Serializing valid histograms into memory does not fail.
-        let _ = log.write_histogram(latency, start, length, None);
-        let _ = log.write_histogram(service, start, length, Tag::new("service"));
-    }
-}
-
 /// The shards' custom metrics: counters summed, and rates too (the shards ran at once).
 /// Histograms are left to each shard's own summary: their percentiles do not add up.
 fn merged_metrics(summaries: &[&Summary]) -> Option<loadlab_run::CustomSummary> {
@@ -684,11 +625,11 @@ mod tests {
             .collect();
         let mut run = RunData::from_intervals(plan, &intervals);
         run.started_at = start;
-        let mut log = IntervalLog::new();
+        let mut log = SecondsLog::new();
         for iv in &intervals {
             log.write(iv.second, &iv.latency, &iv.service);
         }
-        run.hlog_lines = log.lines;
+        run.hlog_lines = log.into_lines();
         write_run_dir(dir, &run, &Summary::from_run(&run)).unwrap();
     }
 

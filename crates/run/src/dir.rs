@@ -69,16 +69,7 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64();
-    let mut hlog = Vec::new();
-    writeln!(
-        hlog,
-        "#loadlab latency log: values in microseconds; untagged = latency from the intended \
-         start, Tag=service = from the actual send\n\
-         #[StartTime: {start:.3} (seconds since epoch)]\n\
-         #[BaseTime: {start:.3} (seconds since epoch)]\n\
-         \"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
-    )
-    .expect("writes to a Vec");
+    let mut hlog = crate::hlog::latency_header(start).into_bytes();
     hlog.extend_from_slice(&run.hlog_lines);
     write_atomic(&dir.join("latency.hlog"), &hlog)?;
 
@@ -111,8 +102,6 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
 /// `receiving`), sessions (`sessions`) and the latency of each request name (`n0`, `n1`, …, named
 /// by `#name TAG NAME` lines). `None` when there is none of them.
 fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
-    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-    use hdrhistogram::serialization::V2DeflateSerializer;
     let t = &run.timings;
     let mut entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = vec![
         ("connect".into(), &t.connect),
@@ -123,30 +112,12 @@ fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
     if let Some(u) = &run.users {
         entries.push(("sessions".into(), &u.sessions));
     }
-    let mut text = Vec::new();
-    writeln!(
-        text,
-        "#loadlab whole-run histograms: values in microseconds, one interval per tag"
-    )
-    .expect("writes to a Vec");
+    let mut names = Vec::new();
     for (i, (name, iv)) in run.by_name.iter().enumerate() {
-        writeln!(text, "#name n{i} {name}").expect("writes to a Vec");
+        names.push((format!("n{i}"), name.clone()));
         entries.push((format!("n{i}"), &iv.latency));
     }
-    entries.retain(|(_, h)| !h.is_empty());
-    if entries.is_empty() {
-        return None;
-    }
-    let mut serializer = V2DeflateSerializer::new();
-    let mut log = IntervalLogWriterBuilder::new()
-        .begin_log_with(&mut text, &mut serializer)
-        .expect("writes to a Vec");
-    let length = run.elapsed;
-    for (tag, h) in &entries {
-        // Serializing valid histograms into memory does not fail.
-        let _ = log.write_histogram(*h, std::time::Duration::ZERO, length, Tag::new(tag));
-    }
-    Some(text)
+    crate::hlog::whole_run_log(&entries, &names, run.elapsed)
 }
 
 /// A run directory that cannot be read back.
@@ -302,29 +273,6 @@ fn read_stores_csv(text: &str) -> Vec<crate::server::StoreSeries> {
     stores
 }
 
-/// Merges the untagged (latency from the intended start) intervals of an interval log.
-fn read_latency_log(bytes: &[u8]) -> Option<hdrhistogram::Histogram<u64>> {
-    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    use hdrhistogram::serialization::Deserializer;
-    let mut total = crate::new_histogram();
-    let mut de = Deserializer::new();
-    for entry in IntervalLogIterator::new(bytes) {
-        let Ok(LogEntry::Interval(iv)) = entry else {
-            continue;
-        };
-        if iv.tag().is_some() {
-            continue;
-        }
-        use base64::Engine;
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(iv.encoded_histogram())
-            .ok()?;
-        let h: hdrhistogram::Histogram<u64> = de.deserialize(&mut raw.as_slice()).ok()?;
-        total.add(&h).ok()?;
-    }
-    Some(total)
-}
-
 /// Reads a run directory's `summary.json` and `timeline.csv`, and `server.csv` and
 /// `latency.hlog` when present.
 pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
@@ -370,7 +318,7 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
     }
     let latency = fs::read(dir.join("latency.hlog"))
         .ok()
-        .and_then(|b| read_latency_log(&b));
+        .and_then(|b| crate::hlog::untagged_total(&b).ok());
     let profile = fs::read_to_string(dir.join("profile.folded"))
         .ok()
         .map(|t| crate::profile::Profile::parse_folded(&t));
