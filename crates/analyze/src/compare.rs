@@ -20,6 +20,68 @@ pub struct Difference {
     pub significant: bool,
 }
 
+/// One run against the baseline (`compare --json`'s `versus`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Versus {
+    /// The run's name.
+    pub run: String,
+    /// Its throughput over the baseline's.
+    pub throughput_ratio: f64,
+    /// Its per-second medians against the baseline's (`None`: too few seconds).
+    pub p50: Option<Difference>,
+    /// Its per-second p99s against the baseline's.
+    pub p99: Option<Difference>,
+}
+
+/// `compare --json`: each run's summary, and each against the first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    /// The baseline's name.
+    pub baseline: String,
+    /// Every run's summary, the baseline first.
+    pub runs: Vec<loadlab_run::Summary>,
+    /// Every run but the first against it.
+    pub versus: Vec<Versus>,
+}
+
+/// Every run after the first against it: throughput ratio, and whether the per-second medians
+/// and p99s differ by more than noise. `runs` are (name, run), the baseline first.
+pub fn versus_baseline(runs: &[(String, loadlab_run::SavedRun)]) -> Vec<Versus> {
+    let Some((_, base)) = runs.first() else {
+        return Vec::new();
+    };
+    let (b50, b99) = (per_second(base, "p50_ms"), per_second(base, "p99_ms"));
+    let base_rps = base.summary.throughput.rps;
+    runs.iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, (label, run))| {
+            let seed = i as u64;
+            Versus {
+                run: label.clone(),
+                throughput_ratio: if base_rps > 0.0 {
+                    run.summary.throughput.rps / base_rps
+                } else {
+                    f64::INFINITY
+                },
+                p50: difference(&b50, &per_second(run, "p50_ms"), seed),
+                p99: difference(&b99, &per_second(run, "p99_ms"), seed + 1000),
+            }
+        })
+        .collect()
+}
+
+/// A timeline column's values over the seconds that completed a request.
+fn per_second(run: &loadlab_run::SavedRun, col: &str) -> Vec<f64> {
+    let completed = run.column("completed");
+    run.column(col)
+        .into_iter()
+        .zip(completed)
+        .filter(|(v, n)| *n > 0.0 && v.is_finite())
+        .map(|(v, _)| v)
+        .collect()
+}
+
 /// The median of `v` (0 when empty).
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {

@@ -510,6 +510,57 @@ pub fn render_comparison(rows: &[ComparisonRow]) -> String {
     out
 }
 
+/// Each run against the baseline `base`, a line each: throughput ratio, and the median's and
+/// p99's difference with whether it is more than noise.
+pub fn render_versus(base: &str, versus: &[loadlab_analyze::compare::Versus]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  against {base} (per-second medians; 95 % bootstrap interval of the difference)"
+    );
+    let width = versus
+        .iter()
+        .map(|v| v.run.len())
+        .chain([base.len()])
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    let _ = writeln!(
+        out,
+        "  {:<width$}{:>10}   {:<34}{:<34}",
+        "run", "req/s ×", "p50", "p99"
+    );
+    for v in versus {
+        let _ = writeln!(
+            out,
+            "  {:<width$}{:>10.2}   {:<34}{:<34}",
+            v.run,
+            v.throughput_ratio,
+            difference_words(&v.p50),
+            difference_words(&v.p99)
+        );
+    }
+    out
+}
+
+/// `×1.32 (+2.1..+4.0 ms) differs` or `×1.01 within noise`.
+fn difference_words(d: &Option<loadlab_analyze::compare::Difference>) -> String {
+    match d {
+        None => "too few seconds to judge".to_string(),
+        Some(d) => format!(
+            "×{:.2} ({:+.2}..{:+.2} ms) {}",
+            d.ratio,
+            d.low,
+            d.high,
+            if d.significant {
+                "differs"
+            } else {
+                "within noise"
+            }
+        ),
+    }
+}
+
 /// The metrics a script's processor functions emitted, one line each: counters, rates, and
 /// histograms' count, median, p95, p99 and max in the unit they were emitted in.
 fn custom_metrics(out: &mut String, m: &loadlab_run::CustomSummary) {

@@ -3,31 +3,13 @@
 //! more than the run-to-run noise (a bootstrap over each run's per-second values).
 
 use anyhow::Result;
-use loadlab_analyze::compare::{difference, Difference};
-use loadlab_report::render_lab_table;
+use loadlab_analyze::compare::{versus_baseline, CompareReport};
+use loadlab_report::{render_lab_table, render_versus};
 use loadlab_run::lab::LabCell;
 use loadlab_run::read_run_dir;
-use serde::Serialize;
 
 use crate::args::CompareArgs;
 use crate::cmd::Outcome;
-
-/// One run against the baseline.
-#[derive(Serialize)]
-struct Versus {
-    run: String,
-    throughput_ratio: f64,
-    p50: Option<Difference>,
-    p99: Option<Difference>,
-}
-
-/// `--json`: each run's summary figures, and each against the first.
-#[derive(Serialize)]
-struct CompareReport {
-    baseline: String,
-    runs: Vec<loadlab_run::Summary>,
-    versus: Vec<Versus>,
-}
 
 /// Runs `loadlab compare`.
 pub fn main(a: CompareArgs) -> Result<Outcome> {
@@ -47,48 +29,9 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
         })
         .collect();
     println!("{}", render_lab_table(&cells));
-    let (base_label, base) = &runs[0];
-    let per_second = |run: &loadlab_run::SavedRun, col: &str| -> Vec<f64> {
-        let completed = run.column("completed");
-        run.column(col)
-            .into_iter()
-            .zip(completed)
-            .filter(|(v, n)| *n > 0.0 && v.is_finite())
-            .map(|(v, _)| v)
-            .collect()
-    };
-    let (b50, b99) = (per_second(base, "p50_ms"), per_second(base, "p99_ms"));
-    println!(
-        "  against {base_label} (per-second medians; 95 % bootstrap interval of the difference)"
-    );
-    let width = runs.iter().map(|(l, _)| l.len()).max().unwrap_or(3).max(3);
-    println!(
-        "  {:<width$}{:>10}   {:<34}{:<34}",
-        "run", "req/s ×", "p50", "p99"
-    );
-    let mut versus = Vec::new();
-    for (i, (label, run)) in runs.iter().enumerate().skip(1) {
-        let seed = i as u64;
-        let p50 = difference(&b50, &per_second(run, "p50_ms"), seed);
-        let p99 = difference(&b99, &per_second(run, "p99_ms"), seed + 1000);
-        let base_rps = base.summary.throughput.rps;
-        let ratio = if base_rps > 0.0 {
-            run.summary.throughput.rps / base_rps
-        } else {
-            f64::INFINITY
-        };
-        println!(
-            "  {label:<width$}{ratio:>10.2}   {:<34}{:<34}",
-            describe(&p50),
-            describe(&p99)
-        );
-        versus.push(Versus {
-            run: label.clone(),
-            throughput_ratio: ratio,
-            p50,
-            p99,
-        });
-    }
+    let base_label = &runs[0].0;
+    let versus = versus_baseline(&runs);
+    print!("{}", render_versus(base_label, &versus));
     flame_diffs(&runs, &a.runs)?;
     if let Some(path) = &a.html {
         let views: Vec<loadlab_report::html::RunView> = runs
@@ -138,22 +81,4 @@ fn flame_diffs(
         println!("  differential flame graph: {}", path.display());
     }
     Ok(())
-}
-
-/// `×1.32 (+2.1..+4.0 ms) differs` or `×1.01 within noise`.
-fn describe(d: &Option<Difference>) -> String {
-    match d {
-        None => "too few seconds to judge".to_string(),
-        Some(d) => format!(
-            "×{:.2} ({:+.2}..{:+.2} ms) {}",
-            d.ratio,
-            d.low,
-            d.high,
-            if d.significant {
-                "differs"
-            } else {
-                "within noise"
-            }
-        ),
-    }
 }

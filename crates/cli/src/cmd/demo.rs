@@ -2,16 +2,15 @@
 //! seeds' experiments in about a minute: ping, delay and calc on 1 replica vs 3 replicas in
 //! the closed and open models, then coordinated omission made visible, then what it shows.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use loadlab_report::{render_comparison, render_lab_table, ComparisonRow};
 use loadlab_run::{defaults, Model, Runtime, Stop, Topology};
 use loadlab_target::TestServer;
 
+use loadlab_harness::steps::one_request_ms;
 use loadlab_harness::{execute, interrupt_signal, run_matrix, Watch};
 use loadlab_input::experiment::{Experiment, WorkloadSpec};
 use loadlab_input::{TopologyInput, Workload};
@@ -37,25 +36,22 @@ fn runtime_topology(replicas: usize, runtime: Runtime) -> Topology {
     .expect("replicas of the reference service are a valid topology")
 }
 
-/// The fastest of three sequential `/calc` requests on a fresh single replica: the service
-/// time T, so one replica's capacity is about 1000/T per second.
-fn calc_service_time(runtime: Runtime) -> Result<Duration> {
+/// The fastest of three sequential `/calc` requests, sent by the engine, on a fresh single
+/// replica: the service time T, so one replica's capacity is about 1000/T per second.
+fn calc_service_time(runtime: Runtime, stop: &loadlab_engine::StopSignal) -> Result<Duration> {
     let exe = std::env::current_exe().context("cannot find the loadlab executable")?;
     let one = loadlab_lab::deploy(&runtime_topology(1, runtime), &exe)?;
-    let port = one.url.rsplit(':').next().unwrap_or("0").to_string();
-    let mut best = Duration::from_secs(10);
+    let target = loadlab_input::UrlTarget::plain(
+        &format!("{}/calc?n={CALC_N}", one.url),
+        Duration::from_secs(10),
+    );
+    let mut best_ms = f64::INFINITY;
     for _ in 0..3 {
-        let start = Instant::now();
-        let mut s = TcpStream::connect(format!("127.0.0.1:{port}"))?;
-        write!(
-            s,
-            "GET /calc?n={CALC_N} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut sink = Vec::new();
-        s.read_to_end(&mut sink)?;
-        best = best.min(start.elapsed());
+        let ms = one_request_ms(&target, stop)?
+            .with_context(|| format!("{} did not answer /calc", one.url))?;
+        best_ms = best_ms.min(ms);
     }
-    Ok(best)
+    Ok(Duration::from_secs_f64(best_ms / 1000.0))
 }
 
 /// Runs `loadlab demo`.
@@ -68,7 +64,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         PathBuf::from("runs").join(format!("demo-{stamp}"))
     });
     let stop = interrupt_signal()?;
-    let t = calc_service_time(Runtime::Rust)?;
+    let t = calc_service_time(Runtime::Rust, &stop)?;
     let t_ms = t.as_secs_f64() * 1000.0;
     let calc_rate = (1.5 * 1000.0 / t_ms).clamp(2.0, 500.0).round();
     println!(
@@ -138,7 +134,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         black_box(&stop)?;
     }
     if !stop.is_stopped() {
-        runtimes(t);
+        runtimes(t, &stop);
     }
 
     let co = if stop.is_stopped() {
@@ -185,10 +181,10 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
 
 /// One row: the same `/calc` on one process of each runtime (Rust's time `rust` already
 /// measured). A runtime that cannot start is named with its reason, not fatal.
-fn runtimes(rust: Duration) {
+fn runtimes(rust: Duration, stop: &loadlab_engine::StopSignal) {
     let mut row = vec![format!("rust {:.1} ms", rust.as_secs_f64() * 1000.0)];
     for runtime in [Runtime::Node, Runtime::Python] {
-        row.push(match calc_service_time(runtime) {
+        row.push(match calc_service_time(runtime, stop) {
             Ok(t) => format!("{runtime} {:.1} ms", t.as_secs_f64() * 1000.0),
             Err(e) => format!("{runtime} not run ({e:#})"),
         });
