@@ -70,18 +70,3 @@ pub struct CapacityResult {
     /// Every rate the search measured, in order: latency against offered load.
     pub steps: Vec<RateStep>,
 }
-
-impl CapacityResult {
-    /// What a lab written before cells kept `capacity.json` held of a breaking-point cell: the
-    /// rate its `lab.json` kept (no steps); `None` for a cell of another workload.
-    pub fn kept_in(cell: &crate::lab::CellResult) -> Option<CapacityResult> {
-        let crate::lab::Measured::Capacity { breaking_point_rps } = cell.measured else {
-            return None;
-        };
-        Some(CapacityResult {
-            max_rate_rps: breaking_point_rps,
-            stopped_because: "read from lab.json (the cell kept no capacity.json)".to_string(),
-            ..CapacityResult::default()
-        })
-    }
-}

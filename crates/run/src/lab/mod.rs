@@ -373,11 +373,11 @@ fn read_older_lab(dir: &Path, lab: &LabJson) -> Result<SavedLab, LabDirError> {
         let cell_dir = dir.join(cell_path(&c.topology, &c.workload, c.round, lab.rounds));
         let capacity = match read_json(&cell_dir.join("capacity.json"), "capacity result")? {
             Some(found) => Some(found),
-            None => CapacityResult::kept_in(c),
+            None => capacity_kept_in(c),
         };
         let probe = match read_json(&cell_dir.join("probe.json"), "probe result")? {
             Some(probed) => Some(probed),
-            None => ProbeResult::kept_in(c),
+            None => probe_kept_in(c),
         };
         cells.push(LabCell {
             topology: c.topology.clone(),
@@ -393,6 +393,56 @@ fn read_older_lab(dir: &Path, lab: &LabJson) -> Result<SavedLab, LabDirError> {
         experiment,
         cells,
         dir: dir.to_path_buf(),
+    })
+}
+
+/// What a lab written before cells kept `capacity.json` held of a breaking-point cell: the
+/// rate its `lab.json` kept (no steps); `None` for a cell of another workload.
+fn capacity_kept_in(cell: &CellResult) -> Option<CapacityResult> {
+    let Measured::Capacity { breaking_point_rps } = cell.measured else {
+        return None;
+    };
+    Some(CapacityResult {
+        max_rate_rps: breaking_point_rps,
+        stopped_because: "read from lab.json (the cell kept no capacity.json)".to_string(),
+        ..CapacityResult::default()
+    })
+}
+
+/// What a lab written before cells kept `probe.json` held of a probe cell: the verdict's
+/// figures its `lab.json` kept (no steps); `None` for a cell of another workload.
+fn probe_kept_in(cell: &CellResult) -> Option<ProbeResult> {
+    let Measured::Probe {
+        behaviour,
+        workers,
+        service_time_ms,
+        max_throughput_rps,
+    } = cell.measured
+    else {
+        return None;
+    };
+    let observed = cell
+        .limits
+        .iter()
+        .any(|l| matches!(l, Limit::Probed { observed: true, .. }));
+    Some(ProbeResult {
+        url: String::new(),
+        verdict: Some(ProbeVerdict {
+            kind: behaviour,
+            workers,
+            workers_observed: observed,
+            workers_range: None,
+            service_time_ms,
+            service_time_ci_ms: None,
+            max_throughput_rps,
+            hard_limit: false,
+            explanation: String::new(),
+            pool_error_pct: None,
+            binding: None,
+            usl: None,
+        }),
+        stopped_because: "read from lab.json (the cell kept no probe.json)".to_string(),
+        steps: Vec::new(),
     })
 }
 
