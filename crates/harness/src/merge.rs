@@ -195,56 +195,14 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let summaries: Vec<&Summary> = shards.iter().map(|s| &s.saved.summary).collect();
 
-    // Per wall-clock second: the shards' encoded histograms and timeline rows, merged one
-    // second at a time into the run's, its phases' and the merged log.
-    let mut encoded: BTreeMap<u64, Vec<(bool, &str, &Path)>> = BTreeMap::new();
-    let mut rows: BTreeMap<u64, Vec<TimelineRow>> = BTreeMap::new();
-    let logs: Vec<PathBuf> = shards.iter().map(|s| s.dir.join("latency.hlog")).collect();
-    for (s, log) in shards.iter().zip(&logs) {
-        for (second, service, h) in &s.seconds {
-            encoded.entry(second + s.offset_s).or_default().push((
-                *service,
-                h.as_str(),
-                log.as_path(),
-            ));
-        }
-        for row in s.saved.timeline() {
-            rows.entry(row.second + s.offset_s).or_default().push(row);
-        }
-    }
     let phase_starts: Vec<f64> = first.phases.iter().map(|p| p.start_s).collect();
-    let phase_of = |second: u64| {
-        phase_starts
-            .iter()
-            .rposition(|start| *start <= second as f64 + 1e-9)
-            .unwrap_or(0)
-    };
-    let mut phase_latency: Vec<Histogram<u64>> =
-        phase_starts.iter().map(|_| new_histogram()).collect();
-    let (mut latency, mut service) = (new_histogram(), new_histogram());
-    let (mut lat, mut svc) = (new_histogram(), new_histogram());
-    let mut de = Deserializer::new();
-    let mut log = SecondsLog::new();
-    let mut timeline = Vec::with_capacity(rows.len());
-    let seconds: std::collections::BTreeSet<u64> =
-        encoded.keys().chain(rows.keys()).copied().collect();
-    for second in seconds {
-        lat.reset();
-        svc.reset();
-        for (service, h, path) in encoded.get(&second).into_iter().flatten() {
-            let h = decode(h, &mut de, path)?;
-            add(if *service { &mut svc } else { &mut lat }, &h);
-        }
-        add(&mut latency, &lat);
-        add(&mut service, &svc);
-        if let Some(p) = phase_latency.get_mut(phase_of(second)) {
-            add(p, &lat);
-        }
-        log.write(second, &lat, &svc);
-        if let Some(parts) = rows.get(&second) {
-            timeline.push(join_row(second, parts, &lat, &svc));
-        }
-    }
+    let Seconds {
+        latency,
+        service,
+        phase_latency,
+        log,
+        timeline,
+    } = merge_seconds(&shards, &phase_starts)?;
     let duration_s = shards
         .iter()
         .map(|s| s.offset_s as f64 + s.saved.summary.duration_s)
@@ -252,25 +210,8 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
         .max(1e-9);
 
     let sum = |f: &dyn Fn(&Summary) -> u64| summaries.iter().map(|s| f(s)).sum::<u64>();
-    let requests = Requests {
-        sent: sum(&|s| s.requests.sent),
-        completed: sum(&|s| s.requests.completed),
-        ok: sum(&|s| s.requests.ok),
-        errors: sum(&|s| s.requests.errors),
-        dropped: sum(&|s| s.requests.dropped),
-        unfinished: sum(&|s| s.requests.unfinished),
-        refused: sum(&|s| s.requests.refused),
-    };
-    let mut status: BTreeMap<String, u64> = BTreeMap::new();
-    let mut kinds = [0u64; ErrorKind::COUNT];
-    for s in &summaries {
-        for (code, n) in &s.status {
-            *status.entry(code.clone()).or_default() += n;
-        }
-        for (k, (_, n)) in s.errors.by_kind().iter().enumerate() {
-            kinds[k] += n;
-        }
-    }
+    let requests = merge_requests(&summaries);
+    let (status, kinds) = merge_outcomes(&summaries);
     let offered: Option<f64> = summaries.iter().map(|s| s.throughput.offered_rps).sum();
     let bytes: f64 = summaries
         .iter()
@@ -283,60 +224,14 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
     let mut generator = merge_generators(&summaries);
     generator.warnings = health::merged_warnings(&summaries, &health, &missing, count);
 
-    let phases: Vec<Phase> = first
-        .phases
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let of_phase = summaries.iter().filter_map(|s| s.phases.get(i));
-            Phase {
-                name: p.name.clone(),
-                start_s: p.start_s,
-                duration_s: p.duration_s,
-                offered_rps: of_phase.clone().map(|q| q.offered_rps).sum(),
-                rps: of_phase.map(|q| q.rps).sum(),
-                latency_ms: LatencyStats::from_histogram(&phase_latency[i]),
-            }
-        })
-        .collect();
+    let phases = merge_phases(&summaries, &phase_latency);
 
-    let whole = |tag: &str| {
-        let mut h = new_histogram();
-        for s in &shards {
-            if let Some(x) = s.whole.get(tag) {
-                add(&mut h, x);
-            }
-        }
-        h
-    };
     let by_name = merge_names(&shards);
-    let mut timings = Timings::new();
-    timings.connect = whole("connect");
-    timings.tls = whole("tls");
-    timings.waiting = whole("waiting");
-    timings.receiving = whole("receiving");
-    for (i, f) in TlsFailure::ALL.into_iter().enumerate() {
-        timings.tls_failures[i] = summaries
-            .iter()
-            .filter_map(|s| s.tls.as_ref())
-            .filter_map(|t| t.failures.get(f.as_str()))
-            .sum();
-    }
-    let users = first.users.is_some().then(|| {
-        let mut record = UserRecord::new();
-        record.sessions = whole("sessions");
-        for s in summaries.iter().filter_map(|s| s.users.as_ref()) {
-            for (why, n) in &s.failures {
-                *record.failures.entry(why.clone()).or_default() += n;
-            }
-            for (check, n) in &s.checks_failed {
-                *record.checks_failed.entry(check.clone()).or_default() += n;
-            }
-            record.static_fetched += s.static_fetched;
-            record.static_skipped += s.static_skipped;
-        }
-        record
-    });
+    let timings = merge_timings(&shards, &summaries);
+    let users = first
+        .users
+        .is_some()
+        .then(|| merge_user_record(&shards, &summaries));
 
     let summary = Summary {
         schema: first.schema.clone(),
@@ -569,6 +464,173 @@ fn merge_names(shards: &[ShardRun]) -> Vec<(String, NamedRequests, Histogram<u64
         named.latency_ms = LatencyStats::from_histogram(lat);
     }
     out
+}
+
+/// The shards' seconds merged by wall-clock second: the whole run's latency and service
+/// latency, each phase's latency, the merged interval log and the timeline.
+struct Seconds {
+    latency: Histogram<u64>,
+    service: Histogram<u64>,
+    phase_latency: Vec<Histogram<u64>>,
+    log: SecondsLog,
+    timeline: Vec<TimelineRow>,
+}
+
+/// Merges the shards' per-second histograms and timeline rows, one wall-clock second at a
+/// time (a decoded histogram takes hundreds of KB), into the run's, each phase's (phases start
+/// at `phase_starts`, seconds) and the merged log.
+fn merge_seconds(shards: &[ShardRun], phase_starts: &[f64]) -> Result<Seconds, MergeError> {
+    let mut encoded: BTreeMap<u64, Vec<(bool, &str, &Path)>> = BTreeMap::new();
+    let mut rows: BTreeMap<u64, Vec<TimelineRow>> = BTreeMap::new();
+    let logs: Vec<PathBuf> = shards.iter().map(|s| s.dir.join("latency.hlog")).collect();
+    for (s, log) in shards.iter().zip(&logs) {
+        for (second, service, h) in &s.seconds {
+            encoded.entry(second + s.offset_s).or_default().push((
+                *service,
+                h.as_str(),
+                log.as_path(),
+            ));
+        }
+        for row in s.saved.timeline() {
+            rows.entry(row.second + s.offset_s).or_default().push(row);
+        }
+    }
+    let phase_of = |second: u64| {
+        phase_starts
+            .iter()
+            .rposition(|start| *start <= second as f64 + 1e-9)
+            .unwrap_or(0)
+    };
+    let mut phase_latency: Vec<Histogram<u64>> =
+        phase_starts.iter().map(|_| new_histogram()).collect();
+    let (mut latency, mut service) = (new_histogram(), new_histogram());
+    let (mut lat, mut svc) = (new_histogram(), new_histogram());
+    let mut de = Deserializer::new();
+    let mut log = SecondsLog::new();
+    let mut timeline = Vec::with_capacity(rows.len());
+    let seconds: std::collections::BTreeSet<u64> =
+        encoded.keys().chain(rows.keys()).copied().collect();
+    for second in seconds {
+        lat.reset();
+        svc.reset();
+        for (service, h, path) in encoded.get(&second).into_iter().flatten() {
+            let h = decode(h, &mut de, path)?;
+            add(if *service { &mut svc } else { &mut lat }, &h);
+        }
+        add(&mut latency, &lat);
+        add(&mut service, &svc);
+        if let Some(p) = phase_latency.get_mut(phase_of(second)) {
+            add(p, &lat);
+        }
+        log.write(second, &lat, &svc);
+        if let Some(parts) = rows.get(&second) {
+            timeline.push(join_row(second, parts, &lat, &svc));
+        }
+    }
+    Ok(Seconds {
+        latency,
+        service,
+        phase_latency,
+        log,
+        timeline,
+    })
+}
+
+/// The shards' requests, summed.
+fn merge_requests(summaries: &[&Summary]) -> Requests {
+    let sum = |f: &dyn Fn(&Summary) -> u64| summaries.iter().map(|s| f(s)).sum::<u64>();
+    Requests {
+        sent: sum(&|s| s.requests.sent),
+        completed: sum(&|s| s.requests.completed),
+        ok: sum(&|s| s.requests.ok),
+        errors: sum(&|s| s.requests.errors),
+        dropped: sum(&|s| s.requests.dropped),
+        unfinished: sum(&|s| s.requests.unfinished),
+        refused: sum(&|s| s.requests.refused),
+    }
+}
+
+/// The shards' responses by status and their errors by kind, summed.
+fn merge_outcomes(summaries: &[&Summary]) -> (BTreeMap<String, u64>, [u64; ErrorKind::COUNT]) {
+    let mut status: BTreeMap<String, u64> = BTreeMap::new();
+    let mut kinds = [0u64; ErrorKind::COUNT];
+    for s in summaries {
+        for (code, n) in &s.status {
+            *status.entry(code.clone()).or_default() += n;
+        }
+        for (k, (_, n)) in s.errors.by_kind().iter().enumerate() {
+            kinds[k] += n;
+        }
+    }
+    (status, kinds)
+}
+
+/// The first shard's phases with the shards' rates summed and each phase's merged latency.
+fn merge_phases(summaries: &[&Summary], phase_latency: &[Histogram<u64>]) -> Vec<Phase> {
+    let Some(first) = summaries.first() else {
+        return Vec::new();
+    };
+    first
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let of_phase = summaries.iter().filter_map(|s| s.phases.get(i));
+            Phase {
+                name: p.name.clone(),
+                start_s: p.start_s,
+                duration_s: p.duration_s,
+                offered_rps: of_phase.clone().map(|q| q.offered_rps).sum(),
+                rps: of_phase.map(|q| q.rps).sum(),
+                latency_ms: LatencyStats::from_histogram(&phase_latency[i]),
+            }
+        })
+        .collect()
+}
+
+/// A whole-run histogram of `histograms.hlog`, the shards' added.
+fn merge_whole(shards: &[ShardRun], tag: &str) -> Histogram<u64> {
+    let mut h = new_histogram();
+    for s in shards {
+        if let Some(x) = s.whole.get(tag) {
+            add(&mut h, x);
+        }
+    }
+    h
+}
+
+/// The request timings (connect, TLS, waiting, receiving) and TLS failures of the shards.
+fn merge_timings(shards: &[ShardRun], summaries: &[&Summary]) -> Timings {
+    let mut timings = Timings::new();
+    timings.connect = merge_whole(shards, "connect");
+    timings.tls = merge_whole(shards, "tls");
+    timings.waiting = merge_whole(shards, "waiting");
+    timings.receiving = merge_whole(shards, "receiving");
+    for (i, f) in TlsFailure::ALL.into_iter().enumerate() {
+        timings.tls_failures[i] = summaries
+            .iter()
+            .filter_map(|s| s.tls.as_ref())
+            .filter_map(|t| t.failures.get(f.as_str()))
+            .sum();
+    }
+    timings
+}
+
+/// The shards' virtual users: sessions merged exactly, failures and checks summed.
+fn merge_user_record(shards: &[ShardRun], summaries: &[&Summary]) -> UserRecord {
+    let mut record = UserRecord::new();
+    record.sessions = merge_whole(shards, "sessions");
+    for s in summaries.iter().filter_map(|s| s.users.as_ref()) {
+        for (why, n) in &s.failures {
+            *record.failures.entry(why.clone()).or_default() += n;
+        }
+        for (check, n) in &s.checks_failed {
+            *record.checks_failed.entry(check.clone()).or_default() += n;
+        }
+        record.static_fetched += s.static_fetched;
+        record.static_skipped += s.static_skipped;
+    }
+    record
 }
 
 /// The shards' custom metrics: counters summed, and rates too (the shards ran at once).

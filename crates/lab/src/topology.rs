@@ -287,29 +287,7 @@ fn free_port() -> Result<u16, LabError> {
 
 /// Starts `topology`, re-executing `loadlab` (at `loadlab_exe`) for its own service.
 pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, LabError> {
-    if topology.workers == 0 || topology.replicas == 0 {
-        return Err(LabError::Invalid(
-            "workers and replicas must be at least 1".into(),
-        ));
-    }
-    if topology.command.is_some() && topology.workers > 1 {
-        return Err(LabError::Invalid(
-            "--workers applies to loadlab's own service; give your command its own worker setting"
-                .into(),
-        ));
-    }
-    if topology.command.is_some() && topology.runtime != Runtime::Rust {
-        return Err(LabError::Invalid(
-            "a runtime applies to loadlab's service, not to your own command".into(),
-        ));
-    }
-    if topology.redis && topology.command.is_none() && topology.runtime != Runtime::Rust {
-        return Err(LabError::Invalid(format!(
-            "the {} service has no Redis store (only the Rust one has): drop `store: redis`, or \
-             use `runtime: rust`",
-            topology.runtime
-        )));
-    }
+    check(topology)?;
     // Once here, so replicas starting together never install at the same time.
     runtime::prepare(topology.runtime)?;
     // Rust workers are loadlab processes sharing a port; another runtime's workers are its
@@ -352,78 +330,14 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             .collect(),
         health_path: topology.health_path.clone(),
     };
-    if topology.redis {
-        deployment.redis = Some(RedisServer::start()?);
-    }
-    let redis_url = deployment.redis.as_ref().map(RedisServer::url);
-    if let Some(url) = &redis_url {
-        for i in 1..=topology.consumers {
-            let cmd = consumer_command(loadlab_exe, url, i, topology.shards);
-            let child = Supervised::spawn(&format!("consumer {i}"), cmd).map_err(LabError::Io)?;
-            deployment.consumers.push(child);
-        }
-        deployment.consumer_spec = Some((loadlab_exe.to_path_buf(), url.clone(), topology.shards));
-    }
+    start_store(&mut deployment, topology, loadlab_exe)?;
     for (r, port) in ports.iter().enumerate() {
-        let first = deployment.instances.len();
-        for w in 0..processes {
-            let label = match (topology.replicas, processes) {
-                (1, 1) => "service".to_string(),
-                (1, _) => format!("worker {}", w + 1),
-                (_, 1) => format!("replica {}", r + 1),
-                _ => format!("replica {} worker {}", r + 1, w + 1),
-            };
-            let cmd = match &topology.command {
-                Some(c) => {
-                    let mut cmd = Command::new("sh");
-                    cmd.arg("-c").arg(c).env("PORT", port.to_string());
-                    if let Some(url) = &redis_url {
-                        cmd.env("REDIS_URL", url);
-                    }
-                    // Its output goes to stderr, so loadlab's own stdout stays machine-readable.
-                    cmd.stdout(std::io::stderr());
-                    cmd
-                }
-                None => {
-                    let mut cmd = Command::new(loadlab_exe);
-                    cmd.args(["serve", "--port", &port.to_string()]);
-                    if topology.runtime != Runtime::Rust {
-                        cmd.args(["--runtime", topology.runtime.name()]);
-                        cmd.args(["--workers", &topology.workers.to_string()]);
-                    } else if topology.workers > 1 {
-                        cmd.arg("--reuse-port");
-                    }
-                    cmd.args(&topology.serve_args);
-                    if let Some(url) = &redis_url {
-                        cmd.args(["--redis-url", url]);
-                    }
-                    cmd.stdout(stdout_of(topology.stdout, &label)?);
-                    if topology.stdout == Stdout::Tty && std::env::var_os("TERM").is_none() {
-                        // A terminal window says what it is; without it Node prints no colour.
-                        cmd.env("TERM", "xterm-256color");
-                    }
-                    cmd
-                }
-            };
-            let mut cmd = cmd;
-            if let Some(n) = topology.cpus {
-                pin(&mut cmd, &replica_cores(r, n)?);
-            }
-            let child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
-            deployment.instances.push(child);
-        }
-        let expected: Vec<u32> = deployment.instances[first..]
-            .iter()
-            .map(Supervised::pid)
-            .collect();
-        // Only Rust workers answer /info with the PIDs started here (a Node or gunicorn
-        // worker is a child of the process started).
-        let own_service = topology.command.is_none() && topology.runtime == Runtime::Rust;
-        wait_ready(
-            &mut deployment.instances[first..],
-            *port,
+        start_replica(
+            &mut deployment,
             topology,
-            own_service.then_some(&expected),
+            loadlab_exe,
+            (r, *port),
+            processes,
         )?;
     }
     let workers = if topology.workers > 1 {
@@ -447,6 +361,150 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         deployment.description = format!("{what}{workers} on {}{store}", deployment.url);
         return Ok(deployment);
     }
+    let (balanced, fallback) = start_balancer(&mut deployment, topology, front, &ports)?;
+    deployment.description = format!(
+        "{} replicas of {what}{workers}{balanced}{store}{fallback}",
+        topology.replicas
+    );
+    Ok(deployment)
+}
+
+/// Refuses a topology whose settings contradict each other.
+fn check(topology: &Topology) -> Result<(), LabError> {
+    if topology.workers == 0 || topology.replicas == 0 {
+        return Err(LabError::Invalid(
+            "workers and replicas must be at least 1".into(),
+        ));
+    }
+    if topology.command.is_some() && topology.workers > 1 {
+        return Err(LabError::Invalid(
+            "--workers applies to loadlab's own service; give your command its own worker setting"
+                .into(),
+        ));
+    }
+    if topology.command.is_some() && topology.runtime != Runtime::Rust {
+        return Err(LabError::Invalid(
+            "a runtime applies to loadlab's service, not to your own command".into(),
+        ));
+    }
+    if topology.redis && topology.command.is_none() && topology.runtime != Runtime::Rust {
+        return Err(LabError::Invalid(format!(
+            "the {} service has no Redis store (only the Rust one has): drop `store: redis`, or \
+             use `runtime: rust`",
+            topology.runtime
+        )));
+    }
+    Ok(())
+}
+
+/// Starts the topology's redis-server and its visit-counting consumers, when it has a store.
+fn start_store(
+    deployment: &mut Deployment,
+    topology: &Topology,
+    loadlab_exe: &Path,
+) -> Result<(), LabError> {
+    if !topology.redis {
+        return Ok(());
+    }
+    let redis = RedisServer::start()?;
+    let url = redis.url();
+    deployment.redis = Some(redis);
+    for i in 1..=topology.consumers {
+        let cmd = consumer_command(loadlab_exe, &url, i, topology.shards);
+        let child = Supervised::spawn(&format!("consumer {i}"), cmd).map_err(LabError::Io)?;
+        deployment.consumers.push(child);
+    }
+    deployment.consumer_spec = Some((loadlab_exe.to_path_buf(), url, topology.shards));
+    Ok(())
+}
+
+/// Starts replica `r`'s `processes` on `port` and waits until they answer.
+fn start_replica(
+    deployment: &mut Deployment,
+    topology: &Topology,
+    loadlab_exe: &Path,
+    (r, port): (usize, u16),
+    processes: usize,
+) -> Result<(), LabError> {
+    let redis_url = deployment.redis.as_ref().map(RedisServer::url);
+    let first = deployment.instances.len();
+    for w in 0..processes {
+        let label = match (topology.replicas, processes) {
+            (1, 1) => "service".to_string(),
+            (1, _) => format!("worker {}", w + 1),
+            (_, 1) => format!("replica {}", r + 1),
+            _ => format!("replica {} worker {}", r + 1, w + 1),
+        };
+        let mut cmd = instance_command(topology, loadlab_exe, port, &label, redis_url.as_deref())?;
+        if let Some(n) = topology.cpus {
+            pin(&mut cmd, &replica_cores(r, n)?);
+        }
+        let child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
+        deployment.instances.push(child);
+    }
+    let expected: Vec<u32> = deployment.instances[first..]
+        .iter()
+        .map(Supervised::pid)
+        .collect();
+    // Only Rust workers answer /info with the PIDs started here (a Node or gunicorn worker is
+    // a child of the process started).
+    let own_service = topology.command.is_none() && topology.runtime == Runtime::Rust;
+    wait_ready(
+        &mut deployment.instances[first..],
+        port,
+        topology,
+        own_service.then_some(&expected),
+    )
+}
+
+/// The command of one process of the service on `port`: the user's own command, or `loadlab
+/// serve` in the topology's runtime.
+fn instance_command(
+    topology: &Topology,
+    loadlab_exe: &Path,
+    port: u16,
+    label: &str,
+    redis_url: Option<&str>,
+) -> Result<Command, LabError> {
+    if let Some(c) = &topology.command {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(c).env("PORT", port.to_string());
+        if let Some(url) = redis_url {
+            cmd.env("REDIS_URL", url);
+        }
+        // Its output goes to stderr, so loadlab's own stdout stays machine-readable.
+        cmd.stdout(std::io::stderr());
+        return Ok(cmd);
+    }
+    let mut cmd = Command::new(loadlab_exe);
+    cmd.args(["serve", "--port", &port.to_string()]);
+    if topology.runtime != Runtime::Rust {
+        cmd.args(["--runtime", topology.runtime.name()]);
+        cmd.args(["--workers", &topology.workers.to_string()]);
+    } else if topology.workers > 1 {
+        cmd.arg("--reuse-port");
+    }
+    cmd.args(&topology.serve_args);
+    if let Some(url) = redis_url {
+        cmd.args(["--redis-url", url]);
+    }
+    cmd.stdout(stdout_of(topology.stdout, label)?);
+    if topology.stdout == Stdout::Tty && std::env::var_os("TERM").is_none() {
+        // A terminal window says what it is; without it Node prints no colour.
+        cmd.env("TERM", "xterm-256color");
+    }
+    Ok(cmd)
+}
+
+/// Puts the topology's balancer in front of the replicas on `ports` (nginx, the built-in
+/// proxy when nginx is missing, or the client itself); returns how the replicas are
+/// balanced, in words, and why the built-in proxy stood in for nginx when it did.
+fn start_balancer(
+    deployment: &mut Deployment,
+    topology: &Topology,
+    front: u16,
+    ports: &[u16],
+) -> Result<(String, &'static str), LabError> {
     let lb = match topology.lb {
         Lb::Nginx => match nginx::find_nginx() {
             Ok(_) => Lb::Nginx,
@@ -471,7 +529,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             };
             let config = NginxConfig {
                 port: front,
-                upstreams: ports.clone(),
+                upstreams: ports.to_vec(),
                 proxy_timeout: topology.proxy_timeout,
                 keepalive: 64,
                 static_dir,
@@ -480,6 +538,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             let mut balancer = nginx::start(&prefix, &conf)?;
             wait_ready(std::slice::from_mut(&mut balancer), front, topology, None)?;
             deployment.balancer = Some(balancer);
+            Ok((format!(" behind nginx on {}", deployment.url), fallback))
         }
         Lb::Builtin => {
             let listener = TcpListener::bind(("127.0.0.1", front))
@@ -489,31 +548,25 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
                 .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
                 .collect();
             deployment.proxy = Some(Proxy::start(listener, backends).map_err(LabError::Io)?);
+            Ok((
+                format!(" behind the built-in proxy on {}", deployment.url),
+                fallback,
+            ))
         }
         Lb::Client => {
             deployment.fronts = ports
                 .iter()
                 .map(|p| format!("http://127.0.0.1:{p}"))
                 .collect();
-            deployment.description = format!(
-                "{} replicas of {what}{workers}, balanced by the client over {}{store}",
-                topology.replicas,
-                deployment.fronts.join(" ")
-            );
-            return Ok(deployment);
+            Ok((
+                format!(
+                    ", balanced by the client over {}",
+                    deployment.fronts.join(" ")
+                ),
+                fallback,
+            ))
         }
     }
-    deployment.description = format!(
-        "{} replicas of {what}{workers} behind {} on {}{store}{fallback}",
-        topology.replicas,
-        if lb == Lb::Nginx {
-            "nginx"
-        } else {
-            "the built-in proxy"
-        },
-        deployment.url
-    );
-    Ok(deployment)
 }
 
 /// Polls `port` until it answers HTTP (and, for loadlab's service, until every expected PID

@@ -216,17 +216,55 @@ pub fn render_summary(s: &Summary) -> String {
     if !s.complete {
         let _ = writeln!(out, "  (interrupted: partial results)");
     }
+    latency_lines(&mut out, s);
+    traffic_lines(&mut out, s);
+    if let Some(u) = &s.users {
+        user_lines(&mut out, u);
+    }
+    outcome_lines(&mut out, s);
+    generator_lines(&mut out, s);
+    request_lines(&mut out, s);
+    phase_lines(&mut out, s);
+    if let Some(server) = &s.server {
+        server_lines(&mut out, server);
+    }
+    if let Some(p) = &s.profile {
+        profile_lines(&mut out, p);
+    }
+    if !s.thresholds.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&thresholds::render_thresholds(&s.thresholds));
+    }
+    if !s.findings.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  findings");
+        for f in &s.findings {
+            let _ = writeln!(out, "  - {}", f.message);
+            if !f.next.is_empty() {
+                let _ = writeln!(out, "    next: {}", f.next);
+            }
+        }
+    }
+    out
+}
+
+/// The latency table (from the intended start and from the send) and where the time went.
+fn latency_lines(out: &mut String, s: &Summary) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
         "  {:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>10}",
         "latency (ms)", "p2.5", "p50", "p97.5", "p99", "p99.9", "avg", "stdev", "max"
     );
-    latency_row(&mut out, "from intended", &s.latency_ms);
-    latency_row(&mut out, "from send", &s.service_latency_ms);
+    latency_row(out, "from intended", &s.latency_ms);
+    latency_row(out, "from send", &s.service_latency_ms);
     if let Some(line) = timings_line(s) {
         let _ = writeln!(out, "  timings      {line}");
     }
+}
+
+/// The rate achieved (and offered) and the requests by outcome.
+fn traffic_lines(out: &mut String, s: &Summary) {
     let _ = writeln!(out);
     let t = &s.throughput;
     let offered = t
@@ -253,37 +291,43 @@ pub fn render_summary(s: &Summary) -> String {
         thousands(r.dropped),
         thousands(r.unfinished)
     );
-    if let Some(u) = &s.users {
+}
+
+/// The virtual users: sessions, static files, failures, checks and a script's own metrics.
+fn user_lines(out: &mut String, u: &loadlab_run::summary::Users) {
+    let _ = writeln!(
+        out,
+        "  users        started {}  completed {}  failed {}  most at once {}  session p50 {:.2} ms  p99 {:.2} ms",
+        thousands(u.started),
+        thousands(u.completed),
+        thousands(u.failed),
+        thousands(u.max_active),
+        u.session_ms.p50,
+        u.session_ms.p99
+    );
+    if u.static_fetched + u.static_skipped > 0 {
         let _ = writeln!(
             out,
-            "  users        started {}  completed {}  failed {}  most at once {}  session p50 {:.2} ms  p99 {:.2} ms",
-            thousands(u.started),
-            thousands(u.completed),
-            thousands(u.failed),
-            thousands(u.max_active),
-            u.session_ms.p50,
-            u.session_ms.p99
+            "  static       fetched {}  skipped {} (on other hosts)",
+            thousands(u.static_fetched),
+            thousands(u.static_skipped)
         );
-        if u.static_fetched + u.static_skipped > 0 {
-            let _ = writeln!(
-                out,
-                "  static       fetched {}  skipped {} (on other hosts)",
-                thousands(u.static_fetched),
-                thousands(u.static_skipped)
-            );
-        }
-        let failures = counted(u.failures.iter().map(|(why, n)| (why.clone(), *n)), "");
-        if !failures.is_empty() {
-            let _ = writeln!(out, "  failed by    {failures}");
-        }
-        let checks = counted(u.checks_failed.iter().map(|(why, n)| (why.clone(), *n)), "");
-        if !checks.is_empty() {
-            let _ = writeln!(out, "  checks failed {checks}");
-        }
-        if let Some(m) = &u.metrics {
-            custom_metrics(&mut out, m);
-        }
     }
+    let failures = counted(u.failures.iter().map(|(why, n)| (why.clone(), *n)), "");
+    if !failures.is_empty() {
+        let _ = writeln!(out, "  failed by    {failures}");
+    }
+    let checks = counted(u.checks_failed.iter().map(|(why, n)| (why.clone(), *n)), "");
+    if !checks.is_empty() {
+        let _ = writeln!(out, "  checks failed {checks}");
+    }
+    if let Some(m) = &u.metrics {
+        custom_metrics(out, m);
+    }
+}
+
+/// Responses by status, Apdex, transport errors, and the TLS, HTTP/2 and shard lines.
+fn outcome_lines(out: &mut String, s: &Summary) {
     let codes = counted(
         s.status.iter().map(|(code, n)| (code.clone(), *n)),
         "no responses",
@@ -315,7 +359,11 @@ pub fn render_summary(s: &Summary) -> String {
     if let Some(line) = http2_line(s) {
         let _ = writeln!(out, "  http2        {line}");
     }
-    shard_lines(&mut out, s);
+    shard_lines(out, s);
+}
+
+/// The generator's own health: CPU, memory, schedule lag, connections opened, warnings.
+fn generator_lines(out: &mut String, s: &Summary) {
     let g = &s.generator;
     let _ = writeln!(
         out,
@@ -353,6 +401,10 @@ pub fn render_summary(s: &Summary) -> String {
     for w in &g.warnings {
         let _ = writeln!(out, "  warning: {w}");
     }
+}
+
+/// Each named request: completed, errors, latency.
+fn request_lines(out: &mut String, s: &Summary) {
     if !s.requests_by_name.is_empty() {
         let width = s
             .requests_by_name
@@ -380,6 +432,10 @@ pub fn render_summary(s: &Summary) -> String {
             );
         }
     }
+}
+
+/// Each phase of a run of several: its rate and latency.
+fn phase_lines(out: &mut String, s: &Summary) {
     if s.phases.len() > 1 {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -396,79 +452,68 @@ pub fn render_summary(s: &Summary) -> String {
             );
         }
     }
-    if let Some(server) = &s.server {
-        let _ = writeln!(out);
-        if !server.processes.is_empty() {
+}
+
+/// The watched processes' CPU and memory, and the stores' load and queues.
+fn server_lines(out: &mut String, server: &loadlab_run::summary::Server) {
+    let _ = writeln!(out);
+    if !server.processes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:<8}{:<18}{:>12}{:>12}{:>14}{:>14}",
+            "pid", "process", "cpu avg %", "cpu max %", "cpu wait %", "rss max MB"
+        );
+    } else if server.stores.is_empty() {
+        let _ = writeln!(out, "  (the watched processes had exited)");
+    }
+    for p in &server.processes {
+        let _ = writeln!(
+            out,
+            "  {:<8}{:<18}{:>12.1}{:>12.1}{:>14.1}{:>14.1}",
+            p.pid, p.name, p.cpu_pct_avg, p.cpu_pct_max, p.cpu_wait_pct_avg, p.rss_mb_max
+        );
+    }
+    for st in &server.stores {
+        let _ = writeln!(
+            out,
+            "  {}: {:.0} commands/s on average (most {:.0}), memory up to {:.1} MB, up to {} clients",
+            st.name, st.commands_per_s_avg, st.commands_per_s_max, st.memory_mb_max, st.clients_max
+        );
+        for q in &st.streams {
             let _ = writeln!(
                 out,
-                "  {:<8}{:<18}{:>12}{:>12}{:>14}{:>14}",
-                "pid", "process", "cpu avg %", "cpu max %", "cpu wait %", "rss max MB"
+                "    stream {}: up to {} entries; backlog up to {} undelivered, {} at the end; {} delivered but unacknowledged at the end",
+                q.name, q.length_max, q.lag_max, q.lag_end, q.pending_end
             );
-        } else if server.stores.is_empty() {
-            let _ = writeln!(out, "  (the watched processes had exited)");
         }
-        for p in &server.processes {
-            let _ = writeln!(
-                out,
-                "  {:<8}{:<18}{:>12.1}{:>12.1}{:>14.1}{:>14.1}",
-                p.pid, p.name, p.cpu_pct_avg, p.cpu_pct_max, p.cpu_wait_pct_avg, p.rss_mb_max
-            );
+    }
+}
+
+/// The profile's top functions, or why none was recorded.
+fn profile_lines(out: &mut String, p: &loadlab_run::summary::ProfileSummary) {
+    let _ = writeln!(out);
+    match &p.error {
+        Some(why) => {
+            let _ = writeln!(out, "  profile      not recorded: {why}");
         }
-        for st in &server.stores {
+        None => {
             let _ = writeln!(
                 out,
-                "  {}: {:.0} commands/s on average (most {:.0}), memory up to {:.1} MB, up to {} clients",
-                st.name, st.commands_per_s_avg, st.commands_per_s_max, st.memory_mb_max, st.clients_max
+                "  profile      {} stacks by {} from {:.1} s for {:.1} s; top functions (self %, total %):",
+                p.samples, p.backend, p.start_s, p.duration_s
             );
-            for q in &st.streams {
+            for t in p.top.iter().take(5) {
                 let _ = writeln!(
                     out,
-                    "    stream {}: up to {} entries; backlog up to {} undelivered, {} at the end; {} delivered but unacknowledged at the end",
-                    q.name, q.length_max, q.lag_max, q.lag_end, q.pending_end
+                    "    {:>5.1} {:>5.1}  {}",
+                    t.self_pct, t.total_pct, t.function
                 );
             }
-        }
-    }
-    if let Some(p) = &s.profile {
-        let _ = writeln!(out);
-        match &p.error {
-            Some(why) => {
-                let _ = writeln!(out, "  profile      not recorded: {why}");
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "  profile      {} stacks by {} from {:.1} s for {:.1} s; top functions (self %, total %):",
-                    p.samples, p.backend, p.start_s, p.duration_s
-                );
-                for t in p.top.iter().take(5) {
-                    let _ = writeln!(
-                        out,
-                        "    {:>5.1} {:>5.1}  {}",
-                        t.self_pct, t.total_pct, t.function
-                    );
-                }
-                for n in &p.notes {
-                    let _ = writeln!(out, "    note: {n}");
-                }
+            for n in &p.notes {
+                let _ = writeln!(out, "    note: {n}");
             }
         }
     }
-    if !s.thresholds.is_empty() {
-        let _ = writeln!(out);
-        out.push_str(&thresholds::render_thresholds(&s.thresholds));
-    }
-    if !s.findings.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "  findings");
-        for f in &s.findings {
-            let _ = writeln!(out, "  - {}", f.message);
-            if !f.next.is_empty() {
-                let _ = writeln!(out, "    next: {}", f.next);
-            }
-        }
-    }
-    out
 }
 
 /// One row of a side-by-side comparison of runs.

@@ -1,7 +1,7 @@
 //! An experiment's verdicts as sentences, after the lab's table: a block per question (a
 //! workload against a baseline topology, or a workload pair on one topology), its baseline
-//! named once with what limited it, then a line per variant and measure, folded to fit 120
-//! columns.
+//! named once with what limited it, then a line per variant and measure with, under it, the
+//! share of the ideal scaling and what limited the variant; every line fits 120 columns.
 
 use std::fmt::Write;
 
@@ -24,31 +24,32 @@ pub fn render_verdicts(verdicts: &[Verdict]) -> String {
     for v in verdicts {
         let heading = heading(v);
         if block.as_ref() != Some(&heading) {
-            let mut line = heading.clone();
+            let _ = writeln!(out, "  {heading}");
             if let Some(limits) = limits_of(v, &v.baseline) {
-                let _ = write!(line, " — {}: {limits}", v.baseline);
+                fold(
+                    &mut out,
+                    "    ",
+                    &format!("{}: {limits}", v.baseline),
+                    "      ",
+                );
             }
-            fold(&mut out, "  ", &line, "      ");
             block = Some(heading);
         }
         let interval = match v.rounds {
             1 => "one round, no interval: run rounds: 3 or more to judge".to_string(),
             n => format!("×{:.2}–×{:.2} over {n} rounds", v.ci_low, v.ci_high),
         };
-        let mut line = format!(
+        let line = format!(
             "{} {}: {} ×{:.2} ({interval})",
             if v.differs { "≠" } else { "=" },
             v.variant,
             measure_name(&v.measure),
             v.ratio
         );
-        if let Some(scaling) = &v.scaling {
-            let _ = write!(line, "; {scaling}");
-        }
-        if let Some(limits) = limits_of(v, &v.variant) {
-            let _ = write!(line, "; {limits}");
-        }
         fold(&mut out, "    ", &line, "        ");
+        for part in v.scaling.iter().cloned().chain(limits_of(v, &v.variant)) {
+            fold(&mut out, "        ", &part, "          ");
+        }
     }
     out
 }
@@ -126,18 +127,24 @@ mod tests {
         };
         let text = render_verdicts(&[v.clone(), v]);
         let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "  block, against 1 worker", "{text}");
         assert_eq!(
-            lines[1],
-            "  block, against 1 worker — 1 worker: not the CPU (2 % of a core in all)"
-        );
-        assert!(
-            lines[2].starts_with(
-                "    ≠ 3 workers: breaking point ×3.00 (×2.80–×3.20 over 3 rounds); 1 → 3 \
-                 processes: 100 % of the ideal ×3;"
-            ),
+            lines[2], "    1 worker: not the CPU (2 % of a core in all)",
             "{text}"
         );
-        assert!(lines[3].starts_with("        "), "{text}");
+        assert_eq!(
+            lines[3], "    ≠ 3 workers: breaking point ×3.00 (×2.80–×3.20 over 3 rounds)",
+            "{text}"
+        );
+        assert_eq!(
+            lines[4], "        1 → 3 processes: 100 % of the ideal ×3",
+            "{text}"
+        );
+        assert!(lines[5].starts_with("        the probe read"), "{text}");
+        assert!(
+            lines[6].starts_with("          "),
+            "a long line goes on under itself: {text}"
+        );
         // The block's heading once, however many verdicts it holds.
         assert_eq!(text.matches("against 1 worker").count(), 1, "{text}");
         assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");

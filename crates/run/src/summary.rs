@@ -10,6 +10,7 @@ use crate::error_kind::{ErrorKind, TlsFailure};
 use crate::interval::us_to_ms;
 use crate::plan::Protocol;
 use crate::record::{RunData, Timings};
+use crate::server::ServerData;
 
 /// Functions listed in a summary's profile.
 const TOP_FUNCTIONS: usize = 20;
@@ -835,36 +836,8 @@ impl Summary {
         let rps = c.completed as f64 / secs;
         let offered_rps = run.offered_rps();
         let latency = LatencyStats::from_histogram(&t.latency);
-        let lag_p99 = if t.lag.is_empty() {
-            0.0
-        } else {
-            us_to_ms(t.lag.value_at_quantile(0.99))
-        };
-        let g = &run.generator;
-        let k = &g.connect;
+        let k = &run.generator.connect;
         let tls = run.plan.uses_tls().then(|| tls_summary(run));
-        let open = offered_rps.is_some();
-        let phases = run
-            .phases
-            .iter()
-            .filter(|p| p.start_s < secs)
-            .map(|p| {
-                let length = p
-                    .duration_s
-                    .unwrap_or(f64::INFINITY)
-                    .min(secs - p.start_s)
-                    .max(1e-9);
-                let c = &p.totals.counts;
-                Phase {
-                    name: p.name.clone(),
-                    start_s: p.start_s,
-                    duration_s: length,
-                    offered_rps: open.then(|| c.offered as f64 / length),
-                    rps: c.completed as f64 / length,
-                    latency_ms: LatencyStats::from_histogram(&p.totals.latency),
-                }
-            })
-            .collect();
         Summary {
             schema: SUMMARY_SCHEMA.into(),
             complete: run.complete,
@@ -895,52 +868,9 @@ impl Summary {
                 .map(|(code, n)| (code.to_string(), n))
                 .collect(),
             errors: Errors::from_kinds(&c.error_kinds),
-            generator: Generator {
-                processor_cpu_s: run.users.as_ref().and_then(|u| u.processor_cpu_s),
-                cpu_s: g.cpu_s,
-                max_rss_mb: g.max_rss_mb,
-                schedule_lag_ms_p99: lag_p99,
-                pacing: g.pacing.gap_cv().map(|cv| Pacing {
-                    slack_ms: run.plan.pacing_slack.as_secs_f64() * 1000.0,
-                    arrival_gap_cv: cv,
-                }),
-                saturated: false,
-                threads: g.threads,
-                warnings: Vec::new(),
-                connect: Connect {
-                    connections: k.connections,
-                    opened: k.opened,
-                    failed: k.failed,
-                    duration_s: k.duration_s,
-                    rate_per_s: k.rate_per_s,
-                    source_addrs: run
-                        .plan
-                        .source_addrs
-                        .iter()
-                        .map(|a| a.to_string())
-                        .collect(),
-                    file_limit: k.file_limit,
-                },
-            },
-            phases,
-            requests_by_name: run
-                .by_name
-                .iter()
-                .map(|(name, iv)| {
-                    let c = &iv.counts;
-                    let named = NamedRequests {
-                        completed: c.completed,
-                        ok: c.ok,
-                        errors: c.errors(),
-                        status: c
-                            .statuses()
-                            .map(|(code, n)| (code.to_string(), n))
-                            .collect(),
-                        latency_ms: LatencyStats::from_histogram(&iv.latency),
-                    };
-                    (name.clone(), named)
-                })
-                .collect(),
+            generator: generator_of(run),
+            phases: phases_of(run),
+            requests_by_name: requests_by_name(run),
             findings: Vec::new(),
             timings_ms: Breakdown::from_timings(&run.timings),
             tls,
@@ -952,39 +882,8 @@ impl Summary {
                     cleartext: !run.plan.uses_tls(),
                 }),
             },
-            users: run.users.as_ref().map(|u| Users {
-                started: c.users_started,
-                completed: c.users_completed,
-                failed: c.users_failed,
-                failures: u.failures.clone(),
-                checks_failed: u.checks_failed.clone(),
-                max_active: run
-                    .timeline
-                    .iter()
-                    .map(|r| r.users_active)
-                    .max()
-                    .unwrap_or(0),
-                session_ms: LatencyStats::from_histogram(&u.sessions),
-                static_fetched: u.static_fetched,
-                static_skipped: u.static_skipped,
-                metrics: CustomSummary::of(&u.custom, secs),
-            }),
-            server: run.server.as_ref().map(|d| Server {
-                processes: d
-                    .processes
-                    .iter()
-                    .map(|p| ServerProcess {
-                        name: p.name.clone(),
-                        pid: p.pid,
-                        cpu_pct_avg: p.cpu_pct_avg(),
-                        cpu_pct_max: p.cpu_pct_max(),
-                        cpu_wait_pct_avg: p.cpu_wait_pct_avg(),
-                        rss_mb_max: p.rss_mb_max(),
-                    })
-                    .collect(),
-                stores: d.stores.iter().map(ServerStore::from_series).collect(),
-                host_cpu_pct_avg: d.host_cpu_pct_avg(),
-            }),
+            users: users_of(run),
+            server: run.server.as_ref().map(server_of),
             profile: run
                 .profile
                 .as_ref()
@@ -996,26 +895,164 @@ impl Summary {
                     .shard
                     .map_or_else(|| run.plan.fingerprint(), |s| s.plan_hash)
             ),
-            shard: run.plan.shard.map(|s| {
-                let (connections, max_connections) = run.plan.model.connection_bounds();
-                ShardSummary {
-                    index: s.index,
-                    count: s.count,
-                    connections,
-                    max_connections,
-                    pipeline: run.plan.pipeline(),
-                }
-            }),
-            start: run.plan.start_at.map(|at| StartSummary {
-                requested: humantime::format_rfc3339_millis(at).to_string(),
-                offset_ms: match run.started_at.duration_since(at) {
-                    Ok(late) => late.as_secs_f64() * 1000.0,
-                    Err(early) => -early.duration().as_secs_f64() * 1000.0,
-                },
-            }),
+            shard: shard_of(run),
+            start: start_of(run),
             merged: None,
         }
     }
+}
+
+/// The phases a run reached, each with its length as run, its rates and latency.
+fn phases_of(run: &RunData) -> Vec<Phase> {
+    let secs = run.secs();
+    let open = run.offered_rps().is_some();
+    run.phases
+        .iter()
+        .filter(|p| p.start_s < secs)
+        .map(|p| {
+            let length = p
+                .duration_s
+                .unwrap_or(f64::INFINITY)
+                .min(secs - p.start_s)
+                .max(1e-9);
+            let c = &p.totals.counts;
+            Phase {
+                name: p.name.clone(),
+                start_s: p.start_s,
+                duration_s: length,
+                offered_rps: open.then(|| c.offered as f64 / length),
+                rps: c.completed as f64 / length,
+                latency_ms: LatencyStats::from_histogram(&p.totals.latency),
+            }
+        })
+        .collect()
+}
+
+/// The generator's figures (its health is judged by `analyze::health`).
+fn generator_of(run: &RunData) -> Generator {
+    let lag = &run.totals.lag;
+    let lag_p99 = if lag.is_empty() {
+        0.0
+    } else {
+        us_to_ms(lag.value_at_quantile(0.99))
+    };
+    let g = &run.generator;
+    let k = &g.connect;
+    Generator {
+        processor_cpu_s: run.users.as_ref().and_then(|u| u.processor_cpu_s),
+        cpu_s: g.cpu_s,
+        max_rss_mb: g.max_rss_mb,
+        schedule_lag_ms_p99: lag_p99,
+        pacing: g.pacing.gap_cv().map(|cv| Pacing {
+            slack_ms: run.plan.pacing_slack.as_secs_f64() * 1000.0,
+            arrival_gap_cv: cv,
+        }),
+        saturated: false,
+        threads: g.threads,
+        warnings: Vec::new(),
+        connect: Connect {
+            connections: k.connections,
+            opened: k.opened,
+            failed: k.failed,
+            duration_s: k.duration_s,
+            rate_per_s: k.rate_per_s,
+            source_addrs: run
+                .plan
+                .source_addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
+            file_limit: k.file_limit,
+        },
+    }
+}
+
+/// Each named request's counts and latency.
+fn requests_by_name(run: &RunData) -> BTreeMap<String, NamedRequests> {
+    run.by_name
+        .iter()
+        .map(|(name, iv)| {
+            let c = &iv.counts;
+            let named = NamedRequests {
+                completed: c.completed,
+                ok: c.ok,
+                errors: c.errors(),
+                status: c
+                    .statuses()
+                    .map(|(code, n)| (code.to_string(), n))
+                    .collect(),
+                latency_ms: LatencyStats::from_histogram(&iv.latency),
+            };
+            (name.clone(), named)
+        })
+        .collect()
+}
+
+/// The virtual users' section, for a run of the users model.
+fn users_of(run: &RunData) -> Option<Users> {
+    let c = &run.totals.counts;
+    run.users.as_ref().map(|u| Users {
+        started: c.users_started,
+        completed: c.users_completed,
+        failed: c.users_failed,
+        failures: u.failures.clone(),
+        checks_failed: u.checks_failed.clone(),
+        max_active: run
+            .timeline
+            .iter()
+            .map(|r| r.users_active)
+            .max()
+            .unwrap_or(0),
+        session_ms: LatencyStats::from_histogram(&u.sessions),
+        static_fetched: u.static_fetched,
+        static_skipped: u.static_skipped,
+        metrics: CustomSummary::of(&u.custom, run.secs()),
+    })
+}
+
+/// The watched processes' and stores' figures.
+fn server_of(d: &ServerData) -> Server {
+    Server {
+        processes: d
+            .processes
+            .iter()
+            .map(|p| ServerProcess {
+                name: p.name.clone(),
+                pid: p.pid,
+                cpu_pct_avg: p.cpu_pct_avg(),
+                cpu_pct_max: p.cpu_pct_max(),
+                cpu_wait_pct_avg: p.cpu_wait_pct_avg(),
+                rss_mb_max: p.rss_mb_max(),
+            })
+            .collect(),
+        stores: d.stores.iter().map(ServerStore::from_series).collect(),
+        host_cpu_pct_avg: d.host_cpu_pct_avg(),
+    }
+}
+
+/// Which shard of its plan a run was, with its part of the connections.
+fn shard_of(run: &RunData) -> Option<ShardSummary> {
+    run.plan.shard.map(|s| {
+        let (connections, max_connections) = run.plan.model.connection_bounds();
+        ShardSummary {
+            index: s.index,
+            count: s.count,
+            connections,
+            max_connections,
+            pipeline: run.plan.pipeline(),
+        }
+    })
+}
+
+/// When a run asked to start (`--start-at`), and how far from it it started.
+fn start_of(run: &RunData) -> Option<StartSummary> {
+    run.plan.start_at.map(|at| StartSummary {
+        requested: humantime::format_rfc3339_millis(at).to_string(),
+        offset_ms: match run.started_at.duration_since(at) {
+            Ok(late) => late.as_secs_f64() * 1000.0,
+            Err(early) => -early.duration().as_secs_f64() * 1000.0,
+        },
+    })
 }
 
 /// The `tls` section of a run with `https://` targets.
