@@ -119,7 +119,11 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         compare: Vec::new(),
         baselines: Vec::new(),
     };
-    let cells = run_matrix(&experiment, &out.join("replicas"), &stop, None)?.cells;
+    let lab = run_matrix(&experiment, &out.join("replicas"), &stop, None)?;
+    // The tour's cells are a lab directory like any other: `loadlab report` reads it again.
+    let judged = loadlab_analyze::lab::judge(&lab, loadlab_harness::cores());
+    loadlab_report::files::write_lab(&lab, &judged, false)?;
+    let cells = lab.cells;
     println!("\n{}", render_lab_table(&cells));
     println!("  findings on calc (every run's summary.json has its own):");
     for c in cells.iter().filter(|c| c.workload.starts_with("calc")) {
@@ -155,8 +159,8 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
          - delay waits without holding a worker, so one replica already serves 300/s at ~100 ms:\n\
          \x20 replicas add nothing where nothing is saturated (seed 001's finding).\n\
          - calc is CPU work: at 1.5× one replica's capacity its queue and latency grow through the\n\
-         \x20 run; 3 replicas share it across the cores (seed 000's breaking points). The server\n\
-         \x20 cpu % column is the sum over the replicas' processes, sampled from /proc; the service\n\
+         \x20 run; 3 replicas share it across the cores (seed 000's breaking points). The cpu %\n\
+         \x20 column is the sum over the replicas' processes, sampled from /proc; the service\n\
          \x20 demand (CPU per request) gives the rate the cores can serve at most (seed 002's 1000/T).\n\
          - runtimes: the same /calc costs what each runtime pays for it (seed 001: the\n\
          \x20 technology matters as much as the replica count); `loadlab serve --runtime node`\n\
@@ -168,7 +172,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
          \x20 scheduled start and shows it, and its service latency (svc p99, from the actual send)\n\
          \x20 stays low because the requests queued in the generator, not in the server.\n\
          Results: {} (one run directory per cell with summary.json, timeline.csv, latency.hlog,\n\
-         server.csv).",
+         server.csv; replicas/ is a lab directory, comparison.csv and lab.json beside its cells).",
         out.display(),
         cores = std::thread::available_parallelism().map_or(1, |n| n.get())
     );

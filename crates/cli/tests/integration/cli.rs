@@ -409,3 +409,40 @@ fn html_reports_and_plots_are_written_for_runs_and_overlays() {
     let bad = loadlab(&["run", &url, "-d", "1s", "--html"]);
     assert!(!bad.status.success(), "--html needs --out");
 }
+
+#[test]
+fn the_demo_tours_the_seeds_and_leaves_a_lab_directory_that_report_reads_again() {
+    // The README's first command, shortened to 1 s a run.
+    let _alone = crate::support::alone();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let done = loadlab_ok(&["demo", "--seconds", "1", "--out", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    for said in [
+        "  1 replica\n",
+        "  3 replicas\n",
+        "ping closed c=50",
+        "findings on calc",
+        "3 worker(s)",
+        "/stall open 200/s c=1",
+    ] {
+        assert!(stdout.contains(said), "{said:?} missing:\n{stdout}");
+    }
+    // Every table line fits 120 columns.
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("    "))
+            .all(|l| l.chars().count() <= 120),
+        "{stdout}"
+    );
+    let lab = out.join("replicas");
+    let judged = read_json(&lab.join("lab.json"));
+    assert_eq!(judged["cells"].as_array().unwrap().len(), 8, "{judged}");
+    let again = loadlab_ok(&["report", lab.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("ping open 2000/s"));
+    assert_eq!(
+        read_json(&lab.join("lab.json"))["verdicts"],
+        judged["verdicts"]
+    );
+}
