@@ -1,27 +1,34 @@
-//! `summary.json`'s schema is a contract: fields are added, never renamed. The committed
-//! `schemas/summary.v1.json` must match the types; refresh it with
-//! `LOADLAB_UPDATE_SCHEMAS=1 cargo test -p loadlab-run --test schema` after adding a field.
+//! `summary.json`'s and `lab.json`'s schemas are contracts: fields are added, never renamed.
+//! The committed `schemas/summary.v1.json` and `schemas/lab.v1.json` must match the types;
+//! refresh them with `LOADLAB_UPDATE_SCHEMAS=1 cargo test -p loadlab-run --test schema` after
+//! adding a field.
 
 use std::path::PathBuf;
 
 use loadlab_run::summary_schema;
 
-fn committed_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/summary.v1.json")
+/// Asserts that `schemas/<file>` holds `schema` (writing it first with
+/// `LOADLAB_UPDATE_SCHEMAS`).
+fn assert_committed(file: &str, schema: serde_json::Value) {
+    let generated = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../schemas")
+        .join(file);
+    if std::env::var_os("LOADLAB_UPDATE_SCHEMAS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed =
+        std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("schemas/{file} exists"));
+    assert_eq!(
+        committed, generated,
+        "the types behind {file} changed: refresh with LOADLAB_UPDATE_SCHEMAS=1 and check no \
+         field was renamed"
+    );
 }
 
 #[test]
 fn the_committed_schema_matches_the_summary_types() {
-    let generated = serde_json::to_string_pretty(&summary_schema()).unwrap() + "\n";
-    let path = committed_path();
-    if std::env::var_os("LOADLAB_UPDATE_SCHEMAS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path).expect("schemas/summary.v1.json exists");
-    assert_eq!(
-        committed, generated,
-        "summary types changed: refresh with LOADLAB_UPDATE_SCHEMAS=1 and check no field was renamed"
-    );
+    assert_committed("summary.v1.json", summary_schema());
 }
 
 #[test]
@@ -55,16 +62,7 @@ fn every_field_of_the_design_contract_is_required() {
 
 #[test]
 fn the_committed_lab_schema_matches_the_lab_types() {
-    let generated = serde_json::to_string_pretty(&loadlab_run::lab::lab_schema()).unwrap() + "\n";
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/lab.v1.json");
-    if std::env::var_os("LOADLAB_UPDATE_SCHEMAS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path).expect("schemas/lab.v1.json exists");
-    assert_eq!(
-        committed, generated,
-        "lab.json's types changed: refresh with LOADLAB_UPDATE_SCHEMAS=1 and check no field was renamed"
-    );
+    assert_committed("lab.v1.json", loadlab_run::lab::lab_schema());
 }
 
 #[test]
