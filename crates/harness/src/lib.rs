@@ -3,7 +3,7 @@
 //! dashboard ([`dashboard`]); an experiment's matrix of topologies × workloads ([`matrix`])
 //! and its conclusion, also of a lab read again ([`conclude`]);
 //! the stepped runs of the probe and the capacity search ([`steps`], [`probe`], [`capacity`]);
-//! and the merge of shards' run directories into one ([`merge`]).
+//! `loadlab demo`'s tour ([`demo`]); and the merge of shards' run directories into one ([`merge`]).
 //! Subcommands parse, call one of these, and print.
 
 #![deny(missing_docs)]
@@ -11,6 +11,7 @@
 pub mod capacity;
 pub mod conclude;
 pub mod dashboard;
+pub mod demo;
 pub mod execute;
 pub mod interrupt;
 pub mod matrix;
