@@ -383,10 +383,15 @@ pub struct ServeArgs {
     /// drains, as a service started in a shell writes to).
     #[arg(long, value_name = "null|pipe|file|tty")]
     pub stdout: Option<String>,
-    /// Cores each replica may run on, pinned round robin over the host's cores, as a
-    /// container given that many CPUs [default: every core].
-    #[arg(long, value_name = "N", value_parser = positive_count)]
-    pub cpus: Option<usize>,
+    /// CPUs each replica may use: a whole number pins it to that many cores round robin over
+    /// the host's, as a container given that many CPUs; a fraction (0.25) sets a control
+    /// group's CPU quota, as `docker run --cpus 0.25` [default: every core].
+    #[arg(long, value_name = "CPUS", value_parser = loadlab_input::values::cpus)]
+    pub cpus: Option<f64>,
+    /// Memory each replica may hold (256M, 1G), without swap, as `docker run --memory`; past
+    /// it the kernel's OOM killer ends the replica.
+    #[arg(long, value_name = "SIZE", value_parser = loadlab_input::values::memory_size)]
+    pub memory: Option<u64>,
     /// Most requests each process serves at once; past it it answers 429 (seed 002's
     /// per-instance concurrency limit).
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]

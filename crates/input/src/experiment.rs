@@ -275,10 +275,14 @@ pub struct TopologySpec {
     /// container runtime's log driver would), `null` or `file`.
     #[serde(default, deserialize_with = "null_is_a_name")]
     pub stdout: Option<String>,
-    /// Cores each replica may run on, pinned round robin over the host's (as a container
-    /// given that many CPUs); every core by default.
+    /// CPUs each replica may use: a whole number pins it to that many cores round robin over
+    /// the host's (as a container given that many CPUs), a fraction (`0.25`) sets a control
+    /// group's CPU quota (as `docker run --cpus 0.25`); every core by default.
     #[serde(default)]
-    pub cpus: Option<usize>,
+    pub cpus: Option<f64>,
+    /// Memory each replica may hold (`256M`, `1G`), without swap, as `docker run --memory`.
+    #[serde(default)]
+    pub memory: Option<String>,
     /// The topology this one is judged against (default: the first), so an experiment with
     /// two factors (runtime and replicas) compares within each.
     #[serde(default)]
@@ -472,6 +476,12 @@ impl TopologySpec {
             static_at_lb,
             stdout: self.stdout.as_deref().map(stdout_named).transpose()?,
             cpus: self.cpus,
+            memory: self
+                .memory
+                .as_deref()
+                .map(crate::values::memory_size)
+                .transpose()
+                .map_err(TopologyError::Memory)?,
         })
     }
 
@@ -595,6 +605,7 @@ mod tests {
             static_files: None,
             stdout: None,
             cpus: None,
+            memory: None,
             against: None,
         };
         assert_eq!(spec(None).topology().unwrap().runtime, Runtime::Rust);

@@ -30,6 +30,12 @@ pub enum TopologyError {
     /// Zero workers or replicas.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// A memory size that cannot be read.
+    #[error("memory: {0}")]
+    Memory(String),
+    /// A budget of zero or less.
+    #[error("{0} must be more than 0")]
+    NotPositive(&'static str),
     /// A runtime asked for together with the user's own command.
     #[error("--runtime applies to loadlab's service; --cmd runs your own server")]
     RuntimeWithCommand,
@@ -79,8 +85,11 @@ pub struct TopologyInput {
     pub static_at_lb: bool,
     /// Where the service processes' standard output goes.
     pub stdout: Option<Stdout>,
-    /// Cores each replica may run on.
-    pub cpus: Option<usize>,
+    /// CPUs each replica may use: whole ones pin it to that many cores, a fraction sets a
+    /// quota.
+    pub cpus: Option<f64>,
+    /// Memory each replica may hold, bytes.
+    pub memory: Option<u64>,
 }
 
 /// The balancer `name` names (`nginx`, `builtin`, `client`).
@@ -109,6 +118,9 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
     }
     if replicas == 0 {
         return Err(TopologyError::Zero("replicas"));
+    }
+    if input.cpus.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+        return Err(TopologyError::NotPositive("cpus"));
     }
     if input.command.is_some() && runtime != Runtime::Rust {
         return Err(TopologyError::RuntimeWithCommand);
@@ -139,10 +151,9 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
         profile: input.profile,
         static_at_lb: input.static_at_lb,
         stdout: input.stdout.unwrap_or(defaults::STDOUT),
-        cpus: match input.cpus {
-            Some(0) => return Err(TopologyError::Zero("cpus")),
-            c => c,
-        },
+        cpus: input.cpus.filter(|c| c.fract() == 0.0).map(|c| c as usize),
+        cpu_quota: input.cpus.filter(|c| c.fract() != 0.0),
+        memory_bytes: input.memory,
     })
 }
 

@@ -116,6 +116,50 @@ pub fn non_negative_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// CPUs' worth of time, more than zero: `2` (whole cores, pinned) or `0.25` (a quota).
+pub fn cpus(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c > 0.0 && c <= 1024.0 => Ok(c),
+        Ok(_) => Err("must be more than 0 and at most 1024 CPUs".into()),
+        Err(_) => Err("expected a number of CPUs, such as 2 or 0.25".into()),
+    }
+}
+
+/// A memory size in bytes, as Docker's `--memory` and Kubernetes' limits write it: a number
+/// with an optional unit `k`, `m`, `g` (powers of 1024, as Docker reads them, in either case,
+/// with or without an `i` or a `b`): `256M`, `256Mi`, `1g`, `512mb`. At least 4 MiB, the least
+/// a process needs to start.
+pub fn memory_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.trim_end_matches('b').trim_end_matches('i');
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "unknown unit in {s:?}: use k, m or g, such as 256M"
+            ))
+        }
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("expected a memory size such as 256M, got {s:?}"))?;
+    let bytes = n * mult as f64;
+    if !bytes.is_finite() || bytes < (4u64 << 20) as f64 {
+        return Err(format!(
+            "{s:?} is under 4M, too little for a process to start"
+        ));
+    }
+    Ok(bytes as u64)
+}
+
 /// Local addresses, as `--source-addr` takes them: a comma-separated list of addresses and
 /// ranges (`127.0.0.2,127.0.0.5-127.0.0.9`).
 #[derive(Debug, Clone, PartialEq, Eq)]

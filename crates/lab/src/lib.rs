@@ -3,6 +3,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cgroup;
 pub mod nginx;
 pub mod process;
 pub mod profile;
@@ -79,6 +80,9 @@ pub enum LabError {
     /// A runtime's dependencies or code are missing.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// A replica's CPU or memory budget could not be set.
+    #[error(transparent)]
+    Budget(#[from] crate::cgroup::CgroupError),
     /// Starting a process or writing a file failed.
     #[error(transparent)]
     Io(std::io::Error),

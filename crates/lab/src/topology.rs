@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::cgroup::{Budget, Budgets, CGROUP_ROOT};
 use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
 use crate::proxy::Proxy;
@@ -37,6 +38,9 @@ pub struct Deployment {
     probes: Vec<u16>,
     /// The path a settle probe asks for.
     health_path: String,
+    /// The replicas' CPU and memory budgets (their control groups), when the topology sets
+    /// any; removed after the processes stop.
+    budgets: Option<Budgets>,
 }
 
 impl Deployment {
@@ -160,6 +164,7 @@ impl Drop for Deployment {
         }
         // Last: the instances and consumers may still be using it while they stop.
         self.redis.take();
+        self.budgets.take();
     }
 }
 
@@ -329,7 +334,15 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             .flat_map(|&p| std::iter::repeat_n(p, processes))
             .collect(),
         health_path: topology.health_path.clone(),
+        budgets: None,
     };
+    let budget = Budget {
+        cpus: topology.cpu_quota,
+        memory_bytes: topology.memory_bytes,
+    };
+    if !budget.is_none() {
+        deployment.budgets = Some(Budgets::new(Path::new(CGROUP_ROOT))?);
+    }
     start_store(&mut deployment, topology, loadlab_exe)?;
     for (r, port) in ports.iter().enumerate() {
         start_replica(
@@ -428,6 +441,15 @@ fn start_replica(
 ) -> Result<(), LabError> {
     let redis_url = deployment.redis.as_ref().map(RedisServer::url);
     let first = deployment.instances.len();
+    let budget = Budget {
+        cpus: topology.cpu_quota,
+        memory_bytes: topology.memory_bytes,
+    };
+    // One group per replica: its workers share its budget, as a container's processes do.
+    let group = match deployment.budgets.as_mut() {
+        Some(b) => Some(b.group(&format!("replica-{}", r + 1), &budget)?),
+        None => None,
+    };
     for w in 0..processes {
         let label = match (topology.replicas, processes) {
             (1, 1) => "service".to_string(),
@@ -438,6 +460,9 @@ fn start_replica(
         let mut cmd = instance_command(topology, loadlab_exe, port, &label, redis_url.as_deref())?;
         if let Some(n) = topology.cpus {
             pin(&mut cmd, &replica_cores(r, n)?);
+        }
+        if let Some(g) = &group {
+            g.join_on_spawn(&mut cmd)?;
         }
         let child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
         deployment.instances.push(child);

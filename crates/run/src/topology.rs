@@ -179,4 +179,10 @@ pub struct Topology {
     /// Cores each replica may run on (all its workers together), pinned round robin over the
     /// host's cores, as a container given that many CPUs; `None` for every core.
     pub cpus: Option<usize>,
+    /// CPUs' worth of time each replica may use (all its workers together), a fraction such
+    /// as 0.25, enforced by a control group's CPU quota as `docker run --cpus 0.25` does.
+    pub cpu_quota: Option<f64>,
+    /// Memory each replica may hold, bytes, without swap, enforced by a control group's
+    /// limit as `docker run --memory` does (the kernel's OOM killer ends a replica past it).
+    pub memory_bytes: Option<u64>,
 }

@@ -33,7 +33,11 @@ pub fn main(a: ServeArgs) -> Result<Outcome> {
     // Another runtime runs its own workers (cluster, gunicorn) under one process. The visits
     // application's consumers are processes of their own: with its own Redis, a topology
     // starts them (an instance given --redis-url is one of its processes).
-    let single = a.replicas == 1 && a.cmd.is_none() && !(a.visits && own_redis) && a.cpus.is_none();
+    let single = a.replicas == 1
+        && a.cmd.is_none()
+        && !(a.visits && own_redis)
+        && a.cpus.is_none()
+        && a.memory.is_none();
     match runtime {
         Runtime::Rust if single && a.workers == 1 => {
             let redis = own_redis
@@ -188,6 +192,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
             .map(loadlab_input::topology::stdout_named)
             .transpose()?,
         cpus: a.cpus,
+        memory: a.memory,
     })?;
     let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;

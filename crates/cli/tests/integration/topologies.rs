@@ -256,3 +256,86 @@ fn a_services_stdout_goes_to_null_a_drained_pipe_a_file_or_a_terminal_and_never_
         assert_eq!(s["requests"]["ok"], 2000, "{topology}: {}", s["requests"]);
     }
 }
+
+#[test]
+fn a_replica_on_a_quarter_cpu_uses_a_quarter_of_a_core_and_its_control_group_goes_with_it() {
+    use std::path::{Path, PathBuf};
+    let _alone = crate::support::alone();
+    let mut t = Served::start(&["--cpus", "0.25", "--memory", "256M"]);
+    let replica = t.pids[0];
+    // Its group is `loadlab-<serve's pid>/replica-1`, in v1's cpu tree or v2's one tree.
+    let parent = format!("loadlab-{}", t.child.id());
+    let groups: Vec<PathBuf> = [
+        "/sys/fs/cgroup/cpu",
+        "/sys/fs/cgroup/cpu,cpuacct",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup",
+    ]
+    .iter()
+    .map(|root| Path::new(root).join(&parent).join("replica-1"))
+    .filter(|g| g.is_dir())
+    .collect();
+    assert!(
+        !groups.is_empty(),
+        "no group {parent}/replica-1 under /sys/fs/cgroup"
+    );
+    for g in &groups {
+        let procs = std::fs::read_to_string(g.join("cgroup.procs")).unwrap();
+        assert!(
+            procs.split_whitespace().any(|p| p == replica.to_string()),
+            "{} holds {procs:?}, not the replica {replica}",
+            g.display()
+        );
+    }
+    // /calc is CPU work: four connections keep more than a core busy without a budget.
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    crate::support::loadlab_ok(&[
+        "run",
+        &format!("http://127.0.0.1:{}/calc?n=200000", t.port),
+        "-c",
+        "4",
+        "-d",
+        "3s",
+        "--watch-pid",
+        &replica.to_string(),
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let s = crate::support::read_json(&run_dir.join("summary.json"));
+    assert!(
+        s["requests"]["ok"].as_u64().unwrap() > 0,
+        "{}",
+        s["requests"]
+    );
+    let cpu = s["server"]["processes"][0]["cpu_pct_avg"].as_f64().unwrap();
+    assert!(
+        (15.0..=30.0).contains(&cpu),
+        "a replica of 0.25 CPU used {cpu} % of a core"
+    );
+    t.interrupt();
+    for g in &groups {
+        assert!(!g.exists(), "{} is left", g.display());
+        assert!(!g.parent().unwrap().exists(), "{parent} is left");
+    }
+    // A loadlab killed outright leaves its groups behind; the next one to set a budget
+    // removes them before it starts.
+    let mut killed = Served::start(&["--cpus", "0.25"]);
+    let left: Vec<PathBuf> = groups
+        .iter()
+        .map(|g| {
+            g.parent()
+                .and_then(Path::parent)
+                .unwrap()
+                .join(format!("loadlab-{}", killed.child.id()))
+        })
+        .collect();
+    assert!(left.iter().all(|g| g.is_dir()), "{left:?}");
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    let mut next = Served::start(&["--cpus", "0.25"]);
+    for g in &left {
+        assert!(!g.exists(), "{} was left by a killed loadlab", g.display());
+    }
+    next.interrupt();
+}
