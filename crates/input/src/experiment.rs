@@ -767,4 +767,28 @@ mod tests {
         let e = format!("{:#}", experiment(neither).unwrap_err());
         assert!(e.contains("give run (a fixed load), capacity"), "{e}");
     }
+
+    #[test]
+    fn a_topology_takes_a_cpu_quota_and_a_memory_limit() {
+        let dir = std::env::temp_dir().join(format!("loadlab-exp-budget-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("e.yaml");
+        let write = |topology: &str| {
+            std::fs::write(
+                &file,
+                format!(
+                    "name: e\ntopologies:\n  - {topology}\nworkloads:\n  - {{ name: w, run: /ping }}\n"
+                ),
+            )
+            .unwrap();
+        };
+        write("{ name: small, replicas: 2, cpus: 0.5, memory: 128M }");
+        let exp = load(&file).unwrap();
+        let t = &exp.topologies[0].1;
+        assert_eq!((t.cpu_quota, t.memory_bytes), (Some(0.5), Some(128 << 20)));
+        write("{ name: small, memory: lots }");
+        let e = load(&file).unwrap_err().to_string();
+        assert!(e.contains("topology \"small\": memory:"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -228,4 +228,30 @@ mod tests {
         };
         assert!(lower(&at_nginx).unwrap().static_at_lb);
     }
+
+    #[test]
+    fn a_fraction_of_a_cpu_is_a_quota_and_a_whole_number_pins() {
+        let with = |cpus: f64| {
+            lower(&TopologyInput {
+                cpus: Some(cpus),
+                memory: Some(64 << 20),
+                ..TopologyInput::default()
+            })
+        };
+        let t = with(0.25).unwrap();
+        assert_eq!(
+            (t.cpus, t.cpu_quota, t.memory_bytes),
+            (None, Some(0.25), Some(64 << 20))
+        );
+        let t = with(2.0).unwrap();
+        assert_eq!((t.cpus, t.cpu_quota), (Some(2), None));
+        assert_eq!(
+            with(0.0).unwrap_err().to_string(),
+            "cpus must be more than 0"
+        );
+        assert_eq!(
+            with(-1.0).unwrap_err().to_string(),
+            "cpus must be more than 0"
+        );
+    }
 }

@@ -294,4 +294,22 @@ mod tests {
         assert!(addr_list("localhost").is_err());
         assert!(addr_list("10.0.0.0-10.255.255.255").is_err(), "too many");
     }
+
+    #[test]
+    fn a_budget_reads_cpus_and_memory_as_docker_writes_them() {
+        assert_eq!(cpus("0.25"), Ok(0.25));
+        assert_eq!(cpus("2"), Ok(2.0));
+        for bad in ["0", "-1", "abc", "inf", "2000"] {
+            assert!(cpus(bad).is_err(), "{bad}");
+        }
+        assert_eq!(memory_size("256M"), Ok(256 << 20));
+        assert_eq!(memory_size("256Mi"), Ok(256 << 20));
+        assert_eq!(memory_size("256mb"), Ok(256 << 20));
+        assert_eq!(memory_size("1g"), Ok(1 << 30));
+        assert_eq!(memory_size("1.5G"), Ok(3 << 29));
+        assert_eq!(memory_size("8388608"), Ok(8 << 20));
+        for bad in ["", "256T", "1M", "M", "12x"] {
+            assert!(memory_size(bad).is_err(), "{bad}");
+        }
+    }
 }
