@@ -4,20 +4,20 @@
 
 use std::path::Path;
 
-use loadlab_run::lab::{LabJson, SavedLab};
+use loadlab_run::lab::SavedLab;
 use loadlab_run::ThresholdResult;
 
 use crate::Result;
 
 /// Judges `lab` against the host's `cores`, prints its table, verdicts and each cell's
 /// thresholds, and writes `lab.json`, `comparison.csv` (with `html`, `report.html`; with
-/// `junit`, the thresholds as JUnit XML); returns the judgment and every threshold's result.
+/// `junit`, the thresholds as JUnit XML); returns every cell's threshold results.
 pub fn conclude_lab(
     lab: &SavedLab,
     cores: usize,
     html: bool,
     junit: Option<&Path>,
-) -> Result<(LabJson, Vec<ThresholdResult>)> {
+) -> Result<Vec<ThresholdResult>> {
     let judged = loadlab_analyze::lab::judge(lab, cores);
     println!("\n{}", loadlab_report::render_lab_table(&lab.cells));
     print!(
@@ -51,7 +51,7 @@ pub fn conclude_lab(
         if html { "report.html, " } else { "" }
     );
     let all = suites.into_iter().flat_map(|(_, _, r)| r).collect();
-    Ok((judged, all))
+    Ok(all)
 }
 
 /// A report file that could not be written, as the job's error.

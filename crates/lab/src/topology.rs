@@ -336,11 +336,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         health_path: topology.health_path.clone(),
         budgets: None,
     };
-    let budget = Budget {
-        cpus: topology.cpu_quota,
-        memory_bytes: topology.memory_bytes,
-    };
-    if !budget.is_none() {
+    if !budget_of(topology).is_none() {
         deployment.budgets = Some(Budgets::new(Path::new(CGROUP_ROOT))?);
     }
     start_store(&mut deployment, topology, loadlab_exe)?;
@@ -380,6 +376,14 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         topology.replicas
     );
     Ok(deployment)
+}
+
+/// What each of the topology's replicas may use.
+fn budget_of(topology: &Topology) -> Budget {
+    Budget {
+        cpus: topology.cpu_quota,
+        memory_bytes: topology.memory_bytes,
+    }
 }
 
 /// Refuses a topology whose settings contradict each other.
@@ -441,13 +445,9 @@ fn start_replica(
 ) -> Result<(), LabError> {
     let redis_url = deployment.redis.as_ref().map(RedisServer::url);
     let first = deployment.instances.len();
-    let budget = Budget {
-        cpus: topology.cpu_quota,
-        memory_bytes: topology.memory_bytes,
-    };
     // One group per replica: its workers share its budget, as a container's processes do.
     let group = match deployment.budgets.as_mut() {
-        Some(b) => Some(b.group(&format!("replica-{}", r + 1), &budget)?),
+        Some(b) => Some(b.group(&format!("replica-{}", r + 1), &budget_of(topology))?),
         None => None,
     };
     for w in 0..processes {

@@ -168,7 +168,7 @@ pub fn write_lab(lab: &SavedLab, judged: &LabJson, html: bool) -> Result<(), Fil
     let mut latency = Vec::new();
     let mut links = Vec::new();
     for c in &lab.cells {
-        let rel = loadlab_run::lab::cell_path(&c.topology, &c.workload, c.round, rounds);
+        let rel = lab.cell_path(c);
         let dir = lab.dir.join(&rel);
         // A cell left out (its topology crashed) may have no complete run directory.
         let Ok(saved) = loadlab_run::read_run_dir(&dir) else {

@@ -37,7 +37,7 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     }
     let dashboard = Dashboard::start_if(a.dashboard.as_deref(), &stop)?;
     let lab = run_matrix(&exp, &out, &stop, dashboard.as_ref())?;
-    let (_, thresholds) = conclude_lab(&lab, cores(), a.html, a.junit.as_deref())?;
+    let thresholds = conclude_lab(&lab, cores(), a.html, a.junit.as_deref())?;
     if let Some(d) = dashboard {
         // The page follows the lab cell by cell and says done only now.
         if let Some(last) = lab.cells.last() {

@@ -101,6 +101,6 @@ fn lab(dir: &Path, a: &ReportArgs) -> Result<Outcome> {
         lab.cells.len(),
         dir.display()
     );
-    let (_, thresholds) = conclude_lab(&lab, cores, true, a.junit.as_deref())?;
+    let thresholds = conclude_lab(&lab, cores, true, a.junit.as_deref())?;
     Ok(Outcome::judged(&thresholds))
 }

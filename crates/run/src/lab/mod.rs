@@ -161,14 +161,14 @@ pub struct SavedLab {
 }
 
 impl SavedLab {
-    /// Where `cell`'s run directory is.
-    pub fn cell_dir(&self, cell: &LabCell) -> PathBuf {
-        self.dir.join(cell_path(
+    /// Where `cell`'s run directory is, relative to the lab directory.
+    pub fn cell_path(&self, cell: &LabCell) -> PathBuf {
+        cell_path(
             &cell.topology,
             &cell.workload,
             cell.round,
             self.experiment.rounds,
-        ))
+        )
     }
 }
 
@@ -530,7 +530,7 @@ mod tests {
         let saved = read_lab_dir(dir.path()).unwrap();
         assert_eq!(saved.experiment, e);
         assert_eq!(saved.cells, vec![ran]);
-        assert_eq!(saved.cell_dir(&saved.cells[0]), cell_dir);
+        assert_eq!(dir.path().join(saved.cell_path(&saved.cells[0])), cell_dir);
     }
 
     #[test]
