@@ -87,7 +87,11 @@ function millis(name, value, def) {
 }
 
 /** The query parameters every endpoint with a query reads (the Rust service's `Params`). */
-const PARAMS = ['ms', 'n', 'log', 'every_ms', 'for_ms'];
+const PARAMS = ['ms', 'n', 'log', 'every_ms', 'for_ms', 'kb'];
+/** Most KB one /leak request keeps (1 GB). */
+const MAX_LEAK_KB = 1 << 20;
+/** What /leak kept, for the process's life. */
+const leaked = [];
 
 /** Refuses a repeated parameter among `names`, in the words of the Rust service's framework. */
 class QueryRejection extends Error {}
@@ -277,6 +281,13 @@ function app(config) {
     busyWait(millis('ms', param(req, 'ms')));
     text(res, 200, 'done');
   }, PARAMS);
+  get('/leak', (req, res) => {
+    const kb = number('kb', param(req, 'kb'), undefined, MAX_LEAK_KB);
+    // Filled, so every page is written and resident.
+    leaked.push(Buffer.alloc(kb * 1024, 0x5a));
+    const held = leaked.reduce((sum, b) => sum + b.length, 0) / 1024;
+    text(res, 200, `kept ${kb} KB; ${held} KB held\n`);
+  }, PARAMS);
   get('/info', (req, res) => {
     const log = param(req, 'log');
     let print;
@@ -414,7 +425,7 @@ function app(config) {
     text(
       res,
       404,
-      `no endpoint ${req.path}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /site/PAGE, /static/FILE, POST /login, /account, /health\n`,
+      `no endpoint ${req.path}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /leak?kb=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /site/PAGE, /static/FILE, POST /login, /account, /health\n`,
     );
   });
   // Express knows an error handler by its four parameters, so `next` stays though unused.

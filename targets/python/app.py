@@ -37,7 +37,7 @@ TOKENS_LOCK = threading.Lock()
 TOKENS = {}
 
 NOT_FOUND_HINT = (
-    "try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, "
+    "try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /leak?kb=N, /info, /bbox/async, "
     "/bbox/sync, /turno/NAME, /site/PAGE, /static/FILE, POST /login, /account, /health"
 )
 
@@ -120,7 +120,7 @@ class QueryRejection(Exception):
 
 
 #: The query parameters whose repetition is refused (the Rust handlers' `Params`).
-PARAMS = ("ms", "n", "log", "every_ms", "for_ms")
+PARAMS = ("ms", "n", "log", "every_ms", "for_ms", "kb")
 
 
 def quoted(value):
@@ -247,6 +247,21 @@ def heavy(req):
     """Busy-waits ms milliseconds on the CPU."""
     busy_wait(millis("ms", req.param("ms")))
     return text("200 OK", "done")
+
+
+#: Most KB one /leak request keeps (1 GB).
+MAX_LEAK_KB = 1 << 20
+
+#: What /leak kept, for the process's life.
+LEAKED = []
+
+
+def leak(req):
+    """Keeps kb KB for the process's life, every byte written so it is resident."""
+    kb = number("kb", req.param("kb"), None, MAX_LEAK_KB)
+    LEAKED.append(b"\x5a" * (kb * 1024))
+    held = sum(len(b) for b in LEAKED) // 1024
+    return text("200 OK", f"kept {kb} KB; {held} KB held\n")
 
 
 def info(req):
@@ -390,6 +405,7 @@ ROUTES = {
     "/block": ("GET", block),
     "/calc": ("GET", calc),
     "/heavy": ("GET", heavy),
+    "/leak": ("GET", leak),
     "/info": ("GET", info),
     "/stall": ("GET", stall),
     "/bbox/async": ("GET", bbox_async),
@@ -399,7 +415,7 @@ ROUTES = {
 }
 
 #: Handlers that read a query, and its parameters.
-QUERIES = {delay: PARAMS, block: PARAMS, calc: PARAMS, heavy: PARAMS, info: PARAMS, stall: PARAMS, site: ("work_ms",)}
+QUERIES = {delay: PARAMS, block: PARAMS, calc: PARAMS, heavy: PARAMS, leak: PARAMS, info: PARAMS, stall: PARAMS, site: ("work_ms",)}
 
 #: One-segment paths: prefix → handler of the segment.
 PREFIXES = {"/turno/": turno, "/site/": site, "/static/": static_file}

@@ -39,9 +39,9 @@ pub struct CapacitySearch {
     pub max_connections: usize,
     /// Generator threads of each rate's run.
     pub threads: usize,
-    /// Processes sampled during each rate's run (a lab cell's topology), so each step's
-    /// summary says what the service used.
-    pub watch: Vec<i32>,
+    /// What is watched during each rate's run (a lab cell's topology's processes and
+    /// budgets), so each step's summary says what the service used.
+    pub watch: crate::Watch,
 }
 
 impl CapacitySearch {
@@ -57,7 +57,7 @@ impl CapacitySearch {
             max_time: flags.max_time,
             max_connections: flags.max_connections,
             threads: flags.threads.unwrap_or_else(loadlab_run::defaults::threads),
-            watch: Vec::new(),
+            watch: crate::Watch::default(),
         }
     }
 }
@@ -234,7 +234,13 @@ fn climb(
         if !steps.is_empty() {
             drain(target, base_ms, stop)?;
         }
-        let (step, _, _) = closed_step(target, concurrency, (requests, max_duration), stop, &[])?;
+        let (step, _, _) = closed_step(
+            target,
+            concurrency,
+            (requests, max_duration),
+            stop,
+            &crate::Watch::default(),
+        )?;
         steps.push(step);
     }
     let alone_ms = steps.first().map_or(base_ms, |s| s.mean_ms);

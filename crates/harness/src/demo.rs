@@ -235,7 +235,7 @@ fn black_box(stop: &StopSignal) -> Result<()> {
         &format!("{}/bbox/sync", server.url),
         Duration::from_secs(10),
     );
-    crate::probe::print_probe(&target, &limits, &[], stop)?;
+    crate::probe::print_probe(&target, &limits, &crate::Watch::default(), stop)?;
     Ok(())
 }
 

@@ -19,6 +19,9 @@ pub struct Watch {
     pub stores: Vec<String>,
     /// Also profile the processes' CPU during the steady state.
     pub profile: bool,
+    /// Control groups of budgeted processes, read each second for CPU against the quota,
+    /// throttling, memory and OOM kills.
+    pub groups: Vec<loadlab_lab::cgroup::Group>,
 }
 
 /// Longest profiling window.
@@ -93,7 +96,7 @@ fn execute_plan(
     watch: &Watch,
     dashboard: Option<&Dashboard>,
 ) -> Result<(RunData, Summary)> {
-    let sampler = if watch.pids.is_empty() && watch.stores.is_empty() {
+    let sampler = if watch.pids.is_empty() && watch.stores.is_empty() && watch.groups.is_empty() {
         None
     } else {
         let feed = match dashboard {
@@ -103,6 +106,7 @@ fn execute_plan(
         Some(loadlab_lab::Sampler::start_feeding(
             &watch.pids,
             &watch.stores,
+            &watch.groups,
             Duration::from_secs(1),
             feed,
         )?)

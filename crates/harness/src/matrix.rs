@@ -79,10 +79,14 @@ pub fn run_matrix(
                 let (mut lab_cell, run) = run_cell(&cell, &deployment, stop, dashboard)?;
                 let complete = run.as_ref().map_or(!stop.is_stopped(), |r| r.complete);
                 if let Some((label, pid, status)) = deployment.casualty() {
-                    let why = format!(
-                        "{label} (pid {pid}) exited during the cell ({status}){}",
-                        last_seen(run.as_ref(), pid)
-                    );
+                    let group = deployment.group_of(&label).map(|g| g.name.clone());
+                    let why = match oom_killed(&lab_cell.summary, group.as_deref()) {
+                        Some(words) => format!("{label} (pid {pid}) was {words}"),
+                        None => format!(
+                            "{label} (pid {pid}) exited during the cell ({status}){}",
+                            last_seen(run.as_ref(), pid)
+                        ),
+                    };
                     println!(
                         "    {why}: the cell is left out of the comparisons; starting {name} again"
                     );
@@ -140,17 +144,17 @@ fn run_cell(
 ) -> Result<(LabCell, Option<RunData>)> {
     let (name, topology) = cell.topology;
     let w = cell.workload;
-    let pids: Vec<i32> = deployment.pids().iter().map(|p| *p as i32).collect();
+    let watch = Watch {
+        pids: deployment.pids().iter().map(|p| *p as i32).collect(),
+        stores: deployment.redis_url().into_iter().collect(),
+        profile: topology.profile,
+        groups: deployment.groups().to_vec(),
+    };
     println!("    running {} …", w.name);
     let title = format!("{name} / {}", w.name);
     let mut probe = None;
     let (run, summary, capacity) = match &w.load {
         Load::Run(flags) => {
-            let watch = Watch {
-                pids,
-                stores: deployment.redis_url().into_iter().collect(),
-                profile: topology.profile,
-            };
             let plan = loadlab_input::lower::workload(flags, &deployment.fronts)?;
             if let Some(d) = dashboard {
                 d.begin(
@@ -172,7 +176,7 @@ fn run_cell(
             (run, summary, None)
         }
         Load::Capacity(flags) => {
-            let Some((run, summary, found)) = breaking_point(flags, &deployment.url, pids, stop)?
+            let Some((run, summary, found)) = breaking_point(flags, &deployment.url, watch, stop)?
             else {
                 let why = "the target did not answer one request with a success";
                 return Ok((cell.left_out(why), None));
@@ -183,10 +187,13 @@ fn run_cell(
             let f = flags.on_front(&deployment.url);
             let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
             println!("      {}", loadlab_report::probe::header());
-            let probed =
-                crate::probe::probe(&target, &crate::probe::limits_of(&f), &pids, stop, |step| {
-                    println!("      {}", loadlab_report::probe::step_line(step))
-                })?;
+            let probed = crate::probe::probe(
+                &target,
+                &crate::probe::limits_of(&f),
+                &watch,
+                stop,
+                |step| println!("      {}", loadlab_report::probe::step_line(step)),
+            )?;
             let result = ProbeResult {
                 url: f.url.clone(),
                 verdict: probed.verdict,
@@ -219,6 +226,26 @@ fn run_cell(
     Ok((lab_cell, Some(run)))
 }
 
+/// How the kernel's OOM killer ended a process of control group `group` during the cell, in
+/// words ("killed by the kernel's OOM killer at its 64 MB limit, 3 s into the cell"), when the
+/// cell's readings of the group saw it do so.
+fn oom_killed(summary: &Summary, group: Option<&str>) -> Option<String> {
+    let group = group?;
+    let b = summary
+        .server
+        .as_ref()?
+        .budgets
+        .iter()
+        .find(|b| b.name == group && b.oom_kills > 0)?;
+    let limit = b
+        .memory_limit_mb
+        .map_or(String::new(), |mb| format!(" at its {mb:.0} MB limit"));
+    let when = b
+        .oom_second
+        .map_or(String::new(), |s| format!(", {s} s into the cell"));
+    Some(format!("killed by the kernel's OOM killer{limit}{when}"))
+}
+
 /// When the lab last saw process `pid` running, from the cell's server samples.
 fn last_seen(run: Option<&RunData>, pid: u32) -> String {
     let last = run
@@ -238,7 +265,7 @@ fn last_seen(run: Option<&RunData>, pid: u32) -> String {
 fn breaking_point(
     flags: &CapacityFlags,
     front: &str,
-    pids: Vec<i32>,
+    watch: Watch,
     stop: &StopSignal,
 ) -> Result<Option<(RunData, Summary, CapacityResult)>> {
     let f = flags.on_front(front);
@@ -249,7 +276,7 @@ fn breaking_point(
         return Ok(None);
     };
     let mut search = CapacitySearch::new(slo, &f);
-    search.watch = pids;
+    search.watch = watch;
     let found = capacity(&target, base_ms, started, &search, stop, |p| {
         if let Progress::Step(step) = p {
             println!("      {}", loadlab_report::capacity::step_line(step));

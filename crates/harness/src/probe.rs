@@ -43,7 +43,7 @@ pub fn limits_of(flags: &loadlab_input::ProbeFlags) -> ProbeLimits {
 pub fn probe(
     target: &UrlTarget,
     limits: &ProbeLimits,
-    watch: &[i32],
+    watch: &crate::Watch,
     stop: &StopSignal,
     mut on_step: impl FnMut(&ProbeStep),
 ) -> Result<Probed> {
@@ -94,7 +94,7 @@ pub fn probe(
 pub fn print_probe(
     target: &UrlTarget,
     limits: &ProbeLimits,
-    watch: &[i32],
+    watch: &crate::Watch,
     stop: &StopSignal,
 ) -> Result<Probed> {
     println!("{}", loadlab_report::probe::header());

@@ -13,13 +13,13 @@ use crate::Result;
 /// Longest wait for a service to drain between steps.
 const MAX_DRAIN: Duration = Duration::from_secs(15);
 
-/// Runs one step's plan without a progress line, watching `watch`.
-pub fn run_step(plan: &ValidPlan, stop: &StopSignal, watch: &[i32]) -> Result<(RunData, Summary)> {
-    let watch = crate::Watch {
-        pids: watch.to_vec(),
-        ..crate::Watch::default()
-    };
-    crate::execute(plan, stop, false, &watch, None)
+/// Runs one step's plan without a progress line, watching what `watch` names.
+pub fn run_step(
+    plan: &ValidPlan,
+    stop: &StopSignal,
+    watch: &crate::Watch,
+) -> Result<(RunData, Summary)> {
+    crate::execute(plan, stop, false, watch, None)
 }
 
 /// One closed-model step of `concurrency` connections and no think time: `requests` requests
@@ -30,7 +30,7 @@ pub fn closed_step(
     concurrency: usize,
     (requests, duration): (Option<u64>, Duration),
     stop: &StopSignal,
-    watch: &[i32],
+    watch: &crate::Watch,
 ) -> Result<(ProbeStep, RunData, Summary)> {
     let plan = loadlab_input::lower::url(
         target,
@@ -92,7 +92,7 @@ pub fn one_request_ms(target: &UrlTarget, stop: &StopSignal) -> Result<Option<f6
         },
         1,
     )?;
-    let (_, s) = run_step(&plan, stop, &[])?;
+    let (_, s) = run_step(&plan, stop, &crate::Watch::default())?;
     Ok((s.requests.ok == 1).then_some(s.latency_ms.max))
 }
 

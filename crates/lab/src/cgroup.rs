@@ -50,6 +50,9 @@ pub enum Hierarchy {
         cpu: PathBuf,
         /// The `memory` controller's tree.
         memory: PathBuf,
+        /// The `cpuacct` controller's tree, where a group's CPU time is counted: `cpu`'s own
+        /// when they are mounted together, `None` when it is not mounted.
+        cpuacct: Option<PathBuf>,
     },
 }
 
@@ -106,18 +109,38 @@ impl Hierarchy {
         let memory = root.join("memory");
         match cpu {
             Some(cpu) if memory.join("memory.limit_in_bytes").is_file() => {
-                Ok(Hierarchy::V1 { cpu, memory })
+                let cpuacct = [cpu.clone(), root.join("cpuacct")]
+                    .into_iter()
+                    .find(|p| p.join("cpuacct.usage").is_file());
+                Ok(Hierarchy::V1 {
+                    cpu,
+                    memory,
+                    cpuacct,
+                })
             }
             _ => Err(CgroupError::Missing(root.to_path_buf())),
         }
     }
 
+    /// The trees' roots, each once.
+    fn roots(&self) -> Vec<PathBuf> {
+        match self {
+            Hierarchy::V2(root) => vec![root.clone()],
+            Hierarchy::V1 {
+                cpu,
+                memory,
+                cpuacct,
+            } => {
+                let mut roots = vec![cpu.clone(), memory.clone()];
+                roots.extend(cpuacct.iter().filter(|a| *a != cpu).cloned());
+                roots
+            }
+        }
+    }
+
     /// The folders a group named `rel` has, one per tree.
     fn dirs(&self, rel: &Path) -> Vec<PathBuf> {
-        match self {
-            Hierarchy::V2(root) => vec![root.join(rel)],
-            Hierarchy::V1 { cpu, memory } => vec![cpu.join(rel), memory.join(rel)],
-        }
+        self.roots().into_iter().map(|r| r.join(rel)).collect()
     }
 
     /// `cgroup.procs` of every tree the group `rel` is in.
@@ -173,9 +196,13 @@ impl Budgets {
         &self.hierarchy
     }
 
-    /// A group `name` (a file-name-safe word) with `budget`, for processes to join.
+    /// A group for `name`'s processes (`replica 1`: its folder is `replica-1`) with `budget`.
     pub fn group(&mut self, name: &str, budget: &Budget) -> Result<Group, CgroupError> {
-        let rel = self.parent.join(name);
+        let folder: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let rel = self.parent.join(folder);
         for dir in self.hierarchy.dirs(&rel) {
             fs::create_dir_all(&dir).map_err(io_error("create", &dir))?;
         }
@@ -194,7 +221,7 @@ impl Budgets {
                     write(&dir.join("memory.swap.max"), "0")?;
                 }
             }
-            Hierarchy::V1 { cpu, memory } => {
+            Hierarchy::V1 { cpu, memory, .. } => {
                 if let Some(cpus) = budget.cpus {
                     let dir = cpu.join(&rel);
                     write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
@@ -212,9 +239,24 @@ impl Budgets {
                 }
             }
         }
+        let counters = match &self.hierarchy {
+            Hierarchy::V2(root) => Counters::V2(root.join(&rel)),
+            Hierarchy::V1 {
+                cpu,
+                memory,
+                cpuacct,
+            } => Counters::V1 {
+                cpu: cpu.join(&rel),
+                memory: memory.join(&rel),
+                cpuacct: cpuacct.as_ref().map(|a| a.join(&rel)),
+            },
+        };
         Ok(Group {
+            name: name.to_string(),
+            budget: *budget,
             procs: self.hierarchy.procs(&rel),
             dirs: self.hierarchy.dirs(&rel),
+            counters,
         })
     }
 }
@@ -261,11 +303,7 @@ fn tree_root(dir: &Path) -> Option<PathBuf> {
 
 /// Removes the groups of loadlab processes that no longer run (killed before they could).
 pub fn remove_stale(hierarchy: &Hierarchy) {
-    let roots: Vec<PathBuf> = match hierarchy {
-        Hierarchy::V2(root) => vec![root.clone()],
-        Hierarchy::V1 { cpu, memory } => vec![cpu.clone(), memory.clone()],
-    };
-    for root in roots {
+    for root in hierarchy.roots() {
         let Ok(entries) = fs::read_dir(&root) else {
             continue;
         };
@@ -293,11 +331,102 @@ pub fn remove_stale(hierarchy: &Hierarchy) {
 /// A group processes join.
 #[derive(Debug, Clone)]
 pub struct Group {
+    /// Whose group it is, in words (`replica 1`, `nginx`).
+    pub name: String,
+    /// What its processes may use together.
+    pub budget: Budget,
     procs: Vec<PathBuf>,
     dirs: Vec<PathBuf>,
+    counters: Counters,
+}
+
+/// Where a group's counters are read.
+#[derive(Debug, Clone)]
+enum Counters {
+    /// cgroup v2: every counter in the group's folder.
+    V2(PathBuf),
+    /// cgroup v1: a folder per controller.
+    V1 {
+        cpu: PathBuf,
+        memory: PathBuf,
+        cpuacct: Option<PathBuf>,
+    },
+}
+
+/// A group's counters at one moment, as the kernel keeps them since the group was made.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Reading {
+    /// CPU time its processes used, ns (`None` where the kernel does not count it).
+    pub cpu_ns: Option<u64>,
+    /// CFS periods in which it ran.
+    pub periods: u64,
+    /// Those in which it was throttled.
+    pub throttled_periods: u64,
+    /// Time it spent throttled, ns.
+    pub throttled_ns: u64,
+    /// Memory charged to it now, bytes.
+    pub memory_bytes: u64,
+    /// Most memory ever charged to it, bytes (`None` where the kernel does not keep it).
+    pub memory_peak_bytes: Option<u64>,
+    /// Its processes the OOM killer ended.
+    pub oom_kills: u64,
+}
+
+/// The number after `key` on its line of a `key value` file such as `cpu.stat`.
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// The number a one-number file holds.
+fn number(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 impl Group {
+    /// Its counters now (a counter that cannot be read reads 0, or `None` where optional).
+    pub fn read(&self) -> Reading {
+        let text = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();
+        match &self.counters {
+            Counters::V2(dir) => {
+                let cpu = text(dir.join("cpu.stat"));
+                let events = text(dir.join("memory.events"));
+                Reading {
+                    cpu_ns: keyed(&cpu, "usage_usec").map(|us| us * 1000),
+                    periods: keyed(&cpu, "nr_periods").unwrap_or(0),
+                    throttled_periods: keyed(&cpu, "nr_throttled").unwrap_or(0),
+                    throttled_ns: keyed(&cpu, "throttled_usec").unwrap_or(0) * 1000,
+                    memory_bytes: number(&dir.join("memory.current")).unwrap_or(0),
+                    // Kept since Linux 5.19.
+                    memory_peak_bytes: number(&dir.join("memory.peak")),
+                    oom_kills: keyed(&events, "oom_kill").unwrap_or(0),
+                }
+            }
+            Counters::V1 {
+                cpu,
+                memory,
+                cpuacct,
+            } => {
+                let stat = text(cpu.join("cpu.stat"));
+                let oom = text(memory.join("memory.oom_control"));
+                Reading {
+                    cpu_ns: cpuacct
+                        .as_ref()
+                        .and_then(|a| number(&a.join("cpuacct.usage"))),
+                    periods: keyed(&stat, "nr_periods").unwrap_or(0),
+                    throttled_periods: keyed(&stat, "nr_throttled").unwrap_or(0),
+                    throttled_ns: keyed(&stat, "throttled_time").unwrap_or(0),
+                    memory_bytes: number(&memory.join("memory.usage_in_bytes")).unwrap_or(0),
+                    memory_peak_bytes: number(&memory.join("memory.max_usage_in_bytes")),
+                    // Counted since Linux 4.13.
+                    oom_kills: keyed(&oom, "oom_kill").unwrap_or(0),
+                }
+            }
+        }
+    }
+
     /// The group's folders, one per tree (where its figures are read).
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
@@ -346,6 +475,7 @@ mod tests {
         fs::create_dir_all(&cpu).unwrap();
         fs::create_dir_all(&memory).unwrap();
         fs::write(cpu.join("cpu.cfs_quota_us"), "-1").unwrap();
+        fs::write(cpu.join("cpuacct.usage"), "0").unwrap();
         fs::write(memory.join("memory.limit_in_bytes"), "9223372036854771712").unwrap();
         dir
     }
@@ -370,6 +500,7 @@ mod tests {
             Hierarchy::V1 {
                 cpu: v1.path().join("cpu,cpuacct"),
                 memory: v1.path().join("memory"),
+                cpuacct: Some(v1.path().join("cpu,cpuacct")),
             }
         );
         let none = tempfile::tempdir().unwrap();
@@ -385,7 +516,7 @@ mod tests {
             cpus: Some(0.25),
             memory_bytes: Some(256 << 20),
         };
-        let group = budgets.group("replica-1", &budget).unwrap();
+        let group = budgets.group("replica 1", &budget).unwrap();
         let dir = v2
             .path()
             .join(format!("loadlab-{}", std::process::id()))
@@ -435,6 +566,68 @@ mod tests {
         assert_eq!(
             fs::read_to_string(memory.join("memory.limit_in_bytes")).unwrap(),
             (64u64 << 20).to_string()
+        );
+    }
+
+    #[test]
+    fn a_groups_counters_are_read_from_each_hierarchys_own_files() {
+        let v2 = fake_v2();
+        let mut budgets = Budgets::new(v2.path()).unwrap();
+        let group = budgets.group("replica-1", &Budget::default()).unwrap();
+        let dir = &group.dirs()[0];
+        let put = |f: &str, t: &str| fs::write(dir.join(f), t).unwrap();
+        put(
+            "cpu.stat",
+            "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\nnr_periods 40\n\
+             nr_throttled 10\nthrottled_usec 750000\n",
+        );
+        put("memory.current", "1048576\n");
+        put("memory.peak", "4194304\n");
+        put(
+            "memory.events",
+            "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n",
+        );
+        assert_eq!(
+            group.read(),
+            Reading {
+                cpu_ns: Some(2_500_000_000),
+                periods: 40,
+                throttled_periods: 10,
+                throttled_ns: 750_000_000,
+                memory_bytes: 1 << 20,
+                memory_peak_bytes: Some(4 << 20),
+                oom_kills: 1,
+            }
+        );
+        for f in ["cpu.stat", "memory.current", "memory.peak", "memory.events"] {
+            fs::remove_file(dir.join(f)).unwrap();
+        }
+
+        let v1 = fake_v1();
+        let mut budgets = Budgets::new(v1.path()).unwrap();
+        let group = budgets.group("replica-1", &Budget::default()).unwrap();
+        let (cpu, memory) = (&group.dirs()[0], &group.dirs()[1]);
+        fs::write(
+            cpu.join("cpu.stat"),
+            "nr_periods 40\nnr_throttled 10\nthrottled_time 750000000\nnr_bursts 0\n",
+        )
+        .unwrap();
+        fs::write(cpu.join("cpuacct.usage"), "2500000000\n").unwrap();
+        fs::write(memory.join("memory.usage_in_bytes"), "1048576\n").unwrap();
+        fs::write(memory.join("memory.max_usage_in_bytes"), "4194304\n").unwrap();
+        fs::write(
+            memory.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+        )
+        .unwrap();
+        let r = group.read();
+        assert_eq!(
+            (r.cpu_ns, r.periods, r.throttled_periods, r.throttled_ns),
+            (Some(2_500_000_000), 40, 10, 750_000_000)
+        );
+        assert_eq!(
+            (r.memory_bytes, r.memory_peak_bytes, r.oom_kills),
+            (1 << 20, Some(4 << 20), 2)
         );
     }
 

@@ -6,9 +6,13 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use loadlab_run::{HostSample, ProcessSample, ProcessSeries, ServerData, StoreSample};
+use loadlab_run::{
+    GroupSample, GroupSeries, GroupTotals, HostSample, ProcessSample, ProcessSeries, ServerData,
+    StoreSample,
+};
 use procfs::process::Process;
 
+use crate::cgroup::{Group, Reading};
 use crate::store_sampler::StoreReader;
 
 /// A process cannot be watched.
@@ -50,13 +54,16 @@ impl Sampler {
         stores: &[String],
         interval: Duration,
     ) -> Result<Sampler, SamplerError> {
-        Sampler::start_feeding(roots, stores, interval, Box::new(|_, _| {}))
+        Sampler::start_feeding(roots, stores, &[], interval, Box::new(|_, _| {}))
     }
 
-    /// Like [`Sampler::start`], handing each store reading to `feed` as it is taken.
+    /// Like [`Sampler::start`], also reading the control groups `groups` (the budgeted
+    /// processes' CPU, throttling, memory and OOM kills), and handing each store reading to
+    /// `feed` as it is taken.
     pub fn start_feeding(
         roots: &[i32],
         stores: &[String],
+        groups: &[Group],
         interval: Duration,
         feed: StoreFeed,
     ) -> Result<Sampler, SamplerError> {
@@ -70,10 +77,11 @@ impl Sampler {
             .map(|url| StoreReader::new(url).map_err(SamplerError::BadStore))
             .collect::<Result<Vec<_>, _>>()?;
         let roots = roots.to_vec();
+        let groups = groups.iter().cloned().map(GroupReader::new).collect();
         let (stop, stopped) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("loadlab-sampler".into())
-            .spawn(move || sample_loop(&roots, readers, feed, interval, &stopped))
+            .spawn(move || sample_loop(&roots, readers, groups, feed, interval, &stopped))
             .expect("the sampler thread starts");
         Ok(Sampler { stop, thread })
     }
@@ -88,6 +96,7 @@ impl Sampler {
 fn sample_loop(
     roots: &[i32],
     mut stores: Vec<StoreReader>,
+    mut groups: Vec<GroupReader>,
     mut feed: StoreFeed,
     interval: Duration,
     stopped: &mpsc::Receiver<()>,
@@ -106,6 +115,9 @@ fn sample_loop(
         reader.read_all(None);
         let second = reader.start.elapsed().as_secs();
         host.read(second, None);
+        for g in &mut groups {
+            g.read(second);
+        }
         for store in &mut stores {
             let name = store.name().to_string();
             if let Some(sample) = store.read(second) {
@@ -123,12 +135,103 @@ fn sample_loop(
     // shorter than the interval would weigh as much as a whole one in the average, with the
     // few clock ticks it holds: it extends the sample before it instead.
     reader.read_all(Some(interval / 2));
-    host.read(reader.start.elapsed().as_secs(), Some(interval / 2));
+    let second = reader.start.elapsed().as_secs();
+    host.read(second, Some(interval / 2));
+    for g in &mut groups {
+        g.read(second);
+    }
     ServerData {
         processes: reader.series.into_values().collect(),
         stores: stores.into_iter().map(StoreReader::finish).collect(),
         host: host.samples,
+        groups: groups.into_iter().map(GroupReader::finish).collect(),
     }
+}
+
+/// One control group's readings: the counters at the start, the last reading, and a sample
+/// per reading of what changed since the one before.
+struct GroupReader {
+    group: Group,
+    first: (Reading, Instant),
+    last: (Reading, Instant),
+    series: GroupSeries,
+    /// Most memory charged at a reading, bytes.
+    most: u64,
+    /// Second of the first reading that saw an OOM kill.
+    first_oom: Option<u64>,
+}
+
+impl GroupReader {
+    fn new(group: Group) -> GroupReader {
+        let now = (group.read(), Instant::now());
+        GroupReader {
+            series: GroupSeries {
+                name: group.name.clone(),
+                cpus: group.budget.cpus,
+                memory_bytes: group.budget.memory_bytes,
+                ..GroupSeries::default()
+            },
+            most: now.0.memory_bytes,
+            first_oom: None,
+            first: now,
+            last: now,
+            group,
+        }
+    }
+
+    /// Reads the group's counters and adds a sample at `second`; the first reading that sees
+    /// an OOM kill marks the second.
+    fn read(&mut self, second: u64) {
+        let (r, at) = (self.group.read(), Instant::now());
+        let (p, then) = self.last;
+        let wall = at.duration_since(then).as_secs_f64().max(1e-3);
+        let cpu_ns = r.cpu_ns.unwrap_or(0).saturating_sub(p.cpu_ns.unwrap_or(0));
+        let periods = r.periods.saturating_sub(p.periods);
+        self.series.samples.push(GroupSample {
+            second,
+            cpu_pct: 100.0 * cpu_ns as f64 / 1e9 / wall,
+            throttled_pct: match periods {
+                0 => 0.0,
+                n => {
+                    100.0 * r.throttled_periods.saturating_sub(p.throttled_periods) as f64
+                        / n as f64
+                }
+            },
+            memory_mb: mb(r.memory_bytes),
+        });
+        if self.first_oom.is_none() && r.oom_kills > self.first.0.oom_kills {
+            self.first_oom = Some(second);
+        }
+        self.most = self.most.max(r.memory_bytes);
+        self.last = (r, at);
+    }
+
+    /// The series with the run's totals.
+    fn finish(mut self) -> GroupSeries {
+        let ((a, began), (b, ended)) = (self.first, self.last);
+        // The kernel's peak is since the group was made, maybe in an earlier run against the
+        // same deployment: it is this run's only when it rose during it.
+        let peak = match (a.memory_peak_bytes, b.memory_peak_bytes) {
+            (Some(x), Some(y)) if y > x => y,
+            _ => self.most,
+        };
+        self.series.totals = Some(GroupTotals {
+            cpu_s: b.cpu_ns.unwrap_or(0).saturating_sub(a.cpu_ns.unwrap_or(0)) as f64 / 1e9,
+            wall_s: ended.duration_since(began).as_secs_f64(),
+            periods: b.periods.saturating_sub(a.periods),
+            throttled_periods: b.throttled_periods.saturating_sub(a.throttled_periods),
+            throttled_s: b.throttled_ns.saturating_sub(a.throttled_ns) as f64 / 1e9,
+            memory_peak_mb: mb(peak),
+            oom_kills: b.oom_kills.saturating_sub(a.oom_kills),
+            first_oom_second: self.first_oom,
+        });
+        self.series
+    }
+}
+
+/// Bytes in MB.
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
 }
 
 /// The host's CPU between readings of `/proc/stat`'s first line, every core's ticks together.

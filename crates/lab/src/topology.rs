@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::cgroup::{Budget, Budgets, CGROUP_ROOT};
+use crate::cgroup::{Budget, Budgets, Group, CGROUP_ROOT};
 use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
 use crate::proxy::Proxy;
@@ -41,6 +41,10 @@ pub struct Deployment {
     /// The replicas' CPU and memory budgets (their control groups), when the topology sets
     /// any; removed after the processes stop.
     budgets: Option<Budgets>,
+    /// The budgeted groups, to watch.
+    groups: Vec<Group>,
+    /// The group of each of `instances`, by name, when it has one.
+    instance_groups: Vec<Option<String>>,
 }
 
 impl Deployment {
@@ -72,6 +76,18 @@ impl Deployment {
                 }
             }
         }
+    }
+
+    /// The control groups of its budgeted processes (a replica's processes share one).
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
+
+    /// The control group instance `label` is in, when it has one.
+    pub fn group_of(&self, label: &str) -> Option<&Group> {
+        let i = self.instances.iter().position(|p| p.label == label)?;
+        let name = self.instance_groups.get(i)?.as_deref()?;
+        self.groups.iter().find(|g| g.name == name)
     }
 
     /// True when the topology runs the visits application's consumers.
@@ -335,6 +351,8 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             .collect(),
         health_path: topology.health_path.clone(),
         budgets: None,
+        groups: Vec::new(),
+        instance_groups: Vec::new(),
     };
     if !budget_of(topology).is_none() {
         deployment.budgets = Some(Budgets::new(Path::new(CGROUP_ROOT))?);
@@ -447,7 +465,15 @@ fn start_replica(
     let first = deployment.instances.len();
     // One group per replica: its workers share its budget, as a container's processes do.
     let group = match deployment.budgets.as_mut() {
-        Some(b) => Some(b.group(&format!("replica-{}", r + 1), &budget_of(topology))?),
+        Some(b) => {
+            let name = match topology.replicas {
+                1 => "service".to_string(),
+                _ => format!("replica {}", r + 1),
+            };
+            let g = b.group(&name, &budget_of(topology))?;
+            deployment.groups.push(g.clone());
+            Some(g)
+        }
         None => None,
     };
     for w in 0..processes {
@@ -466,6 +492,9 @@ fn start_replica(
         }
         let child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
         deployment.instances.push(child);
+        deployment
+            .instance_groups
+            .push(group.as_ref().map(|g| g.name.clone()));
     }
     let expected: Vec<u32> = deployment.instances[first..]
         .iter()

@@ -47,7 +47,7 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
 /// Writes a run directory: `summary.json`, `plan.json` (the plan as it ran, so a merge of shards
 /// recovers it), `timeline.csv`, `latency.hlog`, `histograms.hlog`,
 /// and `server.csv` when the lab watched the service's processes (with `stores.csv` when it
-/// watched stores), and `profile.folded` when the service was profiled. `summary.json` is
+/// watched stores, `host.csv` with the host's CPU, `groups.csv` when processes had budgets), and `profile.folded` when the service was profiled. `summary.json` is
 /// written last, so a directory that has one is complete (the merge of shards waits for it).
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|error| RunDirError {
@@ -92,6 +92,11 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
             let mut csv = Vec::new();
             server.write_host_csv(&mut csv).expect("writes to a Vec");
             write_atomic(&dir.join("host.csv"), &csv)?;
+        }
+        if !server.groups.is_empty() {
+            let mut csv = Vec::new();
+            server.write_groups_csv(&mut csv).expect("writes to a Vec");
+            write_atomic(&dir.join("groups.csv"), &csv)?;
         }
     }
     write_summary(&dir.join("summary.json"), summary)
@@ -315,6 +320,9 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
     }
     if let (Some(server), Ok(text)) = (&mut server, fs::read_to_string(dir.join("host.csv"))) {
         server.host = crate::server::ServerData::read_host_csv(&text);
+    }
+    if let (Some(server), Ok(text)) = (&mut server, fs::read_to_string(dir.join("groups.csv"))) {
+        server.groups = crate::server::ServerData::read_groups_csv(&text);
     }
     let latency = fs::read(dir.join("latency.hlog"))
         .ok()

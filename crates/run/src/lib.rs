@@ -36,7 +36,8 @@ pub use record::{
     UserRecord,
 };
 pub use server::{
-    HostSample, ProcessSample, ProcessSeries, ServerData, StoreSample, StoreSeries, StreamReading,
+    GroupSample, GroupSeries, GroupTotals, HostSample, ProcessSample, ProcessSeries, ServerData,
+    StoreSample, StoreSeries, StreamReading,
 };
 pub use shard::ShardError;
 pub use summary::{

@@ -103,6 +103,56 @@ pub struct HostSample {
     pub busy_pct: f64,
 }
 
+/// One reading of a control group (a budgeted replica, balancer or store).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GroupSample {
+    /// Second of the sampling, from its start.
+    pub second: u64,
+    /// CPU its processes used since the previous reading, percent of one core.
+    pub cpu_pct: f64,
+    /// Percent of the CFS periods since the previous reading in which it was throttled
+    /// (stopped for having used its quota); 0 without a quota.
+    pub throttled_pct: f64,
+    /// Memory charged to it (resident memory and page cache), MB.
+    pub memory_mb: f64,
+}
+
+/// What a control group used over a whole run, from its counters at the start and the end.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GroupTotals {
+    /// CPU time its processes used, seconds.
+    pub cpu_s: f64,
+    /// Wall time between the two readings, seconds.
+    pub wall_s: f64,
+    /// CFS periods in which it ran.
+    pub periods: u64,
+    /// Those in which it was throttled.
+    pub throttled_periods: u64,
+    /// Time its threads spent throttled, seconds (summed over CPUs, as the kernel counts).
+    pub throttled_s: f64,
+    /// Most memory charged to it during the run, MB.
+    pub memory_peak_mb: f64,
+    /// Processes of it the kernel's OOM killer ended during the run.
+    pub oom_kills: u64,
+    /// Second of the run by which the first OOM kill was seen, when one was.
+    pub first_oom_second: Option<u64>,
+}
+
+/// Every reading of one control group, with its budget.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupSeries {
+    /// Whose group it is: `replica 1`, `service`, `nginx`, `redis-server`, `consumer 1`.
+    pub name: String,
+    /// Its CPU quota, CPUs (0.25: a quarter of a core per period).
+    pub cpus: Option<f64>,
+    /// Its memory limit, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Readings in time order.
+    pub samples: Vec<GroupSample>,
+    /// The run's totals (`None` when read back from `groups.csv`, which keeps the series only).
+    pub totals: Option<GroupTotals>,
+}
+
 /// The watched processes and stores of a run, and the host's CPU beside them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerData {
@@ -112,6 +162,8 @@ pub struct ServerData {
     pub stores: Vec<StoreSeries>,
     /// The host's CPU, every process's together, per reading (empty when not read).
     pub host: Vec<HostSample>,
+    /// The budgeted processes' control groups, one series each.
+    pub groups: Vec<GroupSeries>,
 }
 
 impl ServerData {
@@ -164,6 +216,66 @@ impl ServerData {
             }
         }
         Ok(())
+    }
+
+    /// Writes `groups.csv`: one line per control group per second.
+    pub fn write_groups_csv(&self, w: &mut impl Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "second,group,cpus,memory_limit_mb,cpu_pct,throttled_pct,memory_mb"
+        )?;
+        for g in &self.groups {
+            let cpus = g.cpus.map_or(String::new(), |c| c.to_string());
+            let limit = g.memory_bytes.map_or(String::new(), |b| {
+                format!("{:.2}", b as f64 / (1024.0 * 1024.0))
+            });
+            for s in &g.samples {
+                writeln!(
+                    w,
+                    "{},{},{cpus},{limit},{:.1},{:.1},{:.2}",
+                    s.second,
+                    g.name.replace(',', "_"),
+                    s.cpu_pct,
+                    s.throttled_pct,
+                    s.memory_mb
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what `write_groups_csv` wrote (lines it cannot read are skipped; no totals).
+    pub fn read_groups_csv(text: &str) -> Vec<GroupSeries> {
+        let mut groups: Vec<GroupSeries> = Vec::new();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            let [second, name, cpus, limit, cpu, throttled, memory] = f.as_slice() else {
+                continue;
+            };
+            let Ok(second) = second.parse() else {
+                continue;
+            };
+            let sample = GroupSample {
+                second,
+                cpu_pct: cpu.parse().unwrap_or(0.0),
+                throttled_pct: throttled.parse().unwrap_or(0.0),
+                memory_mb: memory.parse().unwrap_or(0.0),
+            };
+            match groups.iter_mut().find(|g| g.name == *name) {
+                Some(g) => g.samples.push(sample),
+                None => groups.push(GroupSeries {
+                    name: name.to_string(),
+                    cpus: cpus.parse().ok(),
+                    memory_bytes: limit
+                        .parse::<f64>()
+                        .ok()
+                        .map(|mb| (mb * 1024.0 * 1024.0).round() as u64),
+                    samples: vec![sample],
+                    totals: None,
+                }),
+            }
+        }
+        groups
     }
 
     /// Writes `stores.csv`: one line per store per second, and one more per stream.

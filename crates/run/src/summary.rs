@@ -609,6 +609,71 @@ pub struct Server {
     /// One entry per watched store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stores: Vec<ServerStore>,
+    /// One entry per control group with a budget (a replica, the balancer, the store).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<ServerBudget>,
+}
+
+/// What one budgeted group (a replica's processes together) used against its budget.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerBudget {
+    /// Whose group: `replica 1`, `service`, `nginx`, `redis-server`, `consumer 1`.
+    pub name: String,
+    /// Its CPU quota, CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Its memory limit, MB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mb: Option<f64>,
+    /// CPU it used over the run, percent of one core.
+    pub cpu_pct_avg: f64,
+    /// CPU it used over the run, percent of its quota (with a quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_used_pct: Option<f64>,
+    /// CFS periods it ran in.
+    pub periods: u64,
+    /// Percent of those periods in which it was throttled (stopped until the next period for
+    /// having used its quota).
+    pub throttled_pct: f64,
+    /// Time its threads spent throttled, seconds.
+    pub throttled_s: f64,
+    /// Most memory charged to it, MB.
+    pub memory_peak_mb: f64,
+    /// Its processes the kernel's OOM killer ended.
+    pub oom_kills: u64,
+    /// Second of the run by which its first OOM kill was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_second: Option<u64>,
+}
+
+impl ServerBudget {
+    /// The summary of a group's readings: its totals when it has them, else its series.
+    pub fn from_series(g: &crate::server::GroupSeries) -> ServerBudget {
+        let n = g.samples.len().max(1) as f64;
+        let sampled_cpu = g.samples.iter().map(|s| s.cpu_pct).sum::<f64>() / n;
+        let sampled_peak = g.samples.iter().map(|s| s.memory_mb).fold(0.0, f64::max);
+        let t = g.totals.unwrap_or_default();
+        let cpu_pct_avg = match g.totals {
+            Some(t) if t.wall_s > 0.0 => 100.0 * t.cpu_s / t.wall_s,
+            _ => sampled_cpu,
+        };
+        ServerBudget {
+            name: g.name.clone(),
+            cpus: g.cpus,
+            memory_limit_mb: g.memory_bytes.map(|b| b as f64 / (1024.0 * 1024.0)),
+            cpu_pct_avg,
+            quota_used_pct: g.cpus.map(|c| cpu_pct_avg / c),
+            periods: t.periods,
+            throttled_pct: match t.periods {
+                0 => 0.0,
+                p => 100.0 * t.throttled_periods as f64 / p as f64,
+            },
+            throttled_s: t.throttled_s,
+            memory_peak_mb: t.memory_peak_mb.max(sampled_peak),
+            oom_kills: t.oom_kills,
+            oom_second: t.first_oom_second,
+        }
+    }
 }
 
 impl ServerStore {
@@ -1027,6 +1092,7 @@ fn server_of(d: &ServerData) -> Server {
             .collect(),
         stores: d.stores.iter().map(ServerStore::from_series).collect(),
         host_cpu_pct_avg: d.host_cpu_pct_avg(),
+        budgets: d.groups.iter().map(ServerBudget::from_series).collect(),
     }
 }
 

@@ -14,6 +14,8 @@ use crate::state::Shared;
 const MAX_WAIT_MS: u64 = 600_000;
 /// Most iterations `/calc` accepts (about a minute of CPU).
 const MAX_CALC_N: u64 = 2_000_000_000;
+/// Most KB one `/leak` request keeps (1 GB).
+const MAX_LEAK_KB: u64 = 1 << 20;
 
 /// Query parameters, all optional; each handler parses what it needs.
 #[derive(Deserialize, Default)]
@@ -23,6 +25,7 @@ pub struct Params {
     log: Option<String>,
     every_ms: Option<String>,
     for_ms: Option<String>,
+    kb: Option<String>,
 }
 
 /// A 400 with a one-line reason.
@@ -81,7 +84,7 @@ pub async fn health() -> &'static str {
 pub async fn not_found(uri: axum::http::Uri) -> Response {
     (
         StatusCode::NOT_FOUND,
-        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /visits/PAGE, /site/PAGE, /static/FILE, POST /login, /account, /health\n", uri.path()),
+        format!("no endpoint {}; try /ping, /delay?ms=N, /block?ms=N, /calc?n=N, /heavy?ms=N, /leak?kb=N, /info, /bbox/async, /bbox/sync, /turno/NAME, /visits/PAGE, /site/PAGE, /static/FILE, POST /login, /account, /health\n", uri.path()),
     )
         .into_response()
 }
@@ -116,6 +119,21 @@ pub async fn calc(Query(q): Query<Params>) -> Response {
             // the Node and Python services do.
             let sum = (0..n).fold(0.0f64, |acc, i| acc + (i as f64).sin());
             format!("{sum}").into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Keeps `kb` KB for the process's life, every byte written so it is resident: a leak, for
+/// watching memory grow on the timeline, or end in an OOM kill under a memory limit.
+pub async fn leak(State(s): State<Shared>, Query(q): Query<Params>) -> Response {
+    match number("kb", q.kb.as_deref(), None, MAX_LEAK_KB) {
+        Ok(kb) => {
+            let kept = vec![0x5a_u8; kb as usize * 1024];
+            let mut leaked = s.leaked.lock().unwrap_or_else(|e| e.into_inner());
+            leaked.push(kept);
+            let held: usize = leaked.iter().map(Vec::len).sum();
+            format!("kept {kb} KB; {} KB held\n", held / 1024).into_response()
         }
         Err(e) => e.into_response(),
     }

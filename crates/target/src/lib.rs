@@ -39,6 +39,7 @@ pub fn router(config: ServiceConfig) -> Result<Router, String> {
         .route("/block", get(block))
         .route("/calc", get(calc))
         .route("/heavy", get(heavy))
+        .route("/leak", get(leak))
         .route("/info", get(info))
         .route("/stall", get(stall))
         .route("/bbox/async", get(bbox_async))
@@ -60,6 +61,7 @@ pub fn router(config: ServiceConfig) -> Result<Router, String> {
         store: Arc::new(Store::new(config.redis_url.as_deref())?),
         config,
         tokens: Arc::new(Mutex::new(HashMap::new())),
+        leaked: Arc::new(Mutex::new(Vec::new())),
     });
     Ok(match in_flight {
         Some(cap) => app.layer(axum::middleware::from_fn_with_state(cap, capped)),

@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<Store>,
     /// Tokens issued by `/login`, to their users.
     pub(crate) tokens: Arc<Mutex<HashMap<String, String>>>,
+    /// What `/leak` kept.
+    pub(crate) leaked: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
 /// Facts about the serving process read once at start, so `/info` answers from memory.

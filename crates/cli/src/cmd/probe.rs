@@ -38,7 +38,15 @@ pub fn main(args: ProbeArgs) -> Result<Outcome> {
         limits.max_concurrency,
         limits.max_time.as_secs_f64()
     );
-    let probed = print_probe(&target, &limits, &args.watch_pid, &stop)?;
+    let probed = print_probe(
+        &target,
+        &limits,
+        &loadlab_harness::Watch {
+            pids: args.watch_pid.clone(),
+            ..Default::default()
+        },
+        &stop,
+    )?;
     if let Some(path) = &args.json {
         let result = loadlab_run::lab::ProbeResult {
             url: a.url.clone(),

@@ -427,6 +427,11 @@ fn conforms(case: &Case) {
             "n must be a whole number from 0 to 2000000000, got \"1.5\"",
         ),
         ("/calc", "missing query parameter n"),
+        ("/leak", "missing query parameter kb"),
+        (
+            "/leak?kb=1048577",
+            "kb must be a whole number from 0 to 1048576, got \"1048577\"",
+        ),
         ("/info?log=2", "log must be 0 or 1, got \"2\""),
         ("/stall?every_ms=0", "every_ms must be at least 1"),
         (
@@ -493,6 +498,27 @@ fn conforms(case: &Case) {
         request(port, "POST", "/ping", &[], b"").status,
         405,
         "{name}"
+    );
+
+    // What /leak keeps stays resident: 8 MB more in /info's rss_kb after it, in any runtime.
+    let rss = || get(port, "/info").json()["rss_kb"].as_u64().unwrap();
+    let before = rss();
+    let r = get(port, "/leak?kb=8192");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "kept 8192 KB; 8192 KB held\n"),
+        "{name}"
+    );
+    let r = get(port, "/leak?kb=1");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "kept 1 KB; 8193 KB held\n"),
+        "{name}"
+    );
+    let grew = rss() - before;
+    assert!(
+        (7_500..12_000).contains(&grew),
+        "{name}: rss grew {grew} KB"
     );
 
     // stall answers at once outside its freeze.
