@@ -889,6 +889,8 @@ mod tests {
         }
         r.server = Some(ServerData {
             host: Vec::new(),
+            groups: Vec::new(),
+            cores: None,
             processes: vec![ProcessSeries {
                 pid: 1,
                 name: "svc".into(),
@@ -926,6 +928,8 @@ mod tests {
         r.timeline[0].server_cpu_pct = Some(126.0);
         r.server = Some(ServerData {
             host: Vec::new(),
+            groups: Vec::new(),
+            cores: None,
             processes: vec![ProcessSeries {
                 pid: 1,
                 name: "svc".into(),
@@ -999,6 +1003,8 @@ mod tests {
         );
         r.server = Some(ServerData {
             host: Vec::new(),
+            groups: Vec::new(),
+            cores: None,
             processes: vec![process(1, "loadlab", 40.0), process(2, "consumer", 97.0)],
             stores: vec![store_with_lags(&[0, 50, 120, 200, 260, 330])],
         });
@@ -1021,6 +1027,8 @@ mod tests {
         // A backlog that drained is what a restarted consumer recovered from.
         r.server = Some(ServerData {
             host: Vec::new(),
+            groups: Vec::new(),
+            cores: None,
             processes: vec![process(1, "loadlab", 40.0), process(2, "consumer", 30.0)],
             stores: vec![store_with_lags(&[0, 0, 400, 90, 0, 0])],
         });
@@ -1035,6 +1043,8 @@ mod tests {
         starved.samples[0].cpu_wait_pct = 35.0;
         r.server = Some(ServerData {
             host: Vec::new(),
+            groups: Vec::new(),
+            cores: None,
             processes: vec![process(1, "loadlab", 40.0), starved],
             stores: Vec::new(),
         });

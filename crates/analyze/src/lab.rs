@@ -31,7 +31,11 @@ pub fn judge(lab: &SavedLab, cores: usize) -> LabJson {
 pub fn cell_results(lab: &SavedLab, cores: usize) -> Vec<CellResult> {
     lab.cells
         .iter()
-        .map(|c| cell_result(c, lab.experiment.processes(&c.topology), cores))
+        .map(|c| {
+            let mut r = cell_result(c, lab.experiment.processes(&c.topology), cores);
+            r.cpus = lab.experiment.cpus(&c.topology);
+            r
+        })
         .collect()
 }
 
@@ -73,6 +77,8 @@ fn cell_result(c: &LabCell, processes: usize, cores: usize) -> CellResult {
     CellResult {
         topology: c.topology.clone(),
         processes,
+        cpus: None,
+        cpu_ms_per_request: crate::verdict::cpu_ms_per_request(&c.summary),
         workload: c.workload.clone(),
         round: c.round,
         measured,
@@ -125,10 +131,12 @@ mod tests {
                     TopologyEntry {
                         name: "one".into(),
                         processes: 1,
+                        cpus: None,
                     },
                     TopologyEntry {
                         name: "three".into(),
                         processes: 3,
+                        cpus: None,
                     },
                 ],
                 workloads: vec!["search".into()],

@@ -24,6 +24,8 @@ const RATE_LIMITED: f64 = 0.01;
 const FAILING: f64 = 0.01;
 /// Other processes' share of the host's CPU worth naming in a verdict, percent of one core.
 const OTHERS_WORTH_SAYING: f64 = 5.0;
+/// A budgeted group using this much of its CPU quota counts as CPU-bound at its budget.
+const AT_QUOTA_PCT: f64 = 90.0;
 /// A process using this much of one core (used plus waited) counts as CPU-bound.
 const BUSY_PROCESS_PCT: f64 = 85.0;
 
@@ -370,10 +372,30 @@ fn describe(measure: &str, base: &str, var: &str, i: &Interval) -> String {
 /// when the baseline saturated (otherwise the load, not the topology, set the throughput).
 fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<String> {
     let (b, v) = (base.first()?, var.first()?);
-    if v.processes <= b.processes || b.processes == 0 {
+    if !base.iter().all(|c| saturated(&c.measured)) {
         return None;
     }
-    if !base.iter().all(|c| saturated(&c.measured)) {
+    // With quotas on both sides the ideal is the ratio of budgets, not of processes.
+    if let (Some(bc), Some(vc)) = (b.cpus, v.cpus) {
+        if vc <= bc || bc <= 0.0 {
+            return None;
+        }
+        let ideal = vc / bc;
+        let demand = match (mean_demand(base), mean_demand(var)) {
+            (Some(x), Some(y)) => {
+                format!("; CPU per response {x:.2} → {y:.2} ms")
+            }
+            _ => String::new(),
+        };
+        return Some(format!(
+            "{} → {} CPUs of quota: {:.0} % of the ideal ×{}{demand}",
+            trim_float(bc),
+            trim_float(vc),
+            100.0 * i.ratio / ideal,
+            trim_float(ideal)
+        ));
+    }
+    if v.processes <= b.processes || b.processes == 0 {
         return None;
     }
     let ideal = v.processes as f64 / b.processes as f64;
@@ -383,6 +405,18 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
         v.processes,
         100.0 * i.ratio / ideal
     ))
+}
+
+/// The mean CPU per response over a side's cells that have it.
+fn mean_demand(cells: &[&CellResult]) -> Option<f64> {
+    let v: Vec<f64> = cells.iter().filter_map(|c| c.cpu_ms_per_request).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// A ratio as few digits as it needs: 4, 1.5, 2.33.
+fn trim_float(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Several limits of one kind as one: their figures averaged (`None` without any).
@@ -453,6 +487,34 @@ fn mean_of(same: &[&Limit]) -> Option<Limit> {
                 _ => None,
             }),
         },
+        Limit::AtQuota { name, of, cpus, .. } => Limit::AtQuota {
+            name: name.clone(),
+            busy: mean(&|l| match l {
+                Limit::AtQuota { busy, .. } => Some(*busy as f64),
+                _ => None,
+            })
+            .round() as usize,
+            of: *of,
+            cpus: *cpus,
+            used_low_pct: same
+                .iter()
+                .filter_map(|l| match l {
+                    Limit::AtQuota { used_low_pct, .. } => Some(*used_low_pct),
+                    _ => None,
+                })
+                .fold(f64::INFINITY, f64::min),
+            used_high_pct: same
+                .iter()
+                .filter_map(|l| match l {
+                    Limit::AtQuota { used_high_pct, .. } => Some(*used_high_pct),
+                    _ => None,
+                })
+                .fold(0.0, f64::max),
+            throttled_pct: mean(&|l| match l {
+                Limit::AtQuota { throttled_pct, .. } => Some(*throttled_pct),
+                _ => None,
+            }),
+        },
         Limit::Backlog { stream, .. } => Limit::Backlog {
             stream: stream.clone(),
             waiting: mean(&|l| match l {
@@ -500,6 +562,30 @@ pub fn limit_words(limit: &Limit) -> String {
             "{busy} of {of} {name} process(es) CPU-bound (each used {used_pct:.0} % of a core \
                  and waited {waited_pct:.0} % more for one)"
         ),
+        Limit::AtQuota {
+            name,
+            busy,
+            of,
+            cpus,
+            used_low_pct,
+            used_high_pct,
+            throttled_pct,
+        } => {
+            let used = if (used_high_pct - used_low_pct).abs() < 0.5 {
+                format!("{used_high_pct:.0} %")
+            } else {
+                format!("{used_low_pct:.0}–{used_high_pct:.0} %")
+            };
+            let who = match (busy, of) {
+                (1, 1) => format!("the {name}"),
+                (b, o) if b == o => format!("each of {o} {name}s"),
+                (b, o) => format!("{b} of {o} {name}s"),
+            };
+            format!(
+                "{who} used {used} of its {cpus} CPU quota (throttled in {throttled_pct:.0} % of \
+                 periods): CPU-bound at its budget"
+            )
+        }
         Limit::RateLimited { pct } => format!("{pct:.0} % answered 429 (too many requests)"),
         Limit::Failing { pct } => format!("{pct:.0} % of requests failed"),
         Limit::Generator => "the generator saturated a thread".to_string(),
@@ -574,6 +660,7 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
     let secs = s.duration_s.max(1e-9);
     let completed = s.requests.completed.max(1) as f64;
     let processes = s.server.as_ref().map_or(&[][..], |x| &x.processes[..]);
+    let budgets = s.server.as_ref().map_or(&[][..], |x| &x.budgets[..]);
     let service_pct: f64 = processes.iter().map(|p| p.cpu_pct_avg).sum();
     let generator_pct = 100.0 * s.generator.cpu_s / secs;
     // The host's own total, when read, also holds what the lab does not watch (another
@@ -584,23 +671,54 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
         .and_then(|x| x.host_cpu_pct_avg)
         .unwrap_or(0.0)
         .max(service_pct + generator_pct);
-    if host_pct >= HOST_BUSY * 100.0 * cores.max(1) as f64 {
-        out.push(Limit::Host {
-            cores,
-            generator_pct,
-            service_pct,
-            other_pct: host_pct - service_pct - generator_pct,
-        });
+    match s.server.as_ref().and_then(|x| x.cores.as_ref()) {
+        // On cores of their own, the service's are full only when its processes filled them;
+        // the generator's own core is judged by its saturation.
+        Some(split) => {
+            if service_pct >= HOST_BUSY * 100.0 * split.service.len().max(1) as f64 {
+                out.push(Limit::Host {
+                    cores: split.service.len(),
+                    generator_pct: 0.0,
+                    service_pct,
+                    other_pct: 0.0,
+                });
+            }
+        }
+        None => {
+            if host_pct >= HOST_BUSY * 100.0 * cores.max(1) as f64 {
+                out.push(Limit::Host {
+                    cores,
+                    generator_pct,
+                    service_pct,
+                    other_pct: host_pct - service_pct - generator_pct,
+                });
+            }
+        }
     }
+    out.extend(at_quota(budgets));
+    // A process with a CPU quota is judged against it (above), not against a whole core: its
+    // throttled time reads as waiting for one.
+    let quota_pids: Vec<u32> = budgets
+        .iter()
+        .filter(|b| b.cpus.is_some())
+        .flat_map(|b| b.pids.iter().copied())
+        .collect();
+    let processes: Vec<&loadlab_run::summary::ServerProcess> = processes
+        .iter()
+        .filter(|p| !quota_pids.contains(&p.pid))
+        .collect();
     let mut names: Vec<&str> = Vec::new();
-    for p in processes {
+    for p in &processes {
         if !names.contains(&p.name.as_str()) {
             names.push(&p.name);
         }
     }
     for name in names {
-        let of: Vec<&loadlab_run::summary::ServerProcess> =
-            processes.iter().filter(|p| p.name == name).collect();
+        let of: Vec<&loadlab_run::summary::ServerProcess> = processes
+            .iter()
+            .copied()
+            .filter(|p| p.name == name)
+            .collect();
         let busy: Vec<&&loadlab_run::summary::ServerProcess> = of
             .iter()
             .filter(|p| p.cpu_pct_avg + p.cpu_wait_pct_avg >= BUSY_PROCESS_PCT)
@@ -642,10 +760,65 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
             });
         }
     }
-    if saturated && out.is_empty() && !processes.is_empty() {
+    if saturated && out.is_empty() && !(processes.is_empty() && budgets.is_empty()) {
         out.push(Limit::NotCpu { service_pct });
     }
     out
+}
+
+/// The kinds of budgeted groups at their CPU quota: replicas (`replica 3`), the only replica
+/// (`service`), nginx, redis-server, consumers.
+fn at_quota(budgets: &[loadlab_run::summary::ServerBudget]) -> Vec<Limit> {
+    let kind = |name: &str| {
+        name.trim_end_matches(|c: char| c.is_ascii_digit() || c == ' ')
+            .to_string()
+    };
+    let mut kinds: Vec<String> = Vec::new();
+    for b in budgets.iter().filter(|b| b.cpus.is_some()) {
+        if !kinds.contains(&kind(&b.name)) {
+            kinds.push(kind(&b.name));
+        }
+    }
+    kinds
+        .into_iter()
+        .filter_map(|k| {
+            let of: Vec<_> = budgets
+                .iter()
+                .filter(|b| b.cpus.is_some() && kind(&b.name) == k)
+                .collect();
+            let busy: Vec<_> = of
+                .iter()
+                .filter(|b| b.quota_used_pct.unwrap_or(0.0) >= AT_QUOTA_PCT)
+                .collect();
+            let used = |b: &&&loadlab_run::summary::ServerBudget| b.quota_used_pct.unwrap_or(0.0);
+            (!busy.is_empty()).then(|| Limit::AtQuota {
+                name: k,
+                busy: busy.len(),
+                of: of.len(),
+                cpus: busy[0].cpus.unwrap_or(0.0),
+                used_low_pct: busy.iter().map(used).fold(f64::INFINITY, f64::min),
+                used_high_pct: busy.iter().map(used).fold(0.0, f64::max),
+                throttled_pct: busy.iter().map(|b| b.throttled_pct).sum::<f64>()
+                    / busy.len() as f64,
+            })
+        })
+        .collect()
+}
+
+/// CPU the budgeted replicas used per successful response, ms: their CPU together over the
+/// successful responses per second (`None` without quotas or responses).
+pub fn cpu_ms_per_request(s: &Summary) -> Option<f64> {
+    let budgets = &s.server.as_ref()?.budgets;
+    let replicas: Vec<_> = budgets
+        .iter()
+        .filter(|b| b.cpus.is_some() && (b.name == "service" || b.name.starts_with("replica")))
+        .collect();
+    if replicas.is_empty() || s.duration_s <= 0.0 || s.requests.ok == 0 {
+        return None;
+    }
+    let cpu_s_per_s: f64 = replicas.iter().map(|b| b.cpu_pct_avg / 100.0).sum();
+    let ok_per_s = s.requests.ok as f64 / s.duration_s;
+    Some(1000.0 * cpu_s_per_s / ok_per_s)
 }
 
 #[cfg(test)]
@@ -662,6 +835,8 @@ mod tests {
         CellResult {
             topology: topology.into(),
             processes,
+            cpus: None,
+            cpu_ms_per_request: None,
             workload: workload.into(),
             round,
             measured: m,
@@ -835,6 +1010,104 @@ mod tests {
     }
 
     #[test]
+    fn replicas_with_quotas_are_judged_at_their_quota_and_the_host_only_when_their_cores_filled() {
+        use loadlab_run::summary::{Server, ServerBudget, ServerCores, ServerProcess};
+        let mut s = Summary {
+            duration_s: 10.0,
+            ..Summary::default()
+        };
+        s.requests.completed = 4000;
+        s.requests.ok = 4000;
+        s.generator.cpu_s = 9.5;
+        let replica = |i: u32, used: f64| ServerBudget {
+            name: format!("replica {i}"),
+            cpus: Some(0.2),
+            cpu_pct_avg: 0.2 * used,
+            quota_used_pct: Some(used),
+            periods: 100,
+            throttled_pct: if used > 90.0 { 40.0 } else { 0.0 },
+            pids: vec![i],
+            ..ServerBudget::default()
+        };
+        // Throttled, each replica reads as waiting for a core most of the time.
+        let process = |pid: u32| ServerProcess {
+            name: "loadlab-serve".into(),
+            pid,
+            cpu_pct_avg: 20.0,
+            cpu_pct_max: 21.0,
+            cpu_wait_pct_avg: 75.0,
+            rss_mb_max: 1.0,
+        };
+        s.server = Some(Server {
+            // The generator's core full and the service's at 80 %: 180 % of 2 cores.
+            host_cpu_pct_avg: Some(180.0),
+            processes: (1..=4).map(process).collect(),
+            budgets: vec![
+                replica(1, 99.0),
+                replica(2, 97.0),
+                replica(3, 98.0),
+                replica(4, 50.0),
+            ],
+            cores: Some(ServerCores {
+                service: vec![0],
+                generator: vec![1],
+            }),
+            ..Server::default()
+        });
+        let l = limits(&s, 2, true);
+        assert_eq!(
+            l,
+            vec![Limit::AtQuota {
+                name: "replica".into(),
+                busy: 3,
+                of: 4,
+                cpus: 0.2,
+                used_low_pct: 97.0,
+                used_high_pct: 99.0,
+                throttled_pct: 40.0,
+            }],
+            "no host, no process CPU-bound against a whole core"
+        );
+        assert_eq!(
+            limit_words(&l[0]),
+            "3 of 4 replicas used 97–99 % of its 0.2 CPU quota (throttled in 40 % of periods): \
+             CPU-bound at its budget"
+        );
+        // 0.2 × (99 + 97 + 98 + 50) % = 0.688 CPU over 400 responses a second: 1.72 ms each.
+        let demand = cpu_ms_per_request(&s).unwrap();
+        assert!((demand - 1.72).abs() < 1e-9, "{demand}");
+        // The same cell sharing the host's cores: the host is named, as before budgets.
+        if let Some(server) = s.server.as_mut() {
+            server.cores = None;
+        }
+        assert!(matches!(limits(&s, 2, true)[0], Limit::Host { .. }));
+    }
+
+    #[test]
+    fn the_ideal_scaling_of_budgeted_topologies_is_the_ratio_of_their_quotas() {
+        let side = |t: &str, cpus: f64, rps: f64, demand: f64| {
+            (0..2)
+                .map(|r| {
+                    let mut c = cell(t, 4, "calc", r, capacity(rps * (1.0 + 0.01 * r as f64)));
+                    c.cpus = Some(cpus);
+                    c.cpu_ms_per_request = Some(demand);
+                    c
+                })
+                .collect::<Vec<_>>()
+        };
+        let cells: Vec<CellResult> = side("one", 0.2, 100.0, 2.0)
+            .into_iter()
+            .chain(side("four", 0.8, 380.0, 2.1))
+            .collect();
+        let v = verdicts(&cells, &[], &[]);
+        let words = v[0].scaling.as_deref().unwrap();
+        assert_eq!(
+            words,
+            "0.2 → 0.8 CPUs of quota: 95 % of the ideal ×4; CPU per response 2.00 → 2.10 ms"
+        );
+    }
+
+    #[test]
     fn a_host_busy_with_other_work_is_said_with_that_works_share() {
         use loadlab_run::summary::{Server, ServerProcess};
         let mut s = Summary {
@@ -858,6 +1131,7 @@ mod tests {
             host_cpu_pct_avg: Some(190.0),
             processes: vec![web],
             stores: Vec::new(),
+            ..Server::default()
         });
         let l = limits(&s, 2, true);
         let Some(Limit::Host { other_pct, .. }) = l.first() else {
@@ -922,6 +1196,7 @@ mod tests {
             host_cpu_pct_avg: None,
             processes: vec![process(12.0), process(15.0)],
             stores: Vec::new(),
+            ..Server::default()
         });
         assert_eq!(
             limits(&s, 2, true),
@@ -935,6 +1210,7 @@ mod tests {
             host_cpu_pct_avg: None,
             processes: vec![process(97.0)],
             stores: Vec::new(),
+            ..Server::default()
         });
         let l = limits(&s, 2, true);
         assert!(

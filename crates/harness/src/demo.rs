@@ -133,6 +133,7 @@ pub fn demo(secs: u64, out: &Path, stop: &StopSignal) -> Result<()> {
         rounds: 1,
         compare: Vec::new(),
         baselines: Vec::new(),
+        oversubscribe: false,
     };
     let lab = run_matrix(&experiment, &out.join("replicas"), &stop, None)?;
     // The tour's cells are a lab directory like any other: `loadlab report` reads it again.

@@ -22,6 +22,8 @@ pub struct Watch {
     /// Control groups of budgeted processes, read each second for CPU against the quota,
     /// throttling, memory and OOM kills.
     pub groups: Vec<loadlab_lab::cgroup::Group>,
+    /// The cores the watched processes and the generator were pinned to, when split.
+    pub cores: Option<loadlab_run::summary::ServerCores>,
 }
 
 /// Longest profiling window.
@@ -135,7 +137,9 @@ fn execute_plan(
         let _ = write!(stderr, "\r\x1b[K");
     }
     if let Some(sampler) = sampler {
-        run.attach_server(sampler.finish());
+        let mut server = sampler.finish();
+        server.cores = watch.cores.clone();
+        run.attach_server(server);
     }
     run.profile = profiler.map(loadlab_lab::profile::Profiler::finish);
     let summary = loadlab_analyze::summarize(&run, cores());

@@ -56,6 +56,9 @@ pub enum HarnessError {
         /// What became of the load.
         what: &'static str,
     },
+    /// Budgets that do not fit the host (the arithmetic, and what to do).
+    #[error("{0}")]
+    Budgets(String),
     /// A capacity workload's objective could not be read.
     #[error(transparent)]
     Slo(#[from] loadlab_analyze::slo::SloError),

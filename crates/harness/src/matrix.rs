@@ -9,10 +9,12 @@ use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
 use loadlab_input::experiment::{Experiment, Load};
 use loadlab_input::{CapacityFlags, UrlTarget, Workload};
+use loadlab_lab::cores::Placement;
 use loadlab_run::lab::{
     cell_path, write_cell, write_experiment, CapacityResult, LabCell, ProbeResult, SavedLab,
     TopologyEntry, EXPERIMENT_SCHEMA,
 };
+use loadlab_run::summary::ServerCores;
 use loadlab_run::{RunData, Summary, Topology};
 
 use crate::capacity::{capacity, CapacitySearch, Progress};
@@ -35,6 +37,7 @@ pub fn experiment_record(exp: &Experiment, cores: usize) -> loadlab_run::lab::Ex
             .map(|(name, t)| TopologyEntry {
                 name: name.clone(),
                 processes: t.replicas * t.workers,
+                cpus: t.cpu_quota.map(|q| q * t.replicas as f64),
             })
             .collect(),
         workloads: exp.workloads.iter().map(|w| w.name.clone()).collect(),
@@ -55,6 +58,14 @@ pub fn run_matrix(
 ) -> Result<SavedLab> {
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError::system("cannot find the loadlab executable", e))?;
+    // Every topology's budgets are checked before anything starts.
+    let host = loadlab_lab::cores::allowed().map_err(lab_error)?;
+    let placements = exp
+        .topologies
+        .iter()
+        .map(|(name, t)| loadlab_lab::cores::place(name, t, &host, exp.oversubscribe))
+        .collect::<std::result::Result<Vec<_>, String>>()
+        .map_err(HarnessError::Budgets)?;
     let experiment = experiment_record(exp, crate::cores());
     write_experiment(out, &experiment)?;
     let (topologies, workloads, rounds) = (&exp.topologies, &exp.workloads, exp.rounds);
@@ -63,7 +74,8 @@ pub fn run_matrix(
         if rounds > 1 {
             println!("\n  round {} of {rounds}", round + 1);
         }
-        for (name, topology) in topologies {
+        for ((name, topology), placement) in topologies.iter().zip(&placements) {
+            let (topology, generator) = &placed(name, topology, placement, &host)?;
             let mut deployment = start(name, topology, &exe)?;
             for (i, w) in workloads.iter().enumerate() {
                 if i > 0 {
@@ -75,6 +87,7 @@ pub fn run_matrix(
                     workload: w,
                     round,
                     dir: &dir,
+                    cores: generator.as_ref().map(|g| &g.cores),
                 };
                 let (mut lab_cell, run) = run_cell(&cell, &deployment, stop, dashboard)?;
                 let complete = run.as_ref().map_or(!stop.is_stopped(), |r| r.complete);
@@ -113,12 +126,77 @@ pub fn run_matrix(
     })
 }
 
+/// `topology` on its placement's cores, and the generator (this thread and the threads it
+/// starts) on its own until the returned guard goes; what was placed where is printed.
+fn placed(
+    name: &str,
+    topology: &Topology,
+    placement: &Placement,
+    host: &[usize],
+) -> Result<(Topology, Option<GeneratorCores>)> {
+    let mut topology = topology.clone();
+    match placement {
+        Placement::Anywhere => Ok((topology, None)),
+        Placement::Shared(why) => {
+            println!("    sharing the host's cores on purpose (oversubscribe): {why}");
+            Ok((topology, None))
+        }
+        Placement::Split {
+            topology: service,
+            generator,
+        } => {
+            loadlab_lab::cores::pin_this_thread(generator).map_err(lab_error)?;
+            let unbudgeted = if topology.quota_total().1 {
+                " (with its processes that have no CPU quota)"
+            } else {
+                ""
+            };
+            println!(
+                "    the generator runs on {}, {name}'s processes on {}{unbudgeted}",
+                loadlab_lab::cores::words(generator),
+                loadlab_lab::cores::words(service),
+            );
+            topology.on_cores = service.clone();
+            Ok((
+                topology,
+                Some(GeneratorCores {
+                    cores: ServerCores {
+                        service: service.clone(),
+                        generator: generator.clone(),
+                    },
+                    host: host.to_vec(),
+                }),
+            ))
+        }
+    }
+}
+
+/// The generator's cores while a topology's cells run; the thread gets every core back when
+/// it goes.
+struct GeneratorCores {
+    cores: ServerCores,
+    host: Vec<usize>,
+}
+
+impl Drop for GeneratorCores {
+    fn drop(&mut self) {
+        let _ = loadlab_lab::cores::pin_this_thread(&self.host);
+    }
+}
+
+/// A lab error outside a topology's start.
+fn lab_error(error: loadlab_lab::LabError) -> HarnessError {
+    HarnessError::system("cannot place the topology", std::io::Error::other(error))
+}
+
 /// One cell to run: which topology, which workload, which round, and where its results go.
 struct Cell<'a> {
     topology: (&'a str, &'a Topology),
     workload: &'a Workload,
     round: usize,
     dir: &'a Path,
+    /// The service's and the generator's cores, when split.
+    cores: Option<&'a ServerCores>,
 }
 
 impl Cell<'_> {
@@ -149,6 +227,7 @@ fn run_cell(
         stores: deployment.redis_url().into_iter().collect(),
         profile: topology.profile,
         groups: deployment.groups().to_vec(),
+        cores: cell.cores.cloned(),
     };
     println!("    running {} …", w.name);
     let title = format!("{name} / {}", w.name);

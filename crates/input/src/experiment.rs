@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use loadlab_run::thresholds::Threshold;
 use serde::Deserialize;
 
-use loadlab_run::topology::Topology;
+use loadlab_run::topology::{Budget, Topology};
 
 use crate::capacity::{CapacityError, CapacityFlags};
 use crate::flags::{FlagsError, LoadFlags};
@@ -170,6 +170,10 @@ struct ExperimentFile {
     /// Workloads to set against each other: one pair `[A, B]` or a list of pairs.
     #[serde(default)]
     pub compare: Option<Pairs>,
+    /// Run topologies whose CPU quotas and the generator's core do not fit the host's cores
+    /// (every verdict then names the host as a cap).
+    #[serde(default)]
+    pub oversubscribe: bool,
 }
 
 /// `compare:` as written: one pair, or a list of pairs.
@@ -204,6 +208,8 @@ pub struct Experiment {
     /// Each topology but the first, with the topology it is judged against (its `against`, or
     /// the first): (variant, baseline), by name.
     pub baselines: Vec<(String, String)>,
+    /// Run topologies whose budgets and the generator do not fit the host's cores.
+    pub oversubscribe: bool,
 }
 
 /// One load of an experiment, its flags parsed.
@@ -283,10 +289,59 @@ pub struct TopologySpec {
     /// Memory each replica may hold (`256M`, `1G`), without swap, as `docker run --memory`.
     #[serde(default)]
     pub memory: Option<String>,
+    /// Budgets of the processes around the replicas: `balancer` (nginx), `store`
+    /// (redis-server), `consumers` (each visits consumer), each `{cpus, memory}`.
+    #[serde(default)]
+    pub budgets: Option<BudgetsSpec>,
     /// The topology this one is judged against (default: the first), so an experiment with
     /// two factors (runtime and replicas) compares within each.
     #[serde(default)]
     pub against: Option<String>,
+}
+
+/// `budgets:` of a topology: what the processes around its replicas may use.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetsSpec {
+    /// nginx, its master and workers together.
+    #[serde(default)]
+    pub balancer: Option<BudgetSpec>,
+    /// redis-server.
+    #[serde(default)]
+    pub store: Option<BudgetSpec>,
+    /// Each visits consumer.
+    #[serde(default)]
+    pub consumers: Option<BudgetSpec>,
+}
+
+/// One process's budget as written: `{cpus: 0.5, memory: 128M}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    /// CPUs' worth of time (a quota; a whole number is a quota of that many cores).
+    #[serde(default)]
+    pub cpus: Option<f64>,
+    /// Memory, as `docker run --memory` writes it.
+    #[serde(default)]
+    pub memory: Option<String>,
+}
+
+impl BudgetSpec {
+    /// The budget, checked.
+    fn budget(&self, whose: &'static str) -> Result<Budget, TopologyError> {
+        if self.cpus.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+            return Err(TopologyError::NotPositive(whose));
+        }
+        Ok(Budget {
+            cpus: self.cpus,
+            memory_bytes: self
+                .memory
+                .as_deref()
+                .map(crate::values::memory_size)
+                .transpose()
+                .map_err(TopologyError::Memory)?,
+        })
+    }
 }
 
 /// A key whose value may be the word `null`, which YAML reads as no value: written, it names
@@ -429,6 +484,7 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
         rounds,
         compare,
         baselines,
+        oversubscribe: exp.oversubscribe,
     })
 }
 
@@ -482,7 +538,22 @@ impl TopologySpec {
                 .map(crate::values::memory_size)
                 .transpose()
                 .map_err(TopologyError::Memory)?,
+            balancer_budget: self.other_budget(|b| &b.balancer, "budgets.balancer.cpus")?,
+            store_budget: self.other_budget(|b| &b.store, "budgets.store.cpus")?,
+            consumer_budget: self.other_budget(|b| &b.consumers, "budgets.consumers.cpus")?,
         })
+    }
+
+    /// The budget `pick` reads from `budgets:`, none when absent.
+    fn other_budget(
+        &self,
+        pick: impl Fn(&BudgetsSpec) -> &Option<BudgetSpec>,
+        whose: &'static str,
+    ) -> Result<Budget, TopologyError> {
+        match self.budgets.as_ref().and_then(|b| pick(b).as_ref()) {
+            Some(spec) => spec.budget(whose),
+            None => Ok(Budget::default()),
+        }
     }
 
     /// The topology to deploy, lowered with the defaults every topology shares.
@@ -606,6 +677,7 @@ mod tests {
             stdout: None,
             cpus: None,
             memory: None,
+            budgets: None,
             against: None,
         };
         assert_eq!(spec(None).topology().unwrap().runtime, Runtime::Rust);

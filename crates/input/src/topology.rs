@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use loadlab_run::topology::{defaults, Lb, Runtime, Stdout, Topology};
+use loadlab_run::topology::{defaults, Budget, Lb, Runtime, Stdout, Topology};
 
 /// A topology that cannot be deployed as described.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -90,6 +90,12 @@ pub struct TopologyInput {
     pub cpus: Option<f64>,
     /// Memory each replica may hold, bytes.
     pub memory: Option<u64>,
+    /// What nginx may use.
+    pub balancer_budget: Budget,
+    /// What redis-server may use.
+    pub store_budget: Budget,
+    /// What each consumer may use.
+    pub consumer_budget: Budget,
 }
 
 /// The balancer `name` names (`nginx`, `builtin`, `client`).
@@ -154,6 +160,10 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
         cpus: input.cpus.filter(|c| c.fract() == 0.0).map(|c| c as usize),
         cpu_quota: input.cpus.filter(|c| c.fract() != 0.0),
         memory_bytes: input.memory,
+        balancer_budget: input.balancer_budget,
+        store_budget: input.store_budget,
+        consumer_budget: input.consumer_budget,
+        on_cores: Vec::new(),
     })
 }
 

@@ -23,21 +23,7 @@ pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// replica of 0.25 CPU runs at most 25 ms in each 100 ms).
 pub const CPU_PERIOD_US: u64 = 100_000;
 
-/// What one instance may use.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Budget {
-    /// CPUs' worth of time per period (0.25: a quarter of one core), all its processes together.
-    pub cpus: Option<f64>,
-    /// Memory it may hold, bytes, without swap.
-    pub memory_bytes: Option<u64>,
-}
-
-impl Budget {
-    /// True when it limits nothing.
-    pub fn is_none(&self) -> bool {
-        self.cpus.is_none() && self.memory_bytes.is_none()
-    }
-}
+pub use loadlab_run::topology::Budget;
 
 /// Which cgroup hierarchy the machine runs, and where its controllers are.
 #[derive(Debug, Clone, PartialEq)]
@@ -386,6 +372,19 @@ fn number(path: &Path) -> Option<u64> {
 }
 
 impl Group {
+    /// The processes in it now.
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs
+            .first()
+            .and_then(|p| fs::read_to_string(p).ok())
+            .map(|t| {
+                t.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Its counters now (a counter that cannot be read reads 0, or `None` where optional).
     pub fn read(&self) -> Reading {
         let text = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();

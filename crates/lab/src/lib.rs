@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod cgroup;
+pub mod cores;
 pub mod nginx;
 pub mod process;
 pub mod profile;

@@ -131,10 +131,15 @@ pub fn prepare(config: &NginxConfig, prefix: &Path) -> Result<PathBuf, LabError>
 }
 
 /// Starts nginx with a prepared configuration.
-pub fn start(prefix: &Path, conf: &Path) -> Result<Supervised, LabError> {
+pub fn start(
+    prefix: &Path,
+    conf: &Path,
+    place: impl FnOnce(&mut Command) -> Result<(), LabError>,
+) -> Result<Supervised, LabError> {
     let nginx = find_nginx()?;
     let mut cmd = Command::new(nginx);
     cmd.arg("-p").arg(prefix).arg("-c").arg(conf);
+    place(&mut cmd)?;
     Supervised::spawn("nginx", cmd).map_err(LabError::Io)
 }
 

@@ -24,6 +24,14 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts redis-server on a free port and waits until it answers PING.
     pub fn start() -> Result<RedisServer, LabError> {
+        RedisServer::start_placed(|_| Ok(()))
+    }
+
+    /// Like [`RedisServer::start`], `place` setting up its command first (a control group,
+    /// cores).
+    pub fn start_placed(
+        place: impl FnOnce(&mut Command) -> Result<(), LabError>,
+    ) -> Result<RedisServer, LabError> {
         let exe = find_redis().ok_or(LabError::RedisMissing)?;
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -39,6 +47,7 @@ impl RedisServer {
             .arg("--dir")
             .arg(&dir)
             .stdout(std::process::Stdio::null());
+        place(&mut cmd)?;
         let process = Supervised::spawn("redis", cmd).map_err(LabError::Io)?;
         let mut server = RedisServer { process, port, dir };
         server.wait_ready()?;

@@ -145,6 +145,7 @@ fn sample_loop(
         stores: stores.into_iter().map(StoreReader::finish).collect(),
         host: host.samples,
         groups: groups.into_iter().map(GroupReader::finish).collect(),
+        cores: None,
     }
 }
 
@@ -204,6 +205,11 @@ impl GroupReader {
         }
         self.most = self.most.max(r.memory_bytes);
         self.last = (r, at);
+        for pid in self.group.pids() {
+            if !self.series.pids.contains(&pid) {
+                self.series.pids.push(pid);
+            }
+        }
     }
 
     /// The series with the run's totals.

@@ -45,6 +45,10 @@ pub struct Deployment {
     groups: Vec<Group>,
     /// The group of each of `instances`, by name, when it has one.
     instance_groups: Vec<Option<String>>,
+    /// Each consumer's group, when consumers have budgets (a consumer started again joins it).
+    consumer_groups: Vec<Option<Group>>,
+    /// The cores the topology's processes may use (empty: every core).
+    on_cores: Vec<usize>,
 }
 
 impl Deployment {
@@ -69,13 +73,26 @@ impl Deployment {
         for (i, c) in self.consumers.iter_mut().enumerate() {
             if let Some(status) = c.exited() {
                 eprintln!("[{}] exited ({status}); starting it again", c.label);
-                if let Ok(fresh) =
-                    Supervised::spawn(&c.label, consumer_command(exe, url, i + 1, *shards))
-                {
+                let mut cmd = consumer_command(exe, url, i + 1, *shards);
+                let group = self.consumer_groups.get(i).and_then(Option::as_ref);
+                if place(&mut cmd, group, &self.on_cores).is_err() {
+                    continue;
+                }
+                if let Ok(fresh) = Supervised::spawn(&c.label, cmd) {
                     *c = fresh;
                 }
             }
         }
+    }
+
+    /// A control group `name` with `budget`, watched with the others; none without a budget.
+    fn budgeted(&mut self, name: &str, budget: Budget) -> Result<Option<Group>, LabError> {
+        let Some(budgets) = self.budgets.as_mut().filter(|_| !budget.is_none()) else {
+            return Ok(None);
+        };
+        let group = budgets.group(name, &budget)?;
+        self.groups.push(group.clone());
+        Ok(Some(group))
     }
 
     /// The control groups of its budgeted processes (a replica's processes share one).
@@ -254,18 +271,14 @@ fn drained_terminal() -> Result<std::os::fd::OwnedFd, LabError> {
     Ok(slave)
 }
 
-/// The cores replica `r` runs on when each replica gets `n`: the next `n` of the cores this
-/// process may use, round robin, so replicas spread over the host before they share a core.
-fn replica_cores(r: usize, n: usize) -> Result<Vec<usize>, LabError> {
-    // SAFETY: sched_getaffinity fills the zeroed set it is given, of the size given.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
-        return Err(LabError::Io(std::io::Error::last_os_error()));
-    }
-    let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect();
+/// The cores replica `r` runs on when each replica gets `n`: the next `n` of `among` (of the
+/// cores this process may use when empty), round robin, so replicas spread over the cores
+/// before they share one.
+fn replica_cores(r: usize, n: usize, among: &[usize]) -> Result<Vec<usize>, LabError> {
+    let allowed = match among {
+        [] => crate::cores::allowed()?,
+        some => some.to_vec(),
+    };
     if allowed.is_empty() {
         return Ok(Vec::new());
     }
@@ -353,8 +366,16 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         budgets: None,
         groups: Vec::new(),
         instance_groups: Vec::new(),
+        consumer_groups: Vec::new(),
+        on_cores: topology.on_cores.clone(),
     };
-    if !budget_of(topology).is_none() {
+    let budgets = [
+        topology.replica_budget(),
+        topology.balancer_budget,
+        topology.store_budget,
+        topology.consumer_budget,
+    ];
+    if budgets.iter().any(|b| !b.is_none()) {
         deployment.budgets = Some(Budgets::new(Path::new(CGROUP_ROOT))?);
     }
     start_store(&mut deployment, topology, loadlab_exe)?;
@@ -376,7 +397,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         Runtime::Rust => "loadlab serve".to_string(),
         other => format!("loadlab serve --runtime {other}"),
     };
-    let what = topology.command.as_deref().unwrap_or(&own);
+    let what = topology.command.as_deref().unwrap_or(&own).to_string() + &budget_words(topology);
     let store = match &deployment.redis {
         Some(r) => format!(", sharing redis-server {} (pid {})", r.url(), r.pid()),
         None => String::new(),
@@ -396,12 +417,32 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     Ok(deployment)
 }
 
-/// What each of the topology's replicas may use.
-fn budget_of(topology: &Topology) -> Budget {
-    Budget {
-        cpus: topology.cpu_quota,
-        memory_bytes: topology.memory_bytes,
+/// A replica's budget in words (" (0.25 CPU, 64 MB each)"), empty without one.
+fn budget_words(topology: &Topology) -> String {
+    let b = topology.replica_budget();
+    let parts: Vec<String> = b
+        .cpus
+        .map(|c| format!("{c} CPU"))
+        .into_iter()
+        .chain(b.memory_bytes.map(|m| format!("{} MB", m >> 20)))
+        .collect();
+    match (parts.is_empty(), topology.replicas) {
+        (true, _) => String::new(),
+        (false, 1) => format!(" ({})", parts.join(", ")),
+        (false, _) => format!(" ({} each)", parts.join(", ")),
     }
+}
+
+/// Makes `cmd`'s process join `group` and run on `cores` (every core when empty) from its
+/// first instruction.
+fn place(cmd: &mut Command, group: Option<&Group>, cores: &[usize]) -> Result<(), LabError> {
+    if !cores.is_empty() {
+        pin(cmd, cores);
+    }
+    if let Some(g) = group {
+        g.join_on_spawn(cmd)?;
+    }
+    Ok(())
 }
 
 /// Refuses a topology whose settings contradict each other.
@@ -441,15 +482,20 @@ fn start_store(
     if !topology.redis {
         return Ok(());
     }
-    let redis = RedisServer::start()?;
+    let group = deployment.budgeted("redis-server", topology.store_budget)?;
+    let redis = RedisServer::start_placed(|cmd| place(cmd, group.as_ref(), &topology.on_cores))?;
     let url = redis.url();
     deployment.redis = Some(redis);
+    deployment.consumer_spec = Some((loadlab_exe.to_path_buf(), url.clone(), topology.shards));
     for i in 1..=topology.consumers {
-        let cmd = consumer_command(loadlab_exe, &url, i, topology.shards);
-        let child = Supervised::spawn(&format!("consumer {i}"), cmd).map_err(LabError::Io)?;
+        let label = format!("consumer {i}");
+        let group = deployment.budgeted(&label, topology.consumer_budget)?;
+        let mut cmd = consumer_command(loadlab_exe, &url, i, topology.shards);
+        place(&mut cmd, group.as_ref(), &topology.on_cores)?;
+        let child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
         deployment.consumers.push(child);
+        deployment.consumer_groups.push(group);
     }
-    deployment.consumer_spec = Some((loadlab_exe.to_path_buf(), url, topology.shards));
     Ok(())
 }
 
@@ -464,18 +510,11 @@ fn start_replica(
     let redis_url = deployment.redis.as_ref().map(RedisServer::url);
     let first = deployment.instances.len();
     // One group per replica: its workers share its budget, as a container's processes do.
-    let group = match deployment.budgets.as_mut() {
-        Some(b) => {
-            let name = match topology.replicas {
-                1 => "service".to_string(),
-                _ => format!("replica {}", r + 1),
-            };
-            let g = b.group(&name, &budget_of(topology))?;
-            deployment.groups.push(g.clone());
-            Some(g)
-        }
-        None => None,
+    let name = match topology.replicas {
+        1 => "service".to_string(),
+        _ => format!("replica {}", r + 1),
     };
+    let group = deployment.budgeted(&name, topology.replica_budget())?;
     for w in 0..processes {
         let label = match (topology.replicas, processes) {
             (1, 1) => "service".to_string(),
@@ -484,12 +523,11 @@ fn start_replica(
             _ => format!("replica {} worker {}", r + 1, w + 1),
         };
         let mut cmd = instance_command(topology, loadlab_exe, port, &label, redis_url.as_deref())?;
-        if let Some(n) = topology.cpus {
-            pin(&mut cmd, &replica_cores(r, n)?);
-        }
-        if let Some(g) = &group {
-            g.join_on_spawn(&mut cmd)?;
-        }
+        let cores = match topology.cpus {
+            Some(n) => replica_cores(r, n, &topology.on_cores)?,
+            None => topology.on_cores.clone(),
+        };
+        place(&mut cmd, group.as_ref(), &cores)?;
         let child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
         deployment.instances.push(child);
         deployment
@@ -589,7 +627,10 @@ fn start_balancer(
                 static_dir,
             };
             let conf = nginx::prepare(&config, &prefix)?;
-            let mut balancer = nginx::start(&prefix, &conf)?;
+            let group = deployment.budgeted("nginx", topology.balancer_budget)?;
+            let mut balancer = nginx::start(&prefix, &conf, |cmd| {
+                place(cmd, group.as_ref(), &topology.on_cores)
+            })?;
             wait_ready(std::slice::from_mut(&mut balancer), front, topology, None)?;
             deployment.balancer = Some(balancer);
             Ok((format!(" behind nginx on {}", deployment.url), fallback))
@@ -786,13 +827,13 @@ mod tests {
 
     #[test]
     fn replicas_get_their_own_cores_round_robin_and_a_pinned_child_runs_on_them() {
-        let first = replica_cores(0, 1).unwrap();
+        let first = replica_cores(0, 1, &[]).unwrap();
         assert_eq!(first.len(), 1);
-        let all = replica_cores(0, 10_000).unwrap();
+        let all = replica_cores(0, 10_000, &[]).unwrap();
         assert!(!all.is_empty() && all.len() <= 10_000);
         // Replica r starts where replica r - 1 stopped, wrapping around the host's cores.
-        assert_eq!(replica_cores(1, 1).unwrap()[0], all[1 % all.len()]);
-        assert_eq!(replica_cores(all.len(), 1).unwrap(), first);
+        assert_eq!(replica_cores(1, 1, &[]).unwrap()[0], all[1 % all.len()]);
+        assert_eq!(replica_cores(all.len(), 1, &[]).unwrap(), first);
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "grep Cpus_allowed_list /proc/self/status"]);
         cmd.stdout(std::process::Stdio::piped());

@@ -318,6 +318,8 @@ mod tests {
         CellResult {
             topology: topology.into(),
             processes: 1,
+            cpus: None,
+            cpu_ms_per_request: None,
             workload: workload.into(),
             round,
             measured,

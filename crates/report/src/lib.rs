@@ -473,6 +473,9 @@ fn server_lines(out: &mut String, server: &loadlab_run::summary::Server) {
             p.pid, p.name, p.cpu_pct_avg, p.cpu_pct_max, p.cpu_wait_pct_avg, p.rss_mb_max
         );
     }
+    for b in &server.budgets {
+        let _ = writeln!(out, "  {}: {}", b.name, budget_words(b));
+    }
     for st in &server.stores {
         let _ = writeln!(
             out,
@@ -487,6 +490,30 @@ fn server_lines(out: &mut String, server: &loadlab_run::summary::Server) {
             );
         }
     }
+}
+
+/// What a budgeted group used against its budget, in words: "98 % of its 0.25 CPU, throttled in
+/// 38 % of 300 periods (1.20 s); memory up to 45.1 of 256 MB".
+pub fn budget_words(b: &loadlab_run::summary::ServerBudget) -> String {
+    let cpu = match (b.cpus, b.quota_used_pct) {
+        (Some(cpus), Some(used)) => format!(
+            "{used:.0} % of its {cpus} CPU, throttled in {:.0} % of {} periods ({:.2} s)",
+            b.throttled_pct, b.periods, b.throttled_s
+        ),
+        _ => format!("{:.1} % of a core (no CPU quota)", b.cpu_pct_avg),
+    };
+    let memory = match b.memory_limit_mb {
+        Some(limit) => format!("memory up to {:.1} of {limit:.0} MB", b.memory_peak_mb),
+        None => format!("memory up to {:.1} MB (no limit)", b.memory_peak_mb),
+    };
+    let oom = match (b.oom_kills, b.oom_second) {
+        (0, _) => String::new(),
+        (n, Some(s)) => {
+            format!("; {n} process(es) killed by the kernel's OOM killer, the first by second {s}")
+        }
+        (n, None) => format!("; {n} process(es) killed by the kernel's OOM killer"),
+    };
+    format!("{cpu}; {memory}{oom}")
 }
 
 /// The profile's top functions, or why none was recorded.

@@ -149,6 +149,8 @@ pub struct GroupSeries {
     pub memory_bytes: Option<u64>,
     /// Readings in time order.
     pub samples: Vec<GroupSample>,
+    /// The processes seen in it, by PID.
+    pub pids: Vec<u32>,
     /// The run's totals (`None` when read back from `groups.csv`, which keeps the series only).
     pub totals: Option<GroupTotals>,
 }
@@ -164,6 +166,8 @@ pub struct ServerData {
     pub host: Vec<HostSample>,
     /// The budgeted processes' control groups, one series each.
     pub groups: Vec<GroupSeries>,
+    /// The cores the service and the generator were given, when the lab split them.
+    pub cores: Option<crate::summary::ServerCores>,
 }
 
 impl ServerData {
@@ -271,6 +275,7 @@ impl ServerData {
                         .ok()
                         .map(|mb| (mb * 1024.0 * 1024.0).round() as u64),
                     samples: vec![sample],
+                    pids: Vec::new(),
                     totals: None,
                 }),
             }
@@ -388,6 +393,7 @@ mod tests {
                 }],
             }],
             host: Vec::new(),
+            ..ServerData::default()
         };
         let mut out = Vec::new();
         stores.write_stores_csv(&mut out).unwrap();

@@ -612,6 +612,19 @@ pub struct Server {
     /// One entry per control group with a budget (a replica, the balancer, the store).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<ServerBudget>,
+    /// The cores the service's processes and the generator ran on, when the lab gave each
+    /// cores of their own (the budgets left whole cores free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<ServerCores>,
+}
+
+/// Which cores the service's processes and the generator were pinned to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerCores {
+    /// The service's processes' cores.
+    pub service: Vec<usize>,
+    /// The generator's cores.
+    pub generator: Vec<usize>,
 }
 
 /// What one budgeted group (a replica's processes together) used against its budget.
@@ -644,6 +657,9 @@ pub struct ServerBudget {
     /// Second of the run by which its first OOM kill was seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oom_second: Option<u64>,
+    /// The processes seen in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
 }
 
 impl ServerBudget {
@@ -672,6 +688,7 @@ impl ServerBudget {
             memory_peak_mb: t.memory_peak_mb.max(sampled_peak),
             oom_kills: t.oom_kills,
             oom_second: t.first_oom_second,
+            pids: g.pids.clone(),
         }
     }
 }
@@ -1093,6 +1110,7 @@ fn server_of(d: &ServerData) -> Server {
         stores: d.stores.iter().map(ServerStore::from_series).collect(),
         host_cpu_pct_avg: d.host_cpu_pct_avg(),
         budgets: d.groups.iter().map(ServerBudget::from_series).collect(),
+        cores: d.cores.clone(),
     }
 }
 

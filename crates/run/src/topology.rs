@@ -185,4 +185,55 @@ pub struct Topology {
     /// Memory each replica may hold, bytes, without swap, enforced by a control group's
     /// limit as `docker run --memory` does (the kernel's OOM killer ends a replica past it).
     pub memory_bytes: Option<u64>,
+    /// What nginx may use (its master and workers together).
+    pub balancer_budget: Budget,
+    /// What redis-server may use.
+    pub store_budget: Budget,
+    /// What each visits consumer may use.
+    pub consumer_budget: Budget,
+    /// Cores the topology's processes may run on (empty: every core); the lab sets it when
+    /// the budgets leave cores free for the generator.
+    pub on_cores: Vec<usize>,
+}
+
+/// What one instance (a replica, the balancer, the store, a consumer) may use, as a
+/// container's limits say it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Budget {
+    /// CPUs' worth of time per period (0.25: a quarter of one core), all its processes together.
+    pub cpus: Option<f64>,
+    /// Memory it may hold, bytes, without swap.
+    pub memory_bytes: Option<u64>,
+}
+
+impl Budget {
+    /// True when it limits nothing.
+    pub fn is_none(&self) -> bool {
+        self.cpus.is_none() && self.memory_bytes.is_none()
+    }
+}
+
+impl Topology {
+    /// What each replica may use.
+    pub fn replica_budget(&self) -> Budget {
+        Budget {
+            cpus: self.cpu_quota,
+            memory_bytes: self.memory_bytes,
+        }
+    }
+
+    /// CPU quotas of every process of the topology together, CPUs, and whether a process of
+    /// it runs without one (an unbudgeted balancer, store or consumer, or replicas pinned to
+    /// whole cores without a quota).
+    pub fn quota_total(&self) -> (f64, bool) {
+        let replicas = self.replicas as f64 * self.cpu_quota.unwrap_or(0.0);
+        let balancer =
+            (self.replicas > 1 && self.lb != Lb::Client).then_some(self.balancer_budget.cpus);
+        let store = self.redis.then_some(self.store_budget.cpus);
+        let consumers = (0..self.consumers).map(|_| self.consumer_budget.cpus);
+        let others: Vec<Option<f64>> = balancer.into_iter().chain(store).chain(consumers).collect();
+        let total = replicas + others.iter().flatten().sum::<f64>();
+        let unbudgeted = self.cpu_quota.is_none() || others.iter().any(Option::is_none);
+        (total, unbudgeted)
+    }
 }

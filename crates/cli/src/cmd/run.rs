@@ -54,7 +54,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         pids: a.watch_pid.clone(),
         stores: a.watch_redis.clone(),
         profile: a.profile,
-        groups: Vec::new(),
+        ..Watch::default()
     };
     if plan.start_at.is_some() && !a.quiet {
         eprintln!("waiting for the start time (--start-at)");

@@ -193,6 +193,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
             .transpose()?,
         cpus: a.cpus,
         memory: a.memory,
+        ..TopologyInput::default()
     })?;
     let stop = loadlab_harness::interrupt_signal()?;
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;

@@ -15,6 +15,13 @@ pub struct CellResult {
     pub topology: String,
     /// Processes serving the topology (replicas × workers), for the ideal scaling.
     pub processes: usize,
+    /// The replicas' CPU quotas together, CPUs, when they had quotas: the ideal scaling is
+    /// their ratio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// CPU the budgeted replicas used per successful response, ms (with quotas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms_per_request: Option<f64>,
     /// The workload's name.
     pub workload: String,
     /// The round, from 0.
@@ -172,6 +179,24 @@ pub enum Limit {
         /// Their mean time waiting for a core, percent of one core (summed over their
         /// threads: many threads on few cores wait far more than a core's time).
         waited_pct: f64,
+    },
+    /// Budgeted groups (replicas, the balancer, the store) at their CPU quota (≥ 90 % of it
+    /// used over the cell).
+    AtQuota {
+        /// What they are: `replica`, `service`, `nginx`, `redis-server`, `consumer`.
+        name: String,
+        /// How many were at their quota.
+        busy: usize,
+        /// Groups of that kind with a quota.
+        of: usize,
+        /// Each one's quota, CPUs.
+        cpus: f64,
+        /// The least of their quota any of them used, percent.
+        used_low_pct: f64,
+        /// The most of their quota any of them used, percent.
+        used_high_pct: f64,
+        /// Their mean share of CFS periods throttled, percent.
+        throttled_pct: f64,
     },
     /// Responses with status 429.
     RateLimited {

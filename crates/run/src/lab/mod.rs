@@ -71,6 +71,9 @@ pub struct TopologyEntry {
     pub name: String,
     /// Processes serving it (replicas × workers), for the ideal scaling.
     pub processes: usize,
+    /// Its replicas' CPU quotas together, CPUs, when they have quotas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
 }
 
 /// The experiment as the lab ran it (`experiment.json`, written before the first cell): what
@@ -115,6 +118,14 @@ impl Experiment {
             .iter()
             .find(|t| t.name == topology)
             .map_or(1, |t| t.processes)
+    }
+
+    /// The CPU quotas of `topology`'s replicas together, when they have quotas.
+    pub fn cpus(&self, topology: &str) -> Option<f64> {
+        self.topologies
+            .iter()
+            .find(|t| t.name == topology)
+            .and_then(|t| t.cpus)
     }
 }
 
@@ -352,6 +363,7 @@ fn read_older_lab(dir: &Path, lab: &LabJson) -> Result<SavedLab, LabDirError> {
             topologies.push(TopologyEntry {
                 name: c.topology.clone(),
                 processes: c.processes,
+                cpus: c.cpus,
             });
         }
         if !workloads.contains(&c.workload) {
@@ -485,10 +497,12 @@ mod tests {
                 TopologyEntry {
                     name: "one".into(),
                     processes: 1,
+                    cpus: None,
                 },
                 TopologyEntry {
                     name: "three".into(),
                     processes: 3,
+                    cpus: None,
                 },
             ],
             workloads: vec!["ping".into(), "calc".into()],
