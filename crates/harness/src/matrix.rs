@@ -58,14 +58,7 @@ pub fn run_matrix(
 ) -> Result<SavedLab> {
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError::system("cannot find the loadlab executable", e))?;
-    // Every topology's budgets are checked before anything starts.
-    let host = loadlab_lab::cores::allowed().map_err(lab_error)?;
-    let placements = exp
-        .topologies
-        .iter()
-        .map(|(name, t)| loadlab_lab::cores::place(name, t, &host, exp.oversubscribe))
-        .collect::<std::result::Result<Vec<_>, String>>()
-        .map_err(HarnessError::Budgets)?;
+    let (host, placements) = placements(exp)?;
     let experiment = experiment_record(exp, crate::cores());
     write_experiment(out, &experiment)?;
     let (topologies, workloads, rounds) = (&exp.topologies, &exp.workloads, exp.rounds);
@@ -126,6 +119,20 @@ pub fn run_matrix(
     })
 }
 
+/// Where each of the experiment's topologies and the generator run, with the cores this
+/// process may use; an error with the arithmetic for budgets that do not fit (the lab checks
+/// this before it starts anything).
+pub fn placements(exp: &Experiment) -> Result<(Vec<usize>, Vec<Placement>)> {
+    let host = loadlab_lab::cores::allowed().map_err(lab_error)?;
+    let placements = exp
+        .topologies
+        .iter()
+        .map(|(name, t)| loadlab_lab::cores::place(name, t, &host, exp.oversubscribe))
+        .collect::<std::result::Result<Vec<_>, String>>()
+        .map_err(HarnessError::Budgets)?;
+    Ok((host, placements))
+}
+
 /// `topology` on its placement's cores, and the generator (this thread and the threads it
 /// starts) on its own until the returned guard goes; what was placed where is printed.
 fn placed(
@@ -146,10 +153,12 @@ fn placed(
             generator,
         } => {
             loadlab_lab::cores::pin_this_thread(generator).map_err(lab_error)?;
-            let unbudgeted = if topology.quota_total().1 {
-                " (with its processes that have no CPU quota)"
-            } else {
-                ""
+            let unbudgeted = match unbudgeted(&topology).as_slice() {
+                [] => String::new(),
+                names => format!(
+                    " ({} without a CPU quota, sharing them)",
+                    names.join(" and ")
+                ),
             };
             println!(
                 "    the generator runs on {}, {name}'s processes on {}{unbudgeted}",
@@ -165,17 +174,35 @@ fn placed(
                         generator: generator.clone(),
                     },
                     host: host.to_vec(),
+                    _awake: loadlab_lab::cores::AwakeCores::hold(),
                 }),
             ))
         }
     }
 }
 
-/// The generator's cores while a topology's cells run; the thread gets every core back when
-/// it goes.
+/// The processes of `t` around its replicas that run without a CPU quota.
+fn unbudgeted(t: &Topology) -> Vec<&'static str> {
+    let balanced = t.replicas > 1 && t.lb == loadlab_run::Lb::Nginx;
+    [
+        (balanced && t.balancer_budget.cpus.is_none(), "nginx"),
+        (t.redis && t.store_budget.cpus.is_none(), "redis-server"),
+        (
+            t.consumers > 0 && t.consumer_budget.cpus.is_none(),
+            "the consumers",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(without, name)| without.then_some(name))
+    .collect()
+}
+
+/// The generator's cores while a topology's cells run, with the cores kept awake; the thread
+/// gets every core back when it goes.
 struct GeneratorCores {
     cores: ServerCores,
     host: Vec<usize>,
+    _awake: Option<loadlab_lab::cores::AwakeCores>,
 }
 
 impl Drop for GeneratorCores {

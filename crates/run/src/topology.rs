@@ -228,7 +228,7 @@ impl Topology {
     pub fn quota_total(&self) -> (f64, bool) {
         let replicas = self.replicas as f64 * self.cpu_quota.unwrap_or(0.0);
         let balancer =
-            (self.replicas > 1 && self.lb != Lb::Client).then_some(self.balancer_budget.cpus);
+            (self.replicas > 1 && self.lb == Lb::Nginx).then_some(self.balancer_budget.cpus);
         let store = self.redis.then_some(self.store_budget.cpus);
         let consumers = (0..self.consumers).map(|_| self.consumer_budget.cpus);
         let others: Vec<Option<f64>> = balancer.into_iter().chain(store).chain(consumers).collect();

@@ -24,6 +24,8 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
             .map_or(0, |d| d.as_secs());
         PathBuf::from("runs").join(format!("{}-{stamp}", slug(&exp.name)))
     });
+    // Budgets that do not fit are refused before anything starts or prints.
+    loadlab_harness::matrix::placements(&exp)?;
     let stop = interrupt_signal()?;
     println!(
         "loadlab lab: {} — {} topologies × {} workloads × {} round(s)",

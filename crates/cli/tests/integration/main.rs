@@ -7,6 +7,7 @@ mod support;
 mod analysis;
 mod artillery;
 mod browser;
+mod budgets;
 mod cli;
 mod cookies_redirects;
 mod corpus;

@@ -263,7 +263,7 @@ fn a_replica_on_a_quarter_cpu_uses_a_quarter_of_a_core_and_its_control_group_goe
     let _alone = crate::support::alone();
     let mut t = Served::start(&["--cpus", "0.25", "--memory", "256M"]);
     let replica = t.pids[0];
-    // Its group is `loadlab-<serve's pid>/replica-1`, in v1's cpu tree or v2's one tree.
+    // Its group is `loadlab-<serve's pid>/service`, in v1's cpu tree or v2's one tree.
     let parent = format!("loadlab-{}", t.child.id());
     let groups: Vec<PathBuf> = [
         "/sys/fs/cgroup/cpu",
@@ -272,12 +272,12 @@ fn a_replica_on_a_quarter_cpu_uses_a_quarter_of_a_core_and_its_control_group_goe
         "/sys/fs/cgroup",
     ]
     .iter()
-    .map(|root| Path::new(root).join(&parent).join("replica-1"))
+    .map(|root| Path::new(root).join(&parent).join("service"))
     .filter(|g| g.is_dir())
     .collect();
     assert!(
         !groups.is_empty(),
-        "no group {parent}/replica-1 under /sys/fs/cgroup"
+        "no group {parent}/service under /sys/fs/cgroup"
     );
     for g in &groups {
         let procs = std::fs::read_to_string(g.join("cgroup.procs")).unwrap();
