@@ -24,8 +24,9 @@ const RATE_LIMITED: f64 = 0.01;
 const FAILING: f64 = 0.01;
 /// Other processes' share of the host's CPU worth naming in a verdict, percent of one core.
 const OTHERS_WORTH_SAYING: f64 = 5.0;
-/// A budgeted group using this much of its CPU quota counts as CPU-bound at its budget.
-const AT_QUOTA_PCT: f64 = 90.0;
+/// A budgeted group using this much of its CPU quota counts as CPU-bound at its budget (a
+/// capacity cell keeps the highest rate that met its objective, a step under saturation).
+const AT_QUOTA_PCT: f64 = 85.0;
 /// A process using this much of one core (used plus waited) counts as CPU-bound.
 const BUSY_PROCESS_PCT: f64 = 85.0;
 
@@ -383,7 +384,11 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
         let ideal = vc / bc;
         let demand = match (mean_demand(base), mean_demand(var)) {
             (Some(x), Some(y)) => {
-                format!("; CPU per response {x:.2} → {y:.2} ms")
+                format!(
+                    "; CPU per response {} → {}",
+                    duration_words(x),
+                    duration_words(y)
+                )
             }
             _ => String::new(),
         };
@@ -405,6 +410,17 @@ fn scaling(base: &[&CellResult], var: &[&CellResult], i: &Interval) -> Option<St
         v.processes,
         100.0 * i.ratio / ideal
     ))
+}
+
+/// Milliseconds in words with three significant digits: `1.15 ms`, `14.2 µs`.
+fn duration_words(ms: f64) -> String {
+    if ms >= 1.0 {
+        format!("{ms:.2} ms")
+    } else if ms >= 0.1 {
+        format!("{ms:.3} ms")
+    } else {
+        format!("{:.1} µs", ms * 1000.0)
+    }
 }
 
 /// The mean CPU per response over a side's cells that have it.
@@ -627,14 +643,22 @@ pub fn limit_words(limit: &Limit) -> String {
 
 /// One side's limits in words: each kind once, its figures the mean over the cells that had
 /// it, and in how many of the side's rounds when not in all.
+/// True when two limits are of one kind: the same variant, and for limits naming what they
+/// are about (a process, a budgeted group), the same name.
+fn same_kind(a: &Limit, b: &Limit) -> bool {
+    match (a, b) {
+        (Limit::CpuBound { name: x, .. }, Limit::CpuBound { name: y, .. })
+        | (Limit::AtQuota { name: x, .. }, Limit::AtQuota { name: y, .. }) => x == y,
+        (Limit::Backlog { stream: x, .. }, Limit::Backlog { stream: y, .. }) => x == y,
+        _ => std::mem::discriminant(a) == std::mem::discriminant(b),
+    }
+}
+
 fn limits_of(cells: &[&CellResult]) -> Vec<String> {
     let n = cells.len();
     let mut kinds: Vec<Vec<&Limit>> = Vec::new();
     for l in cells.iter().flat_map(|c| &c.limits) {
-        match kinds
-            .iter_mut()
-            .find(|k| std::mem::discriminant(k[0]) == std::mem::discriminant(l))
-        {
+        match kinds.iter_mut().find(|k| same_kind(k[0], l)) {
             Some(k) => k.push(l),
             None => kinds.push(vec![l]),
         }
@@ -1084,6 +1108,33 @@ mod tests {
     }
 
     #[test]
+    fn limits_of_one_kind_about_different_things_are_said_apart() {
+        let quota = |name: &str, busy: usize, of: usize| Limit::AtQuota {
+            name: name.into(),
+            busy,
+            of,
+            cpus: 0.2,
+            used_low_pct: 98.0,
+            used_high_pct: 99.0,
+            throttled_pct: 90.0,
+        };
+        let mut a = cell("three", 3, "turno", 0, capacity(100.0));
+        a.limits = vec![quota("replica", 3, 3), quota("redis-server", 1, 1)];
+        let mut b = cell("three", 3, "turno", 1, capacity(100.0));
+        b.limits = vec![quota("redis-server", 1, 1)];
+        let words = limits_of(&[&a, &b]);
+        assert_eq!(
+            words,
+            vec![
+                "each of 3 replicas used 98–99 % of its 0.2 CPU quota (throttled in 90 % of \
+                 periods): CPU-bound at its budget in 1 of 2 rounds",
+                "the redis-server used 98–99 % of its 0.2 CPU quota (throttled in 90 % of \
+                 periods): CPU-bound at its budget",
+            ]
+        );
+    }
+
+    #[test]
     fn the_ideal_scaling_of_budgeted_topologies_is_the_ratio_of_their_quotas() {
         let side = |t: &str, cpus: f64, rps: f64, demand: f64| {
             (0..2)
@@ -1103,7 +1154,7 @@ mod tests {
         let words = v[0].scaling.as_deref().unwrap();
         assert_eq!(
             words,
-            "0.2 → 0.8 CPUs of quota: 95 % of the ideal ×4; CPU per response 2.00 → 2.10 ms"
+            "0.2 → 0.8 CPUs of quota: 95 % of the ideal ×4; CPU per response 2.00 ms → 2.10 ms"
         );
     }
 

@@ -20,7 +20,7 @@ use loadlab_run::{RunData, Summary, Topology};
 use crate::capacity::{capacity, CapacitySearch, Progress};
 use crate::dashboard::Dashboard;
 use crate::execute::{execute, Watch};
-use crate::steps::one_request_ms;
+use crate::steps::first_success_ms;
 use crate::{HarnessError, Result};
 
 /// The experiment as its lab directory records it (`cores`: the host's).
@@ -378,7 +378,7 @@ fn breaking_point(
     let slo = Slo::parse(&f.slo)?;
     let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
     let started = Instant::now();
-    let Some(base_ms) = one_request_ms(&target, stop)? else {
+    let Some(base_ms) = first_success_ms(&target, stop)? else {
         return Ok(None);
     };
     let mut search = CapacitySearch::new(slo, &f);

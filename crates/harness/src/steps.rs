@@ -96,6 +96,22 @@ pub fn one_request_ms(target: &UrlTarget, stop: &StopSignal) -> Result<Option<f6
     Ok((s.requests.ok == 1).then_some(s.latency_ms.max))
 }
 
+/// The latency of the first request that succeeds, asked again every 200 ms for up to 15 s:
+/// a service still serving what an earlier load left queued may refuse the first ones (a
+/// pool at its in-flight cap answers 429). `None` when none succeeded.
+pub fn first_success_ms(target: &UrlTarget, stop: &StopSignal) -> Result<Option<f64>> {
+    let started = Instant::now();
+    loop {
+        if let Some(ms) = one_request_ms(target, stop)? {
+            return Ok(Some(ms));
+        }
+        if started.elapsed() >= MAX_DRAIN || stop.is_stopped() {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Waits until one request alone is answered within 1.5 × `base_ms` (+1 ms) again — the queue
 /// the last step left has drained — or for at most 15 s. Returns how long it waited.
 pub fn drain(target: &UrlTarget, base_ms: f64, stop: &StopSignal) -> Result<Duration> {

@@ -417,9 +417,9 @@ fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
             "{cell}: {message}"
         );
     }
-    // The single web instance (one core, 8 requests in progress at most) saturates: its
-    // process is CPU-bound and turns users away with 429, and the verdict names the web tier
-    // (the service's processes are `loadlab-serve`, the counter `loadlab-consume`).
+    // The single web instance (0.3 CPU, 8 requests in progress at most) saturates: it is
+    // CPU-bound at its quota and turns users away with 429, and the verdict names the web
+    // tier (its group is `service`; the counter and Redis have groups of their own).
     let before = read_json(
         &dir.path()
             .join("before-1-web")
@@ -450,11 +450,11 @@ fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|l| l["kind"] == "cpu_bound" && l["name"] == "loadlab-serve"),
+            .any(|l| l["kind"] == "at_quota" && l["name"] == "service"),
         "{limits}"
     );
     assert!(
-        text.contains("loadlab-serve process(es) CPU-bound"),
+        text.contains("the service used") && text.contains("of its 0.3 CPU quota"),
         "{text}"
     );
 }
