@@ -593,7 +593,8 @@ pub fn limit_words(limit: &Limit) -> String {
                 format!("{used_low_pct:.0}–{used_high_pct:.0} %")
             };
             let who = match (busy, of) {
-                (1, 1) => format!("the {name}"),
+                (1, 1) if name == "service" => "the service".to_string(),
+                (1, 1) => name.clone(),
                 (b, o) if b == o => format!("each of {o} {name}s"),
                 (b, o) => format!("{b} of {o} {name}s"),
             };
@@ -1128,7 +1129,7 @@ mod tests {
             vec![
                 "each of 3 replicas used 98–99 % of its 0.2 CPU quota (throttled in 90 % of \
                  periods): CPU-bound at its budget in 1 of 2 rounds",
-                "the redis-server used 98–99 % of its 0.2 CPU quota (throttled in 90 % of \
+                "redis-server used 98–99 % of its 0.2 CPU quota (throttled in 90 % of \
                  periods): CPU-bound at its budget",
             ]
         );

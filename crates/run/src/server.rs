@@ -167,7 +167,18 @@ pub struct ServerData {
     /// The budgeted processes' control groups, one series each.
     pub groups: Vec<GroupSeries>,
     /// The cores the service and the generator were given, when the lab split them.
-    pub cores: Option<crate::summary::ServerCores>,
+    pub cores: Option<ServerCores>,
+}
+
+/// Which cores the service's processes and the generator were pinned to.
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct ServerCores {
+    /// The service's processes' cores.
+    pub service: Vec<usize>,
+    /// The generator's cores.
+    pub generator: Vec<usize>,
 }
 
 impl ServerData {

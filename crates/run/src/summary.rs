@@ -618,14 +618,7 @@ pub struct Server {
     pub cores: Option<ServerCores>,
 }
 
-/// Which cores the service's processes and the generator were pinned to.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ServerCores {
-    /// The service's processes' cores.
-    pub service: Vec<usize>,
-    /// The generator's cores.
-    pub generator: Vec<usize>,
-}
+pub use crate::server::ServerCores;
 
 /// What one budgeted group (a replica's processes together) used against its budget.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
