@@ -205,6 +205,7 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             ));
         }
     }
+    let (quota, throttled, memory) = budget_series(runs);
     let mut commands = Vec::new();
     let mut backlog = Vec::new();
     for r in runs {
@@ -271,6 +272,28 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
         ));
         out.push(chart("server-rss", "Server memory, per process", "MB", rss));
     }
+    if !quota.is_empty() {
+        out.push(chart(
+            "budget-cpu",
+            "CPU against each budget's quota, per second",
+            "% of its quota",
+            quota,
+        ));
+        out.push(chart(
+            "budget-throttled",
+            "CFS periods throttled (the quota used up before the period ended)",
+            "% of periods",
+            throttled,
+        ));
+    }
+    if !memory.is_empty() {
+        out.push(chart(
+            "budget-memory",
+            "Memory charged to each budget, with its limit",
+            "MB",
+            memory,
+        ));
+    }
     if !commands.is_empty() {
         out.push(chart(
             "store-commands",
@@ -293,6 +316,43 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
         spectra,
     ));
     out
+}
+
+/// The budgeted groups' series: CPU as a share of the quota and throttled periods (groups
+/// with a quota), and memory with a flat line at the limit (groups with one).
+fn budget_series(runs: &[RunView]) -> (Vec<Series>, Vec<Series>, Vec<Series>) {
+    let (mut quota, mut throttled, mut memory) = (Vec::new(), Vec::new(), Vec::new());
+    for r in runs {
+        for g in r.server.iter().flat_map(|s| &s.groups) {
+            let name = series_name(runs, r, &g.name);
+            let at = |s: &loadlab_run::GroupSample| s.second as f64 + 0.5;
+            if let Some(cpus) = g.cpus.filter(|c| *c > 0.0) {
+                quota.push(Series::new(
+                    name.clone(),
+                    g.samples
+                        .iter()
+                        .map(|s| (at(s), s.cpu_pct / cpus))
+                        .collect(),
+                ));
+                throttled.push(Series::new(
+                    name.clone(),
+                    g.samples.iter().map(|s| (at(s), s.throttled_pct)).collect(),
+                ));
+            }
+            memory.push(Series::new(
+                name.clone(),
+                g.samples.iter().map(|s| (at(s), s.memory_mb)).collect(),
+            ));
+            if let Some(limit) = g.memory_bytes {
+                let mb = limit as f64 / (1024.0 * 1024.0);
+                memory.push(Series::new(
+                    format!("{name} limit"),
+                    g.samples.iter().map(|s| (at(s), mb)).collect(),
+                ));
+            }
+        }
+    }
+    (quota, throttled, memory)
 }
 
 /// A chart of latency spectra: percentiles on HdrHistogram's axis, milliseconds on a log one.
@@ -465,6 +525,43 @@ mod tests {
             html.contains("no data"),
             "no errors: the errors chart says so"
         );
+    }
+
+    #[test]
+    fn budgeted_groups_get_charts_of_their_quota_throttling_and_memory_against_the_limit() {
+        let (mut r, s) = run(4, false);
+        let samples = (0..4)
+            .map(|second| loadlab_run::GroupSample {
+                second,
+                cpu_pct: 24.0,
+                throttled_pct: 40.0,
+                memory_mb: 10.0 * (second + 1) as f64,
+            })
+            .collect();
+        r.server = Some(ServerData {
+            groups: vec![loadlab_run::GroupSeries {
+                name: "replica 1".into(),
+                cpus: Some(0.25),
+                memory_bytes: Some(64 << 20),
+                samples,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let html = render_html("budgets", &[RunView::from_run("budgets", &r, &s)]);
+        for id in ["budget-cpu", "budget-throttled", "budget-memory"] {
+            assert!(html.contains(&format!("<svg id=\"{id}\"")), "{id}");
+        }
+        for series in ["replica 1", "replica 1 limit"] {
+            assert!(
+                html.contains(&format!("data-series=\"{series}\"")),
+                "{series}"
+            );
+        }
+        // 24 % of a core on a 0.25 CPU quota is 96 % of it.
+        let (quota, _, memory) = budget_series(&[RunView::from_run("budgets", &r, &s)]);
+        assert_eq!(quota[0].points[0].1, 96.0);
+        assert_eq!(memory[1].points[0].1, 64.0);
     }
 
     #[test]
