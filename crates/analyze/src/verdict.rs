@@ -696,11 +696,14 @@ pub fn limits(s: &Summary, cores: usize, saturated: bool) -> Vec<Limit> {
         .and_then(|x| x.host_cpu_pct_avg)
         .unwrap_or(0.0)
         .max(service_pct + generator_pct);
+    let quotas_bound = !at_quota(budgets).is_empty();
     match s.server.as_ref().and_then(|x| x.cores.as_ref()) {
-        // On cores of their own, the service's are full only when its processes filled them;
+        // On cores of their own, the service's capped it only when its processes filled them
+        // before the quotas bound (a quota reached first is the limit, however busy the core);
         // the generator's own core is judged by its saturation.
         Some(split) => {
-            if service_pct >= HOST_BUSY * 100.0 * split.service.len().max(1) as f64 {
+            if !quotas_bound && service_pct >= HOST_BUSY * 100.0 * split.service.len().max(1) as f64
+            {
                 out.push(Limit::Host {
                     cores: split.service.len(),
                     generator_pct: 0.0,
@@ -1101,6 +1104,20 @@ mod tests {
         // 0.2 × (99 + 97 + 98 + 50) % = 0.688 CPU over 400 responses a second: 1.72 ms each.
         let demand = cpu_ms_per_request(&s).unwrap();
         assert!((demand - 1.72).abs() < 1e-9, "{demand}");
+        // Its core full (nginx beside the replicas) with the quotas bound: the quotas, not the
+        // core, capped it.
+        if let Some(server) = s.server.as_mut() {
+            for p in &mut server.processes {
+                p.cpu_pct_avg = 24.0;
+            }
+        }
+        assert!(
+            !limits(&s, 2, true)
+                .iter()
+                .any(|l| matches!(l, Limit::Host { .. })),
+            "{:?}",
+            limits(&s, 2, true)
+        );
         // The same cell sharing the host's cores: the host is named, as before budgets.
         if let Some(server) = s.server.as_mut() {
             server.cores = None;
