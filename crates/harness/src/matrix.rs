@@ -183,18 +183,14 @@ fn placed(
 
 /// The processes of `t` around its replicas that run without a CPU quota.
 fn unbudgeted(t: &Topology) -> Vec<&'static str> {
-    let balanced = t.replicas > 1 && t.lb == loadlab_run::Lb::Nginx;
-    [
-        (balanced && t.balancer_budget.cpus.is_none(), "nginx"),
-        (t.redis && t.store_budget.cpus.is_none(), "redis-server"),
-        (
-            t.consumers > 0 && t.consumer_budget.cpus.is_none(),
-            "the consumers",
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(without, name)| without.then_some(name))
-    .collect()
+    t.cpu_quotas()
+        .into_iter()
+        .filter(|(kind, _, cpus)| *kind != "replica" && cpus.is_none())
+        .map(|(kind, n, _)| match (kind, n) {
+            ("consumer", _) => "the consumers",
+            (other, _) => other,
+        })
+        .collect()
 }
 
 /// The generator's cores while a topology's cells run, with the cores kept awake; the thread

@@ -33,7 +33,7 @@ pub fn place(
     host: &[usize],
     oversubscribe: bool,
 ) -> Result<Placement, String> {
-    let (quota, _) = topology.quota_total();
+    let quota = topology.quota_total();
     if topology.cpu_quota.is_none() || host.is_empty() {
         return Ok(Placement::Anywhere);
     }
@@ -64,18 +64,18 @@ pub fn place(
 
 /// The topology's quotas as a sum in words: `6 × 0.25 + nginx 0.5`.
 fn quota_sum(t: &Topology) -> String {
-    let mut parts = vec![format!("{} × {}", t.replicas, t.cpu_quota.unwrap_or(0.0))];
-    let balanced = t.replicas > 1 && t.lb == loadlab_run::Lb::Nginx;
-    if let Some(c) = t.balancer_budget.cpus.filter(|_| balanced) {
-        parts.push(format!("nginx {c}"));
-    }
-    if let Some(c) = t.store_budget.cpus.filter(|_| t.redis) {
-        parts.push(format!("redis-server {c}"));
-    }
-    if let Some(c) = t.consumer_budget.cpus.filter(|_| t.consumers > 0) {
-        parts.push(format!("{} consumer(s) × {c}", t.consumers));
-    }
-    parts.join(" + ")
+    t.cpu_quotas()
+        .iter()
+        .filter_map(|(kind, n, cpus)| {
+            let cpus = (*cpus)?;
+            Some(match (*kind, n) {
+                ("replica", _) => format!("{n} × {cpus}"),
+                (_, 1) => format!("{kind} {cpus}"),
+                _ => format!("{n} {kind}s × {cpus}"),
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// The cores the calling thread may run on.
@@ -94,11 +94,8 @@ pub fn allowed() -> Result<Vec<usize>, LabError> {
 /// Makes the calling thread (and the threads it starts from now on) run on `cores` only;
 /// given every core it had, undoes it.
 pub fn pin_this_thread(cores: &[usize]) -> Result<(), LabError> {
-    // SAFETY: the set is built here and passed with its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cores {
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
+    let set = cpu_set(cores);
+    // SAFETY: the set is built above and passed with its size.
     if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
         return Err(LabError::Io(std::io::Error::last_os_error()));
     }
@@ -129,6 +126,16 @@ impl AwakeCores {
         f.write_all(&0i32.to_ne_bytes()).ok()?;
         Some(AwakeCores(f))
     }
+}
+
+/// The kernel's set of `cores`, for `sched_setaffinity`.
+pub(crate) fn cpu_set(cores: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET only writes bits inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cores {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    set
 }
 
 /// A list of cores in words: `core 1`, `cores 0-2`, `cores 0, 2`.

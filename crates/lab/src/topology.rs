@@ -290,11 +290,7 @@ fn replica_cores(r: usize, n: usize, among: &[usize]) -> Result<Vec<usize>, LabE
 /// Makes `cmd`'s process (and the processes it starts) run on `cores` only.
 fn pin(cmd: &mut Command, cores: &[usize]) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the set is built here; the child only copies it into a system call.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cores {
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
+    let set = crate::cores::cpu_set(cores);
     // SAFETY: sched_setaffinity is async-signal-safe; it runs between fork and exec.
     unsafe {
         cmd.pre_exec(move || {

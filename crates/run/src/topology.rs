@@ -222,18 +222,31 @@ impl Topology {
         }
     }
 
-    /// CPU quotas of every process of the topology together, CPUs, and whether a process of
-    /// it runs without one (an unbudgeted balancer, store or consumer, or replicas pinned to
-    /// whole cores without a quota).
-    pub fn quota_total(&self) -> (f64, bool) {
-        let replicas = self.replicas as f64 * self.cpu_quota.unwrap_or(0.0);
-        let balancer =
-            (self.replicas > 1 && self.lb == Lb::Nginx).then_some(self.balancer_budget.cpus);
-        let store = self.redis.then_some(self.store_budget.cpus);
-        let consumers = (0..self.consumers).map(|_| self.consumer_budget.cpus);
-        let others: Vec<Option<f64>> = balancer.into_iter().chain(store).chain(consumers).collect();
-        let total = replicas + others.iter().flatten().sum::<f64>();
-        let unbudgeted = self.cpu_quota.is_none() || others.iter().any(Option::is_none);
-        (total, unbudgeted)
+    /// The kinds of process the topology runs, each with how many and the CPU quota of each:
+    /// the replicas, then nginx, redis-server and the consumers when it has them.
+    pub fn cpu_quotas(&self) -> Vec<(&'static str, usize, Option<f64>)> {
+        let balanced = self.replicas > 1 && self.lb == Lb::Nginx;
+        [
+            (true, "replica", self.replicas, self.cpu_quota),
+            (balanced, "nginx", 1, self.balancer_budget.cpus),
+            (self.redis, "redis-server", 1, self.store_budget.cpus),
+            (
+                self.consumers > 0,
+                "consumer",
+                self.consumers,
+                self.consumer_budget.cpus,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(runs, kind, n, cpus)| runs.then_some((kind, n, cpus)))
+        .collect()
+    }
+
+    /// CPU quotas of every process of the topology together, CPUs.
+    pub fn quota_total(&self) -> f64 {
+        self.cpu_quotas()
+            .iter()
+            .map(|(_, n, cpus)| *n as f64 * cpus.unwrap_or(0.0))
+            .sum()
     }
 }
