@@ -227,29 +227,56 @@ pub fn judge(
     v
 }
 
-/// Marks as broken each step that met the objective at a rate above the most the service
-/// served in a step it could not keep up with (one that left arrivals unserved). Just past the
-/// capacity a short step can meet its bounds before the backlog shows — the queue grows by
-/// only (λ − μ)·t — while an overloaded step has already measured the throughput the service
-/// gives: a rate above it is one the service does not sustain, however the short step went (a
-/// 12-worker pool of exponential times served 306.6 req/s when offered 354.2, then met a 5 s
-/// step at 312.5). The most any overloaded step served is taken, so a service whose
-/// throughput falls under heavy overload is held to what it served when least overloaded.
+/// The words that say a step was held to an overloaded step's throughput.
+const HELD: &str = "the service served when offered";
+
+/// How much more than an overloaded step served a lower rate must have served for that
+/// overload to count as a collapse. Above [`SERVED`]'s margin: a step just past a pool's
+/// capacity can read as served when a request's time alone is long against the step (its λ·W
+/// credit covers the backlog), and it must not release itself from the overload that holds
+/// it. A contended box that collapsed served 5.9 req/s after 26.5, ×4.5.
+const COLLAPSE: f64 = 1.25;
+
+/// Marks as broken each step that met the objective at a rate above what a step at a *higher*
+/// rate served when it could not keep up (it left arrivals unserved), unless the service's
+/// throughput fell with load. Just past a pool's capacity a short step can meet its bounds
+/// before the backlog shows — the queue grows by only (λ − μ)·t — while an overloaded step
+/// has already measured the throughput the pool gives: a rate above it is one the pool does
+/// not sustain, however the short step went (a 12-worker pool of exponential times served
+/// 306.6 req/s when offered 354.2, then met a 5 s step at 312.5).
+///
+/// That evidence holds only while the overloaded step served about the most the service ever
+/// served below its rate. A contended service collapses past its peak: offered 32.3 req/s it
+/// served 5.9 after meeting 26.4 (serving 26.5), and its collapse says nothing about rates
+/// under the peak; an overloaded step that a lower rate out-served by a quarter
+/// ([`COLLAPSE`]) is no evidence for any other step. Judged again from the steps' own
+/// verdicts each time, so a step held before the collapse showed is released.
 pub fn hold_to_overloads(steps: &mut [RateStep]) {
+    for s in steps.iter_mut() {
+        s.broken.retain(|b| !b.contains(HELD));
+        s.meets = s.broken.is_empty();
+    }
+    let all: &[RateStep] = steps;
     let overloaded = |s: &RateStep| !s.meets && left_unserved(s.served_rps, s.arrived_rps);
-    let Some((most, at)) = steps
-        .iter()
-        .filter(|s| overloaded(s))
-        .map(|s| (s.served_rps, s.rate_rps))
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-    else {
-        return;
+    let collapsed = |o: &RateStep| {
+        all.iter()
+            .any(|t| t.rate_rps < o.rate_rps && t.served_rps > COLLAPSE * o.served_rps)
     };
-    for s in steps.iter_mut().filter(|s| s.meets && s.rate_rps > most) {
-        s.meets = false;
-        s.broken.push(format!(
-            "over the {most:.1} req/s the service served when offered {at:.1}"
-        ));
+    let ceilings: Vec<(f64, f64)> = all
+        .iter()
+        .filter(|o| overloaded(o) && !collapsed(o))
+        .map(|o| (o.served_rps, o.rate_rps))
+        .collect();
+    for s in steps.iter_mut().filter(|s| s.meets) {
+        let held = ceilings
+            .iter()
+            .filter(|&&(served, at)| s.rate_rps > served && s.rate_rps < at)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some(&(served, at)) = held {
+            s.meets = false;
+            s.broken
+                .push(format!("over the {served:.1} req/s {HELD} {at:.1}"));
+        }
     }
 }
 
@@ -631,8 +658,9 @@ mod tests {
         let mut latency_only = vec![at(300.0, 299.0, false), at(350.0, 340.0, true)];
         hold_to_overloads(&mut latency_only);
         assert!(latency_only[1].meets);
-        // Of several overloads, the one that served most sets the ceiling (a service whose
-        // throughput collapses under heavy overload is not held to its collapse).
+        // Of several overloads, one beaten by a lower rate's throughput sets no ceiling (a
+        // service whose throughput collapses under heavy overload is not held to its
+        // collapse).
         let mut collapse = vec![
             at(600.0, 150.0, false),
             at(330.0, 290.0, false),
@@ -640,6 +668,62 @@ mod tests {
         ];
         hold_to_overloads(&mut collapse);
         assert!(collapse[2].meets);
+        // A step just past a pool's capacity that read as served (its λ·W credit covered the
+        // backlog) does not release itself: 340 served 339.5 where 354.2 served 306.6.
+        let mut lucky = vec![at(354.2, 306.6, false), at(340.0, 339.5, true)];
+        hold_to_overloads(&mut lucky);
+        assert!(!lucky[1].meets, "{lucky:?}");
+        // A step held by an overload is released when a later step shows the overload was a
+        // collapse: offered 600 it served 150; 160 met and was held; then 300 served 300.
+        let mut released = vec![at(600.0, 150.0, false), at(160.0, 160.0, true)];
+        hold_to_overloads(&mut released);
+        assert!(!released[1].meets);
+        released.push(at(300.0, 300.0, true));
+        hold_to_overloads(&mut released);
+        assert!(released[1].meets && released[2].meets, "{released:?}");
+        assert!(released[1].broken.is_empty());
+    }
+
+    #[test]
+    fn a_service_whose_throughput_collapses_past_its_peak_is_judged_below_it_on_its_own_steps() {
+        // The contended box (D = 136 ms, peak 30.1 req/s at 11 in flight) under
+        // --slo 'p99<408ms,errors<1%': 26.4 met; offered 32.3 it served 5.9; 19.8, 14.9 and
+        // 11.1 met by their own figures, and were all held to the 5.9 before.
+        let at = |rate: f64, served: f64, p99: f64, meets: bool| RateStep {
+            served_rps: served,
+            achieved_rps: served,
+            p99_ms: p99,
+            meets,
+            broken: if meets {
+                vec![]
+            } else {
+                vec!["latency kept rising (a queue was building)".into()]
+            },
+            ..step(rate, 1e9)
+        };
+        let mut steps = vec![
+            at(26.4, 26.5, 225.0, true),
+            at(32.3, 5.9, 8262.0, false),
+            at(19.8, 19.8, 177.0, true),
+            at(14.9, 14.9, 159.0, true),
+            at(11.1, 11.1, 149.0, true),
+        ];
+        hold_to_overloads(&mut steps);
+        assert!(
+            steps.iter().filter(|s| s.rate_rps < 30.0).all(|s| s.meets),
+            "{steps:?}"
+        );
+        assert_eq!(bracket(&steps), (Some(26.4), Some(32.3)));
+        // The search settles between them instead of stepping down.
+        let next = next_rate(&steps, &from(26.4, 0.1)).unwrap();
+        assert!((next - (26.4_f64 * 32.3).sqrt()).abs() < 1e-9, "{next}");
+        // Overloaded first, then a lower rate: what that rate served (more than the overload
+        // did) is its own.
+        let mut first_over = vec![at(32.3, 5.9, 8262.0, false), at(8.1, 8.1, 140.0, true)];
+        hold_to_overloads(&mut first_over);
+        assert!(first_over[1].meets, "{first_over:?}");
+        let next = next_rate(&first_over, &from(32.3, 0.1)).unwrap();
+        assert!(next > 8.1 && next < 32.3, "{next}");
     }
 
     #[test]
