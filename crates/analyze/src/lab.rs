@@ -199,9 +199,11 @@ mod tests {
                 pool_error_pct: None,
                 binding: None,
                 usl: None,
+                rate_limit: None,
             }),
             stopped_because: String::new(),
             steps: vec![],
+            open_steps: vec![],
         });
         let judged = judge(&lab(vec![probed]), 2);
         assert!(matches!(

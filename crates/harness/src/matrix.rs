@@ -11,8 +11,8 @@ use loadlab_input::experiment::{Experiment, Load};
 use loadlab_input::{CapacityFlags, UrlTarget, Workload};
 use loadlab_lab::cores::Placement;
 use loadlab_run::lab::{
-    cell_path, write_cell, write_experiment, CapacityResult, LabCell, ProbeResult, SavedLab,
-    TopologyEntry, EXPERIMENT_SCHEMA,
+    cell_path, write_cell, write_experiment, CapacityResult, LabCell, SavedLab, TopologyEntry,
+    EXPERIMENT_SCHEMA,
 };
 use loadlab_run::summary::ServerCores;
 use loadlab_run::{RunData, Summary, Topology};
@@ -20,7 +20,7 @@ use loadlab_run::{RunData, Summary, Topology};
 use crate::capacity::{capacity, CapacitySearch, Progress};
 use crate::dashboard::Dashboard;
 use crate::execute::{execute, Watch};
-use crate::steps::first_success_ms;
+use crate::steps::{first_success_ms, settled_ms};
 use crate::{HarnessError, Result};
 
 /// The experiment as its lab directory records it (`cores`: the host's).
@@ -294,14 +294,9 @@ fn run_cell(
                 &crate::probe::limits_of(&f),
                 &watch,
                 stop,
-                |step| println!("      {}", loadlab_report::probe::step_line(step)),
+                |step| println!("      {}", crate::probe::step_line(&step)),
             )?;
-            let result = ProbeResult {
-                url: f.url.clone(),
-                verdict: probed.verdict,
-                stopped_because: probed.stopped_because,
-                steps: probed.steps,
-            };
+            let result = probed.result(&f.url);
             let (Some((run, summary)), Some(verdict)) = (probed.best, &result.verdict) else {
                 let mut left_out = cell.left_out("the probe completed no request");
                 left_out.probe = Some(result);
@@ -374,9 +369,10 @@ fn breaking_point(
     let slo = Slo::parse(&f.slo)?;
     let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
     let started = Instant::now();
-    let Some(base_ms) = first_success_ms(&target, stop)? else {
+    let Some(first_ms) = first_success_ms(&target, stop)? else {
         return Ok(None);
     };
+    let base_ms = settled_ms(&target, first_ms, stop)?;
     let mut search = CapacitySearch::new(slo, &f);
     search.watch = watch;
     let found = capacity(&target, base_ms, started, &search, stop, |p| {

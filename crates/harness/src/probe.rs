@@ -3,18 +3,24 @@
 
 use std::time::Instant;
 
-use loadlab_analyze::probe::{next_step, verdict, Next, ProbeLimits, ProbeStep, Verdict};
+use loadlab_analyze::probe::{
+    next_open_rate, next_step, verdict, with_open_steps, Next, OpenStep, ProbeLimits, ProbeStep,
+    Verdict,
+};
 use loadlab_engine::StopSignal;
 use loadlab_input::UrlTarget;
 use loadlab_run::{RunData, Summary};
 
-use crate::steps::{closed_step, drain};
+use crate::steps::{closed_step, drain, open_step};
 use crate::Result;
 
 /// What a probe found: its steps, the verdict, and why it stopped.
 pub struct Probed {
-    /// Every step, in order.
+    /// Every closed-loop step, in order.
     pub steps: Vec<ProbeStep>,
+    /// The open-model steps run after a closed loop was refused, to read the rate limit's
+    /// rate, in order.
+    pub open_steps: Vec<OpenStep>,
     /// The verdict; `None` when no step completed a request.
     pub verdict: Option<Verdict>,
     /// Why the probe stopped.
@@ -22,6 +28,35 @@ pub struct Probed {
     /// The run of the step with the highest throughput, and its summary (`None` without a
     /// step).
     pub best: Option<(RunData, Summary)>,
+}
+
+impl Probed {
+    /// What the probe found against `url`, as `probe --json` and a lab cell's `probe.json`
+    /// hold it.
+    pub fn result(&self, url: &str) -> loadlab_run::lab::ProbeResult {
+        loadlab_run::lab::ProbeResult {
+            url: url.to_string(),
+            verdict: self.verdict.clone(),
+            stopped_because: self.stopped_because.clone(),
+            steps: self.steps.clone(),
+            open_steps: self.open_steps.clone(),
+        }
+    }
+}
+
+/// Most time the open-model steps after a closed loop's refusals may start within, on top of
+/// the probe's `max_time` (which bounds the closed loop): five steps of 4 s and their drains.
+const OPEN_TIME: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Most connections an open-model step of the probe opens.
+const MOST_OPEN_CONNECTIONS: usize = 10_000;
+
+/// A probe's step, as it is measured.
+pub enum Stepped<'a> {
+    /// A closed-loop step at a concurrency.
+    Closed(&'a ProbeStep),
+    /// An open-model step, run to read a rate limit's rate.
+    Open(&'a OpenStep),
 }
 
 /// The bounds `flags` give a probe: `--max-time` for every service when given, else 60 s, or
@@ -39,13 +74,14 @@ pub fn limits_of(flags: &loadlab_input::ProbeFlags) -> ProbeLimits {
 }
 
 /// Probes `target` step by step within `limits`, watching `watch`, and hands each step to
-/// `on_step` as soon as it is measured.
+/// `on_step` as soon as it is measured. A closed loop that was refused is followed by
+/// open-model steps that read the limit's rate.
 pub fn probe(
     target: &UrlTarget,
     limits: &ProbeLimits,
     watch: &crate::Watch,
     stop: &StopSignal,
-    mut on_step: impl FnMut(&ProbeStep),
+    mut on_step: impl FnMut(Stepped),
 ) -> Result<Probed> {
     let started = Instant::now();
     let mut steps: Vec<ProbeStep> = Vec::new();
@@ -60,18 +96,12 @@ pub fn probe(
             } => (concurrency, requests, max_duration),
             Next::Stop(why) => break why,
         };
-        // The queue-free time is the latest one-connection measure that completed requests
-        // (a first step slower than its length completed none).
-        if let Some(alone) = steps
-            .iter()
-            .rev()
-            .find(|s| s.concurrency == 1 && s.requests > 0)
-        {
-            drain(target, alone.p50_ms, stop)?;
+        if let Some(ms) = alone_ms(&steps) {
+            drain(target, ms, stop)?;
         }
         let (step, run, summary) =
             closed_step(target, concurrency, (requests, duration), stop, watch)?;
-        on_step(&step);
+        on_step(Stepped::Closed(&step));
         let higher = steps.iter().all(|s| s.throughput_rps < step.throughput_rps);
         if best.is_none() || higher {
             best = Some((run, summary));
@@ -81,12 +111,50 @@ pub fn probe(
             break "interrupted".to_string();
         }
     };
+    let closed = verdict(&steps);
+    let mut open_steps: Vec<OpenStep> = Vec::new();
+    if let Some(closed) = closed.as_ref().filter(|_| !stop.is_stopped()) {
+        let alone = alone_ms(&steps);
+        let began = Instant::now();
+        while let Some(rate) = next_open_rate(closed, &open_steps) {
+            if began.elapsed() >= OPEN_TIME {
+                break;
+            }
+            if let Some(ms) = alone {
+                drain(target, ms, stop)?;
+            }
+            // Connections for twice the requests a steady state at this rate keeps in flight
+            // (λ·S), so a slow answered request does not make the step queue on the client.
+            let in_flight = 2.0 * rate * alone.unwrap_or(0.0) / 1000.0;
+            let connections = limits
+                .max_concurrency
+                .max(in_flight.ceil() as usize)
+                .min(MOST_OPEN_CONNECTIONS);
+            let (step, _, _) = open_step(target, rate, connections, stop, watch)?;
+            if stop.is_stopped() {
+                break;
+            }
+            on_step(Stepped::Open(&step));
+            open_steps.push(step);
+        }
+    }
     Ok(Probed {
-        verdict: verdict(&steps),
+        verdict: closed.map(|v| with_open_steps(v, &steps, &open_steps)),
         steps,
+        open_steps,
         stopped_because: reason,
         best,
     })
+}
+
+/// The queue-free time: the latest one-connection step's median that completed requests (a
+/// first step slower than its length completed none).
+fn alone_ms(steps: &[ProbeStep]) -> Option<f64> {
+    steps
+        .iter()
+        .rev()
+        .find(|s| s.concurrency == 1 && s.requests > 0)
+        .map(|s| s.p50_ms)
 }
 
 /// Probes `target` as [`probe`] does, printing the steps' table as they are measured and
@@ -99,7 +167,7 @@ pub fn print_probe(
 ) -> Result<Probed> {
     println!("{}", loadlab_report::probe::header());
     let probed = probe(target, limits, watch, stop, |step| {
-        println!("{}", loadlab_report::probe::step_line(step));
+        println!("{}", step_line(&step));
     })?;
     let verdict = probed.verdict.as_ref();
     for line in
@@ -108,4 +176,12 @@ pub fn print_probe(
         println!("{line}");
     }
     Ok(probed)
+}
+
+/// A step as a line of the probe's table.
+pub fn step_line(step: &Stepped) -> String {
+    match step {
+        Stepped::Closed(s) => loadlab_report::probe::step_line(s),
+        Stepped::Open(s) => loadlab_report::probe::open_step_line(s),
+    }
 }

@@ -14,8 +14,9 @@ pub struct ProbeFlags {
     /// The URL to probe (GET); in an experiment, a path on the topology's front.
     #[arg(value_name = "URL")]
     pub url: String,
-    /// Longest time the probe may take [default: 60s, or 5m for a service whose times vary
-    /// widely, which an exact worker count needs]
+    /// Longest time the probe's closed-loop steps may take; a service that refuses gets up to
+    /// 30 s of open-model steps more, to read its rate [default: 60s, or 5m for a service
+    /// whose times vary widely, which an exact worker count needs]
     #[arg(long = "max-time", value_name = "DUR", value_parser = positive_duration)]
     pub max_time: Option<Duration>,
     /// Highest concurrency tried (at most 100,000).

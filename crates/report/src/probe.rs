@@ -1,6 +1,6 @@
 //! The probe's terminal table: a header, one line per step, and the verdict in words.
 
-use loadlab_analyze::probe::{ProbeStep, UslFit, Verdict};
+use loadlab_analyze::probe::{OpenStep, ProbeStep, UslFit, Verdict};
 
 /// The header of the steps' table.
 pub fn header() -> String {
@@ -22,6 +22,27 @@ pub fn step_line(step: &ProbeStep) -> String {
         step.refused_rps,
         step.server_cpu_pct
             .map_or("-".to_string(), |c| format!("{c:.0}"))
+    )
+}
+
+/// An open-model step as a line of the same table: its offered rate where the connections
+/// go, what it answered and refused per second, its median.
+pub fn open_step_line(step: &OpenStep) -> String {
+    let total = step.answered_rps + step.refused_rps + step.failed_rps;
+    let failed_pct = if total > 0.0 {
+        100.0 * step.failed_rps / total
+    } else {
+        0.0
+    };
+    format!(
+        "  {:>11}{:>12.1}{:>11.2}{:>11}{:>10.1}{:>11.1}{:>10}",
+        format!("{:.0}/s open", step.offered_rps),
+        step.answered_rps,
+        step.p50_ms,
+        "-",
+        failed_pct,
+        step.refused_rps,
+        "-"
     )
 }
 
@@ -80,11 +101,23 @@ pub fn verdict_lines(
     ));
     lines.push(format!("  why          {}", v.explanation));
     if v.kind == loadlab_analyze::probe::Kind::RateLimited {
-        lines.push(
+        let burst = v.rate_limit.as_ref().map_or(String::new(), |l| {
+            match (l.burst_allowed, l.burst_refused_from) {
+                (Some(least), Some(from)) if least + 1 < from => format!(
+                    "; 429 past {least} to {} requests at once, a burst",
+                    from - 1
+                ),
+                (_, Some(from)) => format!(
+                    "; 429 past about {} request(s) at once, a burst",
+                    from.saturating_sub(1).max(1)
+                ),
+                _ => String::new(),
+            }
+        });
+        lines.push(format!(
             "  limit        a rate limit, not a pool: more connections get refusals, not \
-             throughput; the USL does not apply"
-                .into(),
-        );
+             throughput; the USL does not apply{burst}"
+        ));
     } else if let (true, Some(k)) = (v.hard_limit, v.workers) {
         lines.push(format!(
             "  limit        hard limit at {k}: throughput flat at {:.1} req/s from {k} connections \

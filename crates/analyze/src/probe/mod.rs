@@ -13,6 +13,9 @@
 
 use std::time::Duration;
 
+mod open;
+pub use open::{next_open_rate, open_refusing, with_open_steps, OPEN_STEPS};
+
 use crate::compare::median;
 use crate::usl::Usl;
 
@@ -22,14 +25,17 @@ pub const LADDER: &[usize] = &[
     1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 20, 24, 32, 40, 48, 64,
 ];
 
-pub use loadlab_run::lab::probe::{Binding, Kind, ProbeStep, ProbeVerdict as Verdict, UslFit};
+pub use loadlab_run::lab::probe::{
+    Binding, Kind, OpenStep, ProbeStep, ProbeVerdict as Verdict, RateLimit, UslFit,
+};
 
 /// Limits of a probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeLimits {
     /// Highest concurrency tried.
     pub max_concurrency: usize,
-    /// Time the whole probe may take.
+    /// Time the closed loop's steps may take; a service that refused gets up to 30 s of
+    /// open-model steps on top, to read its rate.
     pub max_time: Duration,
     /// Time it may take when the service's times vary widely (one connection's coefficient
     /// of variation [`WIDE_SPREAD`] or more): a worker count exact to one then needs thousands
@@ -573,6 +579,7 @@ fn rate_limited(sorted: &[&ProbeStep], alone: &ProbeStep) -> Option<Verdict> {
         pool_error_pct: None,
         binding: None,
         usl: None,
+        rate_limit: None,
     })
 }
 
@@ -628,6 +635,7 @@ fn contended(sorted: &[&ProbeStep], alone: &ProbeStep) -> Option<Verdict> {
         pool_error_pct: None,
         binding: None,
         usl: Some(fit),
+        rate_limit: None,
     })
 }
 
@@ -760,6 +768,7 @@ impl<'a> Reading<'a> {
             pool_error_pct: None,
             binding: None,
             usl: usl_fit(&self.points, false),
+            rate_limit: None,
         }
     }
 
@@ -940,6 +949,7 @@ impl<'a> Reading<'a> {
             pool_error_pct: Some(pool_error),
             binding,
             usl,
+            rate_limit: None,
         }
     }
 
@@ -986,6 +996,7 @@ impl<'a> Reading<'a> {
             pool_error_pct: Some(pool_error),
             binding: None,
             usl,
+            rate_limit: None,
         }
     }
 }

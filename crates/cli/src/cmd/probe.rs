@@ -48,13 +48,7 @@ pub fn main(args: ProbeArgs) -> Result<Outcome> {
         &stop,
     )?;
     if let Some(path) = &args.json {
-        let result = loadlab_run::lab::ProbeResult {
-            url: a.url.clone(),
-            verdict: probed.verdict,
-            stopped_because: probed.stopped_because,
-            steps: probed.steps,
-        };
-        loadlab_run::lab::write_probe(path, &result)?;
+        loadlab_run::lab::write_probe(path, &probed.result(&a.url))?;
     }
     Ok(if stop.is_stopped() {
         Outcome::Interrupted

@@ -601,3 +601,70 @@ fn contention_reads_as_contended_with_its_peak_where_a_pool_would_be_read() {
         "{v}"
     );
 }
+
+#[test]
+fn capacity_on_a_service_that_collapses_past_its_peak_settles_under_the_peak() {
+    // The USL's shape with a steep fall: 20 ms · (1 + 0.02 (n − 1) + 0.01 n (n − 1)) peaks at
+    // 9.9 in flight, 240 req/s, and past it each queued request slows every other: offered
+    // more than the peak, the box serves far less. The rates under the peak that met their
+    // objective were held to what the collapsed step served, and the search said "none".
+    let (a, b, d_ms) = (0.02_f64, 0.01_f64, 20.0_f64);
+    let n_star = ((1.0 - a) / b).sqrt();
+    let x_star =
+        n_star * 1000.0 / (d_ms * (1.0 + a * (n_star - 1.0) + b * n_star * (n_star - 1.0)));
+    let contended = ShapeBox::start(7, &["contended", "20", "0.02", "0.01"]);
+    let (c, out) = loadlab_json(&[
+        "capacity",
+        &contended.url(),
+        "--slo",
+        "p99<60ms,errors<1%",
+        "--warmup",
+        "1s",
+        "--step",
+        "2s",
+        "--max-time",
+        "60s",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let found = c["max_rate_rps"].as_f64().unwrap_or(0.0);
+    assert!(
+        (0.7 * x_star..=1.05 * x_star).contains(&found),
+        "{found} req/s for a peak of {x_star:.1}: {stdout}"
+    );
+    // Every rate under the one found that was tried met the objective.
+    for step in c["steps"].as_array().unwrap() {
+        let rate = step["rate_rps"].as_f64().unwrap();
+        if rate < found {
+            assert_eq!(step["meets"], true, "{step}: {stdout}");
+        }
+    }
+}
+
+#[test]
+fn a_burst_allowance_under_the_rate_is_told_from_the_rate_limit() {
+    // A token bucket of 100 req/s holding 10, whose answered requests take 228 ms: a closed
+    // loop of 11 connections sends 11 at once every 228 ms (48 req/s) and is refused past the
+    // burst, far under the rate; it read "rate-limited at about 56.3 req/s".
+    let bucket = ShapeBox::start(11, &["bucket", "100", "10", "228"]);
+    let v = probe(&bucket.url(), &[]);
+    assert_eq!(v["kind"], "rate_limited", "{v}");
+    let rate = v["max_throughput_rps"].as_f64().unwrap();
+    assert!(
+        (rate - 100.0).abs() <= 0.05 * 100.0,
+        "{rate} req/s for 100: {v}"
+    );
+    let limit = &v["rate_limit"];
+    assert!(
+        (limit["rate_rps"].as_f64().unwrap() - rate).abs() < 1e-9,
+        "{v}"
+    );
+    let from = limit["burst_refused_from"].as_u64().expect("a burst named");
+    assert!(
+        (11..=12).contains(&from),
+        "refused from {from} at once: {v}"
+    );
+    assert!(!v["open_steps"].as_array().unwrap().is_empty(), "{v}");
+    let why = v["explanation"].as_str().unwrap();
+    assert!(why.contains("burst allowance of about"), "{why}");
+}

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use capacity::{CapacityResult, RateStep};
 pub use judged::{CellResult, Factor, LabJson, Limit, Measured, Verdict};
-pub use probe::{ProbeResult, ProbeStep, ProbeVerdict};
+pub use probe::{OpenStep, ProbeResult, ProbeStep, ProbeVerdict, RateLimit};
 
 use crate::dir::write_atomic;
 use crate::summary::Summary;
@@ -452,9 +452,11 @@ fn probe_kept_in(cell: &CellResult) -> Option<ProbeResult> {
             pool_error_pct: None,
             binding: None,
             usl: None,
+            rate_limit: None,
         }),
         stopped_because: "read from lab.json (the cell kept no probe.json)".to_string(),
         steps: Vec::new(),
+        open_steps: Vec::new(),
     })
 }
 

@@ -123,6 +123,53 @@ pub struct ProbeVerdict {
     pub binding: Option<Binding>,
     /// The Universal Scalability Law fitted to the steps, when there are enough.
     pub usl: Option<UslFit>,
+    /// A `rate_limited` service's limit read in the open model: its rate, and whether the
+    /// closed loop's refusals came from a burst under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A rate limit as the probe read it: the closed loop finds that a service refuses, the open
+/// model (requests arriving one at a time at a constant rate) what rate it refuses past. A
+/// closed loop's requests start together and come back together, so a limiter's burst
+/// allowance can refuse them while their rate is well under the limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RateLimit {
+    /// What the service answered per second while refusing requests that arrived at a
+    /// constant rate: the limit's rate. `None` when no open-model step was refused (or none
+    /// ran).
+    pub rate_rps: Option<f64>,
+    /// What the closed loop's refusing steps answered, req/s (their median): the rate a
+    /// closed loop would report.
+    pub closed_rps: f64,
+    /// Connections (requests at once) from which the closed loop was refused while its
+    /// arrivals stayed under the rate: the limiter allows a burst of fewer. `None` when the
+    /// refusals began at the rate, or when the open model could not tell (no open step ran,
+    /// or the service queued one instead of refusing).
+    pub burst_refused_from: Option<usize>,
+    /// The most connections the closed loop ran without refusals, under
+    /// `burst_refused_from`: the burst is at least this and under that (the probe's ladder
+    /// skips counts past 12). `None` with no burst named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_allowed: Option<usize>,
+}
+
+/// One open-model step of a probe: requests arriving at a constant rate for a warm-up and a
+/// measured part, run past a closed loop's refusals to read a rate limit as a rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OpenStep {
+    /// Arrival rate offered, req/s.
+    pub offered_rps: f64,
+    /// Requests answered (not refused, not failed) per second of the measured part.
+    pub answered_rps: f64,
+    /// Requests refused (429, or 503 with `Retry-After`) per second of the measured part.
+    pub refused_rps: f64,
+    /// Other failures per second of the measured part.
+    pub failed_rps: f64,
+    /// Median latency of the measured part's requests (refusals included), ms.
+    pub p50_ms: f64,
+    /// Length of the measured part, seconds (after a warm-up that takes the limiter's burst).
+    pub measured_s: f64,
 }
 
 /// The USL fitted to a probe, with its predicted peak and how well it fits.
@@ -182,4 +229,7 @@ pub struct ProbeResult {
     pub stopped_because: String,
     /// Every step, in order.
     pub steps: Vec<ProbeStep>,
+    /// The open-model steps run to read a rate limit's rate, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_steps: Vec<OpenStep>,
 }
