@@ -123,15 +123,20 @@ impl Deployment {
     /// order they came, so its answer means that what an earlier run left queued or in
     /// progress there is done (a request still sleeping without holding a worker, as an
     /// asynchronous `/delay`, does not delay the answer, and does not hold back the next run
-    /// either). Processes sharing a port by SO_REUSEPORT are each reached only by chance: one
-    /// probe per process goes to that port.
+    /// either). A refusal (429, or 503 with `Retry-After`) is not that answer: a replica at
+    /// its in-flight cap refuses while the earlier requests still hold its slots. Processes
+    /// sharing a port by SO_REUSEPORT are each reached only by chance: one probe per process
+    /// goes to that port.
     pub fn settle(&self, bound: Duration) -> Option<Duration> {
         let began = Instant::now();
         for &port in &self.probes {
-            // A full accept queue refuses or drops the connection: ask again until the bound.
+            // A full accept queue refuses or drops the connection, and a service at its
+            // in-flight cap answers 429 (or 503) while the backlog lasts: ask again until the
+            // bound.
             loop {
                 let left = bound.checked_sub(began.elapsed())?;
-                if http_get_within(port, &self.health_path, left).is_some() {
+                let answer = http_get_within(port, &self.health_path, left);
+                if answer.as_deref().is_some_and(|a| !refusal(a)) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -718,6 +723,20 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     http_get_within(port, path, Duration::from_secs(2))
 }
 
+/// True when an HTTP response is a refusal, as the engine counts one: 429, or 503 with
+/// `Retry-After` — a service at its in-flight cap or shedding load, still busy with earlier
+/// requests.
+fn refusal(response: &str) -> bool {
+    let head = response.split("\r\n\r\n").next().unwrap_or("");
+    match response.get(9..12) {
+        Some("429") => true,
+        Some("503") => head
+            .lines()
+            .any(|l| l.to_ascii_lowercase().starts_with("retry-after:")),
+        _ => false,
+    }
+}
+
 /// A one-shot `GET` on 127.0.0.1:`port` answered within about `within` (connecting included,
 /// each read given what is left); the response, if any HTTP response came in time.
 fn http_get_within(port: u16, path: &str, within: Duration) -> Option<String> {
@@ -796,6 +815,22 @@ fn pid_in(body: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_is_not_a_settled_answer() {
+        assert!(refusal("HTTP/1.1 429 Too Many Requests\r\n\r\n"));
+        assert!(refusal(
+            "HTTP/1.0 503 Service Unavailable\r\nRetry-After: 1\r\n\r\n"
+        ));
+        assert!(!refusal(
+            "HTTP/1.1 503 Service Unavailable\r\n\r\nretry-after: 1"
+        ));
+        assert!(!refusal(
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\npong\n"
+        ));
+        assert!(!refusal("HTTP/1.1 404 Not Found\r\n"));
+        assert!(!refusal("HTTP/1.1"));
+    }
 
     #[test]
     fn a_tty_stdout_is_a_terminal_drained_past_what_its_buffer_holds() {

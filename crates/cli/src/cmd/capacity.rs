@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use loadlab_analyze::Slo;
 use loadlab_harness::capacity::{capacity, CapacitySearch, Progress};
-use loadlab_harness::steps::one_request_ms;
+use loadlab_harness::steps::{one_request_ms, settled_ms};
 use loadlab_input::UrlTarget;
 use loadlab_report::capacity::{header, plateau_line, result_lines, step_line};
 
@@ -23,8 +23,9 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
     let stop = loadlab_harness::interrupt_signal()?;
     let started = Instant::now();
-    let base_ms = one_request_ms(&target, &stop)?
+    let first_ms = one_request_ms(&target, &stop)?
         .with_context(|| format!("{} did not answer one request with a success; check the URL and that the service is up", f.url))?;
+    let base_ms = settled_ms(&target, first_ms, &stop)?;
     println!(
         "loadlab capacity {}: SLO {} (warm-up {:?} discarded, {:?} measured per rate)",
         f.url, slo, f.warmup, f.step
