@@ -196,6 +196,9 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         ..TopologyInput::default()
     })?;
     let stop = loadlab_harness::interrupt_signal()?;
+    // A CPU quota's periods pay for waking an idle core unless it is kept awake, as the lab
+    // keeps it while a budgeted topology runs (`cores::AwakeCores`).
+    let _awake = a.cpus.and_then(|_| loadlab_lab::cores::AwakeCores::hold());
     let mut deployment = loadlab_lab::deploy(&topology, &exe)?;
     let pids: Vec<String> = deployment.pids().iter().map(u32::to_string).collect();
     println!(
