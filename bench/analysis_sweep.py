@@ -16,8 +16,11 @@ or not.
 With --shapes, boxes of every shape of crates/cli/tests/fixtures/shapebox.py with parameters
 drawn from the seed: pools with exponential and lognormal times (the worker count must be
 exact, or within 1 for "close"), contended services (kind contended, peak concurrency within
-20 %, peak throughput within 10 %), token buckets (kind rate_limited, the rate within 5 %) and
-two tiers (the binding tier's rate within 10 %). Counts exact / close / wrong per shape.
+20 %, peak throughput within 10 %, and `capacity --slo 'p99<3D'` within 0.7-1.05 x the peak:
+past it throughput collapses), token buckets (kind rate_limited, the rate within 5 %, and
+where a closed loop is refused by the burst while under the rate, the burst named: the most
+connections run without refusals at or under it, the first refused over it) and two tiers (the binding tier's rate within 10 %). Counts
+exact / close / wrong per shape.
 
 Usage: python3 bench/analysis_sweep.py [--boxes 6] [--seed 12] [--jitter | --shapes [--only exp,lognormal]]
        [--binary target/release/loadlab]
@@ -142,14 +145,43 @@ def shape_box(rng, shape):
         x = n * 1000.0 / (d * (1 + a_ * (n - 1) + b * n * (n - 1)))
         return ["contended", str(d), str(a_), str(b)], dict(kind="contended", peak=n, rate=x)
     if shape == "bucket":
-        r, d = rng.choice([50, 100, 200, 400]), rng.choice([5, 10, 20])
-        return ["bucket", str(r), str(max(1, r // 10)), str(d)], dict(kind="rate_limited",
-                                                                      rate=float(r))
+        r, d = rng.choice([50, 100, 200, 400]), rng.choice([5, 10, 20, 100, 228])
+        burst = max(1, r // rng.choice([2, 4, 10, 20]))
+        # The probe's closed loop climbs these connections (analyze::probe::LADDER), to 64; c
+        # of them send c requests at once every d ms. It is refused from the first count past
+        # the burst, or from the first that offers more than the rate, whichever comes first.
+        ladder = list(range(1, 13)) + [14, 16, 20, 24, 32, 40, 48, 64]
+        past_burst = next((c for c in ladder if c > burst), None)
+        if past_burst is None and not any(c * 1000.0 / d > r for c in ladder):
+            # Neither the burst nor the rate within 64 connections: nothing would be refused,
+            # and nothing says there is a limiter.
+            d = 5
+        past_rate = next((c for c in ladder if c * 1000.0 / d > r), None)
+        # Refused by the burst while under 90 % of the rate: the probe must name the burst too.
+        burst_shows = (past_burst is not None and past_burst * 1000.0 / d < 0.9 * r
+                       and (past_rate is None or past_burst <= past_rate))
+        return ["bucket", str(r), str(burst), str(d)], dict(
+            kind="rate_limited", rate=float(r), burst=burst if burst_shows else None)
     k1, d1, k2, d2 = (rng.choice([4, 8, 12]), rng.choice([5, 20]), rng.choice([2, 4, 6]),
                       rng.choice([20, 50, 80]))
     # The front holds its worker through the back's time too; the tighter tier binds.
     rate = min(k1 * 1000.0 / (d1 + d2), k2 * 1000.0 / d2)
     return ["tiers", str(k1), str(d1), str(k2), str(d2)], dict(kind="sync", rate=rate)
+
+
+def capacity_of(a, box, args, slo_ms):
+    """`loadlab capacity` on a fresh shapebox.py box of `args` with p99 < `slo_ms`: the rate
+    found, or None."""
+    server = subprocess.Popen(["python3", str(box), "0", str(a.seed)] + args,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = int(server.stdout.readline())
+        cap, _ = run_json([a.binary, "capacity", f"http://127.0.0.1:{port}/", "--slo",
+                           f"p99<{slo_ms}ms,errors<1%", "--max-time", "120s"], 200)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return cap.get("max_rate_rps")
 
 
 def shape_sweep(a, rng, say, rows, lines):
@@ -189,11 +221,29 @@ def shape_sweep(a, rng, say, rows, lines):
                 exact = (kind == want["kind"] and abs(peak - want["peak"]) <= 0.2 * want["peak"]
                          and abs(x - want["rate"]) <= 0.1 * want["rate"])
                 close = kind == want["kind"]
+            elif shape == "bucket":
+                limit = probe.get("rate_limit") or {}
+                seen, least = limit.get("burst_refused_from"), limit.get("burst_allowed")
+                figure = f"{x:.1f} of {want['rate']:.1f} req/s"
+                burst_right = True
+                if want["burst"] is not None:
+                    figure += f", burst {least}-{seen} for {want['burst']}"
+                    burst_right = (seen is not None and least is not None
+                                   and least <= want["burst"] < seen)
+                exact = (kind == want["kind"] and abs(x - want["rate"]) <= 0.05 * want["rate"]
+                         and burst_right)
+                close = kind == want["kind"]
             else:
                 figure = f"{x:.1f} of {want['rate']:.1f} req/s"
-                tolerance = 0.05 if shape == "bucket" else 0.1
-                exact = kind == want["kind"] and abs(x - want["rate"]) <= tolerance * want["rate"]
+                exact = kind == want["kind"] and abs(x - want["rate"]) <= 0.1 * want["rate"]
                 close = kind == want["kind"]
+            if shape == "contended":
+                # capacity past a peak: throughput collapses under overload, and the rates under
+                # the peak must still be judged on their own steps.
+                found = capacity_of(a, box, args, 3 * int(args[1]))
+                figure += f"; capacity {found:.1f}" if found else "; capacity none"
+                if not found or not 0.7 * want["rate"] <= found <= 1.05 * want["rate"]:
+                    exact = close = False
             verdict = "exact" if exact else "close" if close else "wrong"
             counts.setdefault(shape, {"exact": 0, "close": 0, "wrong": 0})[verdict] += 1
             rows.append(dict(shape=shape, box=args, want=want, kind=kind, figure=figure,

@@ -9,6 +9,9 @@ what hold on a shared, noisy machine; absolute numbers are not comparable across
 Add a row: append a Scenario to SCENARIOS with a command builder per tool.
 
 Usage: python3 bench/bench.py [--seconds 10] [--rounds 3] [--only closed-50,open-5000,open-ceiling]
+                              [--logging-server]
+With --logging-server, the second setup: nginx writes an access log (to a file, through a 64 KB
+buffer) and runs on CPU 1, the generators on CPU 0.
 Peers are installed by bench/install-peers.sh into bench/tools (never committed).
 """
 
@@ -274,6 +277,15 @@ SCENARIOS = [
             "loadlab": loadlab_cmd("--http2", "-c", "10", "--streams", "10", "--insecure"),
             "h2load": lambda url, secs, j, tmp: ([find("h2load"), "-t", "1", "-c", "10", "-m", "10", "-D", str(secs), url], parse_h2load),
             "oha": oha_cmd("--http2", "-c", "10", "-p", "10", "--insecure"),
+        },
+        scheme="https",
+    ),
+    Scenario(
+        "h2-4x25",
+        "HTTP/2 over TLS, closed model, 4 connections × 25 streams",
+        {
+            "loadlab": loadlab_cmd("--http2", "-c", "4", "--streams", "25", "--insecure"),
+            "h2load": lambda url, secs, j, tmp: ([find("h2load"), "-t", "1", "-c", "4", "-m", "25", "-D", str(secs), url], parse_h2load),
         },
         scheme="https",
     ),
@@ -819,10 +831,11 @@ def ceiling_table(tools, steps, best, args):
 
 # ---------------------------------------------------------------- nginx
 
-def start_nginx(tmp, port, cpu, tls_port=None, h2c_port=None):
+def start_nginx(tmp, port, cpu, tls_port=None, h2c_port=None, access_log=False):
     """nginx on `port` (plain HTTP); with `tls_port`, on a TLS port with HTTP/2 by ALPN and a
     session cache, on a self-signed certificate made here; with `h2c_port`, HTTP/2 with prior
-    knowledge (h2c) on a plain port."""
+    knowledge (h2c) on a plain port; with `access_log`, every request logged to a file through
+    a 64 KB buffer (a server doing a little work per request besides answering)."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("error: nginx is missing; run bash bench/install-peers.sh")
@@ -838,10 +851,11 @@ def start_nginx(tmp, port, cpu, tls_port=None, h2c_port=None):
                f"ssl_certificate_key {tmp}/key.pem; location / {{ return 200 \"ok\"; }} }}\n")
     if h2c_port:
         tls += f"  server {{ listen 127.0.0.1:{h2c_port} http2 backlog=4096; location / {{ return 200 \"ok\"; }} }}\n"
+    log = f"access_log {tmp}/logs/access.log combined buffer=64k;" if access_log else "access_log off;"
     conf.write_text(
         f"worker_processes 1;\ndaemon off;\npid {tmp}/nginx.pid;\nerror_log {tmp}/logs/error.log warn;\n"
         "worker_rlimit_nofile 20000;\nevents { worker_connections 10000; }\n"
-        f"http {{ access_log off; keepalive_requests 10000000; keepalive_timeout 120s;\n"
+        f"http {{ {log} keepalive_requests 10000000; keepalive_timeout 120s;\n"
         f"  server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 \"ok\"; }} }}\n{tls}}}\n"
     )
     cmd = (["taskset", "-c", str(cpu)] if cpu is not None else []) + [nginx, "-p", tmp, "-c", str(conf)]
@@ -869,9 +883,12 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated scenario names (closed-50, open-5000, users-flow, conns-2000, "
-                    "https-closed-50, h2-closed, https-handshake, open-ceiling, serve-ping; "
+                    "https-closed-50, h2-closed, h2-4x25, https-handshake, open-ceiling, serve-ping; "
                     "conns-19000, conns-20000, conns-100000, seed-004-logging, profile-overhead run only when named)")
     ap.add_argument("--tools", default="", help="comma-separated tools (default: all installed)")
+    ap.add_argument("--logging-server", action="store_true",
+                    help="the second setup: nginx logs every request to a file (64 KB buffer) and runs on CPU 1, "
+                         "the generators on CPU 0")
     ap.add_argument("--baseline", default="", help="another loadlab binary (an older build) run as 'loadlab-baseline' in every row loadlab runs in, to compare builds in one run")
     args = ap.parse_args()
 
@@ -881,20 +898,25 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--locked"], cwd=ROOT, check=True)
     cores = os.cpu_count() or 1
     server_cpu, client_cpu = (0, 1) if cores >= 2 else (None, None)
+    if args.logging_server and cores >= 2:
+        server_cpu, client_cpu = 1, 0
 
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
     out_dir = ROOT / "bench" / "runs" / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
     report = [f"# Benchmark {stamp}\n",
-              f"{args.seconds} s per run, {args.rounds} rounds, nginx pinned to CPU {server_cpu}, "
-              f"generators to CPU {client_cpu}; medians over rounds; `python3 bench/bench.py "
+              f"{args.seconds} s per run, {args.rounds} rounds, nginx pinned to CPU {server_cpu}"
+              f"{' logging every request to a file (64 KB buffer)' if args.logging_server else ', no access log'}, "
+              f"generators to CPU {client_cpu}; the tools' order turns by one each round, so each "
+              f"goes first in some round; medians over rounds, and each round's req/s; load average "
+              f"{os.getloadavg()[0]:.2f} at the start; `python3 bench/bench.py "
               f"{' '.join(sys.argv[1:])}`\n"]
     only = set(filter(None, args.only.split(",")))
     wanted_tools = set(filter(None, args.tools.split(",")))
 
     with tempfile.TemporaryDirectory(prefix="loadlab-bench-") as tmp:
         port, tls_port = free_port(), free_port()
-        nginx = start_nginx(tmp, port, server_cpu, tls_port)
+        nginx = start_nginx(tmp, port, server_cpu, tls_port, access_log=args.logging_server)
         url = f"http://127.0.0.1:{port}/"
         urls = {"http": url, "https": f"https://127.0.0.1:{tls_port}/"}
         try:
@@ -905,9 +927,10 @@ def main():
                     sc.tools["loadlab-baseline"] = with_binary(sc.tools["loadlab"], args.baseline)
                 results = {}
                 for rnd in range(args.rounds):
+                    # Each round starts one tool later: a first run's costs (the server's or
+                    # the generator's) fall on every tool in turn.
                     names = list(sc.tools)
-                    if rnd % 2:
-                        names = [names[0]] + names[1:][::-1]
+                    names = names[rnd % len(names):] + names[:rnd % len(names)]
                     for tool in names:
                         if wanted_tools and tool not in wanted_tools and not tool.startswith("loadlab"):
                             continue
@@ -953,8 +976,8 @@ def main():
 
 def table(sc, results):
     rows = [f"\n## {sc.name}: {sc.what}\n",
-            "| tool | req/s | CPU µs/req | peak RSS MB | p50 ms | p99 ms | req/s vs loadlab | CPU/req vs loadlab |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| tool | req/s | CPU µs/req | peak RSS MB | p50 ms | p99 ms | req/s vs loadlab | CPU/req vs loadlab | req/s each round |",
+            "|---|---|---|---|---|---|---|---|---|"]
     def agg(tool):
         rs = [r for r in results.get(tool, []) if r]
         if not rs:
@@ -971,7 +994,8 @@ def table(sc, results):
             continue
         ratio_rps = a.rps / base.rps if base else float("nan")
         ratio_cpu = a.cpu_s / base.cpu_s if base else float("nan")
-        rows.append(f"| {tool} | {a.rps:,.0f} | {a.cpu_s:.2f} | {a.max_rss_mb:.1f} | {a.p50_ms:.2f} | {a.p99_ms:.2f} | {ratio_rps:.2f} | {ratio_cpu:.2f} |")
+        each = ", ".join("-" if r is None else f"{r.rps / 1000:.1f}k" for r in results.get(tool, []))
+        rows.append(f"| {tool} | {a.rps:,.0f} | {a.cpu_s:.2f} | {a.max_rss_mb:.1f} | {a.p50_ms:.2f} | {a.p99_ms:.2f} | {ratio_rps:.2f} | {ratio_cpu:.2f} | {each} |")
     return "\n".join(rows)
 
 
