@@ -12,9 +12,9 @@ use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
 use loadlab_input::{CapacityFlags, UrlTarget};
-use loadlab_run::{Model, RatePhase, RunData, Stop, Summary};
+use loadlab_run::{RunData, Summary};
 
-use crate::steps::{closed_step, drain, run_step};
+use crate::steps::{closed_step, drain, warmed_rate_step};
 use crate::Result;
 
 /// What the search looks for and its bounds.
@@ -271,20 +271,18 @@ fn rate_step(
     search: &CapacitySearch,
     stop: &StopSignal,
 ) -> Result<Option<(RateStep, (RunData, Summary))>> {
-    let plan = loadlab_input::lower::url(
+    let (run, summary) = warmed_rate_step(
         target,
-        Model::open_phases(
-            vec![
-                RatePhase::constant("warm-up", rate, Some(search.warmup)),
-                RatePhase::constant("measured", rate, Some(measured)),
-            ],
+        rate,
+        (search.warmup, measured),
+        (
             STEP_CONNECTIONS.min(search.max_connections),
             search.max_connections,
         ),
-        Stop::default(),
         search.threads,
+        stop,
+        &search.watch,
     )?;
-    let (run, summary) = run_step(&plan, stop, &search.watch)?;
     if stop.is_stopped() {
         return Ok(None);
     }

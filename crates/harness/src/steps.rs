@@ -81,6 +81,34 @@ pub fn closed_step(
     Ok((step, run, s))
 }
 
+/// One open-model run at `rate` a second: a warm-up and a measured part (`phases`, in that
+/// order), on `connections` (opened at the start, most) and `threads` generator threads,
+/// watching `watch`. The capacity search's steps and the probe's open steps alike.
+pub fn warmed_rate_step(
+    target: &UrlTarget,
+    rate: f64,
+    (warmup, measured): (Duration, Duration),
+    (initial, most): (usize, usize),
+    threads: usize,
+    stop: &StopSignal,
+    watch: &crate::Watch,
+) -> Result<(RunData, Summary)> {
+    let plan = loadlab_input::lower::url(
+        target,
+        Model::open_phases(
+            vec![
+                RatePhase::constant("warm-up", rate, Some(warmup)),
+                RatePhase::constant("measured", rate, Some(measured)),
+            ],
+            initial,
+            most,
+        ),
+        Stop::default(),
+        threads,
+    )?;
+    run_step(&plan, stop, watch)
+}
+
 /// Warm-up of a probe's open-model step: the limiter's burst (its bucket full after the drain)
 /// is spent in it.
 const OPEN_WARMUP: Duration = Duration::from_secs(1);
@@ -99,20 +127,15 @@ pub fn open_step(
     stop: &StopSignal,
     watch: &crate::Watch,
 ) -> Result<(OpenStep, RunData, Summary)> {
-    let plan = loadlab_input::lower::url(
+    let (run, summary) = warmed_rate_step(
         target,
-        Model::open_phases(
-            vec![
-                RatePhase::constant("warm-up", rate, Some(OPEN_WARMUP)),
-                RatePhase::constant("measured", rate, Some(OPEN_MEASURED)),
-            ],
-            max_connections.min(16),
-            max_connections,
-        ),
-        Stop::default(),
+        rate,
+        (OPEN_WARMUP, OPEN_MEASURED),
+        (max_connections.min(16), max_connections),
         1,
+        stop,
+        watch,
     )?;
-    let (run, summary) = run_step(&plan, stop, watch)?;
     let secs = OPEN_MEASURED.as_secs_f64();
     let step = match run.phases.get(1) {
         Some(measured) => {
