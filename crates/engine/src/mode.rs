@@ -198,7 +198,7 @@ impl Mode {
                 hand_over(connections, |c| pool.open(c.ep, c.conn));
                 let (clock, slack, pool) = (clock.clone(), *slack, pool.clone());
                 spawn_local(async move {
-                    let release = |intended, i| pool.release(intended, i);
+                    let release = |intended, released, i| pool.release(intended, released, i);
                     let tend = |now, how| pool.tend(now, how);
                     let stripe = (index, threads);
                     pace(&pool.wire.rec, &clock, stripe, slack, release, tend).await;
@@ -212,8 +212,8 @@ impl Mode {
                 let (clock, slack, arrivals) = (clock.clone(), *slack, arrivals.clone());
                 spawn_local(async move {
                     // A user let in early (within the slack) starts at once.
-                    let arrive = |intended: Instant, i: usize| {
-                        arrivals.arrive(intended.min(Instant::now()), i as u64)
+                    let arrive = |intended: Instant, released: Instant, i: usize| {
+                        arrivals.arrive(intended.min(released), i as u64)
                     };
                     let rec = &arrivals.users.wire.rec;
                     pace(rec, &clock, (index, threads), slack, arrive, |_, _| {}).await;

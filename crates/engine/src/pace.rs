@@ -42,7 +42,8 @@ pub enum Wait {
 }
 
 /// Releases this thread's arrivals at their times until the schedule ends: each one is
-/// counted as offered, then handed to `arrive` with its intended start and its index across
+/// counted as offered, then handed to `arrive` with its intended start, the time it was
+/// released (the turn's start) and its index across
 /// threads (`first_index`, then every `stride`-th, so indices interleave across threads for
 /// round-robin over the requests); `after` runs after each turn, with the time the turn
 /// began and how the pacer waits for the next arrival.
@@ -56,7 +57,7 @@ pub async fn pace(
     clock: &RefCell<ArrivalClock>,
     (first_index, stride): (usize, usize),
     slack: Duration,
-    mut arrive: impl FnMut(Instant, usize),
+    mut arrive: impl FnMut(Instant, Instant, usize),
     mut after: impl FnMut(Instant, Wait),
 ) {
     let mut index = first_index;
@@ -77,7 +78,7 @@ pub async fn pace(
                         r.lag
                             .saturating_record(micros(now.saturating_duration_since(intended)));
                     }
-                    arrive(intended, index);
+                    arrive(intended, now, index);
                     index = index.wrapping_add(stride);
                     yielded = false;
                 });
@@ -160,7 +161,7 @@ mod tests {
         let curve = RateCurve::new(rate, rate, secs);
         let clock = RefCell::new(ArrivalClock::new(curve, Arrival::Uniform, 0, 1, 0, None));
         let paced = RefCell::new(Paced::default());
-        let arrive = |intended: Instant, _| {
+        let arrive = |intended: Instant, _, _| {
             let mut p = paced.borrow_mut();
             p.released += 1;
             let ahead = intended.saturating_duration_since(Instant::now());

@@ -17,7 +17,7 @@ use crate::conn::exchange::{Failed, Wire};
 use crate::conn::{self, Backoff, Conn};
 use crate::growth::Growth;
 use crate::pace::Wait;
-use crate::record::Pending;
+use crate::record::{micros, Pending};
 use crate::schedule::closed::Budget;
 
 /// One thread's pooled connections: what they share, and where their work comes from.
@@ -141,8 +141,8 @@ const COMING: usize = usize::MAX;
 
 /// One endpoint's queue and its connections.
 struct Queue {
-    /// Requests released by the scheduler, waiting for a connection.
-    queue: RefCell<VecDeque<Pending>>,
+    /// Requests released by the scheduler, waiting for a connection, with when they were.
+    queue: RefCell<VecDeque<(Pending, Instant)>>,
     /// Wakes idle connections when work arrives.
     work: Notify,
     /// Connections waiting for work and not yet woken.
@@ -217,13 +217,14 @@ impl Work for Queues {
                 endpoint.coming.set(endpoint.coming.get() - 1);
             }
             match next {
-                Some(p) => {
-                    if p.intended
-                        .is_some_and(|t| t + wire.timeout < Instant::now())
-                    {
+                Some((p, released)) => {
+                    let now = Instant::now();
+                    if p.intended.is_some_and(|t| t + wire.timeout < now) {
                         wire.rec.record_dropped(1);
                         continue;
                     }
+                    wire.rec
+                        .record_queued(micros(now.saturating_duration_since(released)));
                     endpoint.growth.taken();
                     batch.push(p);
                     return true;
@@ -299,19 +300,23 @@ impl Pool<Queues> {
         spawn_local(drive(self.clone(), ep, COMING, conn));
     }
 
-    /// Releases arrival `index` (counted across threads), due at `intended`: a request of the
+    /// Releases arrival `index` (counted across threads), due at `intended`, at `released`: a
+    /// request of the
     /// round robin, queued for its endpoint and taken by an idle connection if there is one;
     /// otherwise it is starved, and [`Pool::tend`], at the end of the pacer's turn, decides
     /// whether a new connection opens for it.
-    pub fn release(self: &Rc<Self>, intended: Instant, index: usize) {
+    pub fn release(self: &Rc<Self>, intended: Instant, released: Instant, index: usize) {
         let template = index % self.wire.requests.len();
         let ep = self.wire.requests[template].endpoint;
         let e = &self.work.endpoints[ep];
         e.growth.arrived();
-        e.queue.borrow_mut().push_back(Pending {
-            intended: Some(intended),
-            template,
-        });
+        e.queue.borrow_mut().push_back((
+            Pending {
+                intended: Some(intended),
+                template,
+            },
+            released,
+        ));
         if e.idle.get() > 0 {
             e.idle.set(e.idle.get() - 1);
             e.coming.set(e.coming.get() + 1);
@@ -379,7 +384,7 @@ impl Pool<Queues> {
         let before = q.len();
         while q
             .front()
-            .and_then(|p| p.intended)
+            .and_then(|(p, _)| p.intended)
             .is_some_and(|t| t + self.wire.timeout < now)
         {
             q.pop_front();
@@ -471,7 +476,7 @@ mod tests {
     /// connections take one each and hold it, and ten wait.
     async fn starved(pool: &Rc<Pool<Queues>>, at: Instant) {
         for i in 0..20 {
-            pool.release(at, i);
+            pool.release(at, at, i);
         }
         tokio::task::yield_now().await;
     }
@@ -530,7 +535,7 @@ mod tests {
             opened(&pool, 1).await;
             let now = Instant::now();
             for i in 0..10 {
-                pool.release(now, i);
+                pool.release(now, now, i);
             }
             pool.tend(now, Wait::Sleeps);
             assert_eq!(connections(&pool), 10, "the first was woken for one");
@@ -543,7 +548,7 @@ mod tests {
             let now = Instant::now();
             pool.tend(now, Wait::Sleeps);
             for i in 0..20 {
-                pool.release(now, i);
+                pool.release(now, now, i);
             }
             pool.tend(now, Wait::Sleeps);
             pool.tend(now + Duration::from_secs(1), Wait::Spins);

@@ -254,6 +254,14 @@ impl Recorder {
         }
     }
 
+    /// Records an open-model request taken by a connection `queued_us` after its release.
+    pub fn record_queued(&self, queued_us: u64) {
+        self.timings
+            .borrow_mut()
+            .queued
+            .saturating_record(queued_us);
+    }
+
     /// Counts a failed TLS handshake by its cause.
     pub fn record_tls_failure(&self, cause: TlsFailure) {
         self.timings.borrow_mut().tls_failures[cause.index()] += 1;

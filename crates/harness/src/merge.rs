@@ -599,11 +599,12 @@ fn merge_whole(shards: &[ShardRun], tag: &str) -> Histogram<u64> {
     h
 }
 
-/// The request timings (connect, TLS, waiting, receiving) and TLS failures of the shards.
+/// The request timings (connect, TLS, queued, waiting, receiving) and TLS failures of the shards.
 fn merge_timings(shards: &[ShardRun], summaries: &[&Summary]) -> Timings {
     let mut timings = Timings::new();
     timings.connect = merge_whole(shards, "connect");
     timings.tls = merge_whole(shards, "tls");
+    timings.queued = merge_whole(shards, "queued");
     timings.waiting = merge_whole(shards, "waiting");
     timings.receiving = merge_whole(shards, "receiving");
     for (i, f) in TlsFailure::ALL.into_iter().enumerate() {

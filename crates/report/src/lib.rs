@@ -88,7 +88,7 @@ fn latency_row(out: &mut String, label: &str, l: &LatencyStats) {
 }
 
 /// Where the requests' time went, in one line: p50 and p99 of connect, TLS handshake (runs
-/// with `https://` targets), waiting (time to first byte) and receiving; `None` when the run
+/// with `https://` targets), queued for a connection (open-model runs), waiting (time to first byte) and receiving; `None` when the run
 /// has no timings.
 pub fn timings_line(s: &Summary) -> Option<String> {
     let t = s.timings_ms.as_ref()?;
@@ -97,8 +97,14 @@ pub fn timings_line(s: &Summary) -> Option<String> {
         Some(_) => format!("  tls {}", pair(&t.tls)),
         None => String::new(),
     };
+    // Only the open model's plain requests queue for a connection; others' zeros say nothing.
+    let queued = if t.queued.max > 0.0 {
+        format!("  queued {}", pair(&t.queued))
+    } else {
+        String::new()
+    };
     Some(format!(
-        "connect {}{tls}  waiting {}  receiving {}  (ms p50/p99; {} new connections)",
+        "connect {}{tls}{queued}  waiting {}  receiving {}  (ms p50/p99; {} new connections)",
         pair(&t.connect),
         pair(&t.waiting),
         pair(&t.receiving),

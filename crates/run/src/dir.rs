@@ -103,14 +103,15 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
 }
 
 /// `histograms.hlog`: the whole run's histograms that `latency.hlog` does not hold, so that
-/// `loadlab merge` merges them exactly: request timings (tags `connect`, `tls`, `waiting`,
-/// `receiving`), sessions (`sessions`) and the latency of each request name (`n0`, `n1`, …, named
+/// `loadlab merge` merges them exactly: request timings (tags `connect`, `tls`, `queued`,
+/// `waiting`, `receiving`), sessions (`sessions`) and the latency of each request name (`n0`, `n1`, …, named
 /// by `#name TAG NAME` lines). `None` when there is none of them.
 fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
     let t = &run.timings;
     let mut entries: Vec<(String, &hdrhistogram::Histogram<u64>)> = vec![
         ("connect".into(), &t.connect),
         ("tls".into(), &t.tls),
+        ("queued".into(), &t.queued),
         ("waiting".into(), &t.waiting),
         ("receiving".into(), &t.receiving),
     ];

@@ -140,6 +140,10 @@ pub struct Timings {
     pub connect: Histogram<u64>,
     /// TLS handshake of the `https://` connections opened for a request.
     pub tls: Histogram<u64>,
+    /// Open model: from a request's release by the schedule to a connection taking it, the
+    /// time it waited in the generator for a connection (k6's `blocked`); the closed model
+    /// records none.
+    pub queued: Histogram<u64>,
     /// From the request's write to the first byte of its response (time to first byte).
     pub waiting: Histogram<u64>,
     /// From the first byte of the response to its last.
@@ -158,6 +162,7 @@ impl Timings {
         Timings {
             connect: new_histogram(),
             tls: new_histogram(),
+            queued: new_histogram(),
             waiting: new_histogram(),
             receiving: new_histogram(),
             refused: new_histogram(),
@@ -170,6 +175,7 @@ impl Timings {
         for (mine, theirs) in [
             (&mut self.connect, &other.connect),
             (&mut self.tls, &other.tls),
+            (&mut self.queued, &other.queued),
             (&mut self.waiting, &other.waiting),
             (&mut self.receiving, &other.receiving),
             (&mut self.refused, &other.refused),

@@ -173,6 +173,11 @@ pub struct Breakdown {
     pub connect: LatencyStats,
     /// TLS handshake; zero on a connection already open, and for plain HTTP.
     pub tls: LatencyStats,
+    /// Open model: from a request's release by the schedule to a connection taking it (time
+    /// spent waiting in the generator for a free connection, k6's `blocked`); zero in the
+    /// closed model. The schedule's own lateness is `generator.schedule_lag_ms_p99`.
+    #[serde(default)]
+    pub queued: LatencyStats,
     /// From the request's write to the first byte of its response (time to first byte).
     pub waiting: LatencyStats,
     /// From the first byte of the response to its last.
@@ -198,6 +203,7 @@ impl Breakdown {
         Some(Breakdown {
             connect: with_zeros(&t.connect),
             tls: with_zeros(&t.tls),
+            queued: with_zeros(&t.queued),
             waiting: LatencyStats::from_histogram(&t.waiting),
             receiving: LatencyStats::from_histogram(&t.receiving),
             new_connections: t.connect.len(),
