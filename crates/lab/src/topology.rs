@@ -17,6 +17,14 @@ use crate::runtime;
 use crate::LabError;
 pub use loadlab_run::topology::{Lb, Runtime, Stdout, Topology};
 
+/// How long the replicas must stay quiet for a settle to count them done.
+const QUIET_WINDOW: Duration = Duration::from_millis(300);
+
+/// Share of the replicas' CPU under which they count as quiet: an idle replica of any of the
+/// reference runtimes uses under 1 % of a core; one still working off a backlog uses its
+/// whole quota.
+const QUIET_SHARE: f64 = 0.1;
+
 /// A running topology, stopped (every process, by PID) when dropped.
 pub struct Deployment {
     /// Where load goes: the balancer, or the only replica (the first one with client-side
@@ -126,7 +134,13 @@ impl Deployment {
     /// either). A refusal (429, or 503 with `Retry-After`) is not that answer: a replica at
     /// its in-flight cap refuses while the earlier requests still hold its slots. Processes
     /// sharing a port by SO_REUSEPORT are each reached only by chance: one probe per process
-    /// goes to that port.
+    /// goes to that port. An answer alone is not enough where the replica serves requests
+    /// concurrently: seed 002's web instance (0.3 CPU, 10 requests in flight) answered the
+    /// probe as soon as one of its slots freed, while the other nine still worked off the
+    /// users' cell, and the capacity search after it read 1.3 s a page where a page alone
+    /// takes 85 ms. So the replicas must then also have gone quiet: for [`QUIET_WINDOW`] their
+    /// processes (and their children) used under [`QUIET_SHARE`] of their CPU (a quota, or
+    /// one core).
     pub fn settle(&self, bound: Duration) -> Option<Duration> {
         let began = Instant::now();
         for &port in &self.probes {
@@ -142,7 +156,40 @@ impl Deployment {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        Some(began.elapsed())
+        let allowed = QUIET_SHARE * self.instance_cpus();
+        let mut before = self.instances_cpu_s();
+        loop {
+            let left = bound.checked_sub(began.elapsed())?;
+            std::thread::sleep(QUIET_WINDOW.min(left));
+            let now = self.instances_cpu_s();
+            if now - before <= allowed * QUIET_WINDOW.as_secs_f64() {
+                return Some(began.elapsed());
+            }
+            before = now;
+        }
+    }
+
+    /// The CPUs the replicas may use together: each one's quota, or one core without one.
+    fn instance_cpus(&self) -> f64 {
+        self.instances
+            .iter()
+            .map(|p| {
+                self.group_of(&p.label)
+                    .and_then(|g| g.budget.cpus)
+                    .unwrap_or(1.0)
+            })
+            .sum()
+    }
+
+    /// CPU seconds the replicas' processes and their descendants have used so far.
+    fn instances_cpu_s(&self) -> f64 {
+        let roots: Vec<i32> = self.instances.iter().map(|p| p.pid() as i32).collect();
+        let ticks: u64 = crate::sampler::watched(&roots)
+            .into_iter()
+            .filter_map(|pid| procfs::process::Process::new(pid).ok()?.stat().ok())
+            .map(|s| s.utime + s.stime)
+            .sum();
+        ticks as f64 / procfs::ticks_per_second() as f64
     }
 
     /// The first process of the topology that has exited (a crash, the OOM killer, a kill),

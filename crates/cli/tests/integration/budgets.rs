@@ -199,3 +199,30 @@ fn four_replicas_of_a_fifth_of_a_cpu_break_four_times_later_than_one_with_the_ge
     }
     assert!(groups_of(pid).is_empty(), "{:?} left", groups_of(pid));
 }
+
+#[test]
+fn the_next_cell_waits_for_a_replica_to_finish_what_the_last_one_left_in_progress() {
+    let _alone = crate::support::alone();
+    let dir = tempfile::tempdir().unwrap();
+    // A request of /calc?n=5000000 takes about 0.1 s of CPU, 0.5 s alone on 0.2 CPU. The first
+    // cell offers 4 a second, twice what the quota serves: when it ends, about ten are in
+    // progress, arrived at different times, and the replica needs about 3 s more to finish
+    // them. Its slots are not all full, so it answers the settle's probe at once; only its CPU
+    // says it is still busy. The second cell's requests alone take 0.5 s each.
+    let (code, stdout, stderr, _) = lab(
+        dir.path(),
+        "name: backlog\ntopologies:\n  - { name: small, cpus: 0.2, serve: \"--threads 16 --max-in-flight 12\" }\n\
+         workloads:\n  - { name: flood, run: \"/calc?n=5000000 -R 4 -d 3s --timeout 20s\" }\n  \
+         - { name: alone, run: \"/calc?n=5000000 -c 1 -n 3 --timeout 20s\" }\n",
+    );
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("for the target to finish the previous cell's requests"),
+        "{stdout}"
+    );
+    let alone = read_json(&dir.path().join("out/small/alone/summary.json"));
+    assert_eq!(alone["requests"]["ok"], 3, "{}", alone["requests"]);
+    // Sharing the quota with the backlog, the first would take 2 s or more.
+    let max = alone["latency_ms"]["max"].as_f64().unwrap();
+    assert!(max < 1500.0, "max {max} ms\n{stdout}");
+}
