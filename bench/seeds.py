@@ -354,8 +354,13 @@ def seed_002(lab):
                      (f"differs, because the baseline's search missed its capacity ({baseline_off[0]:.1f} "
                       f"req/s where its budget serves {baseline_off[1]:.1f}), so the ratio is not a finding")
                      if baseline_off else
-                     "agrees" if gained(bp, 2.999) else
-                     "differs, because the larger topology did not reach 3× with its interval over 1"
+                     # Three budgets like the one give at most ×3 here: a point estimate over
+                     # 3 would be a coin flip under perfect scaling. It agrees when the rounds
+                     # cannot tell it from 3× (their interval reaches 3, and stays over 1) and
+                     # it is within a tenth of 3.
+                     "agrees: ×3, the most three budgets like the one give, is inside the rounds' interval"
+                     if gained(bp, 2.7) and bp["ci_high"] >= 3 else
+                     "differs, because the larger topology's interval does not reach 3× (or it is under ×2.7)"
                      + (" (the host capped it, by the verdict)" if "host" in lab.limits(after, "page capacity") else "")))
     return rows
 
