@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         Ok(cmd::Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Ok(cmd::Outcome::NotMet) => ExitCode::from(EXIT_NOT_MET),
         Ok(cmd::Outcome::ThresholdsFailed) => ExitCode::from(EXIT_THRESHOLDS),
+        Ok(cmd::Outcome::ScriptThresholdsFailed) => ExitCode::from(EXIT_FAILURE),
         Ok(cmd::Outcome::ExpectationsFailed) => ExitCode::from(EXIT_EXPECTATIONS),
         Err(e) => {
             eprintln!("error: {e:#}");

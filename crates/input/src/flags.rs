@@ -209,8 +209,8 @@ pub struct ScriptFlags {
     /// Artillery's -v), e.g. '{"id": [1, 2, 3]}'.
     #[arg(short = 'v', long = "variables", value_name = "JSON")]
     pub variables: Option<String>,
-    /// Scenario files: refuse what loadlab would otherwise ignore with a warning (plugins it
-    /// does not run, an http.pool its users cannot share).
+    /// Scenario files: refuse what loadlab would otherwise ignore with a warning (keys it does
+    /// not read, plugins it does not run, an http.pool its users cannot share).
     #[arg(long)]
     pub strict: bool,
     /// Set by the command, not a flag: the command line gives connection counts, so a script

@@ -36,6 +36,9 @@ pub enum Outcome {
     NotMet,
     /// It ran, and a strict threshold (`--slo`, `ensure`) failed.
     ThresholdsFailed,
+    /// It ran an Artillery script, and a strict threshold failed: Artillery's exit code for
+    /// a failed `ensure`, so CI jobs written for Artillery read it alike.
+    ScriptThresholdsFailed,
     /// It ran, its thresholds held, and a check of the expect plugin failed (a script that
     /// names `config.plugins.expect`).
     ExpectationsFailed,

@@ -107,6 +107,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     } else {
         match Outcome::judged(&summary.thresholds) {
             Outcome::Done if expectations_failed(&plan, &summary) => Outcome::ExpectationsFailed,
+            Outcome::ThresholdsFailed if a.load.is_scenario() => Outcome::ScriptThresholdsFailed,
             judged => judged,
         }
     })

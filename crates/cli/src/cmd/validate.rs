@@ -35,7 +35,10 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
             .iter()
             .map(|t| t.to_string())
             .collect();
-        println!("  ensure (exit code 99 when one fails): {}", all.join(", "));
+        println!(
+            "  ensure (exit code 1 when one fails, as Artillery's): {}",
+            all.join(", ")
+        );
     }
     print!("{}", loadlab_report::plan::render_plan(&checked.plan));
     Ok(Outcome::Done)

@@ -33,7 +33,7 @@ fn validate_needs_no_network_and_shows_what_it_accepted_and_ignored() {
     assert!(stdout.contains("no phases: one user"), "{stdout}");
     assert!(stdout.contains("apdex threshold 100 ms"), "{stdout}");
     assert!(
-        stdout.contains("ensure (exit code 99 when one fails): errors<=1%"),
+        stdout.contains("ensure (exit code 1 when one fails, as Artillery's): errors<=1%"),
         "{stdout}"
     );
     assert!(

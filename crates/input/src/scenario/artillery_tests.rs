@@ -396,9 +396,29 @@ fn keys_the_engine_cannot_run_are_refused_with_their_place() {
         ),
         "{e}"
     );
-    // A before section holds a flow and its name, nothing else.
-    let e = refused("config:\n  target: http://127.0.0.1:1\nbefore:\n  flow: [{ get: { url: / } }]\n  weight: 2\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
-    assert!(e.starts_with("s.yml:5:3: unknown field `weight`"), "{e}");
+    // A before section holds a flow and its name: another key is read as Artillery reads it
+    // (not at all), said with its place, and refused with --strict.
+    let text = "config:\n  target: http://127.0.0.1:1\nbefore:\n  flow: [{ get: { url: / } }]\n  weight: 2\nscenarios:\n  - flow: [{ get: { url: / } }]\n";
+    let s = ok(text);
+    assert!(
+        s.warnings.iter().any(|w| {
+            w.starts_with(
+            "s.yml:5:3: before.weight: not a key of a before or after section; Artillery ignores it"
+        )
+        }),
+        "{:?}",
+        s.warnings
+    );
+    let strict = ScriptFlags {
+        strict: true,
+        ..ScriptFlags::default()
+    };
+    let e = lower(text, &strict).unwrap_err().to_string();
+    assert!(
+        e.starts_with("s.yml:5:3: before.weight: not a key of a before or after section")
+            && e.ends_with("(--strict refuses a key loadlab does not read)"),
+        "{e}"
+    );
 }
 
 /// Lowers `text` as a script beside a processor `p.js`, in a folder of the test's own.
@@ -825,4 +845,55 @@ fn a_loop_runs_over_a_list_or_a_payload_read_whole() {
         e.contains("over: a loop takes count or over, not both"),
         "{e}"
     );
+}
+
+#[test]
+fn basic_auth_is_an_authorization_header_unless_the_request_sets_one() {
+    // "Aladdin:open sesame", RFC 7617's example.
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 1 }]\nscenarios:\n  - flow:\n      - get: { uri: /a, auth: { user: Aladdin, pass: open sesame } }\n      - get: { url: /b, auth: { user: x, pass: y }, headers: { Authorization: Bearer t } }\n");
+    assert_eq!(s.requests[0].path, "/a");
+    assert!(
+        s.requests[0].headers.contains(&(
+            "authorization".into(),
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==".into()
+        )),
+        "{:?}",
+        s.requests[0].headers
+    );
+    let auth: Vec<_> = s.requests[1]
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        .collect();
+    assert_eq!(auth, [&("Authorization".into(), "Bearer t".into())]);
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, auth: { user: \"{{ u }}\", pass: p } }\n");
+    assert!(e.contains("auth: a user or password with {{ }}"), "{e}");
+}
+
+#[test]
+fn keys_artillery_ignores_are_warned_about_and_keys_it_runs_that_loadlab_does_not_are_refused() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  statsInterval: 5\n  phases:\n    - duration: 1\n      arrivalRate: 1\n      ramp: 2\nscenarios:\n  - flow:\n      - get: { url: /, header: { a: b } }\n");
+    let w = s.warnings.join("\n");
+    assert!(
+        w.contains("s.yml:3:3: config.statsInterval: ignored: "),
+        "{w}"
+    );
+    assert!(
+        w.contains("s.yml:7:7: config.phases[0].ramp: not a key of a phase; Artillery ignores it, and so does loadlab — did you mean `rampTo`?"),
+        "{w}"
+    );
+    assert!(w.contains("did you mean `headers`?"), "{w}");
+    let e = refused("config:\n  target: http://127.0.0.1:1\n  mode: poisson\nscenarios:\n  - flow: [{ get: { url: / } }]\n");
+    assert!(e.starts_with("s.yml:3:3: config.mode: "), "{e}");
+}
+
+#[test]
+fn default_headers_under_config_http_replace_those_under_config_whole() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 1, arrivalRate: 1 }]\n  defaults:\n    headers: { x-old: a, x-both: old }\n  http:\n    defaults:\n      headers: { x-both: new }\nscenarios:\n  - flow:\n      - get: { url: / }\n");
+    let headers = &s.requests[0].headers;
+    assert!(
+        headers.contains(&("x-both".into(), "new".into())),
+        "{headers:?}"
+    );
+    assert!(!headers.iter().any(|(k, _)| k == "x-old"), "{headers:?}");
 }

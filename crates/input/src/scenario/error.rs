@@ -435,6 +435,9 @@ pub enum FlowError {
     /// A header value with a line break.
     #[error("header {0:?} must not contain line breaks")]
     HeaderLineBreak(String),
+    /// `auth` whose user or password is a template.
+    #[error("auth: a user or password with {{{{ }}}} is not rendered yet; write the header instead: headers: {{ authorization: \"Basic …\" }}")]
+    AuthTemplate,
     /// Two of `json`, `body` and `form`.
     #[error("give one of json, body or form")]
     JsonAndBody,

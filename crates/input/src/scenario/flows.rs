@@ -138,9 +138,10 @@ impl StepSpec {
 
 /// A request as scenario files write it.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RequestSpec {
-    /// Absolute, or a path relative to `config.target`; may hold `{{ }}` after the host.
+    /// Absolute, or a path relative to `config.target`; may hold `{{ }}` after the host
+    /// (`uri` is its other name, as in Artillery).
+    #[serde(alias = "uri")]
     pub url: String,
     /// Name for the per-request results (default: method and URL as written).
     #[serde(default)]
@@ -193,6 +194,20 @@ pub struct RequestSpec {
     /// Cookies set in the user's jar before the request: name → value.
     #[serde(default)]
     pub cookie: Option<Spanned<serde_json::Value>>,
+    /// HTTP basic authentication, sent as an `Authorization` header (as Artillery's client
+    /// sends it) unless the request's headers set one.
+    #[serde(default)]
+    pub auth: Option<AuthSpec>,
+}
+
+/// `auth: {user, pass}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSpec {
+    #[serde(default)]
+    user: String,
+    #[serde(default)]
+    pass: String,
 }
 
 impl CaptureSpec {
@@ -230,6 +245,20 @@ impl RequestSpec {
     /// The headers (with `Content-Type: application/json` added for a JSON body) and the body.
     pub fn headers_and_body(&self) -> Result<(Headers, Vec<u8>), FlowError> {
         let mut headers: Headers = self.headers.clone().into_iter().collect();
+        if let Some(auth) = &self.auth {
+            if auth.user.contains("{{") || auth.pass.contains("{{") {
+                return Err(FlowError::AuthTemplate);
+            }
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            {
+                use base64::Engine as _;
+                let token = base64::engine::general_purpose::STANDARD
+                    .encode(format!("{}:{}", auth.user, auth.pass));
+                headers.push(("authorization".into(), format!("Basic {token}")));
+            }
+        }
         for (k, v) in &headers {
             if k.is_empty()
                 || k.bytes()
@@ -321,7 +350,6 @@ pub struct CaptureSpec {
 
 /// A Socket.IO answer as Artillery's `response` and `acknowledge` write it.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AnswerSpec {
     /// `response`: the event awaited (`on` is its other name).
     #[serde(default)]

@@ -23,6 +23,7 @@ mod flows;
 mod payload;
 mod phases;
 mod sockets;
+mod unknown;
 mod websocket;
 
 use loadlab_run::UserModel;
@@ -41,16 +42,15 @@ use self::phases::PhaseSpec;
 pub use self::phases::Phases;
 use crate::flags::ScriptFlags;
 use crate::target::Lookup;
-use crate::yaml::{plain_untagged, OneOrMany, YamlError};
+use crate::yaml::OneOrMany;
 
 /// A whole scenario file (or, with `--config`, a file of scenarios or a file of config).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ScenarioFile {
     /// Artillery's old script version marker; it changes nothing.
     #[serde(default)]
     #[allow(dead_code)]
-    version: Option<serde::de::IgnoredAny>,
+    version: Option<serde_json::Value>,
     #[serde(default)]
     config: Option<Config>,
     #[serde(default)]
@@ -65,7 +65,6 @@ struct ScenarioFile {
 
 /// A top-level `before` or `after` section: a flow run once.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct OnceSpec {
     #[serde(default)]
     name: Option<String>,
@@ -79,7 +78,6 @@ struct OnceSpec {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Config {
     #[serde(default)]
     target: Option<String>,
@@ -127,14 +125,12 @@ struct Config {
 
 /// `config.apdex`: the satisfied latency, ms.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ApdexSpec {
     threshold: f64,
 }
 
 /// `config.defaults`: headers every request sends unless it sets them itself.
 #[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct DefaultsSpec {
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -194,6 +190,12 @@ impl Config {
             base.streams = h.streams.or(base.streams);
             base.pool = h.pool.or(base.pool.take());
             base.max_sockets = h.max_sockets.or(base.max_sockets.take());
+            if let Some(d) = h.defaults {
+                base.defaults
+                    .get_or_insert_with(DefaultsSpec::default)
+                    .headers
+                    .extend(d.headers);
+            }
         }
         if let Some(d) = over.defaults {
             self.defaults
@@ -206,7 +208,6 @@ impl Config {
 
 /// `config.tls`: loadlab's `cacert` and `insecure`, and Artillery's `rejectUnauthorized`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct TlsConfig {
     /// A private CA's PEM file, relative to the scenario file.
     #[serde(default)]
@@ -229,7 +230,6 @@ pub struct ScenarioTls {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct HttpConfig {
     /// Seconds, as in Artillery.
     #[serde(default)]
@@ -248,10 +248,14 @@ struct HttpConfig {
     /// time, so it opens one per host whatever this says).
     #[serde(default, rename = "maxSockets")]
     max_sockets: Option<serde_json::Value>,
+    /// Artillery's newer place for `config.defaults`: its headers, when given, replace those
+    /// of `config.defaults` whole (as Artillery's HTTP engine prefers them).
+    #[serde(default)]
+    defaults: Option<DefaultsSpec>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 struct ScenarioSpec {
     #[serde(default)]
     name: Option<String>,
@@ -303,6 +307,8 @@ struct Script {
     origin: BTreeMap<&'static str, PathBuf>,
     before: Option<OnceSpec>,
     after: Option<OnceSpec>,
+    /// A warning for each key of the files that loadlab does not read.
+    unknown: Vec<String>,
 }
 
 impl Script {
@@ -312,10 +318,20 @@ impl Script {
     }
 }
 
-/// One file's text as YAML of a script's shape.
-fn read_yaml(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
-    serde_saphyr::from_str(text)
-        .map_err(|e| ScenarioError::Yaml(YamlError::new(path, &plain_untagged(&e.to_string()))))
+/// One file's text as YAML of a script's shape, with the keys it gives that loadlab does not
+/// read: each a warning, or with `--strict` the file's refusal.
+fn read_yaml(
+    text: &str,
+    path: &Path,
+    strict: bool,
+    warnings: &mut Vec<String>,
+) -> Result<ScenarioFile, ScenarioError> {
+    let (file, unknown) = unknown::read_noting_unknown(text, path)?;
+    if let Some(first) = unknown.iter().find(|u| u.refused || strict) {
+        return Err(first.refusal(path));
+    }
+    warnings.extend(unknown.iter().map(|u| u.warning(path)));
+    Ok(file)
 }
 
 /// Scenarios of another engine than HTTP, found before the flows are read (their steps are
@@ -353,7 +369,8 @@ fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
 /// scenarios that run.
 fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, ScenarioError> {
     other_engine(text, path)?;
-    let file = read_yaml(text, path)?;
+    let mut unknown = Vec::new();
+    let file = read_yaml(text, path, flags.strict, &mut unknown)?;
     let mut config = file.config.unwrap_or_default();
     let mut config_path = path.to_path_buf();
     let mut origin = BTreeMap::new();
@@ -362,7 +379,9 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
             path: cfg.clone(),
             error,
         })?;
-        let over = read_yaml(&cfg_text, cfg)?.config.unwrap_or_default();
+        let over = read_yaml(&cfg_text, cfg, flags.strict, &mut unknown)?
+            .config
+            .unwrap_or_default();
         for key in over.located_keys() {
             origin.insert(key, cfg.clone());
         }
@@ -400,6 +419,12 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
             .map_err(|e| ScenarioError::invalid(path, Problem::VariablesFlag(e.to_string())))?;
         merge_maps(&mut config.variables, Some(vars));
     }
+    // `config.http.defaults.headers` wins whole over `config.defaults.headers`, as in Artillery.
+    if let Some(d) = config.http.as_mut().and_then(|h| h.defaults.take()) {
+        if !d.headers.is_empty() {
+            config.defaults = Some(d);
+        }
+    }
     let scenarios = match file.scenarios {
         Some(s) if !s.is_empty() => s,
         _ => return Err(ScenarioError::invalid(path, Problem::NoScenarios)),
@@ -414,6 +439,7 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
         origin,
         before: file.before,
         after: file.after,
+        unknown,
     })
 }
 
@@ -643,7 +669,8 @@ pub fn from_text(
     // whose every request is plain can share one.
     let pool = pool_size(config).map_err(|e| e.in_file(script.file_of("http", path)))?;
     let plain = plain(&script, &phases).filter(|_| pool.is_some() || flags.pooled);
-    let mut warnings = ignored(config, path, flags.strict, plain.is_some())?;
+    let mut warnings = script.unknown.clone();
+    warnings.append(&mut ignored(config, path, flags.strict, plain.is_some())?);
     warnings.append(&mut warnings_of_engines);
     let max_vusers = match &config.phases {
         Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
@@ -1255,17 +1282,19 @@ mod tests {
             "{e}"
         );
 
-        let e = parse(
-            "config:\n  target: x\n  extra: 1\n",
+        let (script, _) = parse(
+            "config:\n  target: x\n  extra: 1\nscenarios:\n  - flow: []\n",
             path,
             &ScriptFlags::default(),
         )
-        .unwrap_err();
-        let ScenarioError::Yaml(yaml) = &e else {
-            panic!("{e:?}");
-        };
-        assert_eq!(yaml.position, Some(crate::Position { line: 3, column: 3 }));
-        assert!(yaml.message.starts_with("unknown field `extra`"), "{e}");
+        .unwrap();
+        assert_eq!(
+            script.unknown,
+            [
+                "s.yaml:3:3: config.extra: not a key of config; Artillery ignores it, and so does \
+              loadlab"
+            ]
+        );
     }
 }
 

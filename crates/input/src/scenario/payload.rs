@@ -31,6 +31,15 @@ pub struct PayloadSpec {
     /// The list variable's name, with `loadAll`.
     #[serde(default)]
     pub name: Option<String>,
+    /// Artillery's csv-parse `cast` (numbers and booleans read as such); values stay text
+    /// here, which a template renders the same.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub cast: Option<bool>,
+    /// Artillery's `skipEmptyLines`: blank lines are skipped here always (its default).
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub skip_empty_lines: Option<bool>,
 }
 
 /// A payload read whole, as a list of rows, each an object of its fields.

@@ -10,7 +10,7 @@ use super::error::PhaseError;
 use crate::yaml::Seconds;
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct PhaseSpec {
     #[serde(default)]
     name: Option<String>,

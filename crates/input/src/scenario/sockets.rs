@@ -7,7 +7,6 @@ use serde::Deserialize;
 
 /// `config.ws`: what every user's WebSocket sends when it opens.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct WsSettings {
     /// Headers of the upgrade request.
     #[serde(default)]
@@ -47,7 +46,6 @@ pub enum Engine<'s> {
 /// `config.socketio`: how every user's Socket.IO connection opens (socket.io-client's
 /// options that loadlab reads).
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SioSettings {
     /// Engine.IO's path on the server (`/socket.io`).
     #[serde(default)]
