@@ -3,7 +3,8 @@
 //!
 //! Besides variables, two of Artillery's functions are understood: `{{ $randomNumber(a, b) }}`
 //! (an integer from `a` to `b`, both included) and `{{ $randomString(n) }}` (`n` letters and
-//! digits).
+//! digits), and the environment, `{{ $processEnvironment.NAME }}` or `{{ $env.NAME }}`.
+//! Triple braces (`{{{ name }}}`) are the same placeholders.
 
 use std::fmt::Write;
 
@@ -67,6 +68,13 @@ impl Template {
                 parts.push(Part::Text(rest[..open].to_string()));
             }
             let after = &rest[open + 2..];
+            // Triple braces, Mustache's unescaped form, which Artillery renders as double ones
+            // (it escapes nothing).
+            if let Some(close) = after.strip_prefix('{').and_then(|a| a.find("}}}")) {
+                parts.push(placeholder(after[1..1 + close].trim())?);
+                rest = &after[1 + close + 3..];
+                continue;
+            }
             let close = after
                 .find("}}")
                 .ok_or_else(|| TemplateError::Unclosed(text.to_string()))?;
@@ -161,6 +169,17 @@ fn placeholder(inner: &str) -> Result<Part, TemplateError> {
     {
         return Ok(Part::Var(inner.to_string()));
     }
+    // The process's environment, as Artillery's `$processEnvironment` (and `$env`) give it to
+    // every template: read once, when the file is read; an unset variable renders as nothing.
+    if let Some(name) = inner
+        .strip_prefix("$processEnvironment.")
+        .or_else(|| inner.strip_prefix("$env."))
+    {
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '=') {
+            return Err(bad());
+        }
+        return Ok(Part::Text(std::env::var(name).unwrap_or_default()));
+    }
     if let Some(call) = inner.strip_prefix('$') {
         let (name, args) = call
             .strip_suffix(')')
@@ -224,6 +243,20 @@ mod tests {
         );
         assert_eq!(render(&t, &[("id", "42")]), "/users/42/x?t=&z=1");
         assert!(Template::parse("/plain").unwrap().is_literal());
+    }
+
+    #[test]
+    fn triple_braces_and_the_environment_render_as_artillery_renders_them() {
+        let t = Template::parse("/u/{{{ id }}}/{{{id}}}").unwrap();
+        assert_eq!(t.variables().collect::<Vec<_>>(), vec!["id", "id"]);
+        assert_eq!(render(&t, &[("id", "7")]), "/u/7/7");
+        let path = std::env::var("PATH").unwrap_or_default();
+        let t = Template::parse("{{ $processEnvironment.PATH }}|{{ $env.PATH }}").unwrap();
+        assert!(t.is_literal(), "read once, when the file is read");
+        assert_eq!(render(&t, &[]), format!("{path}|{path}"));
+        let t = Template::parse("a{{ $env.LOADLAB_TEST_SURELY_UNSET_1F4 }}b").unwrap();
+        assert_eq!(render(&t, &[]), "ab");
+        assert!(Template::parse("{{ $env. }}").is_err());
     }
 
     #[test]
