@@ -318,6 +318,21 @@ impl Script {
     }
 }
 
+/// The keys of the script's own maps, for the reader of unknown keys.
+fn script_maps() -> unknown::ScriptMaps {
+    use unknown::fields_of;
+    unknown::ScriptMaps {
+        top: fields_of::<ScenarioFile>(),
+        config: fields_of::<Config>(),
+        http: fields_of::<HttpConfig>(),
+        tls: fields_of::<TlsConfig>(),
+        defaults: fields_of::<DefaultsSpec>(),
+        apdex: fields_of::<ApdexSpec>(),
+        scenario: fields_of::<ScenarioSpec>(),
+        once: fields_of::<OnceSpec>(),
+    }
+}
+
 /// One file's text as YAML of a script's shape, with the keys it gives that loadlab does not
 /// read: each a warning, or with `--strict` the file's refusal.
 fn read_yaml(
@@ -326,7 +341,7 @@ fn read_yaml(
     strict: bool,
     warnings: &mut Vec<String>,
 ) -> Result<ScenarioFile, ScenarioError> {
-    let (file, unknown) = unknown::read_noting_unknown(text, path)?;
+    let (file, unknown) = unknown::read_noting_unknown::<ScenarioFile>(text, path, &script_maps())?;
     if let Some(first) = unknown.iter().find(|u| u.refused || strict) {
         return Err(first.refusal(path));
     }

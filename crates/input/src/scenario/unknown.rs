@@ -18,11 +18,29 @@ use super::error::{Refusal, ScenarioError};
 use super::flows::{AnswerSpec, RequestSpec, StepSpec};
 use super::phases::PhaseSpec;
 use super::sockets::{SioSettings, WsSettings};
-use super::{
-    ApdexSpec, Config, DefaultsSpec, HttpConfig, OnceSpec, ScenarioFile, ScenarioSpec, TlsConfig,
-};
 use crate::yaml::{plain_untagged, YamlError};
 use crate::Position;
+
+/// The keys of the script's own maps (defined where the script is read, which hands them
+/// here): the file's top level, `config` and its maps, a scenario, a before or after section.
+pub(super) struct ScriptMaps {
+    /// The top level of a file.
+    pub top: &'static [&'static str],
+    /// `config`.
+    pub config: &'static [&'static str],
+    /// `config.http`.
+    pub http: &'static [&'static str],
+    /// `config.tls`.
+    pub tls: &'static [&'static str],
+    /// `config.defaults` (and `config.http.defaults`).
+    pub defaults: &'static [&'static str],
+    /// `config.apdex`.
+    pub apdex: &'static [&'static str],
+    /// A scenario.
+    pub scenario: &'static [&'static str],
+    /// A `before` or `after` section.
+    pub once: &'static [&'static str],
+}
 
 /// One step of a key's path: a map's key or a list's index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,11 +103,13 @@ fn at(p: Option<Position>) -> String {
     p.map_or_else(String::new, |p| format!(":{}:{}", p.line, p.column))
 }
 
-/// Reads `text` (the file at `path`) as a script's shape, with the keys it ignored.
-pub(super) fn read_noting_unknown(
+/// Reads `text` (the file at `path`) as `T`, a script's shape whose maps are `maps`, with the
+/// keys it ignored.
+pub(super) fn read_noting_unknown<T: DeserializeOwned>(
     text: &str,
     path: &Path,
-) -> Result<(ScenarioFile, Vec<UnknownKey>), ScenarioError> {
+    maps: &ScriptMaps,
+) -> Result<(T, Vec<UnknownKey>), ScenarioError> {
     let mut ignored: Vec<Vec<Segment>> = Vec::new();
     let file = serde_saphyr::with_deserializer_from_str(text, |de| {
         serde_ignored::deserialize(de, |p| {
@@ -104,7 +124,7 @@ pub(super) fn read_noting_unknown(
     let unknown = ignored
         .into_iter()
         .map(|segs| {
-            let (why, refused) = explain(&segs);
+            let (why, refused) = explain(&segs, maps);
             UnknownKey {
                 path: written(&segs),
                 at: locate(text, &segs),
@@ -242,7 +262,10 @@ fn locate(text: &str, target: &[Segment]) -> Option<Position> {
 }
 
 /// What the map holding a key is, and the keys it takes, by the path of the map.
-fn context(parent: &[Segment]) -> Option<(&'static str, &'static [&'static str])> {
+fn context(
+    parent: &[Segment],
+    maps: &ScriptMaps,
+) -> Option<(&'static str, &'static [&'static str])> {
     use Segment::{Index, Key};
     // An environment's config is a config.
     let mut p: Vec<&Segment> = Vec::new();
@@ -263,31 +286,27 @@ fn context(parent: &[Segment]) -> Option<(&'static str, &'static [&'static str])
         Index(_) => None,
     });
     Some(match p.as_slice() {
-        [] => ("the top level of a script", fields_of::<ScenarioFile>()),
-        [c] if key(c, "config") => ("config", fields_of::<Config>()),
+        [] => ("the top level of a script", maps.top),
+        [c] if key(c, "config") => ("config", maps.config),
         [c, ph, Index(_)] if key(c, "config") && key(ph, "phases") => {
             ("a phase", fields_of::<PhaseSpec>())
         }
-        [c, h] if key(c, "config") && key(h, "http") => ("config.http", fields_of::<HttpConfig>()),
-        [c, t] if key(c, "config") && key(t, "tls") => ("config.tls", fields_of::<TlsConfig>()),
-        [c, d] if key(c, "config") && key(d, "defaults") => {
-            ("config.defaults", fields_of::<DefaultsSpec>())
-        }
+        [c, h] if key(c, "config") && key(h, "http") => ("config.http", maps.http),
+        [c, t] if key(c, "config") && key(t, "tls") => ("config.tls", maps.tls),
+        [c, d] if key(c, "config") && key(d, "defaults") => ("config.defaults", maps.defaults),
         [c, h, d] if key(c, "config") && key(h, "http") && key(d, "defaults") => {
-            ("config.defaults", fields_of::<DefaultsSpec>())
+            ("config.defaults", maps.defaults)
         }
         [c, e] if key(c, "config") && key(e, "ensure") => {
             ("config.ensure", fields_of::<EnsureSpec>())
         }
-        [c, a] if key(c, "config") && key(a, "apdex") => ("config.apdex", fields_of::<ApdexSpec>()),
+        [c, a] if key(c, "config") && key(a, "apdex") => ("config.apdex", maps.apdex),
         [c, w] if key(c, "config") && key(w, "ws") => ("config.ws", fields_of::<WsSettings>()),
         [c, s] if key(c, "config") && key(s, "socketio") => {
             ("config.socketio", fields_of::<SioSettings>())
         }
-        [s, Index(_)] if key(s, "scenarios") => ("a scenario", fields_of::<ScenarioSpec>()),
-        [o] if key(o, "before") || key(o, "after") => {
-            ("a before or after section", fields_of::<OnceSpec>())
-        }
+        [s, Index(_)] if key(s, "scenarios") => ("a scenario", maps.scenario),
+        [o] if key(o, "before") || key(o, "after") => ("a before or after section", maps.once),
         _ => match last_key {
             Some("get" | "post" | "put" | "patch" | "delete") => {
                 ("a request", fields_of::<RequestSpec>())
@@ -339,7 +358,7 @@ const PASSED_ON: &[(&str, &str, bool)] = &[
 /// Why the key at `segs` is not read, and whether the file is refused on it: Artillery's
 /// reason where loadlab has no use for it, what to write where loadlab does not run it yet,
 /// where it belongs when it is another map's key, or the key likely meant.
-fn explain(segs: &[Segment]) -> (String, bool) {
+fn explain(segs: &[Segment], maps: &ScriptMaps) -> (String, bool) {
     let unread = || {
         (
             "not a key loadlab reads; Artillery ignores it too".to_string(),
@@ -350,7 +369,7 @@ fn explain(segs: &[Segment]) -> (String, bool) {
         Some((Segment::Key(k), parent)) => (parent, k.as_str()),
         _ => return unread(),
     };
-    let Some((what, known)) = context(parent) else {
+    let Some((what, known)) = context(parent, maps) else {
         return unread();
     };
     if let Some((_, _, why)) = NOT_YET.iter().find(|(w, k, _)| *w == what && *k == key) {
@@ -362,17 +381,17 @@ fn explain(segs: &[Segment]) -> (String, bool) {
     if let Some((_, why, refused)) = PASSED_ON.iter().find(|(w, _, _)| *w == what) {
         return ((*why).to_string(), *refused);
     }
-    (hint(what, key, known), false)
+    (hint(what, key, known, maps), false)
 }
 
 /// Where a key Artillery ignores likely belongs, or the key likely meant.
-fn hint(what: &str, key: &str, known: &[&'static str]) -> String {
+fn hint(what: &str, key: &str, known: &[&'static str], maps: &ScriptMaps) -> String {
     let not_here = format!("not a key of {what}; Artillery ignores it, and so does loadlab");
     if let Some(meant) = likely_meant(key, known) {
         return format!("{not_here} — did you mean `{meant}`?");
     }
     let elsewhere = [
-        ("config", fields_of::<Config>()),
+        ("config", maps.config),
         ("a phase", fields_of::<PhaseSpec>()),
         ("a request", fields_of::<RequestSpec>()),
         ("a flow step", fields_of::<StepSpec>()),
@@ -440,7 +459,7 @@ fn edits(a: &str, b: &str) -> usize {
 
 /// The keys a derived struct reads, as serde's derive hands them to a deserializer (its
 /// `deserialize_struct` call); a deserializer that keeps them and reads nothing.
-fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
+pub(super) fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
     match T::deserialize(FieldsOnly) {
         Err(Fields(Some(fields))) => fields,
         _ => &[],
@@ -495,7 +514,10 @@ mod tests {
     use super::*;
 
     fn unknown(text: &str) -> Vec<UnknownKey> {
-        read_noting_unknown(text, Path::new("s.yml")).unwrap().1
+        let maps = super::super::script_maps();
+        read_noting_unknown::<super::super::ScenarioFile>(text, Path::new("s.yml"), &maps)
+            .unwrap()
+            .1
     }
 
     #[test]
