@@ -156,11 +156,7 @@ pub fn open_step(
         }
         None => OpenStep {
             offered_rps: rate,
-            answered_rps: 0.0,
-            refused_rps: 0.0,
-            failed_rps: 0.0,
-            p50_ms: 0.0,
-            measured_s: 0.0,
+            ..OpenStep::default()
         },
     };
     Ok((step, run, summary))

@@ -121,13 +121,15 @@ pub(super) fn read_noting_unknown<T: DeserializeOwned>(
         })
     })
     .map_err(|e| ScenarioError::Yaml(YamlError::new(path, &plain_untagged(&e.to_string()))))?;
+    let places = locate(text, &ignored);
     let unknown = ignored
-        .into_iter()
-        .map(|segs| {
-            let (why, refused) = explain(&segs, maps);
+        .iter()
+        .zip(places)
+        .map(|(segs, at)| {
+            let (why, refused) = explain(segs, maps);
             UnknownKey {
-                path: written(&segs),
-                at: locate(text, &segs),
+                path: written(segs),
+                at,
                 why,
                 refused,
             }
@@ -180,10 +182,13 @@ fn written(segs: &[Segment]) -> String {
     s
 }
 
-/// Where the key at `target` is written: the YAML's events walked with the path of each
-/// node, to the key whose path it is. `None` when it is not found (a key reached through an
-/// alias or a merge).
-fn locate(text: &str, target: &[Segment]) -> Option<Position> {
+/// Where each key of `targets` is written, in one walk of the YAML's events that keeps the
+/// path of each node. `None` for a key not found (one reached through an alias or a merge).
+fn locate(text: &str, targets: &[Vec<Segment>]) -> Vec<Option<Position>> {
+    let mut found = vec![None; targets.len()];
+    if targets.is_empty() {
+        return found;
+    }
     /// A collection being read, with its own place in its parent.
     enum Frame {
         /// A map; `key` holds the key whose value comes next, if one was read.
@@ -206,7 +211,9 @@ fn locate(text: &str, target: &[Segment]) -> Option<Position> {
         None => {}
     };
     for event in Parser::new_from_str(text) {
-        let (event, span) = event.ok()?;
+        let Ok((event, span)) = event else {
+            break;
+        };
         match event {
             Event::Scalar(value, ..) => {
                 let (_, is_key) = place(&frames);
@@ -214,11 +221,16 @@ fn locate(text: &str, target: &[Segment]) -> Option<Position> {
                     let mut path: Vec<Segment> =
                         frames.iter().filter_map(|(s, _)| s.clone()).collect();
                     path.push(Segment::Key(value.to_string()));
-                    if path == target {
-                        return Some(Position {
-                            line: span.start.line() as u64,
-                            column: span.start.col() as u64 + 1,
-                        });
+                    for (i, target) in targets.iter().enumerate() {
+                        if found[i].is_none() && path == *target {
+                            found[i] = Some(Position {
+                                line: span.start.line() as u64,
+                                column: span.start.col() as u64 + 1,
+                            });
+                        }
+                    }
+                    if found.iter().all(Option::is_some) {
+                        return found;
                     }
                     if let Some((_, Frame::Map { key })) = frames.last_mut() {
                         *key = Some(value.to_string());
@@ -258,7 +270,7 @@ fn locate(text: &str, target: &[Segment]) -> Option<Position> {
             _ => {}
         }
     }
-    None
+    found
 }
 
 /// What the map holding a key is, and the keys it takes, by the path of the map.
@@ -267,20 +279,14 @@ fn context(
     maps: &ScriptMaps,
 ) -> Option<(&'static str, &'static [&'static str])> {
     use Segment::{Index, Key};
-    // An environment's config is a config.
-    let mut p: Vec<&Segment> = Vec::new();
-    let mut i = 0;
-    while i < parent.len() {
-        if let (Some(Key(a)), Some(Key(b))) = (parent.get(i), parent.get(i + 1)) {
-            if a == "environments" && !b.is_empty() && p.len() == 1 {
-                i += 2;
-                continue;
-            }
-        }
-        p.push(&parent[i]);
-        i += 1;
-    }
     let key = |s: &Segment, k: &str| matches!(s, Key(x) if x == k);
+    // An environment's config is a config.
+    let p: Vec<&Segment> = match parent {
+        [c, e, _, rest @ ..] if key(c, "config") && key(e, "environments") => {
+            std::iter::once(c).chain(rest).collect()
+        }
+        _ => parent.iter().collect(),
+    };
     let last_key = p.last().and_then(|s| match s {
         Key(k) => Some(k.as_str()),
         Index(_) => None,
@@ -520,6 +526,13 @@ mod tests {
             .1
     }
 
+    /// The unknown key at `path`, which the test expects.
+    fn at_path<'a>(u: &'a [UnknownKey], path: &str) -> &'a UnknownKey {
+        u.iter()
+            .find(|k| k.path == path)
+            .unwrap_or_else(|| panic!("{path}: {u:?}"))
+    }
+
     #[test]
     fn a_mistyped_phase_key_is_placed_and_the_key_meant_named() {
         let u = unknown(
@@ -539,11 +552,7 @@ mod tests {
     fn keys_in_flow_maps_nested_flows_and_environments_are_found() {
         let text = "config:\n  target: http://127.0.0.1:1\n  statsInterval: 10\n  environments:\n    ci:\n      http: { timeout: 2, extendedMetrics: true }\nscenarios:\n  - name: a\n    flow:\n      - loop:\n          - get: { url: /, header: { a: b }, think: 1 }\n        count: 2\nthresholds: []\n";
         let u = unknown(text);
-        let by_path = |p: &str| {
-            u.iter()
-                .find(|k| k.path == p)
-                .unwrap_or_else(|| panic!("{p}: {u:?}"))
-        };
+        let by_path = |p: &str| at_path(&u, p);
         let stats = by_path("config.statsInterval");
         assert_eq!(stats.at, Some(Position { line: 3, column: 3 }));
         assert!(stats.why.contains("reports every second"), "{}", stats.why);
@@ -592,11 +601,7 @@ mod tests {
     fn keys_artillery_runs_and_loadlab_does_not_yet_refuse_the_file_with_what_to_write() {
         let text = "config:\n  target: https://127.0.0.1:1\n  mode: poisson\n  tls: { certificateAuthority: ca.pem }\n  ws: { handshakeTimeout: 100 }\nscenarios:\n  - flow: [{ get: { uri: /, gzip: true } }]\n";
         let u = unknown(text);
-        let by_path = |p: &str| {
-            u.iter()
-                .find(|k| k.path == p)
-                .unwrap_or_else(|| panic!("{p}: {u:?}"))
-        };
+        let by_path = |p: &str| at_path(&u, p);
         let mode = by_path("config.mode");
         assert!(
             mode.refused && mode.why.contains("--arrival poisson"),

@@ -156,7 +156,7 @@ pub struct RateLimit {
 
 /// One open-model step of a probe: requests arriving at a constant rate for a warm-up and a
 /// measured part, run past a closed loop's refusals to read a rate limit as a rate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OpenStep {
     /// Arrival rate offered, req/s.
     pub offered_rps: f64,
