@@ -19,17 +19,26 @@ use crate::slo::{percentile_name, Slo, Violations};
 /// Gain under which a doubling of the connections counts as the plateau.
 const PLATEAU_GAIN: f64 = 1.10;
 
-/// Fewest connections whose step may end the climb by gaining nothing. Several processes on
+/// Fewest connections of a flat step that counts towards the plateau. Several processes on
 /// one port (`SO_REUSEPORT`) each take the connections the kernel's hash gives them: two
 /// connections land on one process of two half the time, of three a third of the time, and
-/// that step gains nothing over one connection although the service has more to give (the
-/// lab's 3-worker `/block` read a 1-worker plateau of 48.9 req/s). Four all land on one of
-/// three with a chance of 1 in 27.
+/// that step gains nothing over one connection although the service has more to give.
 const PLATEAU_MIN_CONNECTIONS: usize = 4;
 
+/// Connections from which one flat step ends the climb. Under it a flat step may still be the
+/// hash's doing, so the climb ends only on two flat doublings in a row, from 4 connections:
+/// four land on just two processes of three 56 % of the time, and the lab's 3-worker
+/// `/block` (150 req/s) read a plateau of 96 req/s in three climbs of six that stopped at
+/// four, once 48 (two and four connections each on one process); four and eight both that
+/// unlucky happen about once in fifteen. Sixteen leave a process of three without a
+/// connection 0.5 % of the time: a flat step there is the service's plateau.
+pub const SPREAD_CONNECTIONS: usize = 16;
+
 /// The next step of the climb to the service's plateau: one connection, then twice as many
-/// each step until one of at least 4 connections gains less than 10 % throughput, one fails,
-/// or the next would pass `max_concurrency`. `None` when the climb is over.
+/// each step until one fails, the next would pass `max_concurrency`, or throughput stops
+/// growing: a step gains less than 10 % over every step before it at 16 connections or more,
+/// or two steps in a row do from 4 connections (see [`SPREAD_CONNECTIONS`]). `None` when the
+/// climb is over.
 pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next> {
     let Some(last) = steps.last() else {
         return Some(first_step());
@@ -37,13 +46,18 @@ pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next>
     if last.requests == 0 || last.error_pct > 1.0 {
         return None;
     }
-    let best_before = steps[..steps.len() - 1]
-        .iter()
-        .map(|s| s.throughput_rps)
-        .fold(0.0, f64::max);
-    if last.concurrency >= PLATEAU_MIN_CONNECTIONS
-        && last.throughput_rps < PLATEAU_GAIN * best_before
-    {
+    // Whether step `i` has at least 4 connections and gained less than 10 % over every step
+    // before it.
+    let flat = |i: usize| {
+        let best_before = steps[..i]
+            .iter()
+            .map(|s| s.throughput_rps)
+            .fold(0.0, f64::max);
+        steps[i].concurrency >= PLATEAU_MIN_CONNECTIONS
+            && steps[i].throughput_rps < PLATEAU_GAIN * best_before
+    };
+    let n = steps.len();
+    if flat(n - 1) && (last.concurrency >= SPREAD_CONNECTIONS || (n >= 2 && flat(n - 2))) {
         return None;
     }
     let next = last.concurrency * 2;
@@ -806,21 +820,33 @@ mod tests {
         assert!(plateau_step(&[step(1, 10.0), failing], 64).is_none());
         // Three processes of 48 req/s on one port, whose two connections hashed onto one of
         // them: the climb goes on to four, which reach the others, and to where they stop.
-        let reuseport = [1, 2, 4, 8, 16]
-            .map(|c| step(c, [48.0, 48.5, 120.0, 146.0, 147.0][c.ilog2() as usize]));
-        let mut steps = Vec::new();
-        while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 1000) {
-            steps.push(reuseport[concurrency.ilog2() as usize].clone());
-        }
+        let climb = |service: [f64; 6]| {
+            let mut steps = Vec::new();
+            while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 1000) {
+                steps.push(step(concurrency, service[concurrency.ilog2() as usize]));
+            }
+            steps
+        };
+        let steps = climb([48.0, 48.5, 120.0, 146.0, 147.0, 147.0]);
         let ran: Vec<usize> = steps.iter().map(|s| s.concurrency).collect();
         assert_eq!(ran, vec![1, 2, 4, 8, 16]);
         assert_eq!(plateau_rps(&steps), Some(146.0));
-        // One process: four connections confirm what two said.
+        // Two connections reached two of them, and four only the same two (as three climbs of
+        // six did): one flat step under 16 connections is not the plateau; eight reach the
+        // third.
+        let steps = climb([48.0, 96.0, 96.5, 146.0, 147.0, 147.0]);
+        let ran: Vec<usize> = steps.iter().map(|s| s.concurrency).collect();
+        assert_eq!(ran, vec![1, 2, 4, 8, 16]);
+        assert_eq!(plateau_rps(&steps), Some(146.0));
+        // Two and four both on one of them (the CI run that read 48 req/s): eight go on.
+        let steps = climb([48.0, 48.5, 49.0, 146.0, 147.0, 147.0]);
+        assert_eq!(plateau_rps(&steps), Some(146.0));
+        // One process: four and eight connections confirm what two said.
         let mut steps = Vec::new();
         while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 1000) {
             steps.push(step(concurrency, 48.0));
         }
-        assert_eq!(steps.len(), 3);
+        assert_eq!(steps.len(), 4);
         assert_eq!(plateau_rps(&steps), Some(48.0));
     }
 }

@@ -256,10 +256,10 @@ fn climb(
 /// (`SO_REUSEPORT`) gets each connection on one process, chosen by the kernel's hash: with the
 /// two or three connections a moderate rate needs, two often land on one process and the step
 /// reads that process's limit (a 3-worker service broke at 98 req/s of its 150). Idle
-/// connections take work in turn and a busy one is skipped, so with 16 every process almost
-/// surely has some (a process with none: 3 × (2/3)^16 ≈ 0.5 % for three), as wrk's fixed
-/// connections give.
-const STEP_CONNECTIONS: usize = 16;
+/// connections take work in turn and a busy one is skipped, so with
+/// [`SPREAD_CONNECTIONS`](loadlab_analyze::capacity::SPREAD_CONNECTIONS) every process almost
+/// surely has some, as wrk's fixed connections give.
+const STEP_CONNECTIONS: usize = loadlab_analyze::capacity::SPREAD_CONNECTIONS;
 
 /// Runs `rate` for the warm-up and then the `measured` part, and judges the measured part;
 /// `None` when Ctrl-C stopped it.
