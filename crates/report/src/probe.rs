@@ -145,19 +145,13 @@ fn usl_line(u: &UslFit, tried: usize) -> String {
             u.r_squared
         );
     }
-    let peak = match u.peak_concurrency {
-        None => format!(
-            "no peak (throughput levels off towards {:.1} req/s)",
-            u.peak_throughput_rps
+    let peak = match (u.peak_concurrency, u.peak_throughput_rps) {
+        (_, None) => "no peak (throughput grows in proportion to the connections)".to_string(),
+        (None, Some(x)) => format!("no peak (throughput levels off towards {x:.1} req/s)"),
+        (Some(n), Some(x)) if n > tried as f64 => format!(
+            "peak at {n:.1} connections, {x:.1} req/s (beyond the {tried} tried: an extrapolation)"
         ),
-        Some(n) if n > tried as f64 => format!(
-            "peak at {n:.1} connections, {:.1} req/s (beyond the {tried} tried: an extrapolation)",
-            u.peak_throughput_rps
-        ),
-        Some(n) => format!(
-            "peak at {n:.1} connections, {:.1} req/s",
-            u.peak_throughput_rps
-        ),
+        (Some(n), Some(x)) => format!("peak at {n:.1} connections, {x:.1} req/s"),
     };
     format!(
         "  USL          σ = {:.3} (contention), κ = {:.5} (coherency), R² = {:.3}: {peak}",

@@ -589,6 +589,7 @@ fn contended(sorted: &[&ProbeStep], alone: &ProbeStep) -> Option<Verdict> {
     let s_ms = alone.mean_ms.max(1e-3);
     let (fit, ratio) = contention(sorted)?;
     let peak = fit.peak_concurrency?;
+    let peak_x = fit.peak_throughput_rps?;
     let last = sorted.last()?;
     let best = sorted
         .iter()
@@ -622,7 +623,7 @@ fn contended(sorted: &[&ProbeStep], alone: &ProbeStep) -> Option<Verdict> {
         workers_range: None,
         service_time_ms: s_ms,
         service_time_ci_ms: mean_interval(alone),
-        max_throughput_rps: fit.peak_throughput_rps,
+        max_throughput_rps: peak_x,
         hard_limit: false,
         explanation: format!(
             "contended: throughput peaks at about {:.1} req/s near {peak:.1} connections{fell}\
@@ -630,7 +631,7 @@ fn contended(sorted: &[&ProbeStep], alone: &ProbeStep) -> Option<Verdict> {
              lines), no pool of workers; the USL explains the steps (R² = {:.3}) and their \
              latency {ratio:.0}× better than a worker pool does — look for what the requests \
              share",
-            fit.peak_throughput_rps, fit.r_squared
+            peak_x, fit.r_squared
         ),
         pool_error_pct: None,
         binding: None,
@@ -1050,10 +1051,11 @@ fn binding_words(binding: Option<&Binding>, s_ms: f64) -> String {
 fn usl_fit(points: &[(f64, f64)], hard_limit: bool) -> Option<UslFit> {
     let law = crate::usl::fit(points)?;
     let peak = law.peak_concurrency();
+    // With neither contention nor coherency the law grows in proportion, without a limit.
     let peak_x = match peak {
-        Some(n) => law.throughput(n),
-        None if law.sigma > 0.0 => law.lambda / law.sigma,
-        None => f64::INFINITY,
+        Some(n) => Some(law.throughput(n)),
+        None if law.sigma > 0.0 => Some(law.lambda / law.sigma),
+        None => None,
     };
     let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
     let ss_tot: f64 = points.iter().map(|p| (p.1 - mean).powi(2)).sum();

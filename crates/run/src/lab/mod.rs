@@ -570,4 +570,63 @@ mod tests {
         let err = read_lab_dir(dir.path()).unwrap_err().to_string();
         assert!(err.contains("is not a loadlab experiment"), "{err}");
     }
+
+    /// A probe of a service that scales in proportion, as a lab cell keeps it.
+    fn linear_probe() -> ProbeResult {
+        use crate::lab::probe::{Kind, ProbeVerdict, Usl, UslFit};
+        ProbeResult {
+            url: "http://127.0.0.1:1/bbox/async".into(),
+            verdict: Some(ProbeVerdict {
+                kind: Kind::Async,
+                workers: None,
+                workers_observed: false,
+                workers_range: None,
+                service_time_ms: 51.7,
+                service_time_ci_ms: None,
+                max_throughput_rps: 173.3,
+                hard_limit: false,
+                explanation: "async".into(),
+                pool_error_pct: None,
+                binding: None,
+                usl: Some(UslFit {
+                    law: Usl {
+                        lambda: 19.4,
+                        sigma: 0.0,
+                        kappa: 0.0,
+                    },
+                    peak_concurrency: None,
+                    peak_throughput_rps: None,
+                    r_squared: 0.9999,
+                    explains: true,
+                    set_aside: None,
+                }),
+                rate_limit: None,
+            }),
+            stopped_because: "done".into(),
+            steps: Vec::new(),
+            open_steps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_probe_reads_back_whole_or_not_at_all() {
+        // A law without contention or coherency has no limit: written as none, read back.
+        let probed = linear_probe();
+        let text = serde_json::to_string(&probed).unwrap();
+        let back: ProbeResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, probed);
+        // A verdict with a field it cannot read is an error that names it, not a probe without
+        // a verdict (once an unbounded peak written as null lost a lab cell's verdict).
+        let broken = text.replace("\"r_squared\":0.9999", "\"r_squared\":null");
+        assert_ne!(broken, text);
+        let err = serde_json::from_str::<ProbeResult>(&broken).unwrap_err();
+        assert!(err.to_string().contains("r_squared"), "{err}");
+        // A probe that found nothing has no verdict.
+        let nothing = ProbeResult {
+            verdict: None,
+            ..linear_probe()
+        };
+        let text = serde_json::to_string(&nothing).unwrap();
+        assert_eq!(serde_json::from_str::<ProbeResult>(&text).unwrap(), nothing);
+    }
 }

@@ -180,8 +180,9 @@ pub struct UslFit {
     pub law: Usl,
     /// Concurrency where throughput peaks (none when it only flattens).
     pub peak_concurrency: Option<f64>,
-    /// Throughput at the peak (or the law's limit as concurrency grows), req/s.
-    pub peak_throughput_rps: f64,
+    /// Throughput at the peak (or the law's limit as concurrency grows), req/s; `None` when
+    /// the law has no limit (σ = κ = 0: throughput in proportion to concurrency).
+    pub peak_throughput_rps: Option<f64>,
     /// Share of the steps' throughput variance the law explains (1 − SSres/SStot).
     pub r_squared: f64,
     /// True when the law explains the steps (R² ≥ 0.95), the service has no hard limit and
@@ -218,7 +219,7 @@ impl Usl {
 
 /// A probe as `probe --json` and a lab cell's `probe.json` hold it: the verdict (its fields at
 /// the top level), why the probe stopped, and its steps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ProbeResult {
     /// The URL probed.
     pub url: String,
@@ -232,4 +233,45 @@ pub struct ProbeResult {
     /// The open-model steps run to read a rate limit's rate, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_steps: Vec<OpenStep>,
+}
+
+/// Read by hand because serde's derive reads a flattened `Option` as `None` when any of its
+/// fields fails to read: a verdict written with a value it cannot read back would vanish
+/// without a word (a lab judged again lost a cell's verdict so). Here a document with the
+/// verdict's `kind` must hold a whole verdict, or reading it is an error that names the field.
+impl<'de> Deserialize<'de> for ProbeResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        use serde_json::{Map, Value};
+        let mut fields = Map::<String, Value>::deserialize(deserializer)?;
+        let mut take = |key: &str| fields.remove(key).unwrap_or(Value::Null);
+        let url = take("url");
+        let stopped_because = take("stopped_because");
+        let steps = take("steps");
+        let open_steps = take("open_steps");
+        fn field<T: serde::de::DeserializeOwned, E: Error>(
+            value: Value,
+            name: &str,
+        ) -> Result<T, E> {
+            serde_path_to_error::deserialize(value).map_err(|e| {
+                let path = e.path().to_string();
+                E::custom(format!("{name}, at {path}: {}", e.into_inner()))
+            })
+        }
+        let verdict = if fields.contains_key("kind") {
+            Some(field::<_, D::Error>(Value::Object(fields), "the verdict")?)
+        } else {
+            None
+        };
+        Ok(ProbeResult {
+            url: field::<_, D::Error>(url, "url")?,
+            verdict,
+            stopped_because: field::<_, D::Error>(stopped_because, "stopped_because")?,
+            steps: field::<_, D::Error>(steps, "steps")?,
+            open_steps: match open_steps {
+                Value::Null => Vec::new(),
+                v => field::<_, D::Error>(v, "open_steps")?,
+            },
+        })
+    }
 }
