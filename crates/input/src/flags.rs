@@ -194,8 +194,9 @@ pub struct LoadFlags {
     pub start_at: Option<std::time::SystemTime>,
 }
 
-/// Scenario files: what Artillery's `run` flags add to a script (`--config`, `-e`, `-v`), and
-/// whether ignored keys are refused.
+/// Scenario files: what Artillery's `run` flags add to a script (`--config`, `-e`, `-v`,
+/// `--overrides`, `--payload`, `--scenario-name`, `--solo`, `--dotenv`), and whether ignored
+/// keys are refused.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ScriptFlags {
     /// Scenario files: take `config` from this file, laid over the script's own (as
@@ -209,10 +210,34 @@ pub struct ScriptFlags {
     /// Artillery's -v), e.g. '{"id": [1, 2, 3]}'.
     #[arg(short = 'v', long = "variables", value_name = "JSON")]
     pub variables: Option<String>,
+    /// Scenario files: a JSON object laid over the whole script, its lists replacing the
+    /// script's (as Artillery's --overrides), e.g. '{"config": {"phases": [{"duration": 5,
+    /// "arrivalRate": 2}]}}'.
+    #[arg(long = "overrides", value_name = "JSON")]
+    pub overrides: Option<String>,
+    /// Scenario files: the CSV file of a single `config.payload`, relative to the current
+    /// directory (as Artillery's -p): for a payload written without a path.
+    #[arg(long = "payload", value_name = "FILE")]
+    pub payload: Option<PathBuf>,
+    /// Scenario files: run only the scenario of this name (as Artillery's --scenario-name).
+    #[arg(long = "scenario-name", value_name = "NAME")]
+    pub scenario_name: Option<String>,
+    /// Scenario files: one user, once, whatever the phases say (as Artillery's --solo).
+    #[arg(long)]
+    pub solo: bool,
+    /// Scenario files: environment variables from this dotenv file, for those not set already
+    /// (as Artillery's --dotenv), read before the script.
+    #[arg(long = "dotenv", visible_alias = "env-file", value_name = "FILE")]
+    pub dotenv: Option<PathBuf>,
     /// Scenario files: refuse what loadlab would otherwise ignore with a warning (keys it does
-    /// not read, plugins it does not run, an http.pool its users cannot share).
+    /// not read, plugins it does not run, an http.pool its users cannot share, variables that
+    /// nothing sets, an environment the script does not define).
     #[arg(long)]
     pub strict: bool,
+    /// Set by `validate`, not a flag: what may come at run time (a target, a payload's file,
+    /// an environment variable) is a warning when the file lacks it, not an error.
+    #[arg(skip)]
+    pub checking: bool,
     /// Set by the command, not a flag: the command line gives connection counts, so a script
     /// of plain requests sends them over a shared pool (as `config.http.pool` asks).
     #[arg(skip)]

@@ -24,6 +24,9 @@ enum Part {
     RandomNumber(i64, i64),
     /// `$randomString(len)`.
     RandomString(usize),
+    /// An environment variable that was not set when the file was read (the placeholder as
+    /// written): it renders as an undefined variable does.
+    Unset(String),
 }
 
 /// A parsed template.
@@ -41,6 +44,7 @@ impl std::fmt::Display for Template {
                 Part::Var(v) => write!(f, "{{{{ {v} }}}}")?,
                 Part::RandomNumber(a, b) => write!(f, "{{{{ $randomNumber({a}, {b}) }}}}")?,
                 Part::RandomString(n) => write!(f, "{{{{ $randomString({n}) }}}}")?,
+                Part::Unset(v) => write!(f, "{{{{ {v} }}}}")?,
             }
         }
         Ok(())
@@ -128,18 +132,36 @@ impl Template {
             .collect()
     }
 
-    /// Appends the rendered text to `out`; `lookup` gives a variable's value (an unset
-    /// variable renders as nothing, as in Artillery).
+    /// True when the template is one placeholder whose variable `lookup` does not give (or an
+    /// unset environment variable): Artillery renders it as JavaScript's `undefined`, which a
+    /// JSON body leaves out.
+    pub fn is_undefined<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> bool {
+        match self.parts.as_slice() {
+            [Part::Var(v)] => lookup(v).is_none(),
+            [Part::Unset(_)] => true,
+            _ => false,
+        }
+    }
+
+    /// Appends the rendered text to `out`; `lookup` gives a variable's value. A variable that
+    /// is not set renders as Artillery renders it: nothing when it is the whole template, the
+    /// text `undefined` within other text (JavaScript's string replacement of `undefined`).
     pub fn render<'a>(
         &self,
         lookup: impl Fn(&str) -> Option<&'a str>,
         rng: &mut fastrand::Rng,
         out: &mut String,
     ) {
+        let missing = if self.parts.len() == 1 {
+            ""
+        } else {
+            "undefined"
+        };
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.push_str(t),
-                Part::Var(v) => out.push_str(lookup(v).unwrap_or("")),
+                Part::Var(v) => out.push_str(lookup(v).unwrap_or(missing)),
+                Part::Unset(_) => out.push_str(missing),
                 Part::RandomNumber(a, b) => {
                     let _ = write!(out, "{}", rng.i64(*a..=*b));
                 }
@@ -170,7 +192,8 @@ fn placeholder(inner: &str) -> Result<Part, TemplateError> {
         return Ok(Part::Var(inner.to_string()));
     }
     // The process's environment, as Artillery's `$processEnvironment` (and `$env`) give it to
-    // every template: read once, when the file is read; an unset variable renders as nothing.
+    // every template: read once, when the file is read; an unset one renders as an undefined
+    // variable does.
     if let Some(name) = inner
         .strip_prefix("$processEnvironment.")
         .or_else(|| inner.strip_prefix("$env."))
@@ -178,7 +201,10 @@ fn placeholder(inner: &str) -> Result<Part, TemplateError> {
         if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '=') {
             return Err(bad());
         }
-        return Ok(Part::Text(std::env::var(name).unwrap_or_default()));
+        return Ok(match std::env::var(name) {
+            Ok(value) => Part::Text(value),
+            Err(_) => Part::Unset(inner.to_string()),
+        });
     }
     if let Some(call) = inner.strip_prefix('$') {
         let (name, args) = call
@@ -241,7 +267,14 @@ mod tests {
             render(&t, &[("id", "42"), ("token", "abc")]),
             "/users/42/x?t=abc&z=1"
         );
-        assert_eq!(render(&t, &[("id", "42")]), "/users/42/x?t=&z=1");
+        // Unset within text, as Artillery's string replacement gives JavaScript's undefined;
+        // unset as the whole value, nothing.
+        assert_eq!(render(&t, &[("id", "42")]), "/users/42/x?t=undefined&z=1");
+        let alone = Template::parse("{{ token }}").unwrap();
+        assert_eq!(render(&alone, &[]), "");
+        assert!(alone.is_undefined(|_| None));
+        assert!(!alone.is_undefined(|_| Some("x")));
+        assert!(!t.is_undefined(|_| None));
         assert!(Template::parse("/plain").unwrap().is_literal());
     }
 
@@ -255,7 +288,11 @@ mod tests {
         assert!(t.is_literal(), "read once, when the file is read");
         assert_eq!(render(&t, &[]), format!("{path}|{path}"));
         let t = Template::parse("a{{ $env.LOADLAB_TEST_SURELY_UNSET_1F4 }}b").unwrap();
-        assert_eq!(render(&t, &[]), "ab");
+        assert_eq!(render(&t, &[]), "aundefinedb");
+        assert_eq!(t.to_string(), "a{{ $env.LOADLAB_TEST_SURELY_UNSET_1F4 }}b");
+        let t = Template::parse("{{ $env.LOADLAB_TEST_SURELY_UNSET_1F4 }}").unwrap();
+        assert_eq!(render(&t, &[]), "");
+        assert!(t.is_undefined(|_| None));
         assert!(Template::parse("{{ $env. }}").is_err());
     }
 

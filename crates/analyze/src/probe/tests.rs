@@ -975,3 +975,25 @@ fn two_measures_of_one_concurrency_merge_into_one() {
     assert!((m.stdev_ms - f64::sqrt(var)).abs() < 1e-9);
     assert_eq!(requests_for_exact_workers(12, 1.0), 3_118);
 }
+
+#[test]
+fn an_asynchronous_service_whose_last_steps_bend_by_noise_is_not_contended() {
+    // /bbox/async, 51.7 ms at every concurrency, on a machine shared with other work: the last
+    // steps lose a few percent, which the USL fits as a peak far past the steps.
+    for (bend, at) in [(0.97, 12), (0.95, 12), (0.97, 9), (0.93, 12)] {
+        let steps: Vec<ProbeStep> = [1, 2, 3, 4, 6, 9, 12]
+            .into_iter()
+            .map(|c| {
+                let mut s = step_at(None, 51.7, 0.02, c);
+                if c >= at {
+                    s.throughput_rps *= bend;
+                    s.mean_ms /= bend;
+                    s.p50_ms /= bend;
+                }
+                s
+            })
+            .collect();
+        let v = verdict(&steps).unwrap();
+        assert_eq!(v.kind, Kind::Async, "{bend} from {at}: {}", v.explanation);
+    }
+}

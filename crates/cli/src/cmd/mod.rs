@@ -26,6 +26,38 @@ pub fn name_process(name: &str) {
     }
 }
 
+/// Sets the variables of the dotenv file `file` that the environment does not set already,
+/// as Artillery's `--dotenv` does before it reads a script; a file that cannot be read is a
+/// warning, as there. Call it before any thread starts: it changes this process's environment.
+pub fn load_dotenv(file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let Some(file) = file else {
+        return Ok(());
+    };
+    let entries = match dotenvy::from_path_iter(file) {
+        Ok(entries) => entries,
+        Err(e) => {
+            eprintln!(
+                "warning: could not read the dotenv file {}: {e}",
+                file.display()
+            );
+            return Ok(());
+        }
+    };
+    for entry in entries {
+        let (name, value) = entry.with_context(|| {
+            format!(
+                "the dotenv file {} has a line it cannot read",
+                file.display()
+            )
+        })?;
+        if std::env::var_os(&name).is_none() {
+            std::env::set_var(name, value);
+        }
+    }
+    Ok(())
+}
+
 /// How a subcommand ended, for the exit code.
 pub enum Outcome {
     /// It did what was asked.

@@ -15,6 +15,7 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab run`.
 pub fn main(a: RunArgs) -> Result<Outcome> {
+    crate::cmd::load_dotenv(a.load.script.dotenv.as_deref())?;
     let plan = loadlab_input::lower::flags(&a.load)?;
     for w in loadlab_input::lower::scenario_warnings(&a.load) {
         eprintln!("warning: {w}");

@@ -11,10 +11,16 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab validate`.
 pub fn main(a: ValidateArgs) -> Result<Outcome> {
+    crate::cmd::load_dotenv(a.script.dotenv.as_deref())?;
     let overrides = Overrides {
         target: a.target,
         lookup: Lookup::Skip,
-        script: a.script,
+        // What the file leaves to run time (a target, a payload's file, an environment
+        // variable) is a warning here.
+        script: loadlab_input::flags::ScriptFlags {
+            checking: true,
+            ..a.script
+        },
         ..Overrides::default()
     };
     let checked = loadlab_input::lower::scenario_checked(&a.file, &overrides)?;
@@ -26,7 +32,7 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
         println!("  {n}");
     }
     for w in &checked.warnings {
-        println!("  ignored: {w}");
+        println!("  warning: {w}");
     }
     if !checked.plan.thresholds.is_empty() {
         let all: Vec<String> = checked

@@ -648,3 +648,69 @@ fn a_users_connection_idle_past_four_seconds_is_closed_as_artillerys_agent_close
         );
     }
 }
+
+#[test]
+fn artillerys_run_flags_shape_the_script_and_an_unset_variable_renders_as_artillery_renders_it() {
+    // A script that leaves its target, its payload's file and a variable to run time, and a
+    // scenario a run picks by name: Artillery's --dotenv, --payload, --overrides,
+    // --scenario-name and --solo give them, and what no source sets renders as in Artillery
+    // ("undefined" within text, a JSON member of it left out).
+    let dir = tempfile::tempdir().unwrap();
+    let (url, server) = recording_server(1);
+    write_file(
+        dir.path(),
+        "run.env",
+        &format!("# the target\nLOADLAB_TEST_DOTENV_TARGET={url}\n"),
+    );
+    write_file(dir.path(), "names.csv", "ann\n");
+    let file = write_file(
+        dir.path(),
+        "later.yml",
+        "config:\n  target: \"{{ $env.LOADLAB_TEST_DOTENV_TARGET }}\"\n  phases:\n    - { duration: 30, arrivalRate: 20 }\n  payload:\n    fields: [name]\nscenarios:\n  - name: browse\n    flow:\n      - get: { url: \"/browse\" }\n  - name: buy\n    flow:\n      - post: { url: \"/buy/{{ name }}/{{ bar }}\", json: { who: \"{{ name }}\", note: \"{{ bar }}\" } }\n",
+    );
+    let file = file.to_str().unwrap();
+    // validate: what comes at run time is a warning.
+    let out = loadlab(&["validate", file]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for said in [
+        "LOADLAB_TEST_DOTENV_TARGET",
+        "config.payload (fields name) has no path",
+        "{{ bar }} is set by none of this file's sources",
+    ] {
+        assert!(stderr.contains(said), "{said}: {stderr}");
+    }
+    assert!(!loadlab(&["validate", "--strict", file]).status.success());
+    // run, from the test's folder as Artillery's -p is read from the current directory.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--dotenv",
+            "run.env",
+            "--payload",
+            "names.csv",
+            "--scenario-name",
+            "buy",
+            "--solo",
+            "--overrides",
+            r#"{"config": {"http": {"timeout": 5}}}"#,
+            "--json",
+            "summary.json",
+            file,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["users"]["completed"], 1, "{}", summary["users"]);
+    let request = server.join().unwrap();
+    let text = String::from_utf8_lossy(&request[0]).into_owned();
+    assert!(
+        text.starts_with("POST /buy/ann/undefined HTTP/1.1\r\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("\r\n\r\n{\"who\":\"ann\"}"), "{text}");
+}

@@ -160,11 +160,24 @@ pub(crate) fn render_json<'v>(
         Value::Array(items) => {
             Value::Array(items.iter().map(|v| render_json(v, lookup, rng)).collect())
         }
+        // A member whose whole value is an undefined variable is left out, as
+        // `JSON.stringify` leaves out Artillery's `undefined`.
         Value::Object(map) => Value::Object(
             map.iter()
+                .filter(|(_, v)| !undefined(v, lookup))
                 .map(|(k, v)| (k.clone(), render_json(v, lookup, rng)))
                 .collect(),
         ),
         other => other.clone(),
+    }
+}
+
+/// True when `value` is a string that is one placeholder of an undefined variable.
+fn undefined<'v>(value: &serde_json::Value, lookup: &impl Fn(&str) -> Option<&'v str>) -> bool {
+    match value {
+        serde_json::Value::String(s) if s.contains("{{") => {
+            loadlab_run::Template::parse(s).is_ok_and(|t| t.is_undefined(lookup))
+        }
+        _ => false,
     }
 }

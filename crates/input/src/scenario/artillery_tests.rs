@@ -23,6 +23,18 @@ fn refused(text: &str) -> String {
     }
 }
 
+/// The error `text` is refused with under `--strict`.
+fn strictly_refused(text: &str) -> String {
+    let strict = ScriptFlags {
+        strict: true,
+        ..ScriptFlags::default()
+    };
+    match lower(text, &strict) {
+        Ok(_) => panic!("accepted with --strict:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// A file of this test's own in the temporary folder.
 fn temp_file(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("loadlab-artillery-{}", std::process::id()));
@@ -103,10 +115,23 @@ fn an_environment_chosen_with_e_is_laid_over_config() {
         .collect();
     assert_eq!(names, ["a", "b"]);
 
-    let flags = ScriptFlags {
+    // An environment the script does not define: Artillery warns and runs its own config;
+    // --strict refuses.
+    let mut flags = ScriptFlags {
         environment: Some("prod".into()),
         ..ScriptFlags::default()
     };
+    let s = lower(text, &flags).unwrap();
+    assert!(s.requests[0].url.starts_with("http://127.0.0.1:1/"));
+    assert!(
+        s.warnings.iter().any(|w| w.contains(
+            "-e prod: config.environments has no \"prod\" (it has: smoke); the script's own \
+             config runs"
+        )),
+        "{:?}",
+        s.warnings
+    );
+    flags.strict = true;
     let e = lower(text, &flags).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -597,7 +622,7 @@ fn cookies_and_redirects_are_artillerys() {
         e.contains("cookie [\"a\"]: write a map of cookie names to values"),
         "{e}"
     );
-    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, cookie: { a: \"{{ nope }}\" } }\n");
+    let e = strictly_refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, cookie: { a: \"{{ nope }}\" } }\n");
     assert!(e.contains("nope"), "{e}");
 }
 
@@ -668,7 +693,7 @@ fn the_expect_plugins_checks_lower_with_their_arguments() {
             "matchesRegexp"
         ]
     );
-    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { equals: [\"{{ nobody }}\", a] } }\n");
+    let e = strictly_refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { equals: [\"{{ nobody }}\", a] } }\n");
     assert!(e.contains("{{ nobody }} is not defined"), "{e}");
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /, expect: { matchesRegexp: \"(\" } }\n");
     assert!(
@@ -687,7 +712,7 @@ fn a_log_step_is_a_message_template_of_defined_variables() {
         panic!("{steps:?}");
     };
     assert_eq!(t.to_string(), "user {{ id }}");
-    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - log: \"{{ token }}\"\n      - get: { url: / }\n");
+    let e = strictly_refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - log: \"{{ token }}\"\n      - get: { url: / }\n");
     assert!(e.contains("flow step 1: {{ token }} is not defined"), "{e}");
 }
 
@@ -896,4 +921,163 @@ fn default_headers_under_config_http_replace_those_under_config_whole() {
         "{headers:?}"
     );
     assert!(!headers.iter().any(|(k, _)| k == "x-old"), "{headers:?}");
+}
+
+#[test]
+fn a_variable_nothing_sets_is_a_warning_and_renders_as_in_artillery() {
+    // Artillery runs it: the value may come with -v, or renders as "undefined".
+    let text = "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: \"/u/{{ bar }}\", headers: { x-t: \"{{ token }}\" } }\n";
+    let s = ok(text);
+    let unset: Vec<&String> = s
+        .warnings
+        .iter()
+        .filter(|w| w.contains("is set by none of this file's sources"))
+        .collect();
+    assert_eq!(unset.len(), 2, "{:?}", s.warnings);
+    assert!(unset[0].starts_with("{{ bar }}") && unset[0].contains("-v '{\"bar\": …}'"));
+    assert!(strictly_refused(text).contains("{{ bar }} is not defined"));
+    // Given with -v, it is defined.
+    let flags = ScriptFlags {
+        variables: Some(r#"{"bar": 1, "token": "t"}"#.into()),
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &flags).unwrap();
+    assert!(
+        !s.warnings.iter().any(|w| w.contains("set by none")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn overrides_lay_a_json_object_over_the_script_and_its_lists_replace() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  phases:\n    - { duration: 10, arrivalRate: 1 }\n    - { duration: 20, arrivalRate: 2 }\n  variables: { a: x }\nscenarios:\n  - flow: [{ get: { url: \"/{{ a }}\" } }]\n";
+    let flags = ScriptFlags {
+        overrides: Some(
+            r#"{"config": {"target": "http://127.0.0.1:2", "phases": [{"duration": 3, "arrivalRate": 5}], "variables": {"b": "y"}}, "scenarios": [{"flow": [{"get": {"url": "/o/{{ b }}"}}]}]}"#
+                .into(),
+        ),
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &flags).unwrap();
+    assert_eq!(rates(&s), [(5.0, 5.0, 3.0)], "a list replaces the list");
+    assert!(
+        s.requests[0].url.starts_with("http://127.0.0.1:2/o/"),
+        "{}",
+        s.requests[0].url
+    );
+    let names: Vec<&str> = s
+        .users
+        .as_ref()
+        .unwrap()
+        .variables
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"], "a map merges key by key");
+    for bad in ["[1]", "{", "\"x\""] {
+        let flags = ScriptFlags {
+            overrides: Some(bad.into()),
+            ..ScriptFlags::default()
+        };
+        let e = lower(text, &flags).unwrap_err().to_string();
+        assert!(e.contains("--overrides takes a JSON object"), "{e}");
+    }
+}
+
+#[test]
+fn solo_runs_one_user_and_scenario_name_one_scenario() {
+    let text = "config:\n  target: http://127.0.0.1:1\n  phases: [{ duration: 60, arrivalRate: 50 }]\nscenarios:\n  - name: browse\n    flow: [{ get: { url: /b } }]\n  - name: buy\n    flow: [{ get: { url: /c } }]\n";
+    let flags = ScriptFlags {
+        solo: true,
+        scenario_name: Some("buy".into()),
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &flags).unwrap();
+    let one = lower("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - name: buy\n    flow: [{ get: { url: /c } }]\n", &ScriptFlags::default()).unwrap();
+    assert_eq!(format!("{:?}", s.phases), format!("{:?}", one.phases));
+    let urls = |s: &Scenario| s.requests.iter().map(|r| r.url.clone()).collect::<Vec<_>>();
+    assert_eq!(urls(&s), urls(&one));
+    let flags = ScriptFlags {
+        scenario_name: Some("sell".into()),
+        ..ScriptFlags::default()
+    };
+    let e = lower(text, &flags).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "--scenario-name \"sell\": no scenario has this name (the file has: browse, buy)"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_payload_without_a_path_takes_its_file_from_payload_and_validate_only_warns() {
+    let csv = temp_file("later.csv", "ann,1\nbob,2\n");
+    let text = "config:\n  target: http://127.0.0.1:1\n  payload:\n    fields: [name, id]\nscenarios:\n  - flow: [{ get: { url: \"/u/{{ name }}/{{ id }}\" } }]\n";
+    let e = refused(text);
+    assert!(
+        e.contains(
+            "config.payload (fields name, id) has no path: give its CSV file with --payload FILE"
+        ),
+        "{e}"
+    );
+    let flags = ScriptFlags {
+        payload: Some(csv.clone()),
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &flags).unwrap();
+    let users = s.users.as_ref().unwrap();
+    assert_eq!(users.payloads[0].rows.len(), 2);
+    // Checking the script (validate): a warning, and its fields are defined.
+    let checking = ScriptFlags {
+        checking: true,
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &checking).unwrap();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("config.payload (fields name, id) has no path")),
+        "{:?}",
+        s.warnings
+    );
+    assert!(
+        !s.warnings.iter().any(|w| w.contains("set by none")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn validate_warns_of_a_target_left_to_run_time() {
+    let text = "config:\n  phases: [{ duration: 1, arrivalRate: 1 }]\nscenarios:\n  - flow: [{ get: { url: /x } }]\n";
+    assert!(refused(text).contains("config.target is not set"));
+    let checking = ScriptFlags {
+        checking: true,
+        ..ScriptFlags::default()
+    };
+    let s = lower(text, &checking).unwrap();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("config.target is not set: give --target URL when it runs")),
+        "{:?}",
+        s.warnings
+    );
+    let env = "config:\n  target: \"{{ $env.LOADLAB_TEST_UNSET_TARGET_9C }}\"\nscenarios:\n  - flow: [{ get: { url: /x } }]\n";
+    let s = lower(env, &checking).unwrap();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("LOADLAB_TEST_UNSET_TARGET_9C")),
+        "{:?}",
+        s.warnings
+    );
+    let strict = ScriptFlags {
+        checking: true,
+        strict: true,
+        ..ScriptFlags::default()
+    };
+    assert!(lower(text, &strict).is_err());
 }

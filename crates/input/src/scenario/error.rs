@@ -162,6 +162,17 @@ pub enum Problem {
         /// The environments the file defines.
         known: String,
     },
+    /// `--overrides` that is not a JSON object.
+    #[error("--overrides takes a JSON object laid over the script, such as '{{\"config\": {{\"target\": \"http://127.0.0.1:8080\"}}}}': {0}")]
+    OverridesFlag(String),
+    /// `--scenario-name` that names no scenario.
+    #[error("--scenario-name {name:?}: no scenario has this name (the file has: {known})")]
+    NoScenarioNamed {
+        /// The name given.
+        name: String,
+        /// The scenarios' names.
+        known: String,
+    },
     /// `-v` that is not a JSON object.
     #[error("-v/--variables takes a JSON object such as '{{\"id\": [1, 2]}}': {0}")]
     VariablesFlag(String),
@@ -565,6 +576,10 @@ pub enum PayloadError {
     /// An order other than `random` and `sequence`.
     #[error("payload order {0:?}: use random or sequence")]
     Order(String),
+    /// A payload written without `path` (its file given at run time with Artillery's -p),
+    /// run without `--payload`; its fields.
+    #[error("config.payload (fields {0}) has no path: give its CSV file with --payload FILE, as Artillery's -p")]
+    NoPath(String),
     /// No `fields`, by the path as written.
     #[error("payload {0}: fields names the variables of its columns")]
     NoFields(String),

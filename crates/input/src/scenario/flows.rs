@@ -507,6 +507,12 @@ pub struct Lowering<'a> {
     pub warnings: Vec<String>,
     /// The expect plugin's `expectDefault200`: a request without checks expects status 200.
     pub expect_default_200: bool,
+    /// True under `--strict`: a variable that no source defines is refused. Otherwise it is
+    /// recorded in `unset` and renders as Artillery renders it.
+    pub strict: bool,
+    /// The variables used that no source of the file defines (they may come with `-v`, or
+    /// render as Artillery renders an undefined one), in order of name.
+    pub(super) unset: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -542,17 +548,28 @@ impl<'a> Lowering<'a> {
             websocket: None,
             warnings: Vec::new(),
             expect_default_200: false,
+            strict: false,
+            unset: Default::default(),
         }
     }
 
     /// True when some source defines `var`, or a processor may; `name.key` is defined by a
     /// capture of `name` (an object captured whole is read into).
+    ///
+    /// As Artillery runs a script whose variable nothing sets (it may come at run time with
+    /// `-v`), one that no source defines is taken too, and noted in `unset` for a warning;
+    /// only `--strict` refuses it.
     pub(super) fn is_defined(&self, var: &str) -> bool {
-        self.processor
+        let defined = self.processor
             || self.defined.contains(var)
             || var
                 .split_once('.')
-                .is_some_and(|(head, _)| self.defined.contains(head))
+                .is_some_and(|(head, _)| self.defined.contains(head));
+        if !defined && !self.strict {
+            self.unset.borrow_mut().insert(var.to_string());
+            return true;
+        }
+        defined
     }
 
     /// The function names a hook key gives (one name or a list), refused without a processor.

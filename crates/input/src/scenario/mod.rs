@@ -385,8 +385,8 @@ fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
 fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, ScenarioError> {
     other_engine(text, path)?;
     let mut unknown = Vec::new();
-    let file = read_yaml(text, path, flags.strict, &mut unknown)?;
-    let mut config = file.config.unwrap_or_default();
+    let mut file = read_yaml(text, path, flags.strict, &mut unknown)?;
+    let mut config = file.config.take().unwrap_or_default();
     let mut config_path = path.to_path_buf();
     let mut origin = BTreeMap::new();
     if let Some(cfg) = &flags.config {
@@ -406,19 +406,25 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
     }
     if let Some(name) = &flags.environment {
         let mut envs = config.environments.take().unwrap_or_default();
-        let Some(env) = envs.remove(name) else {
+        let chosen = envs.remove(name);
+        let Some(env) = chosen else {
             let known: Vec<&str> = envs.keys().map(String::as_str).collect();
-            return Err(ScenarioError::invalid(
-                path,
-                Problem::NoEnvironment {
-                    name: name.clone(),
-                    known: if known.is_empty() {
-                        "none".into()
-                    } else {
-                        known.join(", ")
-                    },
+            let problem = Problem::NoEnvironment {
+                name: name.clone(),
+                known: if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
                 },
+            };
+            // Artillery warns and runs the script's own config.
+            if flags.strict {
+                return Err(ScenarioError::invalid(path, problem));
+            }
+            unknown.push(format!(
+                "{problem}; the script's own config runs, as in Artillery"
             ));
+            return finish(file, config, (path, config_path, origin, unknown), flags);
         };
         let file = origin.get("environments").cloned();
         for key in env.value.located_keys() {
@@ -428,6 +434,37 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
             };
         }
         config.merge(env.value);
+    }
+    finish(file, config, (path, config_path, origin, unknown), flags)
+}
+
+/// The rest of [`script`], once the environment is chosen: Artillery's `--overrides`, `-v`,
+/// `-p`, `--scenario-name` and `--solo`, in the order it applies them.
+fn finish(
+    mut file: ScenarioFile,
+    mut config: Config,
+    (path, config_path, origin, mut unknown): (
+        &Path,
+        PathBuf,
+        BTreeMap<&'static str, PathBuf>,
+        Vec<String>,
+    ),
+    flags: &ScriptFlags,
+) -> Result<Script, ScenarioError> {
+    if let Some(json) = &flags.overrides {
+        let over = overrides(json, flags.strict, &mut unknown)
+            .map_err(|e| ScenarioError::invalid(path, Problem::OverridesFlag(e)))?;
+        // Its lists replace the script's whole (Artillery's merge customizer), phases too.
+        if let Some(mut c) = over.config {
+            if c.phases.is_some() {
+                config.phases = None;
+            }
+            c.environments = None;
+            config.merge(c);
+        }
+        if over.scenarios.is_some() {
+            file.scenarios = over.scenarios;
+        }
     }
     if let Some(json) = &flags.variables {
         let vars: BTreeMap<String, serde_json::Value> = serde_json::from_str(json)
@@ -440,10 +477,45 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
             config.defaults = Some(d);
         }
     }
-    let scenarios = match file.scenarios {
+    if let Some(file) = &flags.payload {
+        // Artillery's -p names the file of a single payload (relative to where it runs).
+        let file = std::env::current_dir().unwrap_or_default().join(file);
+        match config.payload.as_mut() {
+            Some(OneOrMany::One(spec)) => spec.path = Some(file.display().to_string()),
+            Some(OneOrMany::Many(_)) => unknown.push(
+                "--payload: config.payload is a list, and Artillery's -p sets the file of a \
+                 single payload only; the list's own paths are read"
+                    .into(),
+            ),
+            None => unknown.push("--payload: the script has no config.payload; ignored".into()),
+        }
+    }
+    if flags.solo {
+        // One user, once: what no phases give.
+        config.phases = None;
+    }
+    let mut scenarios = match file.scenarios {
         Some(s) if !s.is_empty() => s,
         _ => return Err(ScenarioError::invalid(path, Problem::NoScenarios)),
     };
+    if let Some(name) = &flags.scenario_name {
+        let named = |s: &ScenarioSpec| s.name.as_deref() == Some(name.as_str());
+        if !scenarios.iter().any(named) {
+            let known: Vec<&str> = scenarios.iter().filter_map(|s| s.name.as_deref()).collect();
+            return Err(ScenarioError::invalid(
+                path,
+                Problem::NoScenarioNamed {
+                    name: name.clone(),
+                    known: if known.is_empty() {
+                        "no named scenario".into()
+                    } else {
+                        known.join(", ")
+                    },
+                },
+            ));
+        }
+        scenarios.retain(named);
+    }
     let dir = config_path.parent().unwrap_or(Path::new(".")).to_path_buf();
     Ok(Script {
         config,
@@ -456,6 +528,17 @@ fn script(text: &str, path: &Path, flags: &ScriptFlags) -> Result<Script, Scenar
         after: file.after,
         unknown,
     })
+}
+
+/// `--overrides`: a JSON object read as a script (JSON is YAML), its unknown keys warned as
+/// the script's are; the error in words.
+fn overrides(json: &str, strict: bool, unknown: &mut Vec<String>) -> Result<ScenarioFile, String> {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(_)) => {}
+        Ok(_) => return Err("not an object".into()),
+        Err(e) => return Err(e.to_string()),
+    }
+    read_yaml(json, Path::new("--overrides"), strict, unknown).map_err(|e| e.to_string())
 }
 
 /// Parses a scenario's text and its phases; no I/O but `--config`'s file, so it can be fed
@@ -484,7 +567,9 @@ fn parse(text: &str, path: &Path, flags: &ScriptFlags) -> Result<(Script, Phases
 pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
     let (script, _) = parse(text, path, &ScriptFlags::default())?;
     let payloads = script.config.payload.iter().flat_map(|p| p.as_slice());
-    let mut files: Vec<PathBuf> = payloads.map(|p| PathBuf::from(&p.path)).collect();
+    let mut files: Vec<PathBuf> = payloads
+        .filter_map(|p| p.path.as_ref().map(PathBuf::from))
+        .collect();
     files.extend(script.config.processor.map(|p| PathBuf::from(p.value)));
     files.extend(script.config.tls.and_then(|t| t.cacert));
     Ok(files)
@@ -642,6 +727,10 @@ pub struct Scenario {
     pub apdex_ms: Option<f64>,
 }
 
+/// The target a script is checked against when it leaves its own to run time (`validate`
+/// without `--target`): a name no lookup resolves, so nothing is ever sent to it.
+const RUN_TIME_TARGET: &str = "http://target.given.at.run.time";
+
 /// Lowers a scenario's text (read from `path`, which payload paths are relative to), sending
 /// the load to `target` instead of `config.target` when given; `seed` seeds the users,
 /// `lookup` says whether the hosts are looked up, and `flags` adds Artillery's run flags.
@@ -692,16 +781,35 @@ pub fn from_text(
             .map_err(|e| ScenarioError::invalid(path, e))?,
         None => None,
     };
-    let target = target
-        .or(config.target.as_deref())
-        .ok_or_else(|| ScenarioError::invalid(path, Problem::NoTarget))?;
+    // What only checks the script may lack what comes at run time: the target.
+    let checking = flags.checking && !flags.strict;
+    let target = match target.or(config.target.as_deref()) {
+        Some(t) => t,
+        None if checking => {
+            warnings.push(format!(
+                "config.target is not set: give --target URL when it runs (Artillery's -t), or \
+                 -e NAME for an environment's target; checked against {RUN_TIME_TARGET}"
+            ));
+            RUN_TIME_TARGET
+        }
+        None => return Err(ScenarioError::invalid(path, Problem::NoTarget)),
+    };
     // `target: "{{ $processEnvironment.TARGET }}"`, as Artillery reads it.
-    let target = &crate::values::expand_env(target).map_err(|e| {
-        ScenarioError::invalid(
-            path,
-            Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
-        )
-    })?;
+    let target = &match crate::values::expand_env(target) {
+        Ok(t) => t,
+        Err(e) if checking => {
+            warnings.push(format!(
+                "config.target: {e} before it runs; checked against {RUN_TIME_TARGET}"
+            ));
+            RUN_TIME_TARGET.to_string()
+        }
+        Err(e) => {
+            return Err(ScenarioError::invalid(
+                path,
+                Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
+            ))
+        }
+    };
     let processor = processor_of(&script, path, target, browser)?;
     let (endpoints, requests, users) = match plain {
         Some(plain) => {
@@ -710,9 +818,14 @@ pub fn from_text(
             (e, r, None)
         }
         None => {
-            let (e, r, mut users) =
-                user_model(&script, target, seed, (lookup, &mut warnings), processor)
-                    .map_err(|e| e.in_file(path))?;
+            let (e, r, mut users) = user_model(
+                &script,
+                target,
+                seed,
+                (lookup, &mut warnings, flags),
+                processor,
+            )
+            .map_err(|e| e.in_file(path))?;
             if let Some(u) = users.as_mut() {
                 u.uuid = text.contains("$uuid");
             }
@@ -1038,9 +1151,10 @@ fn user_model(
     file: &Script,
     target: &str,
     seed: u64,
-    (lookup, warnings): (Lookup, &mut Vec<String>),
+    (lookup, warnings, flags): (Lookup, &mut Vec<String>, &ScriptFlags),
     mut processor: Option<loadlab_run::users::Processor>,
 ) -> Result<Lowered, Traced> {
+    let checking = flags.checking && !flags.strict;
     let mut variables = Vec::new();
     let mut flat = Vec::new();
     for (name, v) in file.config.variables.iter().flatten() {
@@ -1075,15 +1189,30 @@ fn user_model(
     }
     let mut payloads = Vec::new();
     let mut lists = BTreeMap::new();
+    // The fields of payloads whose file comes at run time, when only checking the script.
+    let mut later = Vec::new();
     if let Some(p) = &file.config.payload {
         for spec in p.as_slice() {
+            if spec.path.is_none() && checking {
+                warnings.push(format!(
+                    "config.payload (fields {}) has no path: give its CSV file with --payload \
+                     FILE when it runs, as Artillery's -p",
+                    spec.fields.join(", ")
+                ));
+                later.extend(spec.fields.iter().cloned());
+                continue;
+            }
             let read = read_payload(spec, &file.config_path)?;
             match (spec.load_all, &spec.name) {
                 (false, None) => payloads.push(read),
                 (true, Some(name)) => {
                     lists.insert(name.clone(), payload::rows_as_objects(&read));
                 }
-                _ => return Err(PayloadError::LoadAllName(spec.path.clone()).into()),
+                _ => {
+                    return Err(
+                        PayloadError::LoadAllName(spec.path.clone().unwrap_or_default()).into(),
+                    )
+                }
             }
         }
     }
@@ -1097,6 +1226,7 @@ fn user_model(
     let mut defined: std::collections::HashSet<String> =
         variables.iter().map(|(n, _)| n.clone()).collect();
     defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
+    defined.extend(later);
     defined.insert("$uuid".into());
     let chosen = weighted(&file.scenarios);
     let mut scenarios = Vec::new();
@@ -1104,6 +1234,7 @@ fn user_model(
     lowering.dir = file.scenario_dir.clone();
     lowering.lists = lists;
     lowering.processor = processor.is_some();
+    lowering.strict = flags.strict;
     let expect = ExpectPlugin::of(&file.config);
     lowering.expect_default_200 = expect.as_ref().is_some_and(|e| e.default_200);
     lowering.default_headers = file
@@ -1205,6 +1336,14 @@ fn user_model(
         checks_set_exit_code: expect.is_some(),
     };
     warnings.append(&mut lowering.warnings);
+    for name in lowering.unset.take() {
+        warnings.push(format!(
+            "{{{{ {name} }}}} is set by none of this file's sources (config.variables, a \
+             payload's fields, a capture before it): give it with -v '{{\"{name}\": …}}', or it \
+             renders as Artillery renders an undefined variable (\"undefined\" within text, \
+             nothing as a whole value); --strict refuses it"
+        ));
+    }
     Ok((lowering.endpoints, lowering.requests, Some(model)))
 }
 
@@ -1258,7 +1397,11 @@ mod tests {
     fn a_scenario_error_names_the_file_the_places_leading_to_the_problem_and_the_problem() {
         let path = Path::new("s.yaml");
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - { duration: 1, users: 1 }\nscenarios:\n  - name: shop\n    flow:\n      - get: { url: \"/\" }\n      - loop:\n          - get: { url: \"/{{ cart }}\" }\n        count: 2\n";
-        let e = from_text(text, path, None, 1, Lookup::Skip, &ScriptFlags::default()).unwrap_err();
+        let strict = ScriptFlags {
+            strict: true,
+            ..ScriptFlags::default()
+        };
+        let e = from_text(text, path, None, 1, Lookup::Skip, &strict).unwrap_err();
         let ScenarioError::Invalid {
             path: file,
             trail,

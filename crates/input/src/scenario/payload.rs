@@ -12,8 +12,10 @@ use super::error::PayloadError;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PayloadSpec {
-    /// The CSV file, relative to the scenario file.
-    pub path: String,
+    /// The CSV file, relative to the scenario file; none when it comes at run time
+    /// (`--payload`, Artillery's -p).
+    #[serde(default)]
+    pub path: Option<String>,
     /// Variable names, one per column.
     pub fields: Vec<String>,
     /// `random` (default) or `sequence`.
@@ -63,7 +65,10 @@ const MAX_PAYLOAD_ROWS: usize = 10_000_000;
 
 /// Reads a payload CSV file, relative to the scenario file.
 pub fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload, PayloadError> {
-    let file = scenario.parent().unwrap_or(Path::new(".")).join(&spec.path);
+    let Some(path) = &spec.path else {
+        return Err(PayloadError::NoPath(spec.fields.join(", ")));
+    };
+    let file = scenario.parent().unwrap_or(Path::new(".")).join(path);
     let delimiter = match spec.delimiter.as_deref() {
         None => b',',
         Some(d) if d.len() == 1 => d.as_bytes()[0],
@@ -75,7 +80,7 @@ pub fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload, Payl
         Some(o) => return Err(PayloadError::Order(o.into())),
     };
     if spec.fields.is_empty() {
-        return Err(PayloadError::NoFields(spec.path.clone()));
+        return Err(PayloadError::NoFields(path.clone()));
     }
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(spec.skip_header)
