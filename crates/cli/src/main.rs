@@ -62,6 +62,7 @@ fn main() -> ExitCode {
         Ok(cmd::Outcome::ThresholdsFailed) => ExitCode::from(EXIT_THRESHOLDS),
         Ok(cmd::Outcome::ScriptThresholdsFailed) => ExitCode::from(EXIT_FAILURE),
         Ok(cmd::Outcome::ExpectationsFailed) => ExitCode::from(EXIT_EXPECTATIONS),
+        Ok(cmd::Outcome::Suggested(code)) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_FAILURE)

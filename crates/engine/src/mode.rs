@@ -271,6 +271,7 @@ impl Mode {
         };
         let mut record = users.record.take();
         record.processor_cpu_s = users.hooks.as_ref().map(|h| h.cpu_s());
+        record.suggested_exit_code = users.hooks.as_ref().and_then(|h| h.suggested_exit_code());
         Some(record)
     }
 }

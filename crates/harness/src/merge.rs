@@ -273,6 +273,10 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
             static_fetched: u.static_fetched,
             static_skipped: u.static_skipped,
             metrics: merged_metrics(&summaries),
+            // Any shard's suggestion, as any of Artillery's workers sets the code it exits with.
+            suggested_exit_code: summaries
+                .iter()
+                .find_map(|s| s.users.as_ref().and_then(|u| u.suggested_exit_code)),
         }),
         timings_ms: Breakdown::from_timings(&timings),
         tls: first.tls.clone().map(|mut t| {

@@ -165,7 +165,7 @@ pub fn headline(s: &Summary) -> String {
         (None, None) => "closed model".to_string(),
     };
     let targets = if s.targets.is_empty() {
-        "no request of its own (the processor's functions send the traffic)".to_string()
+        "no request of its own (a processor's functions may send their own traffic)".to_string()
     } else {
         s.targets.join(" ")
     };

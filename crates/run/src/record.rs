@@ -248,6 +248,8 @@ pub struct UserRecord {
     pub custom: CustomMetrics,
     /// CPU seconds the processor's Node.js helpers used, when the model has a processor.
     pub processor_cpu_s: Option<f64>,
+    /// The exit code the processor's functions suggested (`artillery.suggestedExitCode`).
+    pub suggested_exit_code: Option<i32>,
     /// The variables of the last session that ended, when the model keeps them (a `before`
     /// flow, whose captures the load's users start with).
     pub vars: Option<std::collections::BTreeMap<String, String>>,
@@ -322,6 +324,7 @@ impl UserRecord {
             static_skipped: 0,
             custom: CustomMetrics::default(),
             processor_cpu_s: None,
+            suggested_exit_code: None,
             vars: None,
         }
     }
@@ -342,6 +345,9 @@ impl UserRecord {
         self.custom.merge(&other.custom);
         if let Some(cpu) = other.processor_cpu_s {
             *self.processor_cpu_s.get_or_insert(0.0) += cpu;
+        }
+        if other.suggested_exit_code.is_some() {
+            self.suggested_exit_code = other.suggested_exit_code;
         }
         if self.vars.is_none() {
             self.vars.clone_from(&other.vars);

@@ -353,6 +353,10 @@ pub struct Users {
     /// Metrics the script's processor functions emitted; absent when none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<CustomSummary>,
+    /// The exit code the script's processor suggested (`artillery.suggestedExitCode = N` in a
+    /// function), which `run` exits with as Artillery does; absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_exit_code: Option<i32>,
 }
 
 /// The apdex score of a run's latencies against a threshold T, as Artillery's apdex plugin
@@ -1088,6 +1092,7 @@ fn users_of(run: &RunData) -> Option<Users> {
         static_fetched: u.static_fetched,
         static_skipped: u.static_skipped,
         metrics: CustomSummary::of(&u.custom, run.secs()),
+        suggested_exit_code: u.suggested_exit_code,
     })
 }
 

@@ -74,6 +74,9 @@ pub enum Outcome {
     /// It ran, its thresholds held, and a check of the expect plugin failed (a script that
     /// names `config.plugins.expect`).
     ExpectationsFailed,
+    /// It ran, and the script's processor suggested this exit code
+    /// (`artillery.suggestedExitCode`), which wins over the others as in Artillery.
+    Suggested(u8),
 }
 
 impl Outcome {

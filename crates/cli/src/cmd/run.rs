@@ -103,8 +103,19 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         d.finish(&summary);
         d.close(a.dashboard_keep);
     }
+    let suggested = summary
+        .users
+        .as_ref()
+        .and_then(|u| u.suggested_exit_code)
+        .filter(|&c| c != 0);
     Ok(if !run.complete {
         Outcome::Interrupted
+    } else if let Some(code) = suggested {
+        // As Artillery: `process.exit(suggestedExitCode || exitCode)`; a process exit code is
+        // its low 8 bits.
+        let code = (code & 0xff) as u8;
+        println!("  exit code    {code}, as the script's processor suggested (artillery.suggestedExitCode)");
+        Outcome::Suggested(code)
     } else {
         match Outcome::judged(&summary.thresholds) {
             Outcome::Done if expectations_failed(&plan, &summary) => Outcome::ExpectationsFailed,

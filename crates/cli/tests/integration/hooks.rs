@@ -282,7 +282,8 @@ fn a_flow_of_functions_alone_runs_its_users_without_a_target_of_its_own() {
     assert_eq!(s["users"]["metrics"]["counters"]["calls"], 4.0, "{stdout}");
     assert_eq!(s["requests"]["sent"], 0, "{stdout}");
     assert!(
-        stdout.contains("no request of its own (the processor's functions send the traffic)"),
+        stdout
+            .contains("no request of its own (a processor's functions may send their own traffic)"),
         "{stdout}"
     );
     // Without a function the scenario is refused, naming what is missing.
@@ -295,4 +296,40 @@ fn a_flow_of_functions_alone_runs_its_users_without_a_target_of_its_own() {
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("sends no request and calls no function")
     );
+}
+
+#[test]
+fn an_exit_code_the_processor_suggests_is_the_runs_as_in_artillery() {
+    // Artillery's own test script: an afterResponse hook sets artillery.suggestedExitCode.
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "suggest.js",
+        "module.exports = {\n  setCode(req, res, context, events, next) {\n    artillery.suggestedExitCode = 17;\n    next();\n  },\n};\n",
+    );
+    let script = write_file(
+        dir.path(),
+        "suggest.yml",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./suggest.js\n  phases: [{ duration: 1, arrivalCount: 2 }]\nscenarios:\n  - flow:\n      - get: { url: /ping, afterResponse: setCode }\n",
+    );
+    let server = TestServer::start(1).unwrap();
+    let target = server.url("");
+    let json = dir.path().join("s.json");
+    let out = loadlab(&[
+        "run",
+        script.to_str().unwrap(),
+        "--target",
+        &target,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(17), "{stdout}");
+    assert!(
+        stdout.contains("exit code    17, as the script's processor suggested"),
+        "{stdout}"
+    );
+    let summary: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(summary["users"]["suggested_exit_code"], 17);
+    assert_eq!(summary["users"]["completed"], 2, "{}", summary["users"]);
 }

@@ -52,6 +52,8 @@ struct Shared {
     gone: RefCell<Option<String>>,
     /// Set by [`Hooks::stop`]: the writer closes the helper's input once the calls are out.
     closing: Cell<bool>,
+    /// The exit code the functions last suggested.
+    suggested_exit: Cell<Option<i32>>,
 }
 
 /// Which of Artillery's hook signatures a call uses.
@@ -153,6 +155,10 @@ pub struct Reply {
     /// The answer of an `If` or `While` call.
     #[serde(default)]
     pub ok: Option<bool>,
+    /// The exit code a function suggested (`artillery.suggestedExitCode = N`), when one did
+    /// during the call.
+    #[serde(default)]
+    exit: Option<i32>,
 }
 
 impl Hooks {
@@ -231,6 +237,7 @@ impl Hooks {
             next_id: Cell::new(0),
             gone: RefCell::new(None),
             closing: Cell::new(false),
+            suggested_exit: Cell::new(None),
         });
         tokio::task::spawn_local(write_calls(shared.clone(), stdin));
         tokio::task::spawn_local(read_replies(shared.clone(), lines));
@@ -321,6 +328,12 @@ impl Hooks {
         }
     }
 
+    /// The exit code the processor's functions last suggested (`artillery.suggestedExitCode`),
+    /// which Artillery exits with.
+    pub fn suggested_exit_code(&self) -> Option<i32> {
+        self.shared.suggested_exit.get()
+    }
+
     /// CPU seconds (user + system) the helper has used so far; 0 when it is gone.
     pub fn cpu_s(&self) -> f64 {
         let Some(pid) = self.pid() else { return 0.0 };
@@ -384,6 +397,9 @@ async fn read_replies(shared: Rc<Shared>, mut lines: tokio::io::Lines<BufReader<
         match lines.next_line().await {
             Ok(Some(line)) => match serde_json::from_str::<Reply>(&line) {
                 Ok(reply) => {
+                    if let Some(code) = reply.exit {
+                        shared.suggested_exit.set(Some(code));
+                    }
                     if let Some(tx) = shared.pending.borrow_mut().remove(&reply.id) {
                         let _ = tx.send(reply);
                     }

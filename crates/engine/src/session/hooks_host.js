@@ -10,7 +10,7 @@
 //              "scenario":"...","req":{...},"res":{...}}
 //   end       {"u":USER,"op":"end"}          (the user's session is over; no answer)
 //   answer    {"id":N,"vars":{changed},"req":{...}?,"m":[[kind,name,value],...],
-//              "ok":true|false (if, while)?,"err":"..."?,"warn":"..."?}
+//              "ok":true|false (if, while)?,"err":"..."?,"warn":"..."?,"exit":N?}
 //
 // A user's context lives here for its whole session, so objects a hook keeps in
 // `context.vars` stay objects for the next hook; loadlab gets their text (objects as JSON, and
@@ -32,6 +32,21 @@ const settings = JSON.parse(process.argv[3] || '{}');
 const writeOut = process.stdout.write.bind(process.stdout);
 // What the processor prints goes to stderr: stdout carries the protocol.
 process.stdout.write = (...args) => process.stderr.write(...args);
+
+// Artillery's global object as a processor sets it: `artillery.suggestedExitCode = N` is the
+// exit code the run ends with; the host passes it to loadlab with its next answer.
+let suggestedExitCode;
+let exitSuggested = false;
+global.artillery = global.artillery || {};
+Object.defineProperty(global.artillery, 'suggestedExitCode', {
+  get() {
+    return suggestedExitCode;
+  },
+  set(code) {
+    suggestedExitCode = code;
+    exitSuggested = true;
+  },
+});
 
 // Keys the host sets that loadlab's templates never read back.
 const HOST_KEYS = new Set(['$processEnvironment', '$env', '$environment', '$dirname']);
@@ -429,6 +444,10 @@ function main(mod) {
     reply.vars = changes(c);
     if (msg.op === 'before' && JSON.stringify(req) !== before) reply.req = req;
     if (metrics.length) reply.m = metrics;
+    if (exitSuggested && Number.isInteger(Number(suggestedExitCode))) {
+      reply.exit = Number(suggestedExitCode);
+      exitSuggested = false;
+    }
     return reply;
   }
 

@@ -731,12 +731,22 @@ impl<'a> Lowering<'a> {
         self.websocket = None;
         // A flow of processor functions alone is what Artillery runs for a protocol it has no
         // engine for (SOAP, Twirp, Redis): the functions send their own traffic.
-        let calls_functions = match &behaviour {
-            Behaviour::Flow(steps) => steps.iter().any(|s| matches!(s, Step::Function(_))),
+        // A flow of `log` and `think` steps alone Artillery runs too (its own tests' scenarios
+        // that only log which one ran): its users take their steps' time and send nothing.
+        let does_something = match &behaviour {
+            Behaviour::Flow(steps) => !steps.is_empty(),
             Behaviour::Chain(_) => false,
         };
-        if self.requests.len() == before && !calls_functions {
+        if self.requests.len() == before && !does_something {
             return Err(FlowError::NoRequest.into());
+        }
+        if self.requests.len() == before
+            && matches!(&behaviour, Behaviour::Flow(steps) if !steps.iter().any(|s| matches!(s, Step::Function(_))))
+        {
+            self.warnings.push(format!(
+                "scenario {name:?} sends no request and calls no function: its users only take \
+                 their steps (log, think), as Artillery runs them"
+            ));
         }
         Ok(UserScenario {
             name: name.to_string(),

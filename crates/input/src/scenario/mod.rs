@@ -783,7 +783,11 @@ pub fn from_text(
     };
     // What only checks the script may lack what comes at run time: the target.
     let checking = flags.checking && !flags.strict;
-    let target = match target.or(config.target.as_deref()) {
+    // An empty `target: ""` is one the command line gives, as in Artillery's own tests.
+    let target = match target
+        .or(config.target.as_deref())
+        .filter(|t| !t.is_empty())
+    {
         Some(t) => t,
         None if checking => {
             warnings.push(format!(
