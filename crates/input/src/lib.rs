@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod capacity;
+pub mod config_templates;
 pub mod experiment;
 pub mod flags;
 pub mod lower;

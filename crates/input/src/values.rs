@@ -7,36 +7,6 @@ use std::time::Duration;
 use loadlab_run::plan::{MAX_RATE_RPS, MAX_SOURCE_ADDRS};
 use loadlab_run::Threshold;
 
-/// `text` with each `{{ $processEnvironment.NAME }}` or `{{ $env.NAME }}` replaced by the
-/// variable's value (as Artillery reads them when a script loads); the error says which
-/// variable is not set.
-pub fn expand_env(text: &str) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(open) = rest.find("{{") {
-        let Some(close) = rest[open..].find("}}").map(|c| open + c) else {
-            break;
-        };
-        let inner = rest[open + 2..close].trim();
-        let name = inner
-            .strip_prefix("$processEnvironment.")
-            .or_else(|| inner.strip_prefix("$env."));
-        out.push_str(&rest[..open]);
-        match name {
-            Some(name) => {
-                let value = std::env::var(name).map_err(|_| {
-                    format!("{inner} reads the environment variable {name}, which is not set; set it or write the value")
-                })?;
-                out.push_str(&value);
-            }
-            None => out.push_str(&rest[open..close + 2]),
-        }
-        rest = &rest[close + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 /// A whole number of at least 1 (connections, threads, depth).
 pub fn positive_count(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {

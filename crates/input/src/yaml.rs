@@ -104,9 +104,11 @@ impl Seconds {
             }
             Seconds::Number(s) => Err(DurationError::NotPositive(*s)),
             Seconds::Text(t) => {
-                let t = &crate::values::expand_env(t).map_err(|reason| DurationError::Text {
-                    text: t.clone(),
-                    reason,
+                let t = &crate::config_templates::render(t, Some("1")).map_err(|reason| {
+                    DurationError::Text {
+                        text: t.clone(),
+                        reason,
+                    }
                 })?;
                 crate::values::parse_duration(t).map_err(|reason| DurationError::Text {
                     text: t.clone(),

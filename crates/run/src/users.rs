@@ -348,6 +348,11 @@ pub struct RequestStep {
     /// empty.
     #[serde(default)]
     pub form_data: Vec<FormField>,
+    /// A URL-encoded form body (`form`) whose values are templates: its fields in order,
+    /// encoded when rendered; takes the place of `body` when not empty (a form of fixed values
+    /// is encoded into `body` once).
+    #[serde(default)]
+    pub form: Vec<(String, Template)>,
     /// When set, the first time a user loads this page the resources its HTML names
     /// (`img src`, stylesheet `link href`, `script src`) are fetched too, and recorded under
     /// this request index.

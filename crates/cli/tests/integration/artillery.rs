@@ -714,3 +714,35 @@ fn artillerys_run_flags_shape_the_script_and_an_unset_variable_renders_as_artill
     );
     assert!(text.ends_with("\r\n\r\n{\"who\":\"ann\"}"), "{text}");
 }
+
+#[test]
+fn a_form_of_templates_and_the_default_cookies_go_with_each_request() {
+    // config.defaults.cookie on every request, the request's own cookie over it; a form's
+    // templated value rendered and URL-encoded, as Artillery sends them.
+    let dir = tempfile::tempdir().unwrap();
+    let (url, server) = recording_server(1);
+    let file = write_file(
+        dir.path(),
+        "form.yml",
+        "config:\n  target: http://127.0.0.1:9\n  variables: { who: [\"a&b c\"] }\n  defaults:\n    cookie: { session: s1, theme: dark }\nscenarios:\n  - flow:\n      - post:\n          url: /login\n          cookie: { theme: light }\n          form: { user: \"{{ who }}\", n: 1 }\n",
+    );
+    let (s, _) = loadlab_json(&["run", file.to_str().unwrap(), "--target", &url]);
+    assert_eq!(s["users"]["completed"], 1, "{}", s["users"]);
+    let request = server.join().unwrap();
+    let text = String::from_utf8_lossy(&request[0]).into_owned();
+    assert!(text.ends_with("\r\n\r\nn=1&user=a%26b+c"), "{text}");
+    assert!(
+        text.contains("Content-Type: application/x-www-form-urlencoded\r\n"),
+        "{text}"
+    );
+    let cookie = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("cookie: ")
+                .or_else(|| l.strip_prefix("Cookie: "))
+        })
+        .unwrap_or_else(|| panic!("no cookie header: {text}"));
+    let mut pairs: Vec<&str> = cookie.split("; ").collect();
+    pairs.sort_unstable();
+    assert_eq!(pairs, ["session=s1", "theme=light"], "{text}");
+}

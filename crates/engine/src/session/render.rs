@@ -54,6 +54,15 @@ pub fn render(
             headers.push(("Content-Type".into(), content_type));
             body
         }
+        _ if !step.form.is_empty() => {
+            let mut encoded = url::form_urlencoded::Serializer::new(String::new());
+            for (k, t) in &step.form {
+                let mut value = String::new();
+                t.render(lookup, rng, &mut value);
+                encoded.append_pair(k, &value);
+            }
+            encoded.finish().into_bytes()
+        }
         Some(doc) => {
             let rendered = render_json(doc, &lookup, rng);
             serde_json::to_vec(&rendered).unwrap_or_default()

@@ -634,8 +634,22 @@ fn a_form_is_sent_url_encoded() {
         "Content-Type".into(),
         "application/x-www-form-urlencoded".into()
     )));
-    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /login, form: { user: \"{{ u }}\" } }\n");
-    assert!(e.contains("form \"user\""), "{e}");
+    // A template in a value is rendered and encoded for each request (Artillery's own test
+    // script posts `number={{ input }}` from a payload).
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables: { u: [\"a&b\"] }\nscenarios:\n  - flow:\n      - post: { url: /login, form: { user: \"{{ u }}\", n: 1 } }\n");
+    let step = first_request(&s);
+    assert!(s.requests[0].body.is_empty());
+    let form: Vec<(String, String)> = step
+        .form
+        .iter()
+        .map(|(k, t)| (k.clone(), t.to_string()))
+        .collect();
+    assert_eq!(
+        form,
+        [("n".into(), "1".into()), ("user".into(), "{{ u }}".into())]
+    );
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /login, form: { \"{{ k }}\": 1 } }\n");
+    assert!(e.contains("form \"{{ k }}\""), "{e}");
 }
 
 #[test]

@@ -467,10 +467,10 @@ pub enum FlowError {
          optional contentType"
     )]
     FormData(String),
-    /// A `form` field whose value is a template, a list or a map.
+    /// A `form` field whose value is a list or a map, or whose name is a template.
     #[error(
-        "form {0:?}: values are fixed strings, numbers or booleans so far (templates are not \
-         encoded yet); build the body with body and Content-Type: application/x-www-form-urlencoded"
+        "form {0:?}: a field's name is fixed text and its value a string, number or boolean \
+         (a template in a value is rendered for each request)"
     )]
     FormValue(String),
     /// A JSON body that cannot be written.
@@ -580,6 +580,9 @@ pub enum PayloadError {
     /// run without `--payload`; its fields.
     #[error("config.payload (fields {0}) has no path: give its CSV file with --payload FILE, as Artillery's -p")]
     NoPath(String),
+    /// A path whose template reads an environment variable that is not set.
+    #[error("config.payload path: {0}")]
+    Template(String),
     /// No `fields`, by the path as written.
     #[error("payload {0}: fields names the variables of its columns")]
     NoFields(String),

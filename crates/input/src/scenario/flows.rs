@@ -240,6 +240,31 @@ impl RequestSpec {
                 .json
                 .as_ref()
                 .is_none_or(|j| !j.to_string().contains("{{"))
+            && self
+                .form
+                .as_ref()
+                .is_none_or(|f| f.value.values().all(|v| !v.to_string().contains("{{")))
+    }
+    /// The `form` fields as text, in order: strings, numbers and booleans; a template may be
+    /// a value, not a name.
+    fn form_fields(&self) -> Result<Vec<(String, String)>, FlowError> {
+        let Some(form) = &self.form else {
+            return Ok(Vec::new());
+        };
+        form.value
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                    _ => return Err(FlowError::FormValue(k.clone())),
+                };
+                if k.contains("{{") {
+                    return Err(FlowError::FormValue(k.clone()));
+                }
+                Ok((k.clone(), text))
+            })
+            .collect()
     }
 
     /// The headers (with `Content-Type: application/json` added for a JSON body) and the body.
@@ -270,21 +295,13 @@ impl RequestSpec {
                 return Err(FlowError::HeaderLineBreak(k.clone()));
             }
         }
-        if let Some(form) = &self.form {
+        if self.form.is_some() {
             if self.json.is_some() || self.body.is_some() {
                 return Err(FlowError::JsonAndBody);
             }
             let mut encoded = url::form_urlencoded::Serializer::new(String::new());
-            for (k, v) in &form.value {
-                let text = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
-                    _ => return Err(FlowError::FormValue(k.clone())),
-                };
-                if text.contains("{{") || k.contains("{{") {
-                    return Err(FlowError::FormValue(k.clone()));
-                }
-                encoded.append_pair(k, &text);
+            for (k, text) in self.form_fields()? {
+                encoded.append_pair(&k, &text);
             }
             if !headers
                 .iter()
@@ -295,7 +312,14 @@ impl RequestSpec {
                     "application/x-www-form-urlencoded".into(),
                 ));
             }
-            return Ok((headers, encoded.finish().into_bytes()));
+            // A form with templates is encoded when each request is rendered.
+            let templated = self.form_fields()?.iter().any(|(_, v)| v.contains("{{"));
+            let body = if templated {
+                Vec::new()
+            } else {
+                encoded.finish().into_bytes()
+            };
+            return Ok((headers, body));
         }
         let body = match (&self.json, &self.body) {
             (Some(_), Some(_)) => return Err(FlowError::JsonAndBody),
@@ -489,6 +513,8 @@ pub struct Lowering<'a> {
     pub defined: HashSet<String>,
     /// `config.defaults.headers`: sent by every request that does not set the header itself.
     pub default_headers: BTreeMap<String, String>,
+    /// `config.defaults.cookie`: cookies every request sets, its own `cookie` over them.
+    pub default_cookies: Vec<(String, Template)>,
     /// The scenario file's folder, which `formData` files are relative to.
     pub dir: std::path::PathBuf,
     /// Lists a `loop … over` may name: payloads read whole (`loadAll` with `name`), by name.
@@ -540,6 +566,7 @@ impl<'a> Lowering<'a> {
             requests: Vec::new(),
             defined,
             default_headers: BTreeMap::new(),
+            default_cookies: Vec::new(),
             dir: std::path::PathBuf::from("."),
             lists: BTreeMap::new(),
             processor: false,
@@ -1050,12 +1077,17 @@ impl<'a> Lowering<'a> {
             Some(v) => Some(Box::new(self.condition(v)?)),
             None => None,
         };
-        let cookies = match &r.cookie {
+        let mut cookies = match &r.cookie {
             Some(c) => self
                 .cookies(&c.value)
                 .map_err(|e| Traced::at(e, &c.referenced))?,
             None => Vec::new(),
         };
+        for (name, value) in &self.default_cookies {
+            if !cookies.iter().any(|(n, _)| n == name) {
+                cookies.push((name.clone(), value.clone()));
+            }
+        }
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
             for (check, v) in e {
                 if !EXPECT_CHECKS.contains(&check.as_str()) {
@@ -1133,7 +1165,10 @@ impl<'a> Lowering<'a> {
 
     /// A request's `cookie`: name → value (`{{ }}` allowed), set in the user's jar before the
     /// request is sent.
-    fn cookies(&self, v: &serde_json::Value) -> Result<Vec<(String, Template)>, FlowError> {
+    pub(super) fn cookies(
+        &self,
+        v: &serde_json::Value,
+    ) -> Result<Vec<(String, Template)>, FlowError> {
         let bad = || FlowError::Cookie(v.to_string());
         let serde_json::Value::Object(map) = v else {
             return Err(bad());
@@ -1266,7 +1301,7 @@ impl<'a> Lowering<'a> {
             }
         }
         for (_, v) in headers.iter_mut() {
-            *v = crate::values::expand_env(v).map_err(FlowError::Env)?;
+            *v = crate::config_templates::render_request(v);
         }
         let name = r
             .name
@@ -1292,6 +1327,15 @@ impl<'a> Lowering<'a> {
             Some(_) => Template::default(),
             None => Template::parse(&String::from_utf8_lossy(&body))?,
         };
+        // A form whose values are templates, rendered and encoded for each request.
+        let form = match &r.form {
+            Some(_) if body.is_empty() => r
+                .form_fields()?
+                .into_iter()
+                .map(|(k, v)| Ok((k, Template::parse(&v)?)))
+                .collect::<Result<Vec<_>, FlowError>>()?,
+            _ => Vec::new(),
+        };
         let mut uses: Vec<String> = path_t.variables().map(str::to_string).collect();
         uses.extend(
             header_ts
@@ -1304,6 +1348,10 @@ impl<'a> Lowering<'a> {
                 .flat_map(|(_, t)| t.variables().map(str::to_string)),
         );
         uses.extend(body_t.variables().map(str::to_string));
+        uses.extend(
+            form.iter()
+                .flat_map(|(_, t)| t.variables().map(str::to_string)),
+        );
         if let Some(j) = &r.json {
             json_variables(j, &mut uses)?;
         }
@@ -1350,6 +1398,7 @@ impl<'a> Lowering<'a> {
             expects: Vec::new(),
             checks,
             form_data: Vec::new(),
+            form,
             static_resources,
             before_request: Vec::new(),
             after_response: Vec::new(),

@@ -134,6 +134,9 @@ struct ApdexSpec {
 struct DefaultsSpec {
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// Cookies set before every request (the request's own `cookie` over them).
+    #[serde(default)]
+    cookie: Option<Spanned<serde_json::Value>>,
 }
 
 /// Puts `over`'s map entries over `base`'s, key by key.
@@ -185,7 +188,7 @@ impl Config {
         merge_maps(&mut self.environments, over.environments);
         if let Some(h) = over.http {
             let base = self.http.get_or_insert_with(HttpConfig::default);
-            base.timeout = h.timeout.or(base.timeout);
+            base.timeout = h.timeout.or(base.timeout.take());
             base.http2 |= h.http2;
             base.streams = h.streams.or(base.streams);
             base.pool = h.pool.or(base.pool.take());
@@ -231,9 +234,10 @@ pub struct ScenarioTls {
 
 #[derive(Debug, Default, Deserialize)]
 struct HttpConfig {
-    /// Seconds, as in Artillery.
+    /// Seconds, as in Artillery: a number, or a template of the config's (`-v`, the
+    /// environment) rendered to one.
     #[serde(default)]
-    timeout: Option<f64>,
+    timeout: Option<phases::Num>,
     /// Speak HTTP/2 (ALPN `h2` on `https://`, prior knowledge on `http://`).
     #[serde(default)]
     http2: bool,
@@ -471,10 +475,15 @@ fn finish(
             .map_err(|e| ScenarioError::invalid(path, Problem::VariablesFlag(e.to_string())))?;
         merge_maps(&mut config.variables, Some(vars));
     }
-    // `config.http.defaults.headers` wins whole over `config.defaults.headers`, as in Artillery.
+    // `config.http.defaults`' headers and cookie each win whole over `config.defaults`', as
+    // in Artillery's HTTP engine.
     if let Some(d) = config.http.as_mut().and_then(|h| h.defaults.take()) {
+        let base = config.defaults.get_or_insert_with(DefaultsSpec::default);
         if !d.headers.is_empty() {
-            config.defaults = Some(d);
+            base.headers = d.headers;
+        }
+        if d.cookie.is_some() {
+            base.cookie = d.cookie;
         }
     }
     if let Some(file) = &flags.payload {
@@ -742,6 +751,40 @@ pub fn from_text(
     lookup: Lookup,
     flags: &ScriptFlags,
 ) -> Result<Scenario, ScenarioError> {
+    let config_file = flags.config.as_deref().unwrap_or(path);
+    let context = crate::config_templates::Context {
+        // A -v that is no JSON object is refused where the script reads it.
+        variables: flags
+            .variables
+            .as_deref()
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default(),
+        environment: flags.environment.clone(),
+        dirname: config_file
+            .parent()
+            .unwrap_or(Path::new("."))
+            .display()
+            .to_string(),
+        scenario_file: path.display().to_string(),
+        checking: flags.checking && !flags.strict,
+    };
+    let (lowered, mut rendering) = crate::config_templates::within(context, || {
+        lower_text(text, path, target, seed, lookup, flags)
+    });
+    let mut scenario = lowered?;
+    scenario.warnings.append(&mut rendering);
+    Ok(scenario)
+}
+
+/// [`from_text`], with the config's templates' values set.
+fn lower_text(
+    text: &str,
+    path: &Path,
+    target: Option<&str>,
+    seed: u64,
+    lookup: Lookup,
+    flags: &ScriptFlags,
+) -> Result<Scenario, ScenarioError> {
     let (script, phases) = parse(text, path, flags)?;
     let config = &script.config;
     // As Artillery: a host that does not resolve fails its own requests (ENOTFOUND) and the
@@ -799,7 +842,7 @@ pub fn from_text(
         None => return Err(ScenarioError::invalid(path, Problem::NoTarget)),
     };
     // `target: "{{ $processEnvironment.TARGET }}"`, as Artillery reads it.
-    let target = &match crate::values::expand_env(target) {
+    let target = &match crate::config_templates::render(target, None) {
         Ok(t) => t,
         Err(e) if checking => {
             warnings.push(format!(
@@ -836,16 +879,32 @@ pub fn from_text(
             (e, r, users)
         }
     };
-    let timeout = config
-        .http
-        .as_ref()
-        .and_then(|h| h.timeout)
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .map(|t| {
-            Duration::try_from_secs_f64(t)
-                .map_err(|_| ScenarioError::invalid(path, Problem::TimeoutTooLong(t)))
-        })
-        .transpose()?;
+    let timeout = match config.http.as_ref().and_then(|h| h.timeout.as_ref()) {
+        // A template of a variable that only -v gives: Artillery's timeout is then undefined,
+        // and its default applies.
+        Some(phases::Num::Text(t))
+            if crate::config_templates::render(t, None).is_ok_and(|r| r.contains("{{")) =>
+        {
+            warnings.push(format!(
+                "config.http.timeout: {t:?} reads a variable nothing gives here (-v gives it); \
+                 the default timeout applies, as in Artillery"
+            ));
+            None
+        }
+        Some(n) => Some(n.number().map_err(|e| {
+            ScenarioError::invalid(
+                path,
+                Problem::Flow(FlowError::Env(format!("config.http.timeout: {e}"))),
+            )
+        })?),
+        None => None,
+    }
+    .filter(|t| t.is_finite() && *t > 0.0)
+    .map(|t| {
+        Duration::try_from_secs_f64(t)
+            .map_err(|_| ScenarioError::invalid(path, Problem::TimeoutTooLong(t)))
+    })
+    .transpose()?;
     let tls = config
         .tls
         .as_ref()
@@ -1160,6 +1219,8 @@ fn user_model(
 ) -> Result<Lowered, Traced> {
     let checking = flags.checking && !flags.strict;
     let mut variables = Vec::new();
+    // Variables whose value is an unset environment variable: defined, with no value.
+    let mut undefined = Vec::new();
     let mut flat = Vec::new();
     for (name, v) in file.config.variables.iter().flatten() {
         match v {
@@ -1180,12 +1241,32 @@ fn user_model(
             serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Ok(v.to_string()),
             _ => Err(Problem::VariableNotScalar(name.clone())),
         };
-        let values = match v {
+        let mut values = match v {
             serde_json::Value::Array(items) => {
                 items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?
             }
             other => vec![scalar(other)?],
         };
+        // A value may be a template of the config's (`{{ $env.HOST }}`, a -v variable), which
+        // Artillery renders before the run; one that reads an unset environment variable alone
+        // leaves the variable undefined there.
+        let mut rendered = Vec::with_capacity(values.len());
+        for value in values.drain(..) {
+            if !value.contains("{{") {
+                rendered.push(value);
+            } else if let Some(v) = crate::config_templates::render_value(&value) {
+                rendered.push(v);
+            }
+        }
+        let values = rendered;
+        if values.is_empty() {
+            warnings.push(format!(
+                "config.variables.{name} reads an environment variable that is not set: it is \
+                 undefined, as in Artillery"
+            ));
+            undefined.push(name.clone());
+            continue;
+        }
         if values.is_empty() {
             return Err(Problem::VariableEmpty(name.clone()).into());
         }
@@ -1197,6 +1278,22 @@ fn user_model(
     let mut later = Vec::new();
     if let Some(p) = &file.config.payload {
         for spec in p.as_slice() {
+            // A path that depends on the command line (`names-{{ $environment }}.csv`) may
+            // name no file until it runs with its -e.
+            let later_file = checking
+                && spec.path.as_ref().is_some_and(|p| p.contains("{{"))
+                && matches!(
+                    read_payload(spec, &file.config_path),
+                    Err(PayloadError::Unreadable { .. })
+                );
+            if later_file {
+                warnings.push(format!(
+                    "config.payload {}: no such file before it runs with its -e or -v",
+                    spec.path.as_deref().unwrap_or_default()
+                ));
+                later.extend(spec.fields.iter().cloned());
+                continue;
+            }
             if spec.path.is_none() && checking {
                 warnings.push(format!(
                     "config.payload (fields {}) has no path: give its CSV file with --payload \
@@ -1231,6 +1328,7 @@ fn user_model(
         variables.iter().map(|(n, _)| n.clone()).collect();
     defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
     defined.extend(later);
+    defined.extend(undefined);
     defined.insert("$uuid".into());
     let chosen = weighted(&file.scenarios);
     let mut scenarios = Vec::new();
@@ -1247,6 +1345,16 @@ fn user_model(
         .as_ref()
         .map(|d| d.headers.clone())
         .unwrap_or_default();
+    if let Some(c) = file
+        .config
+        .defaults
+        .as_ref()
+        .and_then(|d| d.cookie.as_ref())
+    {
+        lowering.default_cookies = lowering
+            .cookies(&c.value)
+            .map_err(|e| Traced::at(e, &c.referenced))?;
+    }
     // The `before` flow first: what it captures, every scenario may read.
     let once = |key: &str, spec: Option<&OnceSpec>, lowering: &mut flows::Lowering| {
         let Some(spec) = spec else {

@@ -68,7 +68,9 @@ pub fn read_payload(spec: &PayloadSpec, scenario: &Path) -> Result<Payload, Payl
     let Some(path) = &spec.path else {
         return Err(PayloadError::NoPath(spec.fields.join(", ")));
     };
-    let file = scenario.parent().unwrap_or(Path::new(".")).join(path);
+    // Artillery renders the config's templates in it (`{{ $environment }}`, `{{ $dirname }}`).
+    let rendered = crate::config_templates::render(path, None).map_err(PayloadError::Template)?;
+    let file = scenario.parent().unwrap_or(Path::new(".")).join(rendered);
     let delimiter = match spec.delimiter.as_deref() {
         None => b',',
         Some(d) if d.len() == 1 => d.as_bytes()[0],

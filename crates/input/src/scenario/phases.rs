@@ -126,23 +126,27 @@ impl<'de> Deserialize<'de> for Num {
 }
 
 impl Num {
-    /// The number, its template read from the environment; `phase` and `key` name it in errors.
-    fn value(&self, phase: &str, key: &str) -> Result<f64, PhaseError> {
+    /// The number, its template rendered as the config's are (the environment, `-v`); the
+    /// error in words.
+    pub fn number(&self) -> Result<f64, String> {
         match self {
             Num::Number(n) => Ok(*n),
             Num::Text(t) => {
-                let text = crate::values::expand_env(t).map_err(|reason| PhaseError::Template {
-                    phase: phase.into(),
-                    key: key.into(),
-                    reason,
-                })?;
-                text.trim().parse().map_err(|_| PhaseError::Template {
-                    phase: phase.into(),
-                    key: key.into(),
-                    reason: format!("{text:?} is not a number"),
-                })
+                let text = crate::config_templates::render(t, Some("1"))?;
+                text.trim()
+                    .parse()
+                    .map_err(|_| format!("{text:?} is not a number"))
             }
         }
+    }
+
+    /// [`Num::number`], with `phase` and `key` named in its error.
+    fn value(&self, phase: &str, key: &str) -> Result<f64, PhaseError> {
+        self.number().map_err(|reason| PhaseError::Template {
+            phase: phase.into(),
+            key: key.into(),
+            reason,
+        })
     }
 }
 

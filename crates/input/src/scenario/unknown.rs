@@ -342,7 +342,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("config", "mode", "Artillery spaces every phase's arrivals by it (poisson); loadlab does not read it yet: give --arrival poisson instead"),
     ("config", "engine", "Artillery's engine for the scenarios that name none; loadlab does not read it yet: write engine: on each scenario"),
     ("config.http", "distributedTracing", "Artillery adds a W3C traceparent header to each request; loadlab does not yet"),
-    ("config.defaults", "cookie", "cookies Artillery sets before every request; loadlab does not read them yet: set them with cookie: on the first request"),
     ("config.defaults", "strictCapture", "Artillery's default strictness of captures; loadlab does not read it yet: write strict: on each capture"),
     ("config.defaults", "think", "Artillery's think jitter; loadlab does not read it yet: write a think distribution such as { uniform: [LOW, HIGH] }"),
     ("a phase", "mode", "Artillery spaces this phase's arrivals by it (poisson); loadlab does not read it yet: give --arrival poisson for the run"),

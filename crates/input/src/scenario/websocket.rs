@@ -160,7 +160,7 @@ impl Lowering<'_> {
         let path_t = Template::parse(&path)?;
         let mut header_ts = Vec::new();
         for (k, v) in headers {
-            let v = crate::values::expand_env(v).map_err(FlowError::Env)?;
+            let v = crate::config_templates::render_request(v);
             header_ts.push((k.clone(), Template::parse(&v)?));
         }
         let uses = path_t
