@@ -1095,3 +1095,47 @@ fn validate_warns_of_a_target_left_to_run_time() {
     };
     assert!(lower(text, &strict).is_err());
 }
+
+#[test]
+fn the_configs_templates_read_the_environment_chosen_and_the_variables_given() {
+    let dir = temp_file("names-ci.csv", "ann\n")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let text = "config:\n  target: http://127.0.0.1:1\n  http: { timeout: \"{{ wait }}\" }\n  payload: { path: \"{{ $dirname }}/names-{{ $environment }}.csv\", fields: [name] }\n  variables:\n    home: \"{{ $env.LOADLAB_TEST_UNSET_HOME_5D }}\"\n  environments: { ci: { target: http://127.0.0.1:2 } }\nscenarios:\n  - flow: [{ get: { url: \"/{{ name }}/{{ home }}\" } }]\n";
+    let path = dir.join("s.yml");
+    let flags = ScriptFlags {
+        environment: Some("ci".into()),
+        variables: Some(r#"{"wait": 3}"#.into()),
+        ..ScriptFlags::default()
+    };
+    let s = from_text(text, &path, None, 1, Lookup::Skip, &flags).unwrap();
+    assert_eq!(s.timeout, Some(std::time::Duration::from_secs(3)));
+    let users = s.users.as_ref().unwrap();
+    assert_eq!(users.payloads[0].rows, [vec!["ann".to_string()]]);
+    // An unset environment variable alone leaves `home` undefined: the request renders it
+    // as Artillery does, and the script says so.
+    assert!(!users.variables.iter().any(|(n, _)| n == "home"));
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("config.variables.home")),
+        "{:?}",
+        s.warnings
+    );
+    // Without -v the timeout is Artillery's default; without -e the payload names no file
+    // until it runs (a warning when only checked).
+    let checking = ScriptFlags {
+        checking: true,
+        ..ScriptFlags::default()
+    };
+    let s = from_text(text, &path, None, 1, Lookup::Skip, &checking).unwrap();
+    assert_eq!(s.timeout, None);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("names-{{ $environment }}.csv: no such file")),
+        "{:?}",
+        s.warnings
+    );
+}
