@@ -4,8 +4,11 @@
 bodies they carried, and the connections they came on.
 
 Each script is copied beside itself (so its processor, payload and files resolve as they
-would) with `config.target` set to the recording server and its phases replaced by
-`--users` arrivals in one second; the copy is removed afterwards. The server answers every
+would) with `config.target` (and its environments' targets) set to the recording server and
+its phases replaced by `--users` arrivals in one second; the copy is removed afterwards. A
+corpus script's `# run:` flags (`-e`, `-v`, `--overrides`, `--payload`, `--dotenv`,
+`--scenario-name`, `--solo`, `--target`, `--config`: the same long names in both tools) go to
+both, with `CORPUS_TARGET` and `CORPUS_PAGE` in their environment. The server answers every
 request 200 with a small JSON body (`{"id": 1, "token": "t", ...}`), or as the path asks:
 `/redirect-to?url=/x` redirects, `/set-cookie?k=v` sets a cookie. Scripts whose first
 request needs a particular answer (a real service's data) differ on both sides alike.
@@ -110,26 +113,52 @@ def summary(requests):
     }
 
 
+# What a corpus script's `# run:` flags and templates read from the environment.
+CORPUS_ENV = {"CORPUS_PAGE": "ci"}
+
+
+def flags_of(script, port):
+    """The flags a script's `# run:` line gives both tools (loadlab's long flags are
+    Artillery's names), with the corpus's placeholder target made the recording server."""
+    for line in Path(script).read_text().splitlines():
+        if line.startswith("# run: "):
+            return line[len("# run: "):].replace("http://127.0.0.1:9", f"http://127.0.0.1:{port}").split()
+    return []
+
+
 def prepared(script, port, users):
+    text = Path(script).read_text().replace("http://127.0.0.1:9", f"http://127.0.0.1:{port}")
     try:
-        doc = yaml.safe_load(Path(script).read_text())
+        doc = yaml.safe_load(text)
     except yaml.YAMLError:
         # PyYAML reads YAML 1.1 (`{ url: /a?b=1 }` fails there); such a script is skipped.
         return None
-    if not isinstance(doc, dict) or "scenarios" not in doc or "config" not in doc:
+    if not isinstance(doc, dict) or "scenarios" not in doc:
         return None
-    config = doc["config"]
-    config["target"] = f"http://127.0.0.1:{port}"
-    config["phases"] = [{"duration": 1, "arrivalCount": users}]
-    config.pop("environments", None)
+    flags = flags_of(script, port)
+    config = doc.get("config")
+    if config is not None:
+        # The script's own phases and target give way to the check's, unless its flags are
+        # what it is about (--overrides, --solo, --target, -e, --config).
+        config["target"] = f"http://127.0.0.1:{port}"
+        config["phases"] = [{"duration": 1, "arrivalCount": users}]
+        if "-e" not in flags:
+            config.pop("environments", None)
+        for env in (config.get("environments") or {}).values():
+            if isinstance(env, dict):
+                env.pop("phases", None)
+                env["target"] = f"http://127.0.0.1:{port}"
+    elif "--config" not in flags:
+        return None
     copy = Path(script).with_name(f".diff-{Path(script).name}")
     copy.write_text(yaml.safe_dump(doc, sort_keys=False))
     return copy
 
 
-def run(cmd, cwd):
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=180,
-                         env={**os.environ, "ARTILLERY_DISABLE_TELEMETRY": "true"})
+def run(cmd, cwd, port):
+    env = {**os.environ, **CORPUS_ENV, "ARTILLERY_DISABLE_TELEMETRY": "true",
+           "CORPUS_TARGET": f"http://127.0.0.1:{port}"}
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
     return out.returncode, (out.stderr or out.stdout).strip().splitlines()[-1:] or [""]
 
 
@@ -154,11 +183,12 @@ def main():
             continue
         try:
             recording.take()
-            a_rc, a_err = run([args.artillery, "run", "--quiet", str(copy)], copy.parent)
+            flags = flags_of(script, port)
+            a_rc, a_err = run([args.artillery, "run", "--quiet", *flags, str(copy)], copy.parent, port)
             a = summary(recording.take())
             with tempfile.TemporaryDirectory() as tmp:
-                l_rc, l_err = run([args.loadlab, "run", str(copy), "--json",
-                                   str(Path(tmp) / "s.json")], copy.parent)
+                l_rc, l_err = run([args.loadlab, "run", *flags, str(copy), "--json",
+                                   str(Path(tmp) / "s.json")], copy.parent, port)
             b = summary(recording.take())
         finally:
             copy.unlink(missing_ok=True)

@@ -308,6 +308,9 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
             Step::Think(t) => {
                 let _ = writeln!(out, "{pad}think {}", think_text(t));
             }
+            Step::ThinkTemplate(t) => {
+                let _ = writeln!(out, "{pad}think {t} (rendered at each pass)");
+            }
             Step::Log(t) => {
                 let _ = writeln!(out, "{pad}log {t}");
             }
@@ -326,9 +329,19 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                 steps,
                 over,
                 while_true,
+                count_template,
+                ..
             } => {
                 let _ = match count {
                     _ if !over.is_empty() => writeln!(out, "{pad}loop over {} items:", over.len()),
+                    _ if count_template.is_some() => writeln!(
+                        out,
+                        "{pad}loop × {} (rendered when the loop starts):",
+                        count_template
+                            .as_ref()
+                            .map(|t| t.to_string())
+                            .unwrap_or_default()
+                    ),
                     _ if while_true.is_some() => writeln!(
                         out,
                         "{pad}loop while {} answers true:",

@@ -11,6 +11,7 @@ pub mod dir;
 pub mod error_kind;
 pub mod hlog;
 pub mod interval;
+pub mod jsonpath;
 pub mod lab;
 pub mod plan;
 pub mod profile;

@@ -63,6 +63,7 @@ impl UserModel {
                     steps,
                     over,
                     while_true,
+                    ..
                 } => (count.is_none() && over.is_empty() && while_true.is_none()) || endless(steps),
                 Step::Parallel(steps) => endless(steps),
                 _ => false,
@@ -123,7 +124,11 @@ impl UserModel {
                         walk(steps, out);
                     }
                     Step::Parallel(steps) => walk(steps, out),
-                    Step::Think(_) | Step::Log(_) | Step::Ws(_) | Step::Emit(_) => {}
+                    Step::Think(_)
+                    | Step::ThinkTemplate(_)
+                    | Step::Log(_)
+                    | Step::Ws(_)
+                    | Step::Emit(_) => {}
                 }
             }
         }
@@ -271,6 +276,10 @@ pub enum Step {
     Request(Box<RequestStep>),
     /// Wait, as a person reading.
     Think(Think),
+    /// Wait for a time that is a template (`{{ $randomNumber(3, 5) }}`), rendered at each
+    /// pass as Artillery reads it: a whole number is seconds, other text a duration (`500ms`,
+    /// `2s`; a bare fraction is milliseconds).
+    ThinkTemplate(Template),
     /// Send a message on the user's WebSocket, or wait for one.
     Ws(Box<WsMessage>),
     /// Emit a Socket.IO event on the user's socket, and await its answer.
@@ -299,6 +308,16 @@ pub enum Step {
         /// `next(true)` to go on; the loop ends when it answers false (or at `count`).
         #[serde(default)]
         while_true: Option<String>,
+        /// A `count` that is a template (`"{{ n }}"`, `"1-5"` after rendering), rendered when the
+        /// loop starts as Artillery reads it: a number of passes, or a range `FROM-TO` whose
+        /// passes count from FROM up to TO, excluded; anything else runs none.
+        #[serde(default)]
+        count_template: Option<Template>,
+        /// The variables a pass sets: its count (`loopValue`, `$loopCount` by default) and its
+        /// item (`loopElement`, `$loopElement` by default; the count when there are no items,
+        /// as Artillery sets it).
+        #[serde(default)]
+        names: LoopNames,
     },
     /// Artillery's `parallel`: the steps issued together at its start; their requests queue
     /// on the user's one connection per host (Artillery's user agent has one socket), each
@@ -376,6 +395,9 @@ pub struct RequestStep {
     /// `ifTrue`: send the request only when this holds.
     #[serde(default)]
     pub if_true: Option<Box<Condition>>,
+    /// `probability`: the percent chance that the request is sent (Artillery's draw).
+    #[serde(default)]
+    pub probability: Option<f64>,
     /// Where a URL that is a template from its start renders to another host (a `loop … over`
     /// item's absolute URL, as Artillery follows it): each such origin (`https://host:port`)
     /// and the plan request (its endpoint) that goes there.
@@ -549,9 +571,33 @@ impl Expect {
     }
 }
 
+/// The names of the variables a loop's pass sets (Artillery's `loopValue` and `loopElement`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopNames {
+    /// The pass's count, from 0.
+    pub count: String,
+    /// The pass's item.
+    pub element: String,
+}
+
+impl Default for LoopNames {
+    fn default() -> Self {
+        LoopNames {
+            count: "$loopCount".into(),
+            element: "$loopElement".into(),
+        }
+    }
+}
+
 /// The variables a loop item sets: `$loopElement` (a string as is, other values as JSON) and,
 /// for an object, `$loopElement.KEY` for each of its leaves (`$loopElement.a.b`).
 pub fn loop_element_vars(item: &serde_json::Value) -> Vec<(String, String)> {
+    loop_item_vars("$loopElement", item)
+}
+
+/// The variables a loop item sets under the name `name`: `name` and, for an object,
+/// `name.KEY` for each of its leaves.
+pub fn loop_item_vars(name: &str, item: &serde_json::Value) -> Vec<(String, String)> {
     fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
         let text = match v {
             serde_json::Value::String(s) => s.clone(),
@@ -565,7 +611,7 @@ pub fn loop_element_vars(item: &serde_json::Value) -> Vec<(String, String)> {
         }
     }
     let mut out = Vec::new();
-    leaves("$loopElement", item, &mut out);
+    leaves(name, item, &mut out);
     out
 }
 

@@ -375,7 +375,7 @@ fn durations_past_a_year_are_refused_before_they_reach_a_clock() {
             "at most a year",
         ),
         (
-            "    - duration: 1\n      arrivalRate: 1\n",
+            "    - duration: 1\n      users: 1\n",
             "      - think: 1\n",
             "sends no request",
         ),

@@ -94,7 +94,11 @@ fn checked(model: &UserModel) -> Vec<(&[Expect], &[Capture])> {
                         out.push((&w.expects, &w.captures));
                     }
                 }
-                Step::Think(_) | Step::Log(_) | Step::Function(_) | Step::Browser(_) => {}
+                Step::Think(_)
+                | Step::ThinkTemplate(_)
+                | Step::Log(_)
+                | Step::Function(_)
+                | Step::Browser(_) => {}
                 Step::Loop { steps, .. } | Step::Parallel(steps) => walk(steps, out),
             }
         }
@@ -368,7 +372,7 @@ pub fn check(
                         let mut out = String::new();
                         let lookup = |k: &str| vars.get(k).map(String::as_str);
                         t.render(lookup, rng, &mut out);
-                        JsonPath::parse(&out).ok()
+                        JsonPath::parse(&loadlab_run::jsonpath::standard(&out)).ok()
                     })
                     .flatten();
                 match (doc.as_ref(), rendered.as_ref().or(queries.json.get(q))) {

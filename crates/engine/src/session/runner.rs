@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use cookie_store::CookieStore;
 use loadlab_run::users::{Behaviour, RequestStep, Step, Think, WsMessage, WsPayload};
@@ -293,6 +294,18 @@ impl<'a> Session<'a> {
                     Step::Ws(m) => self.message(m).await?,
                     Step::Emit(e) => self.emit(e).await?,
                     Step::Think(t) => self.think(t).await?,
+                    Step::ThinkTemplate(t) => {
+                        let mut text = String::new();
+                        let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+                        t.render(lookup, &mut self.rng, &mut text);
+                        let Some(d) = think_time(&text) else {
+                            return Err(End::Failed {
+                                reason: format!("Invalid think time: {text}"),
+                                transport: false,
+                            });
+                        };
+                        self.think(&Think::Constant(d)).await?
+                    }
                     Step::Function(name) => {
                         self.call(Op::Fn, std::slice::from_ref(name), None, None)
                             .await?;
@@ -313,7 +326,21 @@ impl<'a> Session<'a> {
                         steps,
                         over,
                         while_true,
+                        names,
+                        count_template,
                     } => {
+                        // A templated count is read when the loop starts, as Artillery does.
+                        let (start, count) = match count_template {
+                            Some(t) => {
+                                let mut text = String::new();
+                                let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+                                t.render(lookup, &mut self.rng, &mut text);
+                                let (from, to) = loop_range(&text);
+                                (from, Some(to.saturating_sub(from)))
+                            }
+                            None => (0, *count),
+                        };
+                        let count = &count;
                         // As Artillery: `over` runs once per item; with `whileTrue` the
                         // function, asked after each pass, decides (the count is ignored);
                         // otherwise the count.
@@ -328,15 +355,24 @@ impl<'a> Session<'a> {
                                 break;
                             }
                             // As Artillery counts: 0 in the first pass, and after each pass
-                            // the passes done (what `whileTrue` sees).
-                            self.vars.insert("$loopCount".into(), k.to_string());
-                            if let Some(item) = over.get(k as usize) {
-                                self.vars
-                                    .extend(loadlab_run::users::loop_element_vars(item));
+                            // the passes done (what `whileTrue` sees); the item is the count
+                            // when there are no items.
+                            self.vars
+                                .insert(names.count.clone(), (start + k).to_string());
+                            match over.get(k as usize) {
+                                Some(item) => self.vars.extend(loadlab_run::users::loop_item_vars(
+                                    &names.element,
+                                    item,
+                                )),
+                                None => {
+                                    self.vars
+                                        .insert(names.element.clone(), (start + k).to_string());
+                                }
                             }
                             self.steps(steps).await?;
                             k += 1;
-                            self.vars.insert("$loopCount".into(), k.to_string());
+                            self.vars
+                                .insert(names.count.clone(), (start + k).to_string());
                             if let Some(f) = while_true.as_ref().filter(|_| over.is_empty()) {
                                 if !self.ask(Op::While, f).await? {
                                     break;
@@ -502,9 +538,17 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// True when `step` is to be sent: it has no `ifTrue`, or its condition holds (the
-    /// processor's function of that name when it exports one, the expression otherwise).
+    /// True when `step` is to be sent: its `probability` drew it, and it has no `ifTrue` or
+    /// its condition holds (the processor's function of that name when it exports one, the
+    /// expression otherwise).
     async fn wanted(&mut self, step: &RequestStep) -> Result<bool, End> {
+        // As Artillery draws it: a whole number from 0 to 100, both included, under the
+        // percent (so 100 sends 100 times in 101).
+        if let Some(p) = step.probability {
+            if (self.rng.u32(0..=100) as f64) >= p.min(100.0) {
+                return Ok(false);
+            }
+        }
         let Some(c) = &step.if_true else {
             return Ok(true);
         };
@@ -892,4 +936,74 @@ fn changed_step(
             .map_or_else(|| Template::literal(""), |b| template(&text(b))),
         ..step.clone()
     })
+}
+
+/// A think time as Artillery reads a rendered one: a whole number is seconds, a number with a
+/// unit (`ms`, `s`, `m`, `h`) that much, a bare fraction milliseconds (its `ms` package reads
+/// it so); `None` for anything else.
+fn think_time(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<f64>() {
+        if !n.is_finite() || n < 0.0 {
+            return None;
+        }
+        let secs = if n.fract() == 0.0 { n } else { n / 1000.0 };
+        return Duration::try_from_secs_f64(secs).ok();
+    }
+    let at = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let n: f64 = text[..at]
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let unit = match text[at..].trim() {
+        "ms" => 0.001,
+        "s" | "sec" | "secs" => 1.0,
+        "m" | "min" | "mins" => 60.0,
+        "h" | "hr" | "hrs" => 3600.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(n * unit).ok()
+}
+
+/// A rendered loop count as Artillery reads it: a number of passes from 0, or `FROM-TO`;
+/// anything else none.
+fn loop_range(text: &str) -> (u64, u64) {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<f64>() {
+        return (
+            0,
+            if n.is_finite() && n > 0.0 {
+                n as u64
+            } else {
+                0
+            },
+        );
+    }
+    match text.split_once('-') {
+        Some((a, b)) => match (a.trim().parse::<u64>(), b.trim().parse::<u64>()) {
+            (Ok(a), Ok(b)) => (a, b),
+            _ => (0, 0),
+        },
+        None => (0, 0),
+    }
+}
+
+#[cfg(test)]
+mod rendered_tests {
+    use super::*;
+
+    #[test]
+    fn think_times_and_loop_counts_read_as_artillery_reads_them() {
+        assert_eq!(think_time("3"), Some(Duration::from_secs(3)));
+        assert_eq!(think_time("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(think_time("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(think_time("1.5"), Some(Duration::from_micros(1500)));
+        assert_eq!(think_time("soon"), None);
+        assert_eq!(think_time(""), None);
+        assert_eq!(loop_range("4"), (0, 4));
+        assert_eq!(loop_range("2-5"), (2, 5));
+        assert_eq!(loop_range("x"), (0, 0));
+        assert_eq!(loop_range(""), (0, 0));
+    }
 }

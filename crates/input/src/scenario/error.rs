@@ -467,6 +467,12 @@ pub enum FlowError {
          optional contentType"
     )]
     FormData(String),
+    /// A loop `count` below -1.
+    #[error("count {0}: a number of passes from 0 (-1 loops until the run ends), or text such as \"{{{{ n }}}}\" or \"1-5\"")]
+    LoopCount(String),
+    /// A `jitter` that is neither a percent nor a number of milliseconds.
+    #[error("jitter {0}: a percent of the think time (\"10%\") or milliseconds (200)")]
+    Jitter(String),
     /// A `form` field whose value is a list or a map, or whose name is a template.
     #[error(
         "form {0:?}: a field's name is fixed text and its value a string, number or boolean \

@@ -41,10 +41,21 @@ pub struct StepSpec {
     delete: Option<RequestSpec>,
     #[serde(default)]
     think: Option<ThinkSpec>,
+    /// Artillery's `jitter` of a `think` step: `"10%"` of it, or milliseconds, either way.
+    #[serde(default)]
+    jitter: Option<serde_json::Value>,
+    /// A loop's name for its count variable, instead of `$loopCount`.
+    #[serde(default, rename = "loopValue")]
+    loop_value: Option<String>,
+    /// A loop's name for its item variable, instead of `$loopElement`.
+    #[serde(default, rename = "loopElement")]
+    loop_element: Option<String>,
     #[serde(default, rename = "loop")]
     looped: Option<Vec<Spanned<StepSpec>>>,
+    /// A loop's passes: a whole number (-1: endless, as in Artillery), or text rendered when
+    /// the loop starts (`"{{ n }}"`, `"1-5"`).
     #[serde(default)]
-    count: Option<u64>,
+    count: Option<LoopCount>,
     /// `loop` over a list (refused: not run yet).
     #[serde(default)]
     over: Option<Spanned<serde_json::Value>>,
@@ -87,6 +98,11 @@ pub struct StepSpec {
 }
 
 impl StepSpec {
+    /// True when `think` is text holding a placeholder (`"{{ $randomNumber(3, 5) }}"`).
+    fn think_is_template(&self) -> bool {
+        matches!(&self.think, Some(ThinkSpec::Fixed(crate::yaml::Seconds::Text(t))) if t.contains("{{"))
+    }
+
     /// How many kinds of step the map gives — a request (one that reads or not), a think, a
     /// loop, a function, a log, a ws message, an emit, a parallel — where a step is one.
     fn kinds(&self) -> usize {
@@ -191,6 +207,9 @@ pub struct RequestSpec {
     /// A condition on the user's variables: the request is sent only when it holds.
     #[serde(default, rename = "ifTrue")]
     pub if_true: Option<Spanned<serde_json::Value>>,
+    /// The percent chance that the request is sent.
+    #[serde(default)]
+    pub probability: Option<serde_json::Value>,
     /// Cookies set in the user's jar before the request: name → value.
     #[serde(default)]
     pub cookie: Option<Spanned<serde_json::Value>>,
@@ -232,6 +251,7 @@ impl RequestSpec {
             && self.form_data.is_none()
             && self.matches.is_none()
             && self.if_true.is_none()
+            && self.probability.is_none()
             && self.cookie.is_none()
             && self.follow_redirect.is_none()
             && self.headers.values().all(|v| !v.contains("{{"))
@@ -240,11 +260,8 @@ impl RequestSpec {
                 .json
                 .as_ref()
                 .is_none_or(|j| !j.to_string().contains("{{"))
-            && self
-                .form
-                .as_ref()
-                .is_none_or(|f| f.value.values().all(|v| !v.to_string().contains("{{")))
     }
+
     /// The `form` fields as text, in order: strings, numbers and booleans; a template may be
     /// a value, not a name.
     fn form_fields(&self) -> Result<Vec<(String, String)>, FlowError> {
@@ -271,6 +288,10 @@ impl RequestSpec {
     pub fn headers_and_body(&self) -> Result<(Headers, Vec<u8>), FlowError> {
         let mut headers: Headers = self.headers.clone().into_iter().collect();
         if let Some(auth) = &self.auth {
+            // The config's values (the environment, -v) render now; a user's variable cannot.
+            let user = crate::config_templates::render_request(&auth.user);
+            let pass = crate::config_templates::render_request(&auth.pass);
+            let auth = AuthSpec { user, pass };
             if auth.user.contains("{{") || auth.pass.contains("{{") {
                 return Err(FlowError::AuthTemplate);
             }
@@ -415,6 +436,16 @@ const EXPECT_CHECKS: [&str; 12] = [
     "jpath",
 ];
 
+/// A loop's `count` as written.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum LoopCount {
+    /// A number of passes.
+    Number(i64),
+    /// Text rendered when the loop starts.
+    Text(String),
+}
+
 /// `think`: seconds (Artillery), or a distribution.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -481,6 +512,48 @@ fn think_of(t: &ThinkSpec) -> Result<Think, FlowError> {
     Ok(think)
 }
 
+/// `think` spread by Artillery's `jitter` (the step's, else `config.defaults.think.jitter`):
+/// a constant T becomes uniform over T ± J, J a percent of T (`"10%"`) or milliseconds (a
+/// number), at least zero, as Artillery draws it. A distribution of loadlab's own keeps its
+/// shape.
+pub(super) fn jittered(
+    think: Think,
+    jitter: Option<&serde_json::Value>,
+) -> Result<Think, FlowError> {
+    let (Think::Constant(t), Some(j)) = (think, jitter) else {
+        return Ok(think);
+    };
+    let bad = || FlowError::Jitter(j.to_string());
+    let by = match j {
+        serde_json::Value::Number(n) => {
+            Duration::from_secs_f64(n.as_f64().filter(|v| *v >= 0.0).ok_or_else(bad)? / 1000.0)
+        }
+        serde_json::Value::String(s) => match s.trim().strip_suffix('%') {
+            Some(p) => t.mul_f64(
+                p.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| *p >= 0.0)
+                    .ok_or_else(bad)?
+                    / 100.0,
+            ),
+            None => Duration::from_secs_f64(
+                s.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| *v >= 0.0)
+                    .ok_or_else(bad)?
+                    / 1000.0,
+            ),
+        },
+        _ => return Err(bad()),
+    };
+    if by.is_zero() {
+        return Ok(think);
+    }
+    Ok(Think::Uniform(t.saturating_sub(by), t + by))
+}
+
 fn think_kind(t: &ThinkSpec) -> Result<Think, FlowError> {
     Ok(match t {
         ThinkSpec::Fixed(s) => Think::Constant(seconds(s)?),
@@ -515,6 +588,8 @@ pub struct Lowering<'a> {
     pub default_headers: BTreeMap<String, String>,
     /// `config.defaults.cookie`: cookies every request sets, its own `cookie` over them.
     pub default_cookies: Vec<(String, Template)>,
+    /// `config.defaults.think.jitter`: the spread of every `think` step without its own.
+    pub think_jitter: Option<serde_json::Value>,
     /// The scenario file's folder, which `formData` files are relative to.
     pub dir: std::path::PathBuf,
     /// Lists a `loop … over` may name: payloads read whole (`loadAll` with `name`), by name.
@@ -533,6 +608,9 @@ pub struct Lowering<'a> {
     pub warnings: Vec<String>,
     /// The expect plugin's `expectDefault200`: a request without checks expects status 200.
     pub expect_default_200: bool,
+    /// True under users phases (loadlab's closed model), where a session that sends nothing
+    /// would be followed by the next at once.
+    pub closed: bool,
     /// True under `--strict`: a variable that no source defines is refused. Otherwise it is
     /// recorded in `unset` and renders as Artillery renders it.
     pub strict: bool,
@@ -567,6 +645,7 @@ impl<'a> Lowering<'a> {
             defined,
             default_headers: BTreeMap::new(),
             default_cookies: Vec::new(),
+            think_jitter: None,
             dir: std::path::PathBuf::from("."),
             lists: BTreeMap::new(),
             processor: false,
@@ -576,6 +655,7 @@ impl<'a> Lowering<'a> {
             warnings: Vec::new(),
             expect_default_200: false,
             strict: false,
+            closed: false,
             unset: Default::default(),
         }
     }
@@ -760,8 +840,13 @@ impl<'a> Lowering<'a> {
         // engine for (SOAP, Twirp, Redis): the functions send their own traffic.
         // A flow of `log` and `think` steps alone Artillery runs too (its own tests' scenarios
         // that only log which one ran): its users take their steps' time and send nothing.
+        // Under users phases, whose users start a new session as one ends, such a flow would
+        // only spin.
         let does_something = match &behaviour {
-            Behaviour::Flow(steps) => !steps.is_empty(),
+            Behaviour::Flow(steps) => {
+                steps.iter().any(|s| matches!(s, Step::Function(_)))
+                    || (!steps.is_empty() && !self.closed)
+            }
             Behaviour::Chain(_) => false,
         };
         if self.requests.len() == before && !does_something {
@@ -877,8 +962,19 @@ impl<'a> Lowering<'a> {
                 out.push(Step::Request(Box::new(
                     self.request(method, r).within(step)?,
                 )));
+            } else if let Some(ThinkSpec::Fixed(crate::yaml::Seconds::Text(t))) =
+                s.think.as_ref().filter(|_| s.think_is_template())
+            {
+                // A template, rendered at each pass as Artillery renders it.
+                let t = Template::parse(t).map_err(FlowError::from).within(step)?;
+                if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
+                    return Err(FlowError::Undefined(v.to_string())).within(step);
+                }
+                out.push(Step::ThinkTemplate(t));
             } else if let Some(t) = &s.think {
-                out.push(Step::Think(think_of(t).within(step)?));
+                let think = think_of(t).within(step)?;
+                let jitter = s.jitter.as_ref().or(self.think_jitter.as_ref());
+                out.push(Step::Think(jittered(think, jitter).within(step)?));
             } else if let Some(body) = &s.looped {
                 if body.is_empty() {
                     return Err(FlowError::EmptyLoop).within(step);
@@ -887,18 +983,39 @@ impl<'a> Lowering<'a> {
                     Some(o) => Some(self.loop_items(o, s.count.is_some()).within(step)?),
                     None => None,
                 };
-                self.defined.insert("$loopCount".into());
+                let defaults = loadlab_run::users::LoopNames::default();
+                let names = loadlab_run::users::LoopNames {
+                    count: s.loop_value.clone().unwrap_or(defaults.count),
+                    element: s.loop_element.clone().unwrap_or(defaults.element),
+                };
+                self.defined.insert(names.count.clone());
+                self.defined.insert(names.element.clone());
                 for item in over.iter().flatten() {
-                    for (var, _) in loadlab_run::users::loop_element_vars(item) {
+                    for (var, _) in loadlab_run::users::loop_item_vars(&names.element, item) {
                         self.defined.insert(var);
                     }
                 }
                 let before = self.requests.len();
                 let mut steps = self.steps(body).within(step)?;
                 if let Some(items) = &over {
-                    self.origins_from_items(&mut steps, items).within(step)?;
+                    self.origins_from_items(&mut steps, (&names.element, items))
+                        .within(step)?;
                 }
-                if s.count.is_none()
+                let (count, count_template) = match &s.count {
+                    None | Some(LoopCount::Number(-1)) => (None, None),
+                    Some(LoopCount::Number(n)) => match u64::try_from(*n) {
+                        Ok(n) => (Some(n), None),
+                        Err(_) => return Err(FlowError::LoopCount(n.to_string())).within(step),
+                    },
+                    Some(LoopCount::Text(t)) => {
+                        let t = Template::parse(t).map_err(FlowError::from).within(step)?;
+                        if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
+                            return Err(FlowError::Undefined(v.to_string())).within(step);
+                        }
+                        (Some(0), Some(t))
+                    }
+                };
+                if count.is_none()
                     && over.is_none()
                     && while_true.is_none()
                     && self.requests.len() == before
@@ -906,10 +1023,12 @@ impl<'a> Lowering<'a> {
                     return Err(FlowError::EndlessLoop).within(step);
                 }
                 out.push(Step::Loop {
-                    count: s.count,
+                    count,
                     steps,
                     over: over.unwrap_or_default(),
                     while_true,
+                    names,
+                    count_template,
                 });
             }
         }
@@ -1141,6 +1260,15 @@ impl<'a> Lowering<'a> {
         step.cookies = cookies;
         step.follow_redirect = r.follow_redirect.as_ref().is_none_or(|f| f.value);
         step.if_true = if_true;
+        // As Artillery reads it: `Number(probability) || 0`.
+        step.probability = r.probability.as_ref().map(|p| {
+            let n = match p {
+                serde_json::Value::Number(n) => n.as_f64(),
+                serde_json::Value::String(s) => s.trim().parse().ok(),
+                _ => None,
+            };
+            n.filter(|n: &f64| n.is_finite()).unwrap_or(0.0)
+        });
         Ok(step)
     }
 
@@ -1214,8 +1342,10 @@ impl<'a> Lowering<'a> {
             if o.get("strict") == Some(&serde_json::Value::Bool(false)) {
                 continue;
             }
+            let written = query;
+            let query = &loadlab_run::jsonpath::standard(written);
             serde_json_path::JsonPath::parse(query).map_err(|error| FlowError::CaptureQuery {
-                query: query.clone(),
+                query: written.clone(),
                 error,
             })?;
             let value = Template::parse(&value)?;
@@ -1405,6 +1535,7 @@ impl<'a> Lowering<'a> {
             follow_redirect: true,
             cookies: Vec::new(),
             if_true: None,
+            probability: None,
             origins: Vec::new(),
         })
     }
@@ -1419,7 +1550,9 @@ impl<'a> Lowering<'a> {
             let source = match (&c.json, &c.header, &c.regexp) {
                 (None, None, None) if c.selector.is_some() => selector_capture(c)?,
                 _ if c.selector.is_some() => return Err(FlowError::CaptureSource(c.var.clone())),
-                (Some(q), None, None) => {
+                (Some(written), None, None) => {
+                    // Artillery's dialect (`$.items.0.name`) in the standard's form.
+                    let q = &loadlab_run::jsonpath::standard(written);
                     // A query may hold templates (`$[{{ $randomNumber(0, 9) }}]`, `$.{{ key }}`),
                     // rendered for each response, as Artillery renders it: checked here with
                     // each placeholder as an index or as a name.
@@ -1434,7 +1567,7 @@ impl<'a> Lowering<'a> {
                             .or_else(|_| serde_json_path::JsonPath::parse(&t.sample_with("a")))
                     };
                     parsed.map_err(|error| FlowError::CaptureQuery {
-                        query: q.clone(),
+                        query: written.clone(),
                         error,
                     })?;
                     CaptureSource::Json(q.clone())
@@ -1472,22 +1605,23 @@ impl<'a> Lowering<'a> {
     fn origins_from_items(
         &mut self,
         steps: &mut [Step],
-        items: &[serde_json::Value],
+        (element, items): (&str, &[serde_json::Value]),
     ) -> Result<(), FlowError> {
         let mut rng = fastrand::Rng::with_seed(0);
         for step in steps.iter_mut() {
             let r = match step {
                 Step::Request(r) => r,
                 Step::Loop { steps, .. } | Step::Parallel(steps) => {
-                    self.origins_from_items(steps, items)?;
+                    self.origins_from_items(steps, (element, items))?;
                     continue;
                 }
                 _ => continue,
             };
             for item in items {
-                let vars: HashMap<String, String> = loadlab_run::users::loop_element_vars(item)
-                    .into_iter()
-                    .collect();
+                let vars: HashMap<String, String> =
+                    loadlab_run::users::loop_item_vars(element, item)
+                        .into_iter()
+                        .collect();
                 if r.path.variables().all(|v| !vars.contains_key(v)) {
                     continue;
                 }

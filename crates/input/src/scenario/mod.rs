@@ -137,6 +137,16 @@ struct DefaultsSpec {
     /// Cookies set before every request (the request's own `cookie` over them).
     #[serde(default)]
     cookie: Option<Spanned<serde_json::Value>>,
+    /// `think: {jitter}`: the spread of every think step without its own.
+    #[serde(default)]
+    think: Option<ThinkDefaults>,
+}
+
+/// `config.defaults.think`.
+#[derive(Debug, Default, Clone, Deserialize)]
+struct ThinkDefaults {
+    #[serde(default)]
+    jitter: Option<serde_json::Value>,
 }
 
 /// Puts `over`'s map entries over `base`'s, key by key.
@@ -374,7 +384,10 @@ fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
     };
     for s in probe.scenarios.iter().flatten() {
         if let Some(e) = &s.engine {
-            if !matches!(e.value.as_str(), "http" | "ws" | "socketio" | "playwright") {
+            if !matches!(
+                e.value.as_str(),
+                "http" | "ws" | "socketio" | "socketio-v3" | "playwright"
+            ) {
                 return Err(
                     Traced::at(Refusal::Engine(e.value.clone()), &e.referenced).in_file(path)
                 );
@@ -484,6 +497,9 @@ fn finish(
         }
         if d.cookie.is_some() {
             base.cookie = d.cookie;
+        }
+        if d.think.is_some() {
+            base.think = d.think;
         }
     }
     if let Some(file) = &flags.payload {
@@ -870,7 +886,7 @@ fn lower_text(
                 target,
                 seed,
                 (lookup, &mut warnings, flags),
-                processor,
+                (processor, matches!(phases, Phases::Users(_))),
             )
             .map_err(|e| e.in_file(path))?;
             if let Some(u) = users.as_mut() {
@@ -883,11 +899,12 @@ fn lower_text(
         // A template of a variable that only -v gives: Artillery's timeout is then undefined,
         // and its default applies.
         Some(phases::Num::Text(t))
-            if crate::config_templates::render(t, None).is_ok_and(|r| r.contains("{{")) =>
+            if !crate::config_templates::render(t, None).is_ok_and(|r| !r.contains("{{")) =>
         {
             warnings.push(format!(
-                "config.http.timeout: {t:?} reads a variable nothing gives here (-v gives it); \
-                 the default timeout applies, as in Artillery"
+                "config.http.timeout: {t:?} reads a variable nothing gives here (-v gives it) \
+                 or an environment variable that is not set; the default timeout applies, as in \
+                 Artillery"
             ));
             None
         }
@@ -1007,6 +1024,29 @@ fn browser_settings(
     };
     let mut browser = None;
     for (name, settings) in map {
+        // The built-in engines' entries: `socketio-v3: {}` is what loads that community engine
+        // in Artillery (loadlab speaks it as socketio); settings there are not read.
+        if matches!(name.as_str(), "http" | "ws" | "socketio" | "socketio-v3") {
+            let empty = settings.is_null() || settings.as_object().is_some_and(|m| m.is_empty());
+            if !empty {
+                if strict {
+                    return Err(Refusal::Key {
+                        key: format!("config.engines.{name}"),
+                        what: "loadlab does not read these settings; remove them".into(),
+                    });
+                }
+                warnings.push(format!(
+                    "config.engines.{name}: settings of the {name} engine that loadlab does not \
+                     read (it reads config.{}); ignored",
+                    if name == "socketio-v3" {
+                        "socketio"
+                    } else {
+                        name
+                    }
+                ));
+            }
+            continue;
+        }
         if name != "playwright" {
             return Err(Refusal::Engines(name.clone()));
         }
@@ -1215,7 +1255,7 @@ fn user_model(
     target: &str,
     seed: u64,
     (lookup, warnings, flags): (Lookup, &mut Vec<String>, &ScriptFlags),
-    mut processor: Option<loadlab_run::users::Processor>,
+    (mut processor, closed): (Option<loadlab_run::users::Processor>, bool),
 ) -> Result<Lowered, Traced> {
     let checking = flags.checking && !flags.strict;
     let mut variables = Vec::new();
@@ -1278,6 +1318,17 @@ fn user_model(
     let mut later = Vec::new();
     if let Some(p) = &file.config.payload {
         for spec in p.as_slice() {
+            if let Some(o) = spec.options.as_ref().and_then(|o| o.as_object()) {
+                let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+                if !keys.is_empty() {
+                    warnings.push(format!(
+                        "config.payload.options ({}): options of Artillery's CSV parser that \
+                         loadlab's reader does not take (it reads RFC 4180 CSV with the \
+                         payload's delimiter); ignored",
+                        keys.join(", ")
+                    ));
+                }
+            }
             // A path that depends on the command line (`names-{{ $environment }}.csv`) may
             // name no file until it runs with its -e.
             let later_file = checking
@@ -1337,6 +1388,7 @@ fn user_model(
     lowering.lists = lists;
     lowering.processor = processor.is_some();
     lowering.strict = flags.strict;
+    lowering.closed = closed;
     let expect = ExpectPlugin::of(&file.config);
     lowering.expect_default_200 = expect.as_ref().is_some_and(|e| e.default_200);
     lowering.default_headers = file
@@ -1355,6 +1407,12 @@ fn user_model(
             .cookies(&c.value)
             .map_err(|e| Traced::at(e, &c.referenced))?;
     }
+    lowering.think_jitter = file
+        .config
+        .defaults
+        .as_ref()
+        .and_then(|d| d.think.as_ref())
+        .and_then(|t| t.jitter.clone());
     // The `before` flow first: what it captures, every scenario may read.
     let once = |key: &str, spec: Option<&OnceSpec>, lowering: &mut flows::Lowering| {
         let Some(spec) = spec else {
@@ -1401,7 +1459,8 @@ fn user_model(
         );
         let engine = match s.engine.as_ref().map(|e| e.value.as_str()) {
             Some("ws") => Some(sockets::Engine::Ws(&ws)),
-            Some("socketio") => Some(sockets::Engine::SocketIo(&sio)),
+            // The community's socketio-v3 engine speaks Socket.IO 3 and 4, as loadlab's does.
+            Some("socketio") | Some("socketio-v3") => Some(sockets::Engine::SocketIo(&sio)),
             Some("playwright") => {
                 let function = s.test_function.as_ref().or(s.flow_function.as_ref());
                 scenarios.push(

@@ -38,6 +38,10 @@ pub struct PayloadSpec {
     #[serde(default)]
     #[allow(dead_code)]
     pub cast: Option<bool>,
+    /// Options Artillery hands its CSV parser (csv-parse's `quote`, `trim`…); warned about
+    /// and not read.
+    #[serde(default)]
+    pub options: Option<serde_json::Value>,
     /// Artillery's `skipEmptyLines`: blank lines are skipped here always (its default).
     #[serde(default)]
     #[allow(dead_code)]

@@ -343,11 +343,9 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("config", "engine", "Artillery's engine for the scenarios that name none; loadlab does not read it yet: write engine: on each scenario"),
     ("config.http", "distributedTracing", "Artillery adds a W3C traceparent header to each request; loadlab does not yet"),
     ("config.defaults", "strictCapture", "Artillery's default strictness of captures; loadlab does not read it yet: write strict: on each capture"),
-    ("config.defaults", "think", "Artillery's think jitter; loadlab does not read it yet: write a think distribution such as { uniform: [LOW, HIGH] }"),
     ("a phase", "mode", "Artillery spaces this phase's arrivals by it (poisson); loadlab does not read it yet: give --arrival poisson for the run"),
     ("a scenario", "onError", "processor functions Artillery calls when a request fails; loadlab does not call them yet"),
     ("a scenario", "socketio", "Socket.IO settings for this scenario; loadlab reads them only as config.socketio"),
-    ("a request", "probability", "the percent chance that Artillery sends the request; loadlab does not read it yet (ifTrue with $randomNumber is the nearest)"),
     ("a request", "maxRedirects", "the most redirects Artillery's client follows; loadlab does not read it yet"),
     ("a Socket.IO answer", "concat", "Artillery joins the event's arguments before matching; loadlab does not yet"),
 ];

@@ -405,8 +405,17 @@ impl Lowering<'_> {
         };
         let (channel, args) = match &emit.value {
             serde_json::Value::Object(o) => {
-                if o.keys().any(|k| k != "channel" && k != "data") {
-                    return Err(bad_emit());
+                // Artillery 2 reads only channel and data inside emit: a namespace, response or
+                // acknowledge written there (Artillery 1's docs) it ignores, and so does this.
+                for k in o.keys().filter(|k| *k != "channel" && *k != "data") {
+                    let why = format!(
+                        "emit.{k}: Artillery reads only channel and data inside emit, and \
+                         ignores this; write {k} beside emit, in the step"
+                    );
+                    if self.strict {
+                        return Err(Traced::at(refuse("emit", &why), &emit.referenced));
+                    }
+                    self.warnings.push(why);
                 }
                 let channel = o
                     .get("channel")
