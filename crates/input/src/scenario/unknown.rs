@@ -332,6 +332,7 @@ const NOT_NEEDED: &[(&str, &str, &str)] = &[
     ("config", "pluginsScope", "where Artillery looks for plugins; loadlab loads none"),
     ("config.http", "extendedMetrics", "Artillery's extra timing metrics; loadlab always breaks each response's time down (timings_ms)"),
     ("config.http", "cookieJarOptions", "options of Artillery's cookie library; loadlab's cookie jar has none"),
+    ("a request", "setContentLengthHeader", "Artillery's switch for a Content-Length header on a body; loadlab always sends one with a body"),
     ("a request", "gzip", "Artillery's switch for decompressing answers; loadlab asks for none compressed (it sends no Accept-Encoding), so checks and captures read the same body"),
 ];
 
@@ -641,5 +642,32 @@ mod tests {
         assert_eq!(likely_meant("zzz", phase), None);
         assert_eq!(likely_meant("ramp", phase), Some("rampTo"));
         assert_eq!(edits("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn every_key_of_artillerys_schema_has_its_row_in_the_docs() {
+        // A key is documented when it stands in backticks in docs/scenarios.md, alone or in a
+        // path (`config.http.timeout`, `…probability`).
+        let docs = include_str!("../../../../docs/scenarios.md");
+        let quoted: Vec<&str> = docs.split('`').skip(1).step_by(2).collect();
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '$';
+        let named = |key: &str| {
+            quoted.iter().any(|q| {
+                q.match_indices(key).any(|(at, _)| {
+                    let before = q[..at].chars().next_back();
+                    let after = q[at + key.len()..].chars().next();
+                    !before.is_some_and(word) && !after.is_some_and(word)
+                })
+            })
+        };
+        let missing: Vec<&str> = include_str!("artillery-schema-keys.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with('[') && !l.is_empty())
+            .filter(|k| !named(k))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "keys of Artillery's schema without a row in docs/scenarios.md: {missing:?}"
+        );
     }
 }
