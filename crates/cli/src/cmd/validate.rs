@@ -39,7 +39,13 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
             .plan
             .thresholds
             .iter()
-            .map(|t| t.to_string())
+            .map(|t| {
+                if t.strict {
+                    t.to_string()
+                } else {
+                    format!("{t} (reported only)")
+                }
+            })
             .collect();
         println!(
             "  ensure (exit code 1 when one fails, as Artillery's): {}",

@@ -63,8 +63,10 @@ fn strict_by_default() -> bool {
 }
 
 impl EnsureSpec {
-    /// The thresholds this block asks for, in the order written.
-    pub fn thresholds(&self) -> Result<Vec<Threshold>, EnsureError> {
+    /// The thresholds this block asks for, in the order written. Unless `gates` (Artillery
+    /// runs its ensure plugin only when `config.plugins` names it), Artillery's checks are
+    /// reported without failing the run; loadlab's own `slo` always gates.
+    pub fn thresholds(&self, gates: bool) -> Result<Vec<Threshold>, EnsureError> {
         let mut out = Vec::new();
         let legacy = [
             ("min", self.min),
@@ -102,6 +104,11 @@ impl EnsureSpec {
                 limit: pct,
                 strict: true,
             });
+        }
+        if !gates {
+            for t in out.iter_mut() {
+                t.strict = false;
+            }
         }
         if let Some(text) = &self.slo {
             out.extend(Threshold::parse_list(text)?);
@@ -202,9 +209,16 @@ mod tests {
     use super::*;
 
     fn thresholds(yaml: &str) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+        thresholds_gating(yaml, true)
+    }
+
+    fn thresholds_gating(
+        yaml: &str,
+        gates: bool,
+    ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         let spec: EnsureSpec = serde_saphyr::from_str(yaml)?;
         Ok(spec
-            .thresholds()?
+            .thresholds(gates)?
             .iter()
             .map(|t| format!("{t}{}", if t.strict { "" } else { " (report)" }))
             .collect())
@@ -235,6 +249,16 @@ mod tests {
                 "errors{/api/v1.2/login}<5%",
             ]
         );
+    }
+
+    #[test]
+    fn without_the_plugin_named_artillerys_checks_are_reported_and_loadlabs_slo_still_gates() {
+        let got = thresholds_gating(
+            "thresholds:\n  - http.response_time.p95: 250\nmaxErrorRate: 1\nslo: 'p50<1s'\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(got, ["p95<250ms (report)", "errors<=1% (report)", "p50<1s"]);
     }
 
     #[test]

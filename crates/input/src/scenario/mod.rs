@@ -776,7 +776,9 @@ pub fn from_text(
             .and_then(|v| serde_json::from_str(v).ok())
             .unwrap_or_default(),
         environment: flags.environment.clone(),
-        dirname: config_file
+        // Artillery's `path.dirname` of the config file's absolute path.
+        dirname: std::path::absolute(config_file)
+            .unwrap_or_else(|_| config_file.to_path_buf())
             .parent()
             .unwrap_or(Path::new("."))
             .display()
@@ -930,12 +932,26 @@ fn lower_text(
             insecure: t.insecure || t.reject_unauthorized == Some(false),
         });
     let from_plugin = ensure_spec(config).map_err(|e| ScenarioError::invalid(path, e))?;
+    // Artillery 2.0.34 loads its ensure plugin only when `config.plugins` names it: without
+    // it, `config.ensure` checks nothing and the run exits 0 (measured with Artillery itself).
+    let named = config
+        .plugins
+        .as_ref()
+        .is_some_and(|p| p.contains_key("ensure"));
     let thresholds = match config.ensure.as_ref().or(from_plugin.as_ref()) {
         Some(e) => e
-            .thresholds()
+            .thresholds(named)
             .map_err(|e| ScenarioError::invalid(path, e))?,
         None => Vec::new(),
     };
+    if config.ensure.is_some() && !named {
+        warnings.push(
+            "config.ensure: Artillery checks it only when config.plugins names ensure (add \
+             `plugins: { ensure: {} }`), so without that its checks are reported and do not \
+             fail the run, as Artillery's exit code says"
+                .into(),
+        );
+    }
     let http2 = config.http.as_ref().filter(|h| h.http2).map(|h| h.streams);
     let mut notes = Vec::new();
     if let Some(env) = &flags.environment {
