@@ -1139,3 +1139,17 @@ fn the_configs_templates_read_the_environment_chosen_and_the_variables_given() {
         s.warnings
     );
 }
+
+#[test]
+fn config_timeout_and_the_default_strictness_of_captures_are_artillerys() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  timeout: 3\n  http: { timeout: 20 }\n  defaults: { strictCapture: false }\nscenarios:\n  - flow:\n      - get: { url: /a, capture: [{ json: \"$.id\", as: id }, { json: \"$.n\", as: n, strict: true }] }\n");
+    assert_eq!(s.timeout, Some(std::time::Duration::from_secs(3)));
+    let strict: Vec<bool> = first_request(&s)
+        .captures
+        .iter()
+        .map(|c| c.strict)
+        .collect();
+    assert_eq!(strict, [false, true]);
+    let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /a, capture: { json: \"$.id\", as: id } }\n");
+    assert!(first_request(&s).captures[0].strict);
+}

@@ -590,6 +590,9 @@ pub struct Lowering<'a> {
     pub default_cookies: Vec<(String, Template)>,
     /// `config.defaults.think.jitter`: the spread of every `think` step without its own.
     pub think_jitter: Option<serde_json::Value>,
+    /// `config.defaults.strictCapture`: whether a capture without its own `strict` fails the
+    /// user when it finds nothing (true, Artillery's default).
+    pub strict_capture: bool,
     /// The scenario file's folder, which `formData` files are relative to.
     pub dir: std::path::PathBuf,
     /// Lists a `loop … over` may name: payloads read whole (`loadAll` with `name`), by name.
@@ -646,6 +649,7 @@ impl<'a> Lowering<'a> {
             default_headers: BTreeMap::new(),
             default_cookies: Vec::new(),
             think_jitter: None,
+            strict_capture: true,
             dir: std::path::PathBuf::from("."),
             lists: BTreeMap::new(),
             processor: false,
@@ -1592,7 +1596,7 @@ impl<'a> Lowering<'a> {
             captures.push(Capture {
                 source,
                 var: c.var.clone(),
-                strict: c.strict.unwrap_or(true),
+                strict: c.strict.unwrap_or(self.strict_capture),
             });
         }
         Ok(captures)

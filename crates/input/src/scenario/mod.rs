@@ -85,6 +85,10 @@ struct Config {
     phases: Option<Vec<Spanned<PhaseSpec>>>,
     #[serde(default)]
     http: Option<HttpConfig>,
+    /// Artillery's older request timeout, seconds: its HTTP engine reads it before
+    /// `http.timeout`.
+    #[serde(default)]
+    timeout: Option<phases::Num>,
     /// Values for `{{ name }}`; a list gives each user one of them at random.
     #[serde(default)]
     variables: Option<BTreeMap<String, serde_json::Value>>,
@@ -140,6 +144,10 @@ struct DefaultsSpec {
     /// `think: {jitter}`: the spread of every think step without its own.
     #[serde(default)]
     think: Option<ThinkDefaults>,
+    /// `false`: a capture that finds nothing leaves its variable unset instead of failing the
+    /// user, unless the capture says `strict` itself.
+    #[serde(default, rename = "strictCapture")]
+    strict_capture: Option<bool>,
 }
 
 /// `config.defaults.think`.
@@ -500,6 +508,9 @@ fn finish(
         }
         if d.think.is_some() {
             base.think = d.think;
+        }
+        if d.strict_capture.is_some() {
+            base.strict_capture = d.strict_capture;
         }
     }
     if let Some(file) = &flags.payload {
@@ -897,7 +908,11 @@ fn lower_text(
             (e, r, users)
         }
     };
-    let timeout = match config.http.as_ref().and_then(|h| h.timeout.as_ref()) {
+    let written = config
+        .timeout
+        .as_ref()
+        .or(config.http.as_ref().and_then(|h| h.timeout.as_ref()));
+    let timeout = match written {
         // A template of a variable that only -v gives: Artillery's timeout is then undefined,
         // and its default applies.
         Some(phases::Num::Text(t))
@@ -1423,6 +1438,12 @@ fn user_model(
             .cookies(&c.value)
             .map_err(|e| Traced::at(e, &c.referenced))?;
     }
+    lowering.strict_capture = file
+        .config
+        .defaults
+        .as_ref()
+        .and_then(|d| d.strict_capture)
+        .unwrap_or(true);
     lowering.think_jitter = file
         .config
         .defaults

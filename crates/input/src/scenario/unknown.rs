@@ -339,11 +339,9 @@ const NOT_NEEDED: &[(&str, &str, &str)] = &[
 /// Keys Artillery reads that change what runs and that loadlab does not run yet: the file is
 /// refused on them, with what to write instead.
 const NOT_YET: &[(&str, &str, &str)] = &[
-    ("config", "timeout", "Artillery's older response timeout, in seconds; write it as config.http.timeout"),
     ("config", "mode", "Artillery spaces every phase's arrivals by it (poisson); loadlab does not read it yet: give --arrival poisson instead"),
     ("config", "engine", "Artillery's engine for the scenarios that name none; loadlab does not read it yet: write engine: on each scenario"),
     ("config.http", "distributedTracing", "Artillery adds a W3C traceparent header to each request; loadlab does not yet"),
-    ("config.defaults", "strictCapture", "Artillery's default strictness of captures; loadlab does not read it yet: write strict: on each capture"),
     ("a phase", "mode", "Artillery spaces this phase's arrivals by it (poisson); loadlab does not read it yet: give --arrival poisson for the run"),
     ("a scenario", "onError", "processor functions Artillery calls when a request fails; loadlab does not call them yet"),
     ("a scenario", "socketio", "Socket.IO settings for this scenario; loadlab reads them only as config.socketio"),
