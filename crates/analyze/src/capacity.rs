@@ -64,6 +64,22 @@ pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next>
     (next <= max_concurrency).then(|| step_of(next, last.mean_ms * 2.0, CYCLES))
 }
 
+/// True when the climb's next step would only confirm a flat one: the last step gained less
+/// than 10 % with 4 to 15 connections, where a second flat step is asked for (see
+/// [`SPREAD_CONNECTIONS`]). A search short of time skips it: the plateau then reads as one
+/// flat step says.
+pub fn only_confirms(steps: &[ProbeStep]) -> bool {
+    let Some(last) = steps.last() else {
+        return false;
+    };
+    let best_before = steps[..steps.len() - 1]
+        .iter()
+        .map(|s| s.throughput_rps)
+        .fold(0.0, f64::max);
+    (PLATEAU_MIN_CONNECTIONS..SPREAD_CONNECTIONS).contains(&last.concurrency)
+        && last.throughput_rps < PLATEAU_GAIN * best_before
+}
+
 /// The plateau the climb found, req/s: the throughput of the fewest connections that came
 /// within 10 % of the best step. Steps far past the knee read high: their first requests all
 /// queue at once, and a short step's mean latency keeps some of that start.
@@ -841,6 +857,9 @@ mod tests {
         // Two and four both on one of them (the CI run that read 48 req/s): eight go on.
         let steps = climb([48.0, 48.5, 49.0, 146.0, 147.0, 147.0]);
         assert_eq!(plateau_rps(&steps), Some(146.0));
+        // The step to eight only confirms the flat step at four; the one after sixteen is none.
+        assert!(only_confirms(&steps[..3]));
+        assert!(!only_confirms(&steps[..2]) && !only_confirms(&steps));
         // One process: four and eight connections confirm what two said.
         let mut steps = Vec::new();
         while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 1000) {

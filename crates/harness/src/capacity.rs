@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use loadlab_analyze::capacity::{
-    bracket, done_because, first_rate, hold_to_overloads, judge, next_rate, plateau_rps,
-    plateau_step, step_seconds, RateStep, Search, Window,
+    bracket, done_because, first_rate, hold_to_overloads, judge, next_rate, only_confirms,
+    plateau_rps, plateau_step, step_seconds, RateStep, Search, Window,
 };
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
@@ -231,6 +231,12 @@ fn climb(
         if started.elapsed() + duration > budget || stop.is_stopped() {
             break;
         }
+        // A step that would only confirm a flat one is worth its time only while the search
+        // keeps room for its rate steps (a 12 s search of 3 s steps lost its third to it).
+        let steps_time = (search.warmup + search.measured) * RATE_STEPS_KEPT;
+        if only_confirms(&steps) && started.elapsed() + duration + steps_time > search.max_time {
+            break;
+        }
         if !steps.is_empty() {
             drain(target, base_ms, stop)?;
         }
@@ -251,6 +257,9 @@ fn climb(
         seconds: started.elapsed().as_secs_f64(),
     }))
 }
+
+/// Rate steps the search keeps time for when the climb would take a step that only confirms.
+const RATE_STEPS_KEPT: u32 = 3;
 
 /// Connections a rate step opens at its start. A service of several processes on one port
 /// (`SO_REUSEPORT`) gets each connection on one process, chosen by the kernel's hash: with the
