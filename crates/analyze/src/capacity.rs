@@ -46,18 +46,9 @@ pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next>
     if last.requests == 0 || last.error_pct > 1.0 {
         return None;
     }
-    // Whether step `i` has at least 4 connections and gained less than 10 % over every step
-    // before it.
-    let flat = |i: usize| {
-        let best_before = steps[..i]
-            .iter()
-            .map(|s| s.throughput_rps)
-            .fold(0.0, f64::max);
-        steps[i].concurrency >= PLATEAU_MIN_CONNECTIONS
-            && steps[i].throughput_rps < PLATEAU_GAIN * best_before
-    };
+    let flat_at = |i: usize| flat(&steps[..=i]);
     let n = steps.len();
-    if flat(n - 1) && (last.concurrency >= SPREAD_CONNECTIONS || (n >= 2 && flat(n - 2))) {
+    if flat_at(n - 1) && (last.concurrency >= SPREAD_CONNECTIONS || (n >= 2 && flat_at(n - 2))) {
         return None;
     }
     let next = last.concurrency * 2;
@@ -69,15 +60,19 @@ pub fn plateau_step(steps: &[ProbeStep], max_concurrency: usize) -> Option<Next>
 /// [`SPREAD_CONNECTIONS`]). A search short of time skips it: the plateau then reads as one
 /// flat step says.
 pub fn only_confirms(steps: &[ProbeStep]) -> bool {
-    let Some(last) = steps.last() else {
+    steps
+        .last()
+        .is_some_and(|last| last.concurrency < SPREAD_CONNECTIONS && flat(steps))
+}
+
+/// Whether the last of `steps` has at least 4 connections and gained less than 10 % over every
+/// step before it.
+fn flat(steps: &[ProbeStep]) -> bool {
+    let Some((last, before)) = steps.split_last() else {
         return false;
     };
-    let best_before = steps[..steps.len() - 1]
-        .iter()
-        .map(|s| s.throughput_rps)
-        .fold(0.0, f64::max);
-    (PLATEAU_MIN_CONNECTIONS..SPREAD_CONNECTIONS).contains(&last.concurrency)
-        && last.throughput_rps < PLATEAU_GAIN * best_before
+    let best_before = before.iter().map(|s| s.throughput_rps).fold(0.0, f64::max);
+    last.concurrency >= PLATEAU_MIN_CONNECTIONS && last.throughput_rps < PLATEAU_GAIN * best_before
 }
 
 /// The plateau the climb found, req/s: the throughput of the fewest connections that came

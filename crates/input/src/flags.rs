@@ -244,6 +244,14 @@ pub struct ScriptFlags {
     pub pooled: bool,
 }
 
+impl ScriptFlags {
+    /// True when the script is only checked and may lack what comes at run time (`validate`
+    /// without `--strict`).
+    pub fn lenient_check(&self) -> bool {
+        self.checking && !self.strict
+    }
+}
+
 /// How connections reach a target: HTTP/2 and the checking of HTTPS certificates (`run`, and
 /// the analysis commands that load one URL).
 #[derive(Debug, Clone, Default, Args)]

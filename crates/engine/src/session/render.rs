@@ -156,9 +156,21 @@ pub(crate) fn render_json<'v>(
     lookup: &impl Fn(&str) -> Option<&'v str>,
     rng: &mut fastrand::Rng,
 ) -> serde_json::Value {
+    rendered(doc, lookup, rng).unwrap_or_else(|| serde_json::Value::String(String::new()))
+}
+
+/// `doc` rendered, each string parsed once; `None` for a string that is one placeholder of an
+/// undefined variable, which an object's member then leaves out, as `JSON.stringify` leaves out
+/// Artillery's `undefined` (elsewhere it renders as nothing).
+fn rendered<'v>(
+    doc: &serde_json::Value,
+    lookup: &impl Fn(&str) -> Option<&'v str>,
+    rng: &mut fastrand::Rng,
+) -> Option<serde_json::Value> {
     use serde_json::Value;
-    match doc {
+    Some(match doc {
         Value::String(s) if s.contains("{{") => match loadlab_run::Template::parse(s) {
+            Ok(t) if t.is_undefined(lookup) => return None,
             Ok(t) => {
                 let mut out = String::new();
                 t.render(lookup, rng, &mut out);
@@ -166,27 +178,17 @@ pub(crate) fn render_json<'v>(
             }
             Err(_) => doc.clone(),
         },
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|v| render_json(v, lookup, rng)).collect())
-        }
-        // A member whose whole value is an undefined variable is left out, as
-        // `JSON.stringify` leaves out Artillery's `undefined`.
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| rendered(v, lookup, rng).unwrap_or_else(|| Value::String(String::new())))
+                .collect(),
+        ),
         Value::Object(map) => Value::Object(
             map.iter()
-                .filter(|(_, v)| !undefined(v, lookup))
-                .map(|(k, v)| (k.clone(), render_json(v, lookup, rng)))
+                .filter_map(|(k, v)| Some((k.clone(), rendered(v, lookup, rng)?)))
                 .collect(),
         ),
         other => other.clone(),
-    }
-}
-
-/// True when `value` is a string that is one placeholder of an undefined variable.
-fn undefined<'v>(value: &serde_json::Value, lookup: &impl Fn(&str) -> Option<&'v str>) -> bool {
-    match value {
-        serde_json::Value::String(s) if s.contains("{{") => {
-            loadlab_run::Template::parse(s).is_ok_and(|t| t.is_undefined(lookup))
-        }
-        _ => false,
-    }
+    })
 }

@@ -320,9 +320,10 @@ impl RequestSpec {
             if self.json.is_some() || self.body.is_some() {
                 return Err(FlowError::JsonAndBody);
             }
+            let fields = self.form_fields()?;
             let mut encoded = url::form_urlencoded::Serializer::new(String::new());
-            for (k, text) in self.form_fields()? {
-                encoded.append_pair(&k, &text);
+            for (k, text) in &fields {
+                encoded.append_pair(k, text);
             }
             if !headers
                 .iter()
@@ -334,7 +335,7 @@ impl RequestSpec {
                 ));
             }
             // A form with templates is encoded when each request is rendered.
-            let templated = self.form_fields()?.iter().any(|(_, v)| v.contains("{{"));
+            let templated = fields.iter().any(|(_, v)| v.contains("{{"));
             let body = if templated {
                 Vec::new()
             } else {

@@ -795,7 +795,7 @@ pub fn from_text(
             .display()
             .to_string(),
         scenario_file: path.display().to_string(),
-        checking: flags.checking && !flags.strict,
+        checking: flags.lenient_check(),
     };
     let (lowered, mut rendering) = crate::config_templates::within(context, || {
         lower_text(text, path, target, seed, lookup, flags)
@@ -854,7 +854,7 @@ fn lower_text(
         None => None,
     };
     // What only checks the script may lack what comes at run time: the target.
-    let checking = flags.checking && !flags.strict;
+    let checking = flags.lenient_check();
     // An empty `target: ""` is one the command line gives, as in Artillery's own tests.
     let target = match target
         .or(config.target.as_deref())
@@ -1288,7 +1288,7 @@ fn user_model(
     (lookup, warnings, flags): (Lookup, &mut Vec<String>, &ScriptFlags),
     (mut processor, closed): (Option<loadlab_run::users::Processor>, bool),
 ) -> Result<Lowered, Traced> {
-    let checking = flags.checking && !flags.strict;
+    let checking = flags.lenient_check();
     let mut variables = Vec::new();
     // Variables whose value is an unset environment variable: defined, with no value.
     let mut undefined = Vec::new();
