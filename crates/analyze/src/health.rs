@@ -25,8 +25,9 @@ pub fn judge_generator(run: &RunData, g: &mut Generator) {
     let warnings = &mut g.warnings;
     if let Some(offered) = run.offered_rps() {
         // With virtual users an arrival is a user, who may send many requests.
-        let (started, what) = match run.users {
-            Some(_) => (c.users_started, "users/s"),
+        // A user skipped at its phase's cap (`maxVusers`) was not held back by the generator.
+        let (started, what) = match &run.users {
+            Some(u) => (c.users_started + u.skipped, "users/s"),
             None => (c.sent, "req/s"),
         };
         let achieved = started as f64 / run.schedule_secs();

@@ -7,6 +7,9 @@ use loadlab_run::thresholds::{Metric, Threshold};
 /// The value `t` measures in `s`, or why there is none (no requests of that name, none
 /// completed).
 pub fn measure(t: &Threshold, s: &Summary) -> Result<f64, String> {
+    if let Metric::Artillery(name) = &t.metric {
+        return artillery_metric(name, s);
+    }
     let (latency, completed, failed, total) = match &t.name {
         None => {
             let r = &s.requests;
@@ -26,6 +29,7 @@ pub fn measure(t: &Threshold, s: &Summary) -> Result<f64, String> {
         }
     };
     match t.metric {
+        Metric::Artillery(_) => unreachable!("read above"),
         Metric::Rps if s.duration_s > 0.0 => Ok(completed as f64 / s.duration_s),
         Metric::Rps => Err("the run lasted no time".into()),
         Metric::Errors if total > 0 => Ok(failed as f64 * 100.0 / total as f64),
@@ -34,6 +38,72 @@ pub fn measure(t: &Threshold, s: &Summary) -> Result<f64, String> {
         Metric::MeanLatency => Ok(latency.mean),
         Metric::Latency { percentile } => Ok(latency_at(latency, percentile)),
     }
+}
+
+/// One of Artillery's metrics by its name, from the summary: the virtual users' counts
+/// (`vusers.created`, `.completed`, `.failed`, `.skipped`, `.created_by_name.NAME`, the
+/// session length's statistics), the requests' (`http.requests`, `http.responses`,
+/// `http.codes.NNN`) and what a processor emitted. A count loadlab keeps is 0 when nothing
+/// happened (Artillery leaves such a counter out); a name the run has nothing of is an error.
+fn artillery_metric(name: &str, s: &Summary) -> Result<f64, String> {
+    let users = s.users.as_ref();
+    let count = |n: u64| Ok(n as f64);
+    let missing = || format!("no metric named {name:?} in this run");
+    if let Some(stat) = name.strip_prefix("vusers.session_length.") {
+        let u = users.ok_or_else(missing)?;
+        return stat_of(&u.session_ms, stat).ok_or_else(missing);
+    }
+    if let Some(scenario) = name.strip_prefix("vusers.created_by_name.") {
+        let by = &users.ok_or_else(missing)?.started_by_scenario;
+        // An unnamed scenario is its index in Artillery, `scenario N` (from 1) here.
+        let unnamed = scenario
+            .parse::<usize>()
+            .ok()
+            .map(|i| format!("scenario {}", i + 1));
+        let n = by
+            .get(scenario)
+            .or_else(|| unnamed.and_then(|u| by.get(&u)));
+        return count(n.copied().unwrap_or(0));
+    }
+    if let Some(code) = name.strip_prefix("http.codes.") {
+        return count(s.status.get(code).copied().unwrap_or(0));
+    }
+    match (name, users) {
+        ("vusers.created", Some(u)) => return count(u.started),
+        ("vusers.completed", Some(u)) => return count(u.completed),
+        ("vusers.failed", Some(u)) => return count(u.failed),
+        ("vusers.skipped", Some(u)) => return count(u.skipped),
+        ("http.requests", _) => return count(s.requests.sent),
+        ("http.responses", _) => return count(s.status.values().sum()),
+        _ => {}
+    }
+    let emitted = users.and_then(|u| u.metrics.as_ref()).ok_or_else(missing)?;
+    if let Some(v) = emitted.counters.get(name).or(emitted.rates.get(name)) {
+        return Ok(*v);
+    }
+    let (histogram, stat) = name.rsplit_once('.').ok_or_else(missing)?;
+    let h = emitted.histograms.get(histogram).ok_or_else(missing)?;
+    match stat {
+        "count" => count(h.count),
+        _ => stat_of(&h.stats, stat).ok_or_else(missing),
+    }
+}
+
+/// A statistic by Artillery's name (`min`, `max`, `mean`, `median`, `p50`…`p999`).
+fn stat_of(l: &LatencyStats, stat: &str) -> Option<f64> {
+    let percentile = match stat {
+        "mean" => return Some(l.mean),
+        "min" => 0.0,
+        "max" => 100.0,
+        "median" | "p50" => 50.0,
+        "p75" => 75.0,
+        "p90" => 90.0,
+        "p95" => 95.0,
+        "p99" => 99.0,
+        "p999" => 99.9,
+        _ => return None,
+    };
+    Some(latency_at(l, percentile))
 }
 
 /// Checks `s` against `t`.
@@ -142,5 +212,57 @@ mod tests {
         assert_eq!(fail.measured_text(), "50.00 ms");
         let missing = check(&Threshold::parse("p99{logout}<50ms").unwrap(), &s);
         assert!(!missing.pass && missing.measured.is_none());
+    }
+
+    #[test]
+    fn artillerys_metrics_are_read_from_the_users_and_status_counts() {
+        use loadlab_run::summary::Users;
+        use loadlab_run::thresholds::Comparison;
+        let mut s = summary();
+        s.status.insert("200".into(), 970);
+        s.status.insert("500".into(), 20);
+        let mut users = Users {
+            started: 80,
+            completed: 78,
+            failed: 2,
+            ..Users::default()
+        };
+        users
+            .started_by_scenario
+            .insert("Getting a resource".into(), 50);
+        users.started_by_scenario.insert("scenario 2".into(), 30);
+        users.session_ms.p95 = 700.0;
+        s.users = Some(users);
+        let m = |name: &str| {
+            let t = Threshold {
+                metric: Metric::Artillery(name.into()),
+                name: None,
+                comparison: Comparison::Equal,
+                limit: 0.0,
+                strict: true,
+            };
+            measure(&t, &s)
+        };
+        assert_eq!(m("vusers.created"), Ok(80.0));
+        assert_eq!(m("vusers.failed"), Ok(2.0));
+        assert_eq!(
+            m("vusers.skipped"),
+            Ok(0.0),
+            "a count kept is 0 when nothing happened"
+        );
+        assert_eq!(m("vusers.created_by_name.Getting a resource"), Ok(50.0));
+        assert_eq!(
+            m("vusers.created_by_name.1"),
+            Ok(30.0),
+            "an unnamed scenario by index"
+        );
+        assert_eq!(m("vusers.session_length.p95"), Ok(700.0));
+        assert_eq!(m("http.codes.500"), Ok(20.0));
+        assert_eq!(m("http.codes.404"), Ok(0.0));
+        assert_eq!(m("http.responses"), Ok(990.0));
+        assert_eq!(m("http.requests"), Ok(1000.0));
+        assert!(m("stats.errors.count")
+            .unwrap_err()
+            .contains("no metric named"));
     }
 }

@@ -20,7 +20,7 @@ use crate::pool::{self, Budgeted, Pool, Queues};
 use crate::record::Recorder;
 use crate::schedule::open::{stripe, ArrivalClock, RateCurve};
 use crate::schedule::users::UserCurve;
-use crate::session::{self, Slots, Users};
+use crate::session::{self, PhaseCaps, Slots, Users};
 
 /// The open model's arrival schedule, shared by every thread.
 #[derive(Clone)]
@@ -53,8 +53,8 @@ pub enum Load {
     },
     /// Open model: each arrival is a request on the pooled connections.
     OpenRequests(OpenSchedule),
-    /// Open model: each arrival is a user's session.
-    OpenSessions(OpenSchedule, Arc<UserModel>),
+    /// Open model: each arrival is a user's session, skipped past its phase's cap of users.
+    OpenSessions(OpenSchedule, Arc<UserModel>, Option<Arc<PhaseCaps>>),
     /// User phases: a number of users over time, session after session.
     Users(UserCurve, Arc<UserModel>),
 }
@@ -63,7 +63,7 @@ impl Load {
     /// The user model the load runs, when it runs virtual users.
     pub fn user_model(&self) -> Option<&UserModel> {
         match self {
-            Load::OpenSessions(_, model) | Load::Users(_, model) => Some(model),
+            Load::OpenSessions(_, model, _) | Load::Users(_, model) => Some(model),
             Load::Closed { .. } | Load::OpenRequests(_) => None,
         }
     }
@@ -93,7 +93,9 @@ impl Load {
                 };
                 match arrivals {
                     Arrivals::Requests { .. } => Load::OpenRequests(schedule),
-                    Arrivals::Sessions { users, .. } => Load::OpenSessions(schedule, users.clone()),
+                    Arrivals::Sessions { users, .. } => {
+                        Load::OpenSessions(schedule, users.clone(), PhaseCaps::of(phases))
+                    }
                 }
             }
             Model::Users { phases, users } => Load::Users(UserCurve::new(phases), users.clone()),
@@ -159,13 +161,13 @@ impl Mode {
                     work: Queues::new(plan, max_connections_per_endpoint),
                 }),
             },
-            Load::OpenSessions(schedule, model) => {
+            Load::OpenSessions(schedule, model, caps) => {
                 let users = Users::new(plan.clone(), model, wire, hooks);
                 let cap = max_connections_per_endpoint * plan.endpoints.len();
                 Mode::OpenSessions {
                     clock: Rc::new(RefCell::new(schedule.clock(thread, expected))),
                     slack: schedule.slack,
-                    arrivals: Rc::new(session::Arrivals::new(users, cap)),
+                    arrivals: Rc::new(session::Arrivals::new(users, cap, caps)),
                 }
             }
             Load::Users(curve, model) => Mode::Users {

@@ -272,6 +272,16 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
             session_ms: LatencyStats::from_histogram(&u.sessions),
             static_fetched: u.static_fetched,
             static_skipped: u.static_skipped,
+            skipped: u.skipped,
+            started_by_scenario: {
+                let mut by: BTreeMap<String, u64> = BTreeMap::new();
+                for s in summaries.iter().filter_map(|s| s.users.as_ref()) {
+                    for (name, n) in &s.started_by_scenario {
+                        *by.entry(name.clone()).or_default() += n;
+                    }
+                }
+                by
+            },
             metrics: merged_metrics(&summaries),
             // Any shard's suggestion, as any of Artillery's workers sets the code it exits with.
             suggested_exit_code: summaries
@@ -634,6 +644,7 @@ fn merge_user_record(shards: &[ShardRun], summaries: &[&Summary]) -> UserRecord 
         }
         record.static_fetched += s.static_fetched;
         record.static_skipped += s.static_skipped;
+        record.skipped += s.skipped;
     }
     record
 }

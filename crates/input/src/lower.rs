@@ -332,11 +332,13 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenar
             let connections = o
                 .connections
                 .unwrap_or(sc.endpoints.len().min(sc.pool.unwrap_or(usize::MAX)));
+            // Room for the largest phase cap of users at once; past a phase's own cap an
+            // arriving user is skipped, not queued.
             let max_connections = o
                 .max_connections
                 .or(sc.pool)
-                .or(sc.max_vusers)
-                .unwrap_or(defaults::MAX_CONNECTIONS.max(connections));
+                .unwrap_or(defaults::MAX_CONNECTIONS.max(connections))
+                .max(sc.max_vusers.unwrap_or(0));
             Model::Open {
                 phases,
                 arrival: arrival(o.arrival),

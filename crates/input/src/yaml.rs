@@ -178,6 +178,16 @@ impl fmt::Display for YamlError {
 
 impl std::error::Error for YamlError {}
 
+/// Reads a value written empty (`headers:` with nothing after it, YAML's null) as its
+/// default, as Artillery reads a map left empty.
+pub fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// serde's message for a value that fits none of an untagged enum's shapes names the Rust
 /// type; this says what the key accepts instead.
 pub fn plain_untagged(message: &str) -> String {

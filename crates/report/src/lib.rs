@@ -311,6 +311,13 @@ fn user_lines(out: &mut String, u: &loadlab_run::summary::Users) {
         u.session_ms.p50,
         u.session_ms.p99
     );
+    if u.skipped > 0 {
+        let _ = writeln!(
+            out,
+            "  skipped      {} arriving users: their phase's maxVusers were in a session (Artillery's vusers.skipped)",
+            thousands(u.skipped)
+        );
+    }
     if u.static_fetched + u.static_skipped > 0 {
         let _ = writeln!(
             out,

@@ -128,8 +128,15 @@ fn phases(out: &mut String, plan: &Plan) {
                 "phase", "start s", "length s", "from/s", "to/s", what
             );
             let (mut start, mut total) = (0.0, 0.0);
+            // A last phase with no end runs to the run's duration, or until it is stopped.
+            let end = plan.stop.duration.map(|d| d.as_secs_f64());
+            let endless = phases.last().is_some_and(|p| p.duration.is_none()) && end.is_none();
             for p in phases {
-                let len = p.duration.map_or(0.0, |d| d.as_secs_f64());
+                let len = p
+                    .duration
+                    .map(|d| d.as_secs_f64())
+                    .or(end.map(|e| (e - start).max(0.0)))
+                    .unwrap_or(0.0);
                 let before = total;
                 total += (p.start_rps + p.end_rps) / 2.0 * len;
                 // Each row counts the whole arrivals the running total passes in the phase, so
@@ -142,11 +149,20 @@ fn phases(out: &mut String, plan: &Plan) {
                 );
                 start += len;
             }
-            let _ = writeln!(
-                out,
-                "  total: {total:.0} {what} over {start:.1} s; timeout {:?}",
-                plan.timeout
-            );
+            if endless {
+                let _ = writeln!(
+                    out,
+                    "  total: {total:.0} {what} over {start:.1} s, then the last phase goes on \
+                     until the run is stopped (Ctrl-C); timeout {:?}",
+                    plan.timeout
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "  total: {total:.0} {what} over {start:.1} s; timeout {:?}",
+                    plan.timeout
+                );
+            }
         }
         Model::Users { phases, .. } => {
             let _ = writeln!(

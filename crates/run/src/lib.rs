@@ -9,6 +9,7 @@
 pub mod condition;
 pub mod dir;
 pub mod error_kind;
+pub mod fake;
 pub mod hlog;
 pub mod interval;
 pub mod jsonpath;

@@ -109,6 +109,14 @@ pub struct RatePhase {
     pub start_rps: f64,
     /// Rate at the end, requests per second.
     pub end_rps: f64,
+    /// Artillery's `maxVusers`: a user arriving in this phase while this many users of the
+    /// whole run are in a session is skipped (counted, never queued); `None`: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_users: Option<usize>,
+    /// How this phase's arrivals are spaced, when not as the plan's (Artillery's phase
+    /// `mode: poisson`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<Arrival>,
 }
 
 impl RatePhase {
@@ -119,6 +127,8 @@ impl RatePhase {
             duration,
             start_rps: rps,
             end_rps: rps,
+            max_users: None,
+            arrival: None,
         }
     }
 
@@ -129,6 +139,8 @@ impl RatePhase {
             duration: Some(duration),
             start_rps: from_rps,
             end_rps: to_rps,
+            max_users: None,
+            arrival: None,
         }
     }
 
@@ -427,9 +439,6 @@ pub enum PlanError {
     /// A rate that is not a finite number from 0 to [`MAX_RATE_RPS`].
     #[error("{0} must be from 0 to 10,000,000 requests per second, got {1}")]
     BadRate(&'static str, f64),
-    /// Neither duration nor count.
-    #[error("the open model needs a duration (-d) or a request count (-n)")]
-    OpenWithoutEnd,
     /// A ramp needs a duration to ramp over.
     #[error("--ramp-to needs a duration (-d) to ramp over")]
     RampWithoutDuration,
@@ -715,10 +724,8 @@ impl Plan {
                 if !offers {
                     return Err(PlanError::NoArrivals);
                 }
-                let bounded = phases.last().is_some_and(|p| p.duration.is_some());
-                if self.stop.duration.is_none() && self.stop.count.is_none() && !bounded {
-                    return Err(PlanError::OpenWithoutEnd);
-                }
+                // A last phase with no end and no stop (Artillery's `duration: -1`) runs until
+                // the run is stopped, as Artillery runs it.
                 let (connections, max_connections) = self.model.connection_bounds();
                 if max_connections == 0 {
                     return Err(PlanError::Zero("--max-connections"));

@@ -244,6 +244,10 @@ pub struct UserRecord {
     pub static_fetched: u64,
     /// Resources named by pages but not fetched: on another host, or unparseable.
     pub static_skipped: u64,
+    /// Users who arrived while their phase's cap (`maxVusers`) was running, and were skipped.
+    pub skipped: u64,
+    /// Sessions started, by the index of their scenario in the model.
+    pub started_by_scenario: Vec<u64>,
     /// What the script's processor functions emitted.
     pub custom: CustomMetrics,
     /// CPU seconds the processor's Node.js helpers used, when the model has a processor.
@@ -322,6 +326,8 @@ impl UserRecord {
             checks_failed: Default::default(),
             static_fetched: 0,
             static_skipped: 0,
+            skipped: 0,
+            started_by_scenario: Vec::new(),
             custom: CustomMetrics::default(),
             processor_cpu_s: None,
             suggested_exit_code: None,
@@ -342,6 +348,18 @@ impl UserRecord {
         }
         self.static_fetched += other.static_fetched;
         self.static_skipped += other.static_skipped;
+        self.skipped += other.skipped;
+        if self.started_by_scenario.len() < other.started_by_scenario.len() {
+            self.started_by_scenario
+                .resize(other.started_by_scenario.len(), 0);
+        }
+        for (mine, theirs) in self
+            .started_by_scenario
+            .iter_mut()
+            .zip(&other.started_by_scenario)
+        {
+            *mine += theirs;
+        }
         self.custom.merge(&other.custom);
         if let Some(cpu) = other.processor_cpu_s {
             *self.processor_cpu_s.get_or_insert(0.0) += cpu;

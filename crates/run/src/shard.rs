@@ -84,7 +84,9 @@ impl ValidPlan {
                 }
                 *connections = share(*connections, index, count);
             }
-            Model::Open { arrivals, .. } => match arrivals {
+            Model::Open {
+                arrivals, phases, ..
+            } => match arrivals {
                 Arrivals::Requests {
                     connections,
                     max_connections,
@@ -99,6 +101,10 @@ impl ValidPlan {
                 } => {
                     *max_sessions = cap(*max_sessions);
                     *users = Arc::new(own_rows(users, index, count)?);
+                    // Artillery splits a phase's maxVusers over its workers the same way.
+                    for p in phases.iter_mut() {
+                        p.max_users = p.max_users.map(|m| share(m, index, count));
+                    }
                 }
             },
             Model::Users { phases, users } => {
@@ -128,7 +134,8 @@ impl ValidPlan {
 
 /// The plan a set of shards ran together, from the plans they recorded (each run directory's
 /// `plan.json`): the first shard's plan with what [`ValidPlan::shard`] split summed back —
-/// connections, connection caps, the request count, users per phase and their spawn rates —
+/// connections, connection caps, the request count, users per phase and their spawn rates,
+/// the phases' caps on users at once —
 /// and the payload rows interleaved in their original order. With every shard present it is
 /// the whole plan (the open model's caps, rounded up per shard, sum to what the shards had
 /// together); `None` without shards.
@@ -146,7 +153,9 @@ pub fn join_shards(parts: &[&Plan]) -> Option<Plan> {
         Model::Closed { connections, .. } => {
             *connections = models.iter().map(|m| m.connection_bounds().0).sum();
         }
-        Model::Open { arrivals, .. } => match arrivals {
+        Model::Open {
+            arrivals, phases, ..
+        } => match arrivals {
             Arrivals::Requests {
                 connections,
                 max_connections,
@@ -160,6 +169,15 @@ pub fn join_shards(parts: &[&Plan]) -> Option<Plan> {
             } => {
                 *max_sessions = models.iter().map(|m| m.connection_bounds().1).sum();
                 *users = Arc::new(joined_rows(&models));
+                for (k, phase) in phases.iter_mut().enumerate() {
+                    phase.max_users = phase.max_users.map(|_| {
+                        let caps = models.iter().filter_map(|m| match m {
+                            Model::Open { phases, .. } => phases.get(k)?.max_users,
+                            _ => None,
+                        });
+                        caps.sum()
+                    });
+                }
             }
         },
         Model::Users { phases, users } => {

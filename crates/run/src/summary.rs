@@ -350,6 +350,13 @@ pub struct Users {
     pub static_fetched: u64,
     /// Resources pages named but that were not fetched (another host, or not a URL).
     pub static_skipped: u64,
+    /// Users who arrived while their phase's `maxVusers` were in a session, and were skipped
+    /// (Artillery's `vusers.skipped`); absent when none was.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u64,
+    /// Sessions started, by scenario name (Artillery's `vusers.created_by_name.NAME`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub started_by_scenario: BTreeMap<String, u64>,
     /// Metrics the script's processor functions emitted; absent when none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<CustomSummary>,
@@ -1073,6 +1080,26 @@ fn requests_by_name(run: &RunData) -> BTreeMap<String, NamedRequests> {
         .collect()
 }
 
+/// The names of the run's user scenarios, in the model's order.
+fn scenario_names(run: &RunData) -> impl Iterator<Item = &str> {
+    let users = match &run.plan.model {
+        crate::plan::Model::Open {
+            arrivals: crate::plan::Arrivals::Sessions { users, .. },
+            ..
+        }
+        | crate::plan::Model::Users { users, .. } => Some(users),
+        _ => None,
+    };
+    users
+        .into_iter()
+        .flat_map(|u| u.scenarios.iter().map(|s| s.name.as_str()))
+}
+
+/// Whether a count is zero (a count left out of the document when so).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The virtual users' section, for a run of the users model.
 fn users_of(run: &RunData) -> Option<Users> {
     let c = &run.totals.counts;
@@ -1091,6 +1118,11 @@ fn users_of(run: &RunData) -> Option<Users> {
         session_ms: LatencyStats::from_histogram(&u.sessions),
         static_fetched: u.static_fetched,
         static_skipped: u.static_skipped,
+        skipped: u.skipped,
+        started_by_scenario: scenario_names(run)
+            .zip(&u.started_by_scenario)
+            .map(|(name, n)| (name.to_string(), *n))
+            .collect(),
         metrics: CustomSummary::of(&u.custom, run.secs()),
         suggested_exit_code: u.suggested_exit_code,
     })

@@ -3,12 +3,16 @@
 //!
 //! Besides variables, two of Artillery's functions are understood: `{{ $randomNumber(a, b) }}`
 //! (an integer from `a` to `b`, both included) and `{{ $randomString(n) }}` (`n` letters and
-//! digits), and the environment, `{{ $processEnvironment.NAME }}` or `{{ $env.NAME }}`.
-//! Triple braces (`{{{ name }}}`) are the same placeholders.
+//! digits), the environment, `{{ $processEnvironment.NAME }}` or `{{ $env.NAME }}`, and the
+//! fake-data functions of Artillery's built-in plugin (`{{ $internetEmail() }}`,
+//! `{{ $randFirstName() }}`: [`crate::fake`]). Triple braces (`{{{ name }}}`) are the same
+//! placeholders.
 
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
+
+use crate::fake::Fake;
 
 /// Longest string `$randomString(n)` may produce.
 const MAX_RANDOM_STRING: usize = 4096;
@@ -24,6 +28,10 @@ enum Part {
     RandomNumber(i64, i64),
     /// `$randomString(len)`.
     RandomString(usize),
+    /// A fake-data function, with its name as written (`$internetEmail()`).
+    Fake(Fake, String),
+    /// A template rendered, then base64-encoded (basic authentication of a user's variables).
+    Base64(Template),
     /// An environment variable that was not set when the file was read (the placeholder as
     /// written): it renders as an undefined variable does.
     Unset(String),
@@ -44,6 +52,8 @@ impl std::fmt::Display for Template {
                 Part::Var(v) => write!(f, "{{{{ {v} }}}}")?,
                 Part::RandomNumber(a, b) => write!(f, "{{{{ $randomNumber({a}, {b}) }}}}")?,
                 Part::RandomString(n) => write!(f, "{{{{ $randomString({n}) }}}}")?,
+                Part::Fake(_, name) => write!(f, "{{{{ ${name}() }}}}")?,
+                Part::Base64(t) => write!(f, "base64({t})")?,
                 Part::Unset(v) => write!(f, "{{{{ {v} }}}}")?,
             }
         }
@@ -58,7 +68,7 @@ pub enum TemplateError {
     #[error("{0:?} opens a placeholder with {{{{ but never closes it with }}}}")]
     Unclosed(String),
     /// An empty or malformed placeholder.
-    #[error("{{{{ {0} }}}} is not a variable name or a known function ($randomNumber(a, b), $randomString(n), $randomString())")]
+    #[error("{{{{ {0} }}}} is not a variable name or a known function ($randomNumber(a, b), $randomString(n), $randomString(), or a fake-data function such as $internetEmail())")]
     Bad(String),
 }
 
@@ -112,12 +122,30 @@ impl Template {
         self.parts.is_empty()
     }
 
+    /// `Basic` authentication of `user` and `password`, templates both: `user:password`
+    /// rendered, then base64-encoded, for each request.
+    pub fn basic_auth(user: &str, password: &str) -> Result<Template, TemplateError> {
+        let credentials = Template::parse(&format!("{user}:{password}"))?;
+        Ok(Template {
+            parts: vec![Part::Text("Basic ".into()), Part::Base64(credentials)],
+        })
+    }
+
     /// The variables the template reads, in order.
     pub fn variables(&self) -> impl Iterator<Item = &str> {
-        self.parts.iter().filter_map(|p| match p {
-            Part::Var(v) => Some(v.as_str()),
-            _ => None,
-        })
+        let mut out = Vec::new();
+        self.collect_variables(&mut out);
+        out.into_iter()
+    }
+
+    fn collect_variables<'a>(&'a self, out: &mut Vec<&'a str>) {
+        for p in &self.parts {
+            match p {
+                Part::Var(v) => out.push(v),
+                Part::Base64(t) => t.collect_variables(out),
+                _ => {}
+            }
+        }
     }
 
     /// The text with every placeholder as `value`: a sample of the rendered text, to check the
@@ -152,6 +180,17 @@ impl Template {
         rng: &mut fastrand::Rng,
         out: &mut String,
     ) {
+        self.render_with(&lookup, rng, out);
+    }
+
+    /// [`Template::render`] with the lookup behind a reference, for the nested template of a
+    /// [`Part::Base64`].
+    fn render_with<'a>(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<&'a str>,
+        rng: &mut fastrand::Rng,
+        out: &mut String,
+    ) {
         let missing = if self.parts.len() == 1 {
             ""
         } else {
@@ -167,6 +206,13 @@ impl Template {
                 }
                 Part::RandomString(n) => {
                     out.extend((0..*n).map(|_| rng.alphanumeric()));
+                }
+                Part::Fake(fake, _) => fake.render(rng, out),
+                Part::Base64(t) => {
+                    use base64::Engine as _;
+                    let mut plain = String::new();
+                    t.render_with(lookup, rng, &mut plain);
+                    base64::engine::general_purpose::STANDARD.encode_string(plain, out);
                 }
             }
         }
@@ -229,7 +275,10 @@ fn placeholder(inner: &str) -> Result<Part, TemplateError> {
                 Ok(n) if n <= MAX_RANDOM_STRING => Ok(Part::RandomString(n)),
                 _ => Err(bad()),
             },
-            _ => Err(bad()),
+            // Options a fake-data function takes come from the plugin's config, not the call.
+            (name, _) => Fake::named(name)
+                .map(|f| Part::Fake(f, name.to_string()))
+                .ok_or_else(bad),
         };
     }
     let valid = !inner.is_empty()
@@ -325,6 +374,35 @@ mod tests {
         let mut out = String::new();
         t.render(|_| None, &mut fastrand::Rng::with_seed(3), &mut out);
         assert_eq!(out.len(), 10);
+    }
+
+    #[test]
+    fn basic_auth_encodes_the_users_variables_for_each_request() {
+        let t = Template::basic_auth("{{ user }}", "open {{ word }}").unwrap();
+        assert_eq!(t.variables().collect::<Vec<_>>(), ["user", "word"]);
+        assert_eq!(
+            render(&t, &[("user", "Aladdin"), ("word", "sesame")]),
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+    }
+
+    #[test]
+    fn fake_data_functions_render_by_either_name() {
+        let t =
+            Template::parse("{{ $randEmail() }}|{{$personFirstName()}}|{{ $airlineAirport() }}")
+                .unwrap();
+        assert!(!t.is_literal());
+        assert_eq!(
+            t.to_string(),
+            "{{ $randEmail() }}|{{ $personFirstName() }}|{{ $airlineAirport() }}"
+        );
+        let mut out = String::new();
+        t.render(|_| None, &mut fastrand::Rng::with_seed(4), &mut out);
+        let parts: Vec<&str> = out.split('|').collect();
+        assert!(
+            parts[0].contains('@') && !parts[1].is_empty() && !parts[2].is_empty(),
+            "{out}"
+        );
     }
 
     #[test]

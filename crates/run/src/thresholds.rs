@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// What a threshold measures.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Latency from the intended start at a percentile (0–100; 100 is the maximum), ms.
@@ -21,28 +21,35 @@ pub enum Metric {
     Errors,
     /// Requests completed per second over the run.
     Rps,
+    /// One of Artillery's metrics by its name, as an `ensure` condition writes it
+    /// (`vusers.failed`, `http.codes.200`, `vusers.session_length.p95`, a processor's
+    /// counter), read from the run's summary.
+    Artillery(String),
 }
 
 impl Metric {
     /// The unit the metric is measured in, as printed.
-    pub fn unit(self) -> &'static str {
+    pub fn unit(&self) -> &'static str {
         match self {
             Metric::Latency { .. } | Metric::MeanLatency => "ms",
             Metric::Errors => "%",
             Metric::Rps => "req/s",
+            Metric::Artillery(name) if name.contains("session_length") => "ms",
+            Metric::Artillery(_) => "",
         }
     }
 
     /// The metric's name as users write it: `p99`, `p99.9`, `max`, `min`, `mean`, `errors`,
     /// `rps`.
-    pub fn name(self) -> String {
-        match self {
+    pub fn name(&self) -> String {
+        match *self {
             Metric::Latency { percentile } if percentile >= 100.0 => "max".into(),
             Metric::Latency { percentile } if percentile <= 0.0 => "min".into(),
             Metric::Latency { percentile } => format!("p{percentile}"),
             Metric::MeanLatency => "mean".into(),
             Metric::Errors => "errors".into(),
             Metric::Rps => "rps".into(),
+            Metric::Artillery(ref name) => name.clone(),
         }
     }
 }
@@ -62,6 +69,12 @@ pub enum Comparison {
     /// Above or equal.
     #[serde(rename = ">=")]
     AtLeast,
+    /// Equal (Artillery's `==` in an `ensure` condition).
+    #[serde(rename = "==")]
+    Equal,
+    /// Not equal (`!=`).
+    #[serde(rename = "!=")]
+    NotEqual,
 }
 
 impl Comparison {
@@ -72,19 +85,45 @@ impl Comparison {
             Comparison::AtMost => value <= limit,
             Comparison::Above => value > limit,
             Comparison::AtLeast => value >= limit,
+            Comparison::Equal => value == limit,
+            Comparison::NotEqual => value != limit,
         }
     }
 
     /// Splits `text` at its first comparison: what comes before, the comparison, and what
-    /// comes after (`p99<=300ms` → `p99`, `AtMost`, `300ms`); `None` without one.
+    /// comes after (`p99<=300ms` → `p99`, `AtMost`, `300ms`); `None` without one. `==` and
+    /// `!=` (also JavaScript's `===`, `!==`) are found too.
     pub fn split(text: &str) -> Option<(&str, Comparison, &str)> {
-        let at = text.find(['<', '>'])?;
+        // Not inside a request name's braces (`p99{a=b}<1ms`).
+        let mut depth = 0usize;
+        let at = text.char_indices().find_map(|(i, c)| match c {
+            '{' => {
+                depth += 1;
+                None
+            }
+            '}' => {
+                depth = depth.saturating_sub(1);
+                None
+            }
+            '<' | '>' | '=' | '!' if depth == 0 => Some(i),
+            _ => None,
+        })?;
         let (left, right) = text.split_at(at);
         let (comparison, value) = match right.as_bytes() {
             [b'<', b'=', ..] => (Comparison::AtMost, &right[2..]),
             [b'>', b'=', ..] => (Comparison::AtLeast, &right[2..]),
             [b'<', ..] => (Comparison::Below, &right[1..]),
-            _ => (Comparison::Above, &right[1..]),
+            [b'>', ..] => (Comparison::Above, &right[1..]),
+            [b'=', b'=', rest @ ..] | [b'!', b'=', rest @ ..] => {
+                let skip = 2 + usize::from(rest.first() == Some(&b'='));
+                let kind = if right.starts_with('=') {
+                    Comparison::Equal
+                } else {
+                    Comparison::NotEqual
+                };
+                (kind, &right[skip..])
+            }
+            _ => return None,
         };
         Some((left, comparison, value))
     }
@@ -96,6 +135,8 @@ impl Comparison {
             Comparison::AtMost => "<=",
             Comparison::Above => ">",
             Comparison::AtLeast => ">=",
+            Comparison::Equal => "==",
+            Comparison::NotEqual => "!=",
         }
     }
 }
@@ -170,7 +211,7 @@ impl Threshold {
                 "{key:?} is not a metric: use p50…p99.9, median, min, max, mean, errors or rps"
             ))
         })?;
-        let limit = limit(metric, value.trim()).map_err(err)?;
+        let limit = limit(&metric, value.trim()).map_err(err)?;
         Ok(Threshold {
             metric,
             name,
@@ -190,7 +231,7 @@ impl fmt::Display for Threshold {
         write!(f, "{}", self.comparison.symbol())?;
         match self.metric {
             Metric::Errors => write!(f, "{}%", self.limit),
-            Metric::Rps => write!(f, "{}", self.limit),
+            Metric::Rps | Metric::Artillery(_) => write!(f, "{}", self.limit),
             _ if self.limit >= 1000.0 => write!(f, "{}s", self.limit / 1000.0),
             _ if self.limit > 0.0 && self.limit < 1.0 => {
                 write!(f, "{}us", (self.limit * 1e6).round() / 1e3)
@@ -259,7 +300,7 @@ fn metric(key: &str) -> Option<Metric> {
 }
 
 /// The limit written after the comparison, in the metric's unit.
-fn limit(metric: Metric, value: &str) -> Result<f64, String> {
+fn limit(metric: &Metric, value: &str) -> Result<f64, String> {
     let number = |v: &str| {
         v.trim()
             .parse::<f64>()
@@ -280,6 +321,7 @@ fn limit(metric: Metric, value: &str) -> Result<f64, String> {
         Metric::Latency { .. } | Metric::MeanLatency => {
             duration_ms(value).ok_or_else(|| format!("{value:?} is not a duration such as 300ms"))
         }
+        Metric::Artillery(_) => number(value).ok_or_else(|| format!("{value:?} is not a number")),
     }
 }
 

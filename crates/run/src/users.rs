@@ -184,6 +184,10 @@ pub struct UserScenario {
     /// `Ws` steps go over it) and closes at its end.
     #[serde(default)]
     pub websocket: Option<WsConnect>,
+    /// Processor functions called when one of its requests fails (Artillery's `onError`), with
+    /// the error, the request and the user's context, before the user ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_error: Vec<String>,
 }
 
 /// How a user opens its WebSocket.
@@ -388,6 +392,10 @@ pub struct RequestStep {
     /// Follow redirects (Artillery's default; `followRedirect: false` turns it off).
     #[serde(default = "yes")]
     pub follow_redirect: bool,
+    /// Most redirects followed before the request fails as too many (`maxRedirects`; 10,
+    /// the default of Artillery's HTTP client).
+    #[serde(default = "ten")]
+    pub max_redirects: u32,
     /// Cookies set in the user's jar before the request (Artillery's `cookie`), values
     /// rendered with the user's variables.
     #[serde(default)]
@@ -407,6 +415,10 @@ pub struct RequestStep {
 
 fn yes() -> bool {
     true
+}
+
+fn ten() -> u32 {
+    10
 }
 
 /// One field of a multipart body.

@@ -1,8 +1,8 @@
 //! A virtual user's cookie jar and redirects, as Artillery's users have them: `Set-Cookie`
 //! kept per user and sent back on its later requests (and not to other users), `cookie` on a
-//! request, redirects followed on the same origin (303 as GET, at most 10 in a row), not
-//! followed with `followRedirect: false` — checked on what a recording server on 127.0.0.1
-//! saw.
+//! request, redirects followed on the same origin (303 as GET; one past 10 in a row, or past
+//! `maxRedirects`, fails the user), not followed with `followRedirect: false` — checked on what
+//! a recording server on 127.0.0.1 saw.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -209,20 +209,39 @@ scenarios:
 }
 
 #[test]
-fn a_redirect_loop_stops_after_ten_hops() {
+fn a_redirect_loop_fails_its_user_past_ten_hops_or_maxredirects() {
+    // As Artillery 2.0.34 runs it against such a loop (measured): the request and 10
+    // redirects go out, the 11th redirect fails the user with ERR_TOO_MANY_REDIRECTS.
     let server = Recorder::start();
     let dir = tempfile::tempdir().unwrap();
     let s = run_script(
         dir.path(),
         &format!(
-            "config:\n  target: http://127.0.0.1:{}\nscenarios:\n  - flow:\n      - get: {{ url: /circle, expect: {{ statusCode: 302 }} }}\n",
+            "config:\n  target: http://127.0.0.1:{}\nscenarios:\n  - flow:\n      - get: {{ url: /circle }}\n",
             server.port
         ),
     );
-    assert_eq!(s["users"]["completed"], 1, "{s:#}");
+    assert_eq!(s["users"]["failed"], 1, "{s:#}");
+    let failures = s["users"]["failures"].to_string();
+    assert!(
+        failures.contains("too many redirects (over 10)"),
+        "{failures}"
+    );
     let hops = server.seen().iter().filter(|r| r.path == "/circle").count();
     assert_eq!(hops, 11, "the request and 10 redirects");
     assert_eq!(s["status"]["302"], 11, "{s:#}");
+    // `maxRedirects: 2`: the request and two redirects.
+    let server = Recorder::start();
+    let s = run_script(
+        dir.path(),
+        &format!(
+            "config:\n  target: http://127.0.0.1:{}\nscenarios:\n  - flow:\n      - get: {{ url: /circle, maxRedirects: 2 }}\n",
+            server.port
+        ),
+    );
+    assert_eq!(s["users"]["failed"], 1, "{s:#}");
+    let hops = server.seen().iter().filter(|r| r.path == "/circle").count();
+    assert_eq!(hops, 3, "the request and 2 redirects");
 }
 
 #[test]

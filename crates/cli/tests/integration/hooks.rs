@@ -333,3 +333,51 @@ fn an_exit_code_the_processor_suggests_is_the_runs_as_in_artillery() {
     assert_eq!(summary["users"]["suggested_exit_code"], 17);
     assert_eq!(summary["users"]["completed"], 2, "{}", summary["users"]);
 }
+
+/// `onError`: the functions are called with the error, the request and the context when a
+/// request fails (a capture that finds nothing, a refused connection), and the user then
+/// fails as without them; requests that succeed call none.
+#[test]
+fn on_error_functions_are_called_when_a_request_fails_and_the_user_still_fails() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "functions.js",
+        r#"
+module.exports = {
+  seen(error, requestParams, context, events, next) {
+    events.emit('counter', `failed ${requestParams.method} ${new URL(requestParams.url).pathname}`, 1);
+    if (error instanceof Error && error.message.length > 0) events.emit('counter', 'with a message', 1);
+    next();
+  },
+};
+"#,
+    );
+    let script = write_file(
+        dir.path(),
+        "s.yml",
+        "config:
+  target: http://127.0.0.1:1
+  processor: ./functions.js
+  phases: [{ duration: 1, arrivalCount: 4 }]
+scenarios:
+  - onError: seen
+    flow:
+      - get: { url: /ping }
+      - get: { url: /ping, capture: { json: $.nothing.here, as: x } }
+      - get: { url: /account }
+",
+    );
+    let (s, stderr) = run(&script, &server, &[]);
+    let users = &s["users"];
+    assert_eq!(users["failed"], 4, "{s:#}\n{stderr}");
+    let counters = &users["metrics"]["counters"];
+    assert_eq!(counters["failed GET /ping"], 4.0, "{counters:#}\n{stderr}");
+    assert_eq!(counters["with a message"], 4.0, "{counters:#}");
+    assert!(
+        counters.get("failed GET /account").is_none(),
+        "{counters:#}"
+    );
+    assert_eq!(s["requests"]["completed"], 8, "{s:#}");
+}

@@ -22,6 +22,8 @@ struct Segment {
     end_rps: f64,
     /// Arrivals expected before it starts.
     cum_start: f64,
+    /// How its arrivals are spaced, when not as the clock's.
+    arrival: Option<Arrival>,
 }
 
 impl Segment {
@@ -72,6 +74,10 @@ impl Segment {
     }
 }
 
+/// A stretch as given: its start and end rates, its length in seconds, and how its arrivals
+/// are spaced when not as the clock's.
+type Stretch = (f64, f64, f64, Option<Arrival>);
+
 /// A rate over time made of linear stretches: constant rates, ramps and pauses in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateCurve {
@@ -87,36 +93,37 @@ impl RateCurve {
         } else {
             start_rps
         };
-        RateCurve::from_stretches(&[(start_rps, end_rps, duration_s)])
+        RateCurve::from_stretches(&[(start_rps, end_rps, duration_s, None)])
     }
 
     /// The curve of a plan's phases; a phase without a duration lasts until `end_s` (the
     /// run's duration, or infinity).
     pub fn from_phases(phases: &[RatePhase], end_s: f64) -> Self {
         let mut elapsed = 0.0;
-        let stretches: Vec<(f64, f64, f64)> = phases
+        let stretches: Vec<Stretch> = phases
             .iter()
             .map(|p| {
                 let d = p
                     .duration
                     .map_or((end_s - elapsed).max(0.0), |d| d.as_secs_f64());
                 elapsed += d;
-                (p.start_rps, p.end_rps, d)
+                (p.start_rps, p.end_rps, d, p.arrival)
             })
             .collect();
         RateCurve::from_stretches(&stretches)
     }
 
-    fn from_stretches(stretches: &[(f64, f64, f64)]) -> Self {
+    fn from_stretches(stretches: &[Stretch]) -> Self {
         let mut segments = Vec::with_capacity(stretches.len());
         let (mut start_s, mut cum) = (0.0, 0.0);
-        for &(start_rps, end_rps, duration_s) in stretches {
+        for &(start_rps, end_rps, duration_s, arrival) in stretches {
             let seg = Segment {
                 start_s,
                 duration_s,
                 start_rps,
                 end_rps,
                 cum_start: cum,
+                arrival,
             };
             start_s += duration_s;
             cum += seg.total();
@@ -142,6 +149,16 @@ impl RateCurve {
         self.segments
             .last()
             .map_or(0.0, |s| s.cum_start + s.total())
+    }
+
+    /// How the arrivals around Λ = `u` are spaced, when their stretch says.
+    fn arrival_at(&self, u: f64) -> Option<Arrival> {
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| u < s.cum_start + s.total())
+            .or(self.segments.last())?;
+        seg.arrival
     }
 
     /// The time at which Λ(t) reaches `u`, or `None` past the end of the curve. An arrival
@@ -209,7 +226,7 @@ impl ArrivalClock {
     fn fill_slot(&mut self) {
         loop {
             let start = self.slot as f64;
-            match self.arrival {
+            match self.curve.arrival_at(start).unwrap_or(self.arrival) {
                 Arrival::Uniform => self.due.push(start),
                 Arrival::Poisson => {
                     let mut rng = fastrand::Rng::with_seed(slot_seed(self.seed, self.slot));

@@ -66,6 +66,8 @@ pub enum Op {
     Before,
     /// `afterResponse`: `(requestParams, response, context, events, next)`.
     After,
+    /// `onError`: `(error, requestParams, context, events, next)` when a request failed.
+    Error,
     /// `ifTrue` naming a function: `(vars)`, its result's truth.
     If,
     /// `loop … whileTrue`: `(context, next)`, `next(true)` to go on.
@@ -133,6 +135,9 @@ pub struct Call<'a> {
     /// The response, for `After`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub res: Option<Response<'a>>,
+    /// Why the request failed, for `Error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a str>,
 }
 
 /// The helper's answer to a call.

@@ -6,8 +6,8 @@
 // it prints can break a line of the protocol.
 //
 //   ready     {"ready":true,"functions":[...]}  or  {"ready":false,"error":"..."}
-//   call      {"id":N,"u":USER,"op":"fn"|"before"|"after"|"if"|"while"|"browser","names":[...],"vars":{...},
-//              "scenario":"...","req":{...},"res":{...}}
+//   call      {"id":N,"u":USER,"op":"fn"|"before"|"after"|"error"|"if"|"while"|"browser","names":[...],
+//              "vars":{...},"scenario":"...","req":{...},"res":{...},"error":"..."}
 //   end       {"u":USER,"op":"end"}          (the user's session is over; no answer)
 //   answer    {"id":N,"vars":{changed},"req":{...}?,"m":[[kind,name,value],...],
 //              "ok":true|false (if, while)?,"err":"..."?,"warn":"..."?,"exit":N?}
@@ -434,6 +434,7 @@ function main(mod) {
         if (msg.op === 'fn') await call(fn, [c, ee]);
         else if (msg.op === 'before') await call(fn, [req, c, ee]);
         else if (msg.op === 'after') await call(fn, [req, res, c, ee]);
+        else if (msg.op === 'error') await call(fn, [new Error(msg.error), req, c, ee]);
         else if (msg.op === 'browser') await browse(fn, c, ee, msg.scenario);
         else if (msg.op === 'if') reply.ok = Boolean(await fn(c.vars));
         else reply.ok = await answer(fn, c);

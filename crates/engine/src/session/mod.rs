@@ -23,7 +23,7 @@ mod state;
 mod statics;
 mod websocket;
 
-pub use arrivals::Arrivals;
+pub use arrivals::{Arrivals, PhaseCaps};
 pub use hooks::Hooks;
 pub use slots::{control, Slots};
 pub use state::Users;

@@ -78,6 +78,13 @@ pub async fn session(
     let rec = &users.wire.rec;
     let start = Instant::now();
     rec.rec_at(start).counts.users_started += 1;
+    {
+        let by = &mut users.record.borrow_mut().started_by_scenario;
+        if by.len() <= scenario {
+            by.resize(scenario + 1, 0);
+        }
+        by[scenario] += 1;
+    }
     // A slot's user stays active between its sessions; an arrival is active for its session.
     let active = slot.is_none().then(|| {
         let active = &rec.users_active;
@@ -157,6 +164,8 @@ struct Session<'a> {
     sio: Option<Sio>,
     /// While a `parallel` step runs, its start: every request of it is timed from there.
     issued_at: Option<Instant>,
+    /// While the scenario's `onError` functions run, why the request failed.
+    failure: Option<String>,
 }
 
 impl From<WsFailed> for End {
@@ -167,9 +176,6 @@ impl From<WsFailed> for End {
         }
     }
 }
-
-/// Most redirects followed from one request (got's default, which Artillery uses).
-const MAX_REDIRECTS: usize = 10;
 
 /// True for a status that redirects with a `Location`.
 fn is_redirect(status: u16) -> bool {
@@ -240,6 +246,7 @@ impl<'a> Session<'a> {
             socket: None,
             sio: None,
             issued_at: None,
+            failure: None,
         }
     }
 
@@ -458,6 +465,7 @@ impl<'a> Session<'a> {
             vars: &self.vars,
             req,
             res,
+            error: self.failure.as_deref(),
         };
         // A browser flow is a whole journey, each of its actions bounded by Playwright's own
         // timeouts; a hook is one step, bounded by the request timeout.
@@ -678,8 +686,30 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Sends one request step, then checks, captures and fetches what it says.
+    /// Sends one request step ([`Session::request_once`]); when it fails, the scenario's
+    /// `onError` functions are called with why before the user ends (what they do cannot undo
+    /// the failure).
     async fn request(&mut self, step: &RequestStep) -> Result<(), End> {
+        let result = self.request_once(step).await;
+        let users = self.users;
+        let on_error = &users.model.scenarios[self.scenario].on_error;
+        match result {
+            Err(End::Failed { reason, transport })
+                if !on_error.is_empty() && users.hooks.is_some() =>
+            {
+                let t = &users.plan.requests[step.request];
+                let params = params_of(step, &t.method, &users.plan.endpoints[t.endpoint]);
+                self.failure = Some(reason);
+                let _ = self.call(Op::Error, on_error, Some(&params), None).await;
+                let reason = self.failure.take().unwrap_or_default();
+                Err(End::Failed { reason, transport })
+            }
+            other => other,
+        }
+    }
+
+    /// Sends one request step, then checks, captures and fetches what it says.
+    async fn request_once(&mut self, step: &RequestStep) -> Result<(), End> {
         self.check_stop()?;
         if !self.wanted(step).await? {
             return Ok(());
@@ -762,7 +792,7 @@ impl<'a> Session<'a> {
         let mut hops = 0;
         loop {
             self.keep_cookies(&answer, &origin, &req.path);
-            if !step.follow_redirect || !is_redirect(answer.status) || hops == MAX_REDIRECTS {
+            if !step.follow_redirect || !is_redirect(answer.status) {
                 break;
             }
             let location = answer
@@ -777,6 +807,13 @@ impl<'a> Session<'a> {
             // sends load to the hosts the script names.
             if next.origin().ascii_serialization() != origin {
                 break;
+            }
+            // As Artillery's client: one redirect past the most allowed fails the request.
+            if hops == step.max_redirects {
+                return Err(End::Failed {
+                    reason: format!("too many redirects (over {hops}) on {}", t.name),
+                    transport: false,
+                });
             }
             hops += 1;
             req.path = next[url::Position::BeforePath..].to_string();

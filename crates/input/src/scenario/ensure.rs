@@ -6,7 +6,8 @@
 //! Artillery's metric names map onto loadlab's: `http.response_time.{min,max,mean,median,
 //! p50…p999}` is the latency from the intended start in ms, `http.request_rate` the
 //! completed requests per second, and `plugins.metrics-by-endpoint.response_time.NAME.STAT`
-//! the latency of the requests named NAME.
+//! the latency of the requests named NAME; any other name (`vusers.failed`, `http.codes.200`)
+//! is read from the summary's counts when the run is judged.
 
 use loadlab_run::thresholds::{Comparison, Metric, Threshold};
 use serde::Deserialize;
@@ -169,7 +170,13 @@ fn artillery_metric(key: &str) -> Result<(Metric, Option<String>), EnsureError> 
             return Ok((latency_stat(stat)?, Some(name.to_string())));
         }
     }
-    Err(EnsureError::Metric(key.into()))
+    // Any other of Artillery's metrics (`vusers.failed`, `http.codes.200`, a processor's
+    // counter) is read from the summary when the run is judged; one the run does not have
+    // fails its check, as a missing metric fails Artillery's.
+    if key.is_empty() {
+        return Err(EnsureError::NoMetric);
+    }
+    Ok((Metric::Artillery(key.to_string()), None))
 }
 
 /// A condition's expression: clauses `METRIC OP NUMBER` joined by `and`.
@@ -262,11 +269,32 @@ mod tests {
     }
 
     #[test]
+    fn artillerys_other_metrics_and_equality_are_read_from_the_summary() {
+        let got = thresholds(
+            "thresholds:\n  - vusers.session_length.p95: 900\n\
+             conditions:\n  - expression: vusers.failed == 0 and vusers.created > 70\n\
+             \x20 - expression: vusers.created_by_name.Getting a resource === 80\n\
+             \x20 - expression: http.codes.500 != 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                "vusers.session_length.p95<900",
+                "vusers.failed==0",
+                "vusers.created>70",
+                "vusers.created_by_name.Getting a resource==80",
+                "http.codes.500!=3",
+            ]
+        );
+    }
+
+    #[test]
     fn what_loadlab_cannot_check_is_refused_by_name() {
         for bad in [
-            "thresholds:\n  - vusers.failed: 0\n",
             "conditions:\n  - expression: http.response_time.p99 < 1 or http.request_rate > 1\n",
-            "conditions:\n  - expression: http.response_time.p99 == 1\n",
+            "conditions:\n  - expression: http.response_time.p99 = 1\n",
+            "thresholds:\n  - http.response_time.p42: 1\n",
             "maxErrorRate: 120\n",
             "slo: 'p99<fast'\n",
         ] {

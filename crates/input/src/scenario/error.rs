@@ -346,15 +346,19 @@ pub enum PhaseError {
         /// Why it is not a number.
         reason: String,
     },
+    /// A `mode` other than `uniform` and `poisson`.
+    #[error(
+        "phase {phase:?}: mode {mode:?} is not one of uniform, poisson (Artillery stops on it too)"
+    )]
+    Mode {
+        /// The phase.
+        phase: String,
+        /// The mode as written.
+        mode: String,
+    },
     /// A `maxVusers` below 1 or past the most connections a plan may have.
     #[error("phase {0:?}: maxVusers is a whole number of users from 1")]
     MaxVusers(String),
-    /// Phases with different `maxVusers`.
-    #[error(
-        "phase {0:?}: maxVusers differs from an earlier phase's; loadlab caps the users of the \
-         whole run, so give every phase the same maxVusers (or use --max-connections)"
-    )]
-    MaxVusersDiffer(String),
     /// A negative arrival rate or count, or a count with `rampTo`.
     #[error("phase {0:?} needs arrivalRate (optionally rampTo) or arrivalCount, not negative")]
     Rates(String),
@@ -446,9 +450,6 @@ pub enum FlowError {
     /// A header value with a line break.
     #[error("header {0:?} must not contain line breaks")]
     HeaderLineBreak(String),
-    /// `auth` whose user or password is a template.
-    #[error("auth: a user or password with {{{{ }}}} is not rendered yet; write the header instead: headers: {{ authorization: \"Basic …\" }}")]
-    AuthTemplate,
     /// Two of `json`, `body` and `form`.
     #[error("give one of json, body or form")]
     JsonAndBody,
@@ -552,13 +553,9 @@ pub enum EnsureError {
          p90, p95, p99, p999)"
     )]
     LatencyStat(String),
-    /// A metric name loadlab does not check.
-    #[error(
-        "ensure: {0:?} is not a metric loadlab checks; use http.response_time.STAT, \
-         http.request_rate, plugins.metrics-by-endpoint.response_time.NAME.STAT, maxErrorRate \
-         or ensure.slo"
-    )]
-    Metric(String),
+    /// A threshold or clause without a metric's name.
+    #[error("ensure: a threshold names no metric")]
+    NoMetric,
     /// A condition with `or` or `not`.
     #[error(
         "ensure.conditions: {0:?} uses 'or' or 'not'; loadlab checks clauses \
@@ -566,7 +563,7 @@ pub enum EnsureError {
     )]
     OrNot(String),
     /// A clause without a comparison.
-    #[error("ensure.conditions: {0:?} has no <, <=, > or >=")]
+    #[error("ensure.conditions: {0:?} has no <, <=, >, >=, == or !=")]
     NoComparison(String),
     /// A clause whose limit is not a number of 0 or more.
     #[error("ensure.conditions: {0:?} needs a number after it")]

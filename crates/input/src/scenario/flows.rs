@@ -163,10 +163,10 @@ pub struct RequestSpec {
     #[serde(default)]
     pub name: Option<String>,
     /// Headers; values may hold `{{ }}`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::null_as_default")]
     pub headers: BTreeMap<String, String>,
     /// Query parameters, URL-encoded once rendered.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::null_as_default")]
     pub qs: BTreeMap<String, serde_json::Value>,
     /// JSON body; its strings may hold `{{ }}`.
     #[serde(default)]
@@ -194,6 +194,9 @@ pub struct RequestSpec {
     /// Whether redirects are followed (the default, as in Artillery).
     #[serde(default, rename = "followRedirect")]
     pub follow_redirect: Option<Spanned<bool>>,
+    /// Most redirects followed before the request fails (10 when not given, as in Artillery).
+    #[serde(default, rename = "maxRedirects")]
+    pub max_redirects: Option<u32>,
     /// Processor functions called before the request is rendered.
     #[serde(default, rename = "beforeRequest")]
     pub before_request: Option<Spanned<serde_json::Value>>,
@@ -254,7 +257,11 @@ impl RequestSpec {
             && self.probability.is_none()
             && self.cookie.is_none()
             && self.follow_redirect.is_none()
+            && self.max_redirects.is_none()
             && self.headers.values().all(|v| !v.contains("{{"))
+            && self
+                .auth_rendered()
+                .is_none_or(|a| !a.user.contains("{{") && !a.pass.contains("{{"))
             && self.body.as_ref().is_none_or(|b| !b.contains("{{"))
             && self
                 .json
@@ -284,20 +291,25 @@ impl RequestSpec {
             .collect()
     }
 
+    /// `auth`'s user and password, the config's values (the environment, `-v`) rendered; what
+    /// is left of a template is a user's variable, rendered for each request.
+    pub fn auth_rendered(&self) -> Option<AuthSpec> {
+        self.auth.as_ref().map(|auth| AuthSpec {
+            user: crate::config_templates::render_request(&auth.user),
+            pass: crate::config_templates::render_request(&auth.pass),
+        })
+    }
+
     /// The headers (with `Content-Type: application/json` added for a JSON body) and the body.
+    /// `auth` of a user's variables is left to the caller, who renders it for each request.
     pub fn headers_and_body(&self) -> Result<(Headers, Vec<u8>), FlowError> {
         let mut headers: Headers = self.headers.clone().into_iter().collect();
-        if let Some(auth) = &self.auth {
-            // The config's values (the environment, -v) render now; a user's variable cannot.
-            let user = crate::config_templates::render_request(&auth.user);
-            let pass = crate::config_templates::render_request(&auth.pass);
-            let auth = AuthSpec { user, pass };
-            if auth.user.contains("{{") || auth.pass.contains("{{") {
-                return Err(FlowError::AuthTemplate);
-            }
-            if !headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        if let Some(auth) = self.auth_rendered() {
+            let templated = auth.user.contains("{{") || auth.pass.contains("{{");
+            if !templated
+                && !headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
             {
                 use base64::Engine as _;
                 let token = base64::engine::general_purpose::STANDARD
@@ -621,10 +633,15 @@ pub struct Lowering<'a> {
     /// The variables used that no source of the file defines (they may come with `-v`, or
     /// render as Artillery renders an undefined one), in order of name.
     pub(super) unset: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    /// Hooks and `function` steps named without a `config.processor` (`afterResponse check`),
+    /// skipped as Artillery skips a function it cannot find; `--strict` refuses them.
+    pub(super) without_processor: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    /// True once a template read `target` (Artillery's variable holding the config's target).
+    pub(super) reads_target: std::cell::Cell<bool>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
-/// `afterResponse` (each a function name or a list of them).
+/// `afterResponse`, `onError` (each a function name or a list of them).
 #[derive(Debug, Default)]
 pub struct ScenarioHooks<'s> {
     /// Functions called first, as `function` steps.
@@ -635,6 +652,8 @@ pub struct ScenarioHooks<'s> {
     pub before_request: Option<&'s Spanned<serde_json::Value>>,
     /// Functions called after each response.
     pub after_response: Option<&'s Spanned<serde_json::Value>>,
+    /// Functions called when a request fails.
+    pub on_error: Option<&'s Spanned<serde_json::Value>>,
 }
 
 impl<'a> Lowering<'a> {
@@ -662,6 +681,8 @@ impl<'a> Lowering<'a> {
             strict: false,
             closed: false,
             unset: Default::default(),
+            without_processor: Default::default(),
+            reads_target: Default::default(),
         }
     }
 
@@ -672,6 +693,9 @@ impl<'a> Lowering<'a> {
     /// `-v`), one that no source defines is taken too, and noted in `unset` for a warning;
     /// only `--strict` refuses it.
     pub(super) fn is_defined(&self, var: &str) -> bool {
+        if var == "target" {
+            self.reads_target.set(true);
+        }
         let defined = self.processor
             || self.defined.contains(var)
             || var
@@ -710,6 +734,27 @@ impl<'a> Lowering<'a> {
             return Err(refused("a function name is empty"));
         }
         Ok(names)
+    }
+
+    /// [`Lowering::function_names`] for a hook or a `function` step, which without a processor
+    /// are skipped (noted in `without_processor`), as Artillery skips a function it cannot
+    /// find, unless `--strict`.
+    fn hook_names(
+        &self,
+        key: &str,
+        given: &Spanned<serde_json::Value>,
+    ) -> Result<Vec<String>, Traced> {
+        if self.processor || self.strict {
+            return self.function_names(key, given);
+        }
+        let names = match &given.value {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        self.without_processor
+            .borrow_mut()
+            .insert(format!("{key} {names}"));
+        Ok(Vec::new())
     }
 
     /// Lowers one scenario's flow or chain.
@@ -795,6 +840,7 @@ impl<'a> Lowering<'a> {
             name: name.to_string(),
             behaviour: Behaviour::Flow(vec![Step::Browser(names.remove(0))]),
             websocket: None,
+            on_error: Vec::new(),
         })
     }
 
@@ -808,10 +854,11 @@ impl<'a> Lowering<'a> {
         before: usize,
     ) -> Result<UserScenario, Traced> {
         let names = |given: Option<&Spanned<serde_json::Value>>, key: &str| {
-            given.map_or(Ok(Vec::new()), |g| self.function_names(key, g))
+            given.map_or(Ok(Vec::new()), |g| self.hook_names(key, g))
         };
         let first = names(hooks.before_scenario, "beforeScenario")?;
         let last = names(hooks.after_scenario, "afterScenario")?;
+        let on_error = names(hooks.on_error, "onError")?;
         self.hooks = (
             names(hooks.before_request, "beforeRequest")?,
             names(hooks.after_response, "afterResponse")?,
@@ -869,6 +916,7 @@ impl<'a> Lowering<'a> {
             name: name.to_string(),
             behaviour,
             websocket,
+            on_error,
         })
     }
 
@@ -958,7 +1006,7 @@ impl<'a> Lowering<'a> {
                 return Err(FlowError::CountWithoutLoop).within(step);
             }
             if let Some(f) = &s.function {
-                for name in self.function_names("function", f).within(step)? {
+                for name in self.hook_names("function", f).within(step)? {
                     out.push(Step::Function(name));
                 }
             } else if let Some(log) = &s.log {
@@ -1255,15 +1303,16 @@ impl<'a> Lowering<'a> {
         step.before_request = self.hooks.0.clone();
         if let Some(h) = &r.before_request {
             step.before_request
-                .extend(self.function_names("beforeRequest", h)?);
+                .extend(self.hook_names("beforeRequest", h)?);
         }
         step.after_response = self.hooks.1.clone();
         if let Some(h) = &r.after_response {
             step.after_response
-                .extend(self.function_names("afterResponse", h)?);
+                .extend(self.hook_names("afterResponse", h)?);
         }
         step.cookies = cookies;
         step.follow_redirect = r.follow_redirect.as_ref().is_none_or(|f| f.value);
+        step.max_redirects = r.max_redirects.unwrap_or(10);
         step.if_true = if_true;
         // As Artillery reads it: `Number(probability) || 0`.
         step.probability = r.probability.as_ref().map(|p| {
@@ -1412,21 +1461,23 @@ impl<'a> Lowering<'a> {
     }
 
     fn request_inner(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
-        let relative = !(r.url.starts_with('/')
-            || r.url.starts_with("{{")
-            || r.url.starts_with("http://")
-            || r.url.starts_with("https://"));
+        let url = with_target(&r.url, self.target);
+        let url = url.as_ref();
+        let relative = !(url.starts_with('/')
+            || url.starts_with("{{")
+            || url.starts_with("http://")
+            || url.starts_with("https://"));
         let (origin, path) = if relative {
             // Artillery sends `members/create` as it is, and its HTTP client refuses it: every
             // user fails there. So does loadlab's, with a warning now.
             self.warnings.push(format!(
                 "url {:?} is neither a path starting with / nor a URL: as in Artillery, every \
                  user fails at that request (Invalid URL); write /{}",
-                r.url, r.url
+                url, url
             ));
-            (split_url(self.target, self.target)?.0, r.url.clone())
+            (split_url(self.target, self.target)?.0, url.to_string())
         } else {
-            split_url(self.target, &r.url)?
+            split_url(self.target, url)?
         };
         let endpoint = self.endpoint(&origin)?;
         let (mut headers, body) = r.headers_and_body()?;
@@ -1443,10 +1494,25 @@ impl<'a> Lowering<'a> {
             .clone()
             .unwrap_or_else(|| format!("{method} {}", r.url));
         let path_t = Template::parse(&path)?;
-        let header_ts = headers
+        let mut header_ts = headers
             .iter()
             .map(|(k, v)| Ok((k.clone(), Template::parse(v)?)))
             .collect::<Result<Vec<_>, FlowError>>()?;
+        // Basic authentication of a user's variables (a captured token), encoded per request.
+        if let Some(auth) = r
+            .auth_rendered()
+            .filter(|a| a.user.contains("{{") || a.pass.contains("{{"))
+        {
+            if !header_ts
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            {
+                header_ts.push((
+                    "authorization".into(),
+                    Template::basic_auth(&auth.user, &auth.pass)?,
+                ));
+            }
+        }
         let query =
             r.qs.iter()
                 .map(|(k, v)| {
@@ -1493,7 +1559,7 @@ impl<'a> Lowering<'a> {
         if let Some(v) = uses.iter().find(|v| !self.is_defined(v)) {
             return Err(FlowError::Undefined(v.clone()));
         }
-        let request = self.push_request(&name, &r.url, endpoint, method, &path, &headers, &body);
+        let request = self.push_request(&name, url, endpoint, method, &path, &headers, &body);
         let captures = self.captures(r.capture.iter().flat_map(OneOrMany::as_slice))?;
         let mut checks = Vec::new();
         for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
@@ -1514,7 +1580,7 @@ impl<'a> Lowering<'a> {
         let static_resources = r.fetch_static.then(|| {
             self.push_request(
                 &format!("{name} static"),
-                &r.url,
+                url,
                 endpoint,
                 "GET",
                 &path,
@@ -1538,6 +1604,7 @@ impl<'a> Lowering<'a> {
             before_request: Vec::new(),
             after_response: Vec::new(),
             follow_redirect: true,
+            max_redirects: 10,
             cookies: Vec::new(),
             if_true: None,
             probability: None,
@@ -1747,8 +1814,9 @@ fn expect_of(check: &str, v: &Spanned<serde_json::Value>) -> Result<Expect, Flow
                 "notHasProperty" => Expect::NotHasProperty(text.clone()),
                 "hasHeader" => Expect::HasHeader(text.clone()),
                 _ => {
-                    regex::Regex::new(text).map_err(|e| bad(&format!("{text:?} is not a regular expression: {e}")))?;
-                    Expect::MatchesRegexp(text.clone())
+                    let re = js_regex(text);
+                    regex::Regex::new(&re).map_err(|e| bad(&format!("{text:?} is not a regular expression: {e}")))?;
+                    Expect::MatchesRegexp(re)
                 }
             })
         }
@@ -1814,6 +1882,12 @@ fn selector_capture(c: &CaptureSpec) -> Result<CaptureSource, FlowError> {
     Ok(CaptureSource::Selector { css, attr, index })
 }
 
+/// A JavaScript regular expression in Rust's syntax where the two differ in a way scripts
+/// use: `[^]` (any character, a line break too) is `[\s\S]`.
+fn js_regex(re: &str) -> String {
+    re.replace("[^]", r"[\s\S]")
+}
+
 /// A `regexp` capture: the expression with its JavaScript flags written inline, and its group.
 fn regexp_capture(re: &str, c: &CaptureSpec) -> Result<CaptureSource, FlowError> {
     let bad = |what: String| FlowError::Capture {
@@ -1829,8 +1903,9 @@ fn regexp_capture(re: &str, c: &CaptureSpec) -> Result<CaptureSource, FlowError>
             other => return Err(bad(format!("{other:?} is not a regexp flag (i, m, s)"))),
         }
     }
+    let re = js_regex(re);
     let full = if inline.is_empty() {
-        re.to_string()
+        re.clone()
     } else {
         format!("(?{inline}){re}")
     };
@@ -1867,6 +1942,24 @@ fn scalar_text(v: &serde_json::Value) -> Option<String> {
     }
 }
 
+/// `url` with a leading `{{ target }}` (Artillery's variable holding `config.target`) written
+/// out, so that the request goes to the target's origin whatever follows.
+pub(super) fn with_target<'u>(url: &'u str, target: &str) -> std::borrow::Cow<'u, str> {
+    let rest = url
+        .strip_prefix("{{{")
+        .and_then(|r| r.trim_start().strip_prefix("target"))
+        .and_then(|r| r.trim_start().strip_prefix("}}}"))
+        .or_else(|| {
+            url.strip_prefix("{{")
+                .and_then(|r| r.trim_start().strip_prefix("target"))
+                .and_then(|r| r.trim_start().strip_prefix("}}"))
+        });
+    match rest {
+        Some(rest) => format!("{target}{rest}").into(),
+        None => url.into(),
+    }
+}
+
 /// Splits a request URL into its origin (`http://host:port`) and its path template; relative
 /// URLs take the target's origin and path prefix.
 pub(super) fn split_url(target: &str, url: &str) -> Result<(String, String), FlowError> {
@@ -1876,11 +1969,20 @@ pub(super) fn split_url(target: &str, url: &str) -> Result<(String, String), Flo
         let (origin, prefix) = split_url(target, target)?;
         return Ok((origin, format!("{}{url}", prefix.trim_end_matches('/'))));
     }
-    let absolute = if url.starts_with('/') {
+    let mut absolute = if url.starts_with('/') {
         format!("{}{url}", target.trim_end_matches('/'))
     } else {
         url.to_string()
     };
+    // A target that is not `scheme://host` (`http:/`, `http:example.com`): Artillery joins it
+    // to the path as text and its client reads the result as a browser would.
+    if !absolute.contains("://") && url.starts_with('/') && !url.contains("{{") {
+        if let Ok(joined) = url::Url::parse(&format!("{target}{url}")) {
+            if joined.has_host() {
+                absolute = joined.to_string();
+            }
+        }
+    }
     let after_scheme = absolute
         .find("://")
         .map(|i| i + 3)

@@ -102,7 +102,7 @@ struct Config {
     #[serde(default)]
     ensure: Option<EnsureSpec>,
     /// Artillery's plugins by name, with their settings.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "plugin_map")]
     plugins: Option<BTreeMap<String, serde_json::Value>>,
     /// The apdex plugin's settings (`threshold`, ms).
     #[serde(default)]
@@ -119,12 +119,49 @@ struct Config {
     /// Settings of engines other than HTTP (refused).
     #[serde(default)]
     engines: Option<Spanned<serde_json::Value>>,
+    /// The engine of the scenarios that name none (HTTP when this is not given either).
+    #[serde(default)]
+    engine: Option<Spanned<String>>,
+    /// How every phase's arrivals are spaced unless the phase says (`uniform`, `poisson`).
+    #[serde(default)]
+    mode: Option<String>,
     /// The ws engine's settings: headers and subprotocols of every user's WebSocket.
     #[serde(default)]
     ws: Option<sockets::WsSettings>,
     /// The socketio engine's settings: Engine.IO's path, query and headers.
     #[serde(default)]
     socketio: Option<sockets::SioSettings>,
+}
+
+/// `config.plugins`: a map of plugin names to settings. A list of names is read too, each item
+/// named so that no plugin matches it: Artillery reads a list by its indices (`0`, `1`…) and
+/// loads none of its plugins.
+fn plugin_map<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, serde_json::Value>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Map(BTreeMap<String, serde_json::Value>),
+        List(Vec<serde_json::Value>),
+    }
+    Ok(match Option::<Given>::deserialize(d)? {
+        None => None,
+        Some(Given::Map(m)) => Some(m),
+        Some(Given::List(items)) => Some(
+            items
+                .iter()
+                .map(|item| {
+                    let name = item
+                        .as_str()
+                        .map_or_else(|| item.to_string(), str::to_string);
+                    let key =
+                        format!("{name} (an item of a list, for which Artillery loads no plugin)");
+                    (key, serde_json::Value::Null)
+                })
+                .collect(),
+        ),
+    })
 }
 
 /// `config.apdex`: the satisfied latency, ms.
@@ -136,7 +173,7 @@ struct ApdexSpec {
 /// `config.defaults`: headers every request sends unless it sets them itself.
 #[derive(Debug, Default, Clone, Deserialize)]
 struct DefaultsSpec {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::yaml::null_as_default")]
     headers: BTreeMap<String, String>,
     /// Cookies set before every request (the request's own `cookie` over them).
     #[serde(default)]
@@ -187,7 +224,9 @@ impl Config {
         macro_rules! replace {
             ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
         }
-        replace!(target, payload, tls, ensure, apdex, processor, engines, ws, socketio);
+        replace!(
+            target, payload, tls, ensure, apdex, processor, engines, engine, mode, ws, socketio
+        );
         // Artillery merges lists by position: a phase over the phase at its index, so an
         // environment of one phase over a config of three changes the first and keeps the rest.
         match (&mut self.phases, over.phases) {
@@ -295,6 +334,9 @@ struct ScenarioSpec {
     before_request: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
     after_response: Option<Spanned<serde_json::Value>>,
+    /// Processor functions called when one of the scenario's requests fails.
+    #[serde(default)]
+    on_error: Option<Spanned<serde_json::Value>>,
     #[serde(default)]
     weight: Option<u32>,
     #[serde(default)]
@@ -376,6 +418,8 @@ fn read_yaml(
 #[derive(Deserialize)]
 struct EngineProbe {
     #[serde(default)]
+    config: Option<EngineOnly>,
+    #[serde(default)]
     scenarios: Option<Vec<EngineOnly>>,
 }
 
@@ -390,7 +434,8 @@ fn other_engine(text: &str, path: &Path) -> Result<(), ScenarioError> {
     let Ok(probe) = serde_saphyr::from_str::<EngineProbe>(text) else {
         return Ok(());
     };
-    for s in probe.scenarios.iter().flatten() {
+    let config = probe.config.iter();
+    for s in config.chain(probe.scenarios.iter().flatten()) {
         if let Some(e) = &s.engine {
             if !matches!(
                 e.value.as_str(),
@@ -552,6 +597,18 @@ fn finish(
         }
         scenarios.retain(named);
     }
+    // As Artillery's runner: a phase's mode, else the config's.
+    if let (Some(mode), Some(phases)) = (&config.mode, config.phases.as_mut()) {
+        for p in phases {
+            p.value.default_mode(mode);
+        }
+    }
+    // As Artillery's runner: a scenario's engine, else the config's, else HTTP.
+    if let Some(engine) = &config.engine {
+        for s in scenarios.iter_mut().filter(|s| s.engine.is_none()) {
+            s.engine = Some(engine.clone());
+        }
+    }
     let dir = config_path.parent().unwrap_or(Path::new(".")).to_path_buf();
     Ok(Script {
         config,
@@ -611,9 +668,16 @@ pub fn side_files(text: &str, path: &Path) -> Result<Vec<PathBuf>, ScenarioError
     Ok(files)
 }
 
-/// Plugins loadlab understands: their checks run (ensure, expect) or their results are what
-/// loadlab reports anyway (metrics-by-endpoint, apdex).
-const KNOWN_PLUGINS: [&str; 4] = ["ensure", "expect", "metrics-by-endpoint", "apdex"];
+/// Plugins loadlab understands: their checks run (ensure, expect), their template functions
+/// render (fake-data), or their results are what loadlab reports anyway (metrics-by-endpoint,
+/// apdex).
+const KNOWN_PLUGINS: [&str; 5] = [
+    "ensure",
+    "expect",
+    "metrics-by-endpoint",
+    "apdex",
+    "fake-data",
+];
 
 /// The keys of `config` loadlab reads but does not act on, one warning each (refused when
 /// `strict`); `shared` says the script's requests go over a shared pool of connections.
@@ -636,6 +700,18 @@ fn ignored(
                 "config.plugins.{name}: loadlab does not run this plugin; it is ignored"
             ));
         }
+    }
+    let fake_data = config.plugins.as_ref().and_then(|p| p.get("fake-data"));
+    if let Some(options) = fake_data
+        .and_then(|v| v.as_object())
+        .filter(|o| !o.is_empty())
+    {
+        let names: Vec<&str> = options.keys().map(String::as_str).collect();
+        warnings.push(format!(
+            "config.plugins.fake-data: options of {} are not applied; those functions render \
+             values of their default shape",
+            names.join(", ")
+        ));
     }
     if let Some(pool) = config.http.as_ref().and_then(|h| h.pool.as_ref()) {
         if !shared {
@@ -753,7 +829,7 @@ pub struct Scenario {
     pub http2: Option<Option<usize>>,
     /// `config.ensure` as thresholds.
     pub thresholds: Vec<loadlab_run::Threshold>,
-    /// The phases' `maxVusers`: most users at once over the run.
+    /// The largest of the phases' `maxVusers` (each phase's own is in its rate phases).
     pub max_vusers: Option<usize>,
     /// Keys read but ignored, in words (one line each).
     pub warnings: Vec<String>,
@@ -994,7 +1070,10 @@ fn lower_text(
         ));
     }
     if let Some(m) = max_vusers {
-        notes.push(format!("maxVusers {m}: at most {m} users at once"));
+        notes.push(format!(
+            "maxVusers: a user arriving while their phase's cap (up to {m}) is in a session is \
+             skipped, as in Artillery"
+        ));
     }
     notes.push(match (users.is_some(), pool) {
         (true, _) => "connections: each user opens its own, one per host, as Artillery's users do \
@@ -1180,6 +1259,7 @@ fn plain<'a>(file: &'a Script, phases: &Phases) -> Option<Vec<(&'static str, &'a
                 || s.after_scenario.is_some()
                 || s.before_request.is_some()
                 || s.after_response.is_some()
+                || s.on_error.is_some()
         })
         || file
             .config
@@ -1343,6 +1423,10 @@ fn user_model(
         }
         variables.push((name.clone(), values));
     }
+    // Artillery gives every user `target`, the config's target, unless a variable says else;
+    // the model carries it when a template reads it.
+    let target_is_theirs =
+        variables.iter().any(|(n, _)| n == "target") || undefined.iter().any(|n| n == "target");
     let mut payloads = Vec::new();
     let mut lists = BTreeMap::new();
     // The fields of payloads whose file comes at run time, when only checking the script.
@@ -1412,6 +1496,9 @@ fn user_model(
     defined.extend(later);
     defined.extend(undefined);
     defined.insert("$uuid".into());
+    if !target_is_theirs {
+        defined.insert("target".into());
+    }
     let chosen = weighted(&file.scenarios);
     let mut scenarios = Vec::new();
     let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
@@ -1489,6 +1576,7 @@ fn user_model(
             after_scenario: s.after_scenario.as_ref(),
             before_request: s.before_request.as_ref(),
             after_response: s.after_response.as_ref(),
+            on_error: s.on_error.as_ref(),
         };
         let (ws, sio) = (
             file.config.ws.clone().unwrap_or_default(),
@@ -1529,6 +1617,9 @@ fn user_model(
     let after = once("after", file.after.as_ref(), &mut lowering)?;
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
     let pattern = interleave(&weights)?;
+    if !target_is_theirs && lowering.reads_target.get() {
+        variables.push(("target".into(), vec![target.to_string()]));
+    }
     let model = UserModel {
         scenarios,
         pattern,
@@ -1544,6 +1635,14 @@ fn user_model(
         checks_set_exit_code: expect.is_some(),
     };
     warnings.append(&mut lowering.warnings);
+    let skipped: Vec<String> = lowering.without_processor.take().into_iter().collect();
+    if !skipped.is_empty() {
+        warnings.push(format!(
+            "{}: named, but the script gives no config.processor; Artillery skips a function it \
+             cannot find, and so does loadlab (--strict refuses): add processor: ./functions.js",
+            skipped.join(", ")
+        ));
+    }
     for name in lowering.unset.take() {
         warnings.push(format!(
             "{{{{ {name} }}}} is set by none of this file's sources (config.variables, a \

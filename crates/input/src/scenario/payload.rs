@@ -10,7 +10,7 @@ use super::error::PayloadError;
 
 /// `config.payload`: a CSV file and the variables its columns fill.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct PayloadSpec {
     /// The CSV file, relative to the scenario file; none when it comes at run time
     /// (`--payload`, Artillery's -p).

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use loadlab_run::{RatePhase, UserPhase};
+use loadlab_run::{Arrival, RatePhase, UserPhase};
 use serde::Deserialize;
 
 use super::error::PhaseError;
@@ -22,9 +22,12 @@ pub struct PhaseSpec {
     ramp_to: Option<Num>,
     #[serde(default)]
     arrival_count: Option<Num>,
-    /// Artillery's cap on the users running at once (a run-wide cap here).
+    /// Artillery's cap on the users in a session at once: an arrival past it is skipped.
     #[serde(default)]
     max_vusers: Option<Num>,
+    /// Artillery's spacing of a constant `arrivalRate`'s arrivals: `uniform` or `poisson`.
+    #[serde(default)]
+    mode: Option<String>,
     #[serde(default)]
     pause: Option<Seconds>,
     /// loadlab's shape: a base rate with periodic spikes.
@@ -55,6 +58,7 @@ impl PhaseSpec {
             ramp_to,
             arrival_count,
             max_vusers,
+            mode,
             pause,
             spike,
             step,
@@ -71,6 +75,11 @@ impl PhaseSpec {
         }
     }
 
+    /// `config.mode`, which Artillery's runner gives every phase that names no mode of its own.
+    pub fn default_mode(&mut self, mode: &str) {
+        self.mode.get_or_insert_with(|| mode.to_string());
+    }
+
     /// The phase Artillery runs when a script has none: one arrival within one second.
     pub fn one_user() -> Self {
         PhaseSpec {
@@ -80,6 +89,7 @@ impl PhaseSpec {
             ramp_to: None,
             arrival_count: Some(Num::Number(1.0)),
             max_vusers: None,
+            mode: None,
             pause: None,
             spike: None,
             step: None,
@@ -158,28 +168,46 @@ struct Numbers {
     arrival_count: Option<f64>,
 }
 
-/// The run-wide cap on users at once that the phases' `maxVusers` give: the same value in every
-/// phase that gives one (Artillery caps each phase; one cap for the whole run is what loadlab
-/// runs, so differing caps are refused).
+/// How phase `name` spaces its arrivals when not as the run's: as Artillery, its `mode`
+/// spaces the arrivals of a constant `arrivalRate` only.
+fn arrival_of(name: &str, p: &PhaseSpec) -> Result<Option<Arrival>, PhaseError> {
+    let arrival = match p.mode.as_deref() {
+        None | Some("uniform") => None,
+        Some("poisson") => Some(Arrival::Poisson),
+        Some(other) => {
+            return Err(PhaseError::Mode {
+                phase: name.into(),
+                mode: other.into(),
+            })
+        }
+    };
+    Ok(arrival.filter(|_| p.arrival_rate.is_some() && p.ramp_to.is_none()))
+}
+
+/// Phase `name`'s `maxVusers`, read and checked.
+fn max_users(name: &str, p: &PhaseSpec) -> Result<Option<usize>, PhaseError> {
+    let Some(m) = &p.max_vusers else {
+        return Ok(None);
+    };
+    let m = m.value(name, "maxVusers")?;
+    if !(m.is_finite() && m >= 1.0 && m <= loadlab_run::plan::MAX_CONNECTIONS as f64) {
+        return Err(PhaseError::MaxVusers(name.into()));
+    }
+    Ok(Some(m as usize))
+}
+
+/// The largest `maxVusers` of the phases: room for that many sessions at once.
 pub fn max_vusers<'a>(
     specs: impl IntoIterator<Item = &'a PhaseSpec>,
 ) -> Result<Option<usize>, PhaseError> {
-    let mut cap: Option<usize> = None;
+    let mut most: Option<usize> = None;
     for (i, p) in specs.into_iter().enumerate() {
         let name = p.name.clone().unwrap_or_else(|| format!("phase {}", i + 1));
-        if let Some(m) = &p.max_vusers {
-            let m = m.value(&name, "maxVusers")?;
-            if !(m.is_finite() && m >= 1.0 && m <= loadlab_run::plan::MAX_CONNECTIONS as f64) {
-                return Err(PhaseError::MaxVusers(name));
-            }
-            let m = m as usize;
-            if cap.is_some_and(|c| c != m) {
-                return Err(PhaseError::MaxVusersDiffer(name));
-            }
-            cap = Some(m);
+        if let Some(m) = max_users(&name, p)? {
+            most = Some(most.map_or(m, |c| c.max(m)));
         }
     }
-    Ok(cap)
+    Ok(most)
 }
 
 /// A base rate with spikes of `length` to `to`, one every `every` (the first at `every`).
@@ -250,16 +278,19 @@ pub fn lower<'a>(specs: impl IntoIterator<Item = &'a PhaseSpec>) -> Result<Phase
                 .collect(),
         )
     } else {
-        Phases::Rates(
-            lowered
-                .into_iter()
-                .flat_map(|l| match l {
-                    Lowered::Rates(r) => r,
-                    Lowered::Pause(name, d) => vec![RatePhase::pause(&name, d)],
-                    Lowered::Users(_) => unreachable!("checked above"),
-                })
-                .collect(),
-        )
+        let mut rates: Vec<RatePhase> = lowered
+            .into_iter()
+            .flat_map(|l| match l {
+                Lowered::Rates(r) => r,
+                Lowered::Pause(name, d) => vec![RatePhase::pause(&name, d)],
+                Lowered::Users(_) => unreachable!("checked above"),
+            })
+            .collect();
+        // Nothing runs after a phase with no end.
+        if let Some(endless) = rates.iter().position(|p| p.duration.is_none()) {
+            rates.truncate(endless + 1);
+        }
+        Phases::Rates(rates)
     };
     Ok(phases)
 }
@@ -286,6 +317,23 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered, PhaseError> {
             return Err(PhaseError::PauseWithLoad(name));
         }
         return Ok(Lowered::Pause(name, pause.duration()?));
+    }
+    // Artillery runs a constant arrivalRate whose duration is not positive (`-1`) with no
+    // end: its arrivals go on until the run is stopped, and later phases never start.
+    let endless = matches!(p.duration, Some(Seconds::Number(d)) if d <= 0.0)
+        && p.users.is_none()
+        && p.ramp_to.is_none()
+        && p.arrival_count.is_none()
+        && p.spike.is_none()
+        && p.step.is_none();
+    if let (true, Some(rate)) = (endless, numbers.arrival_rate) {
+        if !(rate.is_finite() && rate >= 0.0) {
+            return Err(PhaseError::Rates(name));
+        }
+        let mut phase = RatePhase::constant(&name, rate, None);
+        phase.max_users = max_users(&name, p)?;
+        phase.arrival = arrival_of(&name, p)?;
+        return Ok(Lowered::Rates(vec![phase]));
     }
     let duration = p
         .duration
@@ -322,7 +370,14 @@ fn phases_of(i: usize, p: &PhaseSpec) -> Result<Lowered, PhaseError> {
     if p.spawn_rate.is_some() {
         return Err(PhaseError::SpawnRateWithoutUsers(name));
     }
-    Ok(Lowered::Rates(rate_phases(&name, p, &numbers, duration)?))
+    let cap = max_users(&name, p)?;
+    let arrival = arrival_of(&name, p)?;
+    let mut phases = rate_phases(&name, p, &numbers, duration)?;
+    for phase in &mut phases {
+        phase.max_users = cap;
+        phase.arrival = arrival;
+    }
+    Ok(Lowered::Rates(phases))
 }
 
 fn rate_phases(
@@ -474,6 +529,7 @@ mod tests {
             ramp_to: None,
             arrival_count: None,
             max_vusers: None,
+            mode: None,
             pause: None,
             spike: None,
             users: None,
@@ -490,5 +546,34 @@ mod tests {
         let rates: Vec<f64> = p.iter().map(|ph| ph.start_rps).collect();
         assert_eq!(rates, vec![100.0, 200.0, 300.0, 400.0]);
         assert!(p.iter().all(|ph| ph.duration == Some(secs(10))));
+    }
+
+    fn read(yaml: &str) -> Vec<PhaseSpec> {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_phase_of_no_positive_duration_runs_until_stopped_and_ends_the_phases() {
+        let specs = read("- { duration: -1, arrivalRate: 3, mode: poisson }\n- { duration: 5, arrivalRate: 9 }\n");
+        let Phases::Rates(p) = lower(&specs).unwrap() else {
+            panic!("rates")
+        };
+        assert_eq!(p.len(), 1, "nothing runs after a phase with no end");
+        assert_eq!((p[0].duration, p[0].start_rps), (None, 3.0));
+        assert_eq!(p[0].arrival, Some(Arrival::Poisson));
+        // A ramp or a count of no positive duration is refused, as before.
+        assert!(lower(&read("- { duration: -1, arrivalRate: 3, rampTo: 4 }\n")).is_err());
+    }
+
+    #[test]
+    fn mode_spaces_only_a_constant_arrival_rate_and_is_checked() {
+        let specs = read("- { duration: 2, arrivalRate: 3, mode: poisson }\n- { duration: 2, arrivalRate: 3, rampTo: 5, mode: poisson }\n- { duration: 2, arrivalCount: 3, mode: poisson }\n- { duration: 2, arrivalRate: 3, mode: uniform }\n");
+        let Phases::Rates(p) = lower(&specs).unwrap() else {
+            panic!("rates")
+        };
+        let modes: Vec<Option<Arrival>> = p.iter().map(|ph| ph.arrival).collect();
+        assert_eq!(modes, [Some(Arrival::Poisson), None, None, None]);
+        let e = lower(&read("- { duration: 2, arrivalRate: 3, mode: bursty }\n")).unwrap_err();
+        assert!(e.to_string().contains("not one of uniform, poisson"), "{e}");
     }
 }

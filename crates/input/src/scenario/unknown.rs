@@ -339,14 +339,21 @@ const NOT_NEEDED: &[(&str, &str, &str)] = &[
 /// Keys Artillery reads that change what runs and that loadlab does not run yet: the file is
 /// refused on them, with what to write instead.
 const NOT_YET: &[(&str, &str, &str)] = &[
-    ("config", "mode", "Artillery spaces every phase's arrivals by it (poisson); loadlab does not read it yet: give --arrival poisson instead"),
-    ("config", "engine", "Artillery's engine for the scenarios that name none; loadlab does not read it yet: write engine: on each scenario"),
-    ("config.http", "distributedTracing", "Artillery adds a W3C traceparent header to each request; loadlab does not yet"),
-    ("a phase", "mode", "Artillery spaces this phase's arrivals by it (poisson); loadlab does not read it yet: give --arrival poisson for the run"),
-    ("a scenario", "onError", "processor functions Artillery calls when a request fails; loadlab does not call them yet"),
-    ("a scenario", "socketio", "Socket.IO settings for this scenario; loadlab reads them only as config.socketio"),
-    ("a request", "maxRedirects", "the most redirects Artillery's client follows; loadlab does not read it yet"),
-    ("a Socket.IO answer", "concat", "Artillery joins the event's arguments before matching; loadlab does not yet"),
+    (
+        "config.http",
+        "distributedTracing",
+        "Artillery adds a W3C traceparent header to each request; loadlab does not yet",
+    ),
+    (
+        "a scenario",
+        "socketio",
+        "Socket.IO settings for this scenario; loadlab reads them only as config.socketio",
+    ),
+    (
+        "a Socket.IO answer",
+        "concat",
+        "Artillery joins the event's arguments before matching; loadlab does not yet",
+    ),
 ];
 
 /// Maps whose other keys Artillery hands to a client library as options, and what loadlab
@@ -595,13 +602,13 @@ mod tests {
 
     #[test]
     fn keys_artillery_runs_and_loadlab_does_not_yet_refuse_the_file_with_what_to_write() {
-        let text = "config:\n  target: https://127.0.0.1:1\n  mode: poisson\n  tls: { certificateAuthority: ca.pem }\n  ws: { handshakeTimeout: 100 }\nscenarios:\n  - flow: [{ get: { uri: /, gzip: true } }]\n";
+        let text = "config:\n  target: https://127.0.0.1:1\n  http: { distributedTracing: {} }\n  tls: { certificateAuthority: ca.pem }\n  ws: { handshakeTimeout: 100 }\nscenarios:\n  - flow: [{ get: { uri: /, gzip: true } }]\n";
         let u = unknown(text);
         let by_path = |p: &str| at_path(&u, p);
-        let mode = by_path("config.mode");
+        let tracing = by_path("config.http.distributedTracing");
         assert!(
-            mode.refused && mode.why.contains("--arrival poisson"),
-            "{mode:?}"
+            tracing.refused && tracing.why.contains("traceparent"),
+            "{tracing:?}"
         );
         let ca = by_path("config.tls.certificateAuthority");
         assert!(ca.refused && ca.why.contains("tls.cacert"), "{ca:?}");
@@ -621,9 +628,9 @@ mod tests {
         );
         // `uri` is `url`'s other name: read, not reported.
         assert_eq!(u.len(), 4, "{u:?}");
-        let e = mode.refusal(Path::new("s.yml")).to_string();
+        let e = tracing.refusal(Path::new("s.yml")).to_string();
         assert!(
-            e.starts_with("s.yml:3:3: config.mode: Artillery spaces"),
+            e.starts_with("s.yml:3:11: config.http.distributedTracing: Artillery adds"),
             "{e}"
         );
     }

@@ -151,6 +151,7 @@ impl Lowering<'_> {
         subprotocols: Vec<String>,
         socketio: bool,
     ) -> Result<(Socket, WsConnect), FlowError> {
+        let url = &super::flows::with_target(url, self.target);
         let http = http_url(url);
         if !(http.starts_with("http://") || http.starts_with("https://")) {
             return Err(FlowError::NotUrl(url.to_string()));
@@ -408,9 +409,15 @@ impl Lowering<'_> {
                 // Artillery 2 reads only channel and data inside emit: a namespace, response or
                 // acknowledge written there (Artillery 1's docs) it ignores, and so does this.
                 for k in o.keys().filter(|k| *k != "channel" && *k != "data") {
+                    // The step's keys for what Artillery 2 awaits after an emit.
+                    let instead = match k.as_str() {
+                        "response" => "; write response beside emit, in the step",
+                        "acknowledge" | "ack" => "; write acknowledge beside emit, in the step",
+                        _ => "",
+                    };
                     let why = format!(
                         "emit.{k}: Artillery reads only channel and data inside emit, and \
-                         ignores this; write {k} beside emit, in the step"
+                         ignores this{instead}"
                     );
                     if self.strict {
                         return Err(Traced::at(refuse("emit", &why), &emit.referenced));
