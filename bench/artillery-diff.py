@@ -158,7 +158,11 @@ def prepared(script, port, users):
 def run(cmd, cwd, port):
     env = {**os.environ, **CORPUS_ENV, "ARTILLERY_DISABLE_TELEMETRY": "true",
            "CORPUS_TARGET": f"http://127.0.0.1:{port}"}
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
+    except subprocess.TimeoutExpired:
+        # A script whose users loop for ever (a `loop` without `count`) is stopped here.
+        return 124, ["still running after 180 s: stopped"]
     return out.returncode, (out.stderr or out.stdout).strip().splitlines()[-1:] or [""]
 
 
