@@ -49,3 +49,14 @@ if ! cmp -s "$py_dir/requirements.txt" "$venv/.loadlab-installed"; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$py_dir/requirements.txt"
   cp "$py_dir/requirements.txt" "$venv/.loadlab-installed"
 fi
+
+# `loadlab locust`'s Python: a virtual environment with gevent (pinned in
+# crates/engine/src/locust/prepare.rs), where loadlab itself makes it on first use.
+locust_venv="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/locust-venv"
+gevent_pin=$(grep -o 'gevent==[0-9.]*' crates/engine/src/locust/prepare.rs | head -1)
+if ! cmp -s <(echo "$gevent_pin") "$locust_venv/.loadlab-installed" 2>/dev/null; then
+  echo "install-runtimes: $gevent_pin in $locust_venv"
+  [ -x "$locust_venv/bin/python" ] || python3 -m venv "$locust_venv"
+  "$locust_venv/bin/python" -m pip install -q --disable-pip-version-check "$gevent_pin"
+  echo "$gevent_pin" > "$locust_venv/.loadlab-installed"
+fi

@@ -71,5 +71,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 python3 -B -m unittest -q scripts/test_module_cycles.py
 python3 scripts/module-cycles.py
 cargo test --workspace --locked
+# loadlab's `locust` package on its own, against a fake engine (the Rust side's tests run it
+# for real above).
+(cd crates/engine/src/locust/python && PYTHONDONTWRITEBYTECODE=1 \
+  "${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/locust-venv/bin/python" -m unittest discover -q -s tests -t tests)
 LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \
   "$venv/bin/python" -m pytest -q tests/browser

@@ -80,6 +80,141 @@ pub enum Command {
     /// The visits application's counter: count page views from a Redis stream into sharded
     /// counters (started by `serve --visits`; run it by hand to restart one).
     Consume(ConsumeArgs),
+    /// Run a locustfile unchanged, with Locust's command line; loadlab's engine sends the
+    /// requests (headless; Python with gevent runs the users).
+    Locust(Box<LocustArgs>),
+}
+
+/// `loadlab locust` flags: Locust's own names, then loadlab's outputs.
+#[derive(Debug, Args)]
+pub struct LocustArgs {
+    /// The locustfile: a file, a folder of them, or a comma-separated list.
+    #[arg(
+        short = 'f',
+        long = "locustfile",
+        value_name = "FILE",
+        default_value = "locustfile.py"
+    )]
+    pub locustfile: String,
+    /// The host users send to when their class gives none (http://HOST[:PORT]).
+    #[arg(short = 'H', long, value_name = "URL")]
+    pub host: Option<String>,
+    /// Users at once (peak).
+    #[arg(short = 'u', long, value_name = "N", default_value_t = 1)]
+    pub users: usize,
+    /// Users started per second until there are --users.
+    #[arg(
+        short = 'r',
+        long = "spawn-rate",
+        value_name = "RATE",
+        default_value_t = 1.0
+    )]
+    pub spawn_rate: f64,
+    /// How long to run (300s, 20m, 1h30m; a bare number is seconds); without it, until
+    /// stopped (Ctrl-C) or the file's shape ends.
+    #[arg(short = 't', long = "run-time", value_name = "TIME", value_parser = locust_timespan)]
+    pub run_time: Option<Duration>,
+    /// User classes to run (default: every class of the file).
+    #[arg(value_name = "USER_CLASS")]
+    pub classes: Vec<String>,
+    /// Only run tasks with one of these tags.
+    #[arg(short = 'T', long, value_name = "TAG", num_args = 1..)]
+    pub tags: Option<Vec<String>>,
+    /// Do not run tasks with one of these tags.
+    #[arg(short = 'E', long = "exclude-tags", value_name = "TAG", num_args = 1..)]
+    pub exclude_tags: Option<Vec<String>>,
+    /// Seconds users get to finish their task and run on_stop when the run ends.
+    #[arg(
+        short = 's',
+        long = "stop-timeout",
+        value_name = "SECONDS",
+        default_value_t = 0.0
+    )]
+    pub stop_timeout: f64,
+    /// Stop after this many task iterations (each helper its share).
+    #[arg(short = 'i', long, value_name = "N")]
+    pub iterations: Option<u64>,
+    /// Write Locust's CSV files: PREFIX_stats.csv, PREFIX_failures.csv,
+    /// PREFIX_exceptions.csv, PREFIX_stats_history.csv.
+    #[arg(long, value_name = "PREFIX")]
+    pub csv: Option<String>,
+    /// Accepted as Locust's; the history file has a row a second either way.
+    #[arg(long = "csv-full-history")]
+    pub csv_full_history: bool,
+    /// Write loadlab's HTML report of the run here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Exit code when a request failed or a task raised an error (Locust's default, 1).
+    #[arg(long = "exit-code-on-error", value_name = "CODE", default_value_t = 1)]
+    pub exit_code_on_error: u8,
+    /// Generator threads, each with one Python helper running its share of the users
+    /// (default: one per core; Locust's --processes).
+    #[arg(long = "processes", value_name = "N", value_parser = positive_count)]
+    pub processes: Option<usize>,
+    /// Seed of the users' choices.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Request timeout.
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub timeout: Option<Duration>,
+    /// Fail the run (exit 99) unless these hold, as run's --slo.
+    #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = loadlab_input::values::threshold_list)]
+    pub slo: Option<Vec<loadlab_run::Threshold>>,
+    /// Write the run directory (summary.json, timeline, histograms) here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Serve a live dashboard at ADDR, as run's --dashboard.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]
+    pub dashboard: Option<String>,
+    /// Locust's mode flags, accepted: loadlab runs headless, its --dashboard is the live view.
+    #[arg(long, hide = true)]
+    pub headless: bool,
+    /// Accepted (loadlab starts at once).
+    #[arg(long, hide = true)]
+    pub autostart: bool,
+    /// Accepted (loadlab has no web UI; --dashboard is the live view).
+    #[arg(long = "web-host", hide = true, value_name = "HOST")]
+    pub web_host: Option<String>,
+    /// Accepted (loadlab has no web UI; --dashboard is the live view).
+    #[arg(short = 'P', long = "web-port", hide = true, value_name = "PORT")]
+    pub web_port: Option<String>,
+    /// Accepted (loadlab prints its summary at the end).
+    #[arg(long = "only-summary", hide = true)]
+    pub only_summary: bool,
+    /// Accepted (loadlab's statistics are from the start).
+    #[arg(long = "reset-stats", hide = true)]
+    pub reset_stats: bool,
+    /// Accepted (the Python side logs errors and tracebacks to stderr).
+    #[arg(short = 'L', long = "loglevel", hide = true, value_name = "LEVEL")]
+    pub loglevel: Option<String>,
+}
+
+impl LocustArgs {
+    /// Locust's defaults, for the locustfile `file` (what `validate` imports).
+    pub fn for_file(file: &str) -> LocustArgs {
+        LocustOnly::parse_from(["locust", "-f", file]).args
+    }
+}
+
+/// Parses `loadlab locust`'s flags alone.
+#[derive(Debug, Parser)]
+struct LocustOnly {
+    #[command(flatten)]
+    args: LocustArgs,
+}
+
+/// A time span as Locust writes one: `20s`, `3m`, `1h30m`, or a bare number of seconds.
+fn locust_timespan(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        if secs.is_finite() && secs > 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+    }
+    humantime::parse_duration(t)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{text:?} is not a time span such as 300s, 20m or 1h30m"))
 }
 
 /// `loadlab consume` flags.

@@ -54,6 +54,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd::merge::main(a),
         Command::K8s(a) => cmd::k8s::main(a),
         Command::Consume(a) => cmd::consume::main(a),
+        Command::Locust(a) => cmd::locust::main(*a),
     };
     match result {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,

@@ -27,6 +27,12 @@
 mod conn;
 mod connect;
 mod growth;
+mod locust;
+
+/// A locustfile's Python helpers: what they need on this machine, and what a file holds.
+pub mod locustfile {
+    pub use crate::locust::{describe, package, python, GEVENT};
+}
 pub mod http1;
 mod http2;
 pub mod limits;
@@ -218,8 +224,14 @@ pub fn run(
     // Threads still opening their connections; the origin is sent when none is left.
     let mut connecting = Some(threads);
     let mut started_at = SystemTime::now();
+    // A run its users ended (a locustfile's `runner.quit()`, its shape's end) is complete.
+    let mut ended_by_users = false;
     for msg in rx {
         match msg {
+            Msg::Finish => {
+                ended_by_users = !stop.is_stopped();
+                stop.stop();
+            }
             Msg::Connected(mine) => {
                 connect.merge(&mine);
                 connecting = connecting.map(|n| n - 1);
@@ -265,15 +277,10 @@ pub fn run(
         plan: plan.clone(),
         started_at,
         elapsed: collector.elapsed,
-        complete: !stop.is_stopped(),
+        complete: !stop.is_stopped() || ended_by_users,
         totals: collector.totals,
         phases: collector.phases,
-        by_name: plan
-            .request_names()
-            .0
-            .into_iter()
-            .zip(collector.by_name)
-            .collect(),
+        by_name: collector.by_name,
         users: plan
             .model
             .users()
@@ -299,7 +306,7 @@ struct Collector {
     done: Vec<bool>,
     totals: Interval,
     phases: Vec<PhaseRecord>,
-    by_name: Vec<Interval>,
+    by_name: Vec<(String, Interval)>,
     timeline: Vec<TimelineRow>,
     hlog: SecondsLog,
     unfinished: u64,
@@ -355,11 +362,12 @@ impl Collector {
     fn end(&mut self, thread: usize, end: ThreadEnd) {
         self.done[thread] = true;
         self.unfinished += end.unfinished;
-        if self.by_name.is_empty() {
-            self.by_name = end.by_name;
-        } else {
-            for (all, mine) in self.by_name.iter_mut().zip(&end.by_name) {
-                all.merge(mine);
+        // By name: the plan's names are every thread's, a locustfile's come as its users
+        // make them.
+        for (name, mine) in end.by_name {
+            match self.by_name.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, all)) => all.merge(&mine),
+                None => self.by_name.push((name, mine)),
             }
         }
         self.timings.merge(&end.timings);

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loadlab_run::users::UserModel;
-use loadlab_run::{Arrival, Arrivals, Model, Plan, UserRecord};
+use loadlab_run::{Arrival, Arrivals, Model, Plan, UserPhase, UserRecord};
 use tokio::task::spawn_local;
 use tokio::time::Instant;
 
 use crate::conn::dialer::Dialer;
 use crate::conn::exchange::Wire;
 use crate::connect::Initial;
+use crate::locust::{Helper, Locust};
 use crate::pace::pace;
 use crate::pool::{self, Budgeted, Pool, Queues};
 use crate::record::Recorder;
@@ -57,13 +58,17 @@ pub enum Load {
     OpenSessions(OpenSchedule, Arc<UserModel>, Option<Arc<PhaseCaps>>),
     /// User phases: a number of users over time, session after session.
     Users(UserCurve, Arc<UserModel>),
+    /// User phases of a locustfile's users, run by the thread's Python helper.
+    Locust(Vec<UserPhase>, Arc<UserModel>),
 }
 
 impl Load {
     /// The user model the load runs, when it runs virtual users.
     pub fn user_model(&self) -> Option<&UserModel> {
         match self {
-            Load::OpenSessions(_, model, _) | Load::Users(_, model) => Some(model),
+            Load::OpenSessions(_, model, _) | Load::Users(_, model) | Load::Locust(_, model) => {
+                Some(model)
+            }
             Load::Closed { .. } | Load::OpenRequests(_) => None,
         }
     }
@@ -98,6 +103,9 @@ impl Load {
                     }
                 }
             }
+            Model::Users { phases, users } if users.locust.is_some() => {
+                Load::Locust(phases.clone(), users.clone())
+            }
             Model::Users { phases, users } => Load::Users(UserCurve::new(phases), users.clone()),
         }
     }
@@ -126,6 +134,8 @@ pub enum Mode {
         /// The arriving users.
         arrivals: Rc<session::Arrivals>,
     },
+    /// A locustfile's users: their phases, and what their requests share.
+    Locust(Vec<UserPhase>, Rc<Locust>),
     /// User phases: the user curve, and the slots of users it keeps running.
     Users {
         /// The user count over time.
@@ -145,7 +155,7 @@ impl Mode {
         thread: (usize, usize),
         expected: Option<u64>,
         max_connections_per_endpoint: usize,
-        hooks: Option<Rc<session::Hooks>>,
+        (hooks, helper): (Option<Rc<session::Hooks>>, Option<Rc<Helper>>),
     ) -> Mode {
         let wire = Wire::new(plan, rec, dialer);
         match load {
@@ -170,6 +180,13 @@ impl Mode {
                     arrivals: Rc::new(session::Arrivals::new(users, cap, caps)),
                 }
             }
+            Load::Locust(phases, model) => {
+                let helper = helper.expect("a locust load starts its helper first");
+                Mode::Locust(
+                    phases,
+                    Rc::new(Locust::new(plan.clone(), &model, wire, helper)),
+                )
+            }
             Load::Users(curve, model) => Mode::Users {
                 curve,
                 slots: Rc::new(Slots::new(Users::new(plan.clone(), model, wire, hooks))),
@@ -184,6 +201,7 @@ impl Mode {
             Mode::OpenRequests { pool, .. } => &pool.wire,
             Mode::OpenSessions { arrivals, .. } => &arrivals.users.wire,
             Mode::Users { slots, .. } => &slots.users.wire,
+            Mode::Locust(_, locust) => &locust.wire,
         }
     }
 
@@ -221,6 +239,7 @@ impl Mode {
                     pace(rec, &clock, (index, threads), slack, arrive, |_, _| {}).await;
                 });
             }
+            Mode::Locust(phases, locust) => locust.start(phases.clone(), (index, threads)),
             Mode::Users { curve, slots } => {
                 spawn_local(session::control(
                     slots.clone(),
@@ -252,7 +271,15 @@ impl Mode {
         match self {
             Mode::OpenRequests { pool, .. } => pool.drop_queued(),
             Mode::OpenSessions { arrivals, .. } => arrivals.drop_queued(),
-            Mode::Closed(_) | Mode::Users { .. } => {}
+            Mode::Closed(_) | Mode::Users { .. } | Mode::Locust(..) => {}
+        }
+    }
+
+    /// A locustfile's users, when the mode runs them.
+    pub fn locust(&self) -> Option<&Rc<Locust>> {
+        match self {
+            Mode::Locust(_, locust) => Some(locust),
+            _ => None,
         }
     }
 
@@ -269,6 +296,7 @@ impl Mode {
         let users = match self {
             Mode::OpenSessions { arrivals, .. } => &arrivals.users,
             Mode::Users { slots, .. } => &slots.users,
+            Mode::Locust(_, locust) => return Some(locust.take_record()),
             Mode::Closed(_) | Mode::OpenRequests { .. } => return None,
         };
         let mut record = users.record.take();

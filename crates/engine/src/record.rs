@@ -34,7 +34,7 @@ pub struct ThreadEnd {
     /// Requests in flight when it stopped.
     pub unfinished: u64,
     /// Whole-run results per request name (empty when the plan has one name).
-    pub by_name: Vec<Interval>,
+    pub by_name: Vec<(String, Interval)>,
     /// The sessions of the thread's virtual users, when the plan has a user model.
     pub users: Option<UserRecord>,
     /// Whole-run timings (connect, handshake, waiting, receiving) and TLS failures.
@@ -53,6 +53,8 @@ pub enum Msg {
     End(usize, Box<ThreadEnd>),
     /// Thread `.0` could not start its event loop.
     Failed(usize, std::io::Error),
+    /// A thread's users ended the run (a locustfile's `runner.quit()` or shape).
+    Finish,
 }
 
 /// One generator thread's record of what happened, second by second.
@@ -193,6 +195,11 @@ impl Recorder {
         if !idle || last == 0 {
             self.send_current(last + 1);
         }
+    }
+
+    /// Asks the run to end, as its users' code did: a normal end, not an interruption.
+    pub fn ask_finish(&self) {
+        let _ = self.tx.send(Msg::Finish);
     }
 
     /// Takes the whole-run results per request name (empty when the plan has one name).

@@ -18,6 +18,7 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::conn::dialer::Dialer;
 use crate::connect::open_paced;
+use crate::locust::Helper;
 use crate::mode::{Load, Mode};
 use crate::precise_timer::PreciseTimer;
 use crate::record::{Msg, Recorder, ThreadEnd};
@@ -115,6 +116,14 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
         None => None,
     };
     let helper = hooks.clone();
+    // A locustfile's helper imports the file before the origin too.
+    let python = match (&load, load.user_model().and_then(|m| m.locust.as_ref())) {
+        (Load::Locust(..), Some(spec)) => {
+            let seed = load.user_model().map_or(0, |m| m.seed);
+            Some(Helper::start(spec, (index, threads), seed).await?)
+        }
+        _ => None,
+    };
     let dialer = Rc::new(Dialer::new(&plan, index, tls));
     let rate = plan.connect_rate / threads as f64;
     let (initial, connected) = tokio::select! {
@@ -136,7 +145,7 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
         (index, threads),
         expected,
         max_connections_per_endpoint,
-        hooks,
+        (hooks, python),
     );
     let rec = &mode.wire().rec;
     // On the precise timer: tokio's wakes up to a millisecond late, and the open model's
@@ -160,6 +169,13 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
     .await;
     let schedule_end = Instant::now();
     mode.end_schedule(schedule_end);
+    if let Some(locust) = mode.locust() {
+        // Locust's --stop-timeout: the users finish their task within it; then their on_stop,
+        // test_stop and quitting run (the helper gives those 10 s).
+        locust.stop();
+        let limit = Some(schedule_end + locust.stop_timeout() + Duration::from_secs(11));
+        seconds(rec, &mut second, limit, locust.until_stopped(), &mut stop).await;
+    }
     if let Some(arrivals) = mode.arrivals() {
         if ended != Ended::Stopped {
             // As Artillery does, users who arrived finish their sessions, however long that
@@ -181,13 +197,24 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
         cpu: cpu_at_origin,
         elapsed: end.saturating_duration_since(origin),
         unfinished,
-        by_name: rec.take_by_name(),
+        by_name: match mode.locust() {
+            Some(locust) => locust.take_names(),
+            None => plan
+                .request_names()
+                .0
+                .into_iter()
+                .zip(rec.take_by_name())
+                .collect(),
+        },
         users: mode.take_user_record(),
         timings: rec.take_timings(),
         pacing: rec.take_pacing(),
     };
     if let Some(h) = helper {
         h.stop().await;
+    }
+    if let Some(locust) = mode.locust() {
+        locust.kill().await;
     }
     Ok(end)
 }

@@ -24,6 +24,9 @@ pub enum FlagsError {
     /// A target URL.
     #[error(transparent)]
     Url(#[from] UrlError),
+    /// A locustfile's host that is not an `http://` or `https://` URL.
+    #[error("host {0:?} is not an http:// or https:// URL; give -H http://HOST[:PORT]")]
+    LocustHost(String),
     /// A `-H` header.
     #[error(transparent)]
     Header(#[from] HeaderError),

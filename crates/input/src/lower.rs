@@ -60,25 +60,25 @@ pub struct Overrides {
 }
 
 /// A plan's parts before the defaults fill what the input left open.
-struct Parts {
-    endpoints: Vec<Endpoint>,
-    requests: Vec<RequestTemplate>,
-    model: Model,
-    stop: Stop,
-    timeout: Option<Duration>,
-    connect_timeout: Option<Duration>,
-    threads: Option<usize>,
-    connect_rate: Option<f64>,
-    source_addrs: Vec<IpAddr>,
-    tls: TlsSettings,
-    protocol: Protocol,
-    thresholds: Vec<Threshold>,
-    apdex_ms: Option<f64>,
-    pacing_slack: Option<Duration>,
+pub(crate) struct Parts {
+    pub endpoints: Vec<Endpoint>,
+    pub requests: Vec<RequestTemplate>,
+    pub model: Model,
+    pub stop: Stop,
+    pub timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
+    pub threads: Option<usize>,
+    pub connect_rate: Option<f64>,
+    pub source_addrs: Vec<IpAddr>,
+    pub tls: TlsSettings,
+    pub protocol: Protocol,
+    pub thresholds: Vec<Threshold>,
+    pub apdex_ms: Option<f64>,
+    pub pacing_slack: Option<Duration>,
 }
 
 /// Fills the defaults and checks the plan: the one place a plan is made.
-fn finish(p: Parts) -> Result<ValidPlan, PlanError> {
+pub(crate) fn finish(p: Parts) -> Result<ValidPlan, PlanError> {
     let timeout = p.timeout.unwrap_or(defaults::TIMEOUT);
     Plan {
         endpoints: p.endpoints,

@@ -13,6 +13,7 @@ pub mod k8s;
 pub mod lab;
 pub mod lab_table;
 pub mod live;
+pub mod locust;
 pub mod plan;
 pub mod plot;
 pub mod probe;

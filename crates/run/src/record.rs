@@ -248,6 +248,9 @@ pub struct UserRecord {
     pub skipped: u64,
     /// Sessions started, by the index of their scenario in the model.
     pub started_by_scenario: Vec<u64>,
+    /// Requests that failed, by request type, name and message (a locustfile's users, whose
+    /// failures Locust reports so).
+    pub request_failures: std::collections::BTreeMap<(String, String, String), u64>,
     /// What the script's processor functions emitted.
     pub custom: CustomMetrics,
     /// CPU seconds the processor's Node.js helpers used, when the model has a processor.
@@ -328,6 +331,7 @@ impl UserRecord {
             static_skipped: 0,
             skipped: 0,
             started_by_scenario: Vec::new(),
+            request_failures: Default::default(),
             custom: CustomMetrics::default(),
             processor_cpu_s: None,
             suggested_exit_code: None,
@@ -349,6 +353,9 @@ impl UserRecord {
         self.static_fetched += other.static_fetched;
         self.static_skipped += other.static_skipped;
         self.skipped += other.skipped;
+        for (k, v) in &other.request_failures {
+            *self.request_failures.entry(k.clone()).or_default() += v;
+        }
         if self.started_by_scenario.len() < other.started_by_scenario.len() {
             self.started_by_scenario
                 .resize(other.started_by_scenario.len(), 0);

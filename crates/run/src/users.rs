@@ -50,6 +50,37 @@ pub struct UserModel {
     /// the run exit with code 21, as Artillery's. Without it the checks are counted only.
     #[serde(default)]
     pub checks_set_exit_code: bool,
+    /// The users are a locustfile's, run by Python helpers (one per generator thread) whose
+    /// requests the engine sends; `scenarios` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locust: Option<LocustSpec>,
+}
+
+/// A locustfile run by `loadlab locust`: what its Python helpers are told.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocustSpec {
+    /// The locustfile (or a folder of them, or a comma list), absolute.
+    pub file: String,
+    /// The Python interpreter, with gevent installed.
+    pub python: std::path::PathBuf,
+    /// The folder holding loadlab's `locust` package and its helper.
+    pub package: std::path::PathBuf,
+    /// `-H/--host`: the host of users whose class gives none.
+    pub host: Option<String>,
+    /// User classes named on the command line; empty for every class of the file.
+    pub classes: Vec<String>,
+    /// `--tags`: only tasks with one of these tags run.
+    pub tags: Option<Vec<String>>,
+    /// `--exclude-tags`: tasks with one of these tags do not run.
+    pub exclude_tags: Option<Vec<String>>,
+    /// What `environment.parsed_options` shows the file (Locust's option names).
+    pub options: serde_json::Value,
+    /// The file has a `LoadTestShape`: helper 0's `tick()` sets the users each second.
+    pub shape: bool,
+    /// `--stop-timeout`: how long stopping users may take at the end.
+    pub stop_timeout: Duration,
+    /// `--iterations`: each helper's share of the task runs before its users stop.
+    pub iterations: Option<u64>,
 }
 
 impl UserModel {

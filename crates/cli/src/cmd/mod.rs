@@ -6,6 +6,7 @@ pub mod consume;
 pub mod demo;
 pub mod k8s;
 pub mod lab;
+pub mod locust;
 pub mod merge;
 pub mod probe;
 pub mod report;

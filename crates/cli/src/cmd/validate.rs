@@ -11,6 +11,9 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab validate`.
 pub fn main(a: ValidateArgs) -> Result<Outcome> {
+    if a.file.extension().is_some_and(|e| e == "py") {
+        return locustfile(&a);
+    }
     crate::cmd::load_dotenv(a.script.dotenv.as_deref())?;
     let overrides = Overrides {
         target: a.target,
@@ -53,5 +56,50 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
         );
     }
     print!("{}", loadlab_report::plan::render_plan(&checked.plan));
+    Ok(Outcome::Done)
+}
+
+/// A locustfile: imported by a Python helper that runs nothing, its user classes shown with
+/// their weights, hosts, wait times and tasks.
+fn locustfile(a: &ValidateArgs) -> Result<Outcome> {
+    let args = crate::args::LocustArgs::for_file(&a.file.display().to_string());
+    let spec = crate::cmd::locust::spec(&args)?;
+    let (classes, shape) = loadlab_engine::locustfile::describe(&spec)?;
+    println!(
+        "{}: valid (a locustfile; run it with loadlab locust -f FILE)",
+        a.file.display()
+    );
+    let text = |v: &serde_json::Value, k: &str| -> String {
+        match v.get(k) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Null) | None => "-".into(),
+            Some(other) => other.to_string(),
+        }
+    };
+    for c in &classes {
+        println!(
+            "  user class {}: weight {}, fixed count {}, host {}, wait {}",
+            text(c, "name"),
+            text(c, "weight"),
+            text(c, "fixed_count"),
+            text(c, "host"),
+            text(c, "wait_time")
+        );
+        for t in c
+            .get("tasks")
+            .and_then(|t| t.as_array())
+            .into_iter()
+            .flatten()
+        {
+            println!(
+                "    task {} (weight {})",
+                text(t, "name"),
+                text(t, "weight")
+            );
+        }
+    }
+    if shape {
+        println!("  a LoadTestShape sets the users over time");
+    }
     Ok(Outcome::Done)
 }

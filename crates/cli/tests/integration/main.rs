@@ -12,6 +12,7 @@ mod cli;
 mod cookies_redirects;
 mod corpus;
 mod hooks;
+mod locust;
 mod profile;
 mod runtimes;
 mod scenario;

@@ -12,7 +12,7 @@
 
 mod arrivals;
 mod checks;
-mod client;
+pub(crate) mod client;
 mod hooks;
 mod html;
 mod render;

@@ -1633,6 +1633,7 @@ fn user_model(
         uuid: false,
         checks_fail_user: expect.as_ref().is_some_and(|e| e.failures_as_errors),
         checks_set_exit_code: expect.is_some(),
+        locust: None,
     };
     warnings.append(&mut lowering.warnings);
     let skipped: Vec<String> = lowering.without_processor.take().into_iter().collect();

@@ -1,0 +1,173 @@
+//! `loadlab locust`: run a locustfile unchanged with Locust's command line. The file is
+//! imported once to find its user classes and hosts, then each generator thread's Python
+//! helper runs its share of the users while loadlab's engine sends their requests; the
+//! summary is loadlab's and Locust's tables, and `--csv` writes Locust's files.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use loadlab_engine::locustfile;
+use loadlab_harness::{execute, interrupt_signal, Dashboard, Watch};
+use loadlab_input::locust::LocustRun;
+use loadlab_input::target::Lookup;
+use loadlab_run::users::LocustSpec;
+
+use crate::args::LocustArgs;
+use crate::cmd::Outcome;
+
+/// The locustfile's path as the helpers take it: each of a comma list made absolute.
+fn absolute(files: &str) -> Result<String> {
+    let mut out = Vec::new();
+    for f in files.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        let path = Path::new(f);
+        if !path.exists() {
+            bail!("{f}: no such locustfile; give it with -f FILE");
+        }
+        out.push(
+            std::fs::canonicalize(path)
+                .with_context(|| format!("cannot read {f}"))?
+                .display()
+                .to_string(),
+        );
+    }
+    if out.is_empty() {
+        bail!("no locustfile given; give it with -f FILE");
+    }
+    Ok(out.join(","))
+}
+
+/// The helpers' instructions for `a`, the interpreter and package made ready.
+pub fn spec(a: &LocustArgs) -> Result<LocustSpec> {
+    let python = locustfile::python()?;
+    let package = locustfile::package().context("cannot write loadlab's locust package")?;
+    let options = serde_json::json!({
+        "locustfile": a.locustfile,
+        "host": a.host,
+        "num_users": a.users,
+        "users": a.users,
+        "spawn_rate": a.spawn_rate,
+        "run_time": a.run_time.map(|d| d.as_secs()),
+        "headless": true,
+        "tags": a.tags,
+        "exclude_tags": a.exclude_tags,
+        "stop_timeout": a.stop_timeout,
+        "iterations": a.iterations,
+        "csv_prefix": a.csv,
+        "html_file": a.html,
+        "exit_code_on_error": a.exit_code_on_error,
+        "processes": a.processes,
+        "user_classes": a.classes,
+    });
+    Ok(LocustSpec {
+        file: absolute(&a.locustfile)?,
+        python,
+        package,
+        host: a.host.clone(),
+        classes: a.classes.clone(),
+        tags: a.tags.clone(),
+        exclude_tags: a.exclude_tags.clone(),
+        options,
+        shape: false,
+        stop_timeout: std::time::Duration::from_secs_f64(a.stop_timeout.clamp(0.0, 3600.0)),
+        iterations: a.iterations,
+    })
+}
+
+/// Runs `loadlab locust`.
+pub fn main(a: LocustArgs) -> Result<Outcome> {
+    if a.web_host.is_some() || a.web_port.is_some() {
+        eprintln!("note: loadlab runs headless; --dashboard is its live view");
+    }
+    let mut spec = spec(&a)?;
+    let (classes, shape) = locustfile::describe(&spec)?;
+    spec.shape = shape;
+    let mut hosts: Vec<String> = a.host.iter().cloned().collect();
+    for c in &classes {
+        if let Some(h) = c.get("host").and_then(|h| h.as_str()) {
+            hosts.push(h.to_string());
+        }
+    }
+    if hosts.is_empty() {
+        bail!("no host: give -H http://HOST[:PORT], or set host on the User classes");
+    }
+    let names: Vec<String> = classes
+        .iter()
+        .filter_map(|c| c.get("name").and_then(|n| n.as_str()).map(str::to_string))
+        .collect();
+    eprintln!(
+        "loadlab locust: {} with {} ({}{}); loadlab's engine sends the requests",
+        spec.file,
+        if names.is_empty() {
+            "no user class".to_string()
+        } else {
+            names.join(", ")
+        },
+        if shape {
+            "users set by its LoadTestShape".to_string()
+        } else {
+            format!("{} users, {} started per second", a.users, a.spawn_rate)
+        },
+        a.run_time.map_or(String::new(), |d| format!(
+            ", for {}",
+            humantime::format_duration(d)
+        )),
+    );
+    let run = LocustRun {
+        spec,
+        hosts,
+        users: a.users,
+        spawn_rate: Some(a.spawn_rate),
+        run_time: a.run_time,
+        threads: a.processes,
+        seed: a.seed,
+        timeout: a.timeout,
+        thresholds: a.slo.clone().unwrap_or_default(),
+    };
+    let plan = loadlab_input::locust::plan(&run, Lookup::Resolve)?;
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
+    }
+    let stop = interrupt_signal()?;
+    let live = std::io::stderr().is_terminal();
+    let dashboard = Dashboard::start_if(a.dashboard.as_deref(), &stop)?;
+    if let Some(d) = &dashboard {
+        d.begin(&plan.target_urls().join(" "), false);
+    }
+    let (data, summary) = execute(&plan, &stop, live, &Watch::default(), dashboard.as_ref())?;
+    print!("{}", loadlab_report::render_summary(&summary));
+    println!();
+    print!("{}", loadlab_report::locust::stats_table(&data));
+    if let Some(prefix) = &a.csv {
+        for f in loadlab_report::locust::write_csv(prefix, &data)
+            .with_context(|| format!("cannot write the CSV files {prefix}_*.csv"))?
+        {
+            println!("  csv          {}", f.display());
+        }
+    }
+    if let Some(dir) = &a.out {
+        loadlab_run::write_run_dir(dir, &data, &summary)?;
+        println!("  results in   {}", dir.display());
+    }
+    if let Some(html) = &a.html {
+        let label = a.locustfile.clone();
+        let view = loadlab_report::html::RunView::from_run(&label, &data, &summary);
+        loadlab_report::files::write_html(html, &label, std::slice::from_ref(&view))?;
+        println!("  report       {}", html.display());
+    }
+    if let Some(d) = dashboard {
+        d.finish(&summary);
+        d.close(std::time::Duration::ZERO);
+    }
+    let failed = summary.requests.errors + summary.requests.dropped > 0
+        || data.users.as_ref().is_some_and(|u| !u.failures.is_empty());
+    Ok(if !data.complete {
+        Outcome::Interrupted
+    } else {
+        match Outcome::judged(&summary.thresholds) {
+            Outcome::Done if failed => Outcome::Suggested(a.exit_code_on_error),
+            judged => judged,
+        }
+    })
+}

@@ -1,0 +1,173 @@
+//! `loadlab locust`: locustfiles run unchanged against the reference service on 127.0.0.1 —
+//! their users in Python helpers, their requests sent by loadlab's engine — with Locust's
+//! command line, its statistics by type and name, its CSV files and its exit codes.
+
+use std::path::Path;
+
+use crate::support::{loadlab, write_file};
+use loadlab_target::TestServer;
+use serde_json::Value;
+
+/// A shop's users as Locust users write them: a login in `on_start` whose token the tasks
+/// send, weighted tasks, a `name=` that groups URLs, `catch_response` turning a 200 into a
+/// failure, and a task that raises.
+const SHOP: &str = r#"
+from locust import HttpUser, task, constant, tag
+
+
+class Shopper(HttpUser):
+    wait_time = constant(0.01)
+
+    def on_start(self):
+        r = self.client.post("/login", json={"user": "ana"})
+        self.token = r.json()["token"]
+
+    @task(3)
+    def browse(self):
+        self.client.get(f"/visits/page{self.environment.runner.user_count % 3}", name="/visits/[page]")
+
+    @task(1)
+    def account(self):
+        with self.client.get("/account", headers={"Authorization": f"Bearer {self.token}"},
+                             catch_response=True) as r:
+            if r.json().get("user") != "ana":
+                r.failure("wrong user")
+
+    @tag("broken")
+    @task(1)
+    def broken(self):
+        raise ValueError("this task is broken")
+"#;
+
+/// Runs `loadlab locust` with `args` in `dir`; its exit code, stdout and stderr.
+fn run_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .arg("locust")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
+    let server = TestServer::start(2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "locustfile.py", SHOP);
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H",
+            &host,
+            "-u",
+            "4",
+            "-r",
+            "100",
+            "-t",
+            "3s",
+            "--headless",
+            "--csv",
+            "shop",
+            "--out",
+            "run",
+            "--exclude-tags",
+            "broken",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let by_name = &s["requests_by_name"];
+    // on_start once per user.
+    assert_eq!(by_name["POST /login"]["completed"], 4, "{by_name:#}");
+    let browse = by_name["GET /visits/[page]"]["completed"].as_u64().unwrap();
+    let account = by_name["GET /account"]["completed"].as_u64().unwrap();
+    assert!(account > 20, "{by_name:#}");
+    let ratio = browse as f64 / account as f64;
+    assert!(
+        (2.4..3.6).contains(&ratio),
+        "weights 3:1, got {browse}:{account}"
+    );
+    assert_eq!(by_name["GET /account"]["errors"], 0, "{by_name:#}");
+    assert!(stdout.contains("Aggregated"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.path().join("shop_stats.csv")).unwrap();
+    assert!(
+        csv.starts_with("Type,Name,Request Count,Failure Count,Median Response Time"),
+        "{csv}"
+    );
+    assert!(csv.contains("GET,/visits/[page],"), "{csv}");
+    assert!(dir.path().join("shop_failures.csv").is_file());
+}
+
+#[test]
+fn a_task_error_and_a_failed_request_give_locusts_exit_code() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "locustfile.py", SHOP);
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H", &host, "-u", "2", "-r", "100", "-t", "2s", "--tags", "broken",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("ValueError: this task is broken"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stderr.matches("Traceback (most recent call last)").count(),
+        1,
+        "one traceback per distinct error: {stderr}"
+    );
+    let (code, _, _) = run_in(
+        dir.path(),
+        &[
+            "-H",
+            &host,
+            "-u",
+            "2",
+            "-r",
+            "100",
+            "-t",
+            "1s",
+            "--tags",
+            "broken",
+            "--exit-code-on-error",
+            "0",
+        ],
+    );
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn a_file_that_does_not_import_is_one_line_naming_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        "from locust import HttpUser, NoSuchThing\n",
+    );
+    let out = loadlab(&[
+        "locust",
+        "-f",
+        dir.path().join("locustfile.py").to_str().unwrap(),
+        "-H",
+        "http://127.0.0.1:9",
+        "-t",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("NoSuchThing"), "{stderr}");
+}

@@ -1,0 +1,309 @@
+//! One generator thread's Python helper: started on the locustfile with loadlab's `locust`
+//! package in front, spoken to in JSON lines over a Unix socket (its standard input, so that
+//! what the user's code prints still reaches the terminal), stopped by PID with the thread.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::rc::Rc;
+use std::time::Duration;
+
+use loadlab_run::users::LocustSpec;
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::unix::OwnedReadHalf;
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// How long importing the locustfile may take.
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A message from the helper (see `PROTOCOL.md`).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum FromHelper {
+    /// The file imported; its user classes.
+    Ready {
+        /// The user classes, as the helper describes them.
+        #[serde(default)]
+        classes: Vec<serde_json::Value>,
+        /// The file has a `LoadTestShape`.
+        #[serde(default)]
+        shape: bool,
+    },
+    /// The file could not be imported.
+    Failed {
+        /// Why, with the traceback.
+        error: String,
+    },
+    /// A user's request.
+    Request(RequestMsg),
+    /// The outcome of a `catch_response=True` request.
+    Verdict {
+        /// The request.
+        id: u64,
+        /// True when it counts as a success.
+        ok: bool,
+        /// Why it failed.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// A request the user's code recorded itself (`events.request.fire`).
+    Event {
+        /// Its type (`GET`, `grpc`…).
+        request_type: String,
+        /// Its name.
+        name: String,
+        /// Its response time, ms.
+        response_time_ms: f64,
+        /// Its response's length, bytes.
+        #[serde(default)]
+        response_length: u64,
+        /// Why it failed.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// A task raised an exception.
+    TaskError {
+        /// The user's class.
+        user_class: String,
+        /// The task.
+        task: String,
+        /// The exception in one line.
+        error: String,
+        /// The traceback.
+        #[serde(default)]
+        traceback: String,
+    },
+    /// Users running in the helper now.
+    Spawned {
+        /// How many.
+        count: u64,
+    },
+    /// A shape's tick.
+    Shape {
+        /// Users to run.
+        #[serde(default)]
+        users: Option<u64>,
+        /// Users started or stopped per second.
+        #[serde(default)]
+        rate: Option<f64>,
+        /// The shape ended the test.
+        #[serde(default)]
+        stop: bool,
+        /// The user classes the shape asks for, by name.
+        #[serde(default)]
+        classes: Option<Vec<String>>,
+    },
+    /// User code asked the run to stop.
+    Quit,
+    /// The answer to `stop`.
+    Stopped,
+}
+
+/// A user's request, as the helper sends it.
+#[derive(Debug, Deserialize)]
+pub struct RequestMsg {
+    /// Its id, for the answer.
+    pub id: u64,
+    /// The user making it.
+    pub user: u64,
+    /// The method.
+    pub method: String,
+    /// The absolute URL, query included.
+    pub url: String,
+    /// Headers, in order.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    /// The body, base64.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// The `name=` given.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Follow redirects.
+    #[serde(default = "yes")]
+    pub redirects: bool,
+    /// Made with `catch_response=True`: recorded when its verdict comes.
+    #[serde(default)]
+    pub catch: bool,
+    /// When it was due, seconds from the helper's `init`.
+    #[serde(default)]
+    pub intended: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A running helper: what to write to it, and its process.
+pub struct Helper {
+    /// Lines waiting to be written.
+    out: RefCell<Vec<u8>>,
+    /// Signalled when `out` has lines.
+    wake: Notify,
+    /// The lines it writes, taken by the thread's reader.
+    lines: RefCell<Option<Lines<BufReader<OwnedReadHalf>>>>,
+    /// The process.
+    child: RefCell<Option<Child>>,
+    /// When `init` was sent: the helper's times count from here.
+    pub epoch: Instant,
+    /// The file has a `LoadTestShape`.
+    pub shape: bool,
+}
+
+impl Helper {
+    /// Starts helper `index` of `helpers` on `spec`'s file and waits until it imported it; the
+    /// error says what to do.
+    pub async fn start(
+        spec: &LocustSpec,
+        (index, helpers): (usize, usize),
+        seed: u64,
+    ) -> io::Result<Rc<Helper>> {
+        Self::launch(spec, (index, helpers), seed, false, &RefCell::default()).await
+    }
+
+    /// Imports `spec`'s file in a helper that runs nothing, and answers what it found: the
+    /// user classes (as the helper describes them) and whether it has a `LoadTestShape`.
+    pub async fn describe(spec: &LocustSpec) -> io::Result<(Vec<serde_json::Value>, bool)> {
+        let described = RefCell::default();
+        let helper = Self::launch(spec, (0, 1), 0, true, &described).await?;
+        helper.kill().await;
+        Ok((described.take(), helper.shape))
+    }
+
+    /// Starts a helper and waits until it imported the file (`describe`: and does nothing
+    /// else); the classes it found go to `described`.
+    async fn launch(
+        spec: &LocustSpec,
+        (index, helpers): (usize, usize),
+        seed: u64,
+        describe: bool,
+        described: &RefCell<Vec<serde_json::Value>>,
+    ) -> io::Result<Rc<Helper>> {
+        let (mine, theirs) = std::os::unix::net::UnixStream::pair()?;
+        mine.set_nonblocking(true)?;
+        let path = match std::env::var_os("PYTHONPATH") {
+            Some(p) if !p.is_empty() => {
+                let mut all = spec.package.clone().into_os_string();
+                all.push(":");
+                all.push(p);
+                all
+            }
+            _ => spec.package.clone().into_os_string(),
+        };
+        let child = Command::new(&spec.python)
+            .args(["-u", "-m", "loadlab_locust.helper"])
+            .env("PYTHONPATH", path)
+            .env("LOADLAB_LOCUST_FD", "0")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "loadlab locust needs Python 3 with gevent: {} could not be started ({e})",
+                        spec.python.display()
+                    ),
+                )
+            })?;
+        let (read, mut write) = UnixStream::from_std(mine)?.into_split();
+        // The writer task below takes `write` for the run.
+        let mut lines = BufReader::new(read).lines();
+        let init = serde_json::json!({
+            "op": "init",
+            "file": spec.file,
+            "host": spec.host,
+            "classes": spec.classes,
+            "tags": spec.tags,
+            "exclude_tags": spec.exclude_tags,
+            "helper": index,
+            "helpers": helpers,
+            "describe": describe,
+            "seed": seed,
+            "iterations": spec.iterations.map(|n| crate::schedule::share_of(n, index, helpers)),
+            "options": spec.options,
+        });
+        let epoch = Instant::now();
+        write.write_all(format!("{init}\n").as_bytes()).await?;
+        let file = &spec.file;
+        let first = match tokio::time::timeout(IMPORT_TIMEOUT, lines.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(_) => {
+                return Err(io::Error::other(format!(
+                    "{file}: the Python helper exited while importing it"
+                )))
+            }
+            Err(_) => {
+                return Err(io::Error::other(format!(
+                    "{file}: the Python helper did not import it within {} s",
+                    IMPORT_TIMEOUT.as_secs()
+                )))
+            }
+        };
+        let shape = match serde_json::from_str::<FromHelper>(&first) {
+            Ok(FromHelper::Ready { shape, classes }) => {
+                *described.borrow_mut() = classes;
+                shape
+            }
+            Ok(FromHelper::Failed { error }) => {
+                return Err(io::Error::other(format!("{file}: {error}")))
+            }
+            _ => {
+                return Err(io::Error::other(format!(
+                    "{file}: unexpected first line from the Python helper: {first}"
+                )))
+            }
+        };
+        let helper = Rc::new(Helper {
+            out: RefCell::new(Vec::new()),
+            wake: Notify::new(),
+            lines: RefCell::new(Some(lines)),
+            child: RefCell::new(Some(child)),
+            epoch,
+            shape,
+        });
+        let writer = helper.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                writer.wake.notified().await;
+                let bytes = std::mem::take(&mut *writer.out.borrow_mut());
+                if !bytes.is_empty() && write.write_all(&bytes).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(helper)
+    }
+
+    /// Queues `msg` for the helper.
+    pub fn send(&self, msg: &serde_json::Value) {
+        let mut out = self.out.borrow_mut();
+        let first = out.is_empty();
+        out.extend_from_slice(msg.to_string().as_bytes());
+        out.push(b'\n');
+        if first {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The lines the helper writes, for the one task that reads them (`None` after the
+    /// first call).
+    pub fn take_lines(&self) -> Option<Lines<BufReader<OwnedReadHalf>>> {
+        self.lines.borrow_mut().take()
+    }
+
+    /// Stops the process (by its PID, through the handle that started it).
+    pub async fn kill(&self) {
+        let child = self.child.borrow_mut().take();
+        if let Some(mut c) = child {
+            let _ = c.kill().await;
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! A locustfile's users (sessions layer's sibling): a generator thread's Python helper runs the
+//! file's users as greenlets, and every request they make comes here, goes out on that user's
+//! own connections, is recorded under its Locust name, and goes back with its answer
+//! (`PROTOCOL.md` is the contract). The users' count over time is the plan's user phases; the
+//! helper starts and stops its share of them.
+
+mod helper;
+mod names;
+mod prepare;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use loadlab_run::users::{LocustSpec, UserModel};
+use loadlab_run::{Plan, UserPhase, UserRecord};
+use tokio::sync::Notify;
+use tokio::task::spawn_local;
+use tokio::time::{sleep_until, Instant};
+
+use crate::conn::exchange::{Failed, Wire};
+use crate::record::Pending;
+use crate::schedule::share_of;
+use crate::session::client::Client;
+pub use helper::Helper;
+use helper::{FromHelper, RequestMsg};
+use names::NameStats;
+pub use prepare::{package, python, GEVENT};
+
+/// The methods a locust plan has a request template of, per endpoint, in this order: the
+/// template of method `m` to endpoint `ep` is `ep * METHODS.len() + m`.
+pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+/// The task errors whose traceback was shown, across the run's threads.
+static SHOWN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Most redirects a request follows, as Python's `requests` does.
+const MAX_REDIRECTS: usize = 30;
+
+/// One thread's locust users: the helper that runs them and what their requests share.
+pub struct Locust {
+    /// The thread's connection state and recorder.
+    pub wire: Wire,
+    plan: Arc<Plan>,
+    spec: LocustSpec,
+    helper: Rc<Helper>,
+    /// Each user's connections, by the helper's user id.
+    clients: RefCell<HashMap<u64, Client>>,
+    /// Results by Locust name.
+    names: RefCell<NameStats>,
+    /// Requests made with `catch_response=True`, measured and waiting for their verdict.
+    caught: RefCell<HashMap<u64, names::Outcome>>,
+    /// Task errors, by their one-line message, and whether the traceback was shown.
+    record: RefCell<UserRecord>,
+    /// Users running in the helper now.
+    running: Cell<u64>,
+    /// Signalled when the helper answered `stopped` (or went away).
+    pub stopped: Notify,
+    /// True once the helper answered `stopped` or went away.
+    done: Cell<bool>,
+}
+
+impl Locust {
+    /// The locust users of thread `(index, threads)`, their helper already started.
+    pub fn new(plan: Arc<Plan>, model: &UserModel, wire: Wire, helper: Rc<Helper>) -> Self {
+        let spec = model.locust.clone().unwrap_or_default();
+        Locust {
+            wire,
+            plan,
+            spec,
+            helper,
+            clients: RefCell::new(HashMap::new()),
+            names: RefCell::new(NameStats::default()),
+            caught: RefCell::new(HashMap::new()),
+            record: RefCell::new(UserRecord::new()),
+            running: Cell::new(0),
+            stopped: Notify::new(),
+            done: Cell::new(false),
+        }
+    }
+
+    /// Starts the thread's tasks: the helper's messages, and the users' count over `phases`
+    /// (this thread's share of each phase's users and spawn rate).
+    pub fn start(self: &Rc<Self>, phases: Vec<UserPhase>, (index, threads): (usize, usize)) {
+        spawn_local(read(self.clone()));
+        let me = self.clone();
+        if self.helper.shape {
+            // The shape's `tick()` sets the users, once a second, as Locust's runner asks it.
+            spawn_local(async move {
+                let origin = me.wire.rec.origin;
+                let mut second = 0u64;
+                while !me.done.get() {
+                    me.helper.send(&serde_json::json!({
+                        "op": "tick", "run_time": second, "user_count": me.running.get(),
+                    }));
+                    second += 1;
+                    sleep_until(origin + Duration::from_secs(second)).await;
+                }
+            });
+            return;
+        }
+        spawn_local(async move {
+            let origin = me.wire.rec.origin;
+            let mut at = origin;
+            for p in phases {
+                let count = share_of(p.users as u64, index, threads);
+                let rate = p.spawn_rate.map_or(0.0, |r| r / threads as f64);
+                sleep_until(at).await;
+                me.helper.send(&serde_json::json!({
+                    "op": "users", "count": count, "rate": rate,
+                }));
+                at += p.duration;
+            }
+        });
+    }
+
+    /// Stops the users (their `on_stop` runs) once the run's time is up; [`Locust::stopped`]
+    /// is signalled when the helper has.
+    pub fn stop(&self) {
+        if !self.done.get() {
+            self.helper.send(&serde_json::json!({"op": "stop"}));
+        }
+    }
+
+    /// Resolves once the helper has stopped.
+    pub async fn until_stopped(&self) {
+        while !self.done.get() {
+            self.stopped.notified().await;
+        }
+    }
+
+    /// The run's account of the users: task errors, and failed requests by type, name and
+    /// message.
+    pub fn take_record(&self) -> UserRecord {
+        let mut record = self.record.replace(UserRecord::new());
+        record.request_failures = std::mem::take(&mut self.names.borrow_mut().failures);
+        record
+    }
+
+    /// The results by Locust name (`TYPE name`), in first-seen order.
+    pub fn take_names(&self) -> Vec<(String, loadlab_run::Interval)> {
+        std::mem::take(&mut *self.names.borrow_mut()).into_intervals()
+    }
+
+    /// How long stopping the users may take.
+    pub fn stop_timeout(&self) -> Duration {
+        self.spec.stop_timeout
+    }
+
+    /// Stops the helper's process.
+    pub async fn kill(&self) {
+        self.helper.kill().await;
+    }
+
+    /// The request template (its endpoint and method) of `method` to `origin`.
+    fn template(&self, origin: &str, method: &str) -> Option<usize> {
+        let ep = self.plan.endpoints.iter().position(|e| {
+            let scheme = if e.tls.is_some() { "https" } else { "http" };
+            origin == format!("{scheme}://{}", e.authority)
+        })?;
+        let m = METHODS.iter().position(|m| *m == method).unwrap_or(0);
+        Some(ep * METHODS.len() + m)
+    }
+
+    /// Handles one message from the helper.
+    fn handle(self: &Rc<Self>, msg: FromHelper) {
+        match msg {
+            FromHelper::Request(r) => {
+                spawn_local(serve(self.clone(), r));
+            }
+            FromHelper::Verdict { id, ok, error } => {
+                if let Some(mut outcome) = self.caught.borrow_mut().remove(&id) {
+                    outcome.error = if ok {
+                        None
+                    } else {
+                        Some(error.unwrap_or_else(|| "failure".into()))
+                    };
+                    self.names.borrow_mut().record(&outcome);
+                }
+            }
+            FromHelper::Event {
+                request_type,
+                name,
+                response_time_ms,
+                response_length,
+                error,
+            } => {
+                let outcome = names::Outcome {
+                    method: request_type,
+                    name,
+                    latency: Duration::from_secs_f64(response_time_ms.max(0.0) / 1000.0),
+                    status: 0,
+                    length: response_length,
+                    error,
+                };
+                self.names.borrow_mut().record(&outcome);
+            }
+            FromHelper::TaskError {
+                user_class,
+                task,
+                error,
+                traceback,
+            } => {
+                let key = format!("{user_class}.{task}: {error}");
+                // As Locust logs it: the traceback once per distinct error, whichever helper
+                // saw it first.
+                let first = SHOWN
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key.clone());
+                if first {
+                    eprintln!("loadlab locust: a task raised an error (shown once):\n{traceback}");
+                }
+                *self.record.borrow_mut().failures.entry(key).or_default() += 1;
+            }
+            FromHelper::Spawned { count } => {
+                let before = self.running.replace(count);
+                let rec = &self.wire.rec;
+                if count > before {
+                    rec.rec_at(Instant::now()).counts.users_started += count - before;
+                } else {
+                    rec.rec_at(Instant::now()).counts.users_completed += before - count;
+                }
+                rec.users_active.set(count);
+            }
+            FromHelper::Quit => self.wire.rec.ask_finish(),
+            FromHelper::Shape { stop: true, .. } => self.wire.rec.ask_finish(),
+            FromHelper::Shape {
+                users,
+                rate,
+                classes,
+                ..
+            } => {
+                // The shape's count is the run's, and a shape runs on one helper.
+                self.helper.send(&serde_json::json!({
+                    "op": "users", "count": users.unwrap_or(0), "rate": rate.unwrap_or(0.0),
+                    "classes": classes,
+                }));
+            }
+            FromHelper::Stopped => self.finish(),
+            FromHelper::Ready { .. } | FromHelper::Failed { .. } => {}
+        }
+    }
+
+    /// The helper stopped or went away.
+    fn finish(&self) {
+        if !self.done.replace(true) {
+            let rec = &self.wire.rec;
+            rec.rec_at(Instant::now()).counts.users_completed += self.running.replace(0);
+            rec.users_active.set(0);
+            self.stopped.notify_waiters();
+        }
+    }
+}
+
+/// What `spec`'s file holds, found by importing it in a helper that runs nothing: its user
+/// classes (as the helper describes them: name, weight, host, tasks, wait time) and whether it
+/// has a `LoadTestShape`. The error says why the file does not import.
+pub fn describe(spec: &LocustSpec) -> std::io::Result<(Vec<serde_json::Value>, bool)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    tokio::task::LocalSet::new().block_on(&rt, Helper::describe(spec))
+}
+
+/// Reads the helper's messages until it goes away; a line that is not a message is shown.
+async fn read(locust: Rc<Locust>) {
+    if let Some(mut lines) = locust.helper.take_lines() {
+        while let Ok(Some(line)) = lines.next_line().await {
+            match serde_json::from_str::<FromHelper>(&line) {
+                Ok(msg) => locust.handle(msg),
+                Err(e) => {
+                    eprintln!("loadlab locust: unexpected line from the helper ({e}): {line}")
+                }
+            }
+        }
+    }
+    locust.finish();
+}
+
+/// Sends a user's request, following redirects on its origin when asked, and answers the
+/// helper with the last response; records it under its Locust name (or keeps it for its
+/// verdict).
+async fn serve(locust: Rc<Locust>, r: RequestMsg) {
+    let started = Instant::now();
+    let intended = r
+        .intended
+        .map(|s| locust.helper.epoch + Duration::from_secs_f64(s.max(0.0)));
+    let name = r.name.clone().unwrap_or_else(|| path_of(&r.url));
+    let body = match r.body.as_deref() {
+        Some(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let mut client = locust
+        .clients
+        .borrow_mut()
+        .remove(&r.user)
+        .unwrap_or_else(|| Client::new(&locust.wire));
+    let result = exchange(&locust, &mut client, &r, body, intended).await;
+    client.idle_since = Some(Instant::now());
+    locust.clients.borrow_mut().insert(r.user, client);
+    let end = Instant::now();
+    let latency = end.saturating_duration_since(intended.unwrap_or(started).min(started));
+    let (reply, outcome) = match result {
+        Ok((status, headers, body, url)) => {
+            let error = (status >= 400).then(|| format!("HTTPError {status}"));
+            let reply = serde_json::json!({
+                "op": "response", "id": r.id, "status": status, "reason": reason(status),
+                "headers": headers,
+                "body": base64::engine::general_purpose::STANDARD.encode(&body),
+                "url": url, "elapsed_ms": latency.as_secs_f64() * 1000.0, "error": null,
+            });
+            let outcome = names::Outcome {
+                method: r.method.clone(),
+                name,
+                latency,
+                status,
+                length: body.len() as u64,
+                error,
+            };
+            (reply, outcome)
+        }
+        Err(why) => {
+            let reply = serde_json::json!({
+                "op": "response", "id": r.id, "status": 0, "reason": null, "headers": [],
+                "body": "", "url": r.url, "elapsed_ms": latency.as_secs_f64() * 1000.0,
+                "error": why,
+            });
+            let outcome = names::Outcome {
+                method: r.method.clone(),
+                name,
+                latency,
+                status: 0,
+                length: 0,
+                error: Some(why),
+            };
+            (reply, outcome)
+        }
+    };
+    if r.catch {
+        locust.caught.borrow_mut().insert(r.id, outcome);
+    } else {
+        locust.names.borrow_mut().record(&outcome);
+    }
+    locust.helper.send(&reply);
+}
+
+/// A response's status, headers, body and final URL.
+type Answered = (u16, Vec<(String, String)>, Vec<u8>, String);
+
+/// The request and its redirects on `client`; the error in words.
+async fn exchange(
+    locust: &Locust,
+    client: &mut Client,
+    r: &RequestMsg,
+    mut body: Vec<u8>,
+    intended: Option<Instant>,
+) -> Result<Answered, String> {
+    let mut url = url::Url::parse(&r.url).map_err(|e| format!("InvalidURL: {} ({e})", r.url))?;
+    let mut method = r.method.to_ascii_uppercase();
+    let mut headers = r.headers.clone();
+    let mut hops = 0;
+    loop {
+        let origin = url.origin().ascii_serialization();
+        let template = locust.template(&origin, &method).ok_or_else(|| {
+            format!(
+                "ConnectionError: loadlab sends requests only to the hosts it was given (-H, a \
+                 User's host), not to {origin}"
+            )
+        })?;
+        let authority = &locust.plan.endpoints[locust.plan.requests[template].endpoint].authority;
+        let path = &url[url::Position::BeforePath..url::Position::AfterQuery];
+        let bytes = encode(&method, path, &headers, &body, authority);
+        let pending = Pending {
+            intended: if hops == 0 { intended } else { None },
+            template,
+        };
+        client.close_idle(Instant::now());
+        let answer = client
+            .send(&locust.wire, &pending, &bytes, true)
+            .await
+            .map_err(|f| failure(&f))?;
+        let location = answer
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+            .map(|(_, v)| v.clone());
+        let redirect = matches!(answer.status, 301 | 302 | 303 | 307 | 308);
+        match location.filter(|_| redirect && r.redirects && hops < MAX_REDIRECTS) {
+            Some(to) => {
+                url = url
+                    .join(&to)
+                    .map_err(|e| format!("InvalidURL: {to} ({e})"))?;
+                hops += 1;
+                // As `requests`: 303 (and 301/302 of a POST) turn into a GET without a body.
+                if answer.status == 303 || (matches!(answer.status, 301 | 302) && method == "POST")
+                {
+                    method = if method == "HEAD" {
+                        method
+                    } else {
+                        "GET".into()
+                    };
+                    body.clear();
+                    headers.retain(|(k, _)| {
+                        !k.eq_ignore_ascii_case("content-type")
+                            && !k.eq_ignore_ascii_case("content-length")
+                    });
+                }
+            }
+            None => return Ok((answer.status, answer.headers, answer.body, url.to_string())),
+        }
+    }
+}
+
+/// A transport failure as the helper's error text (Python's names where they match).
+fn failure(f: &Failed) -> String {
+    let kind = f.kind();
+    let python = match kind.as_str() {
+        "connect_refused" => "ConnectionRefusedError",
+        "timeout" | "connect_timeout" => "Timeout",
+        "reset" => "ConnectionResetError",
+        _ => "ConnectionError",
+    };
+    format!("{python}: {}", kind.as_str())
+}
+
+/// An HTTP/1.1 request as written: the method, path, the helper's headers, then `Host`,
+/// `Content-Length` and a `User-Agent` where the helper gave none.
+fn encode(
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    authority: &str,
+) -> Vec<u8> {
+    let template = loadlab_run::RequestTemplate {
+        name: String::new(),
+        url: String::new(),
+        endpoint: 0,
+        method: method.to_string(),
+        path: if path.is_empty() {
+            "/".into()
+        } else {
+            path.to_string()
+        },
+        headers: headers
+            .iter()
+            .filter(|(k, _)| {
+                !k.eq_ignore_ascii_case("content-length") && !k.eq_ignore_ascii_case("host")
+            })
+            .cloned()
+            .collect(),
+        body: body.to_vec(),
+    };
+    crate::http1::encode_request(&template, authority)
+}
+
+/// The path and query of `url`, Locust's name for a request given none.
+fn path_of(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => u[url::Position::BeforePath..url::Position::AfterQuery].to_string(),
+        Err(_) => url.to_string(),
+    }
+}
+
+/// The reason phrase Python's `requests` shows for common statuses.
+fn reason(status: u16) -> Option<&'static str> {
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_written_with_host_and_length_from_loadlab() {
+        let headers = vec![
+            ("Content-Type".to_string(), "application/json".to_string()),
+            ("Content-Length".to_string(), "999".to_string()),
+        ];
+        let bytes = encode("POST", "/a?b=1", &headers, b"{}", "127.0.0.1:9");
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.starts_with("POST /a?b=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Content-Type: application/json\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Content-Length: 2\r\n") && !text.contains("999"),
+            "{text}"
+        );
+        assert!(text.ends_with("\r\n\r\n{}"), "{text}");
+        assert_eq!(path_of("http://h:1/x/y?z=2#f"), "/x/y?z=2");
+        assert_eq!(reason(404), Some("Not Found"));
+    }
+}

@@ -1,0 +1,1 @@
+from locust import HttpLocust, task

@@ -1,0 +1,1 @@
+from locust.contrib.dns import DNSUser
