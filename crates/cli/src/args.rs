@@ -159,7 +159,7 @@ pub struct LocustArgs {
     pub timeout: Option<Duration>,
     /// Fail the run (exit 99) unless these hold, as run's --slo.
     #[arg(long = "slo", value_name = "THRESHOLDS", value_parser = loadlab_input::values::threshold_list)]
-    pub slo: Option<Vec<loadlab_run::Threshold>>,
+    pub slo: Vec<loadlab_input::values::ThresholdList>,
     /// Write the run directory (summary.json, timeline, histograms) here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

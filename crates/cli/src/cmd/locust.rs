@@ -122,7 +122,7 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
         threads: a.processes,
         seed: a.seed,
         timeout: a.timeout,
-        thresholds: a.slo.clone().unwrap_or_default(),
+        thresholds: a.slo.iter().flat_map(|l| l.0.iter().cloned()).collect(),
     };
     let plan = loadlab_input::locust::plan(&run, Lookup::Resolve)?;
     if let Some(dir) = &a.out {

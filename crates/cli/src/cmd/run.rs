@@ -15,6 +15,11 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab run`.
 pub fn main(a: RunArgs) -> Result<Outcome> {
+    if let [file] = a.load.urls.as_slice() {
+        if file.ends_with(".py") {
+            return locustfile(file, &a);
+        }
+    }
     crate::cmd::load_dotenv(a.load.script.dotenv.as_deref())?;
     let plan = loadlab_input::lower::flags(&a.load)?;
     for w in loadlab_input::lower::scenario_warnings(&a.load) {
@@ -139,4 +144,29 @@ fn expectations_failed(plan: &loadlab_run::Plan, summary: &loadlab_run::Summary)
         println!("  expect       {failed} check(s) failed (config.plugins.expect): exit code 21");
     }
     named && failed > 0.0
+}
+
+/// `loadlab run locustfile.py`: the file's users as `loadlab locust` runs them, with run's
+/// flags: `-c` users (10 by default) started at once, `-d` the run time (10 s), `--target` the
+/// host, `--out`, `--slo`, `-t` helpers.
+fn locustfile(file: &str, a: &RunArgs) -> Result<Outcome> {
+    let mut args = crate::args::LocustArgs::for_file(file);
+    let users = a.load.connections.unwrap_or(10);
+    args.host = a.load.target.clone();
+    args.users = users;
+    args.spawn_rate = users as f64;
+    args.run_time = Some(
+        a.load
+            .duration
+            .unwrap_or(std::time::Duration::from_secs(10)),
+    );
+    args.processes = a.load.threads;
+    args.timeout = a.load.timeout;
+    args.slo = a.load.slo.clone();
+    args.out = a.out.clone();
+    args.dashboard = a.dashboard.clone();
+    if let Some(seed) = a.load.seed {
+        args.seed = seed;
+    }
+    crate::cmd::locust::main(args)
 }

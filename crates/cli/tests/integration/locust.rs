@@ -171,3 +171,48 @@ fn a_file_that_does_not_import_is_one_line_naming_what_is_missing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("NoSuchThing"), "{stderr}");
 }
+
+#[test]
+fn validate_shows_a_locustfiles_classes_and_run_takes_it_with_its_own_flags() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(dir.path(), "locustfile.py", SHOP);
+    let out = loadlab(&["validate", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("user class Shopper"), "{stdout}");
+    assert!(stdout.contains("task browse (weight 3)"), "{stdout}");
+    let host = server.url("").trim_end_matches('/').to_string();
+    let out = loadlab(&[
+        "run",
+        file.to_str().unwrap(),
+        "--target",
+        &host,
+        "-c",
+        "2",
+        "-d",
+        "1s",
+        "--out",
+        dir.path().join("run").to_str().unwrap(),
+    ]);
+    // The file's `broken` task raises: Locust's exit code on errors.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        s["requests_by_name"]["POST /login"]["completed"], 2,
+        "{s:#}"
+    );
+    assert_eq!(s["users"]["started"], 2, "{s:#}");
+}

@@ -95,7 +95,13 @@ class Helper:
         available, shapes = loader.collect(modules)
         host = init.get("host") or None
         classes = loader.select_classes(
-            available, init.get("classes") or [], host, init.get("tags"), init.get("exclude_tags")
+            available,
+            init.get("classes") or [],
+            host,
+            init.get("tags"),
+            init.get("exclude_tags"),
+            # Describing a file (`loadlab validate`) needs no host; running its users does.
+            require_host=not init.get("describe"),
         )
         options = dict(init.get("options") or {})
         parser = LocustArgumentParser()

@@ -114,7 +114,7 @@ def collect(modules):
     return users, shapes
 
 
-def select_classes(available, names, host, tags, exclude_tags):
+def select_classes(available, names, host, tags, exclude_tags, require_host=True):
     """The User classes to run: those named (all when `names` is empty), weight 0 ones
     dropped unless they have a fixed_count, tasks filtered by tags, `host` (the command
     line's) given to every class as Locust does."""
@@ -142,7 +142,7 @@ def select_classes(available, names, host, tags, exclude_tags):
     for cls in chosen:
         if host:
             cls.host = host
-        if cls.host is None and issubclass(cls, (HttpUser, FastHttpUser)):
+        if require_host and cls.host is None and issubclass(cls, (HttpUser, FastHttpUser)):
             raise LoadError(f"{cls.__name__}: {_NO_HOST}")
     return chosen
 
