@@ -216,3 +216,34 @@ fn validate_shows_a_locustfiles_classes_and_run_takes_it_with_its_own_flags() {
     );
     assert_eq!(s["users"]["started"], 2, "{s:#}");
 }
+
+/// A server that freezes for 1 s of every 1.5 s, under users who pace a request every 0.1 s:
+/// Locust's users wait out the freeze and send nothing meanwhile, so timed from the send
+/// the freeze is one slow request in fifteen. loadlab's latency counts the requests the wait
+/// kept back (one per period, from the intended start), and shows it.
+#[test]
+fn a_paced_users_latency_shows_a_stall_that_timing_from_the_send_hides() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        "from locust import HttpUser, task, constant_pacing\n\n\nclass Paced(HttpUser):\n    wait_time = constant_pacing(0.1)\n\n    @task\n    def stalls(self):\n        self.client.get(\"/stall?every_ms=1500&for_ms=1000\", name=\"stall\")\n",
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H", &host, "-u", "2", "-r", "100", "-t", "4s", "--out", "run",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let (intended, sent) = (&s["latency_ms"], &s["service_latency_ms"]);
+    assert!(sent["p50"].as_f64().unwrap() < 50.0, "{s:#}");
+    assert!(intended["p50"].as_f64().unwrap() > 100.0, "{s:#}");
+    assert!(intended["max"].as_f64().unwrap() > 500.0, "{s:#}");
+}

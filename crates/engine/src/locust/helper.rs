@@ -133,6 +133,9 @@ pub struct RequestMsg {
     /// When it was due, seconds from the helper's `init`.
     #[serde(default)]
     pub intended: Option<f64>,
+    /// The user's pacing period, seconds (`constant_pacing`, `constant_throughput`).
+    #[serde(default)]
+    pub interval: Option<f64>,
 }
 
 fn yes() -> bool {

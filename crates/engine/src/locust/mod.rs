@@ -196,6 +196,7 @@ impl Locust {
                     status: 0,
                     length: response_length,
                     error,
+                    interval: None,
                 };
                 self.names.borrow_mut().record(&outcome);
             }
@@ -307,6 +308,19 @@ async fn serve(locust: Rc<Locust>, r: RequestMsg) {
     locust.clients.borrow_mut().insert(r.user, client);
     let end = Instant::now();
     let latency = end.saturating_duration_since(intended.unwrap_or(started).min(started));
+    let interval = r
+        .interval
+        .filter(|i| i.is_finite() && *i > 0.0)
+        .map(Duration::from_secs_f64);
+    // The run's latency counts the requests a paced user's wait kept back, as its name does.
+    {
+        let mut second = locust.wire.rec.rec_at(end);
+        for m in names::missed(latency, interval) {
+            second
+                .latency
+                .saturating_record(m.as_micros().min(u64::MAX as u128) as u64);
+        }
+    }
     let (reply, outcome) = match result {
         Ok((status, headers, body, url)) => {
             let error = (status >= 400).then(|| format!("HTTPError {status}"));
@@ -323,6 +337,7 @@ async fn serve(locust: Rc<Locust>, r: RequestMsg) {
                 status,
                 length: body.len() as u64,
                 error,
+                interval,
             };
             (reply, outcome)
         }
@@ -339,6 +354,7 @@ async fn serve(locust: Rc<Locust>, r: RequestMsg) {
                 status: 0,
                 length: 0,
                 error: Some(why),
+                interval,
             };
             (reply, outcome)
         }

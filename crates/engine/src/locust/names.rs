@@ -21,6 +21,27 @@ pub struct Outcome {
     pub length: u64,
     /// Why it failed; `None` when it did not.
     pub error: Option<String>,
+    /// The user's pacing period, when it paces: a latency past it also stands for the
+    /// requests the wait kept from being sent (see [`missed`]).
+    pub interval: Option<Duration>,
+}
+
+/// The latencies of the requests a paced user would have sent, one every `interval`, while
+/// waiting `latency` for an answer: `latency − k·interval` for each k ≥ 1 that stays positive
+/// (HdrHistogram's correction for an expected interval, which wrk2 applies). A user that
+/// paces never catches up (Locust's pacing), so without them a stall counts once.
+pub fn missed(latency: Duration, interval: Option<Duration>) -> impl Iterator<Item = Duration> {
+    let step = interval.filter(|i| !i.is_zero());
+    let mut k = 0u32;
+    std::iter::from_fn(move || {
+        let step = step?;
+        k += 1;
+        latency
+            .checked_sub(step.checked_mul(k)?)
+            .filter(|d| !d.is_zero())
+    })
+    // A bound on pathological ratios (a day's stall at a millisecond's pacing).
+    .take(100_000)
 }
 
 /// A thread's results by name, in the order names were first seen.
@@ -56,6 +77,10 @@ impl NameStats {
         }
         iv.latency.saturating_record(us);
         iv.service.saturating_record(us);
+        for m in missed(o.latency, o.interval) {
+            iv.latency
+                .saturating_record(m.as_micros().min(u64::MAX as u128) as u64);
+        }
         match &o.error {
             None => c.ok += 1,
             // A failure counts as an error whatever its status (a `failure()` of a 200 too).
@@ -88,6 +113,7 @@ mod tests {
             status: if error.is_some() { 500 } else { 200 },
             length: 10,
             error: error.map(str::to_string),
+            interval: None,
         };
         s.record(&o("GET", "/", 5, None));
         s.record(&o("POST", "/", 7, Some("HTTPError 500")));
@@ -108,5 +134,19 @@ mod tests {
             "HTTPError 500".to_string(),
         );
         assert_eq!(failures[&key], 2);
+    }
+
+    #[test]
+    fn a_paced_users_long_wait_stands_for_the_requests_it_kept_from_being_sent() {
+        let ms = Duration::from_millis;
+        let m: Vec<Duration> = missed(ms(1000), Some(ms(300))).collect();
+        assert_eq!(m, [ms(700), ms(400), ms(100)]);
+        assert_eq!(missed(ms(250), Some(ms(300))).count(), 0);
+        assert_eq!(missed(ms(1000), None).count(), 0);
+        assert_eq!(
+            missed(ms(900), Some(ms(300))).count(),
+            2,
+            "no zero-length sample"
+        );
     }
 }

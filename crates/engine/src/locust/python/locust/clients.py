@@ -833,11 +833,10 @@ class _Session:
             name = str(name)
         sent_name = name or (url if self.name_from_url else None)
         user = self.user
-        intended = None
-        if user is not None:
-            intended = user._loadlab_intended
-            if intended is not None:
-                user._loadlab_intended = None
+        intended = interval = None
+        if user is not None and user._loadlab_intended is not None:
+            intended, interval = user._loadlab_intended
+            user._loadlab_intended = None
         method = method.upper() if isinstance(method, str) else method.decode().upper()
         start_time = time.time()
         reply = engine.request(
@@ -853,6 +852,7 @@ class _Session:
                 "redirects": bool(allow_redirects),
                 "catch": bool(catch_response),
                 "intended": intended,
+                "interval": interval,
             }
         )
         request = PreparedRequest(method, full, pairs, body)

@@ -41,7 +41,7 @@ def _pacing(period, text):
         engine = runtime.current()
         if engine is not None:
             user = getattr(owner, "_user", owner)
-            user._loadlab_intended = engine.since_init(started + period)
+            user._loadlab_intended = (engine.since_init(started + period), period)
         return wait
 
     paced_wait.loadlab_period = period
