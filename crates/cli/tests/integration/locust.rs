@@ -247,3 +247,69 @@ fn a_paced_users_latency_shows_a_stall_that_timing_from_the_send_hides() {
     assert!(intended["p50"].as_f64().unwrap() > 100.0, "{s:#}");
     assert!(intended["max"].as_f64().unwrap() > 500.0, "{s:#}");
 }
+
+/// Seed 002's users as a locustfile (`examples/seed-002-site.locustfile.py`) visit the site's
+/// pages in the shares of its `markov` model's chain (`examples/scenarios/seed-002-site.yml`,
+/// whose long-run share of each state `validate` prints), think times shrunk a thousandfold.
+#[test]
+fn seed_002s_locustfile_visits_pages_in_the_markov_models_shares() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let out = loadlab(&[
+        "validate",
+        examples
+            .join("scenarios/seed-002-site.yml")
+            .to_str()
+            .unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pages = ["home", "news", "events", "institution", "contact", "legal"];
+    let share = |page: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{page} ")))
+            .unwrap_or_else(|| panic!("{page}: {stdout}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let expected: Vec<f64> = pages.iter().map(|p| share(p)).collect();
+    let total: f64 = expected.iter().sum();
+
+    let server = TestServer::start(2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let host = server.url("").trim_end_matches('/').to_string();
+    let file = examples.join("seed-002-site.locustfile.py");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["locust", "-f", file.to_str().unwrap(), "-H", &host])
+        .args(["-u", "20", "-r", "100", "-t", "4s", "--out", "run"])
+        .env("SEED002_THINK_SCALE", "0.001")
+        .env("SEED002_WORK_MS", "0")
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let seen: Vec<f64> = pages
+        .iter()
+        .map(|p| {
+            s["requests_by_name"][format!("GET /site/{p}")]["completed"]
+                .as_f64()
+                .unwrap_or(0.0)
+        })
+        .collect();
+    let visits: f64 = seen.iter().sum();
+    assert!(visits > 1000.0, "{s:#}");
+    for ((page, e), n) in pages.iter().zip(&expected).zip(&seen) {
+        let (want, got) = (e / total, n / visits);
+        assert!(
+            (want - got).abs() < 0.03,
+            "{page}: {got:.3} of visits, the chain's {want:.3}"
+        );
+    }
+}
