@@ -22,4 +22,8 @@ need oha && cargo install --locked oha --version 1.16.0 --root "$PWD/tools"
 # warning.)
 [ -x tools/node/node_modules/.bin/artillery ] ||
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix "$PWD/tools/node" artillery@2.0.34
-echo "peers: $(ls tools/bin | tr '\n' ' ') autocannon artillery"
+# Locust: the peer of bench/locust.py and bench/locust-diff.py, pinned, in a virtualenv of
+# its own (pip from the package registry) so it never meets loadlab's locust package.
+[ -x tools/locust-venv/bin/locust ] ||
+  { python3 -m venv tools/locust-venv && tools/locust-venv/bin/pip install -q locust==2.47.0; }
+echo "peers: $(ls tools/bin | tr '\n' ' ') autocannon artillery locust"
