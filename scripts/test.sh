@@ -34,6 +34,9 @@ need_program redis-server /usr/bin/redis-server redis-server
 # The profile tests sample the service with perf (where the machine forbids it, they check
 # the one-line message instead).
 need_program perf /usr/bin/perf linux-perf
+# The export tests write to the real Prometheus (Debian's 2.42, its remote-write receiver on;
+# loadlab's tests start their own on a free port, never the system service).
+need_program prometheus /usr/bin/prometheus prometheus
 
 # py-spy samples Python services for --profile; the shard tests read HdrHistogram logs with
 # HdrHistogram's Python implementation and validate the Kubernetes objects `loadlab k8s job`
@@ -65,6 +68,9 @@ fi
 # The conformance suite serves the reference service on Node and Python too: their pinned
 # dependencies go into targets/ (node_modules, a venv), never anywhere global.
 bash scripts/install-runtimes.sh
+# The OTLP export tests send to a real OpenTelemetry Collector, built once per machine.
+LOADLAB_OTELCOL="$(bash scripts/install-otelcol.sh)"
+export LOADLAB_OTELCOL
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

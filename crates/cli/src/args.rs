@@ -166,6 +166,9 @@ pub struct LocustArgs {
     /// Serve a live dashboard at ADDR, as run's --dashboard.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]
     pub dashboard: Option<String>,
+    /// Where the run's series go while it runs, as run's.
+    #[command(flatten)]
+    pub export: ExportFlags,
     /// Locust's mode flags, accepted: loadlab runs headless, its --dashboard is the live view.
     #[arg(long, hide = true)]
     pub headless: bool,
@@ -388,6 +391,36 @@ pub struct LabArgs {
     /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Where each cell's series go while it runs.
+    #[command(flatten)]
+    pub export: ExportFlags,
+}
+
+/// Where a run's series go while it runs, besides its own files: Prometheus and OpenTelemetry
+/// backends, once a second.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ExportFlags {
+    /// Send the run's series every second to this Prometheus remote-write receiver
+    /// (protocol 1.0), e.g. http://127.0.0.1:9090/api/v1/write.
+    #[arg(long = "remote-write", value_name = "URL")]
+    pub remote_write: Option<String>,
+    /// A header on every remote-write request, "Name: value" (repeatable).
+    #[arg(
+        long = "remote-write-header",
+        value_name = "HEADER",
+        requires = "remote_write"
+    )]
+    pub remote_write_header: Vec<String>,
+    /// Send the run's series every second as OpenTelemetry metrics (OTLP/HTTP, protobuf) to
+    /// URL's /v1/metrics; without URL, where OTEL_EXPORTER_OTLP_ENDPOINT says (default
+    /// http://localhost:4318). OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES are
+    /// read as the SDKs read them. Put it after the target, or give it as --otlp=URL.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub otlp: Option<String>,
+    /// A header on every OTLP request, "name=value" (repeatable; after
+    /// OTEL_EXPORTER_OTLP_HEADERS).
+    #[arg(long = "otlp-header", value_name = "HEADER", requires = "otlp")]
+    pub otlp_header: Vec<String>,
 }
 
 /// `loadlab run` flags: the load ([`LoadFlags`]) and where its results go.
@@ -424,6 +457,9 @@ pub struct RunArgs {
     /// Keep the dashboard up this long after the run ends (to read its last numbers).
     #[arg(long = "dashboard-keep", value_name = "DUR", requires = "dashboard", default_value = "0s", value_parser = parse_duration)]
     pub dashboard_keep: Duration,
+    /// Where the run's series go while it runs.
+    #[command(flatten)]
+    pub export: ExportFlags,
     /// Write report.html into the --out directory.
     #[arg(long, requires = "out")]
     pub html: bool,

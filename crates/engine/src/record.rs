@@ -8,7 +8,8 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
 use loadlab_run::{
-    ConnectStats, ErrorKind, Interval, PacingStats, Plan, Timings, TlsFailure, UserRecord,
+    count_outcome, ConnectStats, ErrorKind, Interval, PacingStats, Plan, Timings, TlsFailure,
+    UserRecord,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -289,6 +290,10 @@ impl Recorder {
         let mut rec = self.rec_at(now);
         rec.counts.record_status(status);
         rec.counts.refused += u64::from(refused);
+        if self.by_name.is_some() {
+            let class = usize::from(status / 100).saturating_sub(1);
+            count_outcome(&mut rec.by_name, self.name_of[p.template], class);
+        }
         let latency = micros(now.saturating_duration_since(intended));
         let service = micros(now.saturating_duration_since(sent_at));
         rec.latency.saturating_record(latency);
@@ -331,6 +336,11 @@ impl Recorder {
         let mut rec = self.rec_at(Instant::now());
         for _ in 0..n {
             rec.counts.record_error(kind);
+        }
+        if self.by_name.is_some() {
+            for p in failed {
+                count_outcome(&mut rec.by_name, self.name_of[p.template], 5);
+            }
         }
         drop(rec);
         if let Some(by_name) = &self.by_name {

@@ -101,9 +101,10 @@ impl Dashboard {
         })
     }
 
-    /// Starts showing a new run called `label` (`open` when it has an offered rate).
-    pub fn begin(&self, label: &str, open: bool) {
-        *lock(&self.shared.live) = Live::new(label, open);
+    /// Starts showing a new run called `label` (`open` when it has an offered rate) whose
+    /// requests have `names` (name, method).
+    pub fn begin(&self, label: &str, open: bool, names: Vec<(String, String)>) {
+        *lock(&self.shared.live) = Live::new(label, open).with_names(names);
         *lock(&self.shared.title) = label.to_string();
     }
 
@@ -112,10 +113,11 @@ impl Dashboard {
         lock(&self.shared.live).add(row, iv);
     }
 
-    /// A feed for the sampler: each store reading shows on `/metrics` as it is taken.
-    pub fn store_feed(&self) -> loadlab_lab::sampler::StoreFeed {
+    /// A feed for the sampler: each store and process reading shows on `/metrics` as it is
+    /// taken.
+    pub fn feed(&self) -> Box<dyn Fn(loadlab_run::LiveReading) + Send> {
         let live = self.shared.live.clone();
-        Box::new(move |name, sample| lock(&live).set_store(name, sample))
+        Box::new(move |r| lock(&live).read(r))
     }
 
     /// Marks the current run as ended.

@@ -135,7 +135,12 @@ pub fn demo(secs: u64, out: &Path, stop: &StopSignal) -> Result<()> {
         baselines: Vec::new(),
         oversubscribe: false,
     };
-    let lab = run_matrix(&experiment, &out.join("replicas"), &stop, None)?;
+    let lab = run_matrix(
+        &experiment,
+        &out.join("replicas"),
+        &stop,
+        &crate::LiveOutputs::default(),
+    )?;
     // The tour's cells are a lab directory like any other: `loadlab report` reads it again.
     let judged = loadlab_analyze::lab::judge(&lab, crate::cores());
     loadlab_report::files::write_lab(&lab, &judged, false).map_err(|e| {
@@ -258,7 +263,13 @@ fn coordinated_omission(secs: u64, out: &Path, stop: &StopSignal) -> Result<Vec<
         let target =
             loadlab_input::UrlTarget::plain(&format!("{}{path}", server.url), defaults::TIMEOUT);
         let plan = loadlab_input::lower::url(&target, model, stop_at, 1)?;
-        let (run, summary) = execute(&plan, stop, false, &Watch::default(), None)?;
+        let (run, summary) = execute(
+            &plan,
+            stop,
+            false,
+            &Watch::default(),
+            &crate::LiveOutputs::default(),
+        )?;
         loadlab_run::write_run_dir(&out.join(slug(label)), &run, &summary)?;
         rows.push(ComparisonRow {
             label: format!("/stall {label}"),

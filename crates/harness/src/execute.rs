@@ -7,7 +7,7 @@ use std::time::Duration;
 use loadlab_engine::StopSignal;
 use loadlab_run::{RunData, Summary, ValidPlan};
 
-use crate::dashboard::Dashboard;
+use crate::outputs::LiveOutputs;
 use crate::Result;
 
 /// What the lab watches while a plan runs.
@@ -37,7 +37,7 @@ pub fn execute(
     stop: &StopSignal,
     live: bool,
     watch: &Watch,
-    dashboard: Option<&Dashboard>,
+    outputs: &LiveOutputs,
 ) -> Result<(RunData, Summary)> {
     let vars = match plan.once(false) {
         Some(before) => once(&before, stop, "before")?,
@@ -45,7 +45,7 @@ pub fn execute(
     };
     let with_vars = (!vars.is_empty()).then(|| plan.with_vars(&vars));
     let plan = with_vars.as_ref().unwrap_or(plan);
-    let ran = execute_plan(plan, stop, live, watch, dashboard)?;
+    let ran = execute_plan(plan, stop, live, watch, outputs)?;
     if let Some(after) = plan.once(true) {
         if !stop.is_stopped() {
             once(&after, stop, "after")?;
@@ -96,15 +96,12 @@ fn execute_plan(
     stop: &StopSignal,
     live: bool,
     watch: &Watch,
-    dashboard: Option<&Dashboard>,
+    outputs: &LiveOutputs,
 ) -> Result<(RunData, Summary)> {
     let sampler = if watch.pids.is_empty() && watch.stores.is_empty() && watch.groups.is_empty() {
         None
     } else {
-        let feed = match dashboard {
-            Some(d) => d.store_feed(),
-            None => Box::new(|_: &str, _: &loadlab_run::StoreSample| {}),
-        };
+        let feed = outputs.feed();
         Some(loadlab_lab::Sampler::start_feeding(
             &watch.pids,
             &watch.stores,
@@ -120,9 +117,7 @@ fn execute_plan(
     let mut errors = 0u64;
     let mut stderr = std::io::stderr();
     let mut run = loadlab_engine::run(plan, stop, |row, iv| {
-        if let Some(d) = dashboard {
-            d.add(row, iv);
-        }
+        outputs.add(row, iv);
         if live {
             errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
             let _ = write!(

@@ -13,9 +13,11 @@ pub mod conclude;
 pub mod dashboard;
 pub mod demo;
 pub mod execute;
+pub mod export;
 pub mod interrupt;
 pub mod matrix;
 pub mod merge;
+pub mod outputs;
 pub mod probe;
 pub mod steps;
 
@@ -25,6 +27,7 @@ pub use execute::{cores, execute, Watch};
 pub use interrupt::interrupt_signal;
 pub use matrix::{experiment_record, run_matrix};
 pub use merge::{merge_dirs, MergeError, Merged};
+pub use outputs::LiveOutputs;
 
 /// A job that could not run to its end.
 #[derive(Debug, thiserror::Error)]

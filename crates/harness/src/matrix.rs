@@ -18,8 +18,8 @@ use loadlab_run::summary::ServerCores;
 use loadlab_run::{RunData, Summary, Topology};
 
 use crate::capacity::{capacity, CapacitySearch, Progress};
-use crate::dashboard::Dashboard;
 use crate::execute::{execute, Watch};
+use crate::outputs::LiveOutputs;
 use crate::steps::{first_success_ms, settled_ms};
 use crate::{HarnessError, Result};
 
@@ -54,7 +54,7 @@ pub fn run_matrix(
     exp: &Experiment,
     out: &Path,
     stop: &StopSignal,
-    dashboard: Option<&Dashboard>,
+    outputs: &LiveOutputs,
 ) -> Result<SavedLab> {
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError::system("cannot find the loadlab executable", e))?;
@@ -82,7 +82,7 @@ pub fn run_matrix(
                     dir: &dir,
                     cores: generator.as_ref().map(|g| &g.cores),
                 };
-                let (mut lab_cell, run) = run_cell(&cell, &deployment, stop, dashboard)?;
+                let (mut lab_cell, run) = run_cell(&cell, &deployment, stop, outputs)?;
                 let complete = run.as_ref().map_or(!stop.is_stopped(), |r| r.complete);
                 if let Some((label, pid, status)) = deployment.casualty() {
                     let group = deployment.group_of(&label).map(|g| g.name.clone());
@@ -241,7 +241,7 @@ fn run_cell(
     cell: &Cell,
     deployment: &loadlab_lab::Deployment,
     stop: &StopSignal,
-    dashboard: Option<&Dashboard>,
+    outputs: &LiveOutputs,
 ) -> Result<(LabCell, Option<RunData>)> {
     let (name, topology) = cell.topology;
     let w = cell.workload;
@@ -258,12 +258,15 @@ fn run_cell(
     let (run, summary, capacity) = match &w.load {
         Load::Run(flags) => {
             let plan = loadlab_input::lower::workload(flags, &deployment.fronts)?;
-            if let Some(d) = dashboard {
-                d.begin(
-                    &title,
-                    matches!(plan.model, loadlab_run::Model::Open { .. }),
-                );
-            }
+            outputs.begin(
+                &title,
+                matches!(plan.model, loadlab_run::Model::Open { .. }),
+                &plan,
+                vec![
+                    ("loadlab.topology".into(), name.to_string()),
+                    ("loadlab.workload".into(), w.name.to_string()),
+                ],
+            );
             // The visits application's books are checked around each cell.
             let books = match deployment.redis_url() {
                 Some(url) if deployment.counts_visits() => {
@@ -271,7 +274,10 @@ fn run_cell(
                 }
                 _ => None,
             };
-            let (run, mut summary) = execute(&plan, stop, false, &watch, dashboard)?;
+            let (run, mut summary) = execute(&plan, stop, false, &watch, outputs)?;
+            if let Some(e) = &outputs.export {
+                e.finish(&summary);
+            }
             if let Some((before, url)) = books {
                 summary.findings.push(reconcile(&summary, &before, &url));
             }

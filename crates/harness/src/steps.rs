@@ -19,7 +19,7 @@ pub fn run_step(
     stop: &StopSignal,
     watch: &crate::Watch,
 ) -> Result<(RunData, Summary)> {
-    crate::execute(plan, stop, false, watch, None)
+    crate::execute(plan, stop, false, watch, &crate::LiveOutputs::default())
 }
 
 /// One closed-model step of `concurrency` connections and no think time: `requests` requests

@@ -7,8 +7,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use loadlab_run::{
-    GroupSample, GroupSeries, GroupTotals, HostSample, ProcessSample, ProcessSeries, ServerData,
-    StoreSample,
+    GroupSample, GroupSeries, GroupTotals, HostSample, LiveReading, ProcessSample, ProcessSeries,
+    ServerData,
 };
 use procfs::process::Process;
 
@@ -26,8 +26,17 @@ pub enum SamplerError {
     BadStore(String),
 }
 
-/// Where each store reading goes as it is taken (a live dashboard), besides the run's record.
-pub type StoreFeed = Box<dyn FnMut(&str, &StoreSample) + Send>;
+/// Where each store and process reading goes as it is taken (a live dashboard, the metric
+/// exporters), besides the run's record.
+pub type Feed = Box<dyn FnMut(LiveReading) + Send>;
+
+/// CPU time this process (every thread of it) has used so far, seconds; 0 where `/proc`
+/// cannot tell.
+pub fn own_cpu_seconds() -> f64 {
+    Process::myself().and_then(|p| p.stat()).map_or(0.0, |s| {
+        (s.utime + s.stime) as f64 / procfs::ticks_per_second() as f64
+    })
+}
 
 /// Samples watched processes on its own thread until [`Sampler::finish`].
 pub struct Sampler {
@@ -54,7 +63,7 @@ impl Sampler {
         stores: &[String],
         interval: Duration,
     ) -> Result<Sampler, SamplerError> {
-        Sampler::start_feeding(roots, stores, &[], interval, Box::new(|_, _| {}))
+        Sampler::start_feeding(roots, stores, &[], interval, Box::new(|_| {}))
     }
 
     /// Like [`Sampler::start`], also reading the control groups `groups` (the budgeted
@@ -65,7 +74,7 @@ impl Sampler {
         stores: &[String],
         groups: &[Group],
         interval: Duration,
-        feed: StoreFeed,
+        feed: Feed,
     ) -> Result<Sampler, SamplerError> {
         for &pid in roots {
             Process::new(pid)
@@ -97,7 +106,7 @@ fn sample_loop(
     roots: &[i32],
     mut stores: Vec<StoreReader>,
     mut groups: Vec<GroupReader>,
-    mut feed: StoreFeed,
+    mut feed: Feed,
     interval: Duration,
     stopped: &mpsc::Receiver<()>,
 ) -> ServerData {
@@ -114,6 +123,15 @@ fn sample_loop(
     loop {
         reader.read_all(None);
         let second = reader.start.elapsed().as_secs();
+        for p in reader.series.values() {
+            if let Some(sample) = p.samples.last().filter(|s| s.second == second) {
+                feed(LiveReading::Process {
+                    pid: p.pid,
+                    name: p.name.clone(),
+                    sample: sample.clone(),
+                });
+            }
+        }
         host.read(second, None);
         for g in &mut groups {
             g.read(second);
@@ -121,7 +139,10 @@ fn sample_loop(
         for store in &mut stores {
             let name = store.name().to_string();
             if let Some(sample) = store.read(second) {
-                feed(&name, sample);
+                feed(LiveReading::Store {
+                    name,
+                    sample: sample.clone(),
+                });
             }
         }
         tick += 1;

@@ -17,6 +17,7 @@ pub mod locust;
 pub mod plan;
 pub mod plot;
 pub mod probe;
+pub mod series;
 pub mod thresholds;
 pub mod verdicts;
 

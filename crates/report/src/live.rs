@@ -3,11 +3,15 @@
 //! docs/dashboard.md). Pure: the command serving it feeds [`Live::add`] once a second.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use hdrhistogram::Histogram;
-use loadlab_run::{ErrorKind, Interval, StoreSample, Summary, TimelineRow};
+use loadlab_run::{
+    ErrorKind, Interval, LiveReading, NameOutcomes, ProcessSample, StoreSample, Summary,
+    TimelineRow,
+};
 use serde::Serialize;
+
+use crate::series::{self, Buckets, Family, Kind, Point, Value};
 
 use crate::html::RunView;
 
@@ -19,6 +23,16 @@ const BUCKETS_S: [f64; 16] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0,
 ];
+
+/// Adds `outcomes` to name `name` of `totals`, growing it to hold the name.
+fn add_outcomes(totals: &mut Vec<NameOutcomes>, name: usize, outcomes: &NameOutcomes) {
+    if totals.len() <= name {
+        totals.resize(name + 1, [0; 6]);
+    }
+    for (a, b) in totals[name].iter_mut().zip(outcomes) {
+        *a += b;
+    }
+}
 
 /// The run so far.
 #[derive(Debug, Clone)]
@@ -32,9 +46,90 @@ pub struct Live {
     dropped: u64,
     offered: u64,
     latency: Histogram<u64>,
+    service: Histogram<u64>,
+    lag: Histogram<u64>,
     summary: Option<Summary>,
     /// The latest reading of each watched store, by name.
     stores: BTreeMap<String, StoreSample>,
+    /// The latest reading of each watched process, by PID, with its command name.
+    processes: BTreeMap<u32, (String, ProcessSample)>,
+    /// Request names and methods, in the plan's order of names.
+    names: Vec<(String, String)>,
+    /// Outcomes so far per name of `names`.
+    name_totals: Vec<NameOutcomes>,
+    /// CPU time the generator's process has used, seconds.
+    generator_cpu_s: f64,
+}
+
+/// Every family [`Live::families`] can hold, for the dashboard's check and the docs.
+pub const FAMILIES: [&str; 23] = [
+    "loadlab_responses_total",
+    "loadlab_transport_errors_total",
+    "loadlab_requests_total",
+    "loadlab_requests_sent_total",
+    "loadlab_requests_dropped_total",
+    "loadlab_arrivals_offered_total",
+    "loadlab_in_flight",
+    "loadlab_offered_rate",
+    "loadlab_achieved_rate",
+    "loadlab_users_active",
+    "loadlab_generator_cpu_seconds_total",
+    "loadlab_run_complete",
+    "loadlab_latency_seconds",
+    "loadlab_service_latency_seconds",
+    "loadlab_schedule_lag_seconds",
+    "loadlab_process_cpu_ratio",
+    "loadlab_process_resident_bytes",
+    "loadlab_store_commands_per_second",
+    "loadlab_store_memory_bytes",
+    "loadlab_store_clients",
+    "loadlab_stream_length",
+    "loadlab_stream_pending",
+    "loadlab_stream_lag",
+];
+
+/// A point of one number.
+fn point(labels: Vec<(&'static str, String)>, value: f64) -> Point {
+    Point {
+        labels,
+        value: Value::Number(value),
+    }
+}
+
+/// A latency histogram (µs) in [`BUCKETS_S`]'s buckets, seconds.
+fn histogram(name: &'static str, help: &'static str, h: &Histogram<u64>) -> Family {
+    let mut counts = Vec::with_capacity(BUCKETS_S.len() + 1);
+    let mut below = 0;
+    for le in BUCKETS_S {
+        let upto = if h.is_empty() {
+            0
+        } else {
+            h.count_between(0, (le * 1e6) as u64)
+        };
+        counts.push(upto.saturating_sub(below));
+        below = upto.max(below);
+    }
+    counts.push(h.len().saturating_sub(below));
+    let sum = if h.is_empty() {
+        0.0
+    } else {
+        h.mean() * h.len() as f64 / 1e6
+    };
+    Family {
+        name,
+        help,
+        unit: "s",
+        kind: Kind::Histogram,
+        points: vec![Point {
+            labels: Vec::new(),
+            value: Value::Histogram(Buckets {
+                bounds: &BUCKETS_S,
+                counts,
+                sum,
+                count: h.len(),
+            }),
+        }],
+    }
 }
 
 /// The status line the page polls.
@@ -67,8 +162,14 @@ impl Live {
             dropped: 0,
             offered: 0,
             latency: loadlab_run::new_histogram(),
+            service: loadlab_run::new_histogram(),
+            lag: loadlab_run::new_histogram(),
             summary: None,
             stores: BTreeMap::new(),
+            processes: BTreeMap::new(),
+            names: Vec::new(),
+            name_totals: Vec::new(),
+            generator_cpu_s: 0.0,
         }
     }
 
@@ -86,6 +187,21 @@ impl Live {
         self.offered += iv.counts.offered;
         // Same bounds on both sides: adding cannot fail.
         let _ = self.latency.add(&iv.latency);
+        let _ = self.service.add(&iv.service);
+        let _ = self.lag.add(&iv.lag);
+        if self.names.len() == 1 {
+            // One name: the plan keeps no outcomes per name, the second's are its.
+            let c = &iv.counts;
+            let mut one = [0; 6];
+            for (class, n) in one.iter_mut().take(5).enumerate() {
+                *n = c.status_class(class + 1);
+            }
+            one[5] = c.error_kinds.iter().sum();
+            add_outcomes(&mut self.name_totals, 0, &one);
+        }
+        for (name, outcomes) in iv.by_name.iter().enumerate() {
+            add_outcomes(&mut self.name_totals, name, outcomes);
+        }
     }
 
     /// Marks the run as ended, with its summary.
@@ -140,195 +256,283 @@ impl Live {
         s
     }
 
-    /// Keeps store `name`'s latest reading for `/metrics`.
-    pub fn set_store(&mut self, name: &str, sample: &StoreSample) {
-        self.stores.insert(name.to_string(), sample.clone());
+    /// Keeps a watched store's or process's latest reading.
+    pub fn read(&mut self, reading: LiveReading) {
+        match reading {
+            LiveReading::Store { name, sample } => {
+                self.stores.insert(name, sample);
+            }
+            LiveReading::Process { pid, name, sample } => {
+                self.processes.insert(pid, (name, sample));
+            }
+        }
+    }
+
+    /// The run's requests by name, as (name, method) in the plan's order of names: each
+    /// second's outcomes per name are counted under these.
+    pub fn with_names(mut self, names: Vec<(String, String)>) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// Sets the CPU time the generator's process has used, seconds.
+    pub fn set_generator_cpu(&mut self, seconds: f64) {
+        self.generator_cpu_s = seconds;
     }
 
     /// The counters in Prometheus' text exposition format.
     pub fn metrics(&self) -> String {
-        let mut out = String::new();
-        let mut family = |name: &str, kind: &str, help: &str| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
-        family(
-            "loadlab_responses_total",
-            "counter",
-            "Responses received, by status code.",
-        );
-        let mut lines = String::new();
-        for (code, n) in &self.status {
-            let _ = writeln!(lines, "loadlab_responses_total{{status=\"{code}\"}} {n}");
-        }
-        out.push_str(&lines);
-        let mut family = |name: &str, kind: &str, help: &str, body: String| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            out.push_str(&body);
-        };
-        let mut errors = String::new();
-        for (k, n) in ErrorKind::ALL.iter().zip(self.errors) {
-            let _ = writeln!(
-                errors,
-                "loadlab_transport_errors_total{{kind=\"{}\"}} {n}",
-                k.as_str()
-            );
-        }
-        family(
-            "loadlab_transport_errors_total",
-            "counter",
-            "Requests that ended in a transport error, by kind.",
-            errors,
-        );
-        family(
-            "loadlab_requests_sent_total",
-            "counter",
-            "Requests written to a connection.",
-            format!("loadlab_requests_sent_total {}\n", self.sent),
-        );
-        family(
-            "loadlab_requests_dropped_total",
-            "counter",
-            "Requests never sent: no connection within their timeout.",
-            format!("loadlab_requests_dropped_total {}\n", self.dropped),
-        );
-        family(
-            "loadlab_arrivals_offered_total",
-            "counter",
-            "Arrivals the open model scheduled.",
-            format!("loadlab_arrivals_offered_total {}\n", self.offered),
-        );
+        series::text(&self.families())
+    }
+
+    /// The run so far as metric families: the names `/metrics` shows and the exporters send
+    /// (listed in [`FAMILIES`]).
+    pub fn families(&self) -> Vec<Family> {
         let last = self.rows.last();
-        family(
-            "loadlab_in_flight",
-            "gauge",
-            "Requests in flight at the end of the last second.",
-            format!("loadlab_in_flight {}\n", last.map_or(0, |r| r.in_flight)),
-        );
-        family(
-            "loadlab_offered_rate",
-            "gauge",
-            "Arrivals offered in the last second.",
-            format!("loadlab_offered_rate {}\n", last.map_or(0, |r| r.offered)),
-        );
-        family(
-            "loadlab_users_active",
-            "gauge",
-            "Virtual users at the end of the last second.",
-            format!(
-                "loadlab_users_active {}\n",
-                last.map_or(0, |r| r.users_active)
+        let mut out = vec![
+            Family {
+                name: "loadlab_responses_total",
+                help: "Responses received, by status code.",
+                unit: "{response}",
+                kind: Kind::Counter,
+                points: self
+                    .status
+                    .iter()
+                    .map(|(code, n)| point(vec![("status", code.to_string())], *n as f64))
+                    .collect(),
+            },
+            Family {
+                name: "loadlab_transport_errors_total",
+                help: "Requests that ended in a transport error, by kind.",
+                unit: "{request}",
+                kind: Kind::Counter,
+                points: ErrorKind::ALL
+                    .iter()
+                    .zip(self.errors)
+                    .map(|(k, n)| point(vec![("kind", k.as_str().to_string())], n as f64))
+                    .collect(),
+            },
+            self.by_name(),
+            Family::single(
+                "loadlab_requests_sent_total",
+                Kind::Counter,
+                "{request}",
+                "Requests written to a connection.",
+                self.sent as f64,
             ),
-        );
-        family(
-            "loadlab_run_complete",
-            "gauge",
-            "1 once the run has ended.",
-            format!(
-                "loadlab_run_complete {}\n",
-                u8::from(self.summary.is_some())
+            Family::single(
+                "loadlab_requests_dropped_total",
+                Kind::Counter,
+                "{request}",
+                "Requests never sent: no connection within their timeout.",
+                self.dropped as f64,
             ),
-        );
-        let mut hist = String::new();
-        let h = &self.latency;
-        for le in BUCKETS_S {
-            let count = if h.is_empty() {
-                0
-            } else {
-                h.count_between(0, (le * 1e6) as u64)
-            };
-            let _ = writeln!(
-                hist,
-                "loadlab_latency_seconds_bucket{{le=\"{le}\"}} {count}"
-            );
-        }
-        let _ = writeln!(
-            hist,
-            "loadlab_latency_seconds_bucket{{le=\"+Inf\"}} {}",
-            h.len()
-        );
-        let sum = if h.is_empty() {
-            0.0
-        } else {
-            h.mean() * h.len() as f64 / 1e6
-        };
-        let _ = writeln!(hist, "loadlab_latency_seconds_sum {sum}");
-        let _ = writeln!(hist, "loadlab_latency_seconds_count {}", h.len());
-        family(
-            "loadlab_latency_seconds",
-            "histogram",
-            "Latency from each response's intended start (bucket edges exact to 3 significant digits).",
-            hist,
-        );
-        if !self.stores.is_empty() {
-            let mut gauges: [(&str, &str, String); 6] = [
-                (
-                    "loadlab_store_commands_per_second",
-                    "Commands a watched store ran in the last second (the service's).",
-                    String::new(),
-                ),
-                (
-                    "loadlab_store_memory_bytes",
-                    "Memory a watched store uses.",
-                    String::new(),
-                ),
-                (
-                    "loadlab_store_clients",
-                    "Clients connected to a watched store.",
-                    String::new(),
-                ),
-                (
-                    "loadlab_stream_length",
-                    "Entries in a watched stream.",
-                    String::new(),
-                ),
-                (
-                    "loadlab_stream_pending",
-                    "Entries delivered to a stream's consumer group and not acknowledged.",
-                    String::new(),
-                ),
-                (
-                    "loadlab_stream_lag",
-                    "Entries not yet delivered to a stream's consumer group.",
-                    String::new(),
-                ),
-            ];
-            for (store, r) in &self.stores {
-                let store = store.replace('"', "'");
-                let _ = writeln!(
-                    gauges[0].2,
-                    "{}{{store=\"{store}\"}} {}",
-                    gauges[0].0, r.commands_per_s
-                );
-                let _ = writeln!(
-                    gauges[1].2,
-                    "{}{{store=\"{store}\"}} {}",
-                    gauges[1].0,
-                    (r.memory_mb * 1024.0 * 1024.0).round()
-                );
-                let _ = writeln!(
-                    gauges[2].2,
-                    "{}{{store=\"{store}\"}} {}",
-                    gauges[2].0, r.clients
-                );
-                for q in &r.streams {
-                    let labels = format!(
-                        "store=\"{store}\",stream=\"{}\"",
-                        q.stream.replace('"', "'")
-                    );
-                    let _ = writeln!(gauges[3].2, "{}{{{labels}}} {}", gauges[3].0, q.length);
-                    let _ = writeln!(gauges[4].2, "{}{{{labels}}} {}", gauges[4].0, q.pending);
-                    if let Some(lag) = q.lag {
-                        let _ = writeln!(gauges[5].2, "{}{{{labels}}} {lag}", gauges[5].0);
-                    }
-                }
-            }
-            for (name, help, body) in gauges {
-                if !body.is_empty() {
-                    family(name, "gauge", help, body);
-                }
-            }
-        }
+            Family::single(
+                "loadlab_arrivals_offered_total",
+                Kind::Counter,
+                "{arrival}",
+                "Arrivals the open model scheduled.",
+                self.offered as f64,
+            ),
+            Family::single(
+                "loadlab_in_flight",
+                Kind::Gauge,
+                "{request}",
+                "Requests in flight at the end of the last second.",
+                last.map_or(0, |r| r.in_flight) as f64,
+            ),
+            Family::single(
+                "loadlab_offered_rate",
+                Kind::Gauge,
+                "{arrival}/s",
+                "Arrivals offered in the last second.",
+                last.map_or(0, |r| r.offered) as f64,
+            ),
+            Family::single(
+                "loadlab_achieved_rate",
+                Kind::Gauge,
+                "{request}/s",
+                "Requests that ended in the last second.",
+                last.map_or(0, |r| r.completed) as f64,
+            ),
+            Family::single(
+                "loadlab_users_active",
+                Kind::Gauge,
+                "{user}",
+                "Virtual users at the end of the last second.",
+                last.map_or(0, |r| r.users_active) as f64,
+            ),
+            Family::single(
+                "loadlab_generator_cpu_seconds_total",
+                Kind::Counter,
+                "s",
+                "CPU time the generator's process has used.",
+                self.generator_cpu_s,
+            ),
+            Family::single(
+                "loadlab_run_complete",
+                Kind::Gauge,
+                "1",
+                "1 once the run has ended.",
+                f64::from(u8::from(self.summary.is_some())),
+            ),
+            histogram(
+                "loadlab_latency_seconds",
+                "Latency from each response's intended start (bucket edges exact to 3 significant digits).",
+                &self.latency,
+            ),
+            histogram(
+                "loadlab_service_latency_seconds",
+                "Latency from each request's send (bucket edges exact to 3 significant digits).",
+                &self.service,
+            ),
+            histogram(
+                "loadlab_schedule_lag_seconds",
+                "How late the open model's scheduler released each arrival.",
+                &self.lag,
+            ),
+        ];
+        out.extend(self.process_families());
+        out.extend(self.store_families());
         out
+    }
+
+    /// `loadlab_requests_total` by name, method and status class (`1xx`–`5xx`, `error` for
+    /// a transport error).
+    fn by_name(&self) -> Family {
+        let mut points = Vec::new();
+        for ((name, method), outcomes) in self.names.iter().zip(&self.name_totals) {
+            for (slot, n) in outcomes.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let class = match slot {
+                    5 => "error".to_string(),
+                    c => format!("{}xx", c + 1),
+                };
+                points.push(point(
+                    vec![
+                        ("name", name.clone()),
+                        ("method", method.clone()),
+                        ("status_class", class),
+                    ],
+                    *n as f64,
+                ));
+            }
+        }
+        Family {
+            name: "loadlab_requests_total",
+            help: "Requests that ended, by name, method and status class (error: no response).",
+            unit: "{request}",
+            kind: Kind::Counter,
+            points,
+        }
+    }
+
+    /// The watched processes' latest CPU and memory, by PID.
+    fn process_families(&self) -> Vec<Family> {
+        if self.processes.is_empty() {
+            return Vec::new();
+        }
+        let labels =
+            |pid: &u32, name: &String| vec![("pid", pid.to_string()), ("process", name.clone())];
+        vec![
+            Family {
+                name: "loadlab_process_cpu_ratio",
+                help: "CPU a watched process used in the last reading, in cores.",
+                unit: "1",
+                kind: Kind::Gauge,
+                points: self
+                    .processes
+                    .iter()
+                    .map(|(pid, (name, s))| point(labels(pid, name), s.cpu_pct / 100.0))
+                    .collect(),
+            },
+            Family {
+                name: "loadlab_process_resident_bytes",
+                help: "Resident memory of a watched process.",
+                unit: "By",
+                kind: Kind::Gauge,
+                points: self
+                    .processes
+                    .iter()
+                    .map(|(pid, (name, s))| {
+                        point(labels(pid, name), (s.rss_mb * 1024.0 * 1024.0).round())
+                    })
+                    .collect(),
+            },
+        ]
+    }
+
+    /// Each watched store's latest reading as gauges.
+    fn store_families(&self) -> Vec<Family> {
+        let store = |name: &str| vec![("store", name.to_string())];
+        let stream =
+            |name: &str, s: &str| vec![("store", name.to_string()), ("stream", s.to_string())];
+        let gauge = |name, help, unit, points: Vec<Point>| Family {
+            name,
+            help,
+            unit,
+            kind: Kind::Gauge,
+            points,
+        };
+        let each = |f: &dyn Fn(&str, &StoreSample) -> Vec<Point>| {
+            self.stores
+                .iter()
+                .flat_map(|(n, r)| f(n, r))
+                .collect::<Vec<_>>()
+        };
+        let all = [
+            gauge(
+                "loadlab_store_commands_per_second",
+                "Commands a watched store ran in the last second (the service's).",
+                "{command}/s",
+                each(&|n, r| vec![point(store(n), r.commands_per_s)]),
+            ),
+            gauge(
+                "loadlab_store_memory_bytes",
+                "Memory a watched store uses.",
+                "By",
+                each(&|n, r| vec![point(store(n), (r.memory_mb * 1024.0 * 1024.0).round())]),
+            ),
+            gauge(
+                "loadlab_store_clients",
+                "Clients connected to a watched store.",
+                "{client}",
+                each(&|n, r| vec![point(store(n), r.clients as f64)]),
+            ),
+            gauge(
+                "loadlab_stream_length",
+                "Entries in a watched stream.",
+                "{entry}",
+                each(&|n, r| {
+                    r.streams
+                        .iter()
+                        .map(|q| point(stream(n, &q.stream), q.length as f64))
+                        .collect()
+                }),
+            ),
+            gauge(
+                "loadlab_stream_pending",
+                "Entries delivered to a stream's consumer group and not acknowledged.",
+                "{entry}",
+                each(&|n, r| {
+                    r.streams
+                        .iter()
+                        .map(|q| point(stream(n, &q.stream), q.pending as f64))
+                        .collect()
+                }),
+            ),
+            gauge(
+                "loadlab_stream_lag",
+                "Entries not yet delivered to a stream's consumer group.",
+                "{entry}",
+                each(&|n, r| {
+                    r.streams
+                        .iter()
+                        .filter_map(|q| q.lag.map(|lag| point(stream(n, &q.stream), lag as f64)))
+                        .collect()
+                }),
+            ),
+        ];
+        all.into_iter().filter(|f| !f.points.is_empty()).collect()
     }
 
     /// The dashboard's page; `title` names the run.
@@ -364,8 +568,12 @@ mod tests {
                 lag: Some(lag),
             }],
         };
-        live.set_store("redis 127.0.0.1:1", &reading(100.0, 40));
-        live.set_store("redis 127.0.0.1:1", &reading(250.0, 7));
+        let store = |sample| LiveReading::Store {
+            name: "redis 127.0.0.1:1".into(),
+            sample,
+        };
+        live.read(store(reading(100.0, 40)));
+        live.read(store(reading(250.0, 7)));
         let m = live.metrics();
         assert!(
             m.contains("# TYPE loadlab_store_commands_per_second gauge"),

@@ -147,6 +147,24 @@ pub struct Interval {
     pub in_flight: u64,
     /// Virtual users in a session when the interval closed.
     pub users_active: u64,
+    /// Outcomes per request name, indexed as the plan's names (`Plan::request_names`):
+    /// responses by status class (1xx to 5xx), then transport errors. Empty when the plan
+    /// has one name.
+    pub by_name: Vec<NameOutcomes>,
+}
+
+/// One request name's outcomes in an interval: responses by status class (1xx to 5xx), then
+/// transport errors.
+pub type NameOutcomes = [u64; 6];
+
+/// Adds one outcome (`slot`: status class 0–4, or 5 for a transport error) of name `name` to
+/// `by_name`, growing it to hold the name.
+#[inline]
+pub fn count_outcome(by_name: &mut Vec<NameOutcomes>, name: usize, slot: usize) {
+    if by_name.len() <= name {
+        by_name.resize(name + 1, [0; 6]);
+    }
+    by_name[name][slot.min(5)] += 1;
 }
 
 impl Interval {
@@ -160,6 +178,7 @@ impl Interval {
             lag: new_histogram(),
             in_flight: 0,
             users_active: 0,
+            by_name: Vec::new(),
         }
     }
 
@@ -175,6 +194,14 @@ impl Interval {
         self.lag.add(&other.lag).expect("histograms share bounds");
         self.in_flight += other.in_flight;
         self.users_active += other.users_active;
+        for (name, outcomes) in other.by_name.iter().enumerate() {
+            if self.by_name.len() <= name {
+                self.by_name.resize(name + 1, [0; 6]);
+            }
+            for (a, b) in self.by_name[name].iter_mut().zip(outcomes) {
+                *a += b;
+            }
+        }
     }
 
     /// Empties the interval for reuse as `second`, keeping its allocations.
@@ -186,6 +213,7 @@ impl Interval {
         self.lag.reset();
         self.in_flight = 0;
         self.users_active = 0;
+        self.by_name.iter_mut().for_each(|n| *n = [0; 6]);
     }
 }
 

@@ -27,7 +27,7 @@ pub mod users;
 
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
 pub use error_kind::{ErrorKind, TlsFailure};
-pub use interval::{new_histogram, Counts, Interval, TimelineRow};
+pub use interval::{count_outcome, new_histogram, Counts, Interval, NameOutcomes, TimelineRow};
 pub use plan::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, Protocol, RatePhase,
     RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,
@@ -38,8 +38,8 @@ pub use record::{
     UserRecord,
 };
 pub use server::{
-    GroupSample, GroupSeries, GroupTotals, HostSample, ProcessSample, ProcessSeries, ServerData,
-    StoreSample, StoreSeries, StreamReading,
+    GroupSample, GroupSeries, GroupTotals, HostSample, LiveReading, ProcessSample, ProcessSeries,
+    ServerData, StoreSample, StoreSeries, StreamReading,
 };
 pub use shard::ShardError;
 pub use summary::{

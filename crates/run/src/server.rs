@@ -93,6 +93,28 @@ pub struct StoreSeries {
     pub samples: Vec<StoreSample>,
 }
 
+/// A reading the sampler hands out as it takes it, for the live dashboard and the metric
+/// exporters (the run's record keeps every reading besides).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LiveReading {
+    /// A watched store's reading.
+    Store {
+        /// The store's name (`redis HOST:PORT`).
+        name: String,
+        /// What was read.
+        sample: StoreSample,
+    },
+    /// A watched process's reading.
+    Process {
+        /// Process id.
+        pid: u32,
+        /// Command name.
+        name: String,
+        /// What was read.
+        sample: ProcessSample,
+    },
+}
+
 /// One reading of the whole host's CPU.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HostSample {

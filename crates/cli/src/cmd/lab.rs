@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
-use loadlab_harness::{conclude_lab, cores, interrupt_signal, run_matrix, Dashboard};
+use loadlab_harness::{conclude_lab, cores, interrupt_signal, run_matrix};
 use loadlab_run::lab::slug;
 
 use crate::args::LabArgs;
@@ -37,16 +37,20 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     if let Some(note) = &exp.note {
         println!("  {note}");
     }
-    let dashboard = Dashboard::start_if(a.dashboard.as_deref(), &stop)?;
-    let lab = run_matrix(&exp, &out, &stop, dashboard.as_ref())?;
+    let outputs = crate::cmd::live_outputs(
+        a.dashboard.as_deref(),
+        &a.export,
+        &stop,
+        &crate::cmd::run_id(Some(&out), None),
+        None,
+    )?;
+    let lab = run_matrix(&exp, &out, &stop, &outputs)?;
     let thresholds = conclude_lab(&lab, cores(), a.html, a.junit.as_deref())?;
-    if let Some(d) = dashboard {
+    if let (Some(d), Some(last)) = (&outputs.dashboard, lab.cells.last()) {
         // The page follows the lab cell by cell and says done only now.
-        if let Some(last) = lab.cells.last() {
-            d.finish(&last.summary);
-        }
-        d.close(a.dashboard_keep);
+        d.finish(&last.summary);
     }
+    outputs.close(a.dashboard_keep);
     Ok(if stop.is_stopped() {
         Outcome::Interrupted
     } else {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use loadlab_engine::locustfile;
-use loadlab_harness::{execute, interrupt_signal, Dashboard, Watch};
+use loadlab_harness::{execute, interrupt_signal, Watch};
 use loadlab_input::locust::LocustRun;
 use loadlab_input::target::Lookup;
 use loadlab_run::users::LocustSpec;
@@ -131,11 +131,15 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
     }
     let stop = interrupt_signal()?;
     let live = std::io::stderr().is_terminal();
-    let dashboard = Dashboard::start_if(a.dashboard.as_deref(), &stop)?;
-    if let Some(d) = &dashboard {
-        d.begin(&plan.target_urls().join(" "), false);
-    }
-    let (data, summary) = execute(&plan, &stop, live, &Watch::default(), dashboard.as_ref())?;
+    let outputs = crate::cmd::live_outputs(
+        a.dashboard.as_deref(),
+        &a.export,
+        &stop,
+        &crate::cmd::run_id(a.out.as_deref(), None),
+        None,
+    )?;
+    outputs.begin(&a.locustfile, false, &plan, Vec::new());
+    let (data, summary) = execute(&plan, &stop, live, &Watch::default(), &outputs)?;
     print!("{}", loadlab_report::render_summary(&summary));
     println!();
     print!("{}", loadlab_report::locust::stats_table(&data));
@@ -156,10 +160,8 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
         loadlab_report::files::write_html(html, &label, std::slice::from_ref(&view))?;
         println!("  report       {}", html.display());
     }
-    if let Some(d) = dashboard {
-        d.finish(&summary);
-        d.close(std::time::Duration::ZERO);
-    }
+    outputs.finish(&summary);
+    outputs.close(std::time::Duration::ZERO);
     let failed = summary.requests.errors + summary.requests.dropped > 0
         || data.users.as_ref().is_some_and(|u| !u.failures.is_empty());
     Ok(if !data.complete {

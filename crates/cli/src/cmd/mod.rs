@@ -90,3 +90,69 @@ impl Outcome {
         }
     }
 }
+
+/// The live outputs a command's flags ask for: the dashboard at `dashboard`, and the metric
+/// exporters of `export`, whose series name the run `run_id` (and its shard).
+pub fn live_outputs(
+    dashboard: Option<&str>,
+    export: &crate::args::ExportFlags,
+    stop: &loadlab_engine::StopSignal,
+    run_id: &str,
+    shard: Option<&loadlab_run::Shard>,
+) -> anyhow::Result<loadlab_harness::LiveOutputs> {
+    use loadlab_harness::export::{ExportOptions, Exporter};
+    let mut options = ExportOptions::from_flags(
+        export.remote_write.as_deref(),
+        &export.remote_write_header,
+        export.otlp.as_deref(),
+        &export.otlp_header,
+        |k| std::env::var(k).ok(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !options.resource.iter().any(|(k, _)| k == "service.name") {
+        options
+            .resource
+            .insert(0, ("service.name".into(), "loadlab".into()));
+    }
+    options
+        .resource
+        .push(("loadlab.run.id".into(), run_id.to_string()));
+    if let Some(s) = shard {
+        options.resource.push((
+            "loadlab.shard".into(),
+            format!("{}/{}", s.index + 1, s.count),
+        ));
+    }
+    let to: Vec<String> = [
+        options
+            .remote_write
+            .as_ref()
+            .map(|u| format!("remote write {u}")),
+        options.otlp_metrics.as_ref().map(|u| format!("OTLP {u}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !to.is_empty() {
+        println!("  exporting    {} (run id {run_id})", to.join(", "));
+    }
+    Ok(loadlab_harness::LiveOutputs {
+        dashboard: loadlab_harness::Dashboard::start_if(dashboard, stop)?,
+        export: Exporter::start(&options),
+    })
+}
+
+/// A run's id for its exported series: the plan's fingerprint for a shard (every shard of a
+/// plan shares it), the run directory's name when there is one, else the start time and PID.
+pub fn run_id(out: Option<&std::path::Path>, shard: Option<&loadlab_run::Shard>) -> String {
+    if let Some(s) = shard {
+        return format!("{:016x}", s.plan_hash);
+    }
+    if let Some(name) = out.and_then(|d| d.file_name()).and_then(|n| n.to_str()) {
+        return name.to_string();
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{secs}-{}", std::process::id())
+}

@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 
 use anyhow::{Context, Result};
-use loadlab_harness::{execute, interrupt_signal, Dashboard, Watch};
+use loadlab_harness::{execute, interrupt_signal, Watch};
 use loadlab_report::files::{
     label_of, plot_is_png, writable, write_html, write_junit, write_plot, write_run_flame,
 };
@@ -49,13 +49,20 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     }
     let stop = interrupt_signal()?;
     let live = !a.quiet && std::io::stderr().is_terminal();
-    let dashboard = Dashboard::start_if(a.dashboard.as_deref(), &stop)?;
-    if let Some(d) = &dashboard {
-        d.begin(
-            &plan.target_urls().join(" "),
-            matches!(plan.model, loadlab_run::Model::Open { .. }),
-        );
-    }
+    let shard = plan.shard.as_ref();
+    let outputs = crate::cmd::live_outputs(
+        a.dashboard.as_deref(),
+        &a.export,
+        &stop,
+        &crate::cmd::run_id(a.out.as_deref(), shard),
+        shard,
+    )?;
+    outputs.begin(
+        &plan.target_urls().join(" "),
+        matches!(plan.model, loadlab_run::Model::Open { .. }),
+        &plan,
+        Vec::new(),
+    );
     let watch = Watch {
         pids: a.watch_pid.clone(),
         stores: a.watch_redis.clone(),
@@ -65,7 +72,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     if plan.start_at.is_some() && !a.quiet {
         eprintln!("waiting for the start time (--start-at)");
     }
-    let (run, summary) = execute(&plan, &stop, live, &watch, dashboard.as_ref())?;
+    let (run, summary) = execute(&plan, &stop, live, &watch, &outputs)?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;
@@ -104,10 +111,8 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         write_junit(path, &[suite])?;
         println!("  junit        {}", path.display());
     }
-    if let Some(d) = dashboard {
-        d.finish(&summary);
-        d.close(a.dashboard_keep);
-    }
+    outputs.finish(&summary);
+    outputs.close(a.dashboard_keep);
     let suggested = summary
         .users
         .as_ref()
@@ -165,6 +170,7 @@ fn locustfile(file: &str, a: &RunArgs) -> Result<Outcome> {
     args.slo = a.load.slo.clone();
     args.out = a.out.clone();
     args.dashboard = a.dashboard.clone();
+    args.export = a.export.clone();
     if let Some(seed) = a.load.seed {
         args.seed = seed;
     }

@@ -13,6 +13,7 @@ mod cookies_redirects;
 mod corpus;
 mod hooks;
 mod locust;
+mod observability;
 mod profile;
 mod runtimes;
 mod scenario;

@@ -1,0 +1,469 @@
+//! A run's series where teams look: Prometheus (the real server, its remote-write receiver)
+//! asked through its query API for what loadlab wrote, against the run's `summary.json`, and
+//! the Grafana dashboard's queries run against what landed.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use loadlab_target::TestServer;
+use serde_json::Value;
+
+use crate::support::{loadlab_json, read_json, write_file};
+
+/// A Prometheus of the test's own on a free port of 127.0.0.1, with its remote-write
+/// receiver on; stopped (by its PID) when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start() -> Prometheus {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = write_file(
+            dir.path(),
+            "prometheus.yml",
+            "global:\n  scrape_interval: 1m\n",
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(prometheus_bin())
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.enable-remote-write-receiver")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts (scripts/test.sh installs it)");
+        let p = Prometheus {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while get(port, "/-/ready").is_none_or(|(code, _)| code != 200) {
+            assert!(
+                Instant::now() < deadline,
+                "prometheus was not ready in 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    /// The remote-write URL.
+    fn write_url(&self) -> String {
+        format!("http://127.0.0.1:{}/api/v1/write", self.port)
+    }
+
+    /// An instant query's result vector (empty when nothing matched).
+    fn query(&self, promql: &str) -> Vec<Value> {
+        let path = format!("/api/v1/query?query={}", encode(promql));
+        let (code, body) = get(self.port, &path).expect("prometheus answers");
+        let v: Value = serde_json::from_str(&body).expect("prometheus answers JSON");
+        assert_eq!(code, 200, "{promql}: {body}");
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The one number a query gives.
+    fn number(&self, promql: &str) -> f64 {
+        let r = self.query(promql);
+        assert_eq!(r.len(), 1, "{promql}: {r:?}");
+        r[0]["value"][1]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("a sample's value")
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Debian's prometheus, or the one `LOADLAB_PROMETHEUS` names.
+fn prometheus_bin() -> String {
+    std::env::var("LOADLAB_PROMETHEUS").unwrap_or_else(|_| "prometheus".into())
+}
+
+/// A plain HTTP/1.1 GET on 127.0.0.1:`port`: the status and body, `None` when nothing answered.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        unchunk(body)
+    } else {
+        body.to_string()
+    };
+    Some((code, body))
+}
+
+/// A chunked body's data.
+fn unchunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A query string's value percent-encoded.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_lands_in_prometheus_by_remote_write_with_the_totals_of_its_summary() {
+    let prom = Prometheus::start();
+    let server = TestServer::start(2).expect("test server");
+    let base = format!("http://{}", server.addr);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let scenario = write_file(
+        dir.path(),
+        "two.yml",
+        &format!(
+            "config:\n  target: {base}\n  phases:\n    - duration: 3\n      arrivalRate: 60\n\
+             scenarios:\n  - flow:\n      - get: {{ url: /ping }}\n      - get: {{ url: /nope }}\n"
+        ),
+    );
+    let (summary, out) = loadlab_json(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--remote-write",
+        &prom.write_url(),
+        "--remote-write-header",
+        "X-Test: remote",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("remote write"), "{stdout}");
+    let run = |m: &str| format!("{m}{{job=\"loadlab\"}}");
+    let sent = summary["requests"]["sent"].as_f64().unwrap();
+    assert!(sent > 100.0, "{summary}");
+    assert_eq!(prom.number(&run("loadlab_requests_sent_total")), sent);
+    let statuses = summary["status"].as_object().expect("statuses");
+    let answered: f64 = statuses.values().filter_map(Value::as_f64).sum();
+    assert_eq!(
+        prom.number("sum(loadlab_responses_total{job=\"loadlab\"})"),
+        answered
+    );
+    for (code, n) in statuses {
+        assert_eq!(
+            prom.number(&format!(
+                "loadlab_responses_total{{job=\"loadlab\",status=\"{code}\"}}"
+            )),
+            n.as_f64().unwrap(),
+            "status {code}"
+        );
+    }
+    // By name: each name's requests are its own.
+    let named = |name: &str, class: &str| {
+        prom.number(&format!(
+            "loadlab_requests_total{{name=\"{name}\",method=\"GET\",status_class=\"{class}\"}}"
+        ))
+    };
+    let by_name = &summary["requests_by_name"];
+    for (name, class) in [("GET /ping", "2xx"), ("GET /nope", "4xx")] {
+        let completed = by_name[name]["completed"].as_f64();
+        assert!(completed.is_some_and(|n| n > 0.0), "{name} in {by_name}");
+        assert_eq!(Some(named(name, class)), completed, "{name}");
+    }
+    let count = prom.number(&run("loadlab_latency_seconds_count"));
+    assert_eq!(count, summary["requests"]["completed"].as_f64().unwrap());
+    assert_eq!(prom.number(&run("loadlab_run_complete")), 1.0);
+    // One sample a second: a run of 3 s leaves at least 3 samples of its sent counter.
+    let samples = prom.query(&format!("{}[1h]", run("loadlab_requests_sent_total")));
+    let n = samples[0]["values"].as_array().map_or(0, Vec::len);
+    assert!(n >= 3, "{samples:?}");
+    dashboard_queries_find_the_run(&prom, &summary);
+}
+
+/// Every query of `dashboards/loadlab.json` is valid PromQL over what landed, and the panels
+/// a closed-model run fills (throughput, latency, requests by name, in flight, generator CPU)
+/// return series.
+fn dashboard_queries_find_the_run(prom: &Prometheus, summary: &Value) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dashboards/loadlab.json");
+    let dash = read_json(&file);
+    let mut filled = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("an expression");
+            let promql = expr.replace("$run", ".*").replace("$__rate_interval", "1h");
+            let result = prom.query(&promql);
+            if !result.is_empty() {
+                filled.push(panel["title"].as_str().unwrap_or("").to_string());
+            }
+        }
+    }
+    for title in [
+        "Throughput",
+        "Latency from the intended start",
+        "Requests by name",
+        "In flight and users",
+        "Generator: CPU and schedule lag",
+    ] {
+        assert!(
+            filled.iter().any(|t| t == title),
+            "{title}: {filled:?} ({summary})"
+        );
+    }
+}
+
+/// The collector `scripts/install-otelcol.sh` builds: `LOADLAB_OTELCOL`, or its place in the
+/// cache.
+fn otelcol_bin() -> std::path::PathBuf {
+    if let Ok(bin) = std::env::var("LOADLAB_OTELCOL") {
+        return bin.into();
+    }
+    let cache = std::env::var("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cache"));
+    let bin = cache.join("loadlab/otelcol-v0.161.0/otelcol-loadlab");
+    assert!(
+        bin.exists(),
+        "{} is missing: run scripts/install-otelcol.sh (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+/// An OpenTelemetry Collector of the test's own: OTLP/HTTP on a free port of 127.0.0.1, every
+/// batch it receives written to a file as OTLP JSON lines; stopped by its PID when dropped.
+struct Collector {
+    child: Child,
+    port: u16,
+    file: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Collector {
+    fn start() -> Collector {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let file = dir.path().join("otlp.jsonl");
+        let config = write_file(
+            dir.path(),
+            "collector.yaml",
+            &format!(
+                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+                 exporters:\n  file:\n    path: {}\n    flush_interval: 100ms\n\
+                 service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    metrics:\n      receivers: [otlp]\n      exporters: [file]\n",
+                file.display()
+            ),
+        );
+        let child = Command::new(otelcol_bin())
+            .arg(format!("--config=file:{}", config.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the collector starts");
+        let c = Collector {
+            child,
+            port,
+            file,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the collector did not listen in 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        c
+    }
+
+    /// Every metric data point the collector wrote, as (metric name, point, resource).
+    fn points(&self) -> Vec<(String, Value, Value)> {
+        let text = std::fs::read_to_string(&self.file).unwrap_or_default();
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let batch: Value = serde_json::from_str(line).expect("the collector writes JSON lines");
+            for rm in batch["resourceMetrics"].as_array().into_iter().flatten() {
+                for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
+                    for m in sm["metrics"].as_array().into_iter().flatten() {
+                        let name = m["name"].as_str().unwrap_or("").to_string();
+                        let data = ["sum", "gauge", "histogram"]
+                            .iter()
+                            .find_map(|k| m.get(*k))
+                            .cloned()
+                            .unwrap_or(Value::Null);
+                        for p in data["dataPoints"].as_array().into_iter().flatten() {
+                            out.push((name.clone(), p.clone(), rm["resource"].clone()));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A point's number, as OTLP JSON writes doubles (a number) and integers (a string).
+fn number(p: &Value) -> Option<f64> {
+    p["asDouble"]
+        .as_f64()
+        .or_else(|| p["asInt"].as_str().and_then(|s| s.parse().ok()))
+}
+
+#[test]
+fn a_run_reaches_an_opentelemetry_collector_with_the_totals_of_its_summary() {
+    let collector = Collector::start();
+    let server = TestServer::start(2).expect("test server");
+    let url = format!("http://{}/ping", server.addr);
+    let out_dir = tempfile::tempdir().expect("a temporary directory");
+    let run_dir = out_dir.path().join("otlp-run");
+    let (summary, out) = loadlab_json(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-d",
+        "3s",
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--otlp",
+        &format!("http://127.0.0.1:{}", collector.port),
+        "--otlp-header",
+        "x-test=otlp",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("OTLP"), "{stdout}");
+    // The collector writes what it got within its flush interval.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let complete = |pts: &[(String, Value, Value)]| {
+        pts.iter()
+            .any(|(n, p, _)| n == "loadlab_run_complete" && number(p) == Some(1.0))
+    };
+    let mut points = collector.points();
+    while !complete(&points) {
+        assert!(
+            Instant::now() < deadline,
+            "no complete run reached the collector: {points:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        points = collector.points();
+    }
+    let last = |name: &str| {
+        points
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .max_by_key(|(_, p, _)| {
+                p["timeUnixNano"]
+                    .as_str()
+                    .unwrap_or("0")
+                    .parse::<u128>()
+                    .unwrap_or(0)
+            })
+            .unwrap_or_else(|| panic!("{name} never reached the collector"))
+            .clone()
+    };
+    let (_, sent, resource) = last("loadlab_requests_sent_total");
+    assert_eq!(number(&sent), summary["requests"]["sent"].as_f64());
+    let attrs = resource["attributes"]
+        .as_array()
+        .expect("resource attributes");
+    let attr = |k: &str| {
+        attrs
+            .iter()
+            .find(|a| a["key"] == k)
+            .and_then(|a| a["value"]["stringValue"].as_str())
+            .map(str::to_string)
+    };
+    assert_eq!(attr("service.name").as_deref(), Some("loadlab"));
+    assert_eq!(attr("loadlab.run.id").as_deref(), Some("otlp-run"));
+    let (_, latency, _) = last("loadlab_latency_seconds");
+    let count: f64 = latency["count"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(-1.0);
+    assert_eq!(Some(count), summary["requests"]["completed"].as_f64());
+    let (_, ok, _) = last("loadlab_requests_total");
+    assert_eq!(ok["attributes"][2]["value"]["stringValue"], "2xx", "{ok}");
+    assert_eq!(number(&ok), summary["requests"]["ok"].as_f64());
+}
+
+#[test]
+fn a_backend_that_is_down_costs_a_warning_and_a_count_never_the_run() {
+    let server = TestServer::start(1).expect("test server");
+    let url = format!("http://{}/ping", server.addr);
+    // A port nothing listens on.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let (summary, out) = loadlab_json(&[
+        "run",
+        &url,
+        "-c",
+        "1",
+        "-d",
+        "2s",
+        "--remote-write",
+        &format!("http://127.0.0.1:{port}/api/v1/write"),
+    ]);
+    assert!(
+        summary["requests"]["ok"].as_u64().unwrap_or(0) > 0,
+        "{summary}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("cannot export metrics").count(),
+        1,
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("0 snapshot(s) sent") && stdout.contains("not sent"),
+        "{stdout}"
+    );
+}
