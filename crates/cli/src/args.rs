@@ -141,6 +141,12 @@ pub struct LocustArgs {
     /// Accepted as Locust's; the history file has a row a second either way.
     #[arg(long = "csv-full-history")]
     pub csv_full_history: bool,
+    /// Print the final statistics as JSON on standard output, as Locust's --json.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the final statistics as JSON to FILE.json, as Locust's --json-file.
+    #[arg(long = "json-file", value_name = "FILE")]
+    pub json_file: Option<String>,
     /// Write loadlab's HTML report of the run here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,

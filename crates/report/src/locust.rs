@@ -263,3 +263,61 @@ pub fn write_csv(prefix: &str, run: &RunData) -> std::io::Result<Vec<PathBuf>> {
     }
     Ok(written)
 }
+
+/// A response time in ms rounded as Locust keeps it in its `response_times` buckets: to the
+/// ms under 100 ms, to 10 ms under 1 s, to 100 ms above.
+fn locust_rounded(ms: f64) -> u64 {
+    let step = if ms < 100.0 {
+        1.0
+    } else if ms < 1000.0 {
+        10.0
+    } else {
+        100.0
+    };
+    ((ms / step).round() * step) as u64
+}
+
+/// The final statistics as Locust's `--json` prints them and `--json-file` writes them: one
+/// object per request type and name with its counts, response times in ms (`response_times`
+/// holds each rounded time's count, from loadlab's histogram) and content length.
+/// `num_reqs_per_sec` and `num_fail_per_sec` are empty: loadlab keeps each second's counts for
+/// the whole run (its timeline), not per name.
+pub fn stats_json(run: &RunData) -> serde_json::Value {
+    let epoch = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let start = epoch(run.started_at);
+    let end = start + run.secs();
+    let (rows, _) = rows(run);
+    let entries: Vec<serde_json::Value> = rows
+        .iter()
+        .filter(|r| r.count() > 0)
+        .map(|r| {
+            let h = &r.iv.latency;
+            let mut times = std::collections::BTreeMap::<u64, u64>::new();
+            for v in h.iter_recorded() {
+                let ms =
+                    locust_rounded(h.highest_equivalent(v.value_iterated_to()) as f64 / 1000.0);
+                *times.entry(ms).or_default() += v.count_at_value();
+            }
+            serde_json::json!({
+                "name": r.name,
+                "method": r.method,
+                "last_request_timestamp": end,
+                "start_time": start,
+                "num_requests": r.count(),
+                "num_none_requests": 0,
+                "num_failures": r.failures(),
+                "total_response_time": h.mean() * h.len() as f64 / 1000.0,
+                "max_response_time": Row::ms(h, h.max()),
+                "min_response_time": (!h.is_empty()).then(|| Row::ms(h, h.min())),
+                "total_content_length": r.iv.counts.bytes,
+                "response_times": times,
+                "num_reqs_per_sec": {},
+                "num_fail_per_sec": {},
+            })
+        })
+        .collect();
+    serde_json::Value::Array(entries)
+}

@@ -140,25 +140,43 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
     )?;
     outputs.begin(&a.locustfile, false, &plan, Vec::new());
     let (data, summary) = execute(&plan, &stop, live, &Watch::default(), &outputs)?;
-    print!("{}", loadlab_report::render_summary(&summary));
-    println!();
-    print!("{}", loadlab_report::locust::stats_table(&data));
+    // With --json, standard output holds the JSON alone (as Locust's, for a pipe); the tables
+    // and file lines go to standard error.
+    let mut out: Box<dyn std::io::Write> = if a.json {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    write!(out, "{}", loadlab_report::render_summary(&summary))?;
+    writeln!(out)?;
+    write!(out, "{}", loadlab_report::locust::stats_table(&data))?;
+    if a.json || a.json_file.is_some() {
+        let stats = serde_json::to_string_pretty(&loadlab_report::locust::stats_json(&data))?;
+        if a.json {
+            println!("{stats}");
+        }
+        if let Some(file) = &a.json_file {
+            let path = format!("{file}.json");
+            std::fs::write(&path, stats).with_context(|| format!("cannot write {path}"))?;
+            writeln!(out, "  json         {path}")?;
+        }
+    }
     if let Some(prefix) = &a.csv {
         for f in loadlab_report::locust::write_csv(prefix, &data)
             .with_context(|| format!("cannot write the CSV files {prefix}_*.csv"))?
         {
-            println!("  csv          {}", f.display());
+            writeln!(out, "  csv          {}", f.display())?;
         }
     }
     if let Some(dir) = &a.out {
         loadlab_run::write_run_dir(dir, &data, &summary)?;
-        println!("  results in   {}", dir.display());
+        writeln!(out, "  results in   {}", dir.display())?;
     }
     if let Some(html) = &a.html {
         let label = a.locustfile.clone();
         let view = loadlab_report::html::RunView::from_run(&label, &data, &summary);
         loadlab_report::files::write_html(html, &label, std::slice::from_ref(&view))?;
-        println!("  report       {}", html.display());
+        writeln!(out, "  report       {}", html.display())?;
     }
     outputs.finish(&summary);
     outputs.close(std::time::Duration::ZERO);

@@ -75,6 +75,8 @@ fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
             "--headless",
             "--csv",
             "shop",
+            "--json-file",
+            "shop",
             "--out",
             "run",
             "--exclude-tags",
@@ -106,6 +108,24 @@ fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
     );
     assert!(csv.contains("GET,/visits/[page],"), "{csv}");
     assert!(dir.path().join("shop_failures.csv").is_file());
+    // Locust's --json-file: an entry per type and name, its response times in rounded buckets.
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("shop.json")).unwrap())
+            .unwrap();
+    let entry = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["method"] == "GET" && e["name"] == "/account")
+        .unwrap_or_else(|| panic!("{json:#}"));
+    assert_eq!(entry["num_requests"].as_u64(), Some(account), "{entry}");
+    let bucketed: u64 = entry["response_times"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(bucketed, account, "{entry}");
 }
 
 #[test]
