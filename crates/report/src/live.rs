@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use loadlab_run::{
-    ErrorKind, Interval, LiveReading, NameOutcomes, ProcessSample, StoreSample, Summary,
-    TimelineRow,
+    ErrorKind, Interval, LiveReading, NameOutcomes, ProcessSample, StoreSample, StreamReading,
+    Summary, TimelineRow,
 };
 use serde::Serialize;
 
@@ -479,6 +479,17 @@ impl Live {
                 .flat_map(|(n, r)| f(n, r))
                 .collect::<Vec<_>>()
         };
+        // One point per stream of every store, where `value` reads one.
+        let streams = |value: &dyn Fn(&StreamReading) -> Option<f64>| {
+            self.stores
+                .iter()
+                .flat_map(|(n, r)| {
+                    r.streams
+                        .iter()
+                        .filter_map(move |q| value(q).map(|v| point(stream(n, &q.stream), v)))
+                })
+                .collect::<Vec<_>>()
+        };
         let all = [
             gauge(
                 "loadlab_store_commands_per_second",
@@ -502,34 +513,19 @@ impl Live {
                 "loadlab_stream_length",
                 "Entries in a watched stream.",
                 "{entry}",
-                each(&|n, r| {
-                    r.streams
-                        .iter()
-                        .map(|q| point(stream(n, &q.stream), q.length as f64))
-                        .collect()
-                }),
+                streams(&|q| Some(q.length as f64)),
             ),
             gauge(
                 "loadlab_stream_pending",
                 "Entries delivered to a stream's consumer group and not acknowledged.",
                 "{entry}",
-                each(&|n, r| {
-                    r.streams
-                        .iter()
-                        .map(|q| point(stream(n, &q.stream), q.pending as f64))
-                        .collect()
-                }),
+                streams(&|q| Some(q.pending as f64)),
             ),
             gauge(
                 "loadlab_stream_lag",
                 "Entries not yet delivered to a stream's consumer group.",
                 "{entry}",
-                each(&|n, r| {
-                    r.streams
-                        .iter()
-                        .filter_map(|q| q.lag.map(|lag| point(stream(n, &q.stream), lag as f64)))
-                        .collect()
-                }),
+                streams(&|q| q.lag.map(|lag| lag as f64)),
             ),
         ];
         all.into_iter().filter(|f| !f.points.is_empty()).collect()

@@ -44,15 +44,7 @@ impl Row<'_> {
         if h.is_empty() {
             return 0;
         }
-        let ms = h.value_at_quantile(p / 100.0) as f64 / 1000.0;
-        let step = if ms < 100.0 {
-            1.0
-        } else if ms < 1000.0 {
-            10.0
-        } else {
-            100.0
-        };
-        ((ms / step).round() * step) as u64
+        locust_rounded(h.value_at_quantile(p / 100.0) as f64 / 1000.0)
     }
 }
 
