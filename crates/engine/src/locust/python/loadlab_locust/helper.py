@@ -149,7 +149,13 @@ class Helper:
         self.runner = runner
         self.swarm = Swarm(env, runner, classes, self.helper, self.helpers, self.engine)
         if not init.get("describe"):
+            from locust import event
+
+            raised = event.listener_errors
             env.events.init.fire(environment=env, runner=runner, web_ui=None)
+            if event.listener_errors > raised:
+                # Locust treats an error in an init listener as fatal: it exits 1 before the run.
+                raise loader.LoadError("an `init` event listener raised an error (its traceback is above)")
             if self.helper == 0:
                 env.events.test_start.fire(environment=env)
         return {

@@ -71,6 +71,8 @@ class Swarm:
         self._class_names = None
         self._ramp = None
         self.users = runner._users
+        # Users started and not taken back by a ramp: also those that ended by themselves.
+        self._dispatched = 0
 
     def set_target(self, count, rate, class_names=None):
         """Start or stop users until `count` run, `rate` a second (all at once when rate <= 0)."""
@@ -86,33 +88,43 @@ class Swarm:
         self._ramp = gevent.spawn(self._run_ramp, max(0, int(count)), float(rate or 0))
 
     def _run_ramp(self, count, rate):
+        """Start or stop users on Locust's schedule for the whole run: `floor(R)` users at once
+        (at least one) every `floor(R) / R` seconds, R being the run's rate (this helper's
+        `rate` times the helpers), each user at the turn of its run-wide number. A user that
+        ended by itself (StopUser) still counts as started, as in Locust: it is not replaced."""
         runner = self.runner
         runner.target_user_count = count
         runner.update_state(STATE_SPAWNING)
-        users = self.users
-        step = max(1, math.floor(rate)) if rate > 0 else None
-        interval = step / rate if rate > 0 else 0.0
-        while len(users) != count:
-            began = time.monotonic()
-            todo = abs(count - len(users)) if step is None else min(step, abs(count - len(users)))
-            for _ in range(todo):
-                if len(users) < count:
-                    if not self._start_one():
-                        count = len(users)
-                        break
-                else:
-                    self._stop_one()
-            if len(users) == count:
-                break
-            gevent.sleep(max(0.0, interval - (time.monotonic() - began)))
+        helpers = self.helpers
+        total = rate * helpers if rate > 0 else 0.0
+        step = max(1, math.floor(total)) if total > 0 else None
+        interval = step / total if total > 0 else 0.0
+        began = time.monotonic()
+        first = self._dispatched * helpers
+        while self._dispatched != count:
+            if self._dispatched < count:
+                number = self._dispatched * helpers + self.helper
+                turn = number - first
+            else:
+                number = (self._dispatched - 1) * helpers + self.helper
+                turn = first - 1 - number
+            if step is not None:
+                wait = began + (turn // step) * interval - time.monotonic()
+                if wait > 0:
+                    gevent.sleep(wait)
+            if self._dispatched < count:
+                if not self._start_one():
+                    count = self._dispatched
+                    break
+            else:
+                self._stop_one()
         runner.target_user_classes_count = runner.user_classes_count
         runner.update_state(STATE_RUNNING)
-        self.environment.events.spawning_complete.fire(user_count=len(users))
-        self.engine.send({"op": "spawned", "count": len(users)})
+        self.environment.events.spawning_complete.fire(user_count=len(self.users))
+        self.engine.send({"op": "spawned", "count": len(self.users)})
 
     def _start_one(self):
-        slot = len(self.users)
-        cls = self.sequence.at(slot * self.helpers + self.helper)
+        cls = self.sequence.at(self._dispatched * self.helpers + self.helper)
         if cls is None:
             return False
         try:
@@ -122,6 +134,7 @@ class Swarm:
             if isinstance(error, StopTest):
                 self.runner.quit()
             return False
+        self._dispatched += 1
         user._loadlab_active = True
         self.users.append(user)
         greenlet = user.start(self.runner.user_greenlets)
@@ -129,9 +142,12 @@ class Swarm:
         return True
 
     def _stop_one(self):
-        user = self.users.pop()
-        user._loadlab_active = False
-        user.stop(force=False)
+        """Take back the last user started; stop it when it still runs."""
+        self._dispatched -= 1
+        if len(self.users) > self._dispatched:
+            user = self.users.pop()
+            user._loadlab_active = False
+            user.stop(force=False)
 
     def _ended(self, user):
         if user._loadlab_active:
@@ -147,9 +163,12 @@ class Swarm:
         if self._ramp is not None and not self._ramp.dead:
             self._ramp.kill(block=True)
         group = self.runner.user_greenlets
+        self._dispatched = 0
         if grace > 0:
             while self.users:
-                self._stop_one()
+                user = self.users.pop()
+                user._loadlab_active = False
+                user.stop(force=False)
             group.join(timeout=grace)
         else:
             for user in self.users:

@@ -37,6 +37,7 @@ from .exception import (
 )
 
 _ABSOLUTE = re.compile(r"^https?://", re.IGNORECASE)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _NEEDS_QUOTE = re.compile(r"[^A-Za-z0-9\-._~!#$%&'()*+,/:;=?@\[\]]")
 _SAFE = "!#$%&'()*+,/:;=?@[]~"
 _LOADLAB_WRITES = ("host", "content-length", "connection")
@@ -399,6 +400,7 @@ class Response:
         self._start_time = 0.0
         self._context = None
         self._meta = None
+        self._request_type = None
 
     def __repr__(self):
         return f"<Response [{self.status_code}]>"
@@ -485,14 +487,19 @@ class Response:
     def close(self):
         """Nothing to release: the body is already here."""
 
-    def _failure(self):
-        """The exception that fails this response by default, or None when it is ok."""
+    # An HttpUser's raise_for_status() names the URL requested (as requests does); the
+    # failure recorded in the statistics names the request's stats name (as Locust does).
+    _raise_names_url = True
+
+    def _failure(self, url=None):
+        """The exception that fails this response by default, or None when it is ok; its
+        message names `url`, or the stats name."""
         if self.error is not None:
             return self.error
         if self.status_code >= 400:
             kind = "Client" if self.status_code < 500 else "Server"
             return HTTPError(
-                f"{self.status_code} {kind} Error: {self.reason} for url: {self._session._stats_name(self)}",
+                f"{self.status_code} {kind} Error: {self.reason} for url: {url or self._session._stats_name(self)}",
                 response=self,
             )
         return None
@@ -503,7 +510,7 @@ class Response:
         if isinstance(self._manual_result, Exception):
             raise self._manual_result
         if self._manual_result is None:
-            failure = self._failure()
+            failure = self._failure(self.url if self._raise_names_url else None)
             if failure is not None:
                 raise failure
 
@@ -837,13 +844,19 @@ class _Session:
         if user is not None and user._loadlab_intended is not None:
             intended, interval = user._loadlab_intended
             user._loadlab_intended = None
-        method = method.upper() if isinstance(method, str) else method.decode().upper()
+        # Locust's statistics and request events keep the method as the file wrote it
+        # (`request("get", ...)` is `get`); loadlab upper-cases it on the wire.
+        given = method if isinstance(method, str) else method.decode()
+        if not _TOKEN.fullmatch(given):
+            # as Locust's clients: no request goes out, the task fails
+            raise ValueError(f"invalid HTTP method {given!r}")
+        method = given.upper()
         start_time = time.time()
         reply = engine.request(
             {
                 "op": "request",
                 "user": self._uid,
-                "method": method,
+                "method": given,
                 "url": full,
                 "headers": pairs,
                 "body": base64.b64encode(body).decode("ascii") if body else None,
@@ -860,6 +873,7 @@ class _Session:
         response = cls(reply, request, self, sent_name, bool(catch_response))
         response._start_time = start_time
         response._context = context
+        response._request_type = given
         resp_pairs = response._pairs
         if resp_pairs and _has_set_cookie(resp_pairs):
             jar.take_from(response.url, resp_pairs)
@@ -876,7 +890,7 @@ class _Session:
         if user is not None:
             context = {**user.context(), **context}
         return {
-            "request_type": response.request.method,
+            "request_type": response._request_type or response.request.method,
             "name": self._stats_name(response),
             "response_time": response._elapsed_ms,
             "response_length": _decoded_length(response._b64),
@@ -892,7 +906,7 @@ class _Session:
         env = current_environment()
         if env is not None:
             env.stats.record(
-                response.request.method,
+                response._request_type or response.request.method,
                 self._stats_name(response),
                 response._elapsed_ms,
                 _decoded_length(response._b64),

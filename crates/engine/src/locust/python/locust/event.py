@@ -19,6 +19,10 @@ from .exception import (
 
 _PASS_THROUGH = (StopUser, StopTest, RescheduleTask, RescheduleTaskImmediately, InterruptTaskSet)
 
+# How many listeners have raised in this process: an `init` listener that raises ends the run
+# before it starts, as in Locust.
+listener_errors = 0
+
 
 class EventHook:
     """Listeners called with keyword arguments by `fire()`; an exception in a listener is
@@ -41,6 +45,7 @@ class EventHook:
         self._call(reverse, kwargs)
 
     def _call(self, reverse, kwargs):
+        global listener_errors
         handlers = reversed(self._handlers) if reverse else list(self._handlers)
         for handler in handlers:
             try:
@@ -48,6 +53,7 @@ class EventHook:
             except _PASS_THROUGH:
                 raise
             except Exception:
+                listener_errors += 1
                 logging.error("Uncaught exception in event handler: \n%s", traceback.format_exc())
 
     @contextmanager

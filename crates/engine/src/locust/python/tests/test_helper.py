@@ -222,7 +222,8 @@ class Responses(HelperTest):
         self.assertIn("Traceback (most recent call last)", errors[0]["traceback"])
         wait_output(engine, "CONN 0 False ConnectionRefusedError ConnectionRefusedError: connect refused")
         wait_output(engine, "SHAPE 200 5 application/json 1, 2 OK True True http://check.test/json-final GET True")
-        wait_output(engine, "RAISED 404 Client Error: Not Found for url: raise")
+        # raise_for_status() names the URL, as requests does (the failure recorded names "raise")
+        wait_output(engine, "RAISED 404 Client Error: Not Found for url: http://check.test/missing")
         count = engine.count(lambda m: m["op"] == "request")
         time.sleep(0.2)
         self.assertEqual(engine.count(lambda m: m["op"] == "request"), count, "StopUser ends the user")
@@ -272,8 +273,8 @@ class Responses(HelperTest):
         engine = self.start()
         engine.init("bodies.py")
         engine.send({"op": "users", "count": 1, "rate": 0})
-        engine.wait_count(lambda m: m["op"] == "request", 7)
-        form, raw, raw_bytes, files, delete, head, options = engine.of("request")[:7]
+        engine.wait_count(lambda m: m["op"] == "request", 10)
+        form, raw, raw_bytes, files, delete, head, options, purge, seen, bad = engine.of("request")[:10]
         self.assertEqual(form["url"], "http://body.test/base/form")
         self.assertEqual(body_of(form), b"a=1+2&b=x&b=y")
         self.assertEqual((raw["method"], body_of(raw), header(raw, "content-type")), ("PUT", b"plain text", "text/plain"))
@@ -296,6 +297,12 @@ class Responses(HelperTest):
         self.assertEqual(options["method"], "OPTIONS")
         self.assertIsNone(header(options, "host"))
         self.assertIsNone(header(options, "x-none"))
+        # the method as written goes to loadlab (its stats keep it, as Locust's); the wire's
+        # and response.request's are upper case
+        self.assertEqual(purge["method"], "purge")
+        self.assertEqual(seen["url"], "http://body.test/base/seen?m=PURGE")
+        # an empty method sends nothing: the call raises, as Locust's clients do
+        self.assertEqual(bad["url"], "http://body.test/base/bad-method")
 
 
 class Scheduling(HelperTest):
@@ -397,6 +404,25 @@ class Scheduling(HelperTest):
         self.assertGreater(time.monotonic() - began, 0.9)
         self.assertEqual(len({m["user"] for m in engine.of("request")}), 3)
 
+    def test_spawn_batches_follow_the_runs_rate_over_helpers(self):
+        # Locust starts floor(R) users at once every floor(R)/R s: with R = 3 over two helpers
+        # (1.5 each), helper 0's two users (run-wide numbers 0 and 2) both start at once.
+        engine = self.start()
+        engine.init("distribution.py", helper=0, helpers=2)
+        began = time.monotonic()
+        engine.send({"op": "users", "count": 2, "rate": 1.5})
+        self.assertEqual(engine.wait_for("spawned")["count"], 2)
+        self.assertLess(time.monotonic() - began, 0.5)
+
+    def test_a_user_that_stopped_itself_is_not_replaced(self):
+        engine = self.start()
+        engine.init("stop_soon.py")
+        # one user a second: the first has ended long before the second starts
+        engine.send({"op": "users", "count": 2, "rate": 1})
+        engine.wait_for("spawned")
+        time.sleep(1.4)
+        self.assertEqual(len(requests_to(engine, "/once")), 2)
+
 
 class EventsAndFiles(HelperTest):
     def test_user_fired_request_events_and_quit(self):
@@ -414,6 +440,13 @@ class EventsAndFiles(HelperTest):
         self.assertEqual(events[1]["error"], "RuntimeError: odd failure")
         self.assertIsInstance(events[0]["response_time_ms"], float)
         self.assertEqual(engine.of("request"), [])
+
+    def test_an_init_listener_that_raises_ends_the_run_before_it_starts(self):
+        engine = self.start()
+        failed = engine.init("init_raises.py")
+        self.assertEqual(failed["op"], "failed")
+        self.assertIn("`init` event listener raised", failed["error"])
+        self.assertEqual(engine.proc.wait(5), 1)
 
     def test_uncovered_names_fail_the_import(self):
         engine = self.start()

@@ -15,6 +15,8 @@ from ..user.users import _NO_HOST, User
 class FastResponse(Response):
     """A FastHttpUser response: `url` is the URL requested (not the one redirected to)."""
 
+    _raise_names_url = False
+
     def __init__(self, reply, request, session, name, catch):
         super().__init__(reply, request, session, name, catch)
         self.url = request.url

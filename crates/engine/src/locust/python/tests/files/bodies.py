@@ -17,4 +17,10 @@ class Bodies(HttpUser):
         self.client.delete("http://other.test/abs path", allow_redirects=False, timeout=(2, 7))
         self.client.head("/head")
         self.client.request("OPTIONS", "/opt", headers={"Host": "ignored", "X-None": None})
+        purged = self.client.request("purge", "/cache")
+        self.client.get("/seen", params={"m": purged.request.method})
+        try:
+            self.client.request("", "/never")
+        except ValueError:
+            self.client.get("/bad-method")
         raise StopUser()
