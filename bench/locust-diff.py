@@ -27,16 +27,18 @@ What is compared, per file:
   with an exact binomial test (conditional on the route's total), so task weights agree
   within sampling error and a rare random task is not a difference;
 - per route, the queries, cookies, bodies and set headers: when each side sent one kind
-  only, they must be the same; when either sent several, each kind's count is tested as
+  only, five times or more, they must be the same; otherwise each kind's count is tested as
   above;
-- per user: the first request (on_start), which requests come once from every user, and
-  the transitions from one route to the next (a SequentialTaskSet's order), tested as above;
-  and the number of users that sent requests;
+- per user (a user that keeps cookies; see above): the first request (on_start, compared
+  as one kind from five users on), which requests come once from every user that made five
+  or more, and the transitions from one route to the next (a SequentialTaskSet's order),
+  tested as above; and the number of users that sent requests;
 - the statistics each tool wrote (`--csv`): requests and failures per (type, name), so
-  `name=`, `catch_response` verdicts and `events.request.fire(...)` count; the failure and
-  exception messages, in a form both write alike (`HTTP 404`, the message without its
-  exception's repr or loadlab's `Class.task:` prefix). Locust writes no rows
-  after user code calls `runner.quit()`; then they are not compared;
+  `name=`, `catch_response` verdicts and `events.request.fire(...)` count; the failure
+  messages, in a form both write alike (`HTTP 404`, the message without its exception's
+  repr); the task errors' messages (without loadlab's `Class.task: Type:` prefix), by
+  presence, as how often a task raises depends on how fast each tool loops. Locust writes
+  no rows after user code calls `runner.quit()`; then they are not compared;
 - for a file whose pace its waits set (a `# diff: rate` line), each user's requests a
   second from its first request to its last (the median user), within 20 %;
 - the lines the file wrote to `$LOCUST_DIFF_LOG` (event listeners that leave a trace: init,
@@ -641,7 +643,7 @@ def timespan(text):
 def dump(folder, path, runs):
     """Write each tool's requests (one JSON object a line, in arrival order) and output."""
     os.makedirs(folder, exist_ok=True)
-    stem = Path(path).stem
+    stem = f"{Path(path).parent.name}__{Path(path).stem}"
     for name, (seen, out) in runs.items():
         t0 = seen[0]["t"] if seen else 0
         with open(Path(folder) / f"{stem}.{name}.jsonl", "w") as f:
