@@ -229,7 +229,9 @@ pub fn run(
     for msg in rx {
         match msg {
             Msg::Finish => {
-                ended_by_users = !stop.is_stopped();
+                // Each helper's users may end it: the first one's end counts, a later one
+                // (after the stop it raised) must not read as an interruption.
+                ended_by_users |= !stop.is_stopped();
                 stop.stop();
             }
             Msg::Connected(mine) => {

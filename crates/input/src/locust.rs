@@ -15,8 +15,10 @@ use crate::{FlagsError, InputError};
 /// reads them (`host * 7 + method`).
 pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
-/// How long a run without `-t` lasts: until it is stopped (Ctrl-C), as Locust's.
-const UNTIL_STOPPED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// How long a run without `-t` lasts: until it is stopped (Ctrl-C), as Locust's — the longest
+/// run a plan may have (a year; ten years was refused as too long, so every run without `-t`
+/// failed).
+const UNTIL_STOPPED: Duration = loadlab_run::plan::MAX_DURATION;
 
 /// What a locustfile run is asked to do.
 #[derive(Debug, Clone)]

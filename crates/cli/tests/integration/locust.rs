@@ -333,3 +333,23 @@ fn seed_002s_locustfile_visits_pages_in_the_markov_models_shares() {
         );
     }
 }
+
+#[test]
+fn a_run_without_a_run_time_goes_on_until_its_iterations_are_done() {
+    // Without -t a run lasts until it is stopped, as Locust's; ten years was refused as longer
+    // than a plan may be, so every run without -t failed before it started.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        "from locust import HttpUser, task, constant\n\n\nclass U(HttpUser):\n    wait_time = constant(0)\n\n    @task\n    def ping(self):\n        self.client.get(\"/ping\")\n",
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &["-H", &host, "-u", "2", "-i", "6", "--processes", "1"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("GET      /ping"), "{stdout}");
+}
