@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the OpenTelemetry Collector the export tests run (tools/otelcol: the OTLP receiver and
 # the file exporter, collector modules pinned at v0.161.0 in its go.mod) once per machine, into
-# loadlab's cache; prints the binary's path. Needs Go (1.24 or later) and the Go module proxy.
+# loadlab's cache; prints the binary's path. Needs Go (1.26 or later, as tools/otelcol/go.mod says) and the Go module proxy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +10,7 @@ dir="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/otelcol-$version"
 bin="$dir/otelcol-loadlab"
 if [ ! -x "$bin" ] || [ tools/otelcol/go.sum -nt "$bin" ] || [ tools/otelcol/main.go -nt "$bin" ]; then
   if ! command -v go >/dev/null 2>&1; then
-    echo "error: go is missing; the OTLP tests need it to build their collector: install Go 1.24 or later" >&2
+    echo "error: go is missing; the OTLP tests need it to build their collector: install Go 1.26 or later" >&2
     exit 1
   fi
   mkdir -p "$dir"
