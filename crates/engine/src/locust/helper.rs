@@ -236,20 +236,18 @@ impl Helper {
         let epoch = Instant::now();
         write.write_all(format!("{init}\n").as_bytes()).await?;
         let file = &spec.file;
-        let first = match tokio::time::timeout(IMPORT_TIMEOUT, lines.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            Ok(_) => {
-                return Err(io::Error::other(format!(
-                    "{file}: the Python helper exited while importing it"
-                )))
-            }
-            Err(_) => {
-                return Err(io::Error::other(format!(
+        let first = crate::session::hooks::first_line(
+            &mut lines,
+            IMPORT_TIMEOUT,
+            || format!("{file}: the Python helper exited while importing it"),
+            || {
+                format!(
                     "{file}: the Python helper did not import it within {} s",
                     IMPORT_TIMEOUT.as_secs()
-                )))
-            }
-        };
+                )
+            },
+        )
+        .await?;
         let shape = match serde_json::from_str::<FromHelper>(&first) {
             Ok(FromHelper::Ready { shape, classes }) => {
                 *described.borrow_mut() = classes;

@@ -202,20 +202,18 @@ impl Hooks {
         };
         let mut lines = BufReader::new(stdout).lines();
         let module = processor.path.display();
-        let first = match tokio::time::timeout(LOAD_TIMEOUT, lines.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            Ok(_) => {
-                return Err(io::Error::other(format!(
-                    "config.processor {module}: Node.js exited while loading it"
-                )))
-            }
-            Err(_) => {
-                return Err(io::Error::other(format!(
+        let first = first_line(
+            &mut lines,
+            LOAD_TIMEOUT,
+            || format!("config.processor {module}: Node.js exited while loading it"),
+            || {
+                format!(
                     "config.processor {module}: Node.js did not load it within {} s",
                     LOAD_TIMEOUT.as_secs()
-                )))
-            }
-        };
+                )
+            },
+        )
+        .await?;
         #[derive(Deserialize)]
         struct Ready {
             ready: bool,
@@ -430,4 +428,19 @@ async fn read_replies(shared: Rc<Shared>, mut lines: tokio::io::Lines<BufReader<
 fn gone(shared: &Shared, why: String) {
     shared.gone.borrow_mut().get_or_insert(why);
     shared.pending.borrow_mut().clear();
+}
+
+/// A helper process's first line (what it says once it has loaded the user's code) within
+/// `limit`; an error `exited()` when it ended without one, `late()` when it took too long.
+pub(crate) async fn first_line<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut tokio::io::Lines<R>,
+    limit: Duration,
+    exited: impl FnOnce() -> String,
+    late: impl FnOnce() -> String,
+) -> io::Result<String> {
+    match tokio::time::timeout(limit, lines.next_line()).await {
+        Ok(Ok(Some(line))) => Ok(line),
+        Ok(_) => Err(io::Error::other(exited())),
+        Err(_) => Err(io::Error::other(late())),
+    }
 }

@@ -13,7 +13,7 @@
 mod arrivals;
 mod checks;
 pub(crate) mod client;
-mod hooks;
+pub(crate) mod hooks;
 mod html;
 mod render;
 mod runner;
