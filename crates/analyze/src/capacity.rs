@@ -284,34 +284,55 @@ pub fn hold_to_overloads(steps: &mut [RateStep]) {
         s.broken.retain(|b| !b.contains(HELD));
         s.meets = s.broken.is_empty();
     }
-    let all: &[RateStep] = steps;
-    // Overloaded: it left arrivals unserved, or served them while a queue built up (what it
-    // served is then the service's throughput all the same).
-    let overloaded = |s: &RateStep| {
-        !s.meets
-            && (left_unserved(s.served_rps, s.arrived_rps)
-                || s.broken.iter().any(|b| b.starts_with(QUEUE_BUILT)))
-    };
-    let collapsed = |o: &RateStep| {
-        all.iter()
-            .any(|t| t.rate_rps < o.rate_rps && t.served_rps > COLLAPSE * o.served_rps)
-    };
-    let ceilings: Vec<(f64, f64)> = all
-        .iter()
-        .filter(|o| overloaded(o) && !collapsed(o))
-        .map(|o| (o.served_rps, o.rate_rps))
-        .collect();
+    let ceilings = ceilings(steps);
     for s in steps.iter_mut().filter(|s| s.meets) {
-        let held = ceilings
-            .iter()
-            .filter(|&&(served, at)| s.rate_rps > served && s.rate_rps < at)
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some(&(served, at)) = held {
+        if let Some((served, at)) = holding(&ceilings, s.rate_rps) {
             s.meets = false;
             s.broken
                 .push(format!("over the {served:.1} req/s {HELD} {at:.1}"));
         }
     }
+}
+
+/// What each overloaded step that is evidence for other rates served, with its rate: a step
+/// that left arrivals unserved, or served them while a queue built up (what it served is then
+/// the service's throughput all the same), unless a lower rate out-served it by [`COLLAPSE`].
+/// Read from the steps' own verdicts.
+fn ceilings(steps: &[RateStep]) -> Vec<(f64, f64)> {
+    let overloaded = |s: &RateStep| {
+        !s.broken.is_empty()
+            && !s.broken.iter().all(|b| b.contains(HELD))
+            && (left_unserved(s.served_rps, s.arrived_rps)
+                || s.broken.iter().any(|b| b.starts_with(QUEUE_BUILT)))
+    };
+    let collapsed = |o: &RateStep| {
+        steps
+            .iter()
+            .any(|t| t.rate_rps < o.rate_rps && t.served_rps > COLLAPSE * o.served_rps)
+    };
+    steps
+        .iter()
+        .filter(|o| overloaded(o) && !collapsed(o))
+        .map(|o| (o.served_rps, o.rate_rps))
+        .collect()
+}
+
+/// The overloaded step (what it served, its rate) that holds a step at `rate`: the one of
+/// `ceilings` at a higher rate that served less than `rate`, the highest such throughput.
+fn holding(ceilings: &[(f64, f64)], rate: f64) -> Option<(f64, f64)> {
+    ceilings
+        .iter()
+        .filter(|&&(served, at)| rate > served && rate < at)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .copied()
+}
+
+/// For a step that met the objective on its own figures but is held to an overloaded step's
+/// throughput: that throughput and the rate it was served at; `None` for any other step.
+pub fn held_by(steps: &[RateStep], step: &RateStep) -> Option<(f64, f64)> {
+    let held = !step.broken.is_empty() && step.broken.iter().all(|b| b.contains(HELD));
+    held.then(|| holding(&ceilings(steps), step.rate_rps))
+        .flatten()
 }
 
 /// Bounds of the search.
@@ -354,10 +375,17 @@ pub fn bracket(steps: &[RateStep]) -> (Option<f64>, Option<f64>) {
 /// met at 48, with no time left to try between); one that served a fraction `f` of them
 /// was overloaded about `1/f` times, so the next rate is a little under what it served.
 /// Between a quarter and three quarters of `hi` either way.
+///
+/// A step that met on its own figures and is held to an overloaded step's throughput goes to
+/// just under that throughput: the rates between are the ones the evidence rules out.
 fn descent(steps: &[RateStep], hi: f64) -> f64 {
-    let served = steps
-        .iter()
-        .find(|s| s.rate_rps == hi)
+    let Some(at_hi) = steps.iter().find(|s| s.rate_rps == hi) else {
+        return 0.5;
+    };
+    if let Some((served, _)) = held_by(steps, at_hi) {
+        return (SERVED * served / hi).clamp(0.25, SERVED);
+    }
+    let served = Some(at_hi)
         .filter(|s| s.arrived_rps > 0.0)
         .map_or(0.5, |s| s.served_rps / s.arrived_rps);
     (SERVED * served).clamp(0.25, 0.75)
@@ -783,6 +811,24 @@ mod tests {
         assert!(first_over[1].meets, "{first_over:?}");
         let next = next_rate(&first_over, &from(32.3, 0.1)).unwrap();
         assert!(next > 8.1 && next < 32.3, "{next}");
+    }
+
+    #[test]
+    fn a_step_held_to_an_overload_sends_the_search_just_under_what_the_overload_served() {
+        // 67.8 met on its own figures; offered 82.9 the pool served 58.9: the rates between are
+        // ruled out, so the next is just under 58.9 (not three quarters of 67.8, 50.9).
+        let mut steps = vec![step(67.8, 1e9), step(82.9, 58.9)];
+        steps[1].broken = vec!["served 58.9 of 82.9 req/s".into()];
+        steps[1].meets = false;
+        hold_to_overloads(&mut steps);
+        assert_eq!(held_by(&steps, &steps[0]), Some((58.9, 82.9)));
+        assert_eq!(held_by(&steps, &steps[1]), None);
+        let next = next_rate(&steps, &from(67.8, 0.1)).unwrap();
+        assert!((next - 0.95 * 58.9).abs() < 1e-9, "{next}");
+        // A step that broke on its own figures descends as before.
+        let own = vec![step(67.8, 60.0)];
+        let next = next_rate(&own, &from(67.8, 0.1)).unwrap();
+        assert!(next < 0.95 * 60.0, "{next}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The capacity search's terminal lines: the climb's plateau, the rates' table, and the
 //! capacity found in words.
 
-use loadlab_analyze::capacity::{bracket, first_rate, RateStep};
+use loadlab_analyze::capacity::{bracket, first_rate, held_by, RateStep};
 use loadlab_analyze::Slo;
 
 /// The plateau the closed-loop climb found at `rps`, with up to `connections` connections in
@@ -51,7 +51,18 @@ pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec
             at_lo.map_or(0.0, |s| s.p99_ms),
             hi.map_or(String::new(), |h| format!("; it broke at {h:.1} req/s")),
         ),
-        (None, Some(hi)) => format!("\n  capacity     none: even {hi:.1} req/s broke {slo}"),
+        // A rate that met on its own step but is over what an overloaded step served: the
+        // capacity is under that throughput, not none (the search ran out before a rate there).
+        (None, Some(hi)) => match steps.iter().find_map(|s| held_by(steps, s).map(|h| (s, h))) {
+            Some((s, (served, at))) => format!(
+                "\n  capacity     under {served:.1} req/s: {:.1} req/s met {slo} on its own step, \
+                 but offered {at:.1} the service served {served:.1}, and no rate under that was \
+                 measured; search again with more --max-time, or with --start {:.1}",
+                s.rate_rps,
+                0.95 * served
+            ),
+            None => format!("\n  capacity     none: even {hi:.1} req/s broke {slo}"),
+        },
         (None, None) => match steps.last() {
             Some(s) if s.undersampled => format!(
                 "\n  capacity     unknown: no rate met {slo} with the samples it could take (at \
@@ -80,6 +91,7 @@ pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadlab_analyze::capacity::hold_to_overloads;
 
     fn step(rate: f64, meets: bool) -> RateStep {
         RateStep {
@@ -120,6 +132,25 @@ mod tests {
             "\n  capacity     none: even 200.0 req/s broke p99<5ms"
         );
         assert!(step_line(&steps[1]).ends_with("  breaks: p99 9.0 ms > 5 ms"));
+    }
+
+    #[test]
+    fn a_rate_that_met_on_its_own_step_but_was_held_gives_a_bound_not_none() {
+        // Seed 000's short variant on a busy machine: 67.8 req/s met, then offered 82.9 the
+        // pool served 58.9, and the search's time ran out before a rate under 58.9.
+        let slo = Slo::parse("p99<5ms").unwrap();
+        let mut steps = vec![step(67.8, true), step(82.9, false)];
+        steps[1].served_rps = 58.9;
+        steps[1].arrived_rps = 82.9;
+        hold_to_overloads(&mut steps);
+        assert!(!steps[0].meets, "{steps:?}");
+        let lines = result_lines(&steps, &slo, "the search's time (12 s) is up");
+        assert_eq!(
+            lines[1],
+            "\n  capacity     under 58.9 req/s: 67.8 req/s met p99<5ms on its own step, but \
+             offered 82.9 the service served 58.9, and no rate under that was measured; search \
+             again with more --max-time, or with --start 56.0"
+        );
     }
 
     #[test]
