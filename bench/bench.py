@@ -43,6 +43,33 @@ def find(name):
     return shutil.which(name)
 
 
+STALL_PROBE = """
+import sys, time
+end = time.perf_counter_ns() + int(float(sys.argv[1]) * 1e9)
+last, gaps = time.perf_counter_ns(), []
+while last < end:
+    now = time.perf_counter_ns()
+    if now - last > 100_000:
+        gaps.append(now - last)
+    last = now
+print(len(gaps), sum(gaps), sum(1 for g in gaps if g > 1_000_000), max(gaps, default=0))
+"""
+
+
+def core_stalls(cpu, seconds=5):
+    """How often the core a generator gets is taken from a process that never sleeps: a spin
+    loop pinned to `cpu` for `seconds` counts the gaps of over 0.1 ms between its clock reads
+    (the hypervisor's steal, kernel threads, interrupts). A stall of a few milliseconds at 85 %
+    load is a backlog that takes several times as long to clear, so these are the floor under
+    the schedule lag any generator can keep there. One line for a benchmark's README."""
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    out = subprocess.run(pin + [sys.executable, "-c", STALL_PROBE, str(seconds)],
+                         capture_output=True, text=True, timeout=seconds + 30).stdout.split()
+    n, total_ns, over_1ms, longest = (int(x) for x in out)
+    return (f"the generator's core (CPU {cpu}) idle, a spin loop for {seconds} s: {n} stalls over 0.1 ms, "
+            f"{over_1ms} over 1 ms, the longest {longest / 1e6:.2f} ms, {total_ns / 1e6:.1f} ms in all")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -910,7 +937,7 @@ def main():
               f"generators to CPU {client_cpu}; the tools' order turns by one each round, so each "
               f"goes first in some round; medians over rounds, and each round's req/s; load average "
               f"{os.getloadavg()[0]:.2f} at the start; `python3 bench/bench.py "
-              f"{' '.join(sys.argv[1:])}`\n"]
+              f"{' '.join(sys.argv[1:])}`; {core_stalls(client_cpu)}\n"]
     only = set(filter(None, args.only.split(",")))
     wanted_tools = set(filter(None, args.tools.split(",")))
 

@@ -15,12 +15,16 @@ every generator pinned to CPU 1, rounds alternating the tools' order:
 - h2: HTTP/2 against nginx, 4 connections × 25 streams, loadlab against h2load, over TLS and
   over h2c (prior knowledge).
 
+With --logging-server, the second setup: nginx writes an access log (to a file, through a
+64 KB buffer: a server doing a little work per request) and runs on CPU 1, every generator on
+CPU 0 (the core that takes more of the kernel's own work on this kind of machine).
+
 Every row: the median of the rounds and their spread (min–max). The load average is read
 first: above 0.5 the benchmark refuses to start (--force runs anyway and says so in its
 README), since a figure taken while something else runs is not a figure.
 
 Usage: python3 bench/open_model.py [--rounds 5] [--seconds 10] [--only pacing,ceiling,h2]
-       [--slack 500us,1ms] [--force]
+       [--slack 500us,1ms] [--logging-server] [--force]
 Peers (oha 1.16, wrk, h2load, tcpdump) come from bench/install-peers.sh.
 """
 
@@ -269,7 +273,12 @@ def main():
     ap.add_argument("--only", default="pacing,ceiling,h2")
     ap.add_argument("--slack", default="500us,1ms", help="loadlab --pacing-slack values to run beside exact pacing")
     ap.add_argument("--force", action="store_true", help="run even when the load average is above 0.5")
+    ap.add_argument("--logging-server", action="store_true",
+                    help="the second setup: nginx logs every request to a file (64 KB buffer) on CPU 1, generators on CPU 0")
     args = ap.parse_args()
+    global SERVER_CPU, CLIENT_CPU
+    if args.logging_server:
+        SERVER_CPU, CLIENT_CPU = 1, 0
     load = os.getloadavg()
     if load[0] > 0.5 and not args.force:
         sys.exit(f"error: the load average is {load[0]:.2f} (above 0.5): something else is running; "
@@ -281,16 +290,18 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--locked", "-p", "loadlab"], cwd=bench.ROOT, check=True)
     version = subprocess.run([bench.find("oha"), "--version"], capture_output=True, text=True).stdout.strip()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
-    out_dir = bench.ROOT / "bench" / "runs" / f"{stamp}-open-model"
+    out_dir = bench.ROOT / "bench" / "runs" / f"{stamp}-open-model{'-logging' if args.logging_server else ''}"
     out_dir.mkdir(parents=True, exist_ok=True)
     report = [f"# Open model {stamp}\n",
               f"`python3 bench/open_model.py {' '.join(sys.argv[1:])}`: {args.seconds} s per run, {args.rounds} rounds, "
-              f"nginx on CPU {SERVER_CPU}, generators on CPU {CLIENT_CPU}; load average at the start "
-              f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}{' (--force)' if load[0] > 0.5 else ''}; {version}.\n"]
+              f"nginx on CPU {SERVER_CPU}{' logging every request to a file (64 KB buffer)' if args.logging_server else ', no access log'}, "
+              f"generators on CPU {CLIENT_CPU}; load average at the start "
+              f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}{' (--force)' if load[0] > 0.5 else ''}; {version}; "
+              f"{bench.core_stalls(CLIENT_CPU)}.\n"]
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="loadlab-open-") as tmp:
         port, tls_port, h2c_port = bench.free_port(), bench.free_port(), bench.free_port()
-        nginx = bench.start_nginx(tmp, port, SERVER_CPU, tls_port, h2c_port)
+        nginx = bench.start_nginx(tmp, port, SERVER_CPU, tls_port, h2c_port, access_log=args.logging_server)
         url = f"http://127.0.0.1:{port}/"
         try:
             if "pacing" in only:
