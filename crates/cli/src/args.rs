@@ -427,6 +427,24 @@ pub struct ExportFlags {
     /// OTEL_EXPORTER_OTLP_HEADERS).
     #[arg(long = "otlp-header", value_name = "HEADER", requires = "otlp")]
     pub otlp_header: Vec<String>,
+    /// Send a W3C traceparent on this share of the requests (0.01 = one in a hundred) and
+    /// record each as a client span: exported to the OTLP endpoint's /v1/traces with --otlp,
+    /// the slowest listed with their trace IDs in the summary.
+    #[arg(long = "trace-sample", value_name = "RATIO")]
+    pub trace_sample: Option<f64>,
+    /// A tracestate header sent with each traceparent (vendor data, e.g. "dd=s:1").
+    #[arg(long = "trace-state", value_name = "STATE", requires = "trace_sample")]
+    pub trace_state: Option<String>,
+}
+
+impl ExportFlags {
+    /// The tracing `--trace-sample` and `--trace-state` ask for.
+    pub fn tracing(&self) -> Option<loadlab_run::Tracing> {
+        self.trace_sample.map(|sample| loadlab_run::Tracing {
+            sample,
+            state: self.trace_state.clone(),
+        })
+    }
 }
 
 /// `loadlab run` flags: the load ([`LoadFlags`]) and where its results go.

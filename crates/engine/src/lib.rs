@@ -44,6 +44,7 @@ mod record;
 pub mod schedule;
 mod session;
 mod tls;
+mod trace;
 mod usage;
 mod worker;
 
@@ -55,7 +56,7 @@ use std::time::{Duration, SystemTime};
 use loadlab_run::hlog::SecondsLog;
 use loadlab_run::{
     Arrivals, ConnectStats, GeneratorStats, Interval, Model, PacingStats, PhaseRecord, Plan,
-    RunData, TimelineRow, Timings, UserRecord, ValidPlan,
+    RunData, TimelineRow, Timings, TraceRecord, UserRecord, ValidPlan,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -294,6 +295,7 @@ pub fn run(
         server: None,
         timings: collector.timings,
         profile: None,
+        traces: collector.traces,
     })
 }
 
@@ -317,6 +319,8 @@ struct Collector {
     users: Option<UserRecord>,
     timings: Timings,
     pacing: PacingStats,
+    /// The sampled requests' count and slowest spans.
+    traces: TraceRecord,
 }
 
 impl Collector {
@@ -338,6 +342,7 @@ impl Collector {
             users: None,
             timings: Timings::new(),
             pacing: PacingStats::default(),
+            traces: TraceRecord::default(),
         }
     }
 
@@ -395,9 +400,12 @@ impl Collector {
             if !self.ready(second) {
                 break;
             }
-            let (thread, iv) = self.pending.remove(&second).expect("key exists");
+            let (thread, mut iv) = self.pending.remove(&second).expect("key exists");
             let row = TimelineRow::from_interval(&iv);
             on_second(&row, &iv);
+            // The second's spans went out with it; the run keeps only the slowest.
+            self.traces.add(&iv.spans);
+            iv.spans.clear();
             self.hlog.write(iv.second, &iv.latency, &iv.service);
             self.totals.merge(&iv);
             let phase = PhaseRecord::index_of(&self.phases, iv.second);

@@ -92,6 +92,11 @@ pub struct Recorder {
     pacing: Cell<PacingStats>,
     /// The last scheduled request's send and intended start.
     last_scheduled: Cell<Option<(Instant, Instant)>>,
+    /// Whether the plan traces sampled requests: then each response's first byte, end and
+    /// status are kept in `last_answer` for the sampled request's span.
+    tracing: bool,
+    /// The last response's first byte, end and status (only while tracing).
+    last_answer: Cell<Option<(Instant, Instant, u16)>>,
 }
 
 impl Recorder {
@@ -122,7 +127,24 @@ impl Recorder {
             timings: RefCell::new(Timings::new()),
             pacing: Cell::new(PacingStats::default()),
             last_scheduled: Cell::new(None),
+            tracing: plan.trace.is_some(),
+            last_answer: Cell::new(None),
         }
+    }
+
+    /// Index of template `template`'s request name among the plan's names.
+    pub fn name_index(&self, template: usize) -> usize {
+        self.name_of[template]
+    }
+
+    /// The last response's first byte, end and status, taken (recorded only while tracing).
+    pub fn take_last_answer(&self) -> Option<(Instant, Instant, u16)> {
+        self.last_answer.take()
+    }
+
+    /// Records a sampled request's client span in the second it ended in (`at`).
+    pub fn record_span(&self, span: loadlab_run::ClientSpan, at: Instant) {
+        self.rec_at(at).spans.push(span);
     }
 
     /// The record of the second that `now` falls in: seconds that ended before `now` are
@@ -316,6 +338,9 @@ impl Recorder {
             r.counts.refused += u64::from(refused);
             r.latency.saturating_record(latency);
             r.service.saturating_record(service);
+        }
+        if self.tracing {
+            self.last_answer.set(Some((first_byte, now, status)));
         }
         self.in_flight.set(self.in_flight.get() - 1);
         self.finish(1);

@@ -99,6 +99,7 @@ pub(crate) fn finish(p: Parts) -> Result<ValidPlan, PlanError> {
         start_at: None,
         apdex_ms: p.apdex_ms,
         pacing_slack: p.pacing_slack.unwrap_or_default(),
+        trace: None,
     }
     .check()
 }

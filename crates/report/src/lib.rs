@@ -231,6 +231,9 @@ pub fn render_summary(s: &Summary) -> String {
     }
     outcome_lines(&mut out, s);
     generator_lines(&mut out, s);
+    if let Some(t) = &s.traces {
+        trace_lines(&mut out, t, s.requests.sent);
+    }
     request_lines(&mut out, s);
     phase_lines(&mut out, s);
     if let Some(server) = &s.server {
@@ -415,6 +418,30 @@ fn generator_lines(out: &mut String, s: &Summary) {
     }
     for w in &g.warnings {
         let _ = writeln!(out, "  warning: {w}");
+    }
+}
+
+/// How many requests were traced, and the slowest three with their trace IDs (all ten are
+/// in summary.json), to look up in the tracing backend.
+fn trace_lines(out: &mut String, t: &loadlab_run::summary::Traces, sent: u64) {
+    let _ = writeln!(
+        out,
+        "  traces       {} of {} requests sampled (--trace-sample {}); the slowest:",
+        thousands(t.sampled),
+        thousands(sent),
+        t.sample
+    );
+    for r in t.slowest.iter().take(3) {
+        let outcome = match (&r.status, &r.error) {
+            (Some(code), _) => code.to_string(),
+            (None, Some(e)) => e.clone(),
+            (None, None) => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "               {:>9.2} ms  trace {}  {} {} {outcome}",
+            r.latency_ms, r.trace_id, r.method, r.name
+        );
     }
 }
 

@@ -151,6 +151,8 @@ pub struct Interval {
     /// responses by status class (1xx to 5xx), then transport errors. Empty when the plan
     /// has one name.
     pub by_name: Vec<NameOutcomes>,
+    /// The sampled requests that ended in the interval, as client spans (`--trace-sample`).
+    pub spans: Vec<crate::trace::ClientSpan>,
 }
 
 /// One request name's outcomes in an interval: responses by status class (1xx to 5xx), then
@@ -179,6 +181,7 @@ impl Interval {
             in_flight: 0,
             users_active: 0,
             by_name: Vec::new(),
+            spans: Vec::new(),
         }
     }
 
@@ -202,6 +205,7 @@ impl Interval {
                 *a += b;
             }
         }
+        self.spans.extend(other.spans.iter().cloned());
     }
 
     /// Empties the interval for reuse as `second`, keeping its allocations.
@@ -214,6 +218,7 @@ impl Interval {
         self.in_flight = 0;
         self.users_active = 0;
         self.by_name.iter_mut().for_each(|n| *n = [0; 6]);
+        self.spans.clear();
     }
 }
 

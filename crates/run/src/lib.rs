@@ -23,6 +23,7 @@ pub mod summary;
 pub mod template;
 pub mod thresholds;
 pub mod topology;
+pub mod trace;
 pub mod users;
 
 pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
@@ -50,4 +51,5 @@ pub use summary::{
 pub use template::{Template, TemplateError};
 pub use thresholds::{Threshold, ThresholdError};
 pub use topology::{Lb, Runtime, Stdout, Topology};
+pub use trace::{ClientSpan, TraceRecord, Tracing};
 pub use users::UserModel;

@@ -356,6 +356,10 @@ pub struct Plan {
     /// latency from its send.
     #[serde(default)]
     pub pacing_slack: Duration,
+    /// The share of requests sent with a W3C `traceparent` and recorded as client spans
+    /// (`--trace-sample`); `None` traces none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::Tracing>,
 }
 
 /// The defaults every input falls back on (flags, scenario files, experiment workloads, the
@@ -476,6 +480,9 @@ pub enum PlanError {
     /// A pacing slack outside the open model, or longer than [`MAX_PACING_SLACK`].
     #[error("--pacing-slack {0}; give it with -R (or arrival phases), at most 100ms")]
     BadPacingSlack(&'static str),
+    /// `--trace-sample` is not a share of the requests.
+    #[error("--trace-sample must be a share of the requests between 0 and 1 (got {0}); 0.01 traces one in a hundred")]
+    BadTraceSample(f64),
     /// A connect rate that is not a finite number above zero.
     #[error("the connect rate (--connect-rate) must be above zero and at most 10,000,000 per second, got {0}")]
     BadConnectRate(f64),
@@ -534,6 +541,7 @@ impl Plan {
             start_at: None,
             apdex_ms: None,
             pacing_slack: Duration::ZERO,
+            trace: None,
         }
     }
 
@@ -625,6 +633,11 @@ impl Plan {
             }
             if self.pacing_slack > MAX_PACING_SLACK {
                 return Err(PlanError::BadPacingSlack("is too long"));
+            }
+        }
+        if let Some(t) = &self.trace {
+            if !(t.sample > 0.0 && t.sample <= 1.0) {
+                return Err(PlanError::BadTraceSample(t.sample));
             }
         }
         match self.protocol {
@@ -864,6 +877,20 @@ impl ValidPlan {
         self.0
     }
 
+    /// The same plan tracing as `tracing` says (`--trace-sample`): its share is checked.
+    pub fn traced(
+        mut self,
+        tracing: Option<crate::trace::Tracing>,
+    ) -> Result<ValidPlan, PlanError> {
+        if let Some(t) = &tracing {
+            if !(t.sample > 0.0 && t.sample <= 1.0) {
+                return Err(PlanError::BadTraceSample(t.sample));
+            }
+        }
+        self.0.trace = tracing;
+        Ok(self)
+    }
+
     /// The same plan, its schedule starting at `at` (a start time changes no number).
     pub fn starting_at(mut self, at: SystemTime) -> ValidPlan {
         self.0.start_at = Some(at);
@@ -1004,6 +1031,7 @@ mod tests {
     fn a_pacing_slack_is_the_open_models_and_at_most_100ms() {
         let slack = |ms: u64, model: Model| Plan {
             pacing_slack: Duration::from_millis(ms),
+            trace: None,
             model,
             stop: Stop {
                 duration: Some(Duration::from_secs(1)),

@@ -228,6 +228,8 @@ pub struct RunData {
     pub timings: Timings,
     /// The service's CPU profile, when one was asked for.
     pub profile: Option<crate::profile::ProfileOutcome>,
+    /// The sampled requests (`--trace-sample`): how many, and the slowest.
+    pub traces: crate::trace::TraceRecord,
 }
 
 /// Whole-run account of the virtual users' sessions.
@@ -416,6 +418,7 @@ impl RunData {
             users: None,
             timings: Timings::new(),
             profile: None,
+            traces: Default::default(),
         }
     }
 

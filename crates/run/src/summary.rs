@@ -895,6 +895,78 @@ pub struct Summary {
     /// The shards this run was merged from (`loadlab merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeSummary>,
+    /// The requests sampled for tracing (`--trace-sample`), with the slowest's trace IDs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traces: Option<Traces>,
+}
+
+/// The requests a run sampled for tracing: to look up in a tracing backend by trace ID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Traces {
+    /// The share of requests sampled.
+    pub sample: f64,
+    /// Requests sampled (each sent with a `traceparent`, its client span exported).
+    pub sampled: u64,
+    /// The slowest sampled requests, slowest first.
+    pub slowest: Vec<SlowRequest>,
+}
+
+/// One of the slowest sampled requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SlowRequest {
+    /// Its trace ID (32 hex digits).
+    pub trace_id: String,
+    /// Its client span's ID (16 hex digits).
+    pub span_id: String,
+    /// Its request name.
+    pub name: String,
+    /// Its method.
+    pub method: String,
+    /// Latency from the intended start, ms.
+    pub latency_ms: f64,
+    /// The response's status; absent when it failed without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The transport error it failed with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// RFC 3339 time it was sent.
+    pub sent_at: String,
+}
+
+/// The run's sampled requests as the summary lists them; `None` when the plan traced none.
+fn traces_of(run: &RunData) -> Option<Traces> {
+    let tracing = run.plan.trace.as_ref()?;
+    let (names, index) = run.plan.request_names();
+    let method = |name: usize| {
+        index
+            .iter()
+            .position(|&i| i == name)
+            .map_or(String::new(), |r| run.plan.requests[r].method.clone())
+    };
+    let slowest = run
+        .traces
+        .slowest
+        .iter()
+        .map(|s| SlowRequest {
+            trace_id: s.trace_id.clone(),
+            span_id: s.span_id.clone(),
+            name: names.get(s.name).cloned().unwrap_or_default(),
+            method: method(s.name),
+            latency_ms: s.latency_ms(),
+            status: s.status,
+            error: s.error.clone(),
+            sent_at: humantime::format_rfc3339_micros(
+                std::time::UNIX_EPOCH + std::time::Duration::from_nanos(s.sent_ns),
+            )
+            .to_string(),
+        })
+        .collect();
+    Some(Traces {
+        sample: tracing.sample,
+        sampled: run.traces.sampled,
+        slowest,
+    })
 }
 
 /// The latency of the answered requests: `all` without the `refused` ones; `None` when none
@@ -990,6 +1062,7 @@ impl Summary {
             shard: shard_of(run),
             start: start_of(run),
             merged: None,
+            traces: traces_of(run),
         }
     }
 }

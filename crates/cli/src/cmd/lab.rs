@@ -14,6 +14,12 @@ use crate::cmd::Outcome;
 
 /// Runs `loadlab lab`.
 pub fn main(a: LabArgs) -> Result<Outcome> {
+    if a.export.trace_sample.is_some() {
+        anyhow::bail!(
+            "--trace-sample traces `loadlab run`'s requests only for now; run the workload you \
+             want traced with `loadlab run URL --trace-sample RATIO --otlp`"
+        );
+    }
     let exp = loadlab_input::experiment::load(&a.file)?;
     if let Some(junit) = &a.junit {
         loadlab_report::files::writable(junit)?;

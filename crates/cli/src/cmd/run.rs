@@ -21,7 +21,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         }
     }
     crate::cmd::load_dotenv(a.load.script.dotenv.as_deref())?;
-    let plan = loadlab_input::lower::flags(&a.load)?;
+    let plan = loadlab_input::lower::flags(&a.load)?.traced(a.export.tracing())?;
     for w in loadlab_input::lower::scenario_warnings(&a.load) {
         eprintln!("warning: {w}");
     }

@@ -288,7 +288,7 @@ impl Collector {
             &format!(
                 "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
                  exporters:\n  file:\n    path: {}\n    flush_interval: 100ms\n\
-                 service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    metrics:\n      receivers: [otlp]\n      exporters: [file]\n",
+                 service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    metrics:\n      receivers: [otlp]\n      exporters: [file]\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n",
                 file.display()
             ),
         );
@@ -334,6 +334,23 @@ impl Collector {
                             out.push((name.clone(), p.clone(), rm["resource"].clone()));
                         }
                     }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Collector {
+    /// Every span the collector wrote.
+    fn spans(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.file).unwrap_or_default();
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let batch: Value = serde_json::from_str(line).expect("the collector writes JSON lines");
+            for rs in batch["resourceSpans"].as_array().into_iter().flatten() {
+                for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                    out.extend(ss["spans"].as_array().into_iter().flatten().cloned());
                 }
             }
         }
@@ -466,4 +483,171 @@ fn a_backend_that_is_down_costs_a_warning_and_a_count_never_the_run() {
         stdout.contains("0 snapshot(s) sent") && stdout.contains("not sent"),
         "{stdout}"
     );
+}
+
+/// The `traceparent` and `tracestate` of each request that had one.
+type SeenTraces = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// An HTTP/1.1 server on 127.0.0.1 that answers every request `200 ok` on kept-alive
+/// connections and keeps the `traceparent` and `tracestate` headers it was sent.
+struct TraceRecordingServer {
+    addr: std::net::SocketAddr,
+    seen: SeenTraces,
+    requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl TraceRecordingServer {
+    fn start() -> TraceRecordingServer {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = listener.local_addr().expect("its address");
+        let seen: SeenTraces = Default::default();
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (s, r) = (seen.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (seen, requests) = (s.clone(), r.clone());
+                std::thread::spawn(move || {
+                    let mut w = conn.try_clone().expect("a second handle");
+                    let mut lines = BufReader::new(conn);
+                    let (mut parent, mut state) = (None, None);
+                    let mut line = String::new();
+                    while lines.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        let l = line.trim_end().to_string();
+                        line.clear();
+                        if l.is_empty() {
+                            requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            if let Some(p) = parent.take() {
+                                seen.lock().unwrap().push((p, state.take()));
+                            }
+                            if w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                                .is_err()
+                            {
+                                return;
+                            }
+                        } else if let Some((k, v)) = l.split_once(':') {
+                            match k.to_ascii_lowercase().as_str() {
+                                "traceparent" => parent = Some(v.trim().to_string()),
+                                "tracestate" => state = Some(v.trim().to_string()),
+                                _ => {}
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        TraceRecordingServer {
+            addr,
+            seen,
+            requests,
+        }
+    }
+}
+
+#[test]
+fn sampled_requests_carry_trace_context_and_reach_the_collector_as_client_spans() {
+    let collector = Collector::start();
+    let server = TraceRecordingServer::start();
+    let url = format!("http://{}/traced", server.addr);
+    let (summary, out) = loadlab_json(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "400",
+        "--trace-sample",
+        "0.25",
+        "--trace-state",
+        "team=perf",
+        "--otlp",
+        &format!("http://127.0.0.1:{}", collector.port),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("OTLP traces"), "{stdout}");
+    assert_eq!(
+        server.requests.load(std::sync::atomic::Ordering::SeqCst),
+        400
+    );
+    let seen = server.seen.lock().unwrap().clone();
+    // 100 expected of 400 at 0.25; 5 standard deviations is ±43.
+    assert!((57..=143).contains(&seen.len()), "{} sampled", seen.len());
+    let traces = &summary["traces"];
+    assert_eq!(traces["sampled"].as_u64(), Some(seen.len() as u64));
+    let mut ids = std::collections::BTreeSet::new();
+    for (parent, state) in &seen {
+        let parts: Vec<&str> = parent.split('-').collect();
+        assert!(
+            parts.len() == 4
+                && parts[0] == "00"
+                && parts[1].len() == 32
+                && parts[2].len() == 16
+                && parts[3] == "01"
+                && parts[1..3].iter().all(|p| p
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())),
+            "{parent}"
+        );
+        assert_eq!(state.as_deref(), Some("team=perf"));
+        ids.insert((parts[1].to_string(), parts[2].to_string()));
+    }
+    assert_eq!(
+        ids.len(),
+        seen.len(),
+        "every sampled request has its own IDs"
+    );
+    // The summary's slowest are sampled requests the server saw, slowest first.
+    let slowest = traces["slowest"].as_array().expect("slowest");
+    assert_eq!(slowest.len(), 10);
+    for s in slowest {
+        let id = (
+            s["trace_id"].as_str().unwrap().to_string(),
+            s["span_id"].as_str().unwrap().to_string(),
+        );
+        assert!(ids.contains(&id), "{s}");
+    }
+    let latencies: Vec<f64> = slowest
+        .iter()
+        .map(|s| s["latency_ms"].as_f64().unwrap())
+        .collect();
+    assert!(latencies.windows(2).all(|w| w[0] >= w[1]), "{latencies:?}");
+    // Every sampled request reached the collector as a client span with the same IDs.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut spans = collector.spans();
+    while spans.len() < seen.len() {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} spans reached the collector",
+            spans.len(),
+            seen.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        spans = collector.spans();
+    }
+    let exported: std::collections::BTreeSet<(String, String)> = spans
+        .iter()
+        .map(|s| {
+            (
+                s["traceId"].as_str().unwrap_or("").to_string(),
+                s["spanId"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(exported, ids);
+    for s in &spans {
+        assert_eq!(s["kind"], 3, "a client span: {s}");
+        let start: u64 = s["startTimeUnixNano"].as_str().unwrap().parse().unwrap();
+        let end: u64 = s["endTimeUnixNano"].as_str().unwrap().parse().unwrap();
+        assert!(end > start, "{s}");
+        let events: Vec<&str> = s["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["name"].as_str())
+            .collect();
+        assert!(
+            events.contains(&"send") && events.contains(&"first_byte"),
+            "{s}"
+        );
+    }
 }

@@ -14,6 +14,7 @@ use super::dialer::Dialer;
 use crate::http1::{encode_request, MAX_HEAD_BYTES};
 use crate::http2::Http2Request;
 use crate::record::{Pending, Recorder};
+use crate::trace::Tracer;
 
 /// Size of a thread's read buffer: room for a connection's leftover partial head plus a
 /// large read.
@@ -47,6 +48,8 @@ pub struct Wire {
     /// The thread's read buffer, shared by its connections: a connection borrows it only
     /// between a readiness event and the end of parsing, never across an await.
     pub(crate) scratch: RefCell<Vec<u8>>,
+    /// Samples requests for tracing, when the plan traces.
+    pub(crate) tracer: Option<Tracer>,
 }
 
 impl Wire {
@@ -69,6 +72,7 @@ impl Wire {
             timeout: plan.timeout,
             http2,
             scratch: RefCell::new(vec![0; SCRATCH_BYTES]),
+            tracer: Tracer::of(plan),
         }
     }
 

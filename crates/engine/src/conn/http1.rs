@@ -63,18 +63,20 @@ impl Http1Conn {
 
     /// Exchanges a batch (or a virtual user's rendered request) and answers with the last
     /// response, keeping its headers and body when the rendered request asked; true when the
-    /// connection stays open.
+    /// connection stays open. `bytes`, when given, are written in place of the request's own
+    /// (a sampled request's, with its trace headers).
     pub(crate) async fn send(
         &mut self,
         wire: &Wire,
         batch: &[Pending],
         times: Times,
         rendered: Option<Rendered<'_>>,
+        bytes: Option<&[u8]>,
     ) -> Result<(Answer, bool), Broken> {
         if let Some(r) = rendered {
             self.parser.keep(true, r.keep);
         }
-        let written = rendered.map(|r| r.bytes);
+        let written = bytes.or(rendered.map(|r| r.bytes));
         match self.exchange(wire, batch, times, written).await {
             Ok(alive) => {
                 let (headers, body) = match rendered {

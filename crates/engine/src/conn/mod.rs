@@ -17,6 +17,7 @@ use tokio::time::{sleep, Instant};
 use crate::http1::MAX_KEPT_BODY;
 use crate::http2::{Attach, StreamSlot};
 use crate::record::Pending;
+use crate::trace::{self, Outcome, SpanIds};
 use dialer::{DialError, Dialer, Opened};
 use exchange::{Answer, Broken, Failed, Rendered, Times, Wire};
 use http1::Http1Conn;
@@ -94,6 +95,16 @@ pub fn send<'a>(
     async move {
         let sent_at = Instant::now();
         wire.rec.mark_batch_sent(batch, sent_at);
+        // A sampled request (a batch of one) goes with its trace headers in a copy of its
+        // bytes; a user's rendered request keeps what it asked to keep.
+        let traced = match (&wire.tracer, batch) {
+            (Some(tracer), [one]) => tracer.sample().and_then(|ids| {
+                let bytes = rendered.map_or(&wire.requests[one.template].bytes[..], |r| r.bytes);
+                tracer.with_headers(bytes, &ids).map(|b| (ids, b))
+            }),
+            _ => None,
+        };
+        let written = traced.as_ref().map(|(_, b)| &b[..]);
         let mut retried = false;
         loop {
             let reused = conn.is_some();
@@ -110,6 +121,9 @@ pub fn send<'a>(
                         start = Instant::now();
                     }
                     Err(e) => {
+                        if let Some((ids, _)) = traced {
+                            record_failed_span(wire, &batch[0], ids, sent_at, sent_at, e.kind);
+                        }
                         wire.rec.record_errors(e.kind, batch);
                         if let Some(cause) = e.tls {
                             wire.rec.record_tls_failure(cause);
@@ -121,7 +135,7 @@ pub fn send<'a>(
             let times = Times { sent_at, start };
             let outcome = match conn.as_mut().expect("connected above") {
                 Conn::Http1(c) => {
-                    let outcome = c.send(wire, batch, times, rendered).await;
+                    let outcome = c.send(wire, batch, times, rendered, written).await;
                     // A browser's retry: the server closed the kept-alive connection while
                     // the user thought.
                     outcome.map_err(|b| Broken {
@@ -135,13 +149,16 @@ pub fn send<'a>(
                 // Boxed: an HTTP/2 exchange's state would otherwise grow every pooled
                 // connection's task, HTTP/1.1 ones too.
                 Conn::Http2(slot) => {
-                    Box::pin(send_stream(slot, wire, ep, batch, times, rendered)).await
+                    Box::pin(send_stream(slot, wire, ep, batch, times, rendered, written)).await
                 }
             };
             match outcome {
                 Ok((answer, alive)) => {
                     if !alive {
                         *conn = None;
+                    }
+                    if let Some((ids, _)) = traced {
+                        record_answered_span(wire, &batch[0], ids, times);
                     }
                     return Ok(answer);
                 }
@@ -150,6 +167,9 @@ pub fn send<'a>(
                     retried = true;
                 }
                 Err(b) => {
+                    if let Some((ids, _)) = traced.filter(|_| b.answered == 0) {
+                        record_failed_span(wire, &batch[0], ids, sent_at, start, b.kind);
+                    }
                     wire.rec.record_errors(b.kind, &batch[b.answered..]);
                     if !b.keep {
                         *conn = None;
@@ -170,6 +190,7 @@ async fn send_stream(
     batch: &[Pending],
     times: Times,
     rendered: Option<Rendered<'_>>,
+    written: Option<&[u8]>,
 ) -> Result<(Answer, bool), Broken> {
     let [p] = batch else {
         // Plans refuse pipelining with HTTP/2, so every batch is one request.
@@ -179,7 +200,7 @@ async fn send_stream(
         .http2
         .as_ref()
         .expect("an HTTP/2 slot has HTTP/2 forms");
-    let Some(request) = forms.request(p, ep, rendered.map(|r| r.bytes)) else {
+    let Some(request) = forms.request(p, ep, written.or(rendered.map(|r| r.bytes))) else {
         return Err(Broken {
             keep: true,
             ..Broken::fatal(ErrorKind::Protocol, 0)
@@ -214,6 +235,48 @@ async fn send_stream(
             ..Broken::fatal(ErrorKind::Timeout, 0)
         }),
     }
+}
+
+/// Records the client span of a sampled request that was answered, from the times its
+/// response was recorded with.
+fn record_answered_span(wire: &Wire, p: &Pending, ids: SpanIds, times: Times) {
+    let Some((first_byte, end, status)) = wire.rec.take_last_answer() else {
+        return;
+    };
+    let outcome = Outcome {
+        intended: p.intended.map_or(times.sent_at, |t| t.min(times.sent_at)),
+        sent: times.sent_at,
+        write: times.start,
+        first_byte: Some(first_byte),
+        end,
+        status: Some(status),
+        error: None,
+    };
+    let name = wire.rec.name_index(p.template);
+    wire.rec.record_span(trace::span(ids, name, &outcome), end);
+}
+
+/// Records the client span of a sampled request that failed with `kind`.
+fn record_failed_span(
+    wire: &Wire,
+    p: &Pending,
+    ids: SpanIds,
+    sent_at: Instant,
+    write: Instant,
+    kind: ErrorKind,
+) {
+    let end = Instant::now();
+    let outcome = Outcome {
+        intended: p.intended.map_or(sent_at, |t| t.min(sent_at)),
+        sent: sent_at,
+        write,
+        first_byte: None,
+        end,
+        status: None,
+        error: Some(kind.as_str()),
+    };
+    let name = wire.rec.name_index(p.template);
+    wire.rec.record_span(trace::span(ids, name, &outcome), end);
 }
 
 /// The pause before trying again after failures to connect: 10 ms, doubling up to one second.

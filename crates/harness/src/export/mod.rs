@@ -4,6 +4,7 @@
 //! run's failure.
 
 pub mod otlp;
+pub mod otlp_traces;
 pub mod remote_write;
 
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -22,8 +23,12 @@ pub struct ExportOptions {
     pub remote_write_headers: Vec<(String, String)>,
     /// OTLP/HTTP metrics endpoint, whole (`…/v1/metrics`).
     pub otlp_metrics: Option<String>,
-    /// Extra headers on every OTLP request.
+    /// Extra headers on every OTLP metrics request.
     pub otlp_headers: Vec<(String, String)>,
+    /// OTLP/HTTP traces endpoint, whole (`…/v1/traces`), for sampled requests' spans.
+    pub otlp_traces: Option<String>,
+    /// Extra headers on every OTLP traces request.
+    pub otlp_trace_headers: Vec<(String, String)>,
     /// Attributes of the run's resource (`service.name`, `loadlab.run.id`, …), also the
     /// remote-write series' labels (dots as underscores).
     pub resource: Vec<(String, String)>,
@@ -36,11 +41,11 @@ impl ExportOptions {
     /// Options from the command line's `--remote-write URL`, `--remote-write-header K: V`,
     /// `--otlp [URL]` (`Some("")` when given without a URL) and `--otlp-header K=V`, with the
     /// OpenTelemetry SDKs' environment variables read from `env` as they read them: a URL
-    /// given is the base endpoint (`/v1/metrics` appended unless it ends so); without one,
-    /// `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` whole, else `OTEL_EXPORTER_OTLP_ENDPOINT` as
-    /// the base, else `http://localhost:4318`; headers from `OTEL_EXPORTER_OTLP_HEADERS`
-    /// and `OTEL_EXPORTER_OTLP_METRICS_HEADERS` (`k=v,k2=v2`, values percent-decoded), the
-    /// command line's last; `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` add to the
+    /// given is the base endpoint (`/v1/metrics` and `/v1/traces` appended); without one,
+    /// `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` (`…_TRACES_ENDPOINT`) whole, else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` as the base, else `http://localhost:4318`; headers from
+    /// `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_EXPORTER_OTLP_METRICS_HEADERS`
+    /// (`…_TRACES_HEADERS`) (`k=v,k2=v2`, values percent-decoded), the command line's last; `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` add to the
     /// resource.
     pub fn from_flags(
         remote_write: Option<&str>,
@@ -65,23 +70,43 @@ impl ExportOptions {
         };
         if let Some(url) = otlp {
             let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-            o.otlp_metrics = Some(if !url.is_empty() {
-                signal_url(url)
-            } else if let Some(whole) = nonempty("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
-                whole
-            } else {
-                signal_url(&nonempty("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or(OTLP_DEFAULT.into()))
-            });
-            for var in [
-                "OTEL_EXPORTER_OTLP_HEADERS",
-                "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
-            ] {
-                o.otlp_headers
-                    .extend(env(var).map(|v| pairs(&v)).unwrap_or_default());
-            }
+            // Per signal, as the SDKs: a URL given is the base; else the signal's own
+            // endpoint whole; else the common one as the base; else localhost.
+            let endpoint = |signal: &str| {
+                if !url.is_empty() {
+                    signal_url(url, signal)
+                } else if let Some(whole) = nonempty(&format!(
+                    "OTEL_EXPORTER_OTLP_{}_ENDPOINT",
+                    signal.to_uppercase()
+                )) {
+                    whole
+                } else {
+                    signal_url(
+                        &nonempty("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or(OTLP_DEFAULT.into()),
+                        signal,
+                    )
+                }
+            };
+            let mut cli = Vec::new();
             for h in otlp_headers {
-                o.otlp_headers.push(header(h, '=')?);
+                cli.push(header(h, '=')?);
             }
+            let headers = |signal: &str| {
+                let common = env("OTEL_EXPORTER_OTLP_HEADERS").map(|v| pairs(&v));
+                let own = env(&format!(
+                    "OTEL_EXPORTER_OTLP_{}_HEADERS",
+                    signal.to_uppercase()
+                ))
+                .map(|v| pairs(&v));
+                let mut all: Vec<(String, String)> = common.into_iter().flatten().collect();
+                all.extend(own.into_iter().flatten());
+                all.extend(cli.iter().cloned());
+                all
+            };
+            o.otlp_metrics = Some(endpoint("metrics"));
+            o.otlp_headers = headers("metrics");
+            o.otlp_traces = Some(endpoint("traces"));
+            o.otlp_trace_headers = headers("traces");
         }
         if let Some(name) = env("OTEL_SERVICE_NAME").filter(|v| !v.is_empty()) {
             o.resource.push(("service.name".into(), name));
@@ -100,14 +125,15 @@ impl ExportOptions {
     }
 }
 
-/// A base OTLP endpoint with the metrics signal's path, unless it has it already.
-fn signal_url(base: &str) -> String {
+/// A base OTLP endpoint with a signal's path (`/v1/metrics`, `/v1/traces`), unless it ends
+/// with one already (then that one is swapped for the signal's).
+fn signal_url(base: &str, signal: &str) -> String {
     let base = base.trim_end_matches('/');
-    if base.ends_with("/v1/metrics") {
-        base.to_string()
-    } else {
-        format!("{base}/v1/metrics")
-    }
+    let base = ["/v1/metrics", "/v1/traces"]
+        .iter()
+        .find_map(|p| base.strip_suffix(p))
+        .unwrap_or(base);
+    format!("{base}/v1/{signal}")
 }
 
 /// `k=v,k2=v2` as the OpenTelemetry environment variables write lists (W3C baggage-like,
@@ -187,6 +213,7 @@ struct Sent {
 struct Tally {
     remote_write: Sent,
     otlp: Sent,
+    otlp_traces: Sent,
 }
 
 impl Exporter {
@@ -267,11 +294,20 @@ impl Exporter {
             return;
         };
         let skipped = self.skipped.load(std::sync::atomic::Ordering::Relaxed);
-        for (what, sent) in [("remote write", &tally.remote_write), ("OTLP", &tally.otlp)] {
+        for (what, sent) in [
+            ("remote write", &tally.remote_write),
+            ("OTLP", &tally.otlp),
+            ("OTLP traces", &tally.otlp_traces),
+        ] {
             if sent.ok + sent.failed == 0 {
                 continue;
             }
-            let mut line = format!("  {what:<13}{} snapshot(s) sent", sent.ok);
+            let unit = if what == "OTLP traces" {
+                "batch(es) of spans"
+            } else {
+                "snapshot(s)"
+            };
+            let mut line = format!("  {what:<13}{} {unit} sent", sent.ok);
             if sent.failed > 0 {
                 line.push_str(&format!(", {} not sent", sent.failed));
                 if let Some(e) = &sent.last_error {
@@ -310,6 +346,8 @@ fn export_loop(options: &ExportOptions, rx: &Receiver<Msg>) -> Tally {
         .into();
     let mut live = Live::new("", false);
     let mut labels: Vec<(String, String)> = Vec::new();
+    // The current run's request names (name, method), for its spans.
+    let mut span_names: Vec<(String, String)> = Vec::new();
     let mut start_ns = now_ns();
     let mut tally = Tally::default();
     while let Ok(msg) = rx.recv() {
@@ -320,6 +358,7 @@ fn export_loop(options: &ExportOptions, rx: &Receiver<Msg>) -> Tally {
                 names,
                 labels: l,
             } => {
+                span_names = names.clone();
                 live = Live::new(&label, open).with_names(names);
                 labels = l;
                 start_ns = now_ns();
@@ -328,6 +367,18 @@ fn export_loop(options: &ExportOptions, rx: &Receiver<Msg>) -> Tally {
             Msg::Second(second, cpu) => {
                 live.add(&second.0, &second.1);
                 live.set_generator_cpu(cpu);
+                if let (Some(url), false) = (&options.otlp_traces, second.1.spans.is_empty()) {
+                    let mut resource = options.resource.clone();
+                    resource.extend(labels.iter().cloned());
+                    let req = otlp_traces::traces_request(&second.1.spans, &span_names, &resource);
+                    post(
+                        &agent,
+                        url,
+                        protobuf_headers(&options.otlp_trace_headers),
+                        prost::Message::encode_to_vec(&req),
+                        &mut tally.otlp_traces,
+                    );
+                }
             }
             Msg::Reading(r) => {
                 live.read(r);
@@ -366,21 +417,25 @@ fn export_loop(options: &ExportOptions, rx: &Receiver<Msg>) -> Tally {
         }
         if let Some(url) = &options.otlp_metrics {
             let req = otlp::metrics_request(&families, &resource, start_ns, at_ns);
-            let headers = std::iter::once((
-                "Content-Type".to_string(),
-                "application/x-protobuf".to_string(),
-            ))
-            .chain(options.otlp_headers.iter().cloned());
             post(
                 &agent,
                 url,
-                headers,
+                protobuf_headers(&options.otlp_headers),
                 prost::Message::encode_to_vec(&req),
                 &mut tally.otlp,
             );
         }
     }
     tally
+}
+
+/// An OTLP request's headers: its content type, then `extra`.
+fn protobuf_headers(extra: &[(String, String)]) -> impl Iterator<Item = (String, String)> + '_ {
+    std::iter::once((
+        "Content-Type".to_string(),
+        "application/x-protobuf".to_string(),
+    ))
+    .chain(extra.iter().cloned())
 }
 
 /// POSTs `body` to `url`, counting the outcome in `sent`; the first failure is said at once
@@ -405,7 +460,12 @@ fn post(
         None => sent.ok += 1,
         Some(e) => {
             if sent.failed == 0 {
-                eprintln!("warning: cannot export metrics ({e}); the run goes on, and what was not sent is counted");
+                let what = if url.ends_with("/v1/traces") {
+                    "spans"
+                } else {
+                    "metrics"
+                };
+                eprintln!("warning: cannot export {what} ({e}); the run goes on, and what was not sent is counted");
             }
             sent.failed += 1;
             sent.last_error = Some(e);
@@ -464,6 +524,21 @@ mod tests {
         let o =
             ExportOptions::from_flags(None, &[], Some("http://x:1"), &[], env_of(signal)).unwrap();
         assert_eq!(o.otlp_metrics.as_deref(), Some("http://x:1/v1/metrics"));
+        assert_eq!(o.otlp_traces.as_deref(), Some("http://x:1/v1/traces"));
+        let o = ExportOptions::from_flags(
+            None,
+            &[],
+            Some("http://x:1/v1/metrics"),
+            &["k=v".into()],
+            env_of(&[("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "t=1")]),
+        )
+        .unwrap();
+        assert_eq!(o.otlp_traces.as_deref(), Some("http://x:1/v1/traces"));
+        assert_eq!(o.otlp_headers, vec![("k".to_string(), "v".to_string())]);
+        assert_eq!(
+            o.otlp_trace_headers,
+            vec![("t".to_string(), "1".into()), ("k".to_string(), "v".into())]
+        );
         let o = ExportOptions::from_flags(None, &[], Some(""), &[], env_of(&[])).unwrap();
         assert_eq!(
             o.otlp_metrics.as_deref(),
