@@ -69,11 +69,16 @@ pub fn plan(r: &LocustRun, lookup: Lookup) -> Result<ValidPlan, InputError> {
     let (endpoints, requests): (_, Vec<RequestTemplate>) =
         resolve(&specs, lookup).map_err(FlagsError::from)?;
     let duration = r.run_time.unwrap_or(UNTIL_STOPPED);
-    // A shape sets the users itself, once a second, on one helper.
+    // A shape sets the users itself, once a second, on one helper: the phase's users are
+    // the run's nominal peak (`-u`, at least one), which the engine does not start.
     let phase = UserPhase {
         name: "locust".into(),
         duration,
-        users: if r.spec.shape { 0 } else { r.users },
+        users: if r.spec.shape {
+            r.users.max(1)
+        } else {
+            r.users
+        },
         spawn_rate: r.spawn_rate.filter(|s| s.is_finite() && *s > 0.0),
     };
     let model = Model::Users {
@@ -112,4 +117,34 @@ fn origin_of(host: &str) -> Result<String, InputError> {
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
         .ok_or_else(|| FlagsError::LocustHost(host.to_string()))?;
     Ok(url.origin().ascii_serialization())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(shape: bool) -> LocustRun {
+        LocustRun {
+            spec: LocustSpec {
+                shape,
+                ..LocustSpec::default()
+            },
+            hosts: vec!["http://127.0.0.1:8089".into()],
+            users: 0,
+            spawn_rate: Some(1.0),
+            run_time: Some(Duration::from_secs(10)),
+            threads: None,
+            seed: 1,
+            timeout: None,
+            thresholds: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_file_with_a_load_test_shape_plans_without_users_given() {
+        // A shape's tick() sets the users; `-u` need not be given (Locust's default is 1).
+        let planned = plan(&run(true), Lookup::Resolve).expect("a shape's run plans");
+        assert_eq!(planned.threads, 1, "a shape runs on one helper");
+        assert!(plan(&run(false), Lookup::Resolve).is_err());
+    }
 }
