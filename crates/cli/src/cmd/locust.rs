@@ -180,10 +180,18 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
     }
     outputs.finish(&summary);
     outputs.close(std::time::Duration::ZERO);
-    let failed = summary.requests.errors + summary.requests.dropped > 0
-        || data.users.as_ref().is_some_and(|u| !u.failures.is_empty());
+    // As Locust: the run failed when any request failed by its verdict (an HTTP error, a
+    // `failure()`, an `events.request` fired with an exception; not a 404 its
+    // `catch_response` block called a success) or a task raised; and
+    // `environment.process_exit_code`, set by the user's code, wins over that.
+    let users = data.users.as_ref();
+    let failed = summary.requests.dropped > 0
+        || users.is_some_and(|u| !u.failures.is_empty() || !u.request_failures.is_empty());
+    let chosen = users.and_then(|u| u.suggested_exit_code);
     Ok(if !data.complete {
         Outcome::Interrupted
+    } else if let Some(code) = chosen {
+        Outcome::Suggested(code.rem_euclid(256) as u8)
     } else {
         match Outcome::judged(&summary.thresholds) {
             Outcome::Done if failed => Outcome::Suggested(a.exit_code_on_error),

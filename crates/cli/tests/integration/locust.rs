@@ -353,3 +353,224 @@ fn a_run_without_a_run_time_goes_on_until_its_iterations_are_done() {
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("GET      /ping"), "{stdout}");
 }
+
+/// Failures as Locust keys them (`--csv PREFIX_failures.csv`, the exception's repr): a
+/// `failure("...")`, an HTTP error status, an `events.request.fire(exception=...)`; a
+/// request whose `catch_response` block another exception left is not recorded at all.
+const FAILURES: &str = r#"
+from locust import HttpUser, task, constant, events
+
+
+class Failing(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def all_kinds(self):
+        with self.client.get("/ping", catch_response=True) as r:
+            r.failure("wrong thing")
+        self.client.get("/nope")
+        events.request.fire(request_type="X", name="custom", response_time=1,
+                            response_length=0, exception=ValueError("bad"), context={})
+        try:
+            with self.client.get("/ping", catch_response=True, name="left") as r:
+                raise KeyError("k")
+        except KeyError:
+            pass
+"#;
+
+#[test]
+fn failure_messages_reach_the_failures_csv_as_locust_words_them() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "locustfile.py", FAILURES);
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H", &host, "-u", "2", "-r", "100", "-t", "2s", "--csv", "f",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let csv = std::fs::read_to_string(dir.path().join("f_failures.csv")).unwrap();
+    for line in [
+        "GET,/ping,CatchResponseError('wrong thing'),",
+        "GET,/nope,HTTPError('404 Client Error: Not Found for url: /nope'),",
+        "X,custom,ValueError('bad'),",
+    ] {
+        assert!(csv.contains(line), "{line} in {csv}");
+    }
+    assert!(
+        stdout.contains("GET /ping: CatchResponseError('wrong thing')"),
+        "{stdout}"
+    );
+    let stats = std::fs::read_to_string(dir.path().join("f_stats.csv")).unwrap();
+    assert!(!stats.contains(",left,"), "{stats}");
+}
+
+#[test]
+fn failures_only_the_users_code_reports_give_locusts_exit_code() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Every response is a 200: the failures are the code's verdicts alone.
+    for (file, body) in [
+        (
+            "caught.py",
+            "        with self.client.get(\"/ping\", catch_response=True) as r:\n            r.failure(\"no\")\n",
+        ),
+        (
+            "fired.py",
+            "        events.request.fire(request_type=\"X\", name=\"x\", response_time=1, response_length=0, exception=RuntimeError(\"no\"), context={})\n",
+        ),
+        (
+            "saved.py",
+            "        with self.client.get(\"/nope\", catch_response=True) as r:\n            r.success()\n",
+        ),
+    ] {
+        write_file(
+            dir.path(),
+            file,
+            &format!("from locust import HttpUser, task, constant, events\n\n\nclass U(HttpUser):\n    wait_time = constant(0.05)\n\n    @task\n    def t(self):\n{body}"),
+        );
+        let host = server.url("").trim_end_matches('/').to_string();
+        let (code, stdout, stderr) = run_in(
+            dir.path(),
+            &["-f", file, "-H", &host, "-u", "1", "-r", "100", "-t", "1s"],
+        );
+        let want = if file == "saved.py" { 0 } else { 1 };
+        assert_eq!(code, Some(want), "{file}: {stdout}\n{stderr}");
+    }
+}
+
+#[test]
+fn process_exit_code_set_in_quitting_is_the_exit_code_and_quitting_runs_once() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+from locust import HttpUser, task, constant, events
+
+
+@events.quitting.add_listener
+def _(environment, **kwargs):
+    with open("quitting.log", "a") as f:
+        f.write("quitting\n")
+    if environment.stats.total.num_requests > 0:
+        environment.process_exit_code = 3
+
+
+class U(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def t(self):
+        self.client.get("/ping")
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H",
+            &host,
+            "-u",
+            "2",
+            "-r",
+            "100",
+            "-t",
+            "1s",
+            "--processes",
+            "2",
+        ],
+    );
+    assert_eq!(code, Some(3), "{stdout}\n{stderr}");
+    let log = std::fs::read_to_string(dir.path().join("quitting.log")).unwrap();
+    assert_eq!(log, "quitting\n", "once for the run, as Locust's");
+}
+
+#[test]
+fn a_requests_timeout_fails_it_as_timed_out_without_waiting_for_the_answer() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        "from locust import HttpUser, task, constant\n\n\nclass U(HttpUser):\n    wait_time = constant(0)\n\n    @task\n    def t(self):\n        self.client.get(\"/delay?ms=1500\", name=\"slow\", timeout=0.2)\n        self.client.get(\"/ping\")\n",
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H", &host, "-u", "1", "-r", "100", "-t", "2s", "--csv", "t",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let csv = std::fs::read_to_string(dir.path().join("t_failures.csv")).unwrap();
+    assert!(
+        csv.contains("(read timeout=0.2)"),
+        "requests' ReadTimeout: {csv}"
+    );
+    let stats = std::fs::read_to_string(dir.path().join("t_stats.csv")).unwrap();
+    let slow = stats
+        .lines()
+        .find(|l| l.starts_with("GET,slow,"))
+        .unwrap_or_else(|| panic!("{stats}"));
+    let cols: Vec<&str> = slow.split(',').collect();
+    let (count, failures): (u64, u64) = (cols[2].parse().unwrap(), cols[3].parse().unwrap());
+    // Given up after 0.2 s each, several fit in 2 s (one answered in 1.5 s would not).
+    assert!(count >= 3 && failures == count, "{slow}");
+    let max_ms: f64 = cols[8].parse().unwrap();
+    assert!(max_ms < 1000.0, "{slow}");
+}
+
+#[test]
+fn a_load_test_shape_sets_the_users_and_ends_the_run() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+from locust import HttpUser, LoadTestShape, task, constant
+
+
+class U(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def t(self):
+        self.client.get("/ping")
+
+
+class Steps(LoadTestShape):
+    def tick(self):
+        run_time = self.get_run_time()
+        if run_time < 1:
+            return 1, 10
+        if run_time < 2:
+            return (3, 10, [U])
+        return None
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run_in(dir.path(), &["-H", &host, "-t", "20s", "--out", "run"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(12),
+        "the shape's None ends the run"
+    );
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s["users"]["started"], 3, "{s:#}");
+    assert!(
+        s["requests_by_name"]["GET /ping"]["completed"]
+            .as_u64()
+            .unwrap()
+            > 20,
+        "{s:#}"
+    );
+}

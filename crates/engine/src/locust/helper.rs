@@ -50,6 +50,10 @@ pub enum FromHelper {
         /// Why it failed.
         #[serde(default)]
         error: Option<String>,
+        /// The request is not recorded at all: an exception other than a `ResponseError` left
+        /// the `with` block, which Locust lets through without reporting the request.
+        #[serde(default)]
+        drop: bool,
     },
     /// A request the user's code recorded itself (`events.request.fire`).
     Event {
@@ -101,7 +105,12 @@ pub enum FromHelper {
     /// User code asked the run to stop.
     Quit,
     /// The answer to `stop`.
-    Stopped,
+    Stopped {
+        /// `environment.process_exit_code` as the user's code left it (a `quitting`
+        /// listener's), which becomes the process's exit code as in Locust.
+        #[serde(default)]
+        exit_code: Option<i32>,
+    },
 }
 
 /// A user's request, as the helper sends it.
@@ -124,6 +133,10 @@ pub struct RequestMsg {
     /// The `name=` given.
     #[serde(default)]
     pub name: Option<String>,
+    /// The `timeout=` given, seconds: the request fails as timed out when no response
+    /// came within it (each redirect's request gets it anew, as in `requests`).
+    #[serde(default)]
+    pub timeout: Option<f64>,
     /// Follow redirects.
     #[serde(default = "yes")]
     pub redirects: bool,

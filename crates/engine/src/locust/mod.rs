@@ -143,7 +143,7 @@ impl Locust {
 
     /// The results by Locust name (`TYPE name`), in first-seen order.
     pub fn take_names(&self) -> Vec<(String, loadlab_run::Interval)> {
-        std::mem::take(&mut *self.names.borrow_mut()).into_intervals()
+        self.names.borrow_mut().take_intervals()
     }
 
     /// How long stopping the users may take.
@@ -172,8 +172,14 @@ impl Locust {
             FromHelper::Request(r) => {
                 spawn_local(serve(self.clone(), r));
             }
-            FromHelper::Verdict { id, ok, error } => {
-                if let Some(mut outcome) = self.caught.borrow_mut().remove(&id) {
+            FromHelper::Verdict {
+                id,
+                ok,
+                error,
+                drop,
+            } => {
+                let caught = self.caught.borrow_mut().remove(&id);
+                if let Some(mut outcome) = caught.filter(|_| !drop) {
                     outcome.error = if ok {
                         None
                     } else {
@@ -242,7 +248,12 @@ impl Locust {
                     "classes": classes,
                 }));
             }
-            FromHelper::Stopped => self.finish(),
+            FromHelper::Stopped { exit_code } => {
+                if exit_code.is_some() {
+                    self.record.borrow_mut().suggested_exit_code = exit_code;
+                }
+                self.finish();
+            }
             FromHelper::Ready { .. } | FromHelper::Failed { .. } => {}
         }
     }
@@ -304,8 +315,15 @@ async fn serve(locust: Rc<Locust>, r: RequestMsg) {
         .remove(&r.user)
         .unwrap_or_else(|| Client::new(&locust.wire));
     let result = exchange(&locust, &mut client, &r, body, intended).await;
-    client.idle_since = Some(Instant::now());
-    locust.clients.borrow_mut().insert(r.user, client);
+    match &result {
+        // A request given up mid-way leaves its connection with a response on the way: the
+        // user's next request opens new ones.
+        Err(e) if e.starts_with(TIMED_OUT) => {}
+        _ => {
+            client.idle_since = Some(Instant::now());
+            locust.clients.borrow_mut().insert(r.user, client);
+        }
+    }
     let end = Instant::now();
     let latency = end.saturating_duration_since(intended.unwrap_or(started).min(started));
     let interval = r
@@ -323,7 +341,7 @@ async fn serve(locust: Rc<Locust>, r: RequestMsg) {
     }
     let (reply, outcome) = match result {
         Ok((status, headers, body, url)) => {
-            let error = (status >= 400).then(|| format!("HTTPError {status}"));
+            let error = http_error(status, &name);
             let reply = serde_json::json!({
                 "op": "response", "id": r.id, "status": status, "reason": reason(status),
                 "headers": headers,
@@ -398,10 +416,17 @@ async fn exchange(
             template,
         };
         client.close_idle(Instant::now());
-        let answer = client
-            .send(&locust.wire, &pending, &bytes, true)
-            .await
-            .map_err(|f| failure(&f))?;
+        let answer = within(
+            r.timeout,
+            &locust.wire,
+            &pending,
+            client.send(&locust.wire, &pending, &bytes, true),
+        )
+        .await
+        .map_err(|f| match f {
+            Some(f) => failure(&f),
+            None => timed_out(&url, r.timeout.unwrap_or_default()),
+        })?;
         let location = answer
             .headers
             .iter()
@@ -432,6 +457,111 @@ async fn exchange(
             None => return Ok((answer.status, answer.headers, answer.body, url.to_string())),
         }
     }
+}
+
+/// How a request given up after its `timeout=` starts its error text.
+const TIMED_OUT: &str = "ReadTimeout(";
+
+/// `send`, given up after `timeout` seconds when one is given (`None` then): a request sent
+/// and not answered is recorded as timed out, as the connection's own deadline records it.
+async fn within<T>(
+    timeout: Option<f64>,
+    wire: &Wire,
+    pending: &Pending,
+    send: impl std::future::Future<Output = Result<T, Failed>>,
+) -> Result<T, Option<Failed>> {
+    let Some(limit) = timeout
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .map(|t| Duration::from_secs_f64(t.min(1e9)))
+    else {
+        return send.await.map_err(Some);
+    };
+    // The thread runs one task at a time, so what a poll of `send` changes in the count of
+    // requests in flight is this request's own: whether it was sent, and is still unanswered.
+    let counted = Cell::new(0i64);
+    let mut send = std::pin::pin!(send);
+    let polled = std::future::poll_fn(|cx| {
+        let before = wire.rec.in_flight.get() as i64;
+        let poll = send.as_mut().poll(cx);
+        counted.set(counted.get() + wire.rec.in_flight.get() as i64 - before);
+        poll
+    });
+    match tokio::time::timeout(limit, polled).await {
+        Ok(answer) => answer.map_err(Some),
+        Err(_) => {
+            if counted.get() > 0 {
+                wire.rec.record_errors(
+                    loadlab_run::ErrorKind::Timeout,
+                    std::slice::from_ref(pending),
+                );
+            }
+            Err(None)
+        }
+    }
+}
+
+/// The failure of a request not answered within `timeout` seconds, as Locust records it
+/// (`requests`' read timeout).
+fn timed_out(url: &url::Url, timeout: f64) -> String {
+    let host = url.host_str().unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let pool = if url.scheme() == "https" {
+        "HTTPSConnectionPool"
+    } else {
+        "HTTPConnectionPool"
+    };
+    let secs = if timeout.fract() == 0.0 && timeout.abs() < 1e15 {
+        format!("{}", timeout as i64)
+    } else {
+        format!("{timeout}")
+    };
+    let inner = py_repr(&format!(
+        "{pool}(host='{host}', port={port}): Read timed out. (read timeout={secs})"
+    ));
+    format!("{TIMED_OUT}ReadTimeoutError({inner}))")
+}
+
+/// The failure of a response with status `status` recorded under `name`, as Locust records
+/// it: `requests`' `HTTPError` for 4xx and 5xx, its URL the stats name.
+fn http_error(status: u16, name: &str) -> Option<String> {
+    let kind = match status {
+        400..=499 => "Client",
+        500..=599 => "Server",
+        _ => return None,
+    };
+    let reason = reason(status).unwrap_or_default();
+    let message = format!("{status} {kind} Error: {reason} for url: {name}");
+    Some(format!("HTTPError({})", py_repr(&message)))
+}
+
+/// Python's `repr` of a string: single quotes, double quotes when it holds a single quote
+/// and no double one, the quote and backslash and control characters escaped.
+fn py_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
 }
 
 /// A transport failure as the helper's error text (Python's names where they match).
@@ -519,5 +649,27 @@ mod tests {
         assert!(text.ends_with("\r\n\r\n{}"), "{text}");
         assert_eq!(path_of("http://h:1/x/y?z=2#f"), "/x/y?z=2");
         assert_eq!(reason(404), Some("Not Found"));
+    }
+
+    #[test]
+    fn failures_are_worded_as_locust_records_them() {
+        assert_eq!(
+            http_error(404, "/nope").as_deref(),
+            Some("HTTPError('404 Client Error: Not Found for url: /nope')")
+        );
+        assert_eq!(
+            http_error(503, "/it's").as_deref(),
+            Some("HTTPError(\"503 Server Error: Service Unavailable for url: /it's\")")
+        );
+        assert_eq!(http_error(302, "/"), None);
+        assert_eq!(http_error(200, "/"), None);
+        let url = url::Url::parse("http://127.0.0.1:18181/delay").unwrap();
+        assert_eq!(
+            timed_out(&url, 0.2),
+            "ReadTimeout(ReadTimeoutError(\"HTTPConnectionPool(host='127.0.0.1', port=18181): \
+             Read timed out. (read timeout=0.2)\"))"
+        );
+        assert!(timed_out(&url, 2.0).ends_with("(read timeout=2)\"))"));
+        assert_eq!(py_repr("a'b\"c\\"), "'a\\'b\"c\\\\'");
     }
 }

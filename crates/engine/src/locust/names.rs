@@ -93,9 +93,11 @@ impl NameStats {
         }
     }
 
-    /// The results by `TYPE name`, in first-seen order.
-    pub fn into_intervals(self) -> Vec<(String, Interval)> {
-        self.names
+    /// Takes the results by `TYPE name`, in first-seen order; the failures by message stay,
+    /// for the run's record (taken apart, in either order).
+    pub fn take_intervals(&mut self) -> Vec<(String, Interval)> {
+        self.index.clear();
+        std::mem::take(&mut self.names)
     }
 }
 
@@ -119,8 +121,9 @@ mod tests {
         s.record(&o("POST", "/", 7, Some("HTTPError 500")));
         s.record(&o("GET", "/", 9, Some("HTTPError 500")));
         s.record(&o("POST", "/", 3, Some("HTTPError 500")));
-        let failures = s.failures.clone();
-        let names = s.into_intervals();
+        let names = s.take_intervals();
+        // Taking the names leaves the failures by message for the run's record.
+        let failures = std::mem::take(&mut s.failures);
         let keys: Vec<&str> = names.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["GET /", "POST /"]);
         let get = &names[0].1;

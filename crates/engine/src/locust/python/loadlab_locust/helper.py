@@ -216,9 +216,15 @@ class Helper:
         runner.update_state(STATE_STOPPED)
         if self.helper == 0:
             env.events.test_stop.fire(environment=env)
-        env.events.quitting.fire(environment=env, reverse=True)
-        env.events.quit.fire(exit_code=0)
-        self.engine.send({"op": "stopped"})
+            # Once for the run, as Locust's single process fires it; its
+            # `environment.stats` are this helper's share of the run's.
+            env.events.quitting.fire(environment=env, reverse=True)
+        code = env.process_exit_code
+        env.events.quit.fire(exit_code=code or 0)
+        stopped = {"op": "stopped"}
+        if isinstance(code, int) and not isinstance(code, bool):
+            stopped["exit_code"] = code
+        self.engine.send(stopped)
         self.engine.flush()
         _leave(0)
 

@@ -18,7 +18,6 @@ from http.cookiejar import CookieJar as _StdCookieJar
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 from urllib.request import Request as _UrlRequest
 
-from gevent import GreenletExit
 
 from loadlab_locust import runtime
 
@@ -42,7 +41,6 @@ _NEEDS_QUOTE = re.compile(r"[^A-Za-z0-9\-._~!#$%&'()*+,/:;=?@\[\]]")
 _SAFE = "!#$%&'()*+,/:;=?@[]~"
 _LOADLAB_WRITES = ("host", "content-length", "connection")
 _NOT_SET = object()
-_LEAVING = (StopUser, StopTest, RescheduleTask, RescheduleTaskImmediately, InterruptTaskSet, GreenletExit)
 
 DEFAULT_HEADERS = (("User-Agent", "loadlab-locust"), ("Accept", "*/*"))
 
@@ -291,8 +289,6 @@ def _has_set_cookie(pairs):
 class HTTPError(OSError):
     """The failure of a response with status 400 or more."""
 
-    plain_message = True
-
     def __init__(self, *args, response=None):
         super().__init__(*args)
         self.response = response
@@ -532,21 +528,30 @@ class Response:
         if manual is not None:
             self._settle(None if manual is True else manual)
             return exc_type is None
-        if exc_type is None or isinstance(value, _LEAVING):
+        if exc_type is None:
             self._settle(self._failure())
-            return exc_type is None
-        self._settle(value)
-        return isinstance(value, ResponseError)
+            return True
+        if isinstance(value, ResponseError):
+            self._settle(value)
+            return True
+        # As Locust: any other exception (StopUser, a KeyError...) leaves the block unreported.
+        self._settle(None, drop=True)
+        return False
 
-    def _settle(self, failure):
-        """Send this catch_response request's verdict and fire its request event."""
+    def _settle(self, failure, drop=False):
+        """Send this catch_response request's verdict and fire its request event (neither
+        records nor fires when `drop`)."""
         if not self._catch or self._id is None:
             return
         engine = runtime.current()
         if engine is not None:
-            engine.send({"op": "verdict", "id": self._id, "ok": failure is None, "error": error_text(failure)})
+            verdict = {"op": "verdict", "id": self._id, "ok": failure is None, "error": error_text(failure)}
+            if drop:
+                verdict["drop"] = True
+            engine.send(verdict)
         self._id = None
-        self._session._report(self, failure)
+        if not drop:
+            self._session._report(self, failure)
 
     def success(self):
         """Record this request as successful, whatever its status."""

@@ -9,7 +9,6 @@ from loadlab_locust import runtime
 
 from ._cover import guard
 from .exception import (
-    CatchResponseError,
     InterruptTaskSet,
     RescheduleTask,
     RescheduleTaskImmediately,
@@ -92,15 +91,27 @@ class DeprecatedEventHook(EventHook):
 
 
 def error_text(exception):
-    """The failure message loadlab records for an exception or a string."""
+    """The failure message loadlab records for an exception or a string, as Locust's
+    statistics key it: a string as given, an exception's repr (`CatchResponseError('no
+    token')`, `HTTPError('404 Client Error: Not Found for url: /x')`) with any object address
+    blanked; loadlab's own transport errors (already worded so) as they are."""
     if exception is None:
         return None
     if isinstance(exception, str):
         return exception
-    if isinstance(exception, CatchResponseError) or getattr(exception, "plain_message", False):
+    if getattr(exception, "plain_message", False):
         return str(exception)
-    text = str(exception)
-    return f"{type(exception).__name__}: {text}" if text else type(exception).__name__
+    try:
+        text = repr(exception)
+    except Exception:
+        text = type(exception).__name__
+    at = text.find("object at 0x")
+    if at >= 0:
+        start = at + len("object at 0x") - 2
+        end = text.find(">", start)
+        if end >= 0:
+            text = text.replace(text[start:end], "0x....")
+    return text
 
 
 class RequestEventHook(EventHook):

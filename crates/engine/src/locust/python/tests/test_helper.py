@@ -199,15 +199,19 @@ class Responses(HelperTest):
         engine.wait_for(lambda m: m["op"] == "request" and m["name"] == "raise")
         time.sleep(0.2)
         names = {m["id"]: m["name"] for m in engine.of("request")}
-        verdicts = {names[v["id"]]: (v["ok"], v["error"]) for v in engine.of("verdict")}
+        verdicts = {
+            names[v["id"]]: "dropped" if v.get("drop") else (v["ok"], v["error"]) for v in engine.of("verdict")
+        }
+        # Worded as Locust's statistics key failures: the exception's repr.
         self.assertEqual(
             verdicts,
             {
-                "manual_failure": (False, "got ok"),
+                "manual_failure": (False, "CatchResponseError('got ok')"),
                 "manual_success": (True, None),
-                "default_verdict": (False, "404 Client Error: Not Found for url: default_verdict"),
-                "response_error": (False, "ResponseError: nope"),
-                "other_error": (False, "ValueError: boom"),
+                "default_verdict": (False, "HTTPError('404 Client Error: Not Found for url: default_verdict')"),
+                "response_error": (False, "ResponseError('nope')"),
+                # another exception leaves the block unreported, as in Locust
+                "other_error": "dropped",
                 "connection_error_caught": (False, "ConnectionRefusedError: connect refused"),
             },
         )
@@ -267,7 +271,7 @@ class Responses(HelperTest):
         self.assertTrue(verdicts[rest["id"]]["ok"])
         self.assertFalse(verdicts[bad["id"]]["ok"])
         self.assertIn("Could not parse response as JSON", verdicts[bad["id"]]["error"])
-        self.assertEqual(verdicts[asserted["id"]]["error"], 'expected two, response was {"a": 1}')
+        self.assertEqual(verdicts[asserted["id"]]["error"], """CatchResponseError('expected two, response was {"a": 1}')""")
 
     def test_bodies_methods_and_urls(self):
         engine = self.start()
@@ -437,7 +441,7 @@ class EventsAndFiles(HelperTest):
             {k: events[0][k] for k in ("request_type", "name", "response_length", "error")},
             {"request_type": "grpc", "name": "Hello", "response_length": 12, "error": None},
         )
-        self.assertEqual(events[1]["error"], "RuntimeError: odd failure")
+        self.assertEqual(events[1]["error"], "RuntimeError('odd failure')")
         self.assertIsInstance(events[0]["response_time_ms"], float)
         self.assertEqual(engine.of("request"), [])
 

@@ -91,8 +91,9 @@ class SmallPartsTest(unittest.TestCase):
             parse_timespan("10x")
 
     def test_error_text_and_hooks(self):
-        self.assertEqual(error_text(CatchResponseError("plain")), "plain")
-        self.assertEqual(error_text(ValueError("v")), "ValueError: v")
+        self.assertEqual(error_text(CatchResponseError("plain")), "CatchResponseError('plain')")
+        self.assertEqual(error_text(ValueError("v")), "ValueError('v')")
+        self.assertEqual(error_text(ValueError(object())), "ValueError(<object object at 0x....>)")
         self.assertEqual(error_text("s"), "s")
         self.assertIsNone(error_text(None))
         hook = EventHook()
