@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What exporting a run's series costs the generator: the same closed-model load on nginx with
 no exporter, with --remote-write to a Prometheus, with --otlp to an OpenTelemetry Collector,
-and with both, in turn round by round (each goes first in some round).
+with both, and with --otlp plus --trace-sample 0.01 (a traceparent on one request in a
+hundred, its client span exported), in turn round by round (each goes first in some round).
 
 nginx (`worker_processes 1`), Prometheus 2.42 (remote-write receiver on) and the collector
 (scripts/install-otelcol.sh) run on CPU 0, loadlab (release build, one thread, 50 connections)
@@ -67,7 +68,8 @@ def start_collector(tmp, port):
         f"receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n"
         f"exporters:\n  file:\n    path: {Path(tmp) / 'otlp.jsonl'}\n"
         "service:\n  telemetry:\n    metrics:\n      level: none\n"
-        "  pipelines:\n    metrics:\n      receivers: [otlp]\n      exporters: [file]\n")
+        "  pipelines:\n    metrics:\n      receivers: [otlp]\n      exporters: [file]\n"
+        "    traces:\n      receivers: [otlp]\n      exporters: [file]\n")
     proc = subprocess.Popen(["taskset", "-c", str(SERVER_CPU), binary, f"--config=file:{conf}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
@@ -103,16 +105,18 @@ def main():
             "otlp": [f"--otlp=http://127.0.0.1:{otlp_port}"],
             "both": ["--remote-write", f"http://127.0.0.1:{prom_port}/api/v1/write",
                      f"--otlp=http://127.0.0.1:{otlp_port}"],
+            "otlp + traces 1 %": [f"--otlp=http://127.0.0.1:{otlp_port}", "--trace-sample", "0.01"],
         }
         results = {m: [] for m in modes}
         try:
             names = list(modes)
             for rnd in range(args.rounds):
                 for mode in names[rnd % len(names):] + names[:rnd % len(names)]:
-                    j = Path(tmp) / f"{mode.replace(' ', '-')}-{rnd}.json"
+                    slug = "".join(c if c.isalnum() else "-" for c in mode)
+                    j = Path(tmp) / f"{slug}-{rnd}.json"
                     argv = [loadlab, "run", f"http://127.0.0.1:{port}/", "-t", "1", "-c", "50", "-q",
                             "-d", f"{args.seconds}s", "--json", str(j), *modes[mode]]
-                    raw = out_dir / f"{mode.replace(' ', '-')}-{rnd}.out"
+                    raw = out_dir / f"{slug}-{rnd}.out"
                     code, cpu_s, _rss, text = bench.run_measured(argv, CLIENT_CPU, args.seconds * 3 + 30, raw)
                     if code != 0:
                         sys.exit(f"error: {mode} exited {code}:\n{text}")

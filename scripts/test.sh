@@ -71,6 +71,9 @@ bash scripts/install-runtimes.sh
 # The OTLP export tests send to a real OpenTelemetry Collector, built once per machine.
 LOADLAB_OTELCOL="$(bash scripts/install-otelcol.sh)"
 export LOADLAB_OTELCOL
+# The trace test finds a request's spans in a real Jaeger, built once per machine.
+LOADLAB_JAEGER="$(bash scripts/install-jaeger.sh)"
+export LOADLAB_JAEGER
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -269,11 +269,31 @@ pub async fn bbox_sync(State(s): State<Shared>) -> Response {
 
 /// The next ticket number of queue `name`, from 1, atomically (in the process, or in the
 /// Redis server the replicas share); a store that fails answers 503 with why.
-pub async fn turno(State(s): State<Shared>, Path(name): Path<String>) -> Response {
+pub async fn turno(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+    ctx: Option<axum::Extension<crate::tracing::TraceContext>>,
+) -> Response {
     if name.is_empty() || name.len() > 128 {
         return bad_request("the queue name must have 1 to 128 characters".into());
     }
-    match s.store.next(&name).await {
+    let (wall, start) = (std::time::SystemTime::now(), std::time::Instant::now());
+    let next = s.store.next(&name).await;
+    if let (Some(tracer), Some(axum::Extension(ctx))) = (&s.tracer, ctx) {
+        let (system, op) = match s.config.redis_url {
+            Some(_) => ("redis", "INCR"),
+            None => ("memory", "increment"),
+        };
+        let error = next.as_ref().err().map(ToString::to_string);
+        tracer.child(
+            ctx,
+            &format!("{op} turno"),
+            (wall, start.elapsed()),
+            &[("db.system", system), ("db.operation.name", op)],
+            error.as_deref(),
+        );
+    }
+    match next {
         Ok(n) => Json(serde_json::json!({ "turno": n })).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }

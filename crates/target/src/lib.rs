@@ -12,6 +12,7 @@ pub mod consumer;
 mod endpoints;
 mod state;
 mod store;
+pub mod tracing;
 mod web;
 
 use std::collections::HashMap;
@@ -54,6 +55,11 @@ pub fn router(config: ServiceConfig) -> Result<Router, String> {
     let in_flight = config
         .max_in_flight
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
+    let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "loadlab-serve".into());
+    let tracer = match &config.otlp_traces {
+        Some(url) => Some(tracing::Tracer::start(url, &service).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let app = app.with_state(Shared {
         started: Instant::now(),
         host: Arc::new(HostFacts::read()),
@@ -62,7 +68,13 @@ pub fn router(config: ServiceConfig) -> Result<Router, String> {
         config,
         tokens: Arc::new(Mutex::new(HashMap::new())),
         leaked: Arc::new(Mutex::new(Vec::new())),
+        tracer: tracer.clone(),
     });
+    // Traced after the cap: a refused request is answered, and traced, too.
+    let app = match tracer {
+        Some(t) => app.layer(axum::middleware::from_fn_with_state(t, tracing::traced)),
+        None => app,
+    };
     Ok(match in_flight {
         Some(cap) => app.layer(axum::middleware::from_fn_with_state(cap, capped)),
         None => app,

@@ -28,6 +28,10 @@ pub struct ServiceConfig {
     /// Most requests in progress at once; past it the service answers 429 (as Cloud Run's
     /// per-instance concurrency limit did in seed 002). `None` for no cap.
     pub max_in_flight: Option<usize>,
+    /// Where to send the spans of the traced requests it serves (an OTLP/HTTP `…/v1/traces`
+    /// URL): a request with a sampled `traceparent` gets a server span under the caller's,
+    /// and `/turno`'s store call a child span. `None` traces nothing.
+    pub otlp_traces: Option<String>,
 }
 
 impl Default for ServiceConfig {
@@ -39,6 +43,7 @@ impl Default for ServiceConfig {
             visits: false,
             shards: DEFAULT_SHARDS,
             max_in_flight: None,
+            otlp_traces: None,
         }
     }
 }
@@ -60,6 +65,8 @@ pub(crate) struct Shared {
     pub(crate) tokens: Arc<Mutex<HashMap<String, String>>>,
     /// What `/leak` kept.
     pub(crate) leaked: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Where traced requests' spans go, when the service traces.
+    pub(crate) tracer: Option<Arc<crate::tracing::Tracer>>,
 }
 
 /// Facts about the serving process read once at start, so `/info` answers from memory.

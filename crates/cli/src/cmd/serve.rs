@@ -63,9 +63,28 @@ fn rust_only_flag(a: &ServeArgs) -> Option<&'static str> {
         (a.redis_url.is_some(), "--redis-url"),
         (a.visits, "--visits"),
         (a.max_in_flight.is_some(), "--max-in-flight"),
+        (a.otlp.is_some(), "--otlp"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))
+}
+
+/// The whole OTLP traces URL for `--otlp URL` (`/v1/traces` appended to a base), or, given
+/// without one, from the environment as the OpenTelemetry SDKs read it.
+fn traces_url(url: &str) -> String {
+    let nonempty = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let base = if !url.is_empty() {
+        url.to_string()
+    } else if let Some(whole) = nonempty("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+        return whole;
+    } else {
+        nonempty("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_else(|| "http://localhost:4318".into())
+    };
+    let base = base.trim_end_matches('/');
+    match base.strip_suffix("/v1/traces") {
+        Some(_) => base.to_string(),
+        None => format!("{base}/v1/traces"),
+    }
 }
 
 /// The service in another runtime: its dependencies installed if need be, then this process
@@ -116,6 +135,7 @@ fn serve_here(a: &ServeArgs, redis_url: Option<String>, store: &str) -> Result<O
         visits: a.visits,
         shards: a.shards,
         max_in_flight: a.max_in_flight,
+        otlp_traces: a.otlp.as_deref().map(traces_url),
     };
     let listener = bind(a)?;
     let addr = listener.local_addr()?;
@@ -166,6 +186,9 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
     }
     if let Some(n) = a.max_in_flight {
         serve_args.extend(["--max-in-flight".to_string(), n.to_string()]);
+    }
+    if let Some(url) = &a.otlp {
+        serve_args.push(format!("--otlp={url}"));
     }
     if a.async_workers {
         serve_args.push("--async".to_string());

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use loadlab_target::TestServer;
 use serde_json::Value;
 
-use crate::support::{loadlab_json, read_json, write_file};
+use crate::support::{loadlab_json, read_json, write_file, Served};
 
 /// A Prometheus of the test's own on a free port of 127.0.0.1, with its remote-write
 /// receiver on; stopped (by its PID) when dropped.
@@ -549,9 +549,14 @@ fn sampled_requests_carry_trace_context_and_reach_the_collector_as_client_spans(
     let collector = Collector::start();
     let server = TraceRecordingServer::start();
     let url = format!("http://{}/traced", server.addr);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let run_dir = dir.path().join("traced");
     let (summary, out) = loadlab_json(&[
         "run",
         &url,
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--html",
         "-c",
         "2",
         "-n",
@@ -606,6 +611,14 @@ fn sampled_requests_carry_trace_context_and_reach_the_collector_as_client_spans(
         );
         assert!(ids.contains(&id), "{s}");
     }
+    // The report lists them too, read back from the run directory.
+    let html = std::fs::read_to_string(run_dir.join("report.html")).expect("report.html");
+    assert!(
+        slowest
+            .iter()
+            .all(|s| html.contains(s["trace_id"].as_str().unwrap())),
+        "the report lacks a slow request's trace ID"
+    );
     let latencies: Vec<f64> = slowest
         .iter()
         .map(|s| s["latency_ms"].as_f64().unwrap())
@@ -648,6 +661,181 @@ fn sampled_requests_carry_trace_context_and_reach_the_collector_as_client_spans(
         assert!(
             events.contains(&"send") && events.contains(&"first_byte"),
             "{s}"
+        );
+    }
+}
+
+/// The Jaeger `scripts/install-jaeger.sh` builds: `LOADLAB_JAEGER`, or its place in the cache.
+fn jaeger_bin() -> std::path::PathBuf {
+    if let Ok(bin) = std::env::var("LOADLAB_JAEGER") {
+        return bin.into();
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache"));
+    let bin = cache.join("loadlab/jaeger-v1.76.0/jaeger");
+    assert!(
+        bin.exists(),
+        "{} is missing: run scripts/install-jaeger.sh (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Jaeger of the test's own: OTLP/HTTP in, traces kept in memory, its query API on another
+/// free port of 127.0.0.1; stopped by its PID when dropped.
+struct Jaeger {
+    child: Child,
+    otlp: u16,
+    query: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Jaeger {
+    fn start() -> Jaeger {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (otlp, query, grpc) = (free_port(), free_port(), free_port());
+        let config = write_file(
+            dir.path(),
+            "jaeger.yaml",
+            &format!(
+                "service:\n  extensions: [jaeger_storage, jaeger_query]\n  pipelines:\n    traces:\n      \
+                 receivers: [otlp]\n      exporters: [jaeger_storage_exporter]\n  telemetry:\n    metrics:\n      \
+                 level: none\n    logs:\n      level: warn\n\
+                 extensions:\n  jaeger_query:\n    storage:\n      traces: mem\n    http:\n      \
+                 endpoint: 127.0.0.1:{query}\n    grpc:\n      endpoint: 127.0.0.1:{grpc}\n  jaeger_storage:\n    \
+                 backends:\n      mem:\n        memory:\n          max_traces: 100000\n\
+                 receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{otlp}\n\
+                 exporters:\n  jaeger_storage_exporter:\n    trace_storage: mem\n"
+            ),
+        );
+        let child = Command::new(jaeger_bin())
+            .arg(format!("--config=file:{}", config.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("jaeger starts");
+        let j = Jaeger {
+            child,
+            otlp,
+            query,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for port in [otlp, query] {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "jaeger did not listen in 30 s");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        j
+    }
+
+    /// The trace `id` as Jaeger's query API gives it, once it has `spans` spans.
+    fn trace(&self, id: &str, spans: usize) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some((200, body)) = get(self.query, &format!("/api/traces/{id}")) {
+                let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                let t = v["data"][0].clone();
+                if t["spans"].as_array().is_some_and(|s| s.len() >= spans) {
+                    return t;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "trace {id} did not reach {spans} spans in Jaeger in 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Jaeger {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_slow_sampled_request_is_found_in_jaeger_with_the_services_spans_under_loadlabs() {
+    let jaeger = Jaeger::start();
+    let otlp = format!("http://127.0.0.1:{}", jaeger.otlp);
+    // The reference service on its own Redis, continuing the traces it is given.
+    let served = Served::start(&["--store", "redis", &format!("--otlp={otlp}")]);
+    let url = format!("http://127.0.0.1:{}/turno/traced", served.port);
+    let (summary, _) = loadlab_json(&[
+        "run",
+        &url,
+        "-c",
+        "4",
+        "-n",
+        "400",
+        "--trace-sample",
+        "0.1",
+        "--otlp",
+        &otlp,
+    ]);
+    assert_eq!(summary["requests"]["ok"], 400, "{summary}");
+    let slowest = &summary["traces"]["slowest"][0];
+    let (trace_id, client_id) = (
+        slowest["trace_id"].as_str().expect("a trace ID"),
+        slowest["span_id"].as_str().expect("a span ID"),
+    );
+    // loadlab's client span, the service's server span, its Redis call.
+    let trace = jaeger.trace(trace_id, 3);
+    let spans = trace["spans"].as_array().unwrap();
+    let service_of = |s: &Value| {
+        trace["processes"][s["processID"].as_str().unwrap_or("")]["serviceName"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let parent_of = |s: &Value| {
+        s["references"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["refType"] == "CHILD_OF")
+            .and_then(|r| r["spanID"].as_str())
+            .map(str::to_string)
+    };
+    let client = spans
+        .iter()
+        .find(|s| s["spanID"] == client_id)
+        .unwrap_or_else(|| panic!("no span {client_id} in {trace}"));
+    assert_eq!(service_of(client), "loadlab");
+    let server = spans
+        .iter()
+        .find(|s| parent_of(s).as_deref() == Some(client_id))
+        .unwrap_or_else(|| panic!("no span under loadlab's in {trace}"));
+    assert_eq!(service_of(server), "loadlab-serve");
+    assert_eq!(server["operationName"], "GET /turno/{name}");
+    let server_id = server["spanID"].as_str().unwrap();
+    let redis = spans
+        .iter()
+        .find(|s| parent_of(s).as_deref() == Some(server_id))
+        .unwrap_or_else(|| panic!("no span under the service's in {trace}"));
+    assert_eq!(redis["operationName"], "INCR turno");
+    // The service's time is inside loadlab's, the Redis call's inside the service's (µs; the
+    // two processes' clocks are one machine's, within a millisecond of rounding).
+    let span_of = |s: &Value| {
+        let start = s["startTime"].as_u64().unwrap();
+        (start, start + s["duration"].as_u64().unwrap())
+    };
+    for (outer, inner) in [(client, server), (server, redis)] {
+        let ((a, b), (c, d)) = (span_of(outer), span_of(inner));
+        assert!(
+            c + 1_000 >= a && d <= b + 1_000,
+            "{outer} does not hold {inner}"
         );
     }
 }
