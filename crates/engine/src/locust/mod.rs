@@ -409,7 +409,11 @@ async fn exchange(
             )
         })?;
         let authority = &locust.plan.endpoints[locust.plan.requests[template].endpoint].authority;
-        let path = &url[url::Position::BeforePath..url::Position::AfterQuery];
+        let parsed = &url[url::Position::BeforePath..url::Position::AfterQuery];
+        // The first request's path and query as the helper wrote them (`requests`' own
+        // quoting); the URL parser's would percent-encode a query's `'`.
+        let raw = (hops == 0).then(|| raw_path(&r.url)).flatten();
+        let path = raw.as_deref().unwrap_or(parsed);
         let bytes = encode(&method, path, &headers, &body, authority);
         let pending = Pending {
             intended: if hops == 0 { intended } else { None },
@@ -607,8 +611,27 @@ fn encode(
     crate::http1::encode_request(&template, authority)
 }
 
+/// The path and query of the absolute `url` as written (from the first `/` or `?` after its
+/// authority to any `#`), when it needs no quoting: only visible ASCII.
+fn raw_path(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let start = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let tail = rest[start..].split('#').next().unwrap_or_default();
+    if !tail.bytes().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    Some(match tail.as_bytes().first() {
+        None => "/".into(),
+        Some(b'?') => format!("/{tail}"),
+        Some(_) => tail.into(),
+    })
+}
+
 /// The path and query of `url`, Locust's name for a request given none.
 fn path_of(url: &str) -> String {
+    if let Some(path) = raw_path(url) {
+        return path;
+    }
     match url::Url::parse(url) {
         Ok(u) => u[url::Position::BeforePath..url::Position::AfterQuery].to_string(),
         Err(_) => url.to_string(),
@@ -648,6 +671,11 @@ mod tests {
         );
         assert!(text.ends_with("\r\n\r\n{}"), "{text}");
         assert_eq!(path_of("http://h:1/x/y?z=2#f"), "/x/y?z=2");
+        // As `requests` sends it: a `'` is kept, in the path and in the query.
+        assert_eq!(path_of("http://h:1/it's?q=it's"), "/it's?q=it's");
+        assert_eq!(raw_path("http://h:1?a=1").as_deref(), Some("/?a=1"));
+        assert_eq!(raw_path("http://h:1").as_deref(), Some("/"));
+        assert_eq!(raw_path("http://h:1/a b"), None);
         assert_eq!(reason(404), Some("Not Found"));
     }
 
