@@ -574,3 +574,41 @@ class Steps(LoadTestShape):
         "{s:#}"
     );
 }
+
+#[test]
+fn ctrl_c_ends_the_run_with_its_results_and_no_python_traceback() {
+    use std::os::unix::process::CommandExt;
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        "from locust import HttpUser, task, constant\n\n\nclass U(HttpUser):\n    wait_time = constant(0.05)\n\n    @task\n    def t(self):\n        self.client.get(\"/ping\")\n",
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    // Its own process group, as a terminal's: Ctrl-C reaches loadlab and its helpers alike.
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["locust", "-H", &host, "-u", "2", "-r", "100", "-t", "60s"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let group = format!("-{}", child.id());
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(stdout.contains("Aggregated"), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("KeyboardInterrupt"), "{stderr}");
+    assert!(!stderr.contains("Traceback"), "{stderr}");
+}

@@ -8,6 +8,7 @@ holds this package.
 
 import json
 import os
+import signal
 import socket
 import sys
 import traceback
@@ -240,6 +241,10 @@ def _leave(code):
 
 def main():
     """Run one helper until `stop` or end of file on fd 3."""
+    # Ctrl-C reaches the terminal's whole process group: loadlab stops the users through
+    # `stop` (their on_stop, test_stop and quitting run), so the helper itself ignores it
+    # rather than die with a KeyboardInterrupt traceback, as Locust's process ends cleanly.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _patch()
     import gevent
 
