@@ -238,6 +238,7 @@ function app(config) {
   a.set('strict routing', true);
   a.set('etag', false);
   a.set('x-powered-by', false);
+  if (process.env.LOADLAB_OTLP_TRACES) a.use(traced(process.env.LOADLAB_OTLP_TRACES));
   a.set('query parser', 'simple');
 
   // Each handler turns a BadRequest into its 400.
@@ -434,6 +435,73 @@ function app(config) {
     text(res, status, `${status === 500 ? 'internal error' : err.message}\n`);
   });
   return a;
+}
+
+// ---- traces ----------------------------------------------------------------------------------
+
+/**
+ * A middleware continuing the traces loadlab sends: a request with a sampled W3C traceparent
+ * gets a server span under the caller's span, sent as OTLP/HTTP JSON to `url` (a whole
+ * .../v1/traces URL, from LOADLAB_OTLP_TRACES, which `loadlab serve --otlp` sets) in batches
+ * every 200 ms. Written by hand, not with the OpenTelemetry SDK, so the service's pinned
+ * dependencies stay Express alone.
+ */
+function traced(url) {
+  const http = url.startsWith('https:') ? require('node:https') : require('node:http');
+  const service = process.env.OTEL_SERVICE_NAME || 'loadlab-serve-node';
+  let batch = [];
+  let timer = null;
+  let failed = 0;
+  const flush = () => {
+    timer = null;
+    const spans = batch;
+    batch = [];
+    const body = JSON.stringify({
+      resourceSpans: [{
+        resource: { attributes: [{ key: 'service.name', value: { stringValue: service } }] },
+        scopeSpans: [{ scope: { name: 'loadlab-serve-node' }, spans }],
+      }],
+    });
+    const req = http.request(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, timeout: 2000 });
+    const warn = (why) => {
+      if (failed++ === 0) process.stderr.write(`warning: cannot export spans (${url}: ${why}); the service goes on\n`);
+    };
+    req.on('response', (r) => {
+      if (r.statusCode >= 300) warn(`answered ${r.statusCode}`);
+      r.resume();
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', (e) => warn(e.message));
+    req.end(body);
+  };
+  return (req, res, next) => {
+    const m = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})/.exec(req.headers.traceparent || '');
+    if (!m || m[1] === 'ff' || !(parseInt(m[4], 16) & 1) || /^0+$/.test(m[2]) || /^0+$/.test(m[3])) return next();
+    const spanId = crypto.randomBytes(8).toString('hex');
+    const startNs = BigInt(Date.now()) * 1000000n;
+    const t0 = process.hrtime.bigint();
+    res.on('finish', () => {
+      const route = req.route ? req.baseUrl + req.route.path : req.path;
+      batch.push({
+        traceId: m[2],
+        spanId,
+        parentSpanId: m[3],
+        name: `${req.method} ${route}`,
+        kind: 2,
+        startTimeUnixNano: String(startNs),
+        endTimeUnixNano: String(startNs + (process.hrtime.bigint() - t0)),
+        attributes: [
+          { key: 'http.request.method', value: { stringValue: req.method } },
+          { key: 'http.route', value: { stringValue: route } },
+          { key: 'http.response.status_code', value: { intValue: String(res.statusCode) } },
+        ],
+        status: res.statusCode >= 500 ? { code: 2 } : {},
+      });
+      if (batch.length >= 512) flush();
+      else if (!timer) timer = setTimeout(flush, 200);
+    });
+    next();
+  };
 }
 
 // ---- processes -------------------------------------------------------------------------------

@@ -452,6 +452,96 @@ def route(req):
 
 def application(environ, start_response):
     """The WSGI entry point."""
-    status, headers, body = route(Request(environ))
+    req = Request(environ)
+    parent = traced_parent(environ) if OTLP_TRACES else None
+    start_ns, t0 = time.time_ns(), time.perf_counter_ns()
+    status, headers, body = route(req)
+    if parent:
+        record_server_span(parent, req, status, start_ns, time.perf_counter_ns() - t0)
     start_response(status, [*headers, ("Content-Length", str(len(body)))])
     return [body]
+
+
+# ---- traces ---------------------------------------------------------------------------------
+# A request with a sampled W3C traceparent gets a server span under the caller's span, sent as
+# OTLP/HTTP JSON to LOADLAB_OTLP_TRACES (a whole .../v1/traces URL, which `loadlab serve
+# --otlp` sets) in batches every 200 ms from a thread of each worker's own. Written by hand, not
+# with the OpenTelemetry SDK, so the service's pinned dependencies stay gunicorn (and gevent).
+
+OTLP_TRACES = os.environ.get("LOADLAB_OTLP_TRACES")
+TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_spans = []
+_spans_lock = threading.Lock()
+_exporter_pid = None
+
+
+def traced_parent(environ):
+    """(trace ID, parent span ID) of a sampled, well-formed traceparent; None otherwise."""
+    m = TRACEPARENT.match(environ.get("HTTP_TRACEPARENT", ""))
+    if not m or m[1] == "ff" or not int(m[4], 16) & 1 or not int(m[2], 16) or not int(m[3], 16):
+        return None
+    return m[2], m[3]
+
+
+def route_of(path):
+    """The route a path matched, as the span names it (`/turno/{name}`)."""
+    if path in ROUTES:
+        return path
+    for prefix in PREFIXES:
+        if path.startswith(prefix):
+            return prefix + "{name}"
+    return path
+
+
+def record_server_span(parent, req, status, start_ns, took_ns):
+    """Queues the server span of a traced request; starts this worker's exporter if need be."""
+    global _exporter_pid
+    code = int(status.split(" ", 1)[0])
+    route = route_of(req.raw_path)
+    span = {
+        "traceId": parent[0],
+        "spanId": secrets.token_hex(8),
+        "parentSpanId": parent[1],
+        "name": f"{req.method} {route}",
+        "kind": 2,
+        "startTimeUnixNano": str(start_ns),
+        "endTimeUnixNano": str(start_ns + took_ns),
+        "attributes": [
+            {"key": "http.request.method", "value": {"stringValue": req.method}},
+            {"key": "http.route", "value": {"stringValue": route}},
+            {"key": "http.response.status_code", "value": {"intValue": str(code)}},
+        ],
+        "status": {"code": 2} if code >= 500 else {},
+    }
+    with _spans_lock:
+        _spans.append(span)
+        # gunicorn forks its workers after importing this module: each starts its own thread.
+        if _exporter_pid != os.getpid():
+            _exporter_pid = os.getpid()
+            threading.Thread(target=export_spans, name="loadlab-traces", daemon=True).start()
+
+
+def export_spans():
+    """Posts the queued spans every 200 ms; the first failure is said on stderr."""
+    import urllib.request
+
+    service = os.environ.get("OTEL_SERVICE_NAME", "loadlab-serve-python")
+    failed = 0
+    while True:
+        time.sleep(0.2)
+        with _spans_lock:
+            batch = _spans[:]
+            del _spans[:]
+        if not batch:
+            continue
+        body = json.dumps({"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+            "scopeSpans": [{"scope": {"name": "loadlab-serve-python"}, "spans": batch}],
+        }]}).encode()
+        request = urllib.request.Request(OTLP_TRACES, data=body, headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(request, timeout=2).read()
+        except Exception as e:  # a collector that is down costs a warning, never a request
+            if failed == 0:
+                print(f"warning: cannot export spans ({OTLP_TRACES}: {e}); the service goes on", file=sys.stderr)
+            failed += 1

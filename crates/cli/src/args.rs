@@ -592,7 +592,7 @@ pub struct ServeArgs {
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]
     pub max_in_flight: Option<usize>,
     /// Continue the traces of requests that come with a sampled W3C traceparent: a server
-    /// span each (and /turno's store call under it) sent over OTLP/HTTP to URL's
+    /// span each (and, in the Rust service, /turno's store call under it) sent over OTLP/HTTP to URL's
     /// /v1/traces; without URL, where OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
     /// OTEL_EXPORTER_OTLP_ENDPOINT say (default http://localhost:4318). The service's name is
     /// OTEL_SERVICE_NAME, else loadlab-serve.

@@ -63,7 +63,6 @@ fn rust_only_flag(a: &ServeArgs) -> Option<&'static str> {
         (a.redis_url.is_some(), "--redis-url"),
         (a.visits, "--visits"),
         (a.max_in_flight.is_some(), "--max-in-flight"),
-        (a.otlp.is_some(), "--otlp"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))
@@ -100,6 +99,10 @@ fn serve_runtime(a: &ServeArgs, runtime: Runtime) -> Result<Outcome> {
         async_workers: a.async_workers,
     };
     let mut cmd = loadlab_lab::runtime::command(runtime, &options)?;
+    // The Node.js and Python services read where their spans go from the environment.
+    if let Some(url) = &a.otlp {
+        cmd.env("LOADLAB_OTLP_TRACES", traces_url(url));
+    }
     loadlab_lab::runtime::prepare(runtime)?;
     let err = cmd.exec();
     Err(err).with_context(|| format!("cannot start the {runtime} service ({cmd:?})"))

@@ -839,3 +839,67 @@ fn a_slow_sampled_request_is_found_in_jaeger_with_the_services_spans_under_loadl
         );
     }
 }
+
+#[test]
+fn the_node_and_python_services_continue_the_traces_loadlab_sends() {
+    let collector = Collector::start();
+    let otlp = format!("http://127.0.0.1:{}", collector.port);
+    for (runtime, service, route) in [
+        ("node", "loadlab-serve-node", "GET /turno/:name"),
+        ("python", "loadlab-serve-python", "GET /turno/{name}"),
+    ] {
+        let served = Served::start(&["--runtime", runtime, &format!("--otlp={otlp}")]);
+        let url = format!("http://127.0.0.1:{}/turno/{runtime}", served.port);
+        let (summary, _) = loadlab_json(&[
+            "run",
+            &url,
+            "-c",
+            "2",
+            "-n",
+            "60",
+            "--trace-sample",
+            "0.5",
+            "--otlp",
+            &otlp,
+        ]);
+        let sampled = summary["traces"]["sampled"].as_u64().unwrap() as usize;
+        assert!(sampled > 0, "{summary}");
+        // Every sampled request's server span, under loadlab's client span of that request.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let spans = collector.spans();
+            let clients: std::collections::BTreeMap<String, String> = spans
+                .iter()
+                .filter(|s| {
+                    s["kind"] == 3 && s["name"].as_str().is_some_and(|n| n.contains(runtime))
+                })
+                .map(|s| {
+                    (
+                        s["spanId"].as_str().unwrap().into(),
+                        s["traceId"].as_str().unwrap().into(),
+                    )
+                })
+                .collect();
+            let served_spans: Vec<&Value> = spans
+                .iter()
+                .filter(|s| s["kind"] == 2 && s["name"] == route)
+                .filter(|s| {
+                    clients
+                        .get(s["parentSpanId"].as_str().unwrap_or(""))
+                        .map(String::as_str)
+                        == s["traceId"].as_str()
+                })
+                .collect();
+            if clients.len() == sampled && served_spans.len() == sampled {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{service}: {} client and {} server spans of {sampled} sampled requests",
+                clients.len(),
+                served_spans.len()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
