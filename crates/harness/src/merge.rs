@@ -668,6 +668,25 @@ fn merged_metrics(summaries: &[&Summary]) -> Option<loadlab_run::CustomSummary> 
     (!whole.counters.is_empty() || !whole.rates.is_empty()).then_some(whole)
 }
 
+/// The shards' sampled requests: their counts summed, the slowest of all kept; `None` when no
+/// shard traced.
+fn merge_traces(summaries: &[&Summary]) -> Option<loadlab_run::summary::Traces> {
+    let traced: Vec<&loadlab_run::summary::Traces> =
+        summaries.iter().filter_map(|s| s.traces.as_ref()).collect();
+    let first = traced.first()?;
+    let mut slowest: Vec<_> = traced
+        .iter()
+        .flat_map(|t| t.slowest.iter().cloned())
+        .collect();
+    slowest.sort_by(|a, b| b.latency_ms.total_cmp(&a.latency_ms));
+    slowest.truncate(loadlab_run::trace::SLOWEST_KEPT);
+    Some(loadlab_run::summary::Traces {
+        sample: first.sample,
+        sampled: traced.iter().map(|t| t.sampled).sum(),
+        slowest,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -763,23 +782,4 @@ mod tests {
         let e = merge_dirs(&[a.clone(), b.clone()], 2).unwrap_err();
         assert!(e.to_string().contains("holds no plan.json"), "{e}");
     }
-}
-
-/// The shards' sampled requests: their counts summed, the slowest of all kept; `None` when no
-/// shard traced.
-fn merge_traces(summaries: &[&Summary]) -> Option<loadlab_run::summary::Traces> {
-    let traced: Vec<&loadlab_run::summary::Traces> =
-        summaries.iter().filter_map(|s| s.traces.as_ref()).collect();
-    let first = traced.first()?;
-    let mut slowest: Vec<_> = traced
-        .iter()
-        .flat_map(|t| t.slowest.iter().cloned())
-        .collect();
-    slowest.sort_by(|a, b| b.latency_ms.total_cmp(&a.latency_ms));
-    slowest.truncate(loadlab_run::trace::SLOWEST_KEPT);
-    Some(loadlab_run::summary::Traces {
-        sample: first.sample,
-        sampled: traced.iter().map(|t| t.sampled).sum(),
-        slowest,
-    })
 }

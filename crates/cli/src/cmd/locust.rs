@@ -124,7 +124,7 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
         timeout: a.timeout,
         thresholds: a.slo.iter().flat_map(|l| l.0.iter().cloned()).collect(),
     };
-    let plan = loadlab_input::locust::plan(&run, Lookup::Resolve)?;
+    let plan = loadlab_input::locust::plan(&run, Lookup::Resolve)?.traced(a.export.tracing())?;
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
