@@ -319,7 +319,7 @@ impl Collector {
     fn points(&self) -> Vec<(String, Value, Value)> {
         let text = std::fs::read_to_string(&self.file).unwrap_or_default();
         let mut out = Vec::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        for line in whole_lines(&text) {
             let batch: Value = serde_json::from_str(line).expect("the collector writes JSON lines");
             for rm in batch["resourceMetrics"].as_array().into_iter().flatten() {
                 for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
@@ -346,7 +346,7 @@ impl Collector {
     fn spans(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.file).unwrap_or_default();
         let mut out = Vec::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        for line in whole_lines(&text) {
             let batch: Value = serde_json::from_str(line).expect("the collector writes JSON lines");
             for rs in batch["resourceSpans"].as_array().into_iter().flatten() {
                 for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
@@ -363,6 +363,14 @@ impl Drop for Collector {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The lines of a file the collector is still writing that it has finished: its file exporter
+/// writes a long line in 4 KB pieces, so the last may be cut (not yet ended by a newline).
+fn whole_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive('\n')
+        .filter_map(|l| l.strip_suffix('\n'))
+        .filter(|l| !l.trim().is_empty())
 }
 
 /// A point's number, as OTLP JSON writes doubles (a number) and integers (a string).
