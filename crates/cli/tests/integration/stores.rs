@@ -221,7 +221,11 @@ fn every_page_view_is_counted_once_even_when_the_consumer_is_killed_mid_run() {
         libc::kill(first as libc::pid_t, libc::SIGKILL);
     }
     assert!(run.wait().unwrap().success());
-    let served = read_json(&json)["status"]["200"].as_u64().unwrap();
+    let summary = read_json(&json);
+    let served = summary["status"]["200"].as_u64().unwrap();
+    // Requests still in flight when the run stopped reached the service, which counts their
+    // views, but their 200s never reached the run (a suite run counted 1,200 of 1,199).
+    let unfinished = summary["requests"]["unfinished"].as_u64().unwrap();
     assert!(served >= 1100, "{served} views served");
     // The supervisor starts the consumer again; it takes back what it had not acknowledged.
     let start = std::time::Instant::now();
@@ -230,7 +234,10 @@ fn every_page_view_is_counted_once_even_when_the_consumer_is_killed_mid_run() {
         std::thread::sleep(std::time::Duration::from_millis(200));
         counted = visits(t.port, "home");
     }
-    assert_eq!(counted, served, "every 200 counted once");
+    assert!(
+        (served..=served + unfinished).contains(&counted),
+        "every 200 counted once: {counted} counted, {served} served, {unfinished} unfinished"
+    );
     let second = consumer_pid(&t).expect("the consumer started again");
     assert_ne!(first, second);
     // Stopped, the topology leaves no web, nginx, consumer or redis process behind.
