@@ -69,21 +69,15 @@ fn rust_only_flag(a: &ServeArgs) -> Option<&'static str> {
 }
 
 /// The whole OTLP traces URL for `--otlp URL` (`/v1/traces` appended to a base), or, given
-/// without one, from the environment as the OpenTelemetry SDKs read it.
+/// without one, from the environment as the OpenTelemetry SDKs read it: the exporter's own
+/// reading of the flag.
 fn traces_url(url: &str) -> String {
-    let nonempty = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let base = if !url.is_empty() {
-        url.to_string()
-    } else if let Some(whole) = nonempty("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-        return whole;
-    } else {
-        nonempty("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_else(|| "http://localhost:4318".into())
-    };
-    let base = base.trim_end_matches('/');
-    match base.strip_suffix("/v1/traces") {
-        Some(_) => base.to_string(),
-        None => format!("{base}/v1/traces"),
-    }
+    loadlab_harness::export::ExportOptions::from_flags(None, &[], Some(url), &[], |k| {
+        std::env::var(k).ok()
+    })
+    .ok()
+    .and_then(|o| o.otlp_traces)
+    .unwrap_or_else(|| "http://localhost:4318/v1/traces".into())
 }
 
 /// The service in another runtime: its dependencies installed if need be, then this process

@@ -277,10 +277,7 @@ struct Collector {
 impl Collector {
     fn start() -> Collector {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = free_port();
         let file = dir.path().join("otlp.jsonl");
         let config = write_file(
             dir.path(),

@@ -29,16 +29,9 @@ pub fn metrics_request(
         .collect();
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
-            resource: Some(Resource {
-                attributes: attributes(resource.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-                ..Default::default()
-            }),
+            resource: Some(resource_of(resource)),
             scope_metrics: vec![ScopeMetrics {
-                scope: Some(InstrumentationScope {
-                    name: "loadlab".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    ..Default::default()
-                }),
+                scope: Some(scope()),
                 metrics,
                 ..Default::default()
             }],
@@ -101,6 +94,23 @@ fn metric(f: &Family, start_ns: u64, at_ns: u64) -> Metric {
         description: f.help.to_string(),
         unit: f.unit.to_string(),
         data: Some(data),
+        ..Default::default()
+    }
+}
+
+/// The run's resource: its attributes as OTLP strings.
+pub fn resource_of(pairs: &[(String, String)]) -> Resource {
+    Resource {
+        attributes: attributes(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        ..Default::default()
+    }
+}
+
+/// loadlab as the instrumentation scope of what it exports.
+pub fn scope() -> InstrumentationScope {
+    InstrumentationScope {
+        name: "loadlab".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
         ..Default::default()
     }
 }

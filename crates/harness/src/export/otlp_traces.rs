@@ -4,15 +4,14 @@
 //! (after a connect on a new connection) and the first byte of the answer.
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
-use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{
     span, status, ResourceSpans, ScopeSpans, Span, Status,
 };
 
 use loadlab_run::ClientSpan;
 
-use super::otlp::attributes;
+use super::otlp::{attributes, resource_of, scope};
 
 /// `spans` as one export request; `names` gives each request name index its (name, method),
 /// `resource` names the run.
@@ -23,16 +22,9 @@ pub fn traces_request(
 ) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: attributes(resource.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-                ..Default::default()
-            }),
+            resource: Some(resource_of(resource)),
             scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope {
-                    name: "loadlab".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    ..Default::default()
-                }),
+                scope: Some(scope()),
                 spans: spans.iter().map(|s| client_span(s, names)).collect(),
                 ..Default::default()
             }],
