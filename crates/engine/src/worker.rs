@@ -172,9 +172,19 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
     if let Some(locust) = mode.locust() {
         // Locust's --stop-timeout: the users finish their task within it; then their on_stop,
         // test_stop and quitting run (the helper gives those 10 s).
+        // After Ctrl-C too, as Locust: a second Ctrl-C ends the process (the handler's), so
+        // this wait listens to no stop signal, and its limit bounds it.
         locust.stop();
         let limit = Some(schedule_end + locust.stop_timeout() + Duration::from_secs(11));
-        seconds(rec, &mut second, limit, locust.until_stopped(), &mut stop).await;
+        let (_kept, mut no_stop) = watch::channel(false);
+        seconds(
+            rec,
+            &mut second,
+            limit,
+            locust.until_stopped(),
+            &mut no_stop,
+        )
+        .await;
     }
     if let Some(arrivals) = mode.arrivals() {
         if ended != Ended::Stopped {

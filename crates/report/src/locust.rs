@@ -122,6 +122,7 @@ pub fn stats_table(run: &RunData) -> String {
         if !u.request_failures.is_empty() {
             let _ = writeln!(out, "\n  failures");
             for ((method, name, error), n) in &u.request_failures {
+                let error = console_error(error);
                 let _ = writeln!(out, "  {n:>8}  {method} {name}: {error}");
             }
         }
@@ -136,6 +137,45 @@ pub fn stats_table(run: &RunData) -> String {
         }
     }
     out
+}
+
+/// A failure as Locust's console shows it: the CSV's `CatchResponseError('message')` as the
+/// message alone (the string its `failure()` was given), any other error as its repr.
+fn console_error(error: &str) -> std::borrow::Cow<'_, str> {
+    let Some(literal) = error
+        .strip_prefix("CatchResponseError(")
+        .and_then(|e| e.strip_suffix(')'))
+    else {
+        return error.into();
+    };
+    // A Python string literal as repr writes it: quoted with ' or ", backslash escapes.
+    let quote = literal.chars().next();
+    let Some(inner) = quote
+        .filter(|q| matches!(q, '\'' | '"') && literal.len() >= 2 && literal.ends_with(*q))
+        .map(|_| &literal[1..literal.len() - 1])
+    else {
+        return error.into();
+    };
+    let mut text = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            text.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => text.push('\n'),
+            Some('t') => text.push('\t'),
+            Some('r') => text.push('\r'),
+            Some(other) if matches!(other, '\\' | '\'' | '"') => text.push(other),
+            Some(other) => {
+                text.push('\\');
+                text.push(other);
+            }
+            None => text.push('\\'),
+        }
+    }
+    text.into()
 }
 
 /// Quotes a CSV field when it needs it (RFC 4180).
@@ -312,4 +352,28 @@ pub fn stats_json(run: &RunData) -> serde_json::Value {
         })
         .collect();
     serde_json::Value::Array(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::console_error;
+
+    #[test]
+    fn the_console_shows_a_failure_message_as_given_and_other_errors_as_their_repr() {
+        assert_eq!(
+            console_error("CatchResponseError('bad token')"),
+            "bad token"
+        );
+        assert_eq!(
+            console_error(r#"CatchResponseError("it's \"late\"\nagain")"#),
+            "it's \"late\"\nagain"
+        );
+        assert_eq!(console_error(r"CatchResponseError('a\\b')"), r"a\b");
+        let http = "HTTPError('404 Client Error: Not Found for url: /bye')";
+        assert_eq!(console_error(http), http);
+        assert_eq!(
+            console_error("CatchResponseError(42)"),
+            "CatchResponseError(42)"
+        );
+    }
 }

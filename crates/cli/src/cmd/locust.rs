@@ -108,17 +108,27 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
         } else {
             format!("{} users, {} started per second", a.users, a.spawn_rate)
         },
-        a.run_time.map_or(String::new(), |d| format!(
-            ", for {}",
-            humantime::format_duration(d)
-        )),
+        a.run_time
+            .filter(|_| !shape)
+            .map_or(String::new(), |d| format!(
+                ", for {}",
+                humantime::format_duration(d)
+            )),
     );
+    // As Locust's headless runner: a shape's tick() alone sets the users and ends the run;
+    // -t, -u and -r reach it as parsed options, for a shape that reads them.
+    if shape && (a.run_time.is_some() || a.users != 1 || a.spawn_rate != 1.0) {
+        eprintln!(
+            "note: the file's LoadTestShape sets the users and ends the run: --run-time, --users \
+             and --spawn-rate only reach it as parsed options (use_common_options), as in Locust"
+        );
+    }
     let run = LocustRun {
         spec,
         hosts,
         users: a.users,
         spawn_rate: Some(a.spawn_rate),
-        run_time: a.run_time,
+        run_time: if shape { None } else { a.run_time },
         threads: a.processes,
         seed: a.seed,
         timeout: a.timeout,
@@ -183,14 +193,14 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
     // As Locust: the run failed when any request failed by its verdict (an HTTP error, a
     // `failure()`, an `events.request` fired with an exception; not a 404 its
     // `catch_response` block called a success) or a task raised; and
-    // `environment.process_exit_code`, set by the user's code, wins over that.
+    // `environment.process_exit_code`, set by the user's code, wins over that. A run ended by
+    // Ctrl-C or SIGTERM is judged alike (Locust's shutdown is the same for both), after its
+    // users' on_stop and test_stop ran.
     let users = data.users.as_ref();
     let failed = summary.requests.dropped > 0
         || users.is_some_and(|u| !u.failures.is_empty() || !u.request_failures.is_empty());
     let chosen = users.and_then(|u| u.suggested_exit_code);
-    Ok(if !data.complete {
-        Outcome::Interrupted
-    } else if let Some(code) = chosen {
+    Ok(if let Some(code) = chosen {
         Outcome::Suggested(code.rem_euclid(256) as u8)
     } else {
         match Outcome::judged(&summary.thresholds) {

@@ -399,8 +399,10 @@ fn failure_messages_reach_the_failures_csv_as_locust_words_them() {
     ] {
         assert!(csv.contains(line), "{line} in {csv}");
     }
+    // The console as Locust's error report: a failure() message as given, others as repr.
+    assert!(stdout.contains("GET /ping: wrong thing\n"), "{stdout}");
     assert!(
-        stdout.contains("GET /ping: CatchResponseError('wrong thing')"),
+        stdout.contains("GET /nope: HTTPError('404 Client Error: Not Found for url: /nope')"),
         "{stdout}"
     );
     let stats = std::fs::read_to_string(dir.path().join("f_stats.csv")).unwrap();
@@ -576,6 +578,80 @@ class Steps(LoadTestShape):
 }
 
 #[test]
+fn a_shape_ends_the_run_whatever_run_time_says_and_reads_it_with_use_common_options() {
+    // Locust's headless runner waits for the shape alone: -t, -u and -r do not bound it, and
+    // reach a shape that reads them (use_common_options) as parsed options.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let host = server.url("").trim_end_matches('/').to_string();
+    let head = "from locust import HttpUser, LoadTestShape, task, constant\n\n\nclass U(HttpUser):\n    wait_time = constant(0.05)\n\n    @task\n    def t(self):\n        self.client.get(\"/ping\")\n\n\n";
+    write_file(
+        dir.path(),
+        "own.py",
+        &format!("{head}class Own(LoadTestShape):\n    def tick(self):\n        return (2, 10) if self.get_run_time() < 3 else None\n"),
+    );
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &["-f", "own.py", "-H", &host, "-t", "1s", "--out", "own"],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("--run-time"),
+        "the ignored -t is said: {stderr}"
+    );
+    assert!(
+        took >= std::time::Duration::from_millis(2900),
+        "the shape's 3 s, not -t's 1 s: {took:?}"
+    );
+    let own: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("own/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(own["duration_s"].as_f64().unwrap() >= 2.5, "{own:#}");
+
+    write_file(
+        dir.path(),
+        "common.py",
+        &format!(
+            "{head}class Common(LoadTestShape):\n    use_common_options = True\n\n    def tick(self):\n        o = self.runner.environment.parsed_options\n        if self.get_run_time() < o.run_time:\n            return (o.num_users, o.spawn_rate)\n        return None\n"
+        ),
+    );
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-f",
+            "common.py",
+            "-H",
+            &host,
+            "-t",
+            "2s",
+            "-u",
+            "3",
+            "-r",
+            "30",
+            "--out",
+            "common",
+        ],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(took < std::time::Duration::from_secs(12), "{took:?}");
+    let common: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("common/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        common["users"]["started"], 3,
+        "the shape read -u: {common:#}"
+    );
+    let d = common["duration_s"].as_f64().unwrap();
+    assert!((1.5..5.0).contains(&d), "the shape read -t 2s: {d}");
+}
+
+#[test]
 fn ctrl_c_ends_the_run_with_its_results_and_no_python_traceback() {
     use std::os::unix::process::CommandExt;
     let server = TestServer::start(1).unwrap();
@@ -583,7 +659,26 @@ fn ctrl_c_ends_the_run_with_its_results_and_no_python_traceback() {
     write_file(
         dir.path(),
         "locustfile.py",
-        "from locust import HttpUser, task, constant\n\n\nclass U(HttpUser):\n    wait_time = constant(0.05)\n\n    @task\n    def t(self):\n        self.client.get(\"/ping\")\n",
+        r#"
+from locust import HttpUser, task, constant, events
+
+
+@events.test_stop.add_listener
+def ended(environment, **kwargs):
+    open("test_stop.txt", "a").write("test_stop\n")
+
+
+class U(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def t(self):
+        self.client.get("/ping")
+
+    def on_stop(self):
+        self.client.get("/ping", name="bye")
+        open("on_stop.txt", "a").write("on_stop\n")
+"#,
     );
     let host = server.url("").trim_end_matches('/').to_string();
     // Its own process group, as a terminal's: Ctrl-C reaches loadlab and its helpers alike.
@@ -611,4 +706,14 @@ fn ctrl_c_ends_the_run_with_its_results_and_no_python_traceback() {
     assert!(stdout.contains("Aggregated"), "{stdout}\n{stderr}");
     assert!(!stderr.contains("KeyboardInterrupt"), "{stderr}");
     assert!(!stderr.contains("Traceback"), "{stderr}");
+    // As Locust's shutdown: the users' on_stop (and its request) and test_stop ran, and the
+    // exit code is the run's verdict (no request failed), not an interruption's.
+    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap_or_default();
+    assert_eq!(read("on_stop.txt").lines().count(), 2, "{stderr}");
+    assert_eq!(read("test_stop.txt").lines().count(), 1, "{stderr}");
+    assert!(
+        stdout.contains("GET      bye "),
+        "on_stop's request is counted: {stdout}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
 }
