@@ -154,7 +154,7 @@ pub struct LocustArgs {
     #[arg(long = "exit-code-on-error", value_name = "CODE", default_value_t = 1)]
     pub exit_code_on_error: u8,
     /// Generator threads, each with one Python helper running its share of the users
-    /// (default: one per core; Locust's --processes).
+    /// (default one, as Locust; like Locust's --processes, each has its module state).
     #[arg(long = "processes", value_name = "N", value_parser = positive_count)]
     pub processes: Option<usize>,
     /// Seed of the users' choices.

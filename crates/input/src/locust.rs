@@ -33,7 +33,7 @@ pub struct LocustRun {
     pub spawn_rate: Option<f64>,
     /// `-t`: how long the run lasts; `None` until stopped (or the shape ends it).
     pub run_time: Option<Duration>,
-    /// Generator threads, one Python helper each.
+    /// Generator threads, one Python helper each (`None`: one, as Locust's one process).
     pub threads: Option<usize>,
     /// Seed of the users' choices.
     pub seed: u64,
@@ -97,7 +97,14 @@ pub fn plan(r: &LocustRun, lookup: Lookup) -> Result<ValidPlan, InputError> {
         stop: Stop::default(),
         timeout: r.timeout,
         connect_timeout: None,
-        threads: if r.spec.shape { Some(1) } else { r.threads },
+        // One helper unless asked, as Locust runs one process unless given --processes: a
+        // file's module state (a list of accounts its users pop, a counter) is then the
+        // run's, and its test_start sees the users it set up. A shape runs on one always.
+        threads: Some(if r.spec.shape {
+            1
+        } else {
+            r.threads.unwrap_or(1)
+        }),
         connect_rate: None,
         source_addrs: Vec::new(),
         tls: Default::default(),
