@@ -50,13 +50,14 @@ if ! cmp -s "$py_dir/requirements.txt" "$venv/.loadlab-installed"; then
   cp "$py_dir/requirements.txt" "$venv/.loadlab-installed"
 fi
 
-# `loadlab locust`'s Python: a virtual environment with gevent (pinned in
+# `loadlab locust`'s Python: a virtual environment with gevent and requests (pinned in
 # crates/engine/src/locust/prepare.rs), where loadlab itself makes it on first use.
 locust_venv="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/locust-venv"
-gevent_pin=$(grep -o 'gevent==[0-9.]*' crates/engine/src/locust/prepare.rs | head -1)
-if ! cmp -s <(echo "$gevent_pin") "$locust_venv/.loadlab-installed" 2>/dev/null; then
-  echo "install-runtimes: $gevent_pin in $locust_venv"
+locust_pins=$(grep -o -E '"(gevent|requests)==[0-9.]*"' crates/engine/src/locust/prepare.rs | tr -d '"' | tr '\n' ' ')
+if ! cmp -s <(echo "$locust_pins") "$locust_venv/.loadlab-installed" 2>/dev/null; then
+  echo "install-runtimes: $locust_pins in $locust_venv"
   [ -x "$locust_venv/bin/python" ] || python3 -m venv "$locust_venv"
-  "$locust_venv/bin/python" -m pip install -q --disable-pip-version-check "$gevent_pin"
-  echo "$gevent_pin" > "$locust_venv/.loadlab-installed"
+  # shellcheck disable=SC2086 # the pins are words
+  "$locust_venv/bin/python" -m pip install -q --disable-pip-version-check $locust_pins
+  echo "$locust_pins" > "$locust_venv/.loadlab-installed"
 fi

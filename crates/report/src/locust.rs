@@ -135,6 +135,15 @@ pub fn stats_table(run: &RunData) -> String {
                 let _ = writeln!(out, "  {n:>8}  {error}");
             }
         }
+        if !u.unhandled.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n  unhandled errors (no user was started after one; each traceback was shown once)"
+            );
+            for (error, n) in &u.unhandled {
+                let _ = writeln!(out, "  {n:>8}  {error}");
+            }
+        }
     }
     out
 }

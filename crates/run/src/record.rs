@@ -259,6 +259,9 @@ pub struct UserRecord {
     pub processor_cpu_s: Option<f64>,
     /// The exit code the processor's functions suggested (`artillery.suggestedExitCode`).
     pub suggested_exit_code: Option<i32>,
+    /// Errors raised where user code has no handler, by `Class.place: error` (a locustfile's
+    /// user class whose `__init__` raised while spawning; Locust exits 2 for those).
+    pub unhandled: std::collections::BTreeMap<String, u64>,
     /// The variables of the last session that ended, when the model keeps them (a `before`
     /// flow, whose captures the load's users start with).
     pub vars: Option<std::collections::BTreeMap<String, String>>,
@@ -337,6 +340,7 @@ impl UserRecord {
             custom: CustomMetrics::default(),
             processor_cpu_s: None,
             suggested_exit_code: None,
+            unhandled: Default::default(),
             vars: None,
         }
     }
@@ -357,6 +361,9 @@ impl UserRecord {
         self.skipped += other.skipped;
         for (k, v) in &other.request_failures {
             *self.request_failures.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.unhandled {
+            *self.unhandled.entry(k.clone()).or_default() += v;
         }
         if self.started_by_scenario.len() < other.started_by_scenario.len() {
             self.started_by_scenario

@@ -205,6 +205,9 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
     } else {
         match Outcome::judged(&summary.thresholds) {
             Outcome::Done if failed => Outcome::Suggested(a.exit_code_on_error),
+            Outcome::Done if users.is_some_and(|u| !u.unhandled.is_empty()) => {
+                Outcome::Suggested(2)
+            }
             judged => judged,
         }
     })

@@ -717,3 +717,122 @@ class U(HttpUser):
     );
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
 }
+
+#[test]
+fn a_pytest_style_file_runs_its_test_functions_and_requests_errors_are_requests() {
+    // Locust reads a file without User classes as pytest test functions, each a user calling
+    // it over and over with its `session` or `fastsession`; a failed request ends that call
+    // quietly. Its HttpUser's errors are requests' exceptions, which files catch by name.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "test_flow.py",
+        r#"
+import time
+
+import requests
+
+
+def test_flow(session):
+    session.get("/ping")
+    try:
+        session.get("/missing").raise_for_status()
+    except requests.exceptions.HTTPError as error:
+        session.get("/ping", name="caught " + type(error).__name__)
+    session.get("/missing", name="missing again").raise_for_status()
+    session.get("/never")
+
+
+def test_fast(fastsession):
+    fastsession.get("/ping", name="fast")
+    time.sleep(0.05)
+
+
+def helper_not_a_test(session):
+    session.get("/helper")
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-f",
+            "test_flow.py",
+            "-H",
+            &host,
+            "-u",
+            "2",
+            "-r",
+            "10",
+            "-t",
+            "2s",
+            "--csv",
+            "p",
+        ],
+    );
+    assert_eq!(code, Some(1), "requests failed: {stdout}\n{stderr}");
+    assert!(!stderr.contains("Traceback"), "{stderr}");
+    let stats = std::fs::read_to_string(dir.path().join("p_stats.csv")).unwrap();
+    let count = |name: &str| -> u64 {
+        stats
+            .lines()
+            .find(|l| l.split(',').nth(1) == Some(name))
+            .and_then(|l| l.split(',').nth(2))
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    assert!(count("caught HTTPError") > 2, "{stats}");
+    assert_eq!(count("caught HTTPError"), count("missing again"), "{stats}");
+    assert!(count("fast") > 2, "{stats}");
+    assert_eq!(
+        count("/never"),
+        0,
+        "raise_for_status ended each call: {stats}"
+    );
+    assert_eq!(count("/helper"), 0, "{stats}");
+}
+
+#[test]
+fn a_user_class_whose_init_raises_stops_the_spawning_and_exits_2_as_locust() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+from locust import HttpUser, task, constant
+
+accounts = ["a", "b"]
+
+
+class U(HttpUser):
+    wait_time = constant(0.1)
+
+    def __init__(self, environment):
+        self.account = accounts.pop()
+        super().__init__(environment)
+
+    @task
+    def t(self):
+        self.client.get("/ping", name=self.account)
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H", &host, "-u", "4", "-r", "100", "-t", "2s", "--out", "run",
+        ],
+    );
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("IndexError: pop from empty list"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("unhandled errors"), "{stdout}");
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s["users"]["started"], 2, "no user after the error: {s:#}");
+}

@@ -81,6 +81,10 @@ pub enum FromHelper {
         /// The traceback.
         #[serde(default)]
         traceback: String,
+        /// Raised where Locust has no handler (a class's `__init__` while spawning): not a
+        /// task's error but the run's (Locust's exit code 2).
+        #[serde(default)]
+        unhandled: bool,
     },
     /// Users running in the helper now.
     Spawned {

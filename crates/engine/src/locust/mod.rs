@@ -211,6 +211,7 @@ impl Locust {
                 task,
                 error,
                 traceback,
+                unhandled,
             } => {
                 let key = format!("{user_class}.{task}: {error}");
                 // As Locust logs it: the traceback once per distinct error, whichever helper
@@ -219,10 +220,20 @@ impl Locust {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(key.clone());
-                if first {
-                    eprintln!("loadlab locust: a task raised an error (shown once):\n{traceback}");
+                let mut record = self.record.borrow_mut();
+                if unhandled {
+                    if first {
+                        eprintln!("loadlab locust: unhandled error (shown once):\n{traceback}");
+                    }
+                    *record.unhandled.entry(key).or_default() += 1;
+                } else {
+                    if first {
+                        eprintln!(
+                            "loadlab locust: a task raised an error (shown once):\n{traceback}"
+                        );
+                    }
+                    *record.failures.entry(key).or_default() += 1;
                 }
-                *self.record.borrow_mut().failures.entry(key).or_default() += 1;
             }
             FromHelper::Spawned { count } => {
                 let before = self.running.replace(count);

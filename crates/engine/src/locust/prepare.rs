@@ -14,6 +14,10 @@ static PACKAGE: Dir = include_dir!("$CARGO_MANIFEST_DIR/src/locust/python");
 /// The gevent the helpers' users run on (Locust 2.47 asks for gevent ≥ 24.10).
 pub const GEVENT: &str = "gevent==26.9.0";
 
+/// `requests`, which comes with Locust and which locustfiles import for calls of their own
+/// (a token fetched in `test_start`, an `HTTPError` caught): the version Locust 2.47 installs.
+pub const REQUESTS: &str = "requests==2.34.2";
+
 /// loadlab's cache folder: `$XDG_CACHE_HOME/loadlab`, else `~/.cache/loadlab`.
 fn cache() -> io::Result<PathBuf> {
     let base = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
@@ -89,11 +93,11 @@ pub fn python() -> io::Result<PathBuf> {
     }
     let venv = cache()?.join("locust-venv");
     let python = venv.join("bin").join("python");
-    if python.is_file() && has_gevent(&python) {
+    if python.is_file() && has_packages(&python) {
         return Ok(python);
     }
     eprintln!(
-        "loadlab locust: making a Python environment with {GEVENT} in {} (once)",
+        "loadlab locust: making a Python environment with {GEVENT} and {REQUESTS} in {} (once)",
         venv.display()
     );
     let run = |cmd: &mut Command, what: &str| -> io::Result<()> {
@@ -111,26 +115,29 @@ pub fn python() -> io::Result<PathBuf> {
             )))
         }
     };
-    run(
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
-        "python3 -m venv",
-    )?;
+    if !python.is_file() {
+        run(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "python3 -m venv",
+        )?;
+    }
     run(
         Command::new(venv.join("bin").join("pip")).args([
             "install",
             "-q",
             "--disable-pip-version-check",
             GEVENT,
+            REQUESTS,
         ]),
-        "pip install gevent",
+        "pip install gevent requests",
     )?;
     Ok(python)
 }
 
-/// True when `python` imports gevent.
-fn has_gevent(python: &Path) -> bool {
+/// True when `python` imports gevent and requests.
+fn has_packages(python: &Path) -> bool {
     Command::new(python)
-        .args(["-c", "import gevent"])
+        .args(["-c", "import gevent, requests"])
         .status()
         .is_ok_and(|s| s.success())
 }

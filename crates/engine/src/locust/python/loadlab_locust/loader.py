@@ -111,7 +111,50 @@ def collect(modules):
                 users[name] = value
             elif is_shape_class(value) and value not in shapes:
                 shapes.append(value)
+    if not users:
+        # As Locust: a file without User classes is read as pytest test functions.
+        for module in modules:
+            users.update(pytest_users(module))
     return users, shapes
+
+
+# The fixtures Locust's pytest plugin gives a test function, and the client class of each.
+PYTEST_FIXTURES = {"session": HttpUser, "fastsession": FastHttpUser}
+
+
+def pytest_users(module):
+    """{name: User class} for the module's test functions (`test*`, as pytest collects them),
+    each a user that calls its function over and over with the session fixture it names,
+    as Locust's PytestUser does: a failed request or failure() ends that call quietly."""
+    from locust.exception import CatchResponseError
+    from locust.user.wait_time import constant
+
+    users = {}
+    for name, value in vars(module).items():
+        if not (name.startswith("test") and inspect.isfunction(value)):
+            continue
+        params = list(inspect.signature(value).parameters)
+        unknown = [p for p in params if p not in PYTEST_FIXTURES]
+        if unknown or len(params) > 1:
+            raise LoadError(
+                f"{name}: loadlab's locust gives a pytest test function one fixture, `session` or "
+                f"`fastsession` (as Locust's plugin); not {', '.join(unknown or params)}"
+            )
+        base = PYTEST_FIXTURES[params[0]] if params else HttpUser
+
+        def call(user, function=value, with_session=bool(params)):
+            try:
+                function(*([user.client] if with_session else []))
+            except (OSError, CatchResponseError):
+                pass
+
+        call.__name__ = name
+        users[name] = type(
+            name,
+            (base,),
+            {"tasks": [call], "wait_time": constant(0), "__module__": module.__name__},
+        )
+    return users
 
 
 def select_classes(available, names, host, tags, exclude_tags, require_host=True):

@@ -72,8 +72,9 @@ class Engine:
         if not self._wake.is_set():
             self._wake.set()
 
-    def send_task_error(self, class_name, task, error):
-        """Report an exception that user code raised (the user goes on, or ends)."""
+    def send_task_error(self, class_name, task, error, unhandled=False):
+        """Report an exception that user code raised (the user goes on, or ends); `unhandled`
+        where Locust has no handler for it and exits 2."""
         text = str(error)
         self.send(
             {
@@ -82,6 +83,7 @@ class Engine:
                 "task": task,
                 "error": f"{type(error).__name__}: {text}" if text else type(error).__name__,
                 "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__)),
+                "unhandled": unhandled,
             }
         )
 

@@ -130,7 +130,9 @@ class Swarm:
         try:
             user = cls(self.environment)
         except Exception as error:
-            self.engine.send_task_error(cls.__name__, "__init__", error)
+            # Locust's spawning greenlet dies of it: no user is started after, and the run
+            # exits 2 (an unhandled greenlet exception) unless something else set its code.
+            self.engine.send_task_error(cls.__name__, "__init__", error, unhandled=not isinstance(error, StopTest))
             if isinstance(error, StopTest):
                 self.runner.quit()
             return False

@@ -286,12 +286,28 @@ def _has_set_cookie(pairs):
     return False
 
 
-class HTTPError(OSError):
+try:
+    # Locust's HttpUser raises requests' exceptions, and files catch them by those names
+    # (`except requests.exceptions.HTTPError`); Locust installs requests, and so does
+    # loadlab's Python environment. A LOADLAB_PYTHON without it gets OSError's.
+    from requests import exceptions as _requests_errors
+except ImportError:
+    _requests_errors = None
+
+
+class HTTPError(_requests_errors.HTTPError if _requests_errors else OSError):
     """The failure of a response with status 400 or more."""
 
     def __init__(self, *args, response=None):
         super().__init__(*args)
         self.response = response
+
+
+def _as_requests_error(cls, base):
+    """`cls` (a built-in OSError) that is also requests' `base` error, same name and repr."""
+    if _requests_errors is None:
+        return cls
+    return type(cls.__name__, (getattr(_requests_errors, base), cls), {"__module__": __name__})
 
 
 class PreparedRequest:
@@ -324,15 +340,15 @@ class PreparedRequest:
 
 
 _ERROR_CLASSES = {
-    cls.__name__: cls
-    for cls in (
-        ConnectionRefusedError,
-        ConnectionResetError,
-        ConnectionAbortedError,
-        ConnectionError,
-        BrokenPipeError,
-        TimeoutError,
-        OSError,
+    cls.__name__: _as_requests_error(cls, base)
+    for cls, base in (
+        (ConnectionRefusedError, "ConnectionError"),
+        (ConnectionResetError, "ConnectionError"),
+        (ConnectionAbortedError, "ConnectionError"),
+        (ConnectionError, "ConnectionError"),
+        (BrokenPipeError, "ConnectionError"),
+        (TimeoutError, "ReadTimeout"),
+        (OSError, "RequestException"),
     )
 }
 
@@ -340,7 +356,7 @@ _ERROR_CLASSES = {
 def _engine_error(text):
     """An exception for loadlab's error text ("ConnectionRefusedError: ...", "timeout")."""
     name = text.partition(":")[0]
-    cls = _ERROR_CLASSES.get(name) or (TimeoutError if "timeout" in text.lower() else ConnectionError)
+    cls = _ERROR_CLASSES.get(name) or _ERROR_CLASSES["TimeoutError" if "timeout" in text.lower() else "ConnectionError"]
     error = cls(text)
     error.plain_message = True
     return error
