@@ -417,8 +417,11 @@ def failure_core(text):
     """A failure message without the form each tool gives it: Locust writes the exception's
     repr (`HTTPError('404 Client Error: Not Found for url: /x')`, `CatchResponseError('no
     token')`), loadlab the message (`HTTPError 404`, `no token`); an HTTP error status is
-    `HTTP 404` for both."""
+    `HTTP 404` for both. A `rest()` block's failure lists the traceback's places: those inside
+    each tool's own `locust` package (Locust's `user/users.py`, loadlab's
+    `contrib/fasthttp.py`, where each installs it) are left out, the file's own kept."""
     text = text.strip()
+    text = re.sub(r"[^\s,']*/locust/[\w/]+\.py:\d+ in \w+(, )?", "", text)
     m = re.fullmatch(r"\w+\((['\"])(.*)\1\)", text, re.S)
     if m:
         text = m.group(2)
