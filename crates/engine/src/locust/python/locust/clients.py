@@ -303,6 +303,26 @@ class HTTPError(_requests_errors.HTTPError if _requests_errors else OSError):
         self.response = response
 
 
+def _parses(url):
+    """True when `url` is http(s) with a host and a valid port."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme.lower() in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:
+        return False
+
+
+def _raise_url_error(url):
+    """Raise requests' exception for a URL it cannot send, with its message."""
+    if _requests_errors is not None:
+        from requests.models import PreparedRequest as _Prepared
+
+        _Prepared().prepare_url(url, None)
+        if urlsplit(url).scheme.lower() not in ("http", "https"):
+            raise _requests_errors.InvalidSchema(f"No connection adapters were found for {url!r}")
+    raise ValueError(f"Invalid URL {url!r}")
+
+
 def _as_requests_error(cls, base):
     """`cls` (a built-in OSError) that is also requests' `base` error, same name and repr."""
     if _requests_errors is None:
@@ -569,35 +589,46 @@ class Response:
         if not drop:
             self._session._report(self, failure)
 
+    # What success()/failure() raise on the response of a request made without
+    # catch_response; None: Locust's HttpSession's text (its every response is a context
+    # manager, never entered then).
+    _uncaught_error = None
+
     def success(self):
         """Record this request as successful, whatever its status."""
-        self._check_entered("success")
+        self._check_entered("success()")
         self._manual_result = True
 
     def failure(self, exc):
         """Record this request as failed with `exc` (a message or an exception)."""
-        self._check_entered("failure")
+        self._check_entered("failure(...)")
         if not isinstance(exc, Exception):
             exc = CatchResponseError(exc)
         self._manual_result = exc
 
-    def _check_entered(self, what):
-        if not self._catch:
-            raise LocustError(
-                "If you want to change the state of the request using .success() or .failure(), "
-                "you must pass catch_response=True"
-            )
+    def _check_entered(self, call):
+        if not self._catch and self._uncaught_error:
+            raise LocustError(self._uncaught_error)
         if not self._entered:
             raise LocustError(
                 "Tried to set status on a request that has not yet been made. Make sure you use a "
                 f"with-block, like this:\n\nwith self.client.request(..., catch_response=True) as response:\n"
-                f"    response.{what}(...)"
+                f"    response.{call}"
             )
 
 
 class ResponseContextManager(Response):
     """What HttpSession's methods return; with `catch_response=True` a context manager whose
     `success()`/`failure()` decide the request's outcome when the block ends."""
+
+    # Defined here too, so that a call's errors name this class as Locust's do.
+    def success(self):
+        """Record this request as successful, whatever its status."""
+        Response.success(self)
+
+    def failure(self, exc):
+        """Record this request as failed with `exc` (a message or an exception)."""
+        Response.failure(self, exc)
 
 
 def _pairs(data):
@@ -795,11 +826,18 @@ class _Session:
         finally:
             self.request_name = None
 
+    # Locust's HttpSession lets requests' URL errors (InvalidURL, MissingSchema,
+    # InvalidSchema) out of the call, recording nothing; its FastHttpSession records them.
+    _url_errors_raise = False
+
     def _build_url(self, path):
         path = str(path)
-        if _ABSOLUTE.match(path):
-            return path
-        return f"{self.base_url}{path}"
+        full = path if _ABSOLUTE.match(path) else f"{self.base_url}{path}"
+        # A path glued to the host without its slash (`"api/x"` on `http://h:80`) can make a
+        # URL that does not parse: raise what requests raises for it.
+        if self._url_errors_raise and not path.startswith("/") and not _parses(full):
+            _raise_url_error(full)
+        return full
 
     def _send(
         self,
@@ -994,6 +1032,8 @@ class _Session:
 class HttpSession(_Session):
     """An HttpUser's client: a session with cookies and default `headers`, whose requests
     loadlab sends. Relative URLs are appended to `base_url` (the user's host)."""
+
+    _url_errors_raise = True
 
     def __init__(self, base_url, request_event=None, user=None, *args, pool_manager=None, **kwargs):
         super().__init__(base_url, request_event, user)

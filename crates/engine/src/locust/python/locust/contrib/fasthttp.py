@@ -8,7 +8,7 @@ from json import JSONDecodeError
 
 from .._cover import guard
 from ..clients import Response, _Session
-from ..exception import StopTest
+from ..exception import LocustError, StopTest
 from ..user.users import _NO_HOST, User
 
 
@@ -16,6 +16,17 @@ class FastResponse(Response):
     """A FastHttpUser response: `url` is the URL requested (not the one redirected to)."""
 
     _raise_names_url = False
+    _uncaught_error = (
+        "If you want to change the state of the request, you must pass catch_response=True. "
+        "See http://docs.locust.io/en/stable/writing-a-locustfile.html#validating-responses"
+    )
+
+    def failure(self, *args, **kwargs):
+        """Record this request as failed (as Locust's, a plain response takes any arguments
+        and refuses)."""
+        if not self._catch:
+            raise LocustError(self._uncaught_error)
+        Response.failure(self, *args, **kwargs)
 
     def __init__(self, reply, request, session, name, catch):
         super().__init__(reply, request, session, name, catch)
@@ -30,6 +41,15 @@ class FastResponse(Response):
 
 class ResponseContextManager(FastResponse):
     """What `catch_response=True` returns: `success()`/`failure()` decide the outcome."""
+
+    # Defined here, so that a call's errors name this class as Locust's do.
+    def success(self):
+        """Record this request as successful, whatever its status."""
+        Response.success(self)
+
+    def failure(self, exc):
+        """Record this request as failed with `exc` (a message or an exception)."""
+        Response.failure(self, exc)
 
 
 class RestResponseContextManager(ResponseContextManager):
