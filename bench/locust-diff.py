@@ -28,7 +28,8 @@ What is compared, per file:
   within sampling error and a rare random task is not a difference;
 - per route, the queries, cookies, bodies and set headers: when each side sent one kind
   only, five times or more, they must be the same; otherwise each kind's count is tested as
-  above;
+  above (when each side sent five kinds or more and under a fifth of them are the other's —
+  values drawn at random — their shapes are, with string values blurred);
 - per user (a user that keeps cookies; see above): the first request (on_start, compared
   as one kind from five users on), which requests come once from every user that made five
   or more, and the transitions from one route to the next (a SequentialTaskSet's order),
@@ -379,6 +380,22 @@ def compare_counts(a, b, what, exact_from=1, empty_ok=False):
     return notes
 
 
+def random_values(a, b):
+    """True when each side sent many kinds and few of them are the other's: values a file
+    draws at random (`random.choice(ascii_lowercase)` keys), which no blur can tell from data."""
+    if len(a) < 5 or len(b) < 5:
+        return False
+    return len(set(a) & set(b)) < 0.2 * min(len(a), len(b))
+
+
+def shapes_of(kinds):
+    """The kinds with their string values blurred to `"<s>"` (keys kept): their shape."""
+    shaped = collections.Counter()
+    for kind, n in kinds.items():
+        shaped[re.sub(r'(:\s*|\[\s*|,\s*)"(?:[^"\\]|\\.)*"(?=\s*[,}\]])', r'\1"<s>"', kind)] += n
+    return shaped
+
+
 def short(text, n=90):
     text = str(text)
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -392,7 +409,10 @@ def compare_server(a, b):
     # when a file picks at random).
     for kind in ("query", "cookie", "body", "headers"):
         for rt in sorted(common):
-            notes += compare_counts(a["kinds"][kind][rt], b["kinds"][kind][rt], f"{rt} {kind}", exact_from=5)
+            ka, kb, what = a["kinds"][kind][rt], b["kinds"][kind][rt], kind
+            if random_values(ka, kb):
+                ka, kb, what = shapes_of(ka), shapes_of(kb), f"{kind} shape"
+            notes += compare_counts(ka, kb, f"{rt} {what}", exact_from=5)
     # What follows a route is random unless a sequence fixes it: five on each side before a
     # single next is taken for a fixed order.
     notes += compare_counts(a["first"], b["first"], "first request of a user", exact_from=5, empty_ok=True)
