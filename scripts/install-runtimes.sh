@@ -50,10 +50,11 @@ if ! cmp -s "$py_dir/requirements.txt" "$venv/.loadlab-installed"; then
   cp "$py_dir/requirements.txt" "$venv/.loadlab-installed"
 fi
 
-# `loadlab locust`'s Python: a virtual environment with gevent and requests (pinned in
-# crates/engine/src/locust/prepare.rs), where loadlab itself makes it on first use.
+# `loadlab locust`'s Python: a virtual environment with gevent and the Locust dependencies
+# that locustfiles import (pinned in crates/engine/src/locust/prepare.rs), where loadlab
+# itself makes it on first use.
 locust_venv="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/locust-venv"
-locust_pins=$(grep -o -E '"(gevent|requests)==[0-9.]*"' crates/engine/src/locust/prepare.rs | tr -d '"' | tr '\n' ' ')
+locust_pins=$(grep -o -E '"[A-Za-z_-]+==[0-9.]+"' crates/engine/src/locust/prepare.rs | tr -d '"' | tr '\n' ' ')
 if ! cmp -s <(echo "$locust_pins") "$locust_venv/.loadlab-installed" 2>/dev/null; then
   echo "install-runtimes: $locust_pins in $locust_venv"
   [ -x "$locust_venv/bin/python" ] || python3 -m venv "$locust_venv"

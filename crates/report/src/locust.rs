@@ -126,22 +126,21 @@ pub fn stats_table(run: &RunData) -> String {
                 let _ = writeln!(out, "  {n:>8}  {method} {name}: {error}");
             }
         }
-        if !u.failures.is_empty() {
-            let _ = writeln!(
-                out,
-                "\n  errors raised by tasks (each traceback was shown once)"
-            );
-            for (error, n) in &u.failures {
-                let _ = writeln!(out, "  {n:>8}  {error}");
-            }
-        }
-        if !u.unhandled.is_empty() {
-            let _ = writeln!(
-                out,
-                "\n  unhandled errors (no user was started after one; each traceback was shown once)"
-            );
-            for (error, n) in &u.unhandled {
-                let _ = writeln!(out, "  {n:>8}  {error}");
+        for (title, errors) in [
+            (
+                "errors raised by tasks (each traceback was shown once)",
+                &u.failures,
+            ),
+            (
+                "unhandled errors (no user was started after one; each traceback was shown once)",
+                &u.unhandled,
+            ),
+        ] {
+            if !errors.is_empty() {
+                let _ = writeln!(out, "\n  {title}");
+                for (error, n) in errors {
+                    let _ = writeln!(out, "  {n:>8}  {error}");
+                }
             }
         }
     }

@@ -14,9 +14,18 @@ static PACKAGE: Dir = include_dir!("$CARGO_MANIFEST_DIR/src/locust/python");
 /// The gevent the helpers' users run on (Locust 2.47 asks for gevent ≥ 24.10).
 pub const GEVENT: &str = "gevent==26.9.0";
 
-/// `requests`, which comes with Locust and which locustfiles import for calls of their own
-/// (a token fetched in `test_start`, an `HTTPError` caught): the version Locust 2.47 installs.
-pub const REQUESTS: &str = "requests==2.34.2";
+/// What Locust installs and locustfiles import themselves, at the versions Locust 2.47.0
+/// installs: `requests` (a token fetched in `test_start`, an `HTTPError` caught) and Flask with
+/// the extensions of Locust's web UI (a file that adds routes to it imports them at its top).
+pub const LOCUST_DEPENDENCIES: [&str; 4] = [
+    "requests==2.34.2",
+    "flask==3.1.3",
+    "flask-login==0.6.3",
+    "flask-cors==6.0.5",
+];
+
+/// The modules [`LOCUST_DEPENDENCIES`] give, as a file imports them.
+const DEPENDENCY_MODULES: &str = "import gevent, requests, flask, flask_login, flask_cors";
 
 /// loadlab's cache folder: `$XDG_CACHE_HOME/loadlab`, else `~/.cache/loadlab`.
 fn cache() -> io::Result<PathBuf> {
@@ -97,7 +106,8 @@ pub fn python() -> io::Result<PathBuf> {
         return Ok(python);
     }
     eprintln!(
-        "loadlab locust: making a Python environment with {GEVENT} and {REQUESTS} in {} (once)",
+        "loadlab locust: making a Python environment with {GEVENT} and {} in {} (once)",
+        LOCUST_DEPENDENCIES.join(" "),
         venv.display()
     );
     let run = |cmd: &mut Command, what: &str| -> io::Result<()> {
@@ -122,22 +132,18 @@ pub fn python() -> io::Result<PathBuf> {
         )?;
     }
     run(
-        Command::new(venv.join("bin").join("pip")).args([
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            GEVENT,
-            REQUESTS,
-        ]),
-        "pip install gevent requests",
+        Command::new(venv.join("bin").join("pip"))
+            .args(["install", "-q", "--disable-pip-version-check", GEVENT])
+            .args(LOCUST_DEPENDENCIES),
+        "pip install gevent and Locust's dependencies",
     )?;
     Ok(python)
 }
 
-/// True when `python` imports gevent and requests.
+/// True when `python` imports gevent and Locust's dependencies.
 fn has_packages(python: &Path) -> bool {
     Command::new(python)
-        .args(["-c", "import gevent, requests"])
+        .args(["-c", DEPENDENCY_MODULES])
         .status()
         .is_ok_and(|s| s.success())
 }
