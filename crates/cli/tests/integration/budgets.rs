@@ -204,7 +204,9 @@ fn four_replicas_of_a_fifth_of_a_cpu_break_four_times_later_than_one_with_the_ge
 fn the_next_cell_waits_for_a_replica_to_finish_what_the_last_one_left_in_progress() {
     let _alone = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
-    // A request of /calc?n=5000000 takes about 0.1 s of CPU, 0.5 s alone on 0.2 CPU. The first
+    // A request of /heavy?ms=100 takes 0.1 s of CPU on any machine (/calc's sums take 0.09 s
+    // in a release build and 0.23 s in the tests' debug build on a slow VM, where the backlog
+    // then outlasted the settle's 10 s), 0.5 s alone on 0.2 CPU. The first
     // cell offers 4 a second, twice what the quota serves: when it ends, about ten are in
     // progress, arrived at different times, and the replica needs about 3 s more to finish
     // them. Its slots are not all full, so it answers the settle's probe at once; only its CPU
@@ -212,8 +214,8 @@ fn the_next_cell_waits_for_a_replica_to_finish_what_the_last_one_left_in_progres
     let (code, stdout, stderr, _) = lab(
         dir.path(),
         "name: backlog\ntopologies:\n  - { name: small, cpus: 0.2, serve: \"--threads 16 --max-in-flight 12\" }\n\
-         workloads:\n  - { name: flood, run: \"/calc?n=5000000 -R 4 -d 3s --timeout 20s\" }\n  \
-         - { name: alone, run: \"/calc?n=5000000 -c 1 -n 3 --timeout 20s\" }\n",
+         workloads:\n  - { name: flood, run: \"/heavy?ms=100 -R 4 -d 3s --timeout 20s\" }\n  \
+         - { name: alone, run: \"/heavy?ms=100 -c 1 -n 3 --timeout 20s\" }\n",
     );
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
