@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::support::{loadlab, write_file};
+use crate::support::{loadlab, read_json, write_file};
 use loadlab_target::TestServer;
 use serde_json::Value;
 
@@ -84,10 +84,7 @@ fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
         ],
     );
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
     let by_name = &s["requests_by_name"];
     // on_start once per user.
     assert_eq!(by_name["POST /login"]["completed"], 4, "{by_name:#}");
@@ -109,9 +106,7 @@ fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
     assert!(csv.contains("GET,/visits/[page],"), "{csv}");
     assert!(dir.path().join("shop_failures.csv").is_file());
     // Locust's --json-file: an entry per type and name, its response times in rounded buckets.
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("shop.json")).unwrap())
-            .unwrap();
+    let json: Value = read_json(&dir.path().join("shop.json"));
     let entry = json
         .as_array()
         .unwrap()
@@ -226,10 +221,7 @@ fn validate_shows_a_locustfiles_classes_and_run_takes_it_with_its_own_flags() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
     assert_eq!(
         s["requests_by_name"]["POST /login"]["completed"], 2,
         "{s:#}"
@@ -258,10 +250,7 @@ fn a_paced_users_latency_shows_a_stall_that_timing_from_the_send_hides() {
         ],
     );
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
     let (intended, sent) = (&s["latency_ms"], &s["service_latency_ms"]);
     assert!(sent["p50"].as_f64().unwrap() < 50.0, "{s:#}");
     assert!(intended["p50"].as_f64().unwrap() > 100.0, "{s:#}");
@@ -311,10 +300,7 @@ fn seed_002s_locustfile_visits_pages_in_the_markov_models_shares() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
     let seen: Vec<f64> = pages
         .iter()
         .map(|p| {
@@ -563,10 +549,7 @@ class Steps(LoadTestShape):
         started.elapsed() < std::time::Duration::from_secs(12),
         "the shape's None ends the run"
     );
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
     assert_eq!(s["users"]["started"], 3, "{s:#}");
     assert!(
         s["requests_by_name"]["GET /ping"]["completed"]
@@ -605,10 +588,7 @@ fn a_shape_ends_the_run_whatever_run_time_says_and_reads_it_with_use_common_opti
         took >= std::time::Duration::from_millis(2900),
         "the shape's 3 s, not -t's 1 s: {took:?}"
     );
-    let own: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("own/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let own: Value = read_json(&dir.path().join("own/summary.json"));
     assert!(own["duration_s"].as_f64().unwrap() >= 2.5, "{own:#}");
 
     write_file(
@@ -639,10 +619,7 @@ fn a_shape_ends_the_run_whatever_run_time_says_and_reads_it_with_use_common_opti
     let took = started.elapsed();
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(took < std::time::Duration::from_secs(12), "{took:?}");
-    let common: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("common/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let common: Value = read_json(&dir.path().join("common/summary.json"));
     assert_eq!(
         common["users"]["started"], 3,
         "the shape read -u: {common:#}"
@@ -830,9 +807,6 @@ class U(HttpUser):
         "{stderr}"
     );
     assert!(stdout.contains("unhandled errors"), "{stdout}");
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
     assert_eq!(s["users"]["started"], 2, "no user after the error: {s:#}");
 }
