@@ -221,19 +221,15 @@ impl Locust {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(key.clone());
                 let mut record = self.record.borrow_mut();
-                if unhandled {
-                    if first {
-                        eprintln!("loadlab locust: unhandled error (shown once):\n{traceback}");
-                    }
-                    *record.unhandled.entry(key).or_default() += 1;
+                let (what, counts) = if unhandled {
+                    ("unhandled error", &mut record.unhandled)
                 } else {
-                    if first {
-                        eprintln!(
-                            "loadlab locust: a task raised an error (shown once):\n{traceback}"
-                        );
-                    }
-                    *record.failures.entry(key).or_default() += 1;
+                    ("a task raised an error", &mut record.failures)
+                };
+                if first {
+                    eprintln!("loadlab locust: {what} (shown once):\n{traceback}");
                 }
+                *counts.entry(key).or_default() += 1;
             }
             FromHelper::Spawned { count } => {
                 let before = self.running.replace(count);

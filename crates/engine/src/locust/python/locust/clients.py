@@ -313,14 +313,15 @@ def _parses(url):
 
 
 def _raise_url_error(url):
-    """Raise requests' exception for a URL it cannot send, with its message."""
-    if _requests_errors is not None:
-        from requests.models import PreparedRequest as _Prepared
+    """Raise requests' exception for a URL it cannot send, with its message; return when
+    requests would send it after all."""
+    if _requests_errors is None:
+        raise ValueError(f"Invalid URL {url!r}")
+    from requests.models import PreparedRequest as _Prepared
 
-        _Prepared().prepare_url(url, None)
-        if urlsplit(url).scheme.lower() not in ("http", "https"):
-            raise _requests_errors.InvalidSchema(f"No connection adapters were found for {url!r}")
-    raise ValueError(f"Invalid URL {url!r}")
+    _Prepared().prepare_url(url, None)
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise _requests_errors.InvalidSchema(f"No connection adapters were found for {url!r}")
 
 
 def _as_requests_error(cls, base):
