@@ -610,6 +610,46 @@ fn a_warming_event_loop_that_the_usl_fits_is_cpu_bound_unless_throughput_falls()
 }
 
 #[test]
+fn a_saturated_cpu_whose_fall_is_within_a_repeated_steps_spread_is_cpu_bound() {
+    // Node /calc?n=2000000 as the integration suite saw it beside other tests: one core busy
+    // throughout, one connection read twice (10.3 and 12.2 req/s), then 13.6, 12.9 and 11.6
+    // at 2, 3 and 4 — 15 % under the best, less than the one connection's two readings were
+    // apart.
+    let step = |c: usize, requests: u64, mean: f64, stdev: f64, x: f64| ProbeStep {
+        concurrency: c,
+        requests,
+        throughput_rps: x,
+        p50_ms: mean,
+        p99_ms: mean + 3.0 * stdev,
+        mean_ms: mean,
+        error_pct: 0.0,
+        server_cpu_pct: Some(97.0),
+        server_cpu_wait_pct: Some(0.4),
+        refused_rps: 0.0,
+        stdev_ms: stdev,
+    };
+    let steps = [
+        step(1, 10, 96.8, 3.6, 10.33),
+        step(1, 20, 82.0, 11.9, 12.20),
+        step(2, 13, 146.7, 49.3, 13.63),
+        step(3, 30, 232.5, 63.0, 12.91),
+        step(4, 40, 343.8, 66.0, 11.63),
+    ];
+    one_core(&steps);
+    // The same fall with the one connection read once is contention, as before: nothing
+    // says how far apart two readings of one step are.
+    let v = verdict(&steps[1..]).unwrap();
+    assert_eq!(v.kind, Kind::Contended, "{}", v.explanation);
+    // And a fall well past the two readings' spread is contention even with them (each
+    // step's mean latency its connections over its throughput, by Little's law).
+    let mut fell = steps;
+    fell[3] = step(3, 30, 250.0, 63.0, 12.0);
+    fell[4] = step(4, 40, 400.0, 66.0, 10.0);
+    let v = verdict(&fell).unwrap();
+    assert_eq!(v.kind, Kind::Contended, "{}", v.explanation);
+}
+
+#[test]
 fn a_saturated_cpu_makes_a_plateau_cpu_bound() {
     let v = verdict(&synthetic(Some(1), 100.0, 99.0, 4)).unwrap();
     assert_eq!((v.kind, v.workers), (Kind::Cpu, Some(1)));
