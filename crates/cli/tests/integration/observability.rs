@@ -678,7 +678,7 @@ fn jaeger_bin() -> std::path::PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache"));
-    let bin = cache.join("loadlab/jaeger-v1.76.0/jaeger");
+    let bin = cache.join("loadlab/jaeger-v1.76.0/jaeger-loadlab");
     assert!(
         bin.exists(),
         "{} is missing: run scripts/install-jaeger.sh (scripts/test.sh does)",
