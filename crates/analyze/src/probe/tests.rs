@@ -616,17 +616,13 @@ fn a_saturated_cpu_whose_fall_is_within_a_repeated_steps_spread_is_cpu_bound() {
     // at 2, 3 and 4 — 15 % under the best, less than the one connection's two readings were
     // apart.
     let step = |c: usize, requests: u64, mean: f64, stdev: f64, x: f64| ProbeStep {
-        concurrency: c,
         requests,
-        throughput_rps: x,
         p50_ms: mean,
-        p99_ms: mean + 3.0 * stdev,
         mean_ms: mean,
-        error_pct: 0.0,
+        stdev_ms: stdev,
         server_cpu_pct: Some(97.0),
         server_cpu_wait_pct: Some(0.4),
-        refused_rps: 0.0,
-        stdev_ms: stdev,
+        ..measured(c, x, mean + 3.0 * stdev)
     };
     let steps = [
         step(1, 10, 96.8, 3.6, 10.33),
