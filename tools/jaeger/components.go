@@ -1,9 +1,9 @@
 // The components of the Jaeger that loadlab's trace test runs: the OTLP receiver, Jaeger's
 // storage and query extensions and its storage exporter. scripts/install-jaeger.sh puts this
 // file in place of cmd/jaeger/internal/components.go in a copy of Jaeger's source before it
-// builds `jaeger`: the full program's other receivers, processors, exporters and extensions
-// (Kafka, Prometheus, Zipkin, tail sampling, AWS auth, ...) are most of its build time, and
-// the test uses none of them.
+// builds `jaeger`: the test uses none of the full program's other receivers, processors,
+// exporters and extensions (Kafka, Prometheus, Zipkin, tail sampling, AWS auth, ...), which
+// cost a quarter of its build (434 s from an empty Go cache on two cores, 327 s without them).
 package internal
 
 import (
