@@ -24,7 +24,7 @@ const MAX_TOKENS = 1000000;
 
 /** Reads `--name value` flags into an object; exits with a one-line error on a bad one. */
 function parseArgs(argv) {
-  const known = ['port', 'host', 'workers', 'bbox-delay-ms', 'bbox-workers'];
+  const known = ['port', 'host', 'workers', 'bbox-delay-ms', 'bbox-async-delay-ms', 'bbox-workers', 'bbox-url'];
   const out = {
     port: process.env.PORT || '8080',
     host: '127.0.0.1',
@@ -49,8 +49,17 @@ function parseArgs(argv) {
     host: out.host,
     workers: whole('workers', 1),
     bboxDelayMs: whole('bbox-delay-ms', 0),
+    bboxAsyncDelayMs: out['bbox-async-delay-ms'] === undefined ? whole('bbox-delay-ms', 0) : whole('bbox-async-delay-ms', 0),
     bboxWorkers: whole('bbox-workers', 1),
+    bboxUrl: sharedBox(out['bbox-url']),
   };
+}
+
+/** The `--bbox-url` of a black box every instance shares: an http:// URL, or none. */
+function sharedBox(url) {
+  if (url === undefined) return null;
+  if (!/^http:\/\/[^/]+\/?$/.test(url)) fail(`--bbox-url must be http://HOST:PORT, got ${JSON.stringify(url)}`);
+  return url.replace(/\/$/, '');
 }
 
 function fail(message) {
@@ -219,6 +228,22 @@ function json(res, status, value) {
   res.send(Buffer.from(JSON.stringify(sorted)));
 }
 
+/**
+ * Asks the black box every instance shares for `url` on a connection of its own (as seed
+ * 000's service called its course's box) and answers with its status and body; 502 when it
+ * cannot be reached.
+ */
+function callSharedBox(url, res) {
+  const http = require('http');
+  const call = http.get(url, { agent: false }, (answer) => {
+    const chunks = [];
+    answer.on('data', (c) => chunks.push(c));
+    answer.on('end', () => text(res, answer.statusCode, Buffer.concat(chunks).toString()));
+    answer.on('error', (e) => text(res, 502, `the shared black box at ${url}: ${e.message}\n`));
+  });
+  call.on('error', (e) => text(res, 502, `the shared black box at ${url}: ${e.message}\n`));
+}
+
 function badRequest(res, reason) {
   text(res, 400, reason + '\n');
 }
@@ -327,10 +352,12 @@ function app(config) {
     text(res, 200, 'ok');
   }, PARAMS);
   get('/bbox/async', async (req, res) => {
-    await new Promise((r) => setTimeout(r, config.bboxDelayMs));
+    if (config.bboxUrl) return callSharedBox(config.bboxUrl + '/bbox/async', res);
+    await new Promise((r) => setTimeout(r, config.bboxAsyncDelayMs));
     text(res, 200, 'ok');
   });
   get('/bbox/sync', async (req, res) => {
+    if (config.bboxUrl) return callSharedBox(config.bboxUrl + '/bbox/sync', res);
     await bboxSync.acquire();
     try {
       await new Promise((r) => setTimeout(r, config.bboxDelayMs));

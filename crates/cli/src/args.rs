@@ -508,9 +508,17 @@ pub struct ServeArgs {
     /// process or a synchronous gunicorn worker, so blocking endpoints hold the whole process.
     #[arg(long, default_value = "1", value_parser = positive_count)]
     pub threads: usize,
-    /// Delay of /bbox/async and /bbox/sync.
+    /// Delay of /bbox/sync, and of /bbox/async unless --bbox-async-delay says.
     #[arg(long = "bbox-delay", value_name = "DUR", default_value = "1s", value_parser = positive_duration)]
     pub bbox_delay: Duration,
+    /// Delay of /bbox/async [default: --bbox-delay].
+    #[arg(long = "bbox-async-delay", value_name = "DUR", value_parser = positive_duration)]
+    pub bbox_async_delay: Option<Duration>,
+    /// A black box every instance shares (http://127.0.0.1:PORT, another `loadlab serve`):
+    /// /bbox/async and /bbox/sync call it and answer what it answers, instead of serving
+    /// their own (experiments: a topology's `shared_bbox`).
+    #[arg(long = "bbox-url", value_name = "URL")]
+    pub bbox_url: Option<String>,
     /// Requests /bbox/sync serves at once; the rest queue.
     #[arg(long = "bbox-workers", value_name = "N", default_value = "3", value_parser = positive_count)]
     pub bbox_workers: usize,

@@ -262,6 +262,12 @@ pub struct TopologySpec {
     /// nginx's timeouts towards the replicas, e.g. `60s`.
     #[serde(default)]
     pub proxy_timeout: Option<String>,
+    /// A black box every replica and worker shares, as seed 000's topologies called one:
+    /// the `loadlab serve` flags of that one box (`--bbox-workers 3 --bbox-delay 905ms`, or
+    /// `""` for its defaults); each instance's `/bbox/*` call it. Without it each instance
+    /// serves its own.
+    #[serde(default)]
+    pub shared_bbox: Option<String>,
     /// Where `/turno` counts: `memory` (default) or `redis` (a redis-server the lab starts,
     /// shared by the replicas and watched with them).
     #[serde(default)]
@@ -525,6 +531,12 @@ impl TopologySpec {
                 ),
                 None => None,
             },
+            shared_bbox: self
+                .shared_bbox
+                .as_deref()
+                .map(split_words)
+                .transpose()
+                .map_err(|e| TopologyError::ServeArgs(e.to_string()))?,
             redis,
             consumers,
             shards: None,

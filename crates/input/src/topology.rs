@@ -25,7 +25,7 @@ pub enum TopologyError {
     #[error("static_files must be service or nginx, got {0:?}")]
     UnknownStaticFiles(String),
     /// nginx serving the static files without nginx in front of replicas.
-    #[error("static files at the balancer need replicas behind nginx (replicas > 1, lb nginx)")]
+    #[error("static files at the balancer need nginx in front of the replicas (replicas > 1, or lb: nginx with one)")]
     StaticWithoutNginx,
     /// Zero workers or replicas.
     #[error("{0} must be at least 1")]
@@ -45,6 +45,9 @@ pub enum TopologyError {
     /// A `proxy_timeout` that is not a duration.
     #[error("proxy_timeout {0}")]
     ProxyTimeout(String),
+    /// A shared black box asked of the Python service, which cannot call one.
+    #[error("the python service cannot call a shared black box (shared_bbox): use runtime node or rust")]
+    SharedBboxPython,
     /// Consumers of the visits queue without Redis to read it from.
     #[error("the visits application's consumers read a Redis stream: give the topology redis")]
     ConsumersWithoutRedis,
@@ -73,6 +76,8 @@ pub struct TopologyInput {
     pub ready_timeout: Option<Duration>,
     /// nginx's timeouts towards the replicas.
     pub proxy_timeout: Option<Duration>,
+    /// Flags of a black box every instance shares (`None`: each serves its own).
+    pub shared_bbox: Option<Vec<String>>,
     /// Start a redis-server of the topology's own.
     pub redis: bool,
     /// Consumers of the visits application's queue (they need `redis`).
@@ -134,7 +139,12 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
     if input.consumers > 0 && !input.redis {
         return Err(TopologyError::ConsumersWithoutRedis);
     }
-    if input.static_at_lb && !(replicas > 1 && lb == Lb::Nginx) {
+    if input.shared_bbox.is_some() && runtime == Runtime::Python && input.command.is_none() {
+        return Err(TopologyError::SharedBboxPython);
+    }
+    // A balancer asked for by name stands in front of one replica too.
+    let lb_alone = replicas == 1 && matches!(input.lb, Some(Lb::Nginx | Lb::Builtin));
+    if input.static_at_lb && !((replicas > 1 || lb_alone) && lb == Lb::Nginx) {
         return Err(TopologyError::StaticWithoutNginx);
     }
     Ok(Topology {
@@ -151,6 +161,8 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
             .unwrap_or_else(|| defaults::HEALTH_PATH.into()),
         ready_timeout: input.ready_timeout.unwrap_or(defaults::READY_TIMEOUT),
         proxy_timeout: input.proxy_timeout.unwrap_or(defaults::PROXY_TIMEOUT),
+        shared_bbox: input.shared_bbox.clone(),
+        lb_alone,
         redis: input.redis,
         consumers: input.consumers,
         shards: input.shards,

@@ -184,6 +184,8 @@ mod tests {
             shards: None,
             profile: false,
             static_at_lb: false,
+            shared_bbox: None,
+            lb_alone: false,
             stdout: defaults::STDOUT,
             cpus: None,
             cpu_quota: None,

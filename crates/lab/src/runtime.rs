@@ -57,10 +57,14 @@ pub struct ServiceOptions {
     pub port: u16,
     /// Worker processes: Node `cluster` workers or gunicorn workers.
     pub workers: usize,
-    /// Delay of `/bbox/async` and `/bbox/sync`.
+    /// Delay of `/bbox/sync` (and of `/bbox/async` unless `bbox_async_delay` says).
     pub bbox_delay: Duration,
+    /// Delay of `/bbox/async` when it differs from `/bbox/sync`'s (Node only).
+    pub bbox_async_delay: Option<Duration>,
     /// Requests `/bbox/sync` serves at once per process.
     pub bbox_workers: usize,
+    /// A black box every instance shares: `/bbox/*` call it (Node only).
+    pub bbox_url: Option<String>,
     /// Asynchronous workers (Python: gevent instead of sync).
     pub async_workers: bool,
 }
@@ -164,6 +168,13 @@ pub fn command(runtime: Runtime, options: &ServiceOptions) -> Result<Command, Ru
             "--async switches gunicorn to gevent workers; it applies to --runtime python, not {runtime} (whose /delay never holds a worker anyway)"
         )));
     }
+    if runtime == Runtime::Python
+        && (options.bbox_url.is_some() || options.bbox_async_delay.is_some())
+    {
+        return Err(RuntimeError::Invalid(
+            "the python service has one black-box delay and no shared black box: use --runtime node or rust for --bbox-url and --bbox-async-delay".into(),
+        ));
+    }
     let dir = code_dir(runtime)?;
     let mut cmd = match runtime {
         Runtime::Rust => return Err(RuntimeError::Invalid("rust is served by loadlab".into())),
@@ -192,6 +203,12 @@ pub fn command(runtime: Runtime, options: &ServiceOptions) -> Result<Command, Ru
         ])
         .args(["--bbox-workers", &options.bbox_workers.to_string()])
         .current_dir(&dir);
+    if let Some(delay) = options.bbox_async_delay {
+        cmd.args(["--bbox-async-delay-ms", &delay.as_millis().to_string()]);
+    }
+    if let Some(url) = &options.bbox_url {
+        cmd.args(["--bbox-url", url]);
+    }
     Ok(cmd)
 }
 
@@ -263,7 +280,9 @@ mod tests {
             port: 0,
             workers: 2,
             bbox_delay: Duration::from_millis(900),
+            bbox_async_delay: None,
             bbox_workers: 3,
+            bbox_url: None,
             async_workers: true,
         };
         let err = command(Runtime::Node, &options).unwrap_err().to_string();

@@ -39,6 +39,10 @@ pub struct Deployment {
     instances: Vec<Supervised>,
     prefix: Option<PathBuf>,
     redis: Option<RedisServer>,
+    /// The black box every instance calls, when they share one.
+    shared_bbox: Option<Supervised>,
+    /// Its URL, given to every instance.
+    bbox_url: Option<String>,
     consumers: Vec<Supervised>,
     /// How to start consumer `i` again (the loadlab executable, the Redis URL, the shards).
     consumer_spec: Option<(PathBuf, String, Option<usize>)>,
@@ -60,12 +64,13 @@ pub struct Deployment {
 }
 
 impl Deployment {
-    /// PIDs of every process started: instances first, then nginx, the consumers and
-    /// redis-server.
+    /// PIDs of every process started: instances first, then nginx, the shared black box, the
+    /// consumers and redis-server.
     pub fn pids(&self) -> Vec<u32> {
         self.instances
             .iter()
             .chain(&self.balancer)
+            .chain(&self.shared_bbox)
             .chain(&self.consumers)
             .map(Supervised::pid)
             .chain(self.redis.as_ref().map(RedisServer::pid))
@@ -197,7 +202,8 @@ impl Deployment {
     /// [`Deployment::exited`] does. Does not wait.
     pub fn casualty(&mut self) -> Option<(String, u32, String)> {
         self.restart_consumers();
-        for p in self.instances.iter_mut().chain(self.balancer.as_mut()) {
+        let watched = self.instances.iter_mut();
+        for p in watched.chain(self.balancer.as_mut()).chain(self.shared_bbox.as_mut()) {
             if let Some(status) = p.exited() {
                 return Some((p.label.clone(), p.pid(), status.to_string()));
             }
@@ -215,7 +221,8 @@ impl Deployment {
         let deadline = Instant::now() + wait;
         loop {
             self.restart_consumers();
-            for p in self.instances.iter_mut().chain(self.balancer.as_mut()) {
+            let watched = self.instances.iter_mut();
+            for p in watched.chain(self.balancer.as_mut()).chain(self.shared_bbox.as_mut()) {
                 if p.exited().is_some() {
                     return Some(p.label.clone());
                 }
@@ -246,6 +253,9 @@ impl Drop for Deployment {
         }
         for c in &mut self.consumers {
             c.stop(Duration::from_secs(3));
+        }
+        if let Some(mut b) = self.shared_bbox.take() {
+            b.stop(Duration::from_secs(3));
         }
         // Last: the instances and consumers may still be using it while they stop.
         self.redis.take();
@@ -385,7 +395,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         topology.port
     };
     // With client-side balancing the first replica takes the front's port.
-    let ports: Vec<u16> = if topology.replicas == 1 {
+    let ports: Vec<u16> = if topology.replicas == 1 && !topology.lb_alone {
         vec![front]
     } else {
         (0..topology.replicas)
@@ -404,6 +414,8 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         instances: Vec::new(),
         prefix: None,
         redis: None,
+        shared_bbox: None,
+        bbox_url: None,
         consumers: Vec::new(),
         consumer_spec: None,
         probes: ports
@@ -427,6 +439,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         deployment.budgets = Some(Budgets::new(Path::new(CGROUP_ROOT))?);
     }
     start_store(&mut deployment, topology, loadlab_exe)?;
+    let bbox_url = start_shared_bbox(&mut deployment, topology, loadlab_exe)?;
     for (r, port) in ports.iter().enumerate() {
         start_replica(
             &mut deployment,
@@ -452,16 +465,20 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     } + &match deployment.consumers.len() {
         0 => String::new(),
         n => format!(" with {n} visit counter consumer(s)"),
+    } + &match (&bbox_url, &deployment.shared_bbox) {
+        (Some(url), Some(p)) => format!(", calling one shared black box on {url} (pid {})", p.pid()),
+        _ => String::new(),
     };
-    if topology.replicas == 1 {
+    if topology.replicas == 1 && !topology.lb_alone {
         deployment.description = format!("{what}{workers} on {}{store}", deployment.url);
         return Ok(deployment);
     }
     let (balanced, fallback) = start_balancer(&mut deployment, topology, front, &ports)?;
-    deployment.description = format!(
-        "{} replicas of {what}{workers}{balanced}{store}{fallback}",
-        topology.replicas
-    );
+    let replicas = match topology.replicas {
+        1 => "1 replica".to_string(),
+        n => format!("{n} replicas"),
+    };
+    deployment.description = format!("{replicas} of {what}{workers}{balanced}{store}{fallback}");
     Ok(deployment)
 }
 
@@ -547,6 +564,31 @@ fn start_store(
     Ok(())
 }
 
+/// Starts the black box every instance shares, when the topology has one, and waits until it
+/// answers; its URL, for the instances' `--bbox-url`.
+fn start_shared_bbox(
+    deployment: &mut Deployment,
+    topology: &Topology,
+    loadlab_exe: &Path,
+) -> Result<Option<String>, LabError> {
+    let Some(flags) = &topology.shared_bbox else {
+        return Ok(None);
+    };
+    let port = free_port()?;
+    let mut cmd = Command::new(loadlab_exe);
+    // Two threads: the box waits, it does not compute, and its answers must not queue
+    // behind one another on a busy core.
+    cmd.args(["serve", "--port", &port.to_string(), "--threads", "2"])
+        .args(flags)
+        .stdout(std::process::Stdio::null());
+    place(&mut cmd, None, &topology.on_cores)?;
+    let mut child = Supervised::spawn("black box", cmd).map_err(LabError::Io)?;
+    wait_ready(std::slice::from_mut(&mut child), port, topology, None)?;
+    deployment.shared_bbox = Some(child);
+    deployment.bbox_url = Some(format!("http://127.0.0.1:{port}"));
+    Ok(deployment.bbox_url.clone())
+}
+
 /// Starts replica `r`'s `processes` on `port` and waits until they answer.
 fn start_replica(
     deployment: &mut Deployment,
@@ -556,6 +598,7 @@ fn start_replica(
     processes: usize,
 ) -> Result<(), LabError> {
     let redis_url = deployment.redis.as_ref().map(RedisServer::url);
+    let bbox_url = deployment.bbox_url.clone();
     let first = deployment.instances.len();
     // One group per replica: its workers share its budget, as a container's processes do.
     let name = match topology.replicas {
@@ -570,7 +613,11 @@ fn start_replica(
             (_, 1) => format!("replica {}", r + 1),
             _ => format!("replica {} worker {}", r + 1, w + 1),
         };
-        let mut cmd = instance_command(topology, loadlab_exe, port, &label, redis_url.as_deref())?;
+        let calls = Calls {
+            redis_url: redis_url.as_deref(),
+            bbox_url: bbox_url.as_deref(),
+        };
+        let mut cmd = instance_command(topology, loadlab_exe, port, &label, calls)?;
         let cores = match topology.cpus {
             Some(n) => replica_cores(r, n, &topology.on_cores)?,
             None => topology.on_cores.clone(),
@@ -597,6 +644,13 @@ fn start_replica(
     )
 }
 
+/// The services an instance calls: the topology's Redis server and shared black box.
+#[derive(Clone, Copy)]
+struct Calls<'a> {
+    redis_url: Option<&'a str>,
+    bbox_url: Option<&'a str>,
+}
+
 /// The command of one process of the service on `port`: the user's own command, or `loadlab
 /// serve` in the topology's runtime.
 fn instance_command(
@@ -604,13 +658,20 @@ fn instance_command(
     loadlab_exe: &Path,
     port: u16,
     label: &str,
-    redis_url: Option<&str>,
+    calls: Calls<'_>,
 ) -> Result<Command, LabError> {
+    let Calls {
+        redis_url,
+        bbox_url,
+    } = calls;
     if let Some(c) = &topology.command {
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(c).env("PORT", port.to_string());
         if let Some(url) = redis_url {
             cmd.env("REDIS_URL", url);
+        }
+        if let Some(url) = bbox_url {
+            cmd.env("BBOX_URL", url);
         }
         // Its output goes to stderr, so loadlab's own stdout stays machine-readable.
         cmd.stdout(std::io::stderr());
@@ -627,6 +688,9 @@ fn instance_command(
     cmd.args(&topology.serve_args);
     if let Some(url) = redis_url {
         cmd.args(["--redis-url", url]);
+    }
+    if let Some(url) = bbox_url {
+        cmd.args(["--bbox-url", url]);
     }
     cmd.stdout(stdout_of(topology.stdout, label)?);
     if topology.stdout == Stdout::Tty && std::env::var_os("TERM").is_none() {

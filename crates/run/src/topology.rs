@@ -159,6 +159,13 @@ pub struct Topology {
     pub ready_timeout: Duration,
     /// nginx's timeouts towards the replicas.
     pub proxy_timeout: Duration,
+    /// A black box every instance shares, started first as one `loadlab serve` with these
+    /// flags (`--bbox-workers 3 --bbox-delay 905ms`): each instance's `/bbox/*` call it, as
+    /// seed 000's topologies all called one box. `None`: each instance serves its own.
+    pub shared_bbox: Option<Vec<String>>,
+    /// Put the balancer in front of a single replica too (seed 003's balancer with one
+    /// instance); with more replicas it always stands in front.
+    pub lb_alone: bool,
     /// Start a redis-server first and give every instance its URL (`--redis-url`, or
     /// `$REDIS_URL` for a user's command).
     pub redis: bool,

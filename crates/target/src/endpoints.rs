@@ -252,14 +252,21 @@ pub async fn stall(State(s): State<Shared>, Query(q): Query<Params>) -> Response
     "ok".into_response()
 }
 
-/// Black box, asynchronous: a fixed delay, any number at once.
-pub async fn bbox_async(State(s): State<Shared>) -> &'static str {
-    tokio::time::sleep(s.config.bbox_delay).await;
-    "ok"
+/// Black box, asynchronous: a fixed delay, any number at once (or the shared box's answer).
+pub async fn bbox_async(State(s): State<Shared>) -> Response {
+    if let Some(url) = &s.config.bbox_url {
+        return crate::shared_box::call(url, "/bbox/async").await;
+    }
+    tokio::time::sleep(s.config.bbox_async_delay.unwrap_or(s.config.bbox_delay)).await;
+    "ok".into_response()
 }
 
-/// Black box, synchronous: a fixed delay, `bbox_workers` at once; the rest queue.
+/// Black box, synchronous: a fixed delay, `bbox_workers` at once; the rest queue (or the
+/// shared box's answer).
 pub async fn bbox_sync(State(s): State<Shared>) -> Response {
+    if let Some(url) = &s.config.bbox_url {
+        return crate::shared_box::call(url, "/bbox/sync").await;
+    }
     let Ok(_permit) = s.bbox_sync.acquire().await else {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     };

@@ -10,6 +10,7 @@
 
 pub mod consumer;
 mod endpoints;
+mod shared_box;
 mod state;
 mod store;
 pub mod tracing;

@@ -13,8 +13,15 @@ use crate::store::Store;
 /// How the black-box endpoints behave, and where `/turno` counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceConfig {
-    /// Delay of `/bbox/async` and `/bbox/sync`.
+    /// Delay of `/bbox/sync` (and of `/bbox/async` unless `bbox_async_delay` says).
     pub bbox_delay: Duration,
+    /// Delay of `/bbox/async` when it differs from `/bbox/sync`'s (seed 000's two boxes
+    /// answered in about 1100 and 905 ms).
+    pub bbox_async_delay: Option<Duration>,
+    /// A black box every instance shares (`http://127.0.0.1:PORT`): `/bbox/async` and
+    /// `/bbox/sync` call that service's and answer with what it answers, as seed 000's
+    /// service called the one black box its course ran. `None` serves them here.
+    pub bbox_url: Option<String>,
     /// Requests `/bbox/sync` serves at once; the rest queue.
     pub bbox_workers: usize,
     /// A Redis server holding `/turno`'s counters (shared by replicas); `None` counts in
@@ -38,6 +45,8 @@ impl Default for ServiceConfig {
     fn default() -> Self {
         ServiceConfig {
             bbox_delay: Duration::from_millis(1000),
+            bbox_async_delay: None,
+            bbox_url: None,
             bbox_workers: 3,
             redis_url: None,
             visits: false,

@@ -50,6 +50,7 @@ const IMAGE_PNG: &[u8] = include_bytes!("assets/image.png");
 #[derive(Deserialize, Default)]
 pub struct SiteParams {
     work_ms: Option<String>,
+    wait_ms: Option<String>,
 }
 
 /// A 404 with a one-line reason.
@@ -77,7 +78,10 @@ fn is_name(name: &str) -> bool {
 
 /// An HTML page named `page` (`[a-z0-9-]{1,32}`, else 404) that links `/static/site.css`,
 /// `/static/app.js`, `/static/logo.png` and `/static/{page}.png` (three distinct resources when
-/// the page is `logo`), after busy-waiting `work_ms` (default 0) on the CPU like `/heavy`.
+/// the page is `logo`), after busy-waiting `work_ms` (default 0) on the CPU like `/heavy`, then
+/// sleeping `wait_ms` (default 0) on the thread that serves it, as a synchronous handler
+/// waiting on a database holds its thread but not the CPU (seed 002's second test replaced
+/// half its busy-wait by such a sleep).
 pub async fn site(
     State(s): State<Shared>,
     page: Result<Path<String>, PathRejection>,
@@ -98,7 +102,14 @@ pub async fn site(
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
+    let wait = match millis("wait_ms", q.wait_ms.as_deref(), Some(0)) {
+        Ok(d) => d,
+        Err(e) => return e.into_response(),
+    };
     busy_wait(work);
+    if !wait.is_zero() {
+        std::thread::sleep(wait);
+    }
     if s.config.visits {
         if let Err(e) = s.store.record_visit(&page).await {
             return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response();

@@ -89,7 +89,9 @@ fn serve_runtime(a: &ServeArgs, runtime: Runtime) -> Result<Outcome> {
         port: a.port,
         workers: a.workers,
         bbox_delay: a.bbox_delay,
+        bbox_async_delay: a.bbox_async_delay,
         bbox_workers: a.bbox_workers,
+        bbox_url: a.bbox_url.clone(),
         async_workers: a.async_workers,
     };
     let mut cmd = loadlab_lab::runtime::command(runtime, &options)?;
@@ -127,6 +129,8 @@ fn serve_here(a: &ServeArgs, redis_url: Option<String>, store: &str) -> Result<O
     crate::cmd::name_process("loadlab-serve");
     let config = loadlab_target::ServiceConfig {
         bbox_delay: a.bbox_delay,
+        bbox_async_delay: a.bbox_async_delay,
+        bbox_url: a.bbox_url.clone(),
         bbox_workers: a.bbox_workers,
         redis_url,
         visits: a.visits,
@@ -168,6 +172,12 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         "--bbox-delay".to_string(),
         format!("{}ms", a.bbox_delay.as_millis()),
     ];
+    if let Some(d) = a.bbox_async_delay {
+        serve_args.extend(["--bbox-async-delay".to_string(), format!("{}ms", d.as_millis())]);
+    }
+    if let Some(url) = &a.bbox_url {
+        serve_args.extend(["--bbox-url".to_string(), url.clone()]);
+    }
     if a.host != "127.0.0.1" {
         serve_args.extend(["--host".to_string(), a.host.clone()]);
     }
