@@ -682,6 +682,7 @@ mod tests {
             runtime: runtime.map(String::from),
             serve: None,
             proxy_timeout: None,
+            shared_bbox: None,
             store: None,
             consumers: None,
             profile: false,

@@ -197,6 +197,48 @@ mod tests {
     }
 
     #[test]
+    fn a_balancer_named_stands_in_front_of_one_replica_and_the_default_does_not() {
+        assert!(!lower(&TopologyInput::default()).unwrap().lb_alone);
+        for lb in [Lb::Nginx, Lb::Builtin] {
+            let named = TopologyInput {
+                lb: Some(lb),
+                ..TopologyInput::default()
+            };
+            assert!(lower(&named).unwrap().lb_alone, "{lb:?}");
+        }
+        let client = TopologyInput {
+            lb: Some(Lb::Client),
+            ..TopologyInput::default()
+        };
+        assert!(!lower(&client).unwrap().lb_alone);
+        let many = TopologyInput {
+            lb: Some(Lb::Nginx),
+            replicas: Some(3),
+            ..TopologyInput::default()
+        };
+        assert!(!lower(&many).unwrap().lb_alone, "more replicas always have it");
+    }
+
+    #[test]
+    fn a_shared_black_box_is_refused_to_the_python_service_only() {
+        let shared = TopologyInput {
+            shared_bbox: Some(vec!["--bbox-workers".into(), "3".into()]),
+            ..TopologyInput::default()
+        };
+        assert!(lower(&shared).unwrap().shared_bbox.is_some());
+        let node = TopologyInput {
+            runtime: Some(Runtime::Node),
+            ..shared.clone()
+        };
+        assert!(lower(&node).is_ok());
+        let python = TopologyInput {
+            runtime: Some(Runtime::Python),
+            ..shared
+        };
+        assert_eq!(lower(&python), Err(TopologyError::SharedBboxPython));
+    }
+
+    #[test]
     fn names_are_spelled_as_the_flags_and_files_spell_them() {
         for r in Runtime::ALL {
             assert_eq!(runtime_named(r.name()), Ok(r));

@@ -339,3 +339,35 @@ fn a_replica_on_a_quarter_cpu_uses_a_quarter_of_a_core_and_its_control_group_goe
     }
     next.interrupt();
 }
+
+#[test]
+fn replicas_sharing_one_black_box_serve_its_workers_not_theirs() {
+    // Each box: 2 workers of 200 ms. Two replicas with boxes of their own serve 4 at once
+    // (~20/s); two calling one shared box serve its 2 (~10/s), as seed 000's topologies all
+    // called the course's one box. The known answer comes from time the box waits.
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, out) = crate::support::lab_ok(
+        dir.path(),
+        "name: shared box\nrounds: 1\n\
+         topologies:\n\
+         \x20 - { name: own boxes, replicas: 2, lb: builtin, serve: \"--bbox-workers 2 --bbox-delay 200ms\" }\n\
+         \x20 - { name: one shared box, replicas: 2, lb: builtin, shared_bbox: \"--bbox-workers 2 --bbox-delay 200ms\" }\n\
+         \x20 - { name: one behind the proxy, lb: builtin }\n\
+         workloads:\n  - { name: sync c8, run: \"/bbox/sync -c 8 -d 3s\" }\n",
+    );
+    assert!(
+        stdout.contains("calling one shared black box on http://127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("one behind the proxy: 1 replica of loadlab serve behind the built-in proxy"),
+        "{stdout}"
+    );
+    let ok_rps = |cell: &str| {
+        let s = crate::support::read_json(&out.join(cell).join("sync-c8/summary.json"));
+        s["requests"]["ok"].as_f64().unwrap() / s["duration_s"].as_f64().unwrap()
+    };
+    let (own, shared) = (ok_rps("own-boxes"), ok_rps("one-shared-box"));
+    assert!((15.0..=21.0).contains(&own), "own boxes: {own} ok/s");
+    assert!((7.5..=10.5).contains(&shared), "one shared box: {shared} ok/s");
+}
