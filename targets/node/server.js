@@ -96,7 +96,7 @@ function millis(name, value, def) {
 }
 
 /** The query parameters every endpoint with a query reads (the Rust service's `Params`). */
-const PARAMS = ['ms', 'n', 'log', 'every_ms', 'for_ms', 'kb'];
+const PARAMS = ['ms', 'n', 'from', 'log', 'every_ms', 'for_ms', 'kb'];
 /** Most KB one /leak request keeps (1 GB). */
 const MAX_LEAK_KB = 1 << 20;
 /** What /leak kept, for the process's life. */
@@ -299,8 +299,9 @@ function app(config) {
   }, PARAMS);
   get('/calc', (req, res) => {
     const n = number('n', param(req, 'n'), undefined, MAX_CALC_N);
+    const from = number('from', param(req, 'from'), 0, MAX_CALC_N);
     let sum = 0;
-    for (let i = 0; i < n; i++) sum += Math.sin(i);
+    for (let i = from; i < from + n; i++) sum += Math.sin(i);
     text(res, 200, String(sum));
   }, PARAMS);
   get('/heavy', (req, res) => {
@@ -380,8 +381,9 @@ function app(config) {
       return text(res, 404, `no page ${quoted(page)}; a page name is 1 to 32 of a-z, 0-9 and -\n`);
     }
     busyWait(millis('work_ms', param(req, 'work_ms'), 0));
+    blockingSleep(millis('wait_ms', param(req, 'wait_ms'), 0));
     res.status(200).type('text/html; charset=utf-8').send(pageHtml(page));
-  }, ['work_ms']);
+  }, ['work_ms', 'wait_ms']);
   get('/static/:file', (req, res) => {
     const reason = 'a static file is 1 to 32 of a-z, 0-9 and - followed by .css, .js or .png';
     const file = req.params.file;

@@ -120,7 +120,7 @@ class QueryRejection(Exception):
 
 
 #: The query parameters whose repetition is refused (the Rust handlers' `Params`).
-PARAMS = ("ms", "n", "log", "every_ms", "for_ms", "kb")
+PARAMS = ("ms", "n", "from", "log", "every_ms", "for_ms", "kb")
 
 
 def quoted(value):
@@ -233,11 +233,13 @@ def block(req):
 
 
 def calc(req):
-    """CPU work: the sum of sin(i) for i < n, printed as Rust prints a float."""
+    """CPU work: the sum of sin(i) for n values of i from `from` (default 0), printed as Rust
+    prints a float (seed 001 summed over 5 to 6 million, where runtimes' sin differ in cost)."""
     n = number("n", req.param("n"), None, MAX_CALC_N)
+    start = number("from", req.param("from"), 0, MAX_CALC_N)
     total = 0.0
     sin = math.sin
-    for i in range(n):
+    for i in range(start, start + n):
         total += sin(i)
     out = repr(total)
     return text("200 OK", out[:-2] if out.endswith(".0") else out)
@@ -332,13 +334,15 @@ def turno(req, name):
 
 
 def site(req, page):
-    """An HTML page linking 4 static resources, after busy-waiting work_ms."""
+    """An HTML page linking 4 static resources, after busy-waiting work_ms, then sleeping
+    wait_ms on the worker (a blocking wait, as on a database)."""
     if not NAME.fullmatch(page):
         return text(
             "404 Not Found",
             f"no page {quoted(page)}; a page name is 1 to 32 of a-z, 0-9 and -\n",
         )
     busy_wait(millis("work_ms", req.param("work_ms"), 0))
+    blocking_sleep(millis("wait_ms", req.param("wait_ms"), 0) / 1000.0)
     return "200 OK", [("Content-Type", "text/html; charset=utf-8")], PAGE_HTML.format(page=page).encode()
 
 
@@ -415,7 +419,7 @@ ROUTES = {
 }
 
 #: Handlers that read a query, and its parameters.
-QUERIES = {delay: PARAMS, block: PARAMS, calc: PARAMS, heavy: PARAMS, leak: PARAMS, info: PARAMS, stall: PARAMS, site: ("work_ms",)}
+QUERIES = {delay: PARAMS, block: PARAMS, calc: PARAMS, heavy: PARAMS, leak: PARAMS, info: PARAMS, stall: PARAMS, site: ("work_ms", "wait_ms")}
 
 #: One-segment paths: prefix → handler of the segment.
 PREFIXES = {"/turno/": turno, "/site/": site, "/static/": static_file}

@@ -22,6 +22,7 @@ const MAX_LEAK_KB: u64 = 1 << 20;
 pub struct Params {
     ms: Option<String>,
     n: Option<String>,
+    from: Option<String>,
     log: Option<String>,
     every_ms: Option<String>,
     for_ms: Option<String>,
@@ -111,13 +112,18 @@ pub async fn block(Query(q): Query<Params>) -> Response {
     }
 }
 
-/// CPU work on the worker: the sum of sin(i) for i in 0..n (seed 001 used 5M..6M).
+/// CPU work on the worker: the sum of sin(i) for `n` values of i from `from` (default 0; seed
+/// 001 summed over 5M..6M, where the runtimes' sin differ in cost).
 pub async fn calc(Query(q): Query<Params>) -> Response {
+    let from = match number("from", q.from.as_deref(), Some(0), MAX_CALC_N) {
+        Ok(from) => from,
+        Err(e) => return e.into_response(),
+    };
     match number("n", q.n.as_deref(), None, MAX_CALC_N) {
         Ok(n) => {
             // A fold from 0.0, not `sum()` (which starts from -0.0): no work answers "0", as
             // the Node and Python services do.
-            let sum = (0..n).fold(0.0f64, |acc, i| acc + (i as f64).sin());
+            let sum = (from..from + n).fold(0.0f64, |acc, i| acc + (i as f64).sin());
             format!("{sum}").into_response()
         }
         Err(e) => e.into_response(),
