@@ -78,6 +78,8 @@ export LOADLAB_JAEGER
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 python3 -B -m unittest -q scripts/test_module_cycles.py
+# The seeds' rules (bench/seeds.py) can say no, either way.
+python3 -B -m unittest -q bench/test_seeds.py
 python3 scripts/module-cycles.py
 cargo test --workspace --locked
 # loadlab's `locust` package on its own, against a fake engine (the Rust side's tests run it

@@ -1,0 +1,84 @@
+"""The seeds' rules can say no: each judge, and a conclusion on a made-up lab, in both directions.
+
+    python3 -B -m unittest -q bench/test_seeds.py
+"""
+
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import seeds  # noqa: E402
+
+
+def lab_of(cells, variant="full", text="calling one shared black box"):
+    """A kept lab made of `cells` (topology, workload, round, measured)."""
+    d = Path(tempfile.mkdtemp())
+    (d / "lab.json").write_text(json.dumps({"cells": [
+        {"topology": t, "workload": w, "round": r, "measured": m, "limits": []} for t, w, r, m in cells]}))
+    (d / "meta.json").write_text(json.dumps({"variant": variant, "seed": "000", "date": "x"}))
+    (d / "lab.txt").write_text(text)
+    return seeds.Lab(d)
+
+
+class Judges(unittest.TestCase):
+    def test_a_direction_needs_the_whole_interval_on_its_side(self):
+        self.assertEqual(seeds.side(seeds.Ratio(1.5, 1.2, 1.8, 3), True, "x"), "agrees")
+        self.assertIn("the other way", seeds.side(seeds.Ratio(0.6, 0.5, 0.7, 3), True, "x"))
+        self.assertIn("cannot tell", seeds.side(seeds.Ratio(1.5, 0.9, 2.5, 3), True, "x"))
+        self.assertEqual(seeds.side(seeds.Ratio(0.6, 0.5, 0.7, 3), False, "x"), "agrees")
+
+    def test_one_round_says_it_has_no_interval(self):
+        for above, value in [(True, 1.5), (True, 0.5), (True, 1.01), (False, 0.5)]:
+            verdict = seeds.side(seeds.Ratio(value, None, None, 1), above, "x")
+            self.assertIn("one round: no interval", verdict)
+        self.assertNotIn("interval (", seeds.band(seeds.Ratio(0.5, None, None, 1), 0.64, 0.78, "x"))
+
+    def test_a_band_refuses_figures_on_either_side(self):
+        self.assertEqual(seeds.band(seeds.Ratio(0.71, 0.69, 0.73, 3), 0.64, 0.78, "x"), "agrees")
+        self.assertIn("under", seeds.band(seeds.Ratio(0.37, 0.3, 0.45, 3), 0.9, 1.1, "x"))
+        self.assertIn("over", seeds.band(seeds.Ratio(1.25, 1.2, 1.3, 3), 0.9, 1.1, "x"))
+        self.assertIn("reaches it", seeds.band(seeds.Ratio(0.6, 0.48, 0.74, 3), 0.64, 0.78, "x"))
+
+    def test_ratios_pair_rounds_and_widen_with_their_spread(self):
+        tight = seeds.Ratio.of([(2.0, 1.0), (2.02, 1.0), (1.98, 1.0)])
+        loose = seeds.Ratio.of([(3.0, 1.0), (1.3, 1.0), (2.0, 1.0)])
+        self.assertAlmostEqual(tight.value, 2.0, places=2)
+        self.assertLess(tight.high - tight.low, loose.high - loose.low)
+        self.assertEqual(seeds.Ratio.of([(2.0, 1.0)]).rounds, 1)
+
+
+class Conclusions(unittest.TestCase):
+    def breaking_points(self, other):
+        cells = []
+        for r in range(3):
+            cells.append((seeds.T11, "bbox sync", r, {"breaking_point_rps": 3.0 + 0.01 * r}))
+            cells.append((seeds.T31, "bbox sync", r, {"breaking_point_rps": other + 0.01 * r}))
+        return seeds.c000_984(lab_of(cells))
+
+    def test_the_shared_box_row_refuses_a_box_that_scaled_or_collapsed(self):
+        self.assertEqual(self.breaking_points(3.1)[1], "agrees")
+        self.assertIn("over the seed", self.breaking_points(8.5)[1])
+        self.assertIn("under the seed", self.breaking_points(1.0)[1])
+
+    def test_the_runtime_row_takes_the_seeds_direction_not_any_difference(self):
+        def verdict(python, node):
+            cells = []
+            for r in range(3):
+                cells.append((seeds.P1, "calc 600/s", r, {"ok_rps": python + 0.01 * r, "offered_rps": 600}))
+                cells.append((seeds.N1, "calc 600/s", r, {"ok_rps": node, "offered_rps": 600}))
+            return seeds.c001_190(lab_of(cells))[1]
+        self.assertTrue(verdict(1.6, 1.0).startswith("agrees"))
+        self.assertIn("the other way", verdict(1.0, 4.5))
+
+    def test_every_conclusion_cites_a_line_and_states_its_rule(self):
+        self.assertGreater(len(seeds.CONCLUSIONS), 50)
+        for c in seeds.CONCLUSIONS + seeds.UNTESTABLE:
+            self.assertRegex(c.line, r"\d")
+            self.assertIn(c.seed, seeds.SEED_FILES)
+
+
+if __name__ == "__main__":
+    unittest.main()
