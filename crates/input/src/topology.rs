@@ -46,7 +46,9 @@ pub enum TopologyError {
     #[error("proxy_timeout {0}")]
     ProxyTimeout(String),
     /// A shared black box asked of the Python service, which cannot call one.
-    #[error("the python service cannot call a shared black box (shared_bbox): use runtime node or rust")]
+    #[error(
+        "the python service cannot call a shared black box (shared_bbox): use runtime node or rust"
+    )]
     SharedBboxPython,
     /// Consumers of the visits queue without Redis to read it from.
     #[error("the visits application's consumers read a Redis stream: give the topology redis")]
@@ -216,7 +218,10 @@ mod tests {
             replicas: Some(3),
             ..TopologyInput::default()
         };
-        assert!(!lower(&many).unwrap().lb_alone, "more replicas always have it");
+        assert!(
+            !lower(&many).unwrap().lb_alone,
+            "more replicas always have it"
+        );
     }
 
     #[test]

@@ -203,7 +203,10 @@ impl Deployment {
     pub fn casualty(&mut self) -> Option<(String, u32, String)> {
         self.restart_consumers();
         let watched = self.instances.iter_mut();
-        for p in watched.chain(self.balancer.as_mut()).chain(self.shared_bbox.as_mut()) {
+        for p in watched
+            .chain(self.balancer.as_mut())
+            .chain(self.shared_bbox.as_mut())
+        {
             if let Some(status) = p.exited() {
                 return Some((p.label.clone(), p.pid(), status.to_string()));
             }
@@ -222,7 +225,10 @@ impl Deployment {
         loop {
             self.restart_consumers();
             let watched = self.instances.iter_mut();
-            for p in watched.chain(self.balancer.as_mut()).chain(self.shared_bbox.as_mut()) {
+            for p in watched
+                .chain(self.balancer.as_mut())
+                .chain(self.shared_bbox.as_mut())
+            {
                 if p.exited().is_some() {
                     return Some(p.label.clone());
                 }
@@ -466,7 +472,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         0 => String::new(),
         n => format!(" with {n} visit counter consumer(s)"),
     } + &match (&bbox_url, &deployment.shared_bbox) {
-        (Some(url), Some(p)) => format!(", calling one shared black box on {url} (pid {})", p.pid()),
+        (Some(url), Some(p)) => {
+            format!(", calling one shared black box on {url} (pid {})", p.pid())
+        }
         _ => String::new(),
     };
     if topology.replicas == 1 && !topology.lb_alone {

@@ -46,8 +46,7 @@ async fn get(base: &str, path: &str) -> Result<(StatusCode, Vec<u8>), String> {
     let mut stream = TcpStream::connect(authority)
         .await
         .map_err(|e| e.to_string())?;
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
     stream
         .write_all(request.as_bytes())
         .await

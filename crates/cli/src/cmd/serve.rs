@@ -173,7 +173,10 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         format!("{}ms", a.bbox_delay.as_millis()),
     ];
     if let Some(d) = a.bbox_async_delay {
-        serve_args.extend(["--bbox-async-delay".to_string(), format!("{}ms", d.as_millis())]);
+        serve_args.extend([
+            "--bbox-async-delay".to_string(),
+            format!("{}ms", d.as_millis()),
+        ]);
     }
     if let Some(url) = &a.bbox_url {
         serve_args.extend(["--bbox-url".to_string(), url.clone()]);

@@ -360,7 +360,8 @@ fn replicas_sharing_one_black_box_serve_its_workers_not_theirs() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("one behind the proxy: 1 replica of loadlab serve behind the built-in proxy"),
+        stdout
+            .contains("one behind the proxy: 1 replica of loadlab serve behind the built-in proxy"),
         "{stdout}"
     );
     let ok_rps = |cell: &str| {
@@ -369,5 +370,8 @@ fn replicas_sharing_one_black_box_serve_its_workers_not_theirs() {
     };
     let (own, shared) = (ok_rps("own-boxes"), ok_rps("one-shared-box"));
     assert!((15.0..=21.0).contains(&own), "own boxes: {own} ok/s");
-    assert!((7.5..=10.5).contains(&shared), "one shared box: {shared} ok/s");
+    assert!(
+        (7.5..=10.5).contains(&shared),
+        "one shared box: {shared} ok/s"
+    );
 }
