@@ -473,6 +473,19 @@ def c000_392(lab):
     return figures, all_of([side(r, True, f"{t}'s breaking point") for t, r in rows])
 
 
+@conclusion("000", "392", "At /heavy's breaking point the CPU is at 100 % in every topology.",
+            "every topology's /heavy search ended CPU-bound: its processes at their core or quota, or the "
+            "host's cores full")
+def c000_392b(lab):
+    w = lab.workload("heavy", "ms")
+    got = {t: lab.limit_kinds(t, w) for t in lab.topologies() if lab.cells(t, w)}
+    if not got:
+        return None
+    figures = "; ".join(f"{t}: {', '.join(k) or 'no limit'}" for t, k in got.items())
+    idle = [t for t, k in got.items() if not {"cpu_bound", "at_quota", "host"} & set(k)]
+    return figures, "agrees" if not idle else f"differs: {', '.join(idle)} ended without a CPU limit"
+
+
 @conclusion("000", "512", "At a constant 1 req/s of /heavy (5 s of CPU each), only three replicas of three "
             "workers keep up.",
             "3 x 3's breaking point for /heavy above both 3 x 1's and 1 x 3's")
@@ -757,6 +770,13 @@ def c001_73(lab):
         return None
     e, t, w = max(worst)
     return f"worst: {t}, {w}: {e:.2f} % failed", ("agrees" if e <= 0.1 else f"differs: {t} failed {e:.2f} % at {w}")
+
+
+@conclusion("001", "89", "On ping, Node's response time grows with the throughput.",
+            "node's median latency on ping, one replica, 600/s over 50/s, above ×1")
+def c001_89(lab):
+    r = lab.ratio((N1, wl(lab, "ping")), (N1, wl(lab, "ping", "50/s")), p50)
+    return r and (f"p50 {r}", side(r, True, "node's ping median, 600/s over 50/s"))
 
 
 @conclusion("001", "91", "On ping, Node's p99 latency is much lower than Python's.",
