@@ -277,16 +277,16 @@ def share(s, status):
     """Share of the completed requests answered `status`, in %."""
     if not s:
         return None
-    done = max(1, s["requests"]["completed"] + s["requests"]["errors"])
-    return 100.0 * s["status"].get(str(status), 0) / done
+    ended = max(1, s["requests"]["ok"] + s["requests"]["errors"])
+    return 100.0 * s["status"].get(str(status), 0) / ended
 
 
 def errors_pct(c, s):
     if not s:
         return None
+    # `errors` counts every request that ended without a 2xx: answered otherwise, or not at all.
     r = s["requests"]
-    ended = r["completed"] + r.get("errors", 0)
-    return 100.0 * (ended - r["ok"]) / max(1, ended)
+    return 100.0 * r["errors"] / max(1, r["ok"] + r["errors"])
 
 
 def in_flight(c, s):
@@ -338,14 +338,19 @@ def band(x, lo, hi, what, unit="×"):
     value = x.value if isinstance(x, Ratio) else x
     one = isinstance(x, Ratio) and x.rounds < 2
     note = " (one round: no interval)" if one else ""
-    show = (lambda v: f"×{v:.2f}") if unit == "×" else (lambda v: f"{v:,.1f}{unit}")
+    if unit == "×":
+        show = lambda v: f"×{v:.2f}"
+        span = f"at most ×{hi:.2f}" if lo <= 0 else f"×{lo:.2f} or more" if hi == math.inf else f"×{lo:.2f}–×{hi:.2f}"
+    else:
+        show = lambda v: f"{v:,.0f}{unit}"
+        span = f"{lo:,.0f}–{hi:,.0f}{unit}"
     if lo <= value <= hi:
         return "agrees" + note
     where = "under" if value < lo else "over"
     reach = ""
     if isinstance(x, Ratio) and x.rounds >= 2 and x.low <= hi and x.high >= lo:
         reach = f", though the rounds' interval (×{x.low:.2f}–×{x.high:.2f}) reaches it"
-    return f"differs: {what} is {show(value)}, {where} the seed's {show(lo)}–{show(hi)}{reach}{note}"
+    return f"differs: {what} is {show(value)}, {where} the band {span}{reach}{note}"
 
 
 def fig(label, x, digits=2):
@@ -607,11 +612,7 @@ def c000_861(lab):
         return None
     held = {t: lab.mean(t, w, in_flight) for t in lab.topologies()}
     figures = "; ".join(f"{t}: {num(v, 0)} in flight" for t, v in held.items())
-    verdicts = []
-    for t, r in rows:
-        v = band(r, 1.2, math.inf, f"1 x 1's pending over {t}'s")
-        verdicts.append(v.replace("–×inf", " or more") if v else v)
-    return figures, all_of(verdicts)
+    return figures, all_of([band(r, 1.2, math.inf, f"1 x 1's pending over {t}'s") for t, r in rows])
 
 
 @conclusion("000", "984", "The sync black box breaks at practically the same load in every topology: "
@@ -633,8 +634,9 @@ def c000_984(lab):
 
 @conclusion("000", "986–992", "The sync box saturates at a very small rate: requests pile up and fail early "
             "in the ramp (56 of 1,821 answered), its latency climbing to 10 s.",
-            "1 x 1's breaking point for the sync box within ×0.8–×1.1 of its workers over its service time "
-            "(K/S, from the probe): it breaks where its workers run out")
+            "1 x 1's breaking point for the sync box within ×0.8–×1.25 of its workers over its service time "
+            "(K/S, from the probe): it breaks where its workers run out (a step's percentile objective lets "
+            "a queue grow for the step's length, so a search may pass K/S a little)")
 def c000_986(lab):
     w = lab.workload("bbox sync", "sync") or lab.workload("bbox sync capacity")
     bp = lab.mean(T11, w, breaking)
@@ -644,7 +646,7 @@ def c000_986(lab):
     m = probe[0]["measured"]
     ideal = m["workers"] * 1000.0 / m["service_time_ms"]
     return (f"1 x 1 broke at {bp:.1f} req/s; K/S = {m['workers']}/{m['service_time_ms']:.0f} ms = {ideal:.1f} req/s",
-            band(bp / ideal, 0.8, 1.1, "the breaking point over K/S"))
+            band(bp / ideal, 0.8, 1.25, "the breaking point over K/S"))
 
 
 @conclusion("000", "1111", "Under spikes the sync box behaves about the same in every topology: one box "
@@ -989,7 +991,7 @@ def c001_234(lab):
         return None
     figures = "; ".join(f"{n} {r}" for n, r, _ in parts)
     verdicts = [band(r, lo, hi, f"{n}'s gain") for n, r, (lo, hi) in parts]
-    return figures, all_of([v.replace("–×inf", " or more") for v in verdicts])
+    return figures, all_of([v for v in verdicts])
 
 
 @conclusion("001", "240", "Scaling Node did not improve its calc response time; it even worsened it.",
@@ -997,7 +999,7 @@ def c001_234(lab):
 def c001_240b(lab):
     w = wl(lab, "calc")
     r = lab.ratio((N6, w), (N1, w), p50)
-    return r and (f"p50 {r}", band(r, 0.9, math.inf, "node's calc median, 6 over 1").replace("–×inf", " or more"))
+    return r and (f"p50 {r}", band(r, 0.9, math.inf, "node's calc median, 6 over 1"))
 
 
 @conclusion("001", "240", "A calc request costs Node the same whatever the number of nodes.",
@@ -1058,6 +1060,8 @@ def c002_75(lab):
     if s is None or not s.get("phases"):
         return None
     p = {ph["name"]: ph["latency_ms"]["p90"] for ph in s["phases"]}
+    if not {"10 users", "20 users", "40 users"} <= set(p):
+        return None
     figures = "; ".join(f"{n}: p90 {v:,.0f} ms" for n, v in p.items())
     low = [n for n in ("10 users", "20 users") if n in p and p[n] >= 1000]
     if low:
@@ -1073,7 +1077,7 @@ def c002_77a(lab):
     s = lab.summary(B, USERS)
     if s is None:
         return None
-    failed = s["requests"]["completed"] + s["requests"].get("errors", 0) - s["requests"]["ok"]
+    failed = s["requests"]["errors"]
     n429 = s["status"].get("429", 0)
     figures = f"{failed} failed, {n429} of them 429"
     if failed == 0:
@@ -1158,18 +1162,17 @@ def c002_124(lab):
 
 @conclusion("002", "128, 143", "After the changes the median response time stays about constant: requests "
             "queue for an instance, the limit is throughput.",
-            "the users after the changes: median page latency within ×1.5 of the page's own time (work + wait)")
+            "the users after the changes: the pages' median latency within ×1.5 of the least a page took "
+            "(a page served without waiting)")
 def c002_128(lab):
     s = lab.summary(A, USERS_H) or lab.summary(A, USERS)
     ps = pages(s)
     if not ps:
         return None
     med = sorted(p["latency_ms"]["p50"] for p in ps)[len(ps) // 2]
-    name = next(k for k in s["requests_by_name"] if "/site/" in k)
-    own = (ms_param({"targets": [name]}, "work_ms") or 0) + (ms_param({"targets": [name]}, "wait_ms") or 0)
-    if not own:
-        return None
-    return f"median page p50 {med:.0f} ms for {own} ms of work", band(med / own, 0.9, 1.5, "the median over the page's time")
+    least = min(p["latency_ms"]["min"] for p in ps)
+    return (f"pages' median p50 {med:.0f} ms, least {least:.0f} ms",
+            band(med / least, 1.0, 1.5, "the median over the least"))
 
 
 @conclusion("002", "145", "After the changes the limit is still the CPU time each request takes.",

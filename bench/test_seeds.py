@@ -60,8 +60,8 @@ class Conclusions(unittest.TestCase):
 
     def test_the_shared_box_row_refuses_a_box_that_scaled_or_collapsed(self):
         self.assertEqual(self.breaking_points(3.1)[1], "agrees")
-        self.assertIn("over the seed", self.breaking_points(8.5)[1])
-        self.assertIn("under the seed", self.breaking_points(1.0)[1])
+        self.assertIn("over the band", self.breaking_points(8.5)[1])
+        self.assertIn("under the band", self.breaking_points(1.0)[1])
 
     def test_the_runtime_row_takes_the_seeds_direction_not_any_difference(self):
         def verdict(python, node):
