@@ -384,6 +384,16 @@ def conclusion(seed, line, says, rule):
     return register
 
 
+def compared(seed, line, says, rule, variant, baseline, figure, label, judge):
+    """Registers a conclusion judged on one ratio: `variant` over `baseline`, each (topology,
+    workload prefix[, suffix]), paired by round; `judge` turns the ratio into a verdict."""
+    def judge_lab(lab):
+        (ta, *wa), (tb, *wb) = variant, baseline
+        r = lab.ratio((ta, lab.workload(*wa)), (tb, lab.workload(*wb)), figure)
+        return r and (f"{label} {r}", judge(r))
+    CONCLUSIONS.append(Conclusion(seed, line, says, rule, judge_lab))
+
+
 def untestable(seed, line, says, why):
     UNTESTABLE.append(Untestable(seed, line, says, why))
 
@@ -774,27 +784,22 @@ def c001_73(lab):
     return f"worst: {t}, {w}: {e:.2f} % failed", ("agrees" if e <= 0.1 else f"differs: {t} failed {e:.2f} % at {w}")
 
 
-@conclusion("001", "89", "On ping, Node's response time grows with the throughput.",
-            "node's median latency on ping, one replica, 600/s over 50/s, above ×1")
-def c001_89(lab):
-    r = lab.ratio((N1, wl(lab, "ping")), (N1, wl(lab, "ping", "50/s")), p50)
-    return r and (f"p50 {r}", side(r, True, "node's ping median, 600/s over 50/s"))
+compared("001", "89", "On ping, Node's response time grows with the throughput.",
+         "node's median latency on ping, one replica, 600/s over 50/s, above ×1",
+         (N1, "ping", "600/s"), (N1, "ping", "50/s"), p50, "p50",
+         lambda r: side(r, True, "node's ping median, 600/s over 50/s"))
 
 
-@conclusion("001", "91", "On ping, Node's p99 latency is much lower than Python's.",
-            "p99 of ping at 600/s, node over python, one replica, below ×1")
-def c001_91(lab):
-    w = wl(lab, "ping")
-    r = lab.ratio((N1, w), (P1, w), p99)
-    return r and (f"p99 {r}", side(r, False, "node's p99 over python's"))
+compared("001", "91", "On ping, Node's p99 latency is much lower than Python's.",
+         "p99 of ping at 600/s, node over python, one replica, below ×1",
+         (N1, "ping", "600/s"), (P1, "ping", "600/s"), p99, "p99",
+         lambda r: side(r, False, "node's p99 over python's"))
 
 
-@conclusion("001", "93", "On ping, Node uses less CPU than Python.",
-            "CPU per request on ping at 600/s, node over python, one replica, below ×1")
-def c001_93(lab):
-    w = wl(lab, "ping")
-    r = lab.ratio((N1, w), (P1, w), cpu_per_request)
-    return r and (f"CPU per request {r}", side(r, False, "node's CPU per request over python's"))
+compared("001", "93", "On ping, Node uses less CPU than Python.",
+         "CPU per request on ping at 600/s, node over python, one replica, below ×1",
+         (N1, "ping", "600/s"), (P1, "ping", "600/s"), cpu_per_request, "CPU per request",
+         lambda r: side(r, False, "node's CPU per request over python's"))
 
 
 @conclusion("001", "77, 90, 112, 156", "Python's memory stays flat whatever the load (ping, delay, calc); "
@@ -844,30 +849,25 @@ def c001_134(lab):
             band(lat["p99"] / delay, 1.0, 1.1, "p99 over the delay"))
 
 
-@conclusion("001", "136–138", "On the blocking delay Node processes about 4 times what Python does "
-            "(it accepted 15,479 requests to Python's 3,841).",
-            "requests answered 200 on delay at 600/s, node over python, one replica, above ×1 (the seed's "
-            "4× counts requests its containers accepted, which Docker's backlog set: only its direction "
-            "carries over)")
-def c001_136(lab):
-    w = wl(lab, "delay")
-    r = lab.ratio((N1, w), (P1, w), ok_rps)
-    return r and (f"ok/s {r}", side(r, True, "node's ok/s over python's"))
+compared("001", "136–138", "On the blocking delay Node processes about 4 times what Python does "
+         "(it accepted 15,479 requests to Python's 3,841).",
+         "requests answered 200 on delay at 600/s, node over python, one replica, above ×1 (the seed's "
+         "4× counts requests its containers accepted, which Docker's backlog set: only its direction "
+         "carries over)",
+         (N1, "delay", "600/s"), (P1, "delay", "600/s"), ok_rps, "ok/s",
+         lambda r: side(r, True, "node's ok/s over python's"))
 
 
-@conclusion("001", "138", "Node's capacity on the delay costs it more memory than Python uses.",
-            "peak memory on delay at 600/s, node over python, one replica, above ×1")
-def c001_138(lab):
-    w = wl(lab, "delay")
-    r = lab.ratio((N1, w), (P1, w), service_rss)
-    return r and (f"memory {r}", side(r, True, "node's memory over python's"))
+compared("001", "138", "Node's capacity on the delay costs it more memory than Python uses.",
+         "peak memory on delay at 600/s, node over python, one replica, above ×1",
+         (N1, "delay", "600/s"), (P1, "delay", "600/s"), service_rss, "memory",
+         lambda r: side(r, True, "node's memory over python's"))
 
 
-@conclusion("001", "124", "Node's memory on the delay grows with the traffic (it holds more requests at once).",
-            "node's peak memory on delay, 600/s over 50/s, one replica, above ×1")
-def c001_124(lab):
-    r = lab.ratio((N1, wl(lab, "delay")), (N1, wl(lab, "delay", "50/s")), service_rss)
-    return r and (f"memory {r}", side(r, True, "node's memory at 600/s over 50/s"))
+compared("001", "124", "Node's memory on the delay grows with the traffic (it holds more requests at once).",
+         "node's peak memory on delay, 600/s over 50/s, one replica, above ×1",
+         (N1, "delay", "600/s"), (N1, "delay", "50/s"), service_rss, "memory",
+         lambda r: side(r, True, "node's memory at 600/s over 50/s"))
 
 
 @conclusion("001", "158", "On calc Python's requests queue: far more arrive than it can process.",
@@ -897,12 +897,10 @@ def c001_189a(lab):
     return f"CPU {r}", verdict
 
 
-@conclusion("001", "189", "On calc Node uses more memory than Python (90 MB against 30 MB).",
-            "peak memory on calc at 600/s, node over python, one replica, above ×1")
-def c001_189b(lab):
-    w = wl(lab, "calc")
-    r = lab.ratio((N1, w), (P1, w), service_rss)
-    return r and (f"memory {r}", side(r, True, "node's memory over python's"))
+compared("001", "189", "On calc Node uses more memory than Python (90 MB against 30 MB).",
+         "peak memory on calc at 600/s, node over python, one replica, above ×1",
+         (N1, "calc", "600/s"), (P1, "calc", "600/s"), service_rss, "memory",
+         lambda r: side(r, True, "node's memory over python's"))
 
 
 @conclusion("001", "190, 240", "On intensive maths (calc) Python does better than Node (1,667 answers "
@@ -935,45 +933,35 @@ def c001_191(lab):
     return figures, "agrees" if pa > pb else "differs: python's share of 504s is not above node's"
 
 
-@conclusion("001", "209–211", "Six containers raise Python's successes on the delay (5 to 36).",
-            "requests answered 200 on delay at 600/s, python 6 over 1 replica, above ×1")
-def c001_209(lab):
-    w = wl(lab, "delay")
-    r = lab.ratio((P6, w), (P1, w), ok_rps)
-    return r and (f"ok/s {r}", side(r, True, "python's ok/s, 6 over 1"))
+compared("001", "209–211", "Six containers raise Python's successes on the delay (5 to 36).",
+         "requests answered 200 on delay at 600/s, python 6 over 1 replica, above ×1",
+         (P6, "delay", "600/s"), (P1, "delay", "600/s"), ok_rps, "ok/s",
+         lambda r: side(r, True, "python's ok/s, 6 over 1"))
 
 
-@conclusion("001", "219, 236", "Six containers lower Node's successes on the delay (15,479 to 13,269).",
-            "requests answered 200 on delay at 600/s, node 6 over 1 replica, below ×1")
-def c001_219(lab):
-    w = wl(lab, "delay")
-    r = lab.ratio((N6, w), (N1, w), ok_rps)
-    return r and (f"ok/s {r}", side(r, False, "node's ok/s, 6 over 1"))
+compared("001", "219, 236", "Six containers lower Node's successes on the delay (15,479 to 13,269).",
+         "requests answered 200 on delay at 600/s, node 6 over 1 replica, below ×1",
+         (N6, "delay", "600/s"), (N1, "delay", "600/s"), ok_rps, "ok/s",
+         lambda r: side(r, False, "node's ok/s, 6 over 1"))
 
 
-@conclusion("001", "220", "Node's delay latencies (min, median, max, percentiles) stay about the same with "
-            "six containers.",
-            "median latency on delay at 600/s, node 6 over 1 replica, within ×0.9–×1.1")
-def c001_220(lab):
-    w = wl(lab, "delay")
-    r = lab.ratio((N6, w), (N1, w), p50)
-    return r and (f"p50 {r}", band(r, 0.9, 1.1, "node's delay median, 6 over 1"))
+compared("001", "220", "Node's delay latencies (min, median, max, percentiles) stay about the same with "
+         "six containers.",
+         "median latency on delay at 600/s, node 6 over 1 replica, within ×0.9–×1.1",
+         (N6, "delay", "600/s"), (N1, "delay", "600/s"), p50, "p50",
+         lambda r: band(r, 0.9, 1.1, "node's delay median, 6 over 1"))
 
 
-@conclusion("001", "224–226", "Six containers raise Python's successes on calc (1,667 to 2,299).",
-            "requests answered 200 on calc at 600/s, python 6 over 1 replica, above ×1")
-def c001_224(lab):
-    w = wl(lab, "calc")
-    r = lab.ratio((P6, w), (P1, w), ok_rps)
-    return r and (f"ok/s {r}", side(r, True, "python's calc ok/s, 6 over 1"))
+compared("001", "224–226", "Six containers raise Python's successes on calc (1,667 to 2,299).",
+         "requests answered 200 on calc at 600/s, python 6 over 1 replica, above ×1",
+         (P6, "calc", "600/s"), (P1, "calc", "600/s"), ok_rps, "ok/s",
+         lambda r: side(r, True, "python's calc ok/s, 6 over 1"))
 
 
-@conclusion("001", "230", "Six containers raise Node's successes on calc (1,033 to 4,238).",
-            "requests answered 200 on calc at 600/s, node 6 over 1 replica, above ×1")
-def c001_230(lab):
-    w = wl(lab, "calc")
-    r = lab.ratio((N6, w), (N1, w), ok_rps)
-    return r and (f"ok/s {r}", side(r, True, "node's calc ok/s, 6 over 1"))
+compared("001", "230", "Six containers raise Node's successes on calc (1,033 to 4,238).",
+         "requests answered 200 on calc at 600/s, node 6 over 1 replica, above ×1",
+         (N6, "calc", "600/s"), (N1, "calc", "600/s"), ok_rps, "ok/s",
+         lambda r: side(r, True, "node's calc ok/s, 6 over 1"))
 
 
 @conclusion("001", "234, 236", "Scaling helps mainly where the nodes are saturated (Python's delay, Node's "
@@ -994,20 +982,16 @@ def c001_234(lab):
     return figures, all_of([v for v in verdicts])
 
 
-@conclusion("001", "240", "Scaling Node did not improve its calc response time; it even worsened it.",
-            "median latency on calc at 600/s, node 6 over 1 replica, not below ×0.9")
-def c001_240b(lab):
-    w = wl(lab, "calc")
-    r = lab.ratio((N6, w), (N1, w), p50)
-    return r and (f"p50 {r}", band(r, 0.9, math.inf, "node's calc median, 6 over 1"))
+compared("001", "240", "Scaling Node did not improve its calc response time; it even worsened it.",
+         "median latency on calc at 600/s, node 6 over 1 replica, not below ×0.9",
+         (N6, "calc", "600/s"), (N1, "calc", "600/s"), p50, "p50",
+         lambda r: band(r, 0.9, math.inf, "node's calc median, 6 over 1"))
 
 
-@conclusion("001", "240", "A calc request costs Node the same whatever the number of nodes.",
-            "CPU per request on calc at 600/s, node 6 over 1 replica, within ×0.8–×1.25")
-def c001_240c(lab):
-    w = wl(lab, "calc")
-    r = lab.ratio((N6, w), (N1, w), cpu_per_request)
-    return r and (f"CPU per request {r}", band(r, 0.8, 1.25, "node's CPU per calc request, 6 over 1"))
+compared("001", "240", "A calc request costs Node the same whatever the number of nodes.",
+         "CPU per request on calc at 600/s, node 6 over 1 replica, within ×0.8–×1.25",
+         (N6, "calc", "600/s"), (N1, "calc", "600/s"), cpu_per_request, "CPU per request",
+         lambda r: band(r, 0.8, 1.25, "node's CPU per calc request, 6 over 1"))
 
 
 untestable("001", "75", "Artillery's traffic does not arrive at a constant rate.",
