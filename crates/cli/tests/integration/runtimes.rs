@@ -358,6 +358,17 @@ fn conforms(case: &Case) {
         "{name}: calc {calc} vs {expected}"
     );
     assert_eq!(get(port, "/calc?n=0").text(), "0", "{name}");
+    // ... over n values from `from`: seed 001 summed over 5 to 6 million.
+    let from: f64 = get(port, "/calc?n=1000&from=5000000")
+        .text()
+        .trim()
+        .parse()
+        .unwrap();
+    let expected: f64 = (5_000_000..5_001_000).map(|i| (i as f64).sin()).sum();
+    assert!(
+        (from - expected).abs() < 1e-9,
+        "{name}: calc from 5M {from} vs {expected}"
+    );
 
     // The black boxes: async serves all at once; sync serves BBOX_WORKERS at once.
     let at_once = case.sync_workers.unwrap_or(usize::MAX);
@@ -519,6 +530,14 @@ fn conforms(case: &Case) {
     assert!(
         (7_500..12_000).contains(&grew),
         "{name}: rss grew {grew} KB"
+    );
+
+    // A page's sleep holds its worker without the CPU: the page takes the sleep's time.
+    let (r, took) = timed(port, "/site/home?work_ms=0&wait_ms=150");
+    assert_eq!(r.status, 200, "{name}");
+    assert!(
+        (150..1000).contains(&ms(took)),
+        "{name}: /site with wait_ms=150 took {took:?}"
     );
 
     // stall answers at once outside its freeze.
@@ -963,4 +982,35 @@ fn seed_000s_short_variant_finds_each_topologys_breaking_point() {
     );
     let s = probe["service_time_ms"].as_f64().unwrap();
     assert!((95.0..=140.0).contains(&s), "{probe}");
+}
+
+#[test]
+fn node_instances_call_the_shared_black_box_and_its_async_delay_is_its_own() {
+    let _timing = timing();
+    // The shared box: 2 workers of 100 ms, 300 ms async; a node instance's own box would be
+    // 3 workers of 1 s. Its answers come from time the box waits.
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, out) = crate::support::lab_ok(
+        dir.path(),
+        "name: node shared box\nrounds: 1\n\
+         topologies:\n\
+         \x20 - { name: node, runtime: node, shared_bbox: \"--bbox-workers 2 --bbox-delay 100ms --bbox-async-delay 300ms\" }\n\
+         workloads:\n\
+         \x20 - { name: sync c6, run: \"/bbox/sync -c 6 -d 3s\" }\n\
+         \x20 - { name: async c2, run: \"/bbox/async -c 2 -d 2s\" }\n",
+    );
+    assert!(stdout.contains("calling one shared black box"), "{stdout}");
+    let summary =
+        |w: &str| crate::support::read_json(&out.join("node").join(w).join("summary.json"));
+    let sync = summary("sync-c6");
+    let rate = sync["requests"]["ok"].as_f64().unwrap() / sync["duration_s"].as_f64().unwrap();
+    assert!(
+        (15.0..=21.0).contains(&rate),
+        "sync through the shared box: {rate} ok/s"
+    );
+    let p50 = summary("async-c2")["latency_ms"]["p50"].as_f64().unwrap();
+    assert!(
+        (295.0..400.0).contains(&p50),
+        "async through the shared box: p50 {p50} ms"
+    );
 }
