@@ -95,14 +95,16 @@ class Helper:
         modules = [loader.import_locustfile(p) for p in paths]
         available, shapes = loader.collect(modules)
         host = init.get("host") or None
+        describing = bool(init.get("describe"))
         classes = loader.select_classes(
             available,
             init.get("classes") or [],
-            host,
+            # A run gives the classes the environment's host once `test_start` has fired, as
+            # Locust's runner does: an `init` or `test_start` listener may still change it.
+            host if describing else None,
             init.get("tags"),
             init.get("exclude_tags"),
-            # Describing a file (`loadlab validate`) needs no host; running its users does.
-            require_host=not init.get("describe"),
+            require_host=False,
         )
         options = dict(init.get("options") or {})
         parser = LocustArgumentParser()
@@ -122,6 +124,9 @@ class Helper:
             options.setdefault(key, value)
         parsed = ParsedOptions(options)
         self.shape = shapes[0]() if shapes else None
+        if self.shape is not None:
+            # A shape's users run in one helper, whatever the command line asked.
+            self.helpers = 1
         env = Environment(
             user_classes=classes,
             shape_class=self.shape,
@@ -149,21 +154,51 @@ class Helper:
         self.environment = env
         self.runner = runner
         self.swarm = Swarm(env, runner, classes, self.helper, self.helpers, self.engine)
-        if not init.get("describe"):
-            from locust import event
+        ready = {"op": "ready", "shape": self.shape is not None}
+        if not describing:
+            ready.update(self._start(env, runner, classes, loader))
+        ready["classes"] = [loader.describe_class(c) for c in classes]
+        ready["shape_name"] = type(self.shape).__name__ if self.shape is not None else None
+        return ready
 
-            raised = event.listener_errors
-            env.events.init.fire(environment=env, runner=runner, web_ui=None)
-            if event.listener_errors > raised:
-                # Locust treats an error in an init listener as fatal: it exits 1 before the run.
-                raise loader.LoadError("an `init` event listener raised an error (its traceback is above)")
-            if self.helper == 0:
-                env.events.test_start.fire(environment=env)
+    def _start(self, env, runner, classes, loader):
+        """Fire `init` (and `test_start` in helper 0), reading the options as Locust does in
+        between; give the classes the environment's host. Returns what `ready` adds: the
+        run's settings and the options the other helpers' users see (helper 0's), as Locust's
+        master decides them for its workers."""
+        from locust import event
+
+        from . import options
+
+        raised = event.listener_errors
+        env.events.init.fire(environment=env, runner=runner, web_ui=None)
+        if event.listener_errors > raised:
+            # Locust treats an error in an init listener as fatal: it exits 1 before the run.
+            raise loader.LoadError("an `init` event listener raised an error (its traceback is above)")
+        # Locust's headless start reads the users, spawn rate and run time here, after `init`
+        # and before `test_start` fires.
+        try:
+            settings = options.run_settings(env.parsed_options)
+        except options.OptionError as error:
+            raise loader.LoadError(str(error)) from None
+        shared = self.init.get("shared")
+        if self.helper == 0:
+            env.events.test_start.fire(environment=env)
+        elif isinstance(shared, dict):
+            # As a Locust worker takes its master's spawn message: the master's host and the
+            # file's own options, over what this helper's `init` set.
+            env.host = shared.get("host")
+            vars(env.parsed_options).update(shared.get("options") or {})
+        if env.host:
+            for cls in classes:
+                cls.host = env.host
+        for cls in classes:
+            loader.check_host(cls)
+        settings["host"] = env.host or None
+        runner.target_user_count = settings["num_users"]
         return {
-            "op": "ready",
-            "classes": [loader.describe_class(c) for c in classes],
-            "shape": self.shape is not None,
-            "shape_name": type(self.shape).__name__ if self.shape is not None else None,
+            "settings": settings,
+            "shared": {"host": env.host or None, "options": options.file_options(env.parsed_options)},
         }
 
     def on_users(self, msg):

@@ -185,9 +185,15 @@ def select_classes(available, names, host, tags, exclude_tags, require_host=True
     for cls in chosen:
         if host:
             cls.host = host
-        if require_host and cls.host is None and issubclass(cls, (HttpUser, FastHttpUser)):
-            raise LoadError(f"{cls.__name__}: {_NO_HOST}")
+        if require_host:
+            check_host(cls)
     return chosen
+
+
+def check_host(cls):
+    """Raise LoadError when `cls` is an HTTP user without a host, as Locust's refuses to start."""
+    if cls.host is None and issubclass(cls, (HttpUser, FastHttpUser)):
+        raise LoadError(f"{cls.__name__}: {_NO_HOST}")
 
 
 def kind(cls):

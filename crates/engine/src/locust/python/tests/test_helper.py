@@ -501,5 +501,57 @@ class EventsAndFiles(HelperTest):
         self.assertEqual(requests_to(engine, "/never"), [])
 
 
+class OptionsFromListeners(HelperTest):
+    """What `init` and `test_start` listeners set in `parsed_options`, read as Locust reads it."""
+
+    def test_the_settings_are_read_after_init_and_before_test_start(self):
+        engine = self.start()
+        ready = engine.init("init_options.py", host="http://cli.test", options={"users": 2, "spawn_rate": 1, "run_time": 2})
+        self.assertEqual(ready["op"], "ready", ready)
+        self.assertEqual(
+            ready["settings"],
+            {"num_users": 7, "spawn_rate": 3.5, "run_time": 4.0, "host": "http://started.test"},
+        )
+        # The environment's host (test_start's) is every class's; parsed_options.host is not read.
+        self.assertEqual([c["host"] for c in ready["classes"]], ["http://started.test"])
+        # The file's own option, and the tags a Locust master sends its workers too.
+        self.assertEqual(
+            ready["shared"],
+            {"host": "http://started.test", "options": {"token": "init-0-started", "tags": None, "exclude_tags": None}},
+        )
+        engine.send({"op": "users", "count": 1, "rate": 0})
+        request = engine.wait_for("request")
+        self.assertEqual(request["url"], "http://started.test/token?token=init-0-started")
+        self.assertEqual(engine.stop(), 0)
+
+    def test_other_helpers_take_the_first_ones_host_and_file_options_after_their_init(self):
+        engine = self.start()
+        shared = {"host": "http://first.test", "options": {"token": "from-first"}}
+        ready = engine.init("init_options.py", helper=1, helpers=2, shared=shared)
+        self.assertEqual(ready["op"], "ready", ready)
+        # Its own init ran (with its own values), then the first helper's options replaced them.
+        wait_output(engine, "INIT_TOKEN init-1")
+        self.assertEqual([c["host"] for c in ready["classes"]], ["http://first.test"])
+        engine.send({"op": "users", "count": 1, "rate": 0})
+        request = engine.wait_for("request")
+        self.assertEqual(request["url"], "http://first.test/token?token=from-first")
+        self.assertEqual(engine.stop(), 0)
+
+    def test_unset_options_take_locusts_headless_defaults(self):
+        engine = self.start()
+        ready = engine.init("basic.py", options={"spawn_rate": None, "run_time": 0})
+        self.assertEqual(ready["settings"]["num_users"], 1)
+        self.assertEqual(ready["settings"]["spawn_rate"], 1.0)
+        self.assertIsNone(ready["settings"]["run_time"])
+        self.assertEqual(ready["settings"]["host"], None)
+        self.assertEqual(engine.stop(), 0)
+
+    def test_an_option_that_is_not_a_number_fails_naming_it(self):
+        engine = self.start()
+        ready = engine.init("basic.py", options={"users": "many"})
+        self.assertEqual(ready["op"], "failed", ready)
+        self.assertIn("parsed_options.num_users", ready["error"])
+
+
 if __name__ == "__main__":
     unittest.main()
