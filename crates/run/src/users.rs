@@ -81,6 +81,15 @@ pub struct LocustSpec {
     pub stop_timeout: Duration,
     /// `--iterations`: each helper's share of the task runs before its users stop.
     pub iterations: Option<u64>,
+    /// Helper 0, started before the plan was made (its `init` and `test_start` fired, so the
+    /// options they set are the plan's), waiting for the engine under this key; `None`: the
+    /// first thread starts its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<u64>,
+    /// What helper 0 decided for the others, as Locust's master for its workers: the host and
+    /// the file's own options, which each later helper takes after its own `init`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<serde_json::Value>,
 }
 
 impl UserModel {

@@ -4,6 +4,7 @@
 //! (`PROTOCOL.md` is the contract). The users' count over time is the plan's user phases; the
 //! helper starts and stops its share of them.
 
+mod first;
 mod helper;
 mod names;
 mod prepare;
@@ -25,6 +26,7 @@ use crate::conn::exchange::{Failed, Wire};
 use crate::record::Pending;
 use crate::schedule::share_of;
 use crate::session::client::Client;
+pub use first::{discard, start_first, First, Settings};
 pub use helper::Helper;
 use helper::{FromHelper, RequestMsg};
 use names::NameStats;
