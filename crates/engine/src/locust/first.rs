@@ -16,7 +16,7 @@ use std::time::Instant;
 use loadlab_run::users::LocustSpec;
 use serde::Deserialize;
 
-use super::helper::{init_message, PYTHON_ARGS};
+use super::helper::{init_message, Started, PYTHON_ARGS};
 
 /// How long importing the locustfile and its `init` and `test_start` may take.
 const IMPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -59,18 +59,6 @@ pub struct First {
     pub settings: Settings,
     /// The host and the file's own options the other helpers take ([`LocustSpec::shared`]).
     pub shared: serde_json::Value,
-}
-
-/// A helper process started here, its socket and when it was sent `init`.
-pub(super) struct Started {
-    /// The process.
-    pub child: Child,
-    /// loadlab's end of its socket, blocking.
-    pub socket: UnixStream,
-    /// When `init` was sent: the helper's times count from here.
-    pub epoch: Instant,
-    /// The file has a `LoadTestShape`.
-    pub shape: bool,
 }
 
 /// `ready` as helper 0 sends it.

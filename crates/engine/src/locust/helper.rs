@@ -176,22 +176,13 @@ pub struct Helper {
 }
 
 impl Helper {
-    /// Starts helper `index` of `helpers` on `spec`'s file and waits until it imported it (or
-    /// takes over helper 0 when it was started before the plan); the error says what to do.
+    /// Starts helper `index` of `helpers` on `spec`'s file and waits until it imported it; the
+    /// error says what to do.
     pub async fn start(
         spec: &LocustSpec,
         (index, helpers): (usize, usize),
         seed: u64,
     ) -> io::Result<Rc<Helper>> {
-        // Helper 0 was started before the plan when the command read its settings: the run
-        // takes it over, so its `init` and `test_start` are not fired a second time.
-        if let Some(started) = spec
-            .first
-            .filter(|_| index == 0)
-            .and_then(super::first::take)
-        {
-            return Self::adopt(started);
-        }
         Self::launch(spec, (index, helpers), seed, false, &RefCell::default()).await
     }
 
@@ -261,9 +252,9 @@ impl Helper {
         ))
     }
 
-    /// Takes over helper 0, started before the plan ([`super::first`]): the run's first
-    /// thread talks to it from here on.
-    pub(super) fn adopt(started: super::first::Started) -> io::Result<Rc<Helper>> {
+    /// Takes over a helper started elsewhere (helper 0, started before the plan): the run's
+    /// first thread talks to it from here on.
+    pub(super) fn adopt(started: Started) -> io::Result<Rc<Helper>> {
         started.socket.set_nonblocking(true)?;
         let (read, write) = UnixStream::from_std(started.socket)?.into_split();
         Ok(Self::running(
@@ -341,7 +332,20 @@ impl Helper {
     }
 }
 
-/// A helper's process: started by this thread, or taken over from [`super::first`].
+/// A helper process started outside a run's thread, with its socket and when it was sent
+/// `init`, for a thread to take over ([`Helper::adopt`]).
+pub(super) struct Started {
+    /// The process.
+    pub child: std::process::Child,
+    /// loadlab's end of its socket, blocking.
+    pub socket: std::os::unix::net::UnixStream,
+    /// When `init` was sent: the helper's times count from here.
+    pub epoch: std::time::Instant,
+    /// The file has a `LoadTestShape`.
+    pub shape: bool,
+}
+
+/// A helper's process: started by this thread, or taken over ([`Helper::adopt`]).
 enum Process {
     /// Started here (killed when dropped).
     Spawned(Child),

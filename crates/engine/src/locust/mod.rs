@@ -278,6 +278,20 @@ impl Locust {
     }
 }
 
+/// Helper `index` of `helpers` for a run of `spec`: helper 0 taken over when the command
+/// started it before the plan (its `init` and `test_start` are not fired again), else started
+/// here; the error says what to do.
+pub async fn start_helper(
+    spec: &LocustSpec,
+    (index, helpers): (usize, usize),
+    seed: u64,
+) -> std::io::Result<Rc<Helper>> {
+    match spec.first.filter(|_| index == 0).and_then(first::take) {
+        Some(started) => Helper::adopt(started),
+        None => Helper::start(spec, (index, helpers), seed).await,
+    }
+}
+
 /// What `spec`'s file holds, found by importing it in a helper that runs nothing: its user
 /// classes (as the helper describes them: name, weight, host, tasks, wait time) and whether it
 /// has a `LoadTestShape`. The error says why the file does not import.
