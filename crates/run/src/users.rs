@@ -83,8 +83,8 @@ pub struct LocustSpec {
     pub iterations: Option<u64>,
     /// Helper 0, started before the plan was made (its `init` and `test_start` fired, so the
     /// options they set are the plan's), waiting for the engine under this key; `None`: the
-    /// first thread starts its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// first thread starts its own. A key of this process's, so not written with the plan.
+    #[serde(skip)]
     pub first: Option<u64>,
     /// What helper 0 decided for the others, as Locust's master for its workers: the host and
     /// the file's own options, which each later helper takes after its own `init`.
