@@ -90,6 +90,9 @@ fn plan_of(
     spec.shape = shape;
     spec.first = Some(first.key);
     spec.shared = Some(first.shared.clone());
+    spec.stop_timeout =
+        std::time::Duration::try_from_secs_f64(settings.stop_timeout.clamp(0.0, 3600.0))
+            .unwrap_or_default();
     // The environment's host is every class's when set; the classes report theirs as given.
     let mut hosts: Vec<String> = settings.host.iter().cloned().collect();
     for c in &first.classes {
@@ -179,6 +182,12 @@ fn changed_by_listeners(
             Some(d) => format!("run_time {}", humantime::format_duration(d)),
             None => "no run_time".to_string(),
         });
+    }
+    if settings.stop_timeout != a.stop_timeout {
+        changed.push(format!(
+            "the environment's stop_timeout {} s",
+            settings.stop_timeout
+        ));
     }
     if settings.host.is_some() && settings.host != a.host {
         changed.push(format!(

@@ -44,6 +44,9 @@ pub struct Settings {
     /// The environment's host, every class's when set.
     #[serde(default)]
     pub host: Option<String>,
+    /// Seconds users get to finish their task at the end (the environment's).
+    #[serde(default)]
+    pub stop_timeout: f64,
 }
 
 /// What helper 0 answered once it had imported the file and fired `init` and `test_start`.

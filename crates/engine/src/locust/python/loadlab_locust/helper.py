@@ -102,8 +102,10 @@ class Helper:
             # A run gives the classes the environment's host once `test_start` has fired, as
             # Locust's runner does: an `init` or `test_start` listener may still change it.
             host if describing else None,
-            init.get("tags"),
-            init.get("exclude_tags"),
+            # Tasks are filtered by tags once `test_start` has fired, from what
+            # `parsed_options` holds then, as Locust's runner does.
+            init.get("tags") if describing else None,
+            init.get("exclude_tags") if describing else None,
             require_host=False,
         )
         options = dict(init.get("options") or {})
@@ -130,8 +132,10 @@ class Helper:
         env = Environment(
             user_classes=classes,
             shape_class=self.shape,
-            tags=init.get("tags"),
-            exclude_tags=init.get("exclude_tags"),
+            # As Locust's: the environment's own tags are unset, the command line's are in
+            # `parsed_options`.
+            tags=init.get("tags") if describing else None,
+            exclude_tags=init.get("exclude_tags") if describing else None,
             locustfile=os.path.basename(paths[0]),
             events=locust.events,
             host=host,
@@ -182,23 +186,38 @@ class Helper:
         except options.OptionError as error:
             raise loader.LoadError(str(error)) from None
         shared = self.init.get("shared")
+        if self.helpers == 1:
+            # Locust's local runner filters the tasks by tags just before `test_start` fires;
+            # with several processes, each worker filters them by its master's options, sent
+            # after the master's `test_start` (below).
+            loader.filter_by_tags(classes, *options.tags_of(env))
         if self.helper == 0:
             env.events.test_start.fire(environment=env)
         elif isinstance(shared, dict):
             # As a Locust worker takes its master's spawn message: the master's host and the
             # file's own options, over what this helper's `init` set.
             env.host = shared.get("host")
+            env.stop_timeout = float(shared.get("stop_timeout") or 0.0)
             vars(env.parsed_options).update(shared.get("options") or {})
         if env.host:
             for cls in classes:
                 cls.host = env.host
+        if self.helpers > 1:
+            loader.filter_by_tags(classes, *options.tags_of(env))
         for cls in classes:
             loader.check_host(cls)
         settings["host"] = env.host or None
+        # Read when the users are stopped, from the environment (not parsed_options), as
+        # Locust's runner does; what init and test_start left is the run's.
+        settings["stop_timeout"] = options.stop_timeout_of(env)
         runner.target_user_count = settings["num_users"]
         return {
             "settings": settings,
-            "shared": {"host": env.host or None, "options": options.file_options(env.parsed_options)},
+            "shared": {
+                "host": env.host or None,
+                "stop_timeout": settings["stop_timeout"],
+                "options": options.file_options(env.parsed_options),
+            },
         }
 
     def on_users(self, msg):
@@ -239,15 +258,14 @@ class Helper:
     def _stop(self):
         from locust.runners import STATE_STOPPED, STATE_STOPPING
 
+        from . import options
+
         env = self.environment
         runner = self.runner
         runner.update_state(STATE_STOPPING)
         if self.helper == 0:
             env.events.test_stopping.fire(environment=env)
-        try:
-            grace = max(0.0, float(env.parsed_options.stop_timeout or 0))
-        except (TypeError, ValueError):
-            grace = 0.0
+        grace = options.stop_timeout_of(env)
         self.swarm.stop_all(grace, KILL_WAIT)
         runner.update_state(STATE_STOPPED)
         if self.helper == 0:

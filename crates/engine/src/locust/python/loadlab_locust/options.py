@@ -79,3 +79,27 @@ def file_options(parsed):
             continue
         chosen[key] = value
     return chosen
+
+
+def tags_of(environment):
+    """(tags, exclude_tags) the tasks are filtered by when users start, as Locust's runner
+    takes them: the environment's own when set, else `parsed_options`' (empty: no filter)."""
+    parsed = environment.parsed_options
+
+    def chosen(own, option):
+        if own is not None:
+            return set(own)
+        value = getattr(parsed, option, None) if parsed is not None else None
+        return set(value) if value else None
+
+    return chosen(environment.tags, "tags"), chosen(environment.exclude_tags, "exclude_tags")
+
+
+def stop_timeout_of(environment):
+    """The seconds users get to finish their task when the run ends: the environment's
+    `stop_timeout` (0 when it is not a number of seconds)."""
+    try:
+        seconds = float(environment.stop_timeout or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return min(max(seconds, 0.0), 3600.0) if math.isfinite(seconds) else 0.0

@@ -30,6 +30,7 @@ def on_test_start(environment, **kwargs):
     options.run_time = 99
     options.token = options.token + "-started"
     environment.host = "http://started.test"
+    environment.stop_timeout = 1.5
 
 
 class Reader(HttpUser):
