@@ -961,3 +961,52 @@ class U(HttpUser):
         "the service served {served} of queue-0, loadlab completed {completed}"
     );
 }
+
+#[test]
+fn an_init_listeners_tags_and_stop_timeout_are_the_runs() {
+    // init keeps the tasks tagged `slow` (Locust's runner filters by parsed_options' tags just
+    // before test_start) and gives the users 3 s to finish their task when the run ends: each
+    // user's 1.5 s request under way at the 1 s end is seen through, and its task goes on to
+    // take a ticket. The service counts the tickets; the untagged task takes none.
+    let server = TestServer::start(2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+from locust import HttpUser, task, constant, events, tag
+
+
+@events.init.add_listener
+def _(environment, **kwargs):
+    environment.parsed_options.tags = ["slow"]
+    environment.stop_timeout = 3
+
+
+class U(HttpUser):
+    wait_time = constant(0)
+
+    @tag("slow")
+    @task
+    def slow(self):
+        self.client.get("/delay?ms=1500")
+        self.client.get("/turno/finished")
+
+    @task
+    def untagged(self):
+        self.client.get("/turno/untagged")
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &["-H", &host, "-u", "2", "-r", "100", "-t", "1s"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        crate::support::next_ticket(&server, "finished"),
+        3,
+        "both users' tasks finished after the run's end"
+    );
+    assert_eq!(crate::support::next_ticket(&server, "untagged"), 1);
+}
