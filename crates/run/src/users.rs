@@ -75,6 +75,10 @@ pub struct LocustSpec {
     pub exclude_tags: Option<Vec<String>>,
     /// What `environment.parsed_options` shows the file (Locust's option names).
     pub options: serde_json::Value,
+    /// The command line's words that are not loadlab's: the file's own options (which its
+    /// `init_command_line_parser` listeners add), read by the helpers' parser.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_args: Vec<String>,
     /// The file has a `LoadTestShape`: helper 0's `tick()` sets the users each second.
     pub shape: bool,
     /// `--stop-timeout`: how long stopping users may take at the end.

@@ -70,6 +70,7 @@ pub fn spec(a: &LocustArgs) -> Result<LocustSpec> {
         tags: a.tags.clone(),
         exclude_tags: a.exclude_tags.clone(),
         options,
+        file_args: a.file_args.clone(),
         shape: false,
         stop_timeout: std::time::Duration::from_secs_f64(a.stop_timeout.clamp(0.0, 3600.0)),
         iterations: a.iterations,

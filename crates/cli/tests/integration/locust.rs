@@ -1010,3 +1010,68 @@ class U(HttpUser):
     );
     assert_eq!(crate::support::next_ticket(&server, "untagged"), 1);
 }
+
+#[test]
+fn the_files_own_options_are_taken_on_the_command_line_as_locust_takes_them() {
+    // `--ticket-queue NAME` is the file's option (its init_command_line_parser adds it), given
+    // among loadlab's flags: the users read it, and the service's queue of that name counts
+    // their requests. An option the file does not add is refused, naming it.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+from locust import HttpUser, task, constant, events
+
+
+@events.init_command_line_parser.add_listener
+def _(parser):
+    parser.add_argument("--ticket-queue", default="default-queue")
+
+
+class U(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def t(self):
+        self.client.get(f"/turno/{self.environment.parsed_options.ticket_queue}")
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H",
+            &host,
+            "--ticket-queue",
+            "from-the-command-line",
+            "-u",
+            "2",
+            "-r",
+            "100",
+            "-t",
+            "1s",
+            "--out",
+            "run",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
+    let completed = s["requests"]["completed"].as_u64().unwrap();
+    assert!(completed > 4, "{s:#}");
+    let served = crate::support::next_ticket(&server, "from-the-command-line") - 1;
+    assert!(
+        (completed..=completed + 2).contains(&served),
+        "{served} {completed}"
+    );
+    assert_eq!(crate::support::next_ticket(&server, "default-queue"), 1);
+
+    let (code, stdout, stderr) =
+        run_in(dir.path(), &["-H", &host, "--ticket-queu", "x", "-t", "1s"]);
+    assert_ne!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("unrecognized arguments: --ticket-queu"),
+        "{stderr}"
+    );
+}

@@ -400,6 +400,7 @@ pub(super) fn init_message(
         "seed": seed,
         "iterations": spec.iterations.map(|n| crate::schedule::share_of(n, index, helpers)),
         "options": spec.options,
+        "file_args": spec.file_args,
         "shared": if index > 0 { spec.shared.clone() } else { None },
     })
 }

@@ -96,9 +96,17 @@ class Helper:
         available, shapes = loader.collect(modules)
         host = init.get("host") or None
         describing = bool(init.get("describe"))
+        parser = LocustArgumentParser()
+        locust.events.init_command_line_parser.fire(parser=parser)
+        try:
+            # The file's own options given on the command line; the other words there are
+            # user class names, as Locust's parser leaves them.
+            given, words = parser.parse_given(init.get("file_args") or [])
+        except ValueError as error:
+            raise loader.LoadError(str(error)) from None
         classes = loader.select_classes(
             available,
-            init.get("classes") or [],
+            list(init.get("classes") or []) + words,
             # A run gives the classes the environment's host once `test_start` has fired, as
             # Locust's runner does: an `init` or `test_start` listener may still change it.
             host if describing else None,
@@ -109,8 +117,9 @@ class Helper:
             require_host=False,
         )
         options = dict(init.get("options") or {})
-        parser = LocustArgumentParser()
-        locust.events.init_command_line_parser.fire(parser=parser)
+        options.update(given)
+        if words:
+            options["user_classes"] = list(options.get("user_classes") or []) + words
         options.update(parser.values(options))
         aliases = {
             "num_users": options.get("users"),

@@ -577,6 +577,20 @@ class OptionsFromListeners(HelperTest):
             self.assertEqual([t["name"] for t in ready["classes"][0]["tasks"]], ["kept"], helper)
             self.assertEqual(engine.stop(), 0)
 
+    def test_the_files_own_options_given_on_the_command_line_reach_the_users(self):
+        engine = self.start()
+        ready = engine.init("basic.py", file_args=["--my-arg", "from-cli", "Shop", "--given-arg=5"])
+        self.assertEqual(ready["op"], "ready", ready)
+        self.assertEqual([c["name"] for c in ready["classes"]], ["Shop"])
+        wait_output(engine, "TEST_START from-cli 5 1 None")
+        self.assertEqual(engine.stop(), 0)
+
+    def test_an_option_the_file_does_not_add_fails_naming_it(self):
+        engine = self.start()
+        ready = engine.init("basic.py", file_args=["--no-such-option", "1"])
+        self.assertEqual(ready["op"], "failed", ready)
+        self.assertIn("unrecognized arguments: --no-such-option", ready["error"])
+
     def test_an_option_that_is_not_a_number_fails_naming_it(self):
         engine = self.start()
         ready = engine.init("basic.py", options={"users": "many"})
