@@ -249,12 +249,17 @@ pub fn split_locust_file_args(args: Vec<OsString>) -> (Vec<OsString>, Vec<String
         match find(text) {
             Some(arg) => {
                 kept.push(word.clone());
-                let takes = arg.get_action().takes_values();
-                let most = arg.get_num_args().map_or(1, |n| n.max_values());
+                // A value after a space: not for a flag whose value must follow `=`; one that
+                // looks like a flag only as the one value a flag requires (`-r -1`).
+                let takes = arg.get_action().takes_values() && !arg.is_require_equals_set();
+                let (least, most) = arg
+                    .get_num_args()
+                    .map_or((1, 1), |n| (n.min_values(), n.max_values()));
                 if takes && !inline {
                     let mut taken = 0;
                     while taken < most {
-                        match rest.next_if(|next| taken == 0 && most == 1 || !is_flag(next)) {
+                        let required = taken == 0 && least >= 1 && most == 1;
+                        match rest.next_if(|next| required || !is_flag(next)) {
                             Some(value) => kept.push(value.clone()),
                             None => break,
                         }
@@ -836,6 +841,9 @@ mod tests {
         ]);
         assert_eq!(kept.len(), 6);
         assert!(file.is_empty());
+        let (kept, file) = split(&["loadlab", "locust", "--dashboard", "--x", "1", "-u", "2"]);
+        assert_eq!(kept, ["loadlab", "locust", "--dashboard", "-u", "2"]);
+        assert_eq!(file, ["--x", "1"]);
         let (kept, file) = split(&["loadlab", "run", "--queue", "q"]);
         assert_eq!(kept, ["loadlab", "run", "--queue", "q"]);
         assert!(file.is_empty());
