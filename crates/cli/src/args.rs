@@ -196,6 +196,88 @@ pub struct LocustArgs {
     /// Accepted (the Python side logs errors and tracebacks to stderr).
     #[arg(short = 'L', long = "loglevel", hide = true, value_name = "LEVEL")]
     pub loglevel: Option<String>,
+    /// The words of the command line that are not these flags' (see
+    /// [`split_locust_file_args`]): the file's own options, for its parser.
+    #[arg(skip)]
+    pub file_args: Vec<String>,
+}
+
+/// `loadlab locust`'s command line split in two, as Locust's parser reads a file's own options
+/// beside its own: the words clap knows (the program, `locust`, this command's flags with their
+/// values, user class names), and the others — an unknown `--name[=VALUE]` with the word after
+/// it when that word is no flag — which the helpers' parser reads once the file has added its
+/// options (a word it does not take back as a value is a user class name there). Any other
+/// command's line is returned whole.
+pub fn split_locust_file_args(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
+    if args.get(1).is_none_or(|a| a != "locust") {
+        return (args, Vec::new());
+    }
+    let mut command = <LocustOnly as clap::CommandFactory>::command();
+    command.build();
+    let known: Vec<&clap::Arg> = command.get_arguments().collect();
+    let find = |word: &str| -> Option<&clap::Arg> {
+        if let Some(long) = word.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or_default();
+            known.iter().copied().find(|a| {
+                a.get_long_and_visible_aliases()
+                    .is_some_and(|l| l.contains(&name))
+            })
+        } else {
+            let short = word.strip_prefix('-')?.chars().next()?;
+            known.iter().copied().find(|a| a.get_short() == Some(short))
+        }
+    };
+    let is_flag = |w: &OsString| {
+        w.to_str()
+            .is_some_and(|s| s.len() > 1 && s.starts_with('-') && s.parse::<f64>().is_err())
+    };
+    let mut kept: Vec<OsString> = args[..2].to_vec();
+    let mut file: Vec<String> = Vec::new();
+    let mut rest = args[2..].iter().peekable();
+    while let Some(word) = rest.next() {
+        if word == "--" {
+            kept.push(word.clone());
+            kept.extend(rest.cloned());
+            break;
+        }
+        let Some(text) = word.to_str().filter(|_| is_flag(word)) else {
+            kept.push(word.clone());
+            continue;
+        };
+        let inline = text.starts_with("--") && text.contains('=')
+            || !text.starts_with("--") && text.len() > 2;
+        match find(text) {
+            Some(arg) => {
+                kept.push(word.clone());
+                // A value after a space: not for a flag whose value must follow `=`; one that
+                // looks like a flag only as the one value a flag requires (`-r -1`).
+                let takes = arg.get_action().takes_values() && !arg.is_require_equals_set();
+                let (least, most) = arg
+                    .get_num_args()
+                    .map_or((1, 1), |n| (n.min_values(), n.max_values()));
+                if takes && !inline {
+                    let mut taken = 0;
+                    while taken < most {
+                        let required = taken == 0 && least >= 1 && most == 1;
+                        match rest.next_if(|next| required || !is_flag(next)) {
+                            Some(value) => kept.push(value.clone()),
+                            None => break,
+                        }
+                        taken += 1;
+                    }
+                }
+            }
+            None => {
+                file.push(text.to_string());
+                if !inline {
+                    if let Some(value) = rest.next_if(|next| !is_flag(next)) {
+                        file.push(value.to_string_lossy().into_owned());
+                    }
+                }
+            }
+        }
+    }
+    (kept, file)
 }
 
 impl LocustArgs {
@@ -709,5 +791,76 @@ mod tests {
             panic!("not a run")
         };
         assert_eq!(run.dashboard.as_deref(), Some("127.0.0.1:0"));
+    }
+
+    #[test]
+    fn a_locustfiles_own_options_are_set_apart_from_loadlabs_flags() {
+        let split = |args: &[&str]| {
+            let (kept, file) = split_locust_file_args(args.iter().map(OsString::from).collect());
+            let kept: Vec<String> = kept.into_iter().map(|a| a.into_string().unwrap()).collect();
+            (kept, file)
+        };
+        let (kept, file) = split(&[
+            "loadlab",
+            "locust",
+            "-f",
+            "a.py",
+            "--queue",
+            "q1",
+            "-u",
+            "5",
+            "--mode=fast",
+            "--flag",
+            "-T",
+            "x",
+            "y",
+            "WebUser",
+            "-t",
+            "10s",
+            "--headless",
+        ]);
+        assert_eq!(
+            kept,
+            [
+                "loadlab",
+                "locust",
+                "-f",
+                "a.py",
+                "-u",
+                "5",
+                "-T",
+                "x",
+                "y",
+                "WebUser",
+                "-t",
+                "10s",
+                "--headless"
+            ]
+        );
+        assert_eq!(file, ["--queue", "q1", "--mode=fast", "--flag"]);
+        // A flag's value that looks like an option is the flag's; other commands are left whole.
+        let (kept, file) = split(&[
+            "loadlab",
+            "locust",
+            "-H",
+            "http://h:1",
+            "--spawn-rate",
+            "-1",
+        ]);
+        assert_eq!(kept.len(), 6);
+        assert!(file.is_empty());
+        let (kept, file) = split(&["loadlab", "locust", "--dashboard", "--x", "1", "-u", "2"]);
+        assert_eq!(kept, ["loadlab", "locust", "--dashboard", "-u", "2"]);
+        assert_eq!(file, ["--x", "1"]);
+        let (kept, file) = split(&["loadlab", "run", "--queue", "q"]);
+        assert_eq!(kept, ["loadlab", "run", "--queue", "q"]);
+        assert!(file.is_empty());
+        let parsed =
+            Cli::try_parse_from(split(&["loadlab", "locust", "--my-arg", "v", "-u", "2"]).0)
+                .unwrap();
+        let Command::Locust(a) = parsed.command else {
+            panic!("not locust")
+        };
+        assert_eq!(a.users, 2);
     }
 }

@@ -26,7 +26,9 @@ const EXIT_THRESHOLDS: u8 = 99;
 const EXIT_EXPECTATIONS: u8 = 21;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse_from(args::join_dashboard_addr(std::env::args_os())) {
+    let (line, file_args) =
+        args::split_locust_file_args(args::join_dashboard_addr(std::env::args_os()));
+    let cli = match Cli::try_parse_from(line) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind as K;
@@ -54,7 +56,10 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd::merge::main(a),
         Command::K8s(a) => cmd::k8s::main(a),
         Command::Consume(a) => cmd::consume::main(a),
-        Command::Locust(a) => cmd::locust::main(*a),
+        Command::Locust(mut a) => {
+            a.file_args = file_args;
+            cmd::locust::main(*a)
+        }
     };
     match result {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,

@@ -31,7 +31,9 @@ mod locust;
 
 /// A locustfile's Python helpers: what they need on this machine, and what a file holds.
 pub mod locustfile {
-    pub use crate::locust::{describe, package, python, GEVENT};
+    pub use crate::locust::{
+        describe, discard, package, python, start_first, First, Settings, GEVENT,
+    };
 }
 pub mod http1;
 mod http2;

@@ -18,7 +18,6 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::conn::dialer::Dialer;
 use crate::connect::open_paced;
-use crate::locust::Helper;
 use crate::mode::{Load, Mode};
 use crate::precise_timer::PreciseTimer;
 use crate::record::{Msg, Recorder, ThreadEnd};
@@ -120,7 +119,7 @@ async fn run_loop(setup: ThreadSetup) -> std::io::Result<ThreadEnd> {
     let python = match (&load, load.user_model().and_then(|m| m.locust.as_ref())) {
         (Load::Locust(..), Some(spec)) => {
             let seed = load.user_model().map_or(0, |m| m.seed);
-            Some(Helper::start(spec, (index, threads), seed).await?)
+            Some(crate::locust::start_helper(spec, (index, threads), seed).await?)
         }
         _ => None,
     };

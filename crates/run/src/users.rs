@@ -75,12 +75,25 @@ pub struct LocustSpec {
     pub exclude_tags: Option<Vec<String>>,
     /// What `environment.parsed_options` shows the file (Locust's option names).
     pub options: serde_json::Value,
+    /// The command line's words that are not loadlab's: the file's own options (which its
+    /// `init_command_line_parser` listeners add), read by the helpers' parser.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_args: Vec<String>,
     /// The file has a `LoadTestShape`: helper 0's `tick()` sets the users each second.
     pub shape: bool,
     /// `--stop-timeout`: how long stopping users may take at the end.
     pub stop_timeout: Duration,
     /// `--iterations`: each helper's share of the task runs before its users stop.
     pub iterations: Option<u64>,
+    /// Helper 0, started before the plan was made (its `init` and `test_start` fired, so the
+    /// options they set are the plan's), waiting for the engine under this key; `None`: the
+    /// first thread starts its own. A key of this process's, so not written with the plan.
+    #[serde(skip)]
+    pub first: Option<u64>,
+    /// What helper 0 decided for the others, as Locust's master for its workers: the host and
+    /// the file's own options, which each later helper takes after its own `init`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<serde_json::Value>,
 }
 
 impl UserModel {

@@ -1,7 +1,9 @@
-//! `loadlab locust`: run a locustfile unchanged with Locust's command line. The file is
-//! imported once to find its user classes and hosts, then each generator thread's Python
-//! helper runs its share of the users while loadlab's engine sends their requests; the
-//! summary is loadlab's and Locust's tables, and `--csv` writes Locust's files.
+//! `loadlab locust`: run a locustfile unchanged with Locust's command line. The first Python
+//! helper imports the file and fires `init` and `test_start`; the plan takes the user classes,
+//! hosts, users, spawn rate and run time as the file's listeners left them, then each
+//! generator thread's helper (the first one taken over) runs its share of the users while
+//! loadlab's engine sends their requests; the summary is loadlab's and Locust's tables, and
+//! `--csv` writes Locust's files.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -68,22 +70,33 @@ pub fn spec(a: &LocustArgs) -> Result<LocustSpec> {
         tags: a.tags.clone(),
         exclude_tags: a.exclude_tags.clone(),
         options,
+        file_args: a.file_args.clone(),
         shape: false,
         stop_timeout: std::time::Duration::from_secs_f64(a.stop_timeout.clamp(0.0, 3600.0)),
         iterations: a.iterations,
+        first: None,
+        shared: None,
     })
 }
 
-/// Runs `loadlab locust`.
-pub fn main(a: LocustArgs) -> Result<Outcome> {
-    if a.web_host.is_some() || a.web_port.is_some() {
-        eprintln!("note: loadlab runs headless; --dashboard is its live view");
-    }
-    let mut spec = spec(&a)?;
-    let (classes, shape) = locustfile::describe(&spec)?;
+/// The plan of `a` with the settings `first` (helper 0) read after the file's listeners; says
+/// on the terminal what the run will do.
+fn plan_of(
+    a: &LocustArgs,
+    spec: &mut LocustSpec,
+    first: &locustfile::First,
+) -> Result<loadlab_run::ValidPlan> {
+    let shape = first.shape;
+    let settings = &first.settings;
     spec.shape = shape;
-    let mut hosts: Vec<String> = a.host.iter().cloned().collect();
-    for c in &classes {
+    spec.first = Some(first.key);
+    spec.shared = Some(first.shared.clone());
+    spec.stop_timeout =
+        std::time::Duration::try_from_secs_f64(settings.stop_timeout.clamp(0.0, 3600.0))
+            .unwrap_or_default();
+    // The environment's host is every class's when set; the classes report theirs as given.
+    let mut hosts: Vec<String> = settings.host.iter().cloned().collect();
+    for c in &first.classes {
         if let Some(h) = c.get("host").and_then(|h| h.as_str()) {
             hosts.push(h.to_string());
         }
@@ -91,10 +104,16 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
     if hosts.is_empty() {
         bail!("no host: give -H http://HOST[:PORT], or set host on the User classes");
     }
-    let names: Vec<String> = classes
+    let names: Vec<String> = first
+        .classes
         .iter()
         .filter_map(|c| c.get("name").and_then(|n| n.as_str()).map(str::to_string))
         .collect();
+    let users = usize::try_from(settings.num_users).unwrap_or(usize::MAX);
+    let run_time = settings
+        .run_time
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| std::time::Duration::from_secs_f64(s.min(1e9)));
     eprintln!(
         "loadlab locust: {} with {} ({}{}); loadlab's engine sends the requests",
         spec.file,
@@ -106,15 +125,22 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
         if shape {
             "users set by its LoadTestShape".to_string()
         } else {
-            format!("{} users, {} started per second", a.users, a.spawn_rate)
+            format!("{users} users, {} started per second", settings.spawn_rate)
         },
-        a.run_time
+        run_time
             .filter(|_| !shape)
             .map_or(String::new(), |d| format!(
                 ", for {}",
                 humantime::format_duration(d)
             )),
     );
+    let changed = changed_by_listeners(a, settings, users, run_time);
+    if !changed.is_empty() && !shape {
+        eprintln!(
+            "note: the file's listeners set {} in parsed_options; the run uses them, as Locust's",
+            changed.join(", ")
+        );
+    }
     // As Locust's headless runner: a shape's tick() alone sets the users and ends the run;
     // -t, -u and -r reach it as parsed options, for a shape that reads them.
     if shape && (a.run_time.is_some() || a.users != 1 || a.spawn_rate != 1.0) {
@@ -124,17 +150,71 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
         );
     }
     let run = LocustRun {
-        spec,
+        spec: spec.clone(),
         hosts,
-        users: a.users,
-        spawn_rate: Some(a.spawn_rate),
-        run_time: if shape { None } else { a.run_time },
+        users,
+        spawn_rate: Some(settings.spawn_rate),
+        run_time: if shape { None } else { run_time },
         threads: a.processes,
         seed: a.seed,
         timeout: a.timeout,
         thresholds: a.slo.iter().flat_map(|l| l.0.iter().cloned()).collect(),
     };
     let plan = loadlab_input::locust::plan(&run, Lookup::Resolve)?.traced(a.export.tracing())?;
+    Ok(plan)
+}
+
+/// The settings the file's listeners changed from the command line's, as `-u 7` words.
+fn changed_by_listeners(
+    a: &LocustArgs,
+    settings: &locustfile::Settings,
+    users: usize,
+    run_time: Option<std::time::Duration>,
+) -> Vec<String> {
+    let mut changed = Vec::new();
+    if users != a.users {
+        changed.push(format!("num_users {users}"));
+    }
+    if settings.spawn_rate != a.spawn_rate {
+        changed.push(format!("spawn_rate {}", settings.spawn_rate));
+    }
+    if run_time != a.run_time {
+        changed.push(match run_time {
+            Some(d) => format!("run_time {}", humantime::format_duration(d)),
+            None => "no run_time".to_string(),
+        });
+    }
+    if settings.stop_timeout != a.stop_timeout {
+        changed.push(format!(
+            "the environment's stop_timeout {} s",
+            settings.stop_timeout
+        ));
+    }
+    if settings.host.is_some() && settings.host != a.host {
+        changed.push(format!(
+            "the environment's host {}",
+            settings.host.as_deref().unwrap_or_default()
+        ));
+    }
+    changed
+}
+
+/// Runs `loadlab locust`.
+pub fn main(a: LocustArgs) -> Result<Outcome> {
+    if a.web_host.is_some() || a.web_port.is_some() {
+        eprintln!("note: loadlab runs headless; --dashboard is its live view");
+    }
+    let mut spec = spec(&a)?;
+    // Helper 0 imports the file and fires `init` and `test_start` before the plan is made: the
+    // users, spawn rate, run time and host are what the file's listeners left in
+    // `parsed_options` and `environment.host`, as Locust reads them; the run then takes the
+    // helper over.
+    let first = locustfile::start_first(&spec, a.processes.unwrap_or(1), a.seed)?;
+    let planned = plan_of(&a, &mut spec, &first);
+    if planned.is_err() {
+        locustfile::discard(first.key);
+    }
+    let plan = planned?;
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the output directory {}", dir.display()))?;

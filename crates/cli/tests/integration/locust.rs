@@ -814,3 +814,264 @@ class U(HttpUser):
     let s: Value = read_json(&dir.path().join("run/summary.json"));
     assert_eq!(s["users"]["started"], 2, "no user after the error: {s:#}");
 }
+
+#[test]
+fn an_init_listeners_users_spawn_rate_and_run_time_are_the_runs_as_locust_reads_them() {
+    // Locust's headless start reads the users, spawn rate and run time from parsed_options
+    // after `init` has fired and before `test_start` does: init's 3 users at 2 a second for
+    // 3 s, not the command line's 10 at 100 for 1 s, nor test_start's 50.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+import time
+
+from locust import HttpUser, task, constant, events
+
+
+@events.init.add_listener
+def _(environment, **kwargs):
+    options = environment.parsed_options
+    options.num_users = 3
+    options.spawn_rate = 2
+    options.run_time = 3
+
+
+@events.test_start.add_listener
+def _(environment, **kwargs):
+    environment.parsed_options.num_users = 50
+
+
+class U(HttpUser):
+    wait_time = constant(0.05)
+
+    def on_start(self):
+        with open("starts.log", "a") as f:
+            f.write(f"{time.monotonic()}\n")
+
+    @task
+    def t(self):
+        self.client.get("/ping")
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H", &host, "-u", "10", "-r", "100", "-t", "1s", "--out", "run",
+        ],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("3 users, 2 started per second, for 3s"),
+        "the console says what the run used: {stderr}"
+    );
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
+    assert_eq!(s["users"]["started"], 3, "{s:#}");
+    let starts: Vec<f64> = std::fs::read_to_string(dir.path().join("starts.log"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 3, "{starts:?}");
+    // Three users at 2 a second start over 1 s (at 100 a second, over 0.02 s).
+    let span = starts.iter().cloned().fold(f64::MIN, f64::max)
+        - starts.iter().cloned().fold(f64::MAX, f64::min);
+    assert!((0.8..2.0).contains(&span), "users started over {span} s");
+    let d = s["duration_s"].as_f64().unwrap();
+    assert!((2.8..4.5).contains(&d), "init's 3 s, not -t 1s: {d}");
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+}
+
+#[test]
+fn the_environments_host_and_the_files_own_option_set_in_init_reach_every_helpers_users() {
+    // -H names a port nobody serves; init points the environment at the service, which Locust
+    // gives every User class once test_start has fired. Each process sets the file's own
+    // option in its init, and every process's users read the first one's, as Locust's master
+    // sends the file's options to its workers: one queue of tickets counts them all.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let host = server.url("").trim_end_matches('/').to_string();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        &format!(
+            r#"
+from locust import HttpUser, task, constant, events
+
+
+@events.init_command_line_parser.add_listener
+def _(parser):
+    parser.add_argument("--ticket-queue", default="default-queue")
+
+
+@events.init.add_listener
+def _(environment, **kwargs):
+    environment.host = "{host}"
+    environment.parsed_options.host = "http://127.0.0.1:1/not-read"
+    environment.parsed_options.ticket_queue = f"queue-{{environment.runner.worker_index}}"
+
+
+class U(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def t(self):
+        self.client.get(f"/turno/{{self.environment.parsed_options.ticket_queue}}")
+"#
+        ),
+    );
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H",
+            "http://127.0.0.1:1",
+            "-u",
+            "4",
+            "-r",
+            "100",
+            "-t",
+            "1s",
+            "--processes",
+            "2",
+            "--out",
+            "run",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
+    assert_eq!(s["users"]["started"], 4, "{s:#}");
+    assert_eq!(s["requests"]["errors"], 0, "{s:#}");
+    let completed = s["requests"]["completed"].as_u64().unwrap();
+    assert!(completed > 8, "{s:#}");
+    assert_eq!(
+        crate::support::next_ticket(&server, "queue-1"),
+        1,
+        "no user read the second helper's own value"
+    );
+    // Every request went to the first helper's queue; the run's end may cut one a user has
+    // in flight, which the service counted and loadlab did not (one a user at most).
+    let served = crate::support::next_ticket(&server, "queue-0") - 1;
+    assert!(
+        (completed..=completed + 4).contains(&served),
+        "the service served {served} of queue-0, loadlab completed {completed}"
+    );
+}
+
+#[test]
+fn an_init_listeners_tags_and_stop_timeout_are_the_runs() {
+    // init keeps the tasks tagged `slow` (Locust's runner filters by parsed_options' tags just
+    // before test_start) and gives the users 3 s to finish their task when the run ends: each
+    // user's 1.5 s request under way at the 1 s end is seen through, and its task goes on to
+    // take a ticket. The service counts the tickets; the untagged task takes none.
+    let server = TestServer::start(2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+from locust import HttpUser, task, constant, events, tag
+
+
+@events.init.add_listener
+def _(environment, **kwargs):
+    environment.parsed_options.tags = ["slow"]
+    environment.stop_timeout = 3
+
+
+class U(HttpUser):
+    wait_time = constant(0)
+
+    @tag("slow")
+    @task
+    def slow(self):
+        self.client.get("/delay?ms=1500")
+        self.client.get("/turno/finished")
+
+    @task
+    def untagged(self):
+        self.client.get("/turno/untagged")
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &["-H", &host, "-u", "2", "-r", "100", "-t", "1s"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        crate::support::next_ticket(&server, "finished"),
+        3,
+        "both users' tasks finished after the run's end"
+    );
+    assert_eq!(crate::support::next_ticket(&server, "untagged"), 1);
+}
+
+#[test]
+fn the_files_own_options_are_taken_on_the_command_line_as_locust_takes_them() {
+    // `--ticket-queue NAME` is the file's option (its init_command_line_parser adds it), given
+    // among loadlab's flags: the users read it, and the service's queue of that name counts
+    // their requests. An option the file does not add is refused, naming it.
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "locustfile.py",
+        r#"
+from locust import HttpUser, task, constant, events
+
+
+@events.init_command_line_parser.add_listener
+def _(parser):
+    parser.add_argument("--ticket-queue", default="default-queue")
+
+
+class U(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def t(self):
+        self.client.get(f"/turno/{self.environment.parsed_options.ticket_queue}")
+"#,
+    );
+    let host = server.url("").trim_end_matches('/').to_string();
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-H",
+            &host,
+            "--ticket-queue",
+            "from-the-command-line",
+            "-u",
+            "2",
+            "-r",
+            "100",
+            "-t",
+            "1s",
+            "--out",
+            "run",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let s: Value = read_json(&dir.path().join("run/summary.json"));
+    let completed = s["requests"]["completed"].as_u64().unwrap();
+    assert!(completed > 4, "{s:#}");
+    let served = crate::support::next_ticket(&server, "from-the-command-line") - 1;
+    assert!(
+        (completed..=completed + 2).contains(&served),
+        "{served} {completed}"
+    );
+    assert_eq!(crate::support::next_ticket(&server, "default-queue"), 1);
+
+    let (code, stdout, stderr) =
+        run_in(dir.path(), &["-H", &host, "--ticket-queu", "x", "-t", "1s"]);
+    assert_ne!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("unrecognized arguments: --ticket-queu"),
+        "{stderr}"
+    );
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 use loadlab_run::users::LocustSpec;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::net::unix::OwnedReadHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 use tokio::sync::Notify;
@@ -168,7 +168,7 @@ pub struct Helper {
     /// The lines it writes, taken by the thread's reader.
     lines: RefCell<Option<Lines<BufReader<OwnedReadHalf>>>>,
     /// The process.
-    child: RefCell<Option<Child>>,
+    child: RefCell<Option<Process>>,
     /// When `init` was sent: the helper's times count from here.
     pub epoch: Instant,
     /// The file has a `LoadTestShape`.
@@ -206,50 +206,20 @@ impl Helper {
     ) -> io::Result<Rc<Helper>> {
         let (mine, theirs) = std::os::unix::net::UnixStream::pair()?;
         mine.set_nonblocking(true)?;
-        let path = match std::env::var_os("PYTHONPATH") {
-            Some(p) if !p.is_empty() => {
-                let mut all = spec.package.clone().into_os_string();
-                all.push(":");
-                all.push(p);
-                all
-            }
-            _ => spec.package.clone().into_os_string(),
-        };
         let child = Command::new(&spec.python)
-            .args(["-u", "-m", "loadlab_locust.helper"])
-            .env("PYTHONPATH", path)
+            .args(PYTHON_ARGS)
+            .env("PYTHONPATH", python_path(spec))
             .env("LOADLAB_LOCUST_FD", "0")
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "loadlab locust needs Python 3 with gevent: {} could not be started ({e})",
-                        spec.python.display()
-                    ),
-                )
-            })?;
+            .map_err(|e| not_started(spec, e))?;
         let (read, mut write) = UnixStream::from_std(mine)?.into_split();
         // The writer task below takes `write` for the run.
         let mut lines = BufReader::new(read).lines();
-        let init = serde_json::json!({
-            "op": "init",
-            "file": spec.file,
-            "host": spec.host,
-            "classes": spec.classes,
-            "tags": spec.tags,
-            "exclude_tags": spec.exclude_tags,
-            "helper": index,
-            "helpers": helpers,
-            "describe": describe,
-            "seed": seed,
-            "iterations": spec.iterations.map(|n| crate::schedule::share_of(n, index, helpers)),
-            "options": spec.options,
-        });
+        let init = init_message(spec, (index, helpers), seed, describe);
         let epoch = Instant::now();
         write.write_all(format!("{init}\n").as_bytes()).await?;
         let file = &spec.file;
@@ -265,25 +235,50 @@ impl Helper {
             },
         )
         .await?;
+        ready_or_failed(file, &first)?;
         let shape = match serde_json::from_str::<FromHelper>(&first) {
             Ok(FromHelper::Ready { shape, classes }) => {
                 *described.borrow_mut() = classes;
                 shape
             }
-            Ok(FromHelper::Failed { error }) => {
-                return Err(io::Error::other(format!("{file}: {error}")))
-            }
-            _ => {
-                return Err(io::Error::other(format!(
-                    "{file}: unexpected first line from the Python helper: {first}"
-                )))
-            }
+            _ => false,
         };
+        Ok(Self::running(
+            lines,
+            write,
+            Process::Spawned(child),
+            epoch,
+            shape,
+        ))
+    }
+
+    /// Takes over a helper started elsewhere (helper 0, started before the plan): the run's
+    /// first thread talks to it from here on.
+    pub(super) fn adopt(started: Started) -> io::Result<Rc<Helper>> {
+        started.socket.set_nonblocking(true)?;
+        let (read, write) = UnixStream::from_std(started.socket)?.into_split();
+        Ok(Self::running(
+            BufReader::new(read).lines(),
+            write,
+            Process::Adopted(started.child),
+            Instant::from_std(started.epoch),
+            started.shape,
+        ))
+    }
+
+    /// A helper that has answered `ready`, with the task that writes what is queued for it.
+    fn running(
+        lines: Lines<BufReader<OwnedReadHalf>>,
+        mut write: OwnedWriteHalf,
+        process: Process,
+        epoch: Instant,
+        shape: bool,
+    ) -> Rc<Helper> {
         let helper = Rc::new(Helper {
             out: RefCell::new(Vec::new()),
             wake: Notify::new(),
             lines: RefCell::new(Some(lines)),
-            child: RefCell::new(Some(child)),
+            child: RefCell::new(Some(process)),
             epoch,
             shape,
         });
@@ -297,7 +292,7 @@ impl Helper {
                 }
             }
         });
-        Ok(helper)
+        helper
     }
 
     /// Queues `msg` for the helper.
@@ -320,8 +315,103 @@ impl Helper {
     /// Stops the process (by its PID, through the handle that started it).
     pub async fn kill(&self) {
         let child = self.child.borrow_mut().take();
-        if let Some(mut c) = child {
-            let _ = c.kill().await;
+        match child {
+            Some(Process::Spawned(mut c)) => {
+                let _ = c.kill().await;
+            }
+            Some(Process::Adopted(mut c)) => {
+                // Killed, it is reaped at once; off the event loop all the same.
+                let _ = tokio::task::spawn_blocking(move || {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                })
+                .await;
+            }
+            None => {}
         }
+    }
+}
+
+/// A helper process started outside a run's thread, with its socket and when it was sent
+/// `init`, for a thread to take over ([`Helper::adopt`]).
+pub(super) struct Started {
+    /// The process.
+    pub child: std::process::Child,
+    /// loadlab's end of its socket, blocking.
+    pub socket: std::os::unix::net::UnixStream,
+    /// When `init` was sent: the helper's times count from here.
+    pub epoch: std::time::Instant,
+    /// The file has a `LoadTestShape`.
+    pub shape: bool,
+}
+
+/// A helper's process: started by this thread, or taken over ([`Helper::adopt`]).
+enum Process {
+    /// Started here (killed when dropped).
+    Spawned(Child),
+    /// Started before the plan; without a reaper of the runtime's.
+    Adopted(std::process::Child),
+}
+
+/// How the helper's Python is run.
+pub(super) const PYTHON_ARGS: [&str; 3] = ["-u", "-m", "loadlab_locust.helper"];
+
+/// The helpers' `PYTHONPATH`: loadlab's package first, then the caller's.
+pub(super) fn python_path(spec: &LocustSpec) -> std::ffi::OsString {
+    match std::env::var_os("PYTHONPATH") {
+        Some(p) if !p.is_empty() => {
+            let mut all = spec.package.clone().into_os_string();
+            all.push(":");
+            all.push(p);
+            all
+        }
+        _ => spec.package.clone().into_os_string(),
+    }
+}
+
+/// The error of a helper whose Python could not be started.
+pub(super) fn not_started(spec: &LocustSpec, e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "loadlab locust needs Python 3 with gevent: {} could not be started ({e})",
+            spec.python.display()
+        ),
+    )
+}
+
+/// The `init` message of helper `index` of `helpers` (see `PROTOCOL.md`).
+pub(super) fn init_message(
+    spec: &LocustSpec,
+    (index, helpers): (usize, usize),
+    seed: u64,
+    describe: bool,
+) -> serde_json::Value {
+    serde_json::json!({
+        "op": "init",
+        "file": spec.file,
+        "host": spec.host,
+        "classes": spec.classes,
+        "tags": spec.tags,
+        "exclude_tags": spec.exclude_tags,
+        "helper": index,
+        "helpers": helpers,
+        "describe": describe,
+        "seed": seed,
+        "iterations": spec.iterations.map(|n| crate::schedule::share_of(n, index, helpers)),
+        "options": spec.options,
+        "file_args": spec.file_args,
+        "shared": if index > 0 { spec.shared.clone() } else { None },
+    })
+}
+
+/// Ok when the helper's first line is `ready`; else the error it gives, naming the file.
+pub(super) fn ready_or_failed(file: &str, first: &str) -> io::Result<()> {
+    match serde_json::from_str::<FromHelper>(first) {
+        Ok(FromHelper::Ready { .. }) => Ok(()),
+        Ok(FromHelper::Failed { error }) => Err(io::Error::other(format!("{file}: {error}"))),
+        _ => Err(io::Error::other(format!(
+            "{file}: unexpected first line from the Python helper: {first}"
+        ))),
     }
 }

@@ -4,6 +4,7 @@
 //! (`PROTOCOL.md` is the contract). The users' count over time is the plan's user phases; the
 //! helper starts and stops its share of them.
 
+mod first;
 mod helper;
 mod names;
 mod prepare;
@@ -25,6 +26,7 @@ use crate::conn::exchange::{Failed, Wire};
 use crate::record::Pending;
 use crate::schedule::share_of;
 use crate::session::client::Client;
+pub use first::{discard, start_first, First, Settings};
 pub use helper::Helper;
 use helper::{FromHelper, RequestMsg};
 use names::NameStats;
@@ -273,6 +275,20 @@ impl Locust {
             rec.users_active.set(0);
             self.stopped.notify_waiters();
         }
+    }
+}
+
+/// Helper `index` of `helpers` for a run of `spec`: helper 0 taken over when the command
+/// started it before the plan (its `init` and `test_start` are not fired again), else started
+/// here; the error says what to do.
+pub async fn start_helper(
+    spec: &LocustSpec,
+    (index, helpers): (usize, usize),
+    seed: u64,
+) -> std::io::Result<Rc<Helper>> {
+    match spec.first.filter(|_| index == 0).and_then(first::take) {
+        Some(started) => Helper::adopt(started),
+        None => Helper::start(spec, (index, helpers), seed).await,
     }
 }
 

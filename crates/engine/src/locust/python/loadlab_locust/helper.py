@@ -95,18 +95,31 @@ class Helper:
         modules = [loader.import_locustfile(p) for p in paths]
         available, shapes = loader.collect(modules)
         host = init.get("host") or None
-        classes = loader.select_classes(
-            available,
-            init.get("classes") or [],
-            host,
-            init.get("tags"),
-            init.get("exclude_tags"),
-            # Describing a file (`loadlab validate`) needs no host; running its users does.
-            require_host=not init.get("describe"),
-        )
-        options = dict(init.get("options") or {})
+        describing = bool(init.get("describe"))
         parser = LocustArgumentParser()
         locust.events.init_command_line_parser.fire(parser=parser)
+        try:
+            # The file's own options given on the command line; the other words there are
+            # user class names, as Locust's parser leaves them.
+            given, words = parser.parse_given(init.get("file_args") or [])
+        except ValueError as error:
+            raise loader.LoadError(str(error)) from None
+        classes = loader.select_classes(
+            available,
+            list(init.get("classes") or []) + words,
+            # A run gives the classes the environment's host once `test_start` has fired, as
+            # Locust's runner does: an `init` or `test_start` listener may still change it.
+            host if describing else None,
+            # Tasks are filtered by tags once `test_start` has fired, from what
+            # `parsed_options` holds then, as Locust's runner does.
+            init.get("tags") if describing else None,
+            init.get("exclude_tags") if describing else None,
+            require_host=False,
+        )
+        options = dict(init.get("options") or {})
+        options.update(given)
+        if words:
+            options["user_classes"] = list(options.get("user_classes") or []) + words
         options.update(parser.values(options))
         aliases = {
             "num_users": options.get("users"),
@@ -122,11 +135,16 @@ class Helper:
             options.setdefault(key, value)
         parsed = ParsedOptions(options)
         self.shape = shapes[0]() if shapes else None
+        if self.shape is not None:
+            # A shape's users run in one helper, whatever the command line asked.
+            self.helpers = 1
         env = Environment(
             user_classes=classes,
             shape_class=self.shape,
-            tags=init.get("tags"),
-            exclude_tags=init.get("exclude_tags"),
+            # As Locust's: the environment's own tags are unset, the command line's are in
+            # `parsed_options`.
+            tags=init.get("tags") if describing else None,
+            exclude_tags=init.get("exclude_tags") if describing else None,
             locustfile=os.path.basename(paths[0]),
             events=locust.events,
             host=host,
@@ -149,21 +167,66 @@ class Helper:
         self.environment = env
         self.runner = runner
         self.swarm = Swarm(env, runner, classes, self.helper, self.helpers, self.engine)
-        if not init.get("describe"):
-            from locust import event
+        ready = {"op": "ready", "shape": self.shape is not None}
+        if not describing:
+            ready.update(self._start(env, runner, classes, loader))
+        ready["classes"] = [loader.describe_class(c) for c in classes]
+        ready["shape_name"] = type(self.shape).__name__ if self.shape is not None else None
+        return ready
 
-            raised = event.listener_errors
-            env.events.init.fire(environment=env, runner=runner, web_ui=None)
-            if event.listener_errors > raised:
-                # Locust treats an error in an init listener as fatal: it exits 1 before the run.
-                raise loader.LoadError("an `init` event listener raised an error (its traceback is above)")
-            if self.helper == 0:
-                env.events.test_start.fire(environment=env)
+    def _start(self, env, runner, classes, loader):
+        """Fire `init` (and `test_start` in helper 0), reading the options as Locust does in
+        between; give the classes the environment's host. Returns what `ready` adds: the
+        run's settings and the options the other helpers' users see (helper 0's), as Locust's
+        master decides them for its workers."""
+        from locust import event
+
+        from . import options
+
+        raised = event.listener_errors
+        env.events.init.fire(environment=env, runner=runner, web_ui=None)
+        if event.listener_errors > raised:
+            # Locust treats an error in an init listener as fatal: it exits 1 before the run.
+            raise loader.LoadError("an `init` event listener raised an error (its traceback is above)")
+        # Locust's headless start reads the users, spawn rate and run time here, after `init`
+        # and before `test_start` fires.
+        try:
+            settings = options.run_settings(env.parsed_options)
+        except options.OptionError as error:
+            raise loader.LoadError(str(error)) from None
+        shared = self.init.get("shared")
+        if self.helpers == 1:
+            # Locust's local runner filters the tasks by tags just before `test_start` fires;
+            # with several processes, each worker filters them by its master's options, sent
+            # after the master's `test_start` (below).
+            loader.filter_by_tags(classes, *options.tags_of(env))
+        if self.helper == 0:
+            env.events.test_start.fire(environment=env)
+        elif isinstance(shared, dict):
+            # As a Locust worker takes its master's spawn message: the master's host and the
+            # file's own options, over what this helper's `init` set.
+            env.host = shared.get("host")
+            env.stop_timeout = float(shared.get("stop_timeout") or 0.0)
+            vars(env.parsed_options).update(shared.get("options") or {})
+        if env.host:
+            for cls in classes:
+                cls.host = env.host
+        if self.helpers > 1:
+            loader.filter_by_tags(classes, *options.tags_of(env))
+        for cls in classes:
+            loader.check_host(cls)
+        settings["host"] = env.host or None
+        # Read when the users are stopped, from the environment (not parsed_options), as
+        # Locust's runner does; what init and test_start left is the run's.
+        settings["stop_timeout"] = options.stop_timeout_of(env)
+        runner.target_user_count = settings["num_users"]
         return {
-            "op": "ready",
-            "classes": [loader.describe_class(c) for c in classes],
-            "shape": self.shape is not None,
-            "shape_name": type(self.shape).__name__ if self.shape is not None else None,
+            "settings": settings,
+            "shared": {
+                "host": env.host or None,
+                "stop_timeout": settings["stop_timeout"],
+                "options": options.file_options(env.parsed_options),
+            },
         }
 
     def on_users(self, msg):
@@ -204,15 +267,14 @@ class Helper:
     def _stop(self):
         from locust.runners import STATE_STOPPED, STATE_STOPPING
 
+        from . import options
+
         env = self.environment
         runner = self.runner
         runner.update_state(STATE_STOPPING)
         if self.helper == 0:
             env.events.test_stopping.fire(environment=env)
-        try:
-            grace = max(0.0, float(env.parsed_options.stop_timeout or 0))
-        except (TypeError, ValueError):
-            grace = 0.0
+        grace = options.stop_timeout_of(env)
         self.swarm.stop_all(grace, KILL_WAIT)
         runner.update_state(STATE_STOPPED)
         if self.helper == 0:

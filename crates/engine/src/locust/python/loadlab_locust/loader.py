@@ -177,17 +177,30 @@ def select_classes(available, names, host, tags, exclude_tags, require_host=True
     chosen = [c for c in chosen if c.weight > 0 or c.fixed_count > 0]
     if not chosen:
         raise LoadError("There are no users with weight > 0.")
-    tag_set = set(tags) if tags is not None else None
-    exclude_set = set(exclude_tags) if exclude_tags is not None else None
-    if tag_set is not None or exclude_set is not None:
-        for cls in chosen:
-            filter_tasks_by_tags(cls, tag_set, exclude_set)
+    filter_by_tags(
+        chosen,
+        set(tags) if tags is not None else None,
+        set(exclude_tags) if exclude_tags is not None else None,
+    )
     for cls in chosen:
         if host:
             cls.host = host
-        if require_host and cls.host is None and issubclass(cls, (HttpUser, FastHttpUser)):
-            raise LoadError(f"{cls.__name__}: {_NO_HOST}")
+        if require_host:
+            check_host(cls)
     return chosen
+
+
+def filter_by_tags(classes, tags, exclude_tags):
+    """Keep the classes' tasks with one of `tags` and none of `exclude_tags` (None: no filter)."""
+    if tags is not None or exclude_tags is not None:
+        for cls in classes:
+            filter_tasks_by_tags(cls, tags, exclude_tags)
+
+
+def check_host(cls):
+    """Raise LoadError when `cls` is an HTTP user without a host, as Locust's refuses to start."""
+    if cls.host is None and issubclass(cls, (HttpUser, FastHttpUser)):
+        raise LoadError(f"{cls.__name__}: {_NO_HOST}")
 
 
 def kind(cls):

@@ -34,6 +34,73 @@ class LocustArgumentParser:
         for dest, value in kwargs.items():
             self.arguments.append((dest, (), {"default": value}))
 
+    def parse_given(self, tokens):
+        """Read the file's own options from command-line `tokens` (`--name VALUE`,
+        `--name=VALUE`, `--flag`), as argparse would for the options recorded; returns
+        ({dest: value}, [the other words: user class names]). Raises ValueError naming a
+        token no recorded option takes."""
+        by_name = {}
+        for dest, names, kwargs in self.arguments:
+            for name in names:
+                by_name[name] = (dest, kwargs)
+        given = {}
+        words = []
+        tokens = list(tokens)
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            i += 1
+            if not token.startswith("-") or token == "-":
+                words.append(token)
+                continue
+            name, has_value, inline = token.partition("=")
+            if name not in by_name:
+                raise ValueError(f"unrecognized arguments: {token}")
+            dest, kwargs = by_name[name]
+            action = kwargs.get("action")
+            if action in ("store_true", "store_false", "store_const", "count"):
+                if has_value:
+                    raise ValueError(f"argument {name}: ignored explicit argument {inline!r}")
+                if action == "count":
+                    given[dest] = (given.get(dest) or 0) + 1
+                else:
+                    given[dest] = {"store_true": True, "store_false": False}.get(action, kwargs.get("const"))
+                continue
+            nargs = kwargs.get("nargs")
+            if has_value:
+                values = [inline]
+            elif nargs in ("*", "+", "?") or isinstance(nargs, int):
+                values = []
+                limit = nargs if isinstance(nargs, int) else (1 if nargs == "?" else len(tokens))
+                while i < len(tokens) and len(values) < limit and not tokens[i].startswith("-"):
+                    values.append(tokens[i])
+                    i += 1
+            else:
+                if i >= len(tokens):
+                    raise ValueError(f"argument {name}: expected one argument")
+                values = [tokens[i]]
+                i += 1
+            convert = kwargs.get("type")
+            if convert is not None:
+                try:
+                    values = [convert(v) for v in values]
+                except (TypeError, ValueError) as error:
+                    raise ValueError(f"argument {name}: invalid value {values!r} ({error})") from None
+            choices = kwargs.get("choices")
+            if choices is not None and any(v not in choices for v in values):
+                raise ValueError(f"argument {name}: invalid choice {values!r} (choose from {list(choices)!r})")
+            if nargs in ("*", "+") or isinstance(nargs, int):
+                value = values
+            elif nargs == "?":
+                value = values[0] if values else kwargs.get("const")
+            else:
+                value = values[0]
+            if action == "append":
+                given[dest] = list(given.get(dest) or []) + [value]
+            else:
+                given[dest] = value
+        return given, words
+
     def values(self, options):
         """{dest: value} for the recorded options that `options` (a dict) does not set."""
         found = {}

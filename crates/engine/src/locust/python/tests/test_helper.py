@@ -122,7 +122,7 @@ class ReadyAndRequests(HelperTest):
         self.assertEqual(failed["op"], "failed")
         self.assertIn("Unknown User(s): Nope", failed["error"])
 
-    def slow_engine(self, **init_fields):
+    def slow_engine(self, file="slow.py", **init_fields):
         held = []
 
         def responder(request):
@@ -134,7 +134,7 @@ class ReadyAndRequests(HelperTest):
             return ok_reply(request)
 
         engine = self.start(responder)
-        engine.init("slow.py", **init_fields)
+        engine.init(file, **init_fields)
         engine.send({"op": "users", "count": 1, "rate": 0})
         engine.wait_for(lambda m: m["op"] == "request" and m["url"].endswith("/slow"))
         engine.send({"op": "stop"})
@@ -143,6 +143,11 @@ class ReadyAndRequests(HelperTest):
         self.assertEqual(len(requests_to(engine, "/slow")), 1)
         self.assertEqual(len(requests_to(engine, "/bye")), 1)
         return engine
+
+    def test_an_init_listeners_stop_timeout_lets_a_task_finish_at_the_end(self):
+        # The environment's stop_timeout, set in init, is the grace the users get.
+        engine = self.slow_engine(options={"users": 1, "stop_timeout": 0}, file="slow_grace.py")
+        self.assertTrue(any("SLOW DONE" in line for line in engine.output), engine.output)
 
     def test_stop_timeout_lets_the_task_finish(self):
         engine = self.slow_engine(options={"users": 1, "stop_timeout": 2})
@@ -499,6 +504,98 @@ class EventsAndFiles(HelperTest):
         time.sleep(0.1)
         self.assertEqual(len(requests_to(engine, "/counted")), 5)
         self.assertEqual(requests_to(engine, "/never"), [])
+
+
+class OptionsFromListeners(HelperTest):
+    """What `init` and `test_start` listeners set in `parsed_options`, read as Locust reads it."""
+
+    def test_the_settings_are_read_after_init_and_before_test_start(self):
+        engine = self.start()
+        ready = engine.init("init_options.py", host="http://cli.test", options={"users": 2, "spawn_rate": 1, "run_time": 2})
+        self.assertEqual(ready["op"], "ready", ready)
+        self.assertEqual(
+            ready["settings"],
+            {"num_users": 7, "spawn_rate": 3.5, "run_time": 4.0, "host": "http://started.test", "stop_timeout": 1.5},
+        )
+        # The environment's host (test_start's) is every class's; parsed_options.host is not read.
+        self.assertEqual([c["host"] for c in ready["classes"]], ["http://started.test"])
+        # The file's own option, and the tags a Locust master sends its workers too.
+        self.assertEqual(
+            ready["shared"],
+            {
+                "host": "http://started.test",
+                "stop_timeout": 1.5,
+                "options": {"token": "init-0-started", "tags": None, "exclude_tags": None},
+            },
+        )
+        engine.send({"op": "users", "count": 1, "rate": 0})
+        request = engine.wait_for("request")
+        self.assertEqual(request["url"], "http://started.test/token?token=init-0-started")
+        self.assertEqual(engine.stop(), 0)
+
+    def test_other_helpers_take_the_first_ones_host_and_file_options_after_their_init(self):
+        engine = self.start()
+        shared = {"host": "http://first.test", "stop_timeout": 2.0, "options": {"token": "from-first"}}
+        ready = engine.init("init_options.py", helper=1, helpers=2, shared=shared)
+        self.assertEqual(ready["op"], "ready", ready)
+        # Its own init ran (with its own values), then the first helper's options replaced them.
+        wait_output(engine, "INIT_TOKEN init-1")
+        self.assertEqual([c["host"] for c in ready["classes"]], ["http://first.test"])
+        self.assertEqual(ready["settings"]["stop_timeout"], 2.0)
+        engine.send({"op": "users", "count": 1, "rate": 0})
+        request = engine.wait_for("request")
+        self.assertEqual(request["url"], "http://first.test/token?token=from-first")
+        self.assertEqual(engine.stop(), 0)
+
+    def test_unset_options_take_locusts_headless_defaults(self):
+        engine = self.start()
+        ready = engine.init("basic.py", options={"spawn_rate": None, "run_time": 0})
+        self.assertEqual(ready["settings"]["num_users"], 1)
+        self.assertEqual(ready["settings"]["spawn_rate"], 1.0)
+        self.assertIsNone(ready["settings"]["run_time"])
+        self.assertEqual(ready["settings"]["host"], None)
+        self.assertEqual(engine.stop(), 0)
+
+    def test_one_helper_filters_tasks_by_the_tags_init_left_before_test_start(self):
+        # init asks for two tags; test_start's exclusion comes after the local runner filtered.
+        engine = self.start()
+        ready = engine.init("init_tags.py", options={"users": 1, "spawn_rate": 1, "tags": None})
+        self.assertEqual([t["name"] for t in ready["classes"][0]["tasks"]], ["kept", "dropped"])
+        self.assertEqual(ready["shared"]["options"]["exclude_tags"], ["drop"])
+        engine.send({"op": "users", "count": 1, "rate": 0})
+        engine.wait_count(lambda m: m["op"] == "request", 6)
+        urls = {m["url"] for m in engine.of("request")}
+        self.assertEqual(urls, {"http://tags.test/kept", "http://tags.test/dropped"})
+        self.assertEqual(engine.stop(), 0)
+
+    def test_several_helpers_filter_tasks_by_the_tags_the_first_had_after_test_start(self):
+        # As Locust's workers, by the options their master sent after its test_start.
+        for helper in (0, 1):
+            engine = self.start()
+            shared = {"host": None, "options": {"tags": ["keep", "drop"], "exclude_tags": ["drop"]}}
+            ready = engine.init("init_tags.py", helper=helper, helpers=2, shared=shared)
+            self.assertEqual([t["name"] for t in ready["classes"][0]["tasks"]], ["kept"], helper)
+            self.assertEqual(engine.stop(), 0)
+
+    def test_the_files_own_options_given_on_the_command_line_reach_the_users(self):
+        engine = self.start()
+        ready = engine.init("basic.py", file_args=["--my-arg", "from-cli", "Shop", "--given-arg=5"])
+        self.assertEqual(ready["op"], "ready", ready)
+        self.assertEqual([c["name"] for c in ready["classes"]], ["Shop"])
+        wait_output(engine, "TEST_START from-cli 5 1 None")
+        self.assertEqual(engine.stop(), 0)
+
+    def test_an_option_the_file_does_not_add_fails_naming_it(self):
+        engine = self.start()
+        ready = engine.init("basic.py", file_args=["--no-such-option", "1"])
+        self.assertEqual(ready["op"], "failed", ready)
+        self.assertIn("unrecognized arguments: --no-such-option", ready["error"])
+
+    def test_an_option_that_is_not_a_number_fails_naming_it(self):
+        engine = self.start()
+        ready = engine.init("basic.py", options={"users": "many"})
+        self.assertEqual(ready["op"], "failed", ready)
+        self.assertIn("parsed_options.num_users", ready["error"])
 
 
 if __name__ == "__main__":

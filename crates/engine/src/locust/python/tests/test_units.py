@@ -85,6 +85,25 @@ class SmallPartsTest(unittest.TestCase):
         self.assertEqual(options.users, 5)
         self.assertIsNone(options.anything_else)
 
+    def test_the_files_own_options_are_read_from_the_command_line_as_argparse_would(self):
+        parser = LocustArgumentParser()
+        parser.add_argument("--my-flag", action="store_true")
+        parser.add_argument("--count", type=int, default=3)
+        parser.add_argument("--name", "-n")
+        parser.add_argument("--tag", action="append")
+        parser.add_argument("--many", nargs="+")
+        given, words = parser.parse_given(
+            ["--my-flag", "WebUser", "--count", "7", "-n=ana", "--tag", "a", "--tag=b", "--many", "x", "y", "Other"]
+        )
+        self.assertEqual(given, {"my_flag": True, "count": 7, "name": "ana", "tag": ["a", "b"], "many": ["x", "y", "Other"]})
+        self.assertEqual(words, ["WebUser"])
+        with self.assertRaisesRegex(ValueError, "unrecognized arguments: --nope"):
+            parser.parse_given(["--nope", "1"])
+        with self.assertRaisesRegex(ValueError, "--count: invalid value"):
+            parser.parse_given(["--count", "many"])
+        with self.assertRaisesRegex(ValueError, "--name: expected one argument"):
+            parser.parse_given(["--name"])
+
     def test_parse_timespan(self):
         self.assertEqual([parse_timespan(t) for t in ("90", "20s", "3m", "1h20m", "3h30m10s")], [90, 20, 180, 4800, 12610])
         with self.assertRaises(ValueError):
