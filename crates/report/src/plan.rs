@@ -383,21 +383,34 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
 /// each gets in the long run (its stationary distribution).
 fn chain(out: &mut String, plan: &Plan, chain: &Chain) {
     let pi = chain.stationary();
+    let pages: Vec<String> = chain
+        .states
+        .iter()
+        .map(|s| {
+            s.request.as_ref().map_or("-".to_string(), |r| {
+                let t = &plan.requests[r.request];
+                let star = if r.static_resources.is_some() {
+                    " +static"
+                } else {
+                    ""
+                };
+                format!("{} {}{star}", t.method, t.path)
+            })
+        })
+        .collect();
+    // A page as long as a templated URL widens its column rather than running into the next.
+    let width = pages
+        .iter()
+        .map(|p| p.chars().count() + 2)
+        .max()
+        .unwrap_or(0)
+        .max(38);
     let _ = writeln!(
         out,
-        "    {:<14}{:>9}  {:<38}{:<26}next",
+        "    {:<14}{:>9}  {:<width$}{:<26}next",
         "state", "visits %", "page", "think"
     );
-    for (i, s) in chain.states.iter().enumerate() {
-        let page = s.request.as_ref().map_or("-".to_string(), |r| {
-            let t = &plan.requests[r.request];
-            let star = if r.static_resources.is_some() {
-                " +static"
-            } else {
-                ""
-            };
-            format!("{} {}{star}", t.method, t.path)
-        });
+    for ((i, s), page) in chain.states.iter().enumerate().zip(pages) {
         let think = s.think.as_ref().map_or("-".to_string(), think_text);
         let mut prev = 0.0;
         let next: Vec<String> = s
@@ -417,7 +430,7 @@ fn chain(out: &mut String, plan: &Plan, chain: &Chain) {
         };
         let _ = writeln!(
             out,
-            "    {:<14}{:>9.1}  {:<38}{:<26}{next}",
+            "    {:<14}{:>9.1}  {:<width$}{:<26}{next}",
             s.name,
             100.0 * pi[i],
             page,
