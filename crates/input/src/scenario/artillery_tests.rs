@@ -1181,3 +1181,40 @@ fn config_timeout_and_the_default_strictness_of_captures_are_artillerys() {
     let s = ok("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - get: { url: /a, capture: { json: \"$.id\", as: id } }\n");
     assert!(first_request(&s).captures[0].strict);
 }
+
+#[test]
+fn a_loop_step_with_a_think_beside_it_runs_the_loop_and_warns_of_the_think() {
+    // Artillery's engine reads `loop` before `think`, and its script check lets a loop step
+    // hold other keys: the loop runs, the think is not read.
+    for step in [
+        "      - think: 3\n        loop:\n          - get: { url: /a }\n        count: 2\n",
+        "      - loop:\n          - get: { url: /a }\n        count: 2\n        think: 3\n",
+    ] {
+        let s = ok(&format!(
+            "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n{step}      - get: {{ url: /b }}\n"
+        ));
+        let users = s.users.as_ref().unwrap();
+        let Behaviour::Flow(steps) = &users.scenarios[0].behaviour else {
+            panic!("a flow");
+        };
+        let [Step::Loop {
+            count: Some(2),
+            steps: inner,
+            ..
+        }, Step::Request(_)] = &steps[..]
+        else {
+            panic!("{steps:?}");
+        };
+        assert!(matches!(inner[..], [Step::Request(_)]), "{inner:?}");
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("flow step 1") && w.contains("think beside loop is not read")),
+            "{:?}",
+            s.warnings
+        );
+    }
+    // Without a loop, a step of two kinds is refused, as Artillery's script check refuses it.
+    let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - think: 1\n        log: hi\n");
+    assert!(e.contains("flow step 1"), "{e}");
+}
