@@ -65,6 +65,7 @@ use crate::limits::LimitError;
 use crate::mode::Load;
 use crate::record::{Msg, ThreadEnd};
 use crate::schedule::share_of;
+pub use crate::session::hooks::ProcessorError;
 use crate::tls::TlsClient;
 pub use crate::tls::TlsSetupError;
 use crate::worker::{run_thread, ThreadSetup};
@@ -85,6 +86,22 @@ pub enum EngineError {
     /// The plan's TLS settings cannot be used (a CA file, a host name).
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
+    /// The script's processor did not load (Artillery exits 11 on it).
+    #[error(transparent)]
+    Processor(#[from] ProcessorError),
+}
+
+/// A generator thread's failure to start as the run's error: a processor that did not load
+/// keeps its own type (its exit code is Artillery's), anything else is the thread's.
+fn thread_failure(e: std::io::Error) -> EngineError {
+    if !e.get_ref().is_some_and(|r| r.is::<ProcessorError>()) {
+        return EngineError::Thread(e);
+    }
+    match e.into_inner().map(|r| r.downcast::<ProcessorError>()) {
+        Some(Ok(p)) => EngineError::Processor(*p),
+        // The type was checked just above; this arm only keeps the match total.
+        _ => EngineError::Thread(std::io::Error::other("the processor failed to load")),
+    }
 }
 
 /// Stops a run early (Ctrl-C); the run still returns what it recorded, marked incomplete.
@@ -266,7 +283,7 @@ pub fn run(
         let _ = h.join();
     }
     if let Some(e) = failure {
-        return Err(EngineError::Thread(e));
+        return Err(thread_failure(e));
     }
     let generator = GeneratorStats {
         cpu_s: (usage::process_cpu().saturating_sub(cpu_before)).as_secs_f64(),

@@ -252,10 +252,35 @@ fn a_processor_that_does_not_load_stops_the_run_with_nodes_error() {
         "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\nscenarios:\n  - flow:\n      - function: broken\n      - get: { url: /ping }\n",
     );
     let out = loadlab(&["run", script.to_str().unwrap()]);
-    assert!(!out.status.success());
+    // Artillery's worker dies on a processor that does not load, and Artillery exits 11.
+    assert_eq!(out.status.code(), Some(11), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("functions.js failed to load: SyntaxError"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_processor_requiring_a_package_nobody_installed_exits_11_saying_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "functions.js",
+        "const pad = require('left-pad-nobody-installed/lib');\nmodule.exports = { f(c, e, next) { next(); } };\n",
+    );
+    let script = write_file(
+        dir.path(),
+        "s.yml",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\nscenarios:\n  - flow:\n      - function: f\n      - get: { url: /ping }\n",
+    );
+    let out = loadlab(&["run", script.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(11), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("requires the package \"left-pad-nobody-installed\", which is not installed: run `npm install left-pad-nobody-installed`"),
         "{stderr}"
     );
 }

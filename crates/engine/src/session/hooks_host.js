@@ -520,7 +520,17 @@ function main(mod) {
   writeOut(JSON.stringify({ ready: true, functions: names }) + '\n');
 }
 
+// A package the module requires and nobody installed: its name, so loadlab can say what to
+// install.
+function missingPackage(e) {
+  if (!e || e.code !== 'MODULE_NOT_FOUND') return undefined;
+  const m = /Cannot find (?:module|package) '([^']+)'/.exec(String(e.message));
+  if (!m || m[1].startsWith('.') || path.isAbsolute(m[1])) return undefined;
+  const parts = m[1].split('/');
+  return m[1].startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+}
+
 load(processorPath).then(main, (e) => {
-  writeOut(JSON.stringify({ ready: false, error: describe(e) }) + '\n');
+  writeOut(JSON.stringify({ ready: false, error: describe(e), missing: missingPackage(e) }) + '\n');
   process.exit(1);
 });
