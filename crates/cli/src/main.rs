@@ -67,6 +67,7 @@ fn main() -> ExitCode {
         Ok(cmd::Outcome::ScriptThresholdsFailed) => ExitCode::from(EXIT_FAILURE),
         Ok(cmd::Outcome::ExpectationsFailed) => ExitCode::from(EXIT_EXPECTATIONS),
         Ok(cmd::Outcome::Suggested(code)) => ExitCode::from(code),
+        Ok(cmd::Outcome::ScriptCrashed) => ExitCode::from(EXIT_SCRIPT_CRASHED),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(if e.chain().any(is_processor_failure) {

@@ -183,6 +183,17 @@ pub struct Reply {
     /// The error a function threw or passed to `next`.
     #[serde(default)]
     pub err: Option<String>,
+    /// The error's name as Artillery counts it (`errors.NAME`: its code, else its message).
+    #[serde(default)]
+    pub counted: Option<String>,
+    /// How a function that failed did: it threw instead of passing its error to the callback
+    /// (`Sync`), after an earlier function of the call had called back late (`Deferred`).
+    #[serde(default)]
+    pub thrown: Option<Thrown>,
+    /// True when a function of the call finished after it returned (an async function, or a
+    /// callback called later): from there Artillery's next steps run from the event loop.
+    #[serde(default)]
+    pub deferred: bool,
     /// The answer of an `If` or `While` call.
     #[serde(default)]
     pub ok: Option<bool>,
@@ -190,6 +201,16 @@ pub struct Reply {
     /// during the call.
     #[serde(default)]
     exit: Option<i32>,
+}
+
+/// How a failing function threw (see [`Reply::thrown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thrown {
+    /// It threw while called from the call's start.
+    Sync,
+    /// It threw after an earlier function of the call had called back late.
+    Deferred,
 }
 
 impl Hooks {
