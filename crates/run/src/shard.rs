@@ -384,6 +384,7 @@ mod tests {
             scenarios: Vec::new(),
             pattern: vec![0],
             variables: Vec::new(),
+            variable_objects: Vec::new(),
             payloads: vec![Payload {
                 fields: vec!["id".into()],
                 rows: (0..10).map(|i| vec![i.to_string()]).collect(),

@@ -171,6 +171,14 @@ impl Template {
         }
     }
 
+    /// The variable the template reads when it is that one placeholder and nothing else.
+    pub fn single_variable(&self) -> Option<&str> {
+        match self.parts.as_slice() {
+            [Part::Var(v)] => Some(v),
+            _ => None,
+        }
+    }
+
     /// Appends the rendered text to `out`; `lookup` gives a variable's value. A variable that
     /// is not set renders as Artillery renders it: nothing when it is the whole template, the
     /// text `undefined` within other text (JavaScript's string replacement of `undefined`).

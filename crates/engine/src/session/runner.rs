@@ -233,6 +233,12 @@ impl<'a> Session<'a> {
                 vars.insert(name.clone(), values[rng.usize(..values.len())].clone());
             }
         }
+        for (name, items) in &model.variable_objects {
+            if !items.is_empty() {
+                let item = &items[rng.usize(..items.len())];
+                vars.extend(loadlab_run::users::loop_item_vars(name, item));
+            }
+        }
         for p in &model.payloads {
             for (field, value) in p.fields.iter().zip(p.row(index, &mut rng)) {
                 vars.insert(field.clone(), value.clone());

@@ -1218,3 +1218,26 @@ fn a_loop_step_with_a_think_beside_it_runs_the_loop_and_warns_of_the_think() {
     let e = refused("config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - think: 1\n        log: hi\n");
     assert!(e.contains("flow step 1"), "{e}");
 }
+
+#[test]
+fn a_variable_holding_a_list_of_objects_gives_each_user_one_of_them_read_by_its_paths() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables:\n    item:\n      - { name: ana, tags: { t: one } }\n      - { name: bea, tags: { t: two } }\nscenarios:\n  - flow:\n      - post: { url: \"/users/{{ item.name }}/{{ item.tags.t }}\", json: { item: \"{{ item }}\" } }\n");
+    let users = s.users.as_ref().unwrap();
+    assert_eq!(
+        users.variable_objects.len(),
+        1,
+        "{:?}",
+        users.variable_objects
+    );
+    let (name, items) = &users.variable_objects[0];
+    assert_eq!(name, "item");
+    assert_eq!(items[1]["tags"]["t"], "two");
+    assert!(users.variables.iter().all(|(n, _)| !n.starts_with("item")));
+    // Under --strict every template must read a variable some source sets: these do.
+    let strict = ScriptFlags {
+        strict: true,
+        ..ScriptFlags::default()
+    };
+    lower("config:\n  target: http://127.0.0.1:1\n  variables:\n    item: [{ name: ana }]\nscenarios:\n  - flow:\n      - get: { url: \"/u/{{ item.name }}\" }\n", &strict)
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -1373,6 +1373,8 @@ fn user_model(
     // Variables whose value is an unset environment variable: defined, with no value.
     let mut undefined = Vec::new();
     let mut flat = Vec::new();
+    // Lists holding objects: each user takes one element whole, as Artillery samples a list.
+    let mut objects = Vec::new();
     for (name, v) in file.config.variables.iter().flatten() {
         match v {
             // An object: each of its leaves a variable `name.key.…`, as Artillery reads
@@ -1381,7 +1383,7 @@ fn user_model(
             serde_json::Value::Array(items)
                 if items.iter().any(|i| i.is_object() || i.is_array()) =>
             {
-                return Err(Problem::VariableObjects(name.clone()).into());
+                objects.push((name.clone(), items.clone()));
             }
             _ => flat.push((name.clone(), v.clone())),
         }
@@ -1492,6 +1494,15 @@ fn user_model(
     }
     let mut defined: std::collections::HashSet<String> =
         variables.iter().map(|(n, _)| n.clone()).collect();
+    for (name, items) in &objects {
+        for item in items {
+            defined.extend(
+                loadlab_run::users::loop_item_vars(name, item)
+                    .into_iter()
+                    .map(|(k, _)| k),
+            );
+        }
+    }
     defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
     defined.extend(later);
     defined.extend(undefined);
@@ -1624,6 +1635,7 @@ fn user_model(
         scenarios,
         pattern,
         variables,
+        variable_objects: objects,
         payloads,
         seed,
         processor,
