@@ -16,6 +16,11 @@ pub fn render(
     rng: &mut fastrand::Rng,
 ) -> Result<RequestTemplate, String> {
     let lookup = |k: &str| vars.get(k).map(String::as_str);
+    if step.path.is_undefined(lookup) {
+        // A URL that renders to JavaScript's undefined (a call of a function Artillery's
+        // templates do not have): its HTTP client refuses it, failing the user.
+        return Err("Invalid URL - undefined".into());
+    }
     let mut raw = String::new();
     step.path.render(lookup, rng, &mut raw);
     if raw.starts_with("http://") || raw.starts_with("https://") {

@@ -1241,3 +1241,20 @@ fn a_variable_holding_a_list_of_objects_gives_each_user_one_of_them_read_by_its_
     lower("config:\n  target: http://127.0.0.1:1\n  variables:\n    item: [{ name: ana }]\nscenarios:\n  - flow:\n      - get: { url: \"/u/{{ item.name }}\" }\n", &strict)
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn a_processor_export_called_in_a_template_is_warned_about_and_refused_under_strict() {
+    // Artillery 2.0.34's templates do not call a processor's exports: the text renders as
+    // undefined there, and here, with a warning.
+    let text = "config:\n  target: http://127.0.0.1:1\nscenarios:\n  - flow:\n      - post: { url: /a, json: { e: \"{{ $randomEmail() }}\" } }\n";
+    let s = ok(text);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("{{ $randomEmail() }}") && w.contains("not a processor's exports")),
+        "{:?}",
+        s.warnings
+    );
+    let e = strictly_refused(text);
+    assert!(e.contains("$randomEmail()"), "{e}");
+}

@@ -660,6 +660,8 @@ pub struct Lowering<'a> {
     pub(super) without_processor: std::cell::RefCell<std::collections::BTreeSet<String>>,
     /// True once a template read `target` (Artillery's variable holding the config's target).
     pub(super) reads_target: std::cell::Cell<bool>,
+    /// Calls of functions Artillery's templates do not have (`$pick(1, 2)`), as written.
+    pub(super) unknown_functions: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -705,6 +707,7 @@ impl<'a> Lowering<'a> {
             unset: Default::default(),
             without_processor: Default::default(),
             reads_target: Default::default(),
+            unknown_functions: Default::default(),
         }
     }
 
@@ -715,6 +718,12 @@ impl<'a> Lowering<'a> {
     /// `-v`), one that no source defines is taken too, and noted in `unset` for a warning;
     /// only `--strict` refuses it.
     pub(super) fn is_defined(&self, var: &str) -> bool {
+        // A call of a function Artillery's templates do not have (a processor's export): its
+        // text renders as undefined, as in Artillery; warned about, refused under --strict.
+        if loadlab_run::template::is_function_call(var) {
+            self.unknown_functions.borrow_mut().insert(var.to_string());
+            return !self.strict;
+        }
         if var == "target" {
             self.reads_target.set(true);
         }

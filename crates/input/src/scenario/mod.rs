@@ -1656,6 +1656,15 @@ fn user_model(
             skipped.join(", ")
         ));
     }
+    for call in lowering.unknown_functions.take() {
+        warnings.push(format!(
+            "{{{{ {call} }}}}: Artillery 2.0.34's templates call only their own functions \
+             ($randomNumber, $randomString, $template and the fake-data plugin's), not a \
+             processor's exports; it renders the whole text holding this call as undefined (a \
+             URL then fails its user with Invalid URL, a JSON member is left out, a query value \
+             is empty), and so does loadlab; --strict refuses it"
+        ));
+    }
     for name in lowering.unset.take() {
         warnings.push(format!(
             "{{{{ {name} }}}} is set by none of this file's sources (config.variables, a \
