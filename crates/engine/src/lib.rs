@@ -141,6 +141,11 @@ fn effective_threads(plan: &Plan) -> usize {
         _ => most,
     };
     let mut t = plan.threads.min(per_connections.max(1));
+    // Users sharing `config.http.pool` hold no more connections than it has: each thread
+    // holds a share of at least one.
+    if let Some(pool) = plan.model.users().and_then(|u| u.pool) {
+        t = t.min(pool.max(1));
+    }
     if let Some(n) = plan.stop.count {
         t = t.min(n.clamp(1, usize::MAX as u64) as usize);
     }

@@ -787,3 +787,25 @@ fn a_json_script_runs_and_validates_as_its_yaml_twin_does_and_its_errors_have_a_
         "{stderr}"
     );
 }
+
+#[test]
+fn users_that_capture_share_config_http_pool_as_artillerys_agent() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = |http: &str| {
+        format!(
+            "config:\n  target: http://127.0.0.1:9\n  phases: [{{ duration: 1, arrivalCount: 4 }}]\n{http}scenarios:\n  - flow:\n      - get: {{ url: /info, capture: {{ json: $.pid, as: pid }} }}\n      - get: {{ url: \"/ping?pid={{{{ pid }}}}\" }}\n"
+        )
+    };
+    let pooled = write_file(dir.path(), "pooled.yml", &script("  http: { pool: 1 }\n"));
+    let (s, stderr) = run(&[pooled.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 4, "{s}\n{stderr}");
+    assert_eq!(s["requests"]["completed"], 8, "{s}");
+    // One connection for every user, as Artillery's agent of one socket.
+    assert_eq!(s["timings_ms"]["new_connections"], 1, "{s}");
+    assert!(!stderr.contains("config.http.pool"), "{stderr}");
+    // Without the pool each user connects on its own.
+    let own = write_file(dir.path(), "own.yml", &script(""));
+    let (s, _) = run(&[own.to_str().unwrap()], &server);
+    assert_eq!(s["timings_ms"]["new_connections"], 4, "{s}");
+}

@@ -251,7 +251,7 @@ impl<'a> Session<'a> {
             users,
             vars,
             rng,
-            client: Client::new(&users.wire),
+            client: Client::new(&users.wire, users.pool.clone()),
             visited: HashSet::new(),
             next_intended: intended,
             open: intended.is_some(),

@@ -680,13 +680,8 @@ const KNOWN_PLUGINS: [&str; 5] = [
 ];
 
 /// The keys of `config` loadlab reads but does not act on, one warning each (refused when
-/// `strict`); `shared` says the script's requests go over a shared pool of connections.
-fn ignored(
-    config: &Config,
-    path: &Path,
-    strict: bool,
-    shared: bool,
-) -> Result<Vec<String>, ScenarioError> {
+/// `strict`).
+fn ignored(config: &Config, path: &Path, strict: bool) -> Result<Vec<String>, ScenarioError> {
     let mut warnings = Vec::new();
     for name in config.plugins.iter().flat_map(|p| p.keys()) {
         if !KNOWN_PLUGINS.contains(&name.as_str()) {
@@ -712,26 +707,6 @@ fn ignored(
              values of their default shape",
             names.join(", ")
         ));
-    }
-    if let Some(pool) = config.http.as_ref().and_then(|h| h.pool.as_ref()) {
-        if !shared {
-            if strict {
-                return Err(ScenarioError::invalid(
-                    path,
-                    Refusal::Key {
-                        key: "config.http.pool".into(),
-                        what: "its users capture, check or call functions, so each opens \
-                               connections of its own; remove it"
-                            .into(),
-                    },
-                ));
-            }
-            warnings.push(format!(
-                "config.http.pool: {} ignored; users that capture, check or call functions \
-                 open connections of their own (one per host)",
-                pool.value
-            ));
-        }
     }
     Ok(warnings)
 }
@@ -922,7 +897,7 @@ fn lower_text(
     let pool = pool_size(config).map_err(|e| e.in_file(script.file_of("http", path)))?;
     let plain = plain(&script, &phases).filter(|_| pool.is_some() || flags.pooled);
     let mut warnings = script.unknown.clone();
-    warnings.append(&mut ignored(config, path, flags.strict, plain.is_some())?);
+    warnings.append(&mut ignored(config, path, flags.strict)?);
     warnings.append(&mut warnings_of_engines);
     let max_vusers = match &config.phases {
         Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
@@ -980,6 +955,9 @@ fn lower_text(
             .map_err(|e| e.in_file(path))?;
             if let Some(u) = users.as_mut() {
                 u.uuid = text.contains("$uuid");
+                // As Artillery's engine: with `config.http.pool` every user, whatever it
+                // does, sends over one agent of that many sockets per host.
+                u.pool = pool;
             }
             (e, r, users)
         }
@@ -1076,9 +1054,15 @@ fn lower_text(
         ));
     }
     notes.push(match (users.is_some(), pool) {
-        (true, _) => "connections: each user opens its own, one per host, as Artillery's users do \
-                      (config.http.pool shares a pool only where every request is plain)"
-            .into(),
+        (true, Some(n)) => format!(
+            "connections: every user's requests share a pool of {n} per host (config.http.pool), \
+             as Artillery's agent; each user keeps its own cookies and variables"
+        ),
+        (true, None) => {
+            "connections: each user opens its own, one per host, as Artillery's users do \
+                      (config.http.pool makes them share a pool)"
+                .into()
+        }
         (false, Some(n)) => {
             format!("connections: a pool of {n} shared by every user (config.http.pool)")
         }
@@ -1636,6 +1620,7 @@ fn user_model(
         pattern,
         variables,
         variable_objects: objects,
+        pool: None,
         payloads,
         seed,
         processor,
