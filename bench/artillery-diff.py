@@ -152,7 +152,9 @@ def prepared(script, port, users):
                 env["target"] = f"http://127.0.0.1:{port}"
     elif "--config" not in flags:
         return None
-    # An absolute path: each tool runs in the script's folder.
+    # Its folder absolute (each tool runs there, from wherever this runs); each tool is given
+    # the copy's bare name, as users name a script in its folder: Artillery's `{{ $dirname }}`
+    # is that folder as given, and a payload path built on it breaks on an absolute one.
     copy = Path(script).resolve().with_name(f".diff-{Path(script).name}")
     copy.write_text(json.dumps(doc, indent=2) + "\n" if is_json else yaml.safe_dump(doc, sort_keys=False))
     return copy
@@ -176,6 +178,11 @@ def main():
     ap.add_argument("--loadlab", default=str(ROOT / "target" / "release" / "loadlab"))
     ap.add_argument("--artillery", default=str(ARTILLERY))
     args = ap.parse_args()
+    # The tools run in each script's folder: a path to them holds from there too.
+    for tool in ("loadlab", "artillery"):
+        given = getattr(args, tool)
+        if os.sep in given:
+            setattr(args, tool, str(Path(given).resolve()))
     if not Path(args.artillery).exists() and not shutil.which(args.artillery):
         sys.exit(f"no artillery at {args.artillery}; run bash bench/install-peers.sh")
     recording = Recording()
@@ -191,10 +198,10 @@ def main():
         try:
             recording.take()
             flags = flags_of(script, port)
-            a_rc, a_err = run([args.artillery, "run", "--quiet", *flags, str(copy)], copy.parent, port)
+            a_rc, a_err = run([args.artillery, "run", "--quiet", *flags, copy.name], copy.parent, port)
             a = summary(recording.take())
             with tempfile.TemporaryDirectory() as tmp:
-                l_rc, l_err = run([args.loadlab, "run", *flags, str(copy), "--json",
+                l_rc, l_err = run([args.loadlab, "run", *flags, copy.name, "--json",
                                    str(Path(tmp) / "s.json")], copy.parent, port)
             b = summary(recording.take())
         finally:
