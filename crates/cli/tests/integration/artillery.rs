@@ -777,7 +777,14 @@ fn a_json_script_runs_and_validates_as_its_yaml_twin_does_and_its_errors_have_a_
     let out = loadlab(&["run", broken.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("broken.json:"), "{stderr}");
+    // `file:line:col`: the line and column of the broken member.
+    let at = stderr.split("broken.json:").nth(1).and_then(|rest| {
+        rest.split(':')
+            .take(2)
+            .map(|n| n.trim().parse::<u32>().ok())
+            .collect::<Option<Vec<_>>>()
+    });
+    assert!(matches!(at.as_deref(), Some([7, _])), "{stderr}");
     assert!(!stderr.contains("is not a URL"), "{stderr}");
     let notes = write_file(dir.path(), "notes.txt", "just: text\n");
     let out = loadlab(&["run", notes.to_str().unwrap()]);
