@@ -6,6 +6,7 @@ bodies they carried, and the connections they came on.
 Each script is copied beside itself (so its processor, payload and files resolve as they
 would) with `config.target` (and its environments' targets) set to the recording server and
 its phases replaced by `--users` arrivals in one second; the copy is removed afterwards. A
+script in JSON (`.json`) is copied as JSON, so both tools read it as the JSON it is. A
 corpus script's `# run:` flags (`-e`, `-v`, `--overrides`, `--payload`, `--dotenv`,
 `--scenario-name`, `--solo`, `--target`, `--config`: the same long names in both tools) go to
 both, with `CORPUS_TARGET` and `CORPUS_PAGE` in their environment. The server answers every
@@ -128,9 +129,10 @@ def flags_of(script, port):
 
 def prepared(script, port, users):
     text = Path(script).read_text().replace("http://127.0.0.1:9", f"http://127.0.0.1:{port}")
+    is_json = Path(script).suffix.lower() == ".json"
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
+        doc = json.loads(text) if is_json else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError):
         # PyYAML reads YAML 1.1 (`{ url: /a?b=1 }` fails there); such a script is skipped.
         return None
     if not isinstance(doc, dict) or "scenarios" not in doc:
@@ -150,8 +152,11 @@ def prepared(script, port, users):
                 env["target"] = f"http://127.0.0.1:{port}"
     elif "--config" not in flags:
         return None
-    copy = Path(script).with_name(f".diff-{Path(script).name}")
-    copy.write_text(yaml.safe_dump(doc, sort_keys=False))
+    # Its folder absolute (each tool runs there, from wherever this runs); each tool is given
+    # the copy's bare name, as users name a script in its folder: Artillery's `{{ $dirname }}`
+    # is that folder as given, and a payload path built on it breaks on an absolute one.
+    copy = Path(script).resolve().with_name(f".diff-{Path(script).name}")
+    copy.write_text(json.dumps(doc, indent=2) + "\n" if is_json else yaml.safe_dump(doc, sort_keys=False))
     return copy
 
 
@@ -173,6 +178,11 @@ def main():
     ap.add_argument("--loadlab", default=str(ROOT / "target" / "release" / "loadlab"))
     ap.add_argument("--artillery", default=str(ARTILLERY))
     args = ap.parse_args()
+    # The tools run in each script's folder: a path to them holds from there too.
+    for tool in ("loadlab", "artillery"):
+        given = getattr(args, tool)
+        if os.sep in given:
+            setattr(args, tool, str(Path(given).resolve()))
     if not Path(args.artillery).exists() and not shutil.which(args.artillery):
         sys.exit(f"no artillery at {args.artillery}; run bash bench/install-peers.sh")
     recording = Recording()
@@ -183,15 +193,15 @@ def main():
     for script in args.scripts:
         copy = prepared(script, port, args.users)
         if copy is None:
-            print(f"{script:48} {'-':>9} {'-':>8}  skipped: not a complete script PyYAML reads")
+            print(f"{script:48} {'-':>9} {'-':>8}  skipped: not a complete script PyYAML (or JSON) reads")
             continue
         try:
             recording.take()
             flags = flags_of(script, port)
-            a_rc, a_err = run([args.artillery, "run", "--quiet", *flags, str(copy)], copy.parent, port)
+            a_rc, a_err = run([args.artillery, "run", "--quiet", *flags, copy.name], copy.parent, port)
             a = summary(recording.take())
             with tempfile.TemporaryDirectory() as tmp:
-                l_rc, l_err = run([args.loadlab, "run", *flags, str(copy), "--json",
+                l_rc, l_err = run([args.loadlab, "run", *flags, copy.name, "--json",
                                    str(Path(tmp) / "s.json")], copy.parent, port)
             b = summary(recording.take())
         finally:

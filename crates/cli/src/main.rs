@@ -24,6 +24,9 @@ const EXIT_THRESHOLDS: u8 = 99;
 /// Exit code of a run whose script names the expect plugin and one of its checks failed
 /// (Artillery's code for it).
 const EXIT_EXPECTATIONS: u8 = 21;
+/// Exit code of a script whose processor failed where Artillery's worker dies of it (a module
+/// that does not load, a function that throws outside a user's flow): Artillery's code.
+const EXIT_SCRIPT_CRASHED: u8 = 11;
 
 fn main() -> ExitCode {
     let (line, file_args) =
@@ -69,11 +72,28 @@ fn main() -> ExitCode {
         Ok(cmd::Outcome::ScriptThresholdsFailed) => ExitCode::from(EXIT_FAILURE),
         Ok(cmd::Outcome::ExpectationsFailed) => ExitCode::from(EXIT_EXPECTATIONS),
         Ok(cmd::Outcome::Suggested(code)) => ExitCode::from(code),
+        Ok(cmd::Outcome::ScriptCrashed) => ExitCode::from(EXIT_SCRIPT_CRASHED),
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(EXIT_FAILURE)
+            ExitCode::from(if e.chain().any(is_processor_failure) {
+                EXIT_SCRIPT_CRASHED
+            } else {
+                EXIT_FAILURE
+            })
         }
     }
+}
+
+/// True when `e` is a processor that failed to load, however the layers above wrapped it.
+fn is_processor_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    use loadlab_engine::EngineError;
+    let engine = e.downcast_ref::<EngineError>().or_else(|| {
+        match e.downcast_ref::<loadlab_harness::HarnessError>() {
+            Some(loadlab_harness::HarnessError::Engine(inner)) => Some(inner),
+            _ => None,
+        }
+    });
+    matches!(engine, Some(EngineError::Processor(_))) || e.is::<loadlab_engine::ProcessorError>()
 }
 
 /// Clap's error in one line: its first line, plus the next one when the first ends in a colon

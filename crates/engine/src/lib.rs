@@ -67,6 +67,7 @@ use crate::limits::LimitError;
 use crate::mode::Load;
 use crate::record::{Msg, ThreadEnd};
 use crate::schedule::share_of;
+pub use crate::session::hooks::ProcessorError;
 use crate::tls::TlsClient;
 pub use crate::tls::TlsSetupError;
 use crate::worker::{run_thread, ThreadSetup};
@@ -87,6 +88,22 @@ pub enum EngineError {
     /// The plan's TLS settings cannot be used (a CA file, a host name).
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
+    /// The script's processor did not load (Artillery exits 11 on it).
+    #[error(transparent)]
+    Processor(#[from] ProcessorError),
+}
+
+/// A generator thread's failure to start as the run's error: a processor that did not load
+/// keeps its own type (its exit code is Artillery's), anything else is the thread's.
+fn thread_failure(e: std::io::Error) -> EngineError {
+    if !e.get_ref().is_some_and(|r| r.is::<ProcessorError>()) {
+        return EngineError::Thread(e);
+    }
+    match e.into_inner().map(|r| r.downcast::<ProcessorError>()) {
+        Some(Ok(p)) => EngineError::Processor(*p),
+        // The type was checked just above; this arm only keeps the match total.
+        _ => EngineError::Thread(std::io::Error::other("the processor failed to load")),
+    }
 }
 
 /// Stops a run early (Ctrl-C); the run still returns what it recorded, marked incomplete.
@@ -126,6 +143,11 @@ fn effective_threads(plan: &Plan) -> usize {
         _ => most,
     };
     let mut t = plan.threads.min(per_connections.max(1));
+    // Users sharing `config.http.pool` hold no more connections than it has: each thread
+    // holds a share of at least one.
+    if let Some(pool) = plan.model.users().and_then(|u| u.pool) {
+        t = t.min(pool.max(1));
+    }
     if let Some(n) = plan.stop.count {
         t = t.min(n.clamp(1, usize::MAX as u64) as usize);
     }
@@ -268,7 +290,7 @@ pub fn run(
         let _ = h.join();
     }
     if let Some(e) = failure {
-        return Err(EngineError::Thread(e));
+        return Err(thread_failure(e));
     }
     let generator = GeneratorStats {
         cpu_s: (usage::process_cpu().saturating_sub(cpu_before)).as_secs_f64(),

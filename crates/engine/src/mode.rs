@@ -172,7 +172,7 @@ impl Mode {
                 }),
             },
             Load::OpenSessions(schedule, model, caps) => {
-                let users = Users::new(plan.clone(), model, wire, hooks);
+                let users = Users::new(plan.clone(), model, wire, hooks, thread);
                 let cap = max_connections_per_endpoint * plan.endpoints.len();
                 Mode::OpenSessions {
                     clock: Rc::new(RefCell::new(schedule.clock(thread, expected))),
@@ -189,7 +189,13 @@ impl Mode {
             }
             Load::Users(curve, model) => Mode::Users {
                 curve,
-                slots: Rc::new(Slots::new(Users::new(plan.clone(), model, wire, hooks))),
+                slots: Rc::new(Slots::new(Users::new(
+                    plan.clone(),
+                    model,
+                    wire,
+                    hooks,
+                    thread,
+                ))),
             },
         }
     }

@@ -287,6 +287,9 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
             suggested_exit_code: summaries
                 .iter()
                 .find_map(|s| s.users.as_ref().and_then(|u| u.suggested_exit_code)),
+            crashed: summaries
+                .iter()
+                .find_map(|s| s.users.as_ref().and_then(|u| u.crashed.clone())),
         }),
         timings_ms: Breakdown::from_timings(&timings),
         tls: first.tls.clone().map(|mut t| {

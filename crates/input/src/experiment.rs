@@ -425,12 +425,17 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
             error,
         })?;
         // A scenario file named by a workload is found beside the experiment file.
+        // Whether it is a script is told there (by its name, or by its content when the name
+        // does not say), not in the current directory.
         if let Load::Run(flags) = &mut load {
-            if flags.is_scenario() {
-                let file = Path::new(&flags.urls[0]);
-                if file.is_relative() {
+            if let Some(first) = flags.urls.first_mut() {
+                let file = Path::new(first.as_str());
+                if file.is_relative() && !first.contains("://") {
                     let beside = path.parent().unwrap_or(Path::new(".")).join(file);
-                    flags.urls[0] = beside.to_string_lossy().into_owned();
+                    let beside = beside.to_string_lossy().into_owned();
+                    if crate::flags::is_scenario(&beside) {
+                        *first = beside;
+                    }
                 }
             }
         }
@@ -669,6 +674,31 @@ mod tests {
             }
         }
         assert!(seen >= 4, "{seen} examples");
+    }
+
+    #[test]
+    fn a_workload_names_a_json_script_or_one_told_by_its_content_beside_the_experiment() {
+        let dir = std::env::temp_dir().join(format!("loadlab-exp-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = r#"{"config": {"phases": [{"duration": 1, "arrivalCount": 1}]},
+            "scenarios": [{"flow": [{"get": {"url": "/ping"}}]}]}"#;
+        std::fs::write(dir.join("hello.json"), script).unwrap();
+        std::fs::write(dir.join("hello-script"), script).unwrap();
+        let file = dir.join("e.yaml");
+        std::fs::write(
+            &file,
+            "name: json-scripts\ntopologies:\n  - { name: one, replicas: 1 }\nworkloads:\n  - { name: json, run: hello.json }\n  - { name: content, run: hello-script }\n",
+        )
+        .unwrap();
+        let exp = load(&file).unwrap_or_else(|e| panic!("{e:#}"));
+        for (w, name) in exp.workloads.iter().zip(["hello.json", "hello-script"]) {
+            let Load::Run(flags) = &w.load else {
+                panic!("a run workload");
+            };
+            assert_eq!(Path::new(&flags.urls[0]), dir.join(name));
+            assert!(flags.is_scenario(), "{}", flags.urls[0]);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -297,9 +297,41 @@ impl LoadFlags {
     }
 }
 
-/// True when the argument names a scenario file rather than a URL.
+/// True when the argument names a scenario file rather than a URL: a word with a scheme
+/// (`http://…`) is a URL; a name ending in `.yml`, `.yaml` or `.json` is a script (Artillery
+/// runs scripts in YAML and in JSON), and so is any existing file whose content is an
+/// Artillery script (a map with `config` or `scenarios`), whatever its name.
 pub fn is_scenario(arg: &str) -> bool {
-    arg.ends_with(".yaml") || arg.ends_with(".yml")
+    if arg.contains("://") {
+        return false;
+    }
+    let lower = arg.to_ascii_lowercase();
+    if [".yml", ".yaml", ".json"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        return true;
+    }
+    holds_a_script(std::path::Path::new(arg))
+}
+
+/// Largest file read to tell whether it holds a script (scripts are small; a bigger file is
+/// not read whole just to find out).
+const LARGEST_SCRIPT_PROBED: u64 = 16 << 20;
+
+/// True when `path` is a file whose content parses as a map with `config` or `scenarios`
+/// (JSON is read as YAML, of which it is a subset).
+fn holds_a_script(path: &std::path::Path) -> bool {
+    let small_file =
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= LARGEST_SCRIPT_PROBED);
+    if !small_file {
+        return false;
+    }
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    serde_saphyr::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(&text)
+        .is_ok_and(|top| top.contains_key("config") || top.contains_key("scenarios"))
 }
 
 /// `url` aimed at `front` (`http://127.0.0.1:PORT`) when it is a path, as an experiment's
@@ -309,5 +341,47 @@ pub(crate) fn on_front(url: &str, front: &str) -> String {
         format!("{front}{url}")
     } else {
         url.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh folder of this test's own under the system's temporary folder.
+    fn folder(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("loadlab-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_script_is_told_by_its_name_or_its_content_and_a_url_stays_a_url() {
+        let dir = folder("is-scenario");
+        let json = dir.join("hello");
+        std::fs::write(
+            &json,
+            r#"{"config": {"target": "http://127.0.0.1:1"}, "scenarios": [{"flow": [{"get": {"url": "/"}}]}]}"#,
+        )
+        .unwrap();
+        let yaml = dir.join("hello.txt");
+        std::fs::write(&yaml, "scenarios:\n  - flow: [{ get: { url: / } }]\n").unwrap();
+        let other = dir.join("notes.txt");
+        std::fs::write(&other, "just: text\n").unwrap();
+        let word = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        assert!(is_scenario("hello.json"));
+        assert!(is_scenario("hello.yml"));
+        assert!(is_scenario("HELLO.YAML"));
+        assert!(is_scenario(&word(&json)), "JSON content, no extension");
+        assert!(is_scenario(&word(&yaml)), "YAML content, another extension");
+        assert!(
+            !is_scenario(&word(&other)),
+            "a map without config or scenarios"
+        );
+        assert!(!is_scenario(&word(&dir)), "a folder");
+        assert!(!is_scenario("http://127.0.0.1:1/data.json"));
+        assert!(!is_scenario("https://example.test/script.yml"));
+        assert!(!is_scenario("/ping"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

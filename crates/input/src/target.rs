@@ -17,6 +17,16 @@ pub enum UrlError {
         /// The URL parser's reason.
         reason: url::ParseError,
     },
+    /// A file that is no Artillery script (its content is not a map with `config` or
+    /// `scenarios`), given where a URL or a script goes.
+    #[error(
+        "{file:?} is a file but not an Artillery script (YAML or JSON with config or \
+         scenarios), and not a URL; `loadlab validate {file}` says what is wrong in it"
+    )]
+    NotAScript {
+        /// The file as given.
+        file: String,
+    },
     /// A scheme other than `http` and `https`.
     #[error("{url:?}: unsupported scheme {scheme:?}; use http:// or https://")]
     UnsupportedScheme {
@@ -80,6 +90,11 @@ pub struct Target {
 /// Parses an `http://` or `https://` URL; other schemes are refused with what to write
 /// instead.
 pub fn parse_target(raw: &str) -> Result<Target, UrlError> {
+    if !raw.contains("://") && std::path::Path::new(raw).is_file() {
+        return Err(UrlError::NotAScript {
+            file: raw.to_string(),
+        });
+    }
     let url = url::Url::parse(raw).map_err(|reason| UrlError::Invalid {
         url: raw.into(),
         reason,

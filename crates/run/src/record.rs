@@ -259,6 +259,10 @@ pub struct UserRecord {
     pub processor_cpu_s: Option<f64>,
     /// The exit code the processor's functions suggested (`artillery.suggestedExitCode`).
     pub suggested_exit_code: Option<i32>,
+    /// The first processor function that threw where Artillery's worker dies of it (an
+    /// `afterResponse` hook, a function called from the event loop): its error. The run
+    /// ended there, and exits 11 as Artillery does.
+    pub crashed: Option<String>,
     /// Errors raised where user code has no handler, by `Class.place: error` (a locustfile's
     /// user class whose `__init__` raised while spawning; Locust exits 2 for those).
     pub unhandled: std::collections::BTreeMap<String, u64>,
@@ -340,6 +344,7 @@ impl UserRecord {
             custom: CustomMetrics::default(),
             processor_cpu_s: None,
             suggested_exit_code: None,
+            crashed: None,
             unhandled: Default::default(),
             vars: None,
         }
@@ -382,6 +387,9 @@ impl UserRecord {
         }
         if other.suggested_exit_code.is_some() {
             self.suggested_exit_code = other.suggested_exit_code;
+        }
+        if self.crashed.is_none() {
+            self.crashed.clone_from(&other.crashed);
         }
         if self.vars.is_none() {
             self.vars.clone_from(&other.vars);

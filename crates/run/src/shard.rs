@@ -384,6 +384,8 @@ mod tests {
             scenarios: Vec::new(),
             pattern: vec![0],
             variables: Vec::new(),
+            variable_objects: Vec::new(),
+            pool: None,
             payloads: vec![Payload {
                 fields: vec!["id".into()],
                 rows: (0..10).map(|i| vec![i.to_string()]).collect(),

@@ -364,6 +364,11 @@ pub struct Users {
     /// function), which `run` exits with as Artillery does; absent when none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggested_exit_code: Option<i32>,
+    /// The error of a processor function that threw where Artillery's worker dies of it (an
+    /// `afterResponse` hook, a function called once its step waited on I/O): the run ended
+    /// there and exits 11, as Artillery does; absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed: Option<String>,
 }
 
 /// The apdex score of a run's latencies against a threshold T, as Artillery's apdex plugin
@@ -1198,6 +1203,7 @@ fn users_of(run: &RunData) -> Option<Users> {
             .collect(),
         metrics: CustomSummary::of(&u.custom, run.secs()),
         suggested_exit_code: u.suggested_exit_code,
+        crashed: u.crashed.clone(),
     })
 }
 

@@ -35,6 +35,10 @@ enum Part {
     /// An environment variable that was not set when the file was read (the placeholder as
     /// written): it renders as an undefined variable does.
     Unset(String),
+    /// A call of a function Artillery's templates do not have (`$name(args)`, a processor's
+    /// export among them), as written: Artillery 2.0.34 renders the whole text holding it as
+    /// JavaScript's `undefined`, and so does loadlab.
+    Unknown(String),
 }
 
 /// A parsed template.
@@ -54,7 +58,7 @@ impl std::fmt::Display for Template {
                 Part::RandomString(n) => write!(f, "{{{{ $randomString({n}) }}}}")?,
                 Part::Fake(_, name) => write!(f, "{{{{ ${name}() }}}}")?,
                 Part::Base64(t) => write!(f, "base64({t})")?,
-                Part::Unset(v) => write!(f, "{{{{ {v} }}}}")?,
+                Part::Unset(v) | Part::Unknown(v) => write!(f, "{{{{ {v} }}}}")?,
             }
         }
         Ok(())
@@ -131,7 +135,8 @@ impl Template {
         })
     }
 
-    /// The variables the template reads, in order.
+    /// The variables the template reads, in order; a call of a function Artillery's templates
+    /// do not have is one too, as written (`$pick(1, 2)`: see [`is_function_call`]).
     pub fn variables(&self) -> impl Iterator<Item = &str> {
         let mut out = Vec::new();
         self.collect_variables(&mut out);
@@ -141,7 +146,7 @@ impl Template {
     fn collect_variables<'a>(&'a self, out: &mut Vec<&'a str>) {
         for p in &self.parts {
             match p {
-                Part::Var(v) => out.push(v),
+                Part::Var(v) | Part::Unknown(v) => out.push(v),
                 Part::Base64(t) => t.collect_variables(out),
                 _ => {}
             }
@@ -164,10 +169,27 @@ impl Template {
     /// unset environment variable): Artillery renders it as JavaScript's `undefined`, which a
     /// JSON body leaves out.
     pub fn is_undefined<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> bool {
+        if self.has_unknown_function() {
+            return true;
+        }
         match self.parts.as_slice() {
             [Part::Var(v)] => lookup(v).is_none(),
             [Part::Unset(_)] => true,
             _ => false,
+        }
+    }
+
+    /// True when the template calls a function Artillery's templates do not have: the whole
+    /// text is then undefined.
+    fn has_unknown_function(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Unknown(_)))
+    }
+
+    /// The variable the template reads when it is that one placeholder and nothing else.
+    pub fn single_variable(&self) -> Option<&str> {
+        match self.parts.as_slice() {
+            [Part::Var(v)] => Some(v),
+            _ => None,
         }
     }
 
@@ -191,6 +213,11 @@ impl Template {
         rng: &mut fastrand::Rng,
         out: &mut String,
     ) {
+        // Artillery gives up on the whole text at a function it does not have: `undefined`,
+        // which renders as nothing here (a URL then fails its user, a JSON member is left out).
+        if self.has_unknown_function() {
+            return;
+        }
         let missing = if self.parts.len() == 1 {
             ""
         } else {
@@ -200,7 +227,7 @@ impl Template {
             match p {
                 Part::Text(t) => out.push_str(t),
                 Part::Var(v) => out.push_str(lookup(v).unwrap_or(missing)),
-                Part::Unset(_) => out.push_str(missing),
+                Part::Unset(_) | Part::Unknown(_) => out.push_str(missing),
                 Part::RandomNumber(a, b) => {
                     let _ = write!(out, "{}", rng.i64(*a..=*b));
                 }
@@ -217,6 +244,25 @@ impl Template {
             }
         }
     }
+}
+
+/// True when `text` (what stands between `{{` and `}}`) is a call in the shape Artillery's
+/// templates recognise as one (`$name(a, b)`: a name of letters, digits and `_`; arguments of
+/// those, commas and spaces), whatever the function.
+pub fn is_function_call(text: &str) -> bool {
+    let Some((name, args)) = text
+        .strip_prefix('$')
+        .and_then(|t| t.strip_suffix(')'))
+        .and_then(|t| t.split_once('('))
+    else {
+        return false;
+    };
+    let name = name.trim_end();
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && args
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ',' || c.is_whitespace())
 }
 
 /// Parses what stands between `{{` and `}}`.
@@ -276,9 +322,13 @@ fn placeholder(inner: &str) -> Result<Part, TemplateError> {
                 _ => Err(bad()),
             },
             // Options a fake-data function takes come from the plugin's config, not the call.
-            (name, _) => Fake::named(name)
-                .map(|f| Part::Fake(f, name.to_string()))
-                .ok_or_else(bad),
+            (name, _) => match Fake::named(name) {
+                Some(f) => Ok(Part::Fake(f, name.to_string())),
+                // A call Artillery's template engine recognises (its function-call pattern)
+                // of a function it does not have.
+                None if is_function_call(inner) => Ok(Part::Unknown(inner.to_string())),
+                None => Err(bad()),
+            },
         };
     }
     let valid = !inner.is_empty()
@@ -410,7 +460,9 @@ mod tests {
         for bad in [
             "{{ }}",
             "{{ a b }}",
-            "{{ $nope(1) }}",
+            // A call of an unknown function renders as undefined (as in Artillery); one
+            // outside Artillery's call shape is no placeholder at all.
+            "{{ $nope('1') }}",
             "{{ $randomNumber(5, 1) }}",
             "{{ $randomString(99999) }}",
         ] {
@@ -423,5 +475,23 @@ mod tests {
             Template::parse("/x/{{ id"),
             Err(TemplateError::Unclosed(_))
         ));
+    }
+
+    #[test]
+    fn a_call_of_a_function_artillery_does_not_have_makes_the_whole_text_undefined() {
+        let t = Template::parse("/email/{{ $randomEmail() }}?n={{ n }}").unwrap();
+        assert!(t.is_undefined(|_| Some("1")));
+        assert_eq!(render(&t, &[("n", "1")]), "");
+        assert_eq!(t.variables().collect::<Vec<_>>(), ["$randomEmail()", "n"]);
+        assert_eq!(t.to_string(), "/email/{{ $randomEmail() }}?n={{ n }}");
+        assert!(Template::parse("{{ $pick(1, b_2) }}").is_ok());
+        // Not Artillery's call shape (quotes in its arguments): refused as before.
+        assert!(Template::parse("{{ $pick('a') }}").is_err());
+        assert!(is_function_call("$pick(1, 2)"));
+        assert!(!is_function_call("pick(1)"));
+        assert!(!is_function_call("$pick"));
+        // Known functions still render.
+        let known = Template::parse("{{ $randomNumber(1, 1) }}").unwrap();
+        assert_eq!(render(&known, &[]), "1");
     }
 }

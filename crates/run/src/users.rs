@@ -19,6 +19,16 @@ pub struct UserModel {
     pub pattern: Vec<usize>,
     /// `config.variables`: each user takes one value of each (a list gives one at random).
     pub variables: Vec<(String, Vec<String>)>,
+    /// `config.variables` lists that hold objects (or lists): each user takes one element at
+    /// random, as Artillery's `_.sample` does, read as the variable itself (JSON) and by the
+    /// paths into it (`{{ name.key }}`, see [`loop_item_vars`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variable_objects: Vec<(String, Vec<serde_json::Value>)>,
+    /// `config.http.pool`: every user's requests share this many connections per host (an
+    /// agent of the run's, as Artillery's engine gives every user when the pool is set),
+    /// instead of each user connecting on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<usize>,
     /// `config.payload`: each user takes one row of each.
     pub payloads: Vec<Payload>,
     /// Seed of every user's random choices (think times, transitions, random rows).

@@ -78,6 +78,9 @@ pub enum Outcome {
     /// It ran, and the script's processor suggested this exit code
     /// (`artillery.suggestedExitCode`), which wins over the others as in Artillery.
     Suggested(u8),
+    /// A processor function threw where Artillery's worker dies of it, which ended the run:
+    /// Artillery's exit code for it, over every other.
+    ScriptCrashed,
 }
 
 impl Outcome {

@@ -118,7 +118,14 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         .as_ref()
         .and_then(|u| u.suggested_exit_code)
         .filter(|&c| c != 0);
-    Ok(if !run.complete {
+    let crashed = summary.users.as_ref().and_then(|u| u.crashed.as_deref());
+    Ok(if let Some(error) = crashed {
+        // As Artillery: its worker dies of such a throw and the process exits 11 at once.
+        println!(
+            "  exit code    11: a processor function threw where Artillery's worker dies of it, and the run ended there: {error}"
+        );
+        Outcome::ScriptCrashed
+    } else if !run.complete {
         Outcome::Interrupted
     } else if let Some(code) = suggested {
         // As Artillery: `process.exit(suggestedExitCode || exitCode)`; a process exit code is

@@ -746,3 +746,73 @@ fn a_form_of_templates_and_the_default_cookies_go_with_each_request() {
     pairs.sort_unstable();
     assert_eq!(pairs, ["session=s1", "theme=light"], "{text}");
 }
+
+#[test]
+fn a_json_script_runs_and_validates_as_its_yaml_twin_does_and_its_errors_have_a_position() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"{
+  "config": {
+    "target": "http://127.0.0.1:9",
+    "phases": [{ "duration": 1, "arrivalCount": 2 }]
+  },
+  "scenarios": [
+    { "flow": [{ "get": { "url": "/ping", "expect": { "statusCode": 200 } } }] }
+  ]
+}
+"#;
+    // By its extension, and by its content under a name that says nothing.
+    for name in ["hello.json", "hello-script"] {
+        let file = write_file(dir.path(), name, script);
+        let (s, stderr) = run(&[file.to_str().unwrap()], &server);
+        assert_eq!(s["requests"]["completed"], 2, "{name}: {s}\n{stderr}");
+        let checked = loadlab(&["validate", file.to_str().unwrap()]);
+        assert!(checked.status.success(), "{name}: {checked:?}");
+    }
+    let broken = write_file(
+        dir.path(),
+        "broken.json",
+        &script.replace(r#""url": "/ping""#, r#""url": "/ping", "bogus": {"#),
+    );
+    let out = loadlab(&["run", broken.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    // `file:line:col`: the line and column of the broken member.
+    let at = stderr.split("broken.json:").nth(1).and_then(|rest| {
+        rest.split(':')
+            .take(2)
+            .map(|n| n.trim().parse::<u32>().ok())
+            .collect::<Option<Vec<_>>>()
+    });
+    assert!(matches!(at.as_deref(), Some([7, _])), "{stderr}");
+    assert!(!stderr.contains("is not a URL"), "{stderr}");
+    let notes = write_file(dir.path(), "notes.txt", "just: text\n");
+    let out = loadlab(&["run", notes.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is a file but not an Artillery script"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn users_that_capture_share_config_http_pool_as_artillerys_agent() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = |http: &str| {
+        format!(
+            "config:\n  target: http://127.0.0.1:9\n  phases: [{{ duration: 1, arrivalCount: 4 }}]\n{http}scenarios:\n  - flow:\n      - get: {{ url: /info, capture: {{ json: $.pid, as: pid }} }}\n      - get: {{ url: \"/ping?pid={{{{ pid }}}}\" }}\n"
+        )
+    };
+    let pooled = write_file(dir.path(), "pooled.yml", &script("  http: { pool: 1 }\n"));
+    let (s, stderr) = run(&[pooled.to_str().unwrap()], &server);
+    assert_eq!(s["users"]["completed"], 4, "{s}\n{stderr}");
+    assert_eq!(s["requests"]["completed"], 8, "{s}");
+    // One connection for every user, as Artillery's agent of one socket.
+    assert_eq!(s["timings_ms"]["new_connections"], 1, "{s}");
+    assert!(!stderr.contains("config.http.pool"), "{stderr}");
+    // Without the pool each user connects on its own.
+    let own = write_file(dir.path(), "own.yml", &script(""));
+    let (s, _) = run(&[own.to_str().unwrap()], &server);
+    assert_eq!(s["timings_ms"]["new_connections"], 4, "{s}");
+}

@@ -141,8 +141,12 @@ fn a_function_that_fails_fails_its_user_with_the_message_and_where_it_was_thrown
     write_file(
         dir.path(),
         "functions.mjs",
-        "export function throws(context, events, next) {\n  if (context.vars.$loopCount === '1') throw new TypeError('no coffee');\n  next();\n}\nexport async function rejects(context) {\n  throw new Error('async no');\n}\nexport function hangs(context, events, next) {}\nexport function passes(context, events, next) { next(); }\n",
+        "export function throws(context, events, next) {\n  if (context.vars.$loopCount === '0') throw new TypeError('no coffee');\n  next();\n}\nexport async function rejects(context) {\n  throw new Error('async no');\n}\nexport function hangs(context, events, next) {}\nexport function passes(context, events, next) { next(); }\n",
     );
+    // `throws` throws in its loop's first pass, before the loop step waited on I/O: there
+    // Artillery catches it and fails the user (in a later pass its worker would die of it, as
+    // `a_function_that_throws_after_its_loop_waited_on_a_request_ends_the_run_with_exit_11`
+    // checks).
     let script = write_file(
         dir.path(),
         "s.yml",
@@ -154,6 +158,7 @@ fn a_function_that_fails_fails_its_user_with_the_message_and_where_it_was_thrown
 scenarios:
   - name: throws
     flow:
+      - get: { url: /ping }
       - loop:
           - function: throws
           - get: { url: /ping }
@@ -252,10 +257,35 @@ fn a_processor_that_does_not_load_stops_the_run_with_nodes_error() {
         "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\nscenarios:\n  - flow:\n      - function: broken\n      - get: { url: /ping }\n",
     );
     let out = loadlab(&["run", script.to_str().unwrap()]);
-    assert!(!out.status.success());
+    // Artillery's worker dies on a processor that does not load, and Artillery exits 11.
+    assert_eq!(out.status.code(), Some(11), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("functions.js failed to load: SyntaxError"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_processor_requiring_a_package_nobody_installed_exits_11_saying_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "functions.js",
+        "const pad = require('left-pad-nobody-installed/lib');\nmodule.exports = { f(c, e, next) { next(); } };\n",
+    );
+    let script = write_file(
+        dir.path(),
+        "s.yml",
+        "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\nscenarios:\n  - flow:\n      - function: f\n      - get: { url: /ping }\n",
+    );
+    let out = loadlab(&["run", script.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(11), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("requires the package \"left-pad-nobody-installed\", which is not installed: run `npm install left-pad-nobody-installed`"),
         "{stderr}"
     );
 }
@@ -354,6 +384,10 @@ module.exports = {
 };
 "#,
     );
+    // Half the users send a request nothing accepts (its host's port 1 is closed): Artillery
+    // calls onError for it. The other half capture nothing: Artillery ends those users with
+    // `Failed capture or match` and calls no onError (its engine fails the step after the
+    // response, where the hooks are not run).
     let script = write_file(
         dir.path(),
         "s.yml",
@@ -365,6 +399,11 @@ scenarios:
   - onError: seen
     flow:
       - get: { url: /ping }
+      - get: { url: http://127.0.0.1:1/gone }
+      - get: { url: /account }
+  - onError: seen
+    flow:
+      - get: { url: /ping }
       - get: { url: /ping, capture: { json: $.nothing.here, as: x } }
       - get: { url: /account }
 ",
@@ -373,11 +412,119 @@ scenarios:
     let users = &s["users"];
     assert_eq!(users["failed"], 4, "{s:#}\n{stderr}");
     let counters = &users["metrics"]["counters"];
-    assert_eq!(counters["failed GET /ping"], 4.0, "{counters:#}\n{stderr}");
-    assert_eq!(counters["with a message"], 4.0, "{counters:#}");
+    assert_eq!(counters["failed GET /gone"], 2.0, "{counters:#}\n{stderr}");
+    assert_eq!(counters["with a message"], 2.0, "{counters:#}");
+    assert!(counters.get("failed GET /ping").is_none(), "{counters:#}");
     assert!(
         counters.get("failed GET /account").is_none(),
         "{counters:#}"
     );
-    assert_eq!(s["requests"]["completed"], 8, "{s:#}");
+    assert_eq!(
+        counters["errors.Failed capture or match"], 2.0,
+        "{counters:#}"
+    );
+}
+
+/// Functions that fail in each of the ways Artillery's engine tells apart.
+const THROWING: &str = r#"
+module.exports = {
+  boomAfter(requestParams, response, context, events, next) {
+    throw new Error('after went wrong');
+  },
+  async rejectAfter(requestParams, response, context, events) {
+    throw new Error('async after went wrong');
+  },
+  boomStep(context, events, next) {
+    throw new Error('step went wrong');
+  },
+};
+"#;
+
+/// Runs `flow` (steps of one scenario, with `THROWING` as its processor) for `users` users a
+/// second apart against `server`: the exit code and the summary.
+fn run_throwing(flow: &str, users: u32, server: &TestServer) -> (Option<i32>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "functions.js", THROWING);
+    let script = write_file(
+        dir.path(),
+        "s.yml",
+        &format!(
+            "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\n  phases: [{{ duration: {users}, arrivalCount: {users} }}]\nscenarios:\n  - flow:\n{flow}"
+        ),
+    );
+    let json = dir.path().join("summary.json");
+    let target = server.url("");
+    let out = loadlab(&[
+        "run",
+        script.to_str().unwrap(),
+        "--target",
+        &target,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    (out.status.code(), crate::support::read_json(&json))
+}
+
+#[test]
+fn an_after_response_hook_that_throws_ends_the_run_with_exit_11_as_artillerys_worker_dies() {
+    let server = TestServer::start(1).unwrap();
+    let (code, s) = run_throwing(
+        "      - get: { url: /ping, afterResponse: boomAfter }\n      - get: { url: /account }\n",
+        3,
+        &server,
+    );
+    assert_eq!(code, Some(11), "{s:#}");
+    // Artillery's process exits on the first user's throw, before the next user arrives.
+    assert_eq!(s["requests"]["completed"], 1, "{s:#}");
+    let crashed = s["users"]["crashed"].as_str().unwrap_or_default();
+    assert!(
+        crashed.contains("boomAfter: Error: after went wrong"),
+        "{s:#}"
+    );
+}
+
+#[test]
+fn a_hook_that_rejects_or_a_function_that_throws_in_the_flow_fails_its_user_only() {
+    let server = TestServer::start(1).unwrap();
+    // An async hook's rejection reaches Artillery's callback: the user fails, the run goes on.
+    let (code, s) = run_throwing(
+        "      - get: { url: /ping, afterResponse: rejectAfter }\n      - get: { url: /account }\n",
+        2,
+        &server,
+    );
+    assert_eq!(code, Some(0), "{s:#}");
+    assert_eq!(s["users"]["failed"], 2, "{s:#}");
+    assert_eq!(s["requests"]["completed"], 2, "{s:#}");
+    assert_eq!(
+        s["users"]["metrics"]["counters"]["errors.async after went wrong"], 2.0,
+        "{s:#}"
+    );
+    // A function step that throws where Artillery calls it from the step's start (a step of
+    // the flow, or a loop's first before any I/O) fails its user only.
+    let (code, s) = run_throwing(
+        "      - get: { url: /ping }\n      - loop:\n          - function: boomStep\n          - get: { url: /account }\n        count: 2\n",
+        2,
+        &server,
+    );
+    assert_eq!(code, Some(0), "{s:#}");
+    assert_eq!(s["users"]["failed"], 2, "{s:#}");
+    assert_eq!(s["requests"]["completed"], 2, "{s:#}");
+}
+
+#[test]
+fn a_function_that_throws_after_its_loop_waited_on_a_request_ends_the_run_with_exit_11() {
+    let server = TestServer::start(1).unwrap();
+    let (code, s) = run_throwing(
+        "      - get: { url: /ping }\n      - loop:\n          - get: { url: /account }\n          - function: boomStep\n        count: 2\n",
+        3,
+        &server,
+    );
+    assert_eq!(code, Some(11), "{s:#}");
+    assert_eq!(s["requests"]["completed"], 2, "{s:#}");
+    assert!(
+        s["users"]["crashed"]
+            .as_str()
+            .is_some_and(|c| c.contains("step went wrong")),
+        "{s:#}"
+    );
 }

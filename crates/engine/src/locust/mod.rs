@@ -336,7 +336,7 @@ async fn serve(locust: Rc<Locust>, r: RequestMsg) {
         .clients
         .borrow_mut()
         .remove(&r.user)
-        .unwrap_or_else(|| Client::new(&locust.wire));
+        .unwrap_or_else(|| Client::new(&locust.wire, None));
     let result = exchange(&locust, &mut client, &r, body, intended).await;
     match &result {
         // A request given up mid-way leaves its connection with a response on the way: the

@@ -358,6 +358,8 @@ pub fn check(
     // Parsed once, for the first selector capture, as HTML.
     let mut html: Option<scraper::Html> = None;
     let header = |wanted: &str| read.header(wanted);
+    let mut taken: Vec<(String, String)> = Vec::with_capacity(captures.len());
+    let mut failed: Option<String> = None;
     for c in captures {
         let value = match &c.source {
             CaptureSource::Header(h) => header(h).map(str::to_string),
@@ -390,15 +392,7 @@ pub fn check(
             }
             CaptureSource::Regexp { re, group } => queries.regexes.get(re).and_then(|re| {
                 let body = String::from_utf8_lossy(&answer.body);
-                let found = re.captures(&body)?;
-                let m = match group {
-                    None => found.get(0),
-                    Some(g) => match g.parse::<usize>() {
-                        Ok(k) => found.get(k),
-                        Err(_) => found.name(g),
-                    },
-                };
-                m.map(|m| m.as_str().to_string())
+                regexp_capture(re, &body, group.as_deref())
             }),
             CaptureSource::Selector { css, attr, index } => {
                 queries.selectors.get(css).and_then(|sel| {
@@ -416,15 +410,45 @@ pub fn check(
                 })
             }
         };
+        // As Artillery: a capture that found nothing, or found empty text, fails the user
+        // unless it is not strict; when one fails, none of the step's captures is kept.
         match value {
-            Some(v) => {
-                vars.insert(c.var.clone(), v);
+            Some(v) if !v.is_empty() => taken.push((c.var.clone(), v)),
+            found if !c.strict => {
+                if let Some(v) = found {
+                    taken.push((c.var.clone(), v));
+                }
             }
-            None if !c.strict => {}
-            None => return Err(format!("capture {} on {name}", c.var)),
+            _ => {
+                failed.get_or_insert_with(|| format!("capture {} on {name}", c.var));
+            }
         }
     }
+    if let Some(reason) = failed {
+        return Err(reason);
+    }
+    vars.extend(taken);
     Ok(())
+}
+
+/// What a `regexp` capture takes from `body`, as Artillery's extractor reads a match: without
+/// a group (or group 0), the whole match; with a group, by name when the expression names
+/// groups, else by number, and the whole match when that group took nothing; `None` when
+/// the expression does not match.
+fn regexp_capture(re: &regex::Regex, body: &str, group: Option<&str>) -> Option<String> {
+    let found = re.captures(body)?;
+    let whole = || found.get(0).map(|m| m.as_str().to_string());
+    let group = group.filter(|g| !g.is_empty() && *g != "0");
+    let Some(g) = group else {
+        return whole();
+    };
+    if re.capture_names().any(|n| n.is_some()) {
+        return found.name(g).map(|m| m.as_str().to_string());
+    }
+    match g.parse::<usize>().ok().and_then(|k| found.get(k)) {
+        Some(m) if !m.as_str().is_empty() => Some(m.as_str().to_string()),
+        _ => whole(),
+    }
 }
 
 /// Sets `name.key` for each property of an object `v` (and theirs, two levels deep), as text.
@@ -443,5 +467,108 @@ fn flatten(name: &str, v: &serde_json::Value, vars: &mut HashMap<String, String>
             other => other.to_string(),
         };
         vars.insert(key, text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queries(json: &[&str], res: &[&str]) -> Queries {
+        Queries {
+            json: json
+                .iter()
+                .map(|q| (q.to_string(), JsonPath::parse(q).unwrap()))
+                .collect(),
+            regexes: res
+                .iter()
+                .map(|r| (r.to_string(), regex::Regex::new(r).unwrap()))
+                .collect(),
+            selectors: HashMap::new(),
+        }
+    }
+
+    fn capture(source: CaptureSource, var: &str, strict: bool) -> Capture {
+        Capture {
+            source,
+            var: var.into(),
+            strict,
+        }
+    }
+
+    fn answer(body: &str) -> Answer {
+        Answer {
+            status: 200,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_capture_of_empty_text_fails_as_in_artillery_and_the_steps_other_captures_are_not_kept() {
+        let q = queries(&["$.id", "$.empty"], &[]);
+        let captures = [
+            capture(CaptureSource::Json("$.id".into()), "id", true),
+            capture(CaptureSource::Json("$.empty".into()), "empty", true),
+        ];
+        let mut vars = HashMap::new();
+        let mut rng = fastrand::Rng::with_seed(1);
+        let got = check(
+            (&[], &captures),
+            "GET /a",
+            &answer(r#"{"id": 7, "empty": ""}"#),
+            &mut vars,
+            &mut rng,
+            &q,
+        );
+        assert_eq!(got, Err("capture empty on GET /a".to_string()));
+        assert!(!vars.contains_key("id"), "{vars:?}");
+        // Not strict: the empty text is taken, as Artillery sets it.
+        let lenient = [capture(
+            CaptureSource::Json("$.empty".into()),
+            "empty",
+            false,
+        )];
+        let got = check(
+            (&[], &lenient),
+            "GET /a",
+            &answer(r#"{"empty": ""}"#),
+            &mut vars,
+            &mut rng,
+            &q,
+        );
+        assert_eq!(got, Ok(()));
+        assert_eq!(vars.get("empty").map(String::as_str), Some(""));
+    }
+
+    #[test]
+    fn a_regexp_capture_reads_its_group_as_artillerys_extractor_does() {
+        let re = |r: &str| regex::Regex::new(r).unwrap();
+        // A numbered group that took nothing gives the whole match.
+        assert_eq!(
+            regexp_capture(&re("a(b*)"), "xa", Some("1")).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            regexp_capture(&re("a(b+)?"), "xa", Some("1")).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            regexp_capture(&re("a(b+)"), "xabb", Some("1")).as_deref(),
+            Some("bb")
+        );
+        // Group 0, or none: the whole match; an empty match is empty text (which fails).
+        assert_eq!(regexp_capture(&re("x*"), "abc", None).as_deref(), Some(""));
+        assert_eq!(
+            regexp_capture(&re("b."), "abc", Some("0")).as_deref(),
+            Some("bc")
+        );
+        // With named groups, the group is read by name: a number finds none.
+        assert_eq!(
+            regexp_capture(&re("a(?P<n>b)"), "ab", Some("n")).as_deref(),
+            Some("b")
+        );
+        assert_eq!(regexp_capture(&re("a(?P<n>b)"), "ab", Some("1")), None);
+        assert_eq!(regexp_capture(&re("z"), "ab", None), None);
     }
 }

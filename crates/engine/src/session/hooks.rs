@@ -30,6 +30,32 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait, at the end, for the helper to finish its calls and close its browser.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// A processor that Node.js could not load: Artillery's worker dies on it and Artillery exits
+/// 11, and so does a loadlab run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessorError {
+    /// The module requires a package that is not installed where Node.js looks for it.
+    #[error(
+        "config.processor {} requires the package {package:?}, which is not installed: run `npm install {package}` in {}",
+        module.display(),
+        module.parent().map_or_else(|| ".".into(), |d| d.display().to_string())
+    )]
+    MissingPackage {
+        /// The processor's path.
+        module: std::path::PathBuf,
+        /// The package's name.
+        package: String,
+    },
+    /// Any other failure to load it (a syntax error, an exception at its top level).
+    #[error("config.processor {} failed to load: {error}", module.display())]
+    Load {
+        /// The processor's path.
+        module: std::path::PathBuf,
+        /// Node.js's error, in one line.
+        error: String,
+    },
+}
+
 /// A thread's Node.js helper: calls go out through it and come back by id.
 pub struct Hooks {
     shared: Rc<Shared>,
@@ -157,6 +183,17 @@ pub struct Reply {
     /// The error a function threw or passed to `next`.
     #[serde(default)]
     pub err: Option<String>,
+    /// The error's name as Artillery counts it (`errors.NAME`: its code, else its message).
+    #[serde(default)]
+    pub counted: Option<String>,
+    /// How a function that failed did: it threw instead of passing its error to the callback
+    /// (`Sync`), after an earlier function of the call had called back late (`Deferred`).
+    #[serde(default)]
+    pub thrown: Option<Thrown>,
+    /// True when a function of the call finished after it returned (an async function, or a
+    /// callback called later): from there Artillery's next steps run from the event loop.
+    #[serde(default)]
+    pub deferred: bool,
     /// The answer of an `If` or `While` call.
     #[serde(default)]
     pub ok: Option<bool>,
@@ -164,6 +201,16 @@ pub struct Reply {
     /// during the call.
     #[serde(default)]
     exit: Option<i32>,
+}
+
+/// How a failing function threw (see [`Reply::thrown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thrown {
+    /// It threw while called from the call's start.
+    Sync,
+    /// It threw after an earlier function of the call had called back late.
+    Deferred,
 }
 
 impl Hooks {
@@ -221,6 +268,8 @@ impl Hooks {
             functions: Vec<String>,
             #[serde(default)]
             error: String,
+            #[serde(default)]
+            missing: Option<String>,
         }
         let ready: Ready = serde_json::from_str(&first).map_err(|e| {
             io::Error::other(format!(
@@ -228,10 +277,16 @@ impl Hooks {
             ))
         })?;
         if !ready.ready {
-            return Err(io::Error::other(format!(
-                "config.processor {module} failed to load: {}",
-                ready.error
-            )));
+            return Err(io::Error::other(match ready.missing {
+                Some(package) => ProcessorError::MissingPackage {
+                    module: processor.path.clone(),
+                    package,
+                },
+                None => ProcessorError::Load {
+                    module: processor.path.clone(),
+                    error: ready.error,
+                },
+            }));
         }
         let shared = Rc::new(Shared {
             outbox: RefCell::new(Vec::new()),

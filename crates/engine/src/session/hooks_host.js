@@ -10,7 +10,8 @@
 //              "vars":{...},"scenario":"...","req":{...},"res":{...},"error":"..."}
 //   end       {"u":USER,"op":"end"}          (the user's session is over; no answer)
 //   answer    {"id":N,"vars":{changed},"req":{...}?,"m":[[kind,name,value],...],
-//              "ok":true|false (if, while)?,"err":"..."?,"warn":"..."?,"exit":N?}
+//              "ok":true|false (if, while)?,"err":"..."?,"counted":"..."?,
+//              "thrown":"sync"|"deferred"?,"deferred":true?,"warn":"..."?,"exit":N?}
 //
 // A user's context lives here for its whole session, so objects a hook keeps in
 // `context.vars` stay objects for the next hook; loadlab gets their text (objects as JSON, and
@@ -390,14 +391,36 @@ function main(mod) {
     return out;
   }
 
-  function call(fn, args) {
+  // Calls `fn` as Artillery does: a plain function with a callback, an async one for its
+  // promise. What Artillery's engine cannot catch is told apart: a plain function that throws
+  // (rather than passing its error to the callback) is marked `thrown`, and one that calls
+  // back after it returned is marked `deferred` in `how` (after it, Artillery's next steps run
+  // from a timer or an I/O event, where such a throw kills its worker).
+  function call(fn, args, how) {
     return new Promise((resolve, reject) => {
       if (fn.constructor.name === 'Function') {
-        fn(...args, (err) => (err ? reject(err) : resolve()));
+        let returned = false;
+        try {
+          fn(...args, (err) => {
+            if (returned) how.deferred = true;
+            return err ? reject(err) : resolve();
+          });
+        } catch (e) {
+          how.thrown = true;
+          reject(e);
+        }
+        returned = true;
       } else {
+        how.deferred = true;
         Promise.resolve(fn(...args)).then(() => resolve(), reject);
       }
     });
+  }
+
+  // The error's name as Artillery counts it (`errors.NAME`): its code, else its message.
+  function counted(e) {
+    if (e && typeof e === 'object' && (e.code || e.message)) return String(e.code || e.message);
+    return String(e);
   }
 
   // whileTrue's function answers through its callback (or, async, its promise).
@@ -424,6 +447,8 @@ function main(mod) {
     const req = msg.req;
     const before = req ? JSON.stringify(req) : '';
     const res = msg.res;
+    const how = { thrown: false, deferred: false };
+    let deferredBefore = false;
     try {
       for (const name of msg.names) {
         const fn = fns[name];
@@ -431,17 +456,21 @@ function main(mod) {
           reply.warn = `custom function ${name} could not be found`;
           continue;
         }
-        if (msg.op === 'fn') await call(fn, [c, ee]);
-        else if (msg.op === 'before') await call(fn, [req, c, ee]);
-        else if (msg.op === 'after') await call(fn, [req, res, c, ee]);
-        else if (msg.op === 'error') await call(fn, [new Error(msg.error), req, c, ee]);
+        deferredBefore = how.deferred;
+        if (msg.op === 'fn') await call(fn, [c, ee], how);
+        else if (msg.op === 'before') await call(fn, [req, c, ee], how);
+        else if (msg.op === 'after') await call(fn, [req, res, c, ee], how);
+        else if (msg.op === 'error') await call(fn, [new Error(msg.error), req, c, ee], how);
         else if (msg.op === 'browser') await browse(fn, c, ee, msg.scenario);
         else if (msg.op === 'if') reply.ok = Boolean(await fn(c.vars));
         else reply.ok = await answer(fn, c);
       }
     } catch (e) {
       reply.err = `${msg.names.join(', ')}: ${describe(e)}`;
+      reply.counted = counted(e);
+      if (how.thrown) reply.thrown = deferredBefore ? 'deferred' : 'sync';
     }
+    if (how.deferred) reply.deferred = true;
     reply.vars = changes(c);
     if (msg.op === 'before' && JSON.stringify(req) !== before) reply.req = req;
     if (metrics.length) reply.m = metrics;
@@ -520,7 +549,17 @@ function main(mod) {
   writeOut(JSON.stringify({ ready: true, functions: names }) + '\n');
 }
 
+// A package the module requires and nobody installed: its name, so loadlab can say what to
+// install.
+function missingPackage(e) {
+  if (!e || e.code !== 'MODULE_NOT_FOUND') return undefined;
+  const m = /Cannot find (?:module|package) '([^']+)'/.exec(String(e.message));
+  if (!m || m[1].startsWith('.') || path.isAbsolute(m[1])) return undefined;
+  const parts = m[1].split('/');
+  return m[1].startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+}
+
 load(processorPath).then(main, (e) => {
-  writeOut(JSON.stringify({ ready: false, error: describe(e) }) + '\n');
+  writeOut(JSON.stringify({ ready: false, error: describe(e), missing: missingPackage(e) }) + '\n');
   process.exit(1);
 });

@@ -16,6 +16,11 @@ pub fn render(
     rng: &mut fastrand::Rng,
 ) -> Result<RequestTemplate, String> {
     let lookup = |k: &str| vars.get(k).map(String::as_str);
+    if step.path.is_undefined(lookup) {
+        // A URL that renders to JavaScript's undefined (a call of a function Artillery's
+        // templates do not have): its HTTP client refuses it, failing the user.
+        return Err("Invalid URL - undefined".into());
+    }
     let mut raw = String::new();
     step.path.render(lookup, rng, &mut raw);
     if raw.starts_with("http://") || raw.starts_with("https://") {
@@ -159,6 +164,26 @@ pub(crate) fn render_json<'v>(
     rendered(doc, lookup, rng).unwrap_or_else(|| serde_json::Value::String(String::new()))
 }
 
+/// The object variable `name` holds, when it holds one whole (a list's element of
+/// `config.variables`, an object captured or set by a function, each also read by its paths):
+/// Artillery puts such a value into a JSON body as the object it is, not as its text.
+fn whole_object<'v>(
+    name: &str,
+    lookup: &impl Fn(&str) -> Option<&'v str>,
+) -> Option<serde_json::Value> {
+    let text = lookup(name)?;
+    if !text.starts_with('{') {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let read_by_paths = value
+        .as_object()?
+        .keys()
+        .next()
+        .is_some_and(|k| lookup(&format!("{name}.{k}")).is_some());
+    read_by_paths.then_some(value)
+}
+
 /// `doc` rendered, each string parsed once; `None` for a string that is one placeholder of an
 /// undefined variable, which an object's member then leaves out, as `JSON.stringify` leaves out
 /// Artillery's `undefined` (elsewhere it renders as nothing).
@@ -172,6 +197,9 @@ fn rendered<'v>(
         Value::String(s) if s.contains("{{") => match loadlab_run::Template::parse(s) {
             Ok(t) if t.is_undefined(lookup) => return None,
             Ok(t) => {
+                if let Some(object) = t.single_variable().and_then(|v| whole_object(v, lookup)) {
+                    return Some(object);
+                }
                 let mut out = String::new();
                 t.render(lookup, rng, &mut out);
                 Value::String(out)
@@ -191,4 +219,30 @@ fn rendered<'v>(
         ),
         other => other.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_variable_goes_into_a_json_body_as_the_object_it_is() {
+        let item = serde_json::json!({"name": "ana", "tags": {"t": "one"}});
+        let vars: HashMap<String, String> = loadlab_run::users::loop_item_vars("item", &item)
+            .into_iter()
+            .collect();
+        // Text that merely looks like an object stays text: nothing reads it by its paths.
+        let mut vars = vars;
+        vars.insert("raw".into(), r#"{"a":1}"#.into());
+        let lookup = |k: &str| vars.get(k).map(String::as_str);
+        let doc = serde_json::json!({"item": "{{ item }}", "n": "{{ item.name }}", "raw": "{{ raw }}", "in": "x {{ item }}"});
+        let got = render_json(&doc, &lookup, &mut fastrand::Rng::with_seed(1));
+        assert_eq!(got["item"], item);
+        assert_eq!(got["n"], "ana");
+        assert_eq!(got["raw"], r#"{"a":1}"#);
+        assert_eq!(
+            got["in"],
+            format!("x {}", serde_json::to_string(&item).unwrap())
+        );
+    }
 }

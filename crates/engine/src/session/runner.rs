@@ -19,12 +19,15 @@ use crate::http1::encode_request;
 use crate::record::{micros, Pending};
 use crate::session::checks::{check, count_checks, needs_response};
 use crate::session::client::Client;
-use crate::session::hooks::{Call, Op, Reply, RequestParams, Response};
+use crate::session::hooks::{Call, Op, Reply, RequestParams, Response, Thrown};
 use crate::session::render::render;
 use crate::session::socketio::Sio;
 use crate::session::state::Users;
 use crate::session::statics;
 use crate::session::websocket::{self, Socket, WsFailed};
+
+/// Artillery's name of the error a failed capture or match ends its user with.
+const FAILED_CAPTURE: &str = "Failed capture or match";
 
 /// Longest a browser flow may run before its user fails (its actions' own timeouts are
 /// Playwright's: 30 s by default).
@@ -166,6 +169,15 @@ struct Session<'a> {
     issued_at: Option<Instant>,
     /// While the scenario's `onError` functions run, why the request failed.
     failure: Option<String>,
+    /// Set when a request step failed in the client's own way without a transport error (too
+    /// many redirects), which Artillery's `onError` functions hear of.
+    request_failed: bool,
+    /// How deep in loops and parallel steps the user is (0: a step of the flow itself).
+    depth: u32,
+    /// True once the current step of the flow itself has waited on I/O (a request, a think,
+    /// a function that called back late): from there Artillery runs the step's remaining work
+    /// from the event loop, where a function's throw is not caught.
+    io_in_step: bool,
 }
 
 impl From<WsFailed> for End {
@@ -221,6 +233,12 @@ impl<'a> Session<'a> {
                 vars.insert(name.clone(), values[rng.usize(..values.len())].clone());
             }
         }
+        for (name, items) in &model.variable_objects {
+            if !items.is_empty() {
+                let item = &items[rng.usize(..items.len())];
+                vars.extend(loadlab_run::users::loop_item_vars(name, item));
+            }
+        }
         for p in &model.payloads {
             for (field, value) in p.fields.iter().zip(p.row(index, &mut rng)) {
                 vars.insert(field.clone(), value.clone());
@@ -233,7 +251,7 @@ impl<'a> Session<'a> {
             users,
             vars,
             rng,
-            client: Client::new(&users.wire),
+            client: Client::new(&users.wire, users.pool.clone()),
             visited: HashSet::new(),
             next_intended: intended,
             open: intended.is_some(),
@@ -247,6 +265,9 @@ impl<'a> Session<'a> {
             sio: None,
             issued_at: None,
             failure: None,
+            request_failed: false,
+            depth: 0,
+            io_in_step: false,
         }
     }
 
@@ -296,6 +317,9 @@ impl<'a> Session<'a> {
     fn steps<'s>(&'s mut self, steps: &'s [Step]) -> Steps<'s> {
         Box::pin(async move {
             for step in steps {
+                if self.depth == 0 {
+                    self.io_in_step = false;
+                }
                 match step {
                     Step::Request(r) => self.request(r).await?,
                     Step::Ws(m) => self.message(m).await?,
@@ -327,7 +351,11 @@ impl<'a> Session<'a> {
                         t.render(lookup, &mut self.rng, &mut line);
                         eprintln!("{line}");
                     }
-                    Step::Parallel(steps) => self.parallel(steps).await?,
+                    Step::Parallel(steps) => {
+                        self.depth += 1;
+                        self.parallel(steps).await?;
+                        self.depth -= 1;
+                    }
                     Step::Loop {
                         count,
                         steps,
@@ -376,7 +404,9 @@ impl<'a> Session<'a> {
                                         .insert(names.element.clone(), (start + k).to_string());
                                 }
                             }
+                            self.depth += 1;
                             self.steps(steps).await?;
+                            self.depth -= 1;
                             k += 1;
                             self.vars
                                 .insert(names.count.clone(), (start + k).to_string());
@@ -388,6 +418,15 @@ impl<'a> Session<'a> {
                             tokio::task::yield_now().await;
                         }
                     }
+                }
+                // Artillery calls back from the event loop after every kind of step but a
+                // function that called back at once (and loops and parallel steps, whose own
+                // steps say).
+                if !matches!(
+                    step,
+                    Step::Function(_) | Step::Loop { .. } | Step::Parallel(_)
+                ) {
+                    self.io_in_step = true;
                 }
             }
             Ok(())
@@ -481,10 +520,27 @@ impl<'a> Session<'a> {
             }
         }
         self.vars.extend(std::mem::take(&mut reply.vars));
-        match reply.err.take() {
-            Some(err) => Err(failed(err)),
-            None => Ok(reply),
+        let Some(err) = reply.err.take() else {
+            self.io_in_step |= reply.deferred;
+            return Ok(reply);
+        };
+        // A function that throws where Artillery's engine calls it from the event loop (an
+        // `afterResponse` or `onError` hook, or any function once the step has waited on
+        // I/O) kills Artillery's worker, and Artillery exits 11: the run ends here too.
+        let escaped = match reply.thrown {
+            Some(Thrown::Deferred) => true,
+            Some(Thrown::Sync) => matches!(op, Op::After | Op::Error) || self.io_in_step,
+            None => false,
+        };
+        let mut record = users.record.borrow_mut();
+        if escaped {
+            record.crashed.get_or_insert_with(|| err.clone());
+            drop(record);
+            users.wire.rec.ask_finish();
+        } else if let Some(name) = &reply.counted {
+            record.custom.add("error", name, 1.0);
         }
+        Err(failed(err))
     }
 
     /// Calls processor functions for a step or a request hook: the request as they changed
@@ -693,9 +749,15 @@ impl<'a> Session<'a> {
         let result = self.request_once(step).await;
         let users = self.users;
         let on_error = &users.model.scenarios[self.scenario].on_error;
+        // Artillery calls onError when the request itself failed (its client's error: a
+        // connection, a timeout, too many redirects), not when what came after the answer
+        // failed (a capture, a check, a hook).
+        let request_failed = std::mem::take(&mut self.request_failed);
         match result {
             Err(End::Failed { reason, transport })
-                if !on_error.is_empty() && users.hooks.is_some() =>
+                if (transport || request_failed)
+                    && !on_error.is_empty()
+                    && users.hooks.is_some() =>
             {
                 let t = &users.plan.requests[step.request];
                 let params = params_of(step, &t.method, &users.plan.endpoints[t.endpoint]);
@@ -810,6 +872,7 @@ impl<'a> Session<'a> {
             }
             // As Artillery's client: one redirect past the most allowed fails the request.
             if hops == step.max_redirects {
+                self.request_failed = true;
                 return Err(End::Failed {
                     reason: format!("too many redirects (over {hops}) on {}", t.name),
                     transport: false,
@@ -841,18 +904,24 @@ impl<'a> Session<'a> {
         // The connection is free from here on, as an agent frees its socket at the answer's
         // end (hooks and checks run on the user's time, not the connection's).
         self.client.idle_since = Some(Instant::now());
-        check(
+        // A capture or match that fails ends the user, as in Artillery, after the response's
+        // hooks (the expect plugin's checks among them) have run; Artillery counts it as the
+        // error `Failed capture or match`.
+        let captured = check(
             (&step.expects, &step.captures),
             &t.name,
             &answer,
             &mut self.vars,
             &mut self.rng,
             &users.queries,
-        )
-        .map_err(|reason| End::Failed {
-            reason,
-            transport: false,
-        })?;
+        );
+        if captured.is_err() {
+            users
+                .record
+                .borrow_mut()
+                .custom
+                .add("error", FAILED_CAPTURE, 1.0);
+        }
         if !step.checks.is_empty() {
             let failed = count_checks(
                 &step.checks,
@@ -883,6 +952,10 @@ impl<'a> Session<'a> {
             self.call(Op::After, &step.after_response, Some(&params), Some(res))
                 .await?;
         }
+        captured.map_err(|reason| End::Failed {
+            reason,
+            transport: false,
+        })?;
         let path = req.path;
         if let Some(page_statics) = step.static_resources {
             if self.visited.insert(step.request) {

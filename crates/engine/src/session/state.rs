@@ -12,6 +12,7 @@ use loadlab_run::{Plan, UserRecord};
 
 use crate::conn::exchange::Wire;
 use crate::session::checks::Queries;
+use crate::session::client::SharedPool;
 use crate::session::hooks::Hooks;
 
 /// One thread's virtual users.
@@ -28,19 +29,29 @@ pub struct Users {
     pub record: RefCell<UserRecord>,
     /// The thread's Node.js helper, when the model has a processor.
     pub hooks: Option<Rc<Hooks>>,
+    /// The connections every user of the thread shares, when the script sets
+    /// `config.http.pool`.
+    pub pool: Option<Rc<SharedPool>>,
 }
 
 impl Users {
-    /// The users of a thread that connects and records with `wire`, doing what `model` says,
-    /// calling its processor's functions through `hooks`.
+    /// The users of thread `thread.0` of `thread.1` that connects and records with `wire`,
+    /// doing what `model` says, calling its processor's functions through `hooks`; with
+    /// `config.http.pool` they share the thread's part of the pool.
     pub fn new(
         plan: Arc<Plan>,
         model: Arc<UserModel>,
         wire: Wire,
         hooks: Option<Rc<Hooks>>,
+        thread: (usize, usize),
     ) -> Self {
+        let pool = model.pool.map(|n| {
+            let share = loadlab_run::shard::share_of(n as u64, thread.0, thread.1) as usize;
+            Rc::new(SharedPool::new(share, plan.endpoints.len()))
+        });
         Users {
             hooks,
+            pool,
             wire,
             plan,
             queries: Queries::compile(&model),

@@ -176,9 +176,6 @@ pub enum Problem {
     /// `-v` that is not a JSON object.
     #[error("-v/--variables takes a JSON object such as '{{\"id\": [1, 2]}}': {0}")]
     VariablesFlag(String),
-    /// A list of maps as a variable's values.
-    #[error("variable {0:?}: a list of objects is not supported yet (one object, or a list of strings, numbers or booleans)")]
-    VariableObjects(String),
     /// A plugin loadlab ignores, with `--strict`.
     #[error(
         "config.plugins.{0}: loadlab does not run this plugin (--strict refuses ignored plugins)"

@@ -121,6 +121,28 @@ impl StepSpec {
         .count()
     }
 
+    /// The keys of other kinds of step written beside a `loop` (which Artillery does not read).
+    fn beside_loop(&self) -> Vec<&'static str> {
+        let method = match self.request() {
+            Ok(Some((m, _))) => Some(m),
+            Ok(None) => None,
+            Err(_) => Some("a request"),
+        };
+        [
+            (self.think.is_some(), "think"),
+            (self.function.is_some(), "function"),
+            (self.log.is_some(), "log"),
+            (self.send.is_some(), "send"),
+            (self.wait.is_some(), "wait"),
+            (self.emit.is_some(), "emit"),
+            (self.parallel.is_some(), "parallel"),
+        ]
+        .into_iter()
+        .filter_map(|(given, key)| given.then_some(key))
+        .chain(method)
+        .collect()
+    }
+
     /// The step's request when the step is exactly one plain request (see
     /// [`RequestSpec::is_plain`]).
     pub fn plain_request(&self) -> Option<(&'static str, &RequestSpec)> {
@@ -638,6 +660,8 @@ pub struct Lowering<'a> {
     pub(super) without_processor: std::cell::RefCell<std::collections::BTreeSet<String>>,
     /// True once a template read `target` (Artillery's variable holding the config's target).
     pub(super) reads_target: std::cell::Cell<bool>,
+    /// Calls of functions Artillery's templates do not have (`$pick(1, 2)`), as written.
+    pub(super) unknown_functions: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -683,6 +707,7 @@ impl<'a> Lowering<'a> {
             unset: Default::default(),
             without_processor: Default::default(),
             reads_target: Default::default(),
+            unknown_functions: Default::default(),
         }
     }
 
@@ -693,6 +718,12 @@ impl<'a> Lowering<'a> {
     /// `-v`), one that no source defines is taken too, and noted in `unset` for a warning;
     /// only `--strict` refuses it.
     pub(super) fn is_defined(&self, var: &str) -> bool {
+        // A call of a function Artillery's templates do not have (a processor's export): its
+        // text renders as undefined, as in Artillery; warned about, refused under --strict.
+        if loadlab_run::template::is_function_call(var) {
+            self.unknown_functions.borrow_mut().insert(var.to_string());
+            return !self.strict;
+        }
         if var == "target" {
             self.reads_target.set(true);
         }
@@ -935,7 +966,22 @@ impl<'a> Lowering<'a> {
             let s = &spanned.value;
             // Every problem of the step is placed at it, unless it knows a closer place.
             let step = || Place::FlowStep(i + 1, super::error::position(&spanned.referenced));
-            if let Some(body) = &s.parallel {
+            // Artillery's engine reads `loop` before every other key of a step, and its script
+            // check lets a loop step hold any key: a loop runs, what is beside it is not read.
+            let looping = s.looped.is_some();
+            if looping && s.kinds() > 1 {
+                let at = super::error::position(&spanned.referenced)
+                    .map_or_else(String::new, |p| {
+                        format!(" (line {}, column {})", p.line, p.column)
+                    });
+                self.warnings.push(format!(
+                    "flow step {}{at}: {} beside loop is not read: Artillery runs the loop and \
+                     ignores it, and so does loadlab",
+                    i + 1,
+                    s.beside_loop().join(", ")
+                ));
+            }
+            if let Some(body) = s.parallel.as_ref().filter(|_| !looping) {
                 out.push(self.parallel(s, body).within(step)?);
                 continue;
             }
@@ -975,7 +1021,7 @@ impl<'a> Lowering<'a> {
                 ))
                 .within(step);
             }
-            if let Some(emit) = &s.emit {
+            if let Some(emit) = s.emit.as_ref().filter(|_| !looping) {
                 if request.is_some() || s.think.is_some() || s.looped.is_some() {
                     return Err(FlowError::StepKind).within(step);
                 }
@@ -983,8 +1029,8 @@ impl<'a> Lowering<'a> {
                 out.push(Step::Emit(Box::new(e)));
                 continue;
             }
-            let message = s.send.is_some() || s.wait.is_some();
-            if s.kinds() != 1 || (s.send.is_some() && s.wait.is_some()) {
+            let message = !looping && (s.send.is_some() || s.wait.is_some());
+            if (!looping && s.kinds() != 1) || (message && s.send.is_some() && s.wait.is_some()) {
                 return Err(FlowError::StepKind).within(step);
             }
             if message {
@@ -994,6 +1040,7 @@ impl<'a> Lowering<'a> {
                 out.push(Step::Ws(Box::new(m)));
                 continue;
             }
+            let request = request.filter(|_| !looping);
             if request.is_some() && self.websocket.as_ref().is_some_and(|w| !w.socketio()) {
                 return Err(refuse(
                     "engine: ws",
@@ -1005,30 +1052,7 @@ impl<'a> Lowering<'a> {
             if s.count.is_some() && s.looped.is_none() {
                 return Err(FlowError::CountWithoutLoop).within(step);
             }
-            if let Some(f) = &s.function {
-                for name in self.hook_names("function", f).within(step)? {
-                    out.push(Step::Function(name));
-                }
-            } else if let Some(log) = &s.log {
-                out.push(Step::Log(self.log(log).within(step)?));
-            } else if let Some((method, r)) = request {
-                out.push(Step::Request(Box::new(
-                    self.request(method, r).within(step)?,
-                )));
-            } else if let Some(ThinkSpec::Fixed(crate::yaml::Seconds::Text(t))) =
-                s.think.as_ref().filter(|_| s.think_is_template())
-            {
-                // A template, rendered at each pass as Artillery renders it.
-                let t = Template::parse(t).map_err(FlowError::from).within(step)?;
-                if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
-                    return Err(FlowError::Undefined(v.to_string())).within(step);
-                }
-                out.push(Step::ThinkTemplate(t));
-            } else if let Some(t) = &s.think {
-                let think = think_of(t).within(step)?;
-                let jitter = s.jitter.as_ref().or(self.think_jitter.as_ref());
-                out.push(Step::Think(jittered(think, jitter).within(step)?));
-            } else if let Some(body) = &s.looped {
+            if let Some(body) = &s.looped {
                 if body.is_empty() {
                     return Err(FlowError::EmptyLoop).within(step);
                 }
@@ -1083,6 +1107,29 @@ impl<'a> Lowering<'a> {
                     names,
                     count_template,
                 });
+            } else if let Some(f) = &s.function {
+                for name in self.hook_names("function", f).within(step)? {
+                    out.push(Step::Function(name));
+                }
+            } else if let Some(log) = &s.log {
+                out.push(Step::Log(self.log(log).within(step)?));
+            } else if let Some((method, r)) = request {
+                out.push(Step::Request(Box::new(
+                    self.request(method, r).within(step)?,
+                )));
+            } else if let Some(ThinkSpec::Fixed(crate::yaml::Seconds::Text(t))) =
+                s.think.as_ref().filter(|_| s.think_is_template())
+            {
+                // A template, rendered at each pass as Artillery renders it.
+                let t = Template::parse(t).map_err(FlowError::from).within(step)?;
+                if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
+                    return Err(FlowError::Undefined(v.to_string())).within(step);
+                }
+                out.push(Step::ThinkTemplate(t));
+            } else if let Some(t) = &s.think {
+                let think = think_of(t).within(step)?;
+                let jitter = s.jitter.as_ref().or(self.think_jitter.as_ref());
+                out.push(Step::Think(jittered(think, jitter).within(step)?));
             }
         }
         Ok(out)

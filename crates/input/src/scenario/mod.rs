@@ -680,13 +680,8 @@ const KNOWN_PLUGINS: [&str; 5] = [
 ];
 
 /// The keys of `config` loadlab reads but does not act on, one warning each (refused when
-/// `strict`); `shared` says the script's requests go over a shared pool of connections.
-fn ignored(
-    config: &Config,
-    path: &Path,
-    strict: bool,
-    shared: bool,
-) -> Result<Vec<String>, ScenarioError> {
+/// `strict`).
+fn ignored(config: &Config, path: &Path, strict: bool) -> Result<Vec<String>, ScenarioError> {
     let mut warnings = Vec::new();
     for name in config.plugins.iter().flat_map(|p| p.keys()) {
         if !KNOWN_PLUGINS.contains(&name.as_str()) {
@@ -712,26 +707,6 @@ fn ignored(
              values of their default shape",
             names.join(", ")
         ));
-    }
-    if let Some(pool) = config.http.as_ref().and_then(|h| h.pool.as_ref()) {
-        if !shared {
-            if strict {
-                return Err(ScenarioError::invalid(
-                    path,
-                    Refusal::Key {
-                        key: "config.http.pool".into(),
-                        what: "its users capture, check or call functions, so each opens \
-                               connections of its own; remove it"
-                            .into(),
-                    },
-                ));
-            }
-            warnings.push(format!(
-                "config.http.pool: {} ignored; users that capture, check or call functions \
-                 open connections of their own (one per host)",
-                pool.value
-            ));
-        }
     }
     Ok(warnings)
 }
@@ -922,7 +897,7 @@ fn lower_text(
     let pool = pool_size(config).map_err(|e| e.in_file(script.file_of("http", path)))?;
     let plain = plain(&script, &phases).filter(|_| pool.is_some() || flags.pooled);
     let mut warnings = script.unknown.clone();
-    warnings.append(&mut ignored(config, path, flags.strict, plain.is_some())?);
+    warnings.append(&mut ignored(config, path, flags.strict)?);
     warnings.append(&mut warnings_of_engines);
     let max_vusers = match &config.phases {
         Some(p) => phases::max_vusers(p.iter().map(|p| &p.value))
@@ -980,6 +955,9 @@ fn lower_text(
             .map_err(|e| e.in_file(path))?;
             if let Some(u) = users.as_mut() {
                 u.uuid = text.contains("$uuid");
+                // As Artillery's engine: with `config.http.pool` every user, whatever it
+                // does, sends over one agent of that many sockets per host.
+                u.pool = pool;
             }
             (e, r, users)
         }
@@ -1076,9 +1054,15 @@ fn lower_text(
         ));
     }
     notes.push(match (users.is_some(), pool) {
-        (true, _) => "connections: each user opens its own, one per host, as Artillery's users do \
-                      (config.http.pool shares a pool only where every request is plain)"
-            .into(),
+        (true, Some(n)) => format!(
+            "connections: every user's requests share a pool of {n} per host (config.http.pool), \
+             as Artillery's agent; each user keeps its own cookies and variables"
+        ),
+        (true, None) => {
+            "connections: each user opens its own, one per host, as Artillery's users do \
+                      (config.http.pool makes them share a pool)"
+                .into()
+        }
         (false, Some(n)) => {
             format!("connections: a pool of {n} shared by every user (config.http.pool)")
         }
@@ -1373,6 +1357,8 @@ fn user_model(
     // Variables whose value is an unset environment variable: defined, with no value.
     let mut undefined = Vec::new();
     let mut flat = Vec::new();
+    // Lists holding objects: each user takes one element whole, as Artillery samples a list.
+    let mut objects = Vec::new();
     for (name, v) in file.config.variables.iter().flatten() {
         match v {
             // An object: each of its leaves a variable `name.key.…`, as Artillery reads
@@ -1381,7 +1367,7 @@ fn user_model(
             serde_json::Value::Array(items)
                 if items.iter().any(|i| i.is_object() || i.is_array()) =>
             {
-                return Err(Problem::VariableObjects(name.clone()).into());
+                objects.push((name.clone(), items.clone()));
             }
             _ => flat.push((name.clone(), v.clone())),
         }
@@ -1492,6 +1478,15 @@ fn user_model(
     }
     let mut defined: std::collections::HashSet<String> =
         variables.iter().map(|(n, _)| n.clone()).collect();
+    for (name, items) in &objects {
+        for item in items {
+            defined.extend(
+                loadlab_run::users::loop_item_vars(name, item)
+                    .into_iter()
+                    .map(|(k, _)| k),
+            );
+        }
+    }
     defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
     defined.extend(later);
     defined.extend(undefined);
@@ -1624,6 +1619,8 @@ fn user_model(
         scenarios,
         pattern,
         variables,
+        variable_objects: objects,
+        pool: None,
         payloads,
         seed,
         processor,
@@ -1642,6 +1639,15 @@ fn user_model(
             "{}: named, but the script gives no config.processor; Artillery skips a function it \
              cannot find, and so does loadlab (--strict refuses): add processor: ./functions.js",
             skipped.join(", ")
+        ));
+    }
+    for call in lowering.unknown_functions.take() {
+        warnings.push(format!(
+            "{{{{ {call} }}}}: Artillery 2.0.34's templates call only their own functions \
+             ($randomNumber, $randomString, $template and the fake-data plugin's), not a \
+             processor's exports; it renders the whole text holding this call as undefined (a \
+             URL then fails its user with Invalid URL, a JSON member is left out, a query value \
+             is empty), and so does loadlab; --strict refuses it"
         ));
     }
     for name in lowering.unset.take() {
