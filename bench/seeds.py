@@ -1417,6 +1417,21 @@ def beyond_004(lab):
     return rows
 
 
+def beyond_002(lab):
+    """What each of seed 002's changes bought alone, and all together (not judged: the seed
+    measured them only together)."""
+    rows = []
+    for what, variant, baseline, figure in [
+            ("three web instances (the page's breaking point)", (W3, PAGE), (B, PAGE), breaking),
+            ("half the busy-wait a sleep (the page's breaking point)", (B, PAGE_H), (B, PAGE), breaking),
+            ("static files from nginx (the users' pages answered)", (S1, USERS), (B, USERS), ok_rps),
+            ("all of them (the page's breaking point)", (A, PAGE_H), (B, PAGE), breaking)]:
+        r = lab.ratio(variant, baseline, figure)
+        if r:
+            rows.append(f"{what} {r}")
+    return rows
+
+
 # ---------------------------------------------------------------- the page
 
 def rows_of(seed, lab):
@@ -1458,6 +1473,11 @@ def block(seed, labs):
             extra = beyond_004(lab)
             if extra:
                 out.append("\nBeyond the seed (not judged): " + "; ".join(extra) + ".")
+        if seed == "002":
+            extra = beyond_002(lab)
+            if extra:
+                out.append("\nWhat each change bought (not judged; the seed made them together): "
+                           + "; ".join(extra) + ".")
         explained = [l.strip() for l in lab.text.splitlines() if "the load models disagree" in l]
         for line in explained[:1]:
             out.append(f"\n> {line}")
