@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test of loadlab: formatting, lints, unit and integration tests.
-# Installs what the tests need first, so it works on a fresh machine.
+# Runs every test of loadlab in two tiers, so it works on a fresh machine:
+#  1. the fast tier (`cargo test --workspace`): unit tests and in-process tests, with only the
+#     Rust toolchain, a C compiler and basic shell tools; no other program, no lab, no figure
+#     of the machine's clock or CPU;
+#  2. the system tier (the `system` test targets): real programs (installed here first, pinned),
+#     labs and measurements, then the Python and browser suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +18,22 @@ for component in rustfmt clippy; do
   fi
 done
 
+# Formatting and lints, the system tier's targets included (`--all-targets` leaves out the
+# targets `cargo test` does not run by default).
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --test system --locked -- -D warnings
+
+# The fast tier.
+cargo test --workspace --locked
+
+# The scripts' own checks: the module graph has no cycle, and the seeds' rules (bench/seeds.py)
+# can say no, either way.
+python3 -B -m unittest -q scripts/test_module_cycles.py
+python3 scripts/module-cycles.py
+python3 -B -m unittest -q bench/test_seeds.py
+
+# The system tier: what it needs first.
 # Installs Debian package $3 unless program $1 (or the file $2) is there; without root, says
 # what to run instead.
 need_program() {
@@ -75,15 +95,9 @@ export LOADLAB_OTELCOL
 LOADLAB_JAEGER="$(bash scripts/install-jaeger.sh)"
 export LOADLAB_JAEGER
 
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-python3 -B -m unittest -q scripts/test_module_cycles.py
-# The seeds' rules (bench/seeds.py) can say no, either way.
-python3 -B -m unittest -q bench/test_seeds.py
-python3 scripts/module-cycles.py
-cargo test --workspace --locked
-# loadlab's `locust` package on its own, against a fake engine (the Rust side's tests run it
-# for real above).
+cargo test --workspace --locked --test system
+# loadlab's `locust` package on its own, against a fake engine (the system tier runs it for
+# real above).
 (cd crates/engine/src/locust/python && PYTHONDONTWRITEBYTECODE=1 \
   "${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/locust-venv/bin/python" -m unittest discover -q -s tests -t tests)
 LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \

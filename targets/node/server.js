@@ -1,6 +1,6 @@
 // loadlab's reference service (DESIGN §4.3) on Node.js: Express on Node's http, one event loop
 // per process, `--workers N` processes through the cluster module (seed 000's "1 node × 3
-// workers"). It answers every endpoint as the Rust service in crates/target does (same
+// workers"). It answers every endpoint as the Rust service in crates/service does (same
 // statuses, one-line 400s, JSON shapes), with the costs a Node process really pays: /block,
 // /calc, /heavy and /site?work_ms=N stall the event loop; /delay and the black boxes never do.
 //
@@ -165,7 +165,7 @@ document.addEventListener("DOMContentLoaded", function () {
 `;
 
 /** The Rust service's 10 × 10 PNG, read once from the repository. */
-const IMAGE_PNG = fs.readFileSync(path.join(__dirname, '..', '..', 'crates', 'target', 'src', 'assets', 'image.png'));
+const IMAGE_PNG = fs.readFileSync(path.join(__dirname, '..', '..', 'crates', 'service', 'src', 'assets', 'image.png'));
 
 function pageHtml(page) {
   return `<!doctype html>

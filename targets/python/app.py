@@ -1,6 +1,6 @@
 """loadlab's reference service (DESIGN §4.3) as a WSGI app, served by gunicorn (see serve.py).
 
-It answers every endpoint as the Rust service in crates/target does (same statuses, one-line
+It answers every endpoint as the Rust service in crates/service does (same statuses, one-line
 400s, JSON shapes), with the costs a gunicorn worker really pays: under sync workers every
 request holds its worker (so /delay does too: that is what a sync worker is); under gevent
 workers /delay and the black boxes yield while /block, /calc and /heavy hold the worker.
@@ -62,7 +62,7 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(_HERE, "..", "..", "crates", "target", "src", "assets", "image.png"), "rb") as f:
+with open(os.path.join(_HERE, "..", "..", "crates", "service", "src", "assets", "image.png"), "rb") as f:
     #: The Rust service's 10 × 10 PNG.
     IMAGE_PNG = f.read()
 

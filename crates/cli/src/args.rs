@@ -319,7 +319,7 @@ pub struct ConsumeArgs {
     #[arg(long, default_value = "counter-1")]
     pub name: String,
     /// Counters per page; each view goes to one at random (seed 002 used 100).
-    #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
+    #[arg(long, default_value_t = loadlab_service::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
 }
 
@@ -656,7 +656,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "1", value_parser = positive_count, requires = "visits")]
     pub consumers: usize,
     /// Counters per page with --visits.
-    #[arg(long, default_value_t = loadlab_target::DEFAULT_SHARDS, value_parser = positive_count)]
+    #[arg(long, default_value_t = loadlab_service::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
     /// nginx serves /static/ itself (copies of the service's files), as seed 002 moved its
     /// static files off the web tier; with --replicas and --lb nginx.

@@ -128,42 +128,39 @@ fn arrival(a: Option<ArrivalArg>) -> Arrival {
     }
 }
 
+/// A plan lowered from run flags, with the warnings its scenario file earned (keys loadlab reads
+/// but ignores, one line each; none for URLs): the file is lowered once and its warnings travel
+/// with the plan.
+#[derive(Debug)]
+pub struct Lowered {
+    /// The plan.
+    pub plan: ValidPlan,
+    /// What the scenario file holds that loadlab ignores, one line each.
+    pub warnings: Vec<String>,
+}
+
 /// `loadlab run` flags: URLs, or one scenario file with the flags that still apply to it; with
 /// `--shard I/N`, shard I's part of the plan, and with `--start-at`, its common start.
-pub fn flags(f: &LoadFlags) -> Result<ValidPlan, InputError> {
+pub fn flags(f: &LoadFlags) -> Result<Lowered, InputError> {
     flags_with(f, Lookup::Resolve)
 }
 
 /// As [`flags`], with host names looked up as `lookup` says: [`Lookup::Skip`] lowers the plan
 /// of a run on other machines (`loadlab k8s job`), whose names resolve only there.
-pub fn flags_with(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
-    let mut plan = whole_plan(f, lookup)?;
+pub fn flags_with(f: &LoadFlags, lookup: Lookup) -> Result<Lowered, InputError> {
+    let Lowered { mut plan, warnings } = whole_plan(f, lookup)?;
     if let Some(s) = f.shard {
         plan = plan.shard(s.index, s.count).map_err(FlagsError::Shard)?;
     }
-    Ok(match f.start_at {
+    let plan = match f.start_at {
         Some(at) => plan.starting_at(at),
         None => plan,
-    })
-}
-
-/// The warnings about keys a scenario file run by `f` has that loadlab ignores (none for URLs,
-/// or for a file that does not lower: its error comes from [`flags`]).
-pub fn scenario_warnings(f: &LoadFlags) -> Vec<String> {
-    if !f.is_scenario() || f.urls.len() != 1 {
-        return Vec::new();
-    }
-    let o = Overrides {
-        target: f.target.clone(),
-        lookup: Lookup::Skip,
-        script: f.script.clone(),
-        ..Overrides::default()
     };
-    scenario_checked(Path::new(&f.urls[0]), &o).map_or_else(|_| Vec::new(), |c| c.warnings)
+    Ok(Lowered { plan, warnings })
 }
 
 /// The plan the flags describe, before any sharding.
-fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
+fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<Lowered, InputError> {
     if f.is_scenario() {
         if f.rate.is_some() || f.ramp_to.is_some() || f.duration.is_some() || f.requests.is_some() {
             return Err(FlagsError::PhasesFromFlags.into());
@@ -193,9 +190,16 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
             lookup,
             script: f.script.clone(),
         };
-        return scenario(Path::new(&f.urls[0]), &overrides);
+        let checked = scenario_checked(Path::new(&f.urls[0]), &overrides)?;
+        return Ok(Lowered {
+            plan: checked.plan,
+            warnings: checked.warnings,
+        });
     }
-    urls(f, lookup)
+    Ok(Lowered {
+        plan: urls(f, lookup)?,
+        warnings: Vec::new(),
+    })
 }
 
 /// An experiment's workload: load flags whose URLs are paths on the topology's `fronts`
@@ -209,7 +213,7 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
     if f.is_scenario() {
         // A scenario's paths are relative to its target: the (first) front.
         f.target = f.target.or_else(|| fronts.first().cloned());
-        return whole_plan(&f, Lookup::Resolve);
+        return Ok(whole_plan(&f, Lookup::Resolve)?.plan);
     }
     f.urls = f
         .urls

@@ -101,7 +101,7 @@ impl Lb {
 /// A runtime of the reference service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Runtime {
-    /// loadlab's own service (crates/target), in-process.
+    /// loadlab's own service (crates/service), in-process.
     #[default]
     Rust,
     /// Express on Node's http; `cluster` for workers.

@@ -1,7 +1,7 @@
 //! `loadlab consume`: the visits application's counter consumer, until Ctrl-C.
 
 use anyhow::{Context, Result};
-use loadlab_target::consumer::{consume, ConsumerConfig};
+use loadlab_service::consumer::{consume, ConsumerConfig};
 
 use crate::args::ConsumeArgs;
 use crate::cmd::Outcome;

@@ -52,7 +52,7 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
         bail!("the Job gives each pod its --shard and a common --start-at; drop them");
     }
     // The pods resolve the cluster's names; here none is looked up.
-    let plan = loadlab_input::lower::flags_with(&flags, Lookup::Skip)?;
+    let plan = loadlab_input::lower::flags_with(&flags, Lookup::Skip)?.plan;
     check_shards(&plan, shards)?;
     let (run_args, files) = ship_files(&words, &flags)?;
     let start_in = a.start_in.unwrap_or(START_IN);

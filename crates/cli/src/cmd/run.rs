@@ -21,10 +21,11 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         }
     }
     crate::cmd::load_dotenv(a.load.script.dotenv.as_deref())?;
-    let plan = loadlab_input::lower::flags(&a.load)?.traced(a.export.tracing())?;
-    for w in loadlab_input::lower::scenario_warnings(&a.load) {
+    let lowered = loadlab_input::lower::flags(&a.load)?;
+    for w in &lowered.warnings {
         eprintln!("warning: {w}");
     }
+    let plan = lowered.plan.traced(a.export.tracing())?;
     for e in &plan.endpoints {
         if let Some(why) = &e.unresolved {
             eprintln!(

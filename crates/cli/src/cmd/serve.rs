@@ -127,7 +127,7 @@ fn bind(a: &ServeArgs) -> Result<std::net::TcpListener> {
 /// (`store` says so on the first line).
 fn serve_here(a: &ServeArgs, redis_url: Option<String>, store: &str) -> Result<Outcome> {
     crate::cmd::name_process("loadlab-serve");
-    let config = loadlab_target::ServiceConfig {
+    let config = loadlab_service::ServiceConfig {
         bbox_delay: a.bbox_delay,
         bbox_async_delay: a.bbox_async_delay,
         bbox_url: a.bbox_url.clone(),
@@ -153,7 +153,7 @@ fn serve_here(a: &ServeArgs, redis_url: Option<String>, store: &str) -> Result<O
             a.threads
         );
         tokio::select! {
-            r = loadlab_target::serve(listener, config) => r.context("the service stopped")?,
+            r = loadlab_service::serve(listener, config) => r.context("the service stopped")?,
             _ = tokio::signal::ctrl_c() => {}
         }
         Ok(Outcome::Done)

@@ -3,7 +3,7 @@
 //! real reference service on 127.0.0.1.
 
 use crate::support::{loadlab, loadlab_json, write_file};
-use loadlab_target::TestServer;
+use loadlab_service::TestServer;
 use serde_json::Value;
 
 /// Runs `args` (a scenario and its flags) against `server` and returns the summary and stderr.
@@ -14,6 +14,71 @@ fn run(args: &[&str], server: &TestServer) -> (Value, String) {
     all.extend(["--target", &target]);
     let (summary, out) = loadlab_json(&all);
     (summary, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The expect plugin's checks, with the results Artillery 2.0.34 gives against the reference
+/// service (measured with `artillery run` on this script: 5 ok, 5 failed, exit code 21),
+/// including its quirks: Node keys headers in lower case, `contentType` other than `json` is
+/// compared whole, and `matchesRegexp` reads a JSON body as `[object Object]`.
+const CHECKS: &str = r#"
+scenarios:
+  - flow:
+      - post:
+          url: /login
+          json: { user: ann }
+          expect:
+            - statusCode: 200
+            - contentType: json
+            - hasHeader: Content-Type
+            - matchesRegexp: token
+            - matchesRegexp: "object Object"
+            - notStatusCode: 200
+      - get:
+          url: /ping
+          expect:
+            - contentType: text/plain
+            - matchesRegexp: "^pong"
+            - hasProperty: x
+            - headerEquals: [content-type, "text/plain; charset=utf-8"]
+      - get: { url: /ping, name: after }
+"#;
+
+/// A one-shot HTTP server on 127.0.0.1 that answers 200 to each request and hands back the
+/// requests it read (headers and body, by Content-Length).
+fn recording_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Vec<u8>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        for _ in 0..requests {
+            let mut head = Vec::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                head.extend_from_slice(line.as_bytes());
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            head.extend_from_slice(&body);
+            seen.push(head);
+            writer
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .unwrap();
+        }
+        seen
+    });
+    (url, handle)
 }
 
 #[test]
@@ -142,33 +207,6 @@ scenarios:
     );
 }
 
-/// The expect plugin's checks, with the results Artillery 2.0.34 gives against the reference
-/// service (measured with `artillery run` on this script: 5 ok, 5 failed, exit code 21),
-/// including its quirks: Node keys headers in lower case, `contentType` other than `json` is
-/// compared whole, and `matchesRegexp` reads a JSON body as `[object Object]`.
-const CHECKS: &str = r#"
-scenarios:
-  - flow:
-      - post:
-          url: /login
-          json: { user: ann }
-          expect:
-            - statusCode: 200
-            - contentType: json
-            - hasHeader: Content-Type
-            - matchesRegexp: token
-            - matchesRegexp: "object Object"
-            - notStatusCode: 200
-      - get:
-          url: /ping
-          expect:
-            - contentType: text/plain
-            - matchesRegexp: "^pong"
-            - hasProperty: x
-            - headerEquals: [content-type, "text/plain; charset=utf-8"]
-      - get: { url: /ping, name: after }
-"#;
-
 #[test]
 fn the_expect_plugin_counts_checks_as_artillery_does_and_sets_exit_code_21() {
     let server = TestServer::start(1).unwrap();
@@ -237,44 +275,6 @@ fn the_expect_plugin_counts_checks_as_artillery_does_and_sets_exit_code_21() {
     let (s, out) = run_with("");
     assert!(out.status.success(), "{out:?}");
     assert_eq!(counter(&s, "plugins.expect.failed"), 5.0, "{}", s["users"]);
-}
-
-/// A one-shot HTTP server on 127.0.0.1 that answers 200 to each request and hands back the
-/// requests it read (headers and body, by Content-Length).
-fn recording_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Vec<u8>>>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let handle = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut writer = stream;
-        for _ in 0..requests {
-            let mut head = Vec::new();
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap();
-                }
-                head.extend_from_slice(line.as_bytes());
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            head.extend_from_slice(&body);
-            seen.push(head);
-            writer
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                .unwrap();
-        }
-        seen
-    });
-    (url, handle)
 }
 
 #[test]

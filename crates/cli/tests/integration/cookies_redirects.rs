@@ -4,12 +4,11 @@
 //! `maxRedirects`, fails the user), not followed with `followRedirect: false` — checked on what
 //! a recording server on 127.0.0.1 saw.
 
+use crate::support::loadlab_json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-use crate::support::loadlab_json;
 
 /// What the recording server saw of one request.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,7 +1,18 @@
 //! `loadlab run SCENARIO.yaml` with Artillery-format scripts against a real server.
 
 use crate::support::{loadlab, loadlab_json, next_ticket, run_scenario};
-use loadlab_target::TestServer;
+use loadlab_service::TestServer;
+
+fn example_scenarios() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yml"))
+        .collect();
+    files.sort();
+    files
+}
 
 #[test]
 fn an_artillery_script_runs_its_phases_and_weights() {
@@ -85,17 +96,6 @@ fn a_misspelled_key_is_a_warning_at_its_line_and_column_and_strict_refuses_it() 
         stderr.contains("think.yaml:6:7") && stderr.contains("arivalCount"),
         "{stderr}"
     );
-}
-
-fn example_scenarios() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yml"))
-        .collect();
-    files.sort();
-    files
 }
 
 #[test]

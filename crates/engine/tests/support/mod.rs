@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod h2_server;
+
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,16 +1,10 @@
 """Environment: what users, events and listeners reach as `environment`."""
 
 from ._cover import guard
+from ._current import current_environment, set_current
 from .event import Events
 from .exception import LocustError
 from .stats import RequestStats
-
-_current = None
-
-
-def current_environment():
-    """The environment of this helper's run, or None before it exists."""
-    return _current
 
 
 class ParsedOptions:
@@ -56,7 +50,6 @@ class Environment:
         dispatcher_class=None,
         profile=None,
     ):
-        global _current
         self.runner = None
         self.web_ui = None
         self.process_exit_code = None
@@ -79,7 +72,7 @@ class Environment:
         self.available_user_tasks = available_user_tasks
         self.dispatcher_class = dispatcher_class
         self.worker_logs = {}
-        _current = self
+        set_current(self)
 
     @property
     def user_classes_by_name(self):

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from loadlab_locust import runtime
 
 from ._cover import guard
+from ._current import current_environment
 from .exception import (
     InterruptTaskSet,
     RescheduleTask,
@@ -134,8 +135,6 @@ class RequestEventHook(EventHook):
                     "error": error_text(exception),
                 }
             )
-        from .env import current_environment
-
         environment = current_environment()
         if environment is not None:
             environment.stats.record(

@@ -2,11 +2,10 @@
 //! their users in Python helpers, their requests sent by loadlab's engine — with Locust's
 //! command line, its statistics by type and name, its CSV files and its exit codes.
 
-use std::path::Path;
-
 use crate::support::{loadlab, read_json, write_file};
-use loadlab_target::TestServer;
+use loadlab_service::TestServer;
 use serde_json::Value;
+use std::path::Path;
 
 /// A shop's users as Locust users write them: a login in `on_start` whose token the tasks
 /// send, weighted tasks, a `name=` that groups URLs, `catch_response` turning a 200 into a
@@ -54,6 +53,30 @@ fn run_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Failures as Locust keys them (`--csv PREFIX_failures.csv`, the exception's repr): a
+/// `failure("...")`, an HTTP error status, an `events.request.fire(exception=...)`; a
+/// request whose `catch_response` block another exception left is not recorded at all.
+const FAILURES: &str = r#"
+from locust import HttpUser, task, constant, events
+
+
+class Failing(HttpUser):
+    wait_time = constant(0.05)
+
+    @task
+    def all_kinds(self):
+        with self.client.get("/ping", catch_response=True) as r:
+            r.failure("wrong thing")
+        self.client.get("/nope")
+        events.request.fire(request_type="X", name="custom", response_time=1,
+                            response_length=0, exception=ValueError("bad"), context={})
+        try:
+            with self.client.get("/ping", catch_response=True, name="left") as r:
+                raise KeyError("k")
+        except KeyError:
+            pass
+"#;
 
 #[test]
 fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
@@ -339,30 +362,6 @@ fn a_run_without_a_run_time_goes_on_until_its_iterations_are_done() {
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("GET      /ping"), "{stdout}");
 }
-
-/// Failures as Locust keys them (`--csv PREFIX_failures.csv`, the exception's repr): a
-/// `failure("...")`, an HTTP error status, an `events.request.fire(exception=...)`; a
-/// request whose `catch_response` block another exception left is not recorded at all.
-const FAILURES: &str = r#"
-from locust import HttpUser, task, constant, events
-
-
-class Failing(HttpUser):
-    wait_time = constant(0.05)
-
-    @task
-    def all_kinds(self):
-        with self.client.get("/ping", catch_response=True) as r:
-            r.failure("wrong thing")
-        self.client.get("/nope")
-        events.request.fire(request_type="X", name="custom", response_time=1,
-                            response_length=0, exception=ValueError("bad"), context={})
-        try:
-            with self.client.get("/ping", catch_response=True, name="left") as r:
-                raise KeyError("k")
-        except KeyError:
-            pass
-"#;
 
 #[test]
 fn failure_messages_reach_the_failures_csv_as_locust_words_them() {

@@ -3,13 +3,12 @@
 //! acknowledgements awaited and compared as Artillery compares them, captures flowing into
 //! later steps, HTTP steps between, the server's pings answered through a think.
 
+use crate::support::{loadlab, loadlab_json, write_file};
+use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-
-use crate::support::{loadlab, loadlab_json, write_file};
-use serde_json::Value;
 
 /// The fixture's Socket.IO server, stopped by its process id when dropped.
 struct SioServer {

@@ -3,16 +3,15 @@
 //! HTTP/2 over TLS (ALPN) and in the clear (h2c). Each test starts its own nginx and stops it
 //! by its PID.
 
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
-
 use crate::support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 use loadlab_lab::nginx::find_nginx;
 use loadlab_lab::process::Supervised;
 use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::Value;
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// The ports of one nginx: each a server block of its own.
 struct Ports {
@@ -252,6 +251,14 @@ fn warnings(s: &Value) -> String {
         .map(|w| w.as_str().unwrap().to_string())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The access log's lines of HTTP/2 requests, split into their fields.
+fn http2_lines(log: &[String]) -> Vec<Vec<&str>> {
+    log.iter()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .filter(|f| f.len() == 5 && f[3] == "HTTP/2.0")
+        .collect()
 }
 
 #[test]
@@ -528,51 +535,6 @@ fn scenarios_reach_https_as_arrivals_sessions_and_users_phases() {
         help.contains("--cacert") && help.contains("--insecure"),
         "{help}"
     );
-}
-
-#[test]
-fn a_ca_file_that_is_not_usable_is_a_one_line_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases = [
-        ("none.pem", "no certificate here\n"),
-        (
-            "bad-der.pem",
-            "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n",
-        ),
-        (
-            "bad-base64.pem",
-            "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
-        ),
-    ];
-    for (name, text) in cases {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        // Nothing listens on port 9: the file is refused before any connection.
-        let out = loadlab(&[
-            "run",
-            "-n",
-            "1",
-            "--cacert",
-            path.to_str().unwrap(),
-            "https://127.0.0.1:9/",
-        ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{name} was accepted");
-        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: {stderr}");
-        assert!(
-            stderr.starts_with("error") && stderr.contains(name),
-            "{name}: {stderr}"
-        );
-    }
-}
-
-/// The access log's lines of HTTP/2 requests, split into their fields.
-fn http2_lines(log: &[String]) -> Vec<Vec<&str>> {
-    log.iter()
-        .map(|l| l.split(' ').collect::<Vec<_>>())
-        .filter(|f| f.len() == 5 && f[3] == "HTTP/2.0")
-        .collect()
 }
 
 #[test]

@@ -5,11 +5,10 @@
 //! (or the code its `# exit:` line gives). JSON scripts, which hold no comments, are run too.
 //! Artillery itself runs the same scripts in bench/artillery-diff.py.
 
+use loadlab_service::TestServer;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-use loadlab_target::TestServer;
-use serde_json::Value;
 
 const CORPUS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
-use loadlab_target::TestServer;
+use loadlab_service::TestServer;
 use serde_json::Value;
 
 /// Writes `text` as `name` in `dir`; the file's path.
@@ -77,7 +77,8 @@ pub fn read_json(path: &Path) -> Value {
 }
 
 /// Writes `experiment` (an experiment file's YAML) into `dir` and runs `loadlab lab` on it,
-/// which must succeed; what it printed and its output directory.
+/// which must succeed; what it printed and its output directory, whose outputs are checked
+/// for numbers that are not.
 pub fn lab_ok(dir: &Path, experiment: &str) -> (String, std::path::PathBuf) {
     let file = dir.join("exp.yaml");
     std::fs::write(&file, experiment).unwrap();
@@ -88,25 +89,9 @@ pub fn lab_ok(dir: &Path, experiment: &str) -> (String, std::path::PathBuf) {
         "--out",
         out.to_str().unwrap(),
     ]);
-    (String::from_utf8_lossy(&done.stdout).into_owned(), out)
-}
-
-/// Runs an example experiment file of `examples/` (a short variant) and returns what it
-/// printed and its output directory, with the lab's outputs checked for numbers that are not.
-pub fn lab_example(file: &str) -> (String, tempfile::TempDir) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples")
-        .join(file);
-    let dir = tempfile::tempdir().unwrap();
-    let out = loadlab_ok(&[
-        "lab",
-        path.to_str().unwrap(),
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_lab_finite(dir.path(), &stdout);
-    (stdout, dir)
+    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert_lab_finite(&out, &stdout);
+    (stdout, out)
 }
 
 /// Runs a scenario file against `server` (with `extra` flags) and returns its summary.

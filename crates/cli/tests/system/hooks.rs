@@ -3,11 +3,10 @@
 //! functions, CommonJS and ES modules), variables both ways, `events.emit` metrics, and a
 //! function that fails failing its user only, against the reference service on 127.0.0.1.
 
-use std::path::Path;
-
 use crate::support::{loadlab, loadlab_json, write_file};
-use loadlab_target::TestServer;
+use loadlab_service::TestServer;
 use serde_json::Value;
+use std::path::Path;
 
 /// A login flow whose every step goes through the processor: the user picked in
 /// `beforeScenario`, the login body written by an async `beforeRequest`, the token read from
@@ -70,6 +69,46 @@ fn run(script: &Path, server: &TestServer, extra: &[&str]) -> (Value, String) {
     args.extend_from_slice(extra);
     let (summary, out) = loadlab_json(&args);
     (summary, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Functions that fail in each of the ways Artillery's engine tells apart.
+const THROWING: &str = r#"
+module.exports = {
+  boomAfter(requestParams, response, context, events, next) {
+    throw new Error('after went wrong');
+  },
+  async rejectAfter(requestParams, response, context, events) {
+    throw new Error('async after went wrong');
+  },
+  boomStep(context, events, next) {
+    throw new Error('step went wrong');
+  },
+};
+"#;
+
+/// Runs `flow` (steps of one scenario, with `THROWING` as its processor) for `users` users a
+/// second apart against `server`: the exit code and the summary.
+fn run_throwing(flow: &str, users: u32, server: &TestServer) -> (Option<i32>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "functions.js", THROWING);
+    let script = write_file(
+        dir.path(),
+        "s.yml",
+        &format!(
+            "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\n  phases: [{{ duration: {users}, arrivalCount: {users} }}]\nscenarios:\n  - flow:\n{flow}"
+        ),
+    );
+    let json = dir.path().join("summary.json");
+    let target = server.url("");
+    let out = loadlab(&[
+        "run",
+        script.to_str().unwrap(),
+        "--target",
+        &target,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    (out.status.code(), crate::support::read_json(&json))
 }
 
 #[test]
@@ -423,46 +462,6 @@ scenarios:
         counters["errors.Failed capture or match"], 2.0,
         "{counters:#}"
     );
-}
-
-/// Functions that fail in each of the ways Artillery's engine tells apart.
-const THROWING: &str = r#"
-module.exports = {
-  boomAfter(requestParams, response, context, events, next) {
-    throw new Error('after went wrong');
-  },
-  async rejectAfter(requestParams, response, context, events) {
-    throw new Error('async after went wrong');
-  },
-  boomStep(context, events, next) {
-    throw new Error('step went wrong');
-  },
-};
-"#;
-
-/// Runs `flow` (steps of one scenario, with `THROWING` as its processor) for `users` users a
-/// second apart against `server`: the exit code and the summary.
-fn run_throwing(flow: &str, users: u32, server: &TestServer) -> (Option<i32>, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    write_file(dir.path(), "functions.js", THROWING);
-    let script = write_file(
-        dir.path(),
-        "s.yml",
-        &format!(
-            "config:\n  target: http://127.0.0.1:1\n  processor: ./functions.js\n  phases: [{{ duration: {users}, arrivalCount: {users} }}]\nscenarios:\n  - flow:\n{flow}"
-        ),
-    );
-    let json = dir.path().join("summary.json");
-    let target = server.url("");
-    let out = loadlab(&[
-        "run",
-        script.to_str().unwrap(),
-        "--target",
-        &target,
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    (out.status.code(), crate::support::read_json(&json))
 }
 
 #[test]

@@ -41,6 +41,16 @@ fn profiled(t: &Served, path: &str, dir: &std::path::Path) -> serde_json::Value 
     read_json(&dir.join("summary.json"))
 }
 
+/// Samples of a run directory's profile whose stack holds a frame containing `name`.
+fn samples_with(dir: &std::path::Path, name: &str) -> u64 {
+    let text = std::fs::read_to_string(dir.join("profile.folded")).unwrap();
+    text.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.contains(name))
+        .map(|(_, n)| n.parse::<u64>().unwrap())
+        .sum()
+}
+
 #[test]
 fn the_service_busy_in_calc_profiles_as_calc_and_two_runs_diff() {
     let t = Served::start(&[]);
@@ -116,16 +126,6 @@ fn a_lab_topology_with_profile_true_draws_each_cells_flame_graph() {
             assert!(cell.join("flame.svg").is_file() && cell.join("profile.folded").is_file());
         }
     }
-}
-
-/// Samples of a run directory's profile whose stack holds a frame containing `name`.
-fn samples_with(dir: &std::path::Path, name: &str) -> u64 {
-    let text = std::fs::read_to_string(dir.join("profile.folded")).unwrap();
-    text.lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .filter(|(stack, _)| stack.contains(name))
-        .map(|(_, n)| n.parse::<u64>().unwrap())
-        .sum()
 }
 
 #[test]

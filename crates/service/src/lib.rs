@@ -142,7 +142,7 @@ impl TestServer {
             .build()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()
-            .name("loadlab-target".into())
+            .name("loadlab-service".into())
             .spawn(move || {
                 rt.block_on(async move {
                     let listener =

@@ -1,11 +1,10 @@
 //! `/turno` on a real Redis: `loadlab serve --store redis` (its own redis-server, shared by
 //! replicas behind nginx) and `--redis-url` (a server that may refuse).
 
-use std::net::SocketAddr;
-
 use crate::support::{
     assert_all_gone, lab_ok, loadlab_json, loadlab_ok, read_json, ticket_at, Served,
 };
+use std::net::SocketAddr;
 
 /// The URL of the redis-server a `loadlab serve` first line names.
 fn redis_url(t: &Served) -> String {
@@ -34,6 +33,33 @@ fn parent(pid: u32) -> Option<u32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The pid of the deployment's `loadlab consume` process.
+fn consumer_pid(t: &Served) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&pid| {
+            parent(pid) == Some(t.child.id())
+                && std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split('\0').any(|a| a == "consume"))
+        })
+}
+
+/// `/visits/PAGE` of the service at `port`.
+fn visits(port: u16, page: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /visits/{page} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str::<serde_json::Value>(body).map_or(0, |v| v["visits"].as_u64().unwrap_or(0))
 }
 
 #[test]
@@ -164,33 +190,6 @@ fn a_run_watching_redis_reports_its_commands_beside_the_latency() {
         html.contains("store-commands"),
         "no store chart in the report"
     );
-}
-
-/// The pid of the deployment's `loadlab consume` process.
-fn consumer_pid(t: &Served) -> Option<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|&pid| {
-            parent(pid) == Some(t.child.id())
-                && std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.split('\0').any(|a| a == "consume"))
-        })
-}
-
-/// `/visits/PAGE` of the service at `port`.
-fn visits(port: u16, page: &str) -> u64 {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET /visits/{page} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
-    serde_json::from_str::<serde_json::Value>(body).map_or(0, |v| v["visits"].as_u64().unwrap_or(0))
 }
 
 #[test]
@@ -353,116 +352,6 @@ fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redi
             .unwrap()
             .starts_with("redis 127.0.0.1:"),
         "{store}"
-    );
-}
-
-#[test]
-fn seed_003_runs_on_redis_and_says_why_its_load_models_disagree_or_agree() {
-    let (text, dir) = crate::support::lab_example("seed-003-turnomatic.short.yaml");
-    for cell in ["1-instance", "3-instances-client-balanced"] {
-        for w in [
-            "closed-c100-p10-autocannon",
-            "open-2000-s-wrk2-shape",
-            "closed-c100-loadtest",
-        ] {
-            let s = read_json(&dir.path().join(cell).join(w).join("summary.json"));
-            assert!(s["requests"]["ok"].as_u64().unwrap() > 0, "{cell}/{w}");
-            assert_eq!(s["requests"]["errors"], 0, "{cell}/{w}: {}", s["status"]);
-        }
-    }
-    // Whether the models disagree depends on the machine; when they do, the lab says why.
-    if text.contains("the load models disagree") {
-        assert!(text.contains("in flight /"), "{text}");
-    }
-}
-
-#[test]
-fn seed_002s_visits_application_runs_its_markov_users_and_watches_every_tier() {
-    let (text, dir) = crate::support::lab_example("seed-002-visits.short.yaml");
-    assert!(text.contains("1 visit counter consumer"), "{text}");
-    let s = read_json(
-        &dir.path()
-            .join("after-3-web")
-            .join("site-users")
-            .join("summary.json"),
-    );
-    assert!(
-        s["requests"]["ok"].as_u64().unwrap() > 0,
-        "{}",
-        s["requests"]
-    );
-    let names: Vec<&str> = s["server"]["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
-    assert!(
-        names.contains(&"redis-server") && names.contains(&"nginx"),
-        "{names:?}"
-    );
-    let stream = &s["server"]["stores"][0]["streams"][0];
-    assert_eq!(stream["name"], "visits", "{}", s["server"]["stores"]);
-    // The run proves nothing was lost: the views answered 200 equal the views counted.
-    for cell in ["before-1-web", "after-3-web"] {
-        let s = read_json(
-            &dir.path()
-                .join(cell)
-                .join("site-users")
-                .join("summary.json"),
-        );
-        let books = s["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["kind"] == "visits_reconciled")
-            .unwrap_or_else(|| panic!("{cell}: no books in {}", s["findings"]));
-        let message = books["message"].as_str().unwrap();
-        assert!(message.starts_with("visits: all "), "{cell}: {message}");
-        assert!(
-            books["values"]["answered"].as_f64().unwrap() > 0.0,
-            "{cell}: {message}"
-        );
-    }
-    // The single web instance (0.3 CPU, 8 requests in progress at most) saturates: it is
-    // CPU-bound at its quota and turns users away with 429, and the verdict names the web
-    // tier (its group is `service`; the counter and Redis have groups of their own).
-    let before = read_json(
-        &dir.path()
-            .join("before-1-web")
-            .join("site-users")
-            .join("summary.json"),
-    );
-    assert!(
-        before["status"]["429"].as_u64().unwrap_or(0) > 0,
-        "{}",
-        before["status"]
-    );
-    let lab = read_json(&dir.path().join("lab.json"));
-    let limits = &lab["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["topology"] == "before (1 web)")
-        .unwrap()["limits"];
-    let kinds: Vec<&str> = limits
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["kind"].as_str().unwrap())
-        .collect();
-    assert!(kinds.contains(&"rate_limited"), "{limits}");
-    assert!(
-        limits
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|l| l["kind"] == "at_quota" && l["name"] == "service"),
-        "{limits}"
-    );
-    assert!(
-        text.contains("the service used") && text.contains("of its 0.3 CPU quota"),
-        "{text}"
     );
 }
 

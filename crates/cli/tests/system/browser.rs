@@ -4,11 +4,10 @@
 //! metrics and custom metrics counted, `loadAll` payloads in `context.vars`, a `before` flow,
 //! and a flow that fails failing only its user.
 
-use std::path::{Path, PathBuf};
-
 use crate::support::{loadlab, loadlab_json, write_file};
-use loadlab_target::TestServer;
+use loadlab_service::TestServer;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 /// The flows' module, beside the Playwright package that scripts/install-runtimes.sh installs.
 fn flows() -> PathBuf {

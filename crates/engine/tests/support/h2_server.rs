@@ -1,0 +1,126 @@
+//! An HTTP/2 server in-process on 127.0.0.1 that counts its connections and the streams in
+//! flight on each, and that can reset streams or shut a connection down with an error.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::Reason;
+use http::Response;
+use loadlab_run::Protocol;
+
+use super::plan;
+
+/// What the server does with each request.
+#[derive(Clone, Copy)]
+pub enum H2Behaviour {
+    /// Answers 200 after this long.
+    AnswerAfter(Duration),
+    /// Resets every stream (RST_STREAM, REFUSED_STREAM).
+    Reset,
+    /// Answers the connection's first request, then shuts the connection down with
+    /// INTERNAL_ERROR (GOAWAY) while the others are in flight.
+    GoAwayAfterOne,
+}
+
+/// What the server saw.
+#[derive(Default)]
+pub struct Seen {
+    pub connections: AtomicUsize,
+    /// Most streams in flight at once on any one connection.
+    pub most_in_flight: AtomicUsize,
+}
+
+/// An HTTP/2 server on its own runtime thread; the runtime (and its listener) ends with the
+/// test process.
+pub struct H2Server {
+    pub addr: SocketAddr,
+    pub seen: Arc<Seen>,
+}
+
+impl H2Server {
+    pub fn start(behaviour: H2Behaviour) -> H2Server {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let seen = Arc::new(Seen::default());
+        let server_seen = seen.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        return;
+                    };
+                    server_seen.connections.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(serve(tcp, behaviour, server_seen.clone()));
+                }
+            });
+        });
+        H2Server { addr, seen }
+    }
+}
+
+/// Serves one connection.
+pub async fn serve(tcp: tokio::net::TcpStream, behaviour: H2Behaviour, seen: Arc<Seen>) {
+    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+        return;
+    };
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let mut answered = 0;
+    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        match behaviour {
+            H2Behaviour::AnswerAfter(delay) => {
+                let in_flight = in_flight.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    let head = Response::builder().status(200).body(()).unwrap();
+                    if let Ok(mut body) = respond.send_response(head, false) {
+                        let _ = body.send_data(Bytes::from_static(b"ok"), true);
+                    }
+                });
+            }
+            H2Behaviour::Reset => {
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                respond.send_reset(Reason::REFUSED_STREAM);
+            }
+            H2Behaviour::GoAwayAfterOne => {
+                if answered == 0 {
+                    answered += 1;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    let head = Response::builder().status(200).body(()).unwrap();
+                    let _ = respond.send_response(head, true);
+                } else {
+                    conn.abrupt_shutdown(Reason::INTERNAL_ERROR);
+                    // Drives the GOAWAY out, then ends the connection.
+                    while let Some(next) = conn.accept().await {
+                        drop(next);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A cleartext HTTP/2 plan to `server` with `streams` per connection, on one thread.
+pub fn h2_plan(
+    server: &H2Server,
+    model: loadlab_run::Model,
+    stop: loadlab_run::Stop,
+    streams: usize,
+) -> loadlab_run::Plan {
+    let mut p = plan(server.addr, "/", model, stop);
+    p.threads = 1;
+    p.protocol = Protocol::Http2 { streams };
+    p
+}
