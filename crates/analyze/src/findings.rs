@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 
 use loadlab_run::{Arrivals, Finding, Model, RunData, Summary, TimelineRow, TlsFailure};
 
-/// Achieved/offered ratio under which an open-model run counts as saturated.
-const SATURATED: f64 = 0.95;
+/// Achieved/offered ratio under which an open-model run (or a lab's open-model cell) counts as
+/// saturated.
+pub(crate) const SATURATED: f64 = 0.95;
 /// Growth of the median from the first to the last third that counts as rising.
 const RISING: f64 = 1.5;
 /// Smallest rise that counts, ms.

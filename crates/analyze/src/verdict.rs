@@ -13,8 +13,8 @@
 pub use loadlab_run::lab::judged::{CellResult, Factor, Limit, Measured, Verdict};
 use loadlab_run::Summary;
 
-/// Share of the offered rate under which an open-model cell counts as saturated.
-const SATURATED: f64 = 0.95;
+use crate::findings::SATURATED;
+
 /// Share of the host's cores the generator and the watched processes used together over which
 /// the host, not the topology, capped the result.
 const HOST_BUSY: f64 = 0.9;

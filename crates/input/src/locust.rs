@@ -5,15 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadlab_run::users::{LocustSpec, UserModel};
+use loadlab_run::users::{LocustSpec, UserModel, LOCUST_METHODS};
 use loadlab_run::{Model, Protocol, RequestTemplate, Stop, UserPhase, ValidPlan};
 
 use crate::target::{resolve, Lookup, RequestSpec};
 use crate::{FlagsError, InputError};
-
-/// The methods a locust plan has a request template of, per host, in the order the engine
-/// reads them (`host * 7 + method`).
-pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
 /// How long a run without `-t` lasts: until it is stopped (Ctrl-C), as Locust's — the longest
 /// run a plan may have (a year; ten years was refused as too long, so every run without `-t`
@@ -57,7 +53,7 @@ pub fn plan(r: &LocustRun, lookup: Lookup) -> Result<ValidPlan, InputError> {
     let specs: Vec<RequestSpec> = hosts
         .iter()
         .flat_map(|h| {
-            METHODS.iter().map(move |m| RequestSpec {
+            LOCUST_METHODS.iter().map(move |m| RequestSpec {
                 name: "locust".into(),
                 url: format!("{h}/"),
                 method: (*m).into(),

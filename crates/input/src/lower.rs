@@ -4,7 +4,7 @@
 //! nowhere else.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,44 +19,16 @@ use crate::target::{parse_header, resolve, Lookup, RequestSpec};
 use crate::tls;
 use crate::InputError;
 
-/// The run flags a scenario file still takes: its phases, target and timeout come from the
-/// file, these from the command line (each `None` falls back on the file or the defaults).
-#[derive(Debug, Clone, Default)]
-pub struct Overrides {
-    /// Send the load here instead of `config.target` (Artillery's `--target`).
-    pub target: Option<String>,
-    /// Generator threads.
-    pub threads: Option<usize>,
-    /// Open model: connections opened at the start.
-    pub connections: Option<usize>,
-    /// Open model: most connections (or sessions) at once.
-    pub max_connections: Option<usize>,
-    /// Open model: spacing of arrivals.
-    pub arrival: Option<ArrivalArg>,
-    /// Seed of Poisson arrivals and of the users' random choices.
-    pub seed: Option<u64>,
-    /// Request timeout when the file gives none.
-    pub timeout: Option<Duration>,
-    /// Connect timeout.
-    pub connect_timeout: Option<Duration>,
-    /// Initial connections opened per second.
-    pub connect_rate: Option<f64>,
-    /// Open model: how early an arrival may go out (`--pacing-slack`).
-    pub pacing_slack: Option<Duration>,
-    /// Local addresses connections bind to.
-    pub source_addrs: Vec<IpAddr>,
-    /// HTTPS: a private CA's PEM file, instead of the file's `config.tls.cacert`.
-    pub cacert: Option<PathBuf>,
-    /// HTTPS: skip certificate verification (whatever the file says).
-    pub insecure: bool,
-    /// HTTP/2 (whatever the file says), with this many streams per connection when given.
-    pub http2: Option<Option<usize>>,
-    /// Thresholds given on the command line, checked with the file's `ensure`.
-    pub thresholds: Vec<Threshold>,
-    /// Whether the file's hosts are looked up (not a flag: `loadlab k8s job` skips it).
+/// The run flags a scenario file still takes, as the command line gave them: its phases, target
+/// and timeout come from the file, the rest of `flags` from the command line (each unset one
+/// falls back on the file or the defaults); `lookup` says whether the file's hosts are looked up
+/// (not a flag: `loadlab k8s job` skips it).
+#[derive(Debug, Clone, Copy)]
+pub struct Overrides<'a> {
+    /// The run flags.
+    pub flags: &'a LoadFlags,
+    /// Whether the file's hosts are looked up.
     pub lookup: Lookup,
-    /// Artillery's run flags for the script: --config, -e, -v, --strict.
-    pub script: crate::flags::ScriptFlags,
 }
 
 /// A plan's parts before the defaults fill what the input left open.
@@ -171,25 +143,7 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<Lowered, InputError> {
         if f.no_keepalive {
             return Err(FlagsError::NoKeepaliveWithScenario.into());
         }
-        let overrides = Overrides {
-            target: f.target.clone(),
-            threads: f.threads,
-            connections: f.connections,
-            max_connections: f.max_connections,
-            arrival: f.arrival,
-            seed: f.seed,
-            timeout: f.timeout,
-            connect_timeout: f.connect_timeout,
-            connect_rate: f.connect_rate,
-            pacing_slack: f.pacing_slack,
-            source_addrs: source_addrs(f),
-            cacert: f.reach.cacert.clone(),
-            insecure: f.reach.insecure,
-            http2: http2_reach(&f.reach),
-            thresholds: thresholds(f),
-            lookup,
-            script: f.script.clone(),
-        };
+        let overrides = Overrides { flags: f, lookup };
         let checked = scenario_checked(Path::new(&f.urls[0]), &overrides)?;
         return Ok(Lowered {
             plan: checked.plan,
@@ -299,7 +253,7 @@ pub fn url(
 }
 
 /// A scenario file, read from `path`, with the run flags that still apply to it.
-pub fn scenario(path: &Path, o: &Overrides) -> Result<ValidPlan, InputError> {
+pub fn scenario(path: &Path, o: &Overrides<'_>) -> Result<ValidPlan, InputError> {
     Ok(scenario_checked(path, o)?.plan)
 }
 
@@ -315,7 +269,7 @@ pub struct CheckedScenario {
 }
 
 /// As [`scenario`], with the warnings about ignored keys and the notes `validate` prints.
-pub fn scenario_checked(path: &Path, o: &Overrides) -> Result<CheckedScenario, InputError> {
+pub fn scenario_checked(path: &Path, o: &Overrides<'_>) -> Result<CheckedScenario, InputError> {
     let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
         path: path.to_path_buf(),
         error,
@@ -324,29 +278,34 @@ pub fn scenario_checked(path: &Path, o: &Overrides) -> Result<CheckedScenario, I
 }
 
 /// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
-fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenario, ScenarioError> {
-    let seed = o.seed.unwrap_or(defaults::SEED);
+fn scenario_text(
+    text: &str,
+    path: &Path,
+    o: &Overrides<'_>,
+) -> Result<CheckedScenario, ScenarioError> {
+    let f = o.flags;
+    let seed = f.seed.unwrap_or(defaults::SEED);
     let flags = ScriptFlags {
-        pooled: o.connections.is_some() || o.max_connections.is_some(),
-        ..o.script.clone()
+        pooled: f.connections.is_some() || f.max_connections.is_some(),
+        ..f.script.clone()
     };
-    let sc = scenario::from_text(text, path, o.target.as_deref(), seed, o.lookup, &flags)?;
+    let sc = scenario::from_text(text, path, f.target.as_deref(), seed, o.lookup, &flags)?;
     let (warnings, notes) = (sc.warnings, sc.notes);
     let model = match sc.phases {
         Phases::Rates(phases) => {
-            let connections = o
+            let connections = f
                 .connections
                 .unwrap_or(sc.endpoints.len().min(sc.pool.unwrap_or(usize::MAX)));
             // Room for the largest phase cap of users at once; past a phase's own cap an
             // arriving user is skipped, not queued.
-            let max_connections = o
+            let max_connections = f
                 .max_connections
                 .or(sc.pool)
                 .unwrap_or(defaults::MAX_CONNECTIONS.max(connections))
                 .max(sc.max_vusers.unwrap_or(0));
             Model::Open {
                 phases,
-                arrival: arrival(o.arrival),
+                arrival: arrival(f.arrival),
                 seed,
                 arrivals: match sc.users {
                     Some(users) => Arrivals::Sessions {
@@ -361,7 +320,7 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenar
             }
         }
         Phases::Users(phases) => {
-            if o.connections.is_some() || o.max_connections.is_some() {
+            if f.connections.is_some() || f.max_connections.is_some() {
                 return Err(ScenarioError::invalid(path, Problem::ConnectionsWithUsers));
             }
             Model::Users {
@@ -378,28 +337,24 @@ fn scenario_text(text: &str, path: &Path, o: &Overrides) -> Result<CheckedScenar
         requests: sc.requests,
         model,
         stop: Stop::default(),
-        timeout: sc.timeout.or(o.timeout),
-        connect_timeout: o.connect_timeout,
-        threads: o.threads,
-        connect_rate: o.connect_rate,
-        source_addrs: o.source_addrs.clone(),
+        timeout: sc.timeout.or(f.timeout),
+        connect_timeout: f.connect_timeout,
+        threads: f.threads,
+        connect_rate: f.connect_rate,
+        source_addrs: source_addrs(f),
         tls: tls::settings(
-            o.cacert.as_deref().or(sc.tls.cacert.as_deref()),
-            o.insecure || sc.tls.insecure,
+            f.reach.cacert.as_deref().or(sc.tls.cacert.as_deref()),
+            f.reach.insecure || sc.tls.insecure,
         )
         .map_err(|e| ScenarioError::invalid(path, e))?,
         // The flags' HTTP/2 wins; their --streams fills in for the file's.
-        protocol: protocol(match (o.http2, sc.http2) {
+        protocol: protocol(match (http2_reach(&f.reach), sc.http2) {
             (Some(flag), file) => Some(flag.or(file.flatten())),
             (None, file) => file,
         }),
-        thresholds: sc
-            .thresholds
-            .into_iter()
-            .chain(o.thresholds.clone())
-            .collect(),
+        thresholds: sc.thresholds.into_iter().chain(thresholds(f)).collect(),
         apdex_ms: sc.apdex_ms,
-        pacing_slack: o.pacing_slack,
+        pacing_slack: f.pacing_slack,
     })
     .map(|plan| CheckedScenario {
         plan,
@@ -528,10 +483,23 @@ mod tests {
     use super::*;
     use crate::fuzz::{mutations, USERS_SEED};
 
+    /// Overrides of `flags` (leaked: a test's flags live as long as the test binary).
+    fn with(flags: LoadFlags) -> Overrides<'static> {
+        Overrides {
+            flags: Box::leak(Box::new(flags)),
+            lookup: Lookup::Resolve,
+        }
+    }
+
+    /// Overrides of no flag at all.
+    fn no_flags() -> Overrides<'static> {
+        with(LoadFlags::default())
+    }
+
     #[test]
     fn lowering_flows_and_chains_never_panics_on_mangled_files() {
         let path = Path::new("fuzz.yaml");
-        let flags = Overrides::default();
+        let flags = no_flags();
         let plan = scenario_text(USERS_SEED, path, &flags).unwrap().plan;
         assert!(plan.model.users().is_some(), "the seed runs as users");
         mutations(USERS_SEED, 3000, |text| {
@@ -588,18 +556,15 @@ mod tests {
 
         let file = dir.join("s.yaml");
         let text = "config:\n  target: \"https://127.0.0.1:8443\"\n  tls:\n    cacert: ca.pem\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, &file, &Overrides::default())
-            .unwrap()
-            .plan;
+        let from_file = scenario_text(text, &file, &no_flags()).unwrap().plan;
         assert_eq!(
             from_file.tls.cacert.as_ref().unwrap().path,
             ca.display().to_string(),
             "relative to the scenario file"
         );
-        let insecure = Overrides {
-            insecure: true,
-            ..Overrides::default()
-        };
+        let mut insecure = LoadFlags::default();
+        insecure.reach.insecure = true;
+        let insecure = with(insecure);
         assert!(
             scenario_text(text, &file, &insecure)
                 .unwrap()
@@ -609,7 +574,7 @@ mod tests {
         );
 
         std::fs::write(&ca, "not a certificate").unwrap();
-        let e = scenario_text(text, &file, &Overrides::default()).unwrap_err();
+        let e = scenario_text(text, &file, &no_flags()).unwrap_err();
         assert!(
             format!("{e:#}").contains("holds no PEM certificate"),
             "{e:#}"
@@ -629,7 +594,7 @@ mod tests {
         )
         .unwrap();
         let text = "config:\n  target: \"http://127.0.0.1:1\"\n  http:\n    timeout: 2\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
-        let from_file = scenario_text(text, Path::new("d.yaml"), &Overrides::default())
+        let from_file = scenario_text(text, Path::new("d.yaml"), &no_flags())
             .unwrap()
             .plan;
         let from_url = url(
@@ -682,21 +647,17 @@ mod tests {
 
         let text = "config:\n  target: \"http://127.0.0.1:9\"\n  http:\n    http2: true\n    streams: 6\n  phases:\n    - { duration: 1, arrivalRate: 5 }\nscenarios:\n  - flow:\n      - get: { url: \"/x\" }\n";
         let file = Path::new("h2.yaml");
-        let from_file = scenario_text(text, file, &Overrides::default())
-            .unwrap()
-            .plan;
+        let from_file = scenario_text(text, file, &no_flags()).unwrap().plan;
         assert_eq!(from_file.protocol, Protocol::Http2 { streams: 6 });
         // The flags' --streams wins over the file's.
-        let overridden = Overrides {
-            http2: Some(Some(2)),
-            ..Overrides::default()
-        };
+        let mut h2 = LoadFlags::default();
+        h2.reach.http2 = true;
+        h2.reach.streams = Some(2);
+        let overridden = with(h2);
         let from_both = scenario_text(text, file, &overridden).unwrap().plan;
         assert_eq!(from_both.protocol, Protocol::Http2 { streams: 2 });
-        let plain = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
-        let http1 = scenario_text(&plain, file, &Overrides::default())
-            .unwrap()
-            .plan;
+        let plain_text = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
+        let http1 = scenario_text(&plain_text, file, &no_flags()).unwrap().plan;
         assert_eq!(http1.protocol, Protocol::Http1);
     }
 

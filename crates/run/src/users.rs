@@ -66,6 +66,21 @@ pub struct UserModel {
     pub locust: Option<LocustSpec>,
 }
 
+/// The methods a locustfile's plan has a request template of, per endpoint, in this order: the
+/// template of method `m` to endpoint `ep` is `ep * LOCUST_METHODS.len() + m` (as
+/// [`locust_template`] finds it). `input` lays the templates out, the engine looks them up.
+pub const LOCUST_METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+/// The request template of `method` (GET for one not in [`LOCUST_METHODS`]) to endpoint
+/// `endpoint` of a locustfile's plan.
+pub fn locust_template(endpoint: usize, method: &str) -> usize {
+    let m = LOCUST_METHODS
+        .iter()
+        .position(|m| *m == method)
+        .unwrap_or(0);
+    endpoint * LOCUST_METHODS.len() + m
+}
+
 /// A locustfile run by `loadlab locust`: what its Python helpers are told.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LocustSpec {

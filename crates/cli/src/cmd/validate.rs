@@ -15,16 +15,19 @@ pub fn main(a: ValidateArgs) -> Result<Outcome> {
         return locustfile(&a);
     }
     crate::cmd::load_dotenv(a.script.dotenv.as_deref())?;
-    let overrides = Overrides {
+    let flags = loadlab_input::flags::LoadFlags {
         target: a.target,
-        lookup: Lookup::Skip,
         // What the file leaves to run time (a target, a payload's file, an environment
         // variable) is a warning here.
         script: loadlab_input::flags::ScriptFlags {
             checking: true,
             ..a.script
         },
-        ..Overrides::default()
+        ..Default::default()
+    };
+    let overrides = Overrides {
+        flags: &flags,
+        lookup: Lookup::Skip,
     };
     let checked = loadlab_input::lower::scenario_checked(&a.file, &overrides)?;
     for w in &checked.warnings {

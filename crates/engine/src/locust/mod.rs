@@ -32,10 +32,6 @@ use helper::{FromHelper, RequestMsg};
 use names::NameStats;
 pub use prepare::{package, python, GEVENT};
 
-/// The methods a locust plan has a request template of, per endpoint, in this order: the
-/// template of method `m` to endpoint `ep` is `ep * METHODS.len() + m`.
-pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
-
 /// The task errors whose traceback was shown, across the run's threads.
 static SHOWN: std::sync::Mutex<std::collections::BTreeSet<String>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
@@ -164,8 +160,7 @@ impl Locust {
             let scheme = if e.tls.is_some() { "https" } else { "http" };
             origin == format!("{scheme}://{}", e.authority)
         })?;
-        let m = METHODS.iter().position(|m| *m == method).unwrap_or(0);
-        Some(ep * METHODS.len() + m)
+        Some(loadlab_run::users::locust_template(ep, method))
     }
 
     /// Handles one message from the helper.
