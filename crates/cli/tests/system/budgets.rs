@@ -183,7 +183,7 @@ fn the_next_cell_waits_for_a_replica_to_finish_what_the_last_one_left_in_progres
     // says it is still busy. The second cell's requests alone take 0.5 s each.
     let (code, stdout, stderr, _) = lab(
         dir.path(),
-        "name: backlog\ntopologies:\n  - { name: small, cpus: 0.2, serve: \"--threads 16 --max-in-flight 12\" }\n\
+        "name: backlog\nrounds: 1\ntopologies:\n  - { name: small, cpus: 0.2, serve: \"--threads 16 --max-in-flight 12\" }\n\
          workloads:\n  - { name: flood, run: \"/heavy?ms=100 -R 4 -d 3s --timeout 20s\" }\n  \
          - { name: alone, run: \"/heavy?ms=100 -c 1 -n 3 --timeout 20s\" }\n",
     );
