@@ -77,11 +77,11 @@ fn children_with(parent: u32, word: &str) -> Vec<u32> {
 fn three_workers_of_a_blocking_endpoint_have_three_times_the_breaking_point() {
     // /block?ms=10 holds a worker 10 ms: 100 req/s a worker. The objective is on p95, whose
     // 95 % bound a 2 s step holds at 100 req/s (p99's needs 299 requests, and on 20 ms blocks
-    // the search spent its 40 s on undecided steps), so four searches fit in 90 s.
+    // the search spent its 40 s on undecided steps), so four searches of 20 s fit in 90 s.
     let (stdout, json) = lab("name: block\n\
          topologies:\n  - { name: 1 worker }\n  - { name: 3 workers, workers: 3 }\n\
          workloads:\n  - { name: block, capacity: \"/block?ms=10 --slo 'p95<200ms,errors<1%' \
-         --max-time 15s --warmup 1s --step 2s\" }\n\
+         --max-time 20s --warmup 1s --step 2s\" }\n\
          rounds: 2\n");
     for (topology, expected) in [("1 worker", 100.0), ("3 workers", 300.0)] {
         for found in breaking_points(&json, topology) {
