@@ -1,29 +1,14 @@
-//! Each endpoint's contract, against the service on 127.0.0.1: answers, costs (timing within
-//! tolerance), what blocks a worker and what does not, and atomic tickets.
+//! Each endpoint's contract, against the service on 127.0.0.1: answers, statuses, one-line
+//! refusals, pages and their resources, logins and atomic tickets (what the endpoints cost in
+//! time is the system tier's: `tests/system/endpoints.rs`).
+
+mod support;
 
 use loadlab_service::{ServiceConfig, TestServer};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
-
-/// A minimal `GET` with `Connection: close`; returns (status, body).
-fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let status = raw[9..12].parse().unwrap();
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
+use support::get;
 
 /// An answer read as bytes: status, header lines, body.
 struct Answer {

@@ -2,25 +2,10 @@
 //! the reference service's black boxes on 127.0.0.1.
 
 use crate::support::{loadlab, read_json};
-use serde_json::Value;
-
-/// The kinds of a summary's findings, in order.
-fn finding_kinds(summary: &Value) -> Vec<&str> {
-    summary["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect()
-}
 
 #[test]
 fn a_run_whose_connections_were_all_refused_says_only_that() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::closed_port();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
     let out = loadlab(&[
@@ -34,7 +19,7 @@ fn a_run_whose_connections_were_all_refused_says_only_that() {
         json.to_str().unwrap(),
     ]);
     let s = read_json(&json);
-    let kinds = finding_kinds(&s);
+    let kinds = crate::support::finding_kinds(&s);
     assert_eq!(kinds, ["errors"], "{s}");
     let next = s["findings"][0]["next"].as_str().unwrap();
     assert!(next.contains(&format!("127.0.0.1:{port}")), "{next}");

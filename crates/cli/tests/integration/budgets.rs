@@ -3,31 +3,6 @@
 //! that do not fit refused before anything starts. They need root (or a delegated cgroup), as
 //! this project's test machines give.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-/// Runs `loadlab lab` on `experiment` in `dir`; its exit code, stdout, stderr and PID.
-fn lab(dir: &Path, experiment: &str) -> (Option<i32>, String, String, u32) {
-    let file = dir.join("exp.yaml");
-    std::fs::write(&file, experiment).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
-        .args(["lab", file.to_str().unwrap(), "--out"])
-        .arg(dir.join("out"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        pid,
-    )
-}
-
 #[test]
 fn a_budget_that_does_not_fit_is_refused_in_one_line_before_anything_starts() {
     let dir = tempfile::tempdir().unwrap();
@@ -38,7 +13,7 @@ fn a_budget_that_does_not_fit_is_refused_in_one_line_before_anything_starts() {
          workloads:\n  - {{ name: ping, run: \"/ping -R 10 -d 1s\" }}\n",
         2 * cores + 1
     );
-    let (code, stdout, stderr, _) = lab(dir.path(), &experiment);
+    let (code, stdout, stderr, _) = crate::support::lab_exit(dir.path(), &experiment);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
     let line = stderr.trim();

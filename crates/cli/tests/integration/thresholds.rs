@@ -1,19 +1,8 @@
 //! Thresholds gating CI: `--slo` on `run`, a scenario's `ensure`, `report --slo` on a saved
 //! run, their exit codes, and the JUnit file, against a real server.
 
-use crate::support::{loadlab, read_json};
+use crate::support::{exit_code, loadlab, read_json, stdout_of, EXIT_THRESHOLDS};
 use loadlab_service::TestServer;
-
-/// The exit code of a run whose strict thresholds failed.
-const EXIT_THRESHOLDS: i32 = 99;
-
-fn code(out: &std::process::Output) -> i32 {
-    out.status.code().expect("loadlab exited")
-}
-
-fn stdout(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
@@ -37,8 +26,8 @@ fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
         "--junit",
         junit.to_str().unwrap(),
     ]);
-    let text = stdout(&out);
-    assert_eq!(code(&out), EXIT_THRESHOLDS, "{text}");
+    let text = stdout_of(&out);
+    assert_eq!(exit_code(&out), EXIT_THRESHOLDS, "{text}");
     assert!(text.contains("thresholds   3 of 4 met"), "{text}");
     assert!(text.contains("FAIL  p50<5ms"), "{text}");
     assert!(text.contains("ok    errors<1%"), "{text}");
@@ -85,7 +74,7 @@ fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
         "--out",
         dir.path().join("r.html").to_str().unwrap(),
     ]);
-    assert_eq!(code(&again), EXIT_THRESHOLDS, "{}", stdout(&again));
+    assert_eq!(exit_code(&again), EXIT_THRESHOLDS, "{}", stdout_of(&again));
     let lenient = loadlab(&[
         "report",
         saved,
@@ -94,8 +83,8 @@ fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
         "--out",
         dir.path().join("r2.html").to_str().unwrap(),
     ]);
-    assert_eq!(code(&lenient), 0, "{}", stdout(&lenient));
-    assert!(stdout(&lenient).contains("1 of 1 met"));
+    assert_eq!(exit_code(&lenient), 0, "{}", stdout_of(&lenient));
+    assert!(stdout_of(&lenient).contains("1 of 1 met"));
 
     let met = loadlab(&[
         "run",
@@ -107,7 +96,7 @@ fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
         "--slo",
         "p50<10s,errors<=0%",
     ]);
-    assert_eq!(code(&met), 0, "{}", stdout(&met));
+    assert_eq!(exit_code(&met), 0, "{}", stdout_of(&met));
 }
 
 #[test]
@@ -115,11 +104,11 @@ fn a_threshold_that_cannot_be_checked_is_refused_before_the_run() {
     let server = TestServer::start(1).unwrap();
     let url = server.url("/ping");
     let bad = loadlab(&["run", &url, "-n", "1", "--slo", "p99<fast"]);
-    assert_eq!(code(&bad), 2);
+    assert_eq!(exit_code(&bad), 2);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("not a duration such as 300ms"), "{err}");
     let unknown = loadlab(&["run", &url, "-n", "1", "--slo", "p99{/pong}<1s"]);
-    assert_eq!(code(&unknown), 1);
+    assert_eq!(exit_code(&unknown), 1);
     let err = String::from_utf8_lossy(&unknown.stderr);
     assert!(err.contains("the requests are named"), "{err}");
 }
@@ -160,7 +149,7 @@ fn a_scenarios_ensure_gates_the_run_per_request_name() {
     );
     let out = run();
     // An Artillery script's failed ensure exits as Artillery exits: 1, not k6's 99.
-    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert_eq!(exit_code(&out), 1, "{}", stdout_of(&out));
     let s = read_json(&json);
     let t = s["thresholds"].as_array().unwrap();
     let by = |text: &str| t.iter().find(|r| r["threshold"] == text).unwrap();
@@ -173,9 +162,9 @@ fn a_scenarios_ensure_gates_the_run_per_request_name() {
         (&max["pass"], &max["strict"]),
         (&false.into(), &false.into())
     );
-    assert!(stdout(&out).contains("reported only"));
+    assert!(stdout_of(&out).contains("reported only"));
 
     write("    maxErrorRate: 0\n    slo: 'p50{slow}<5s'\n");
     let out = run();
-    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert_eq!(exit_code(&out), 0, "{}", stdout_of(&out));
 }

@@ -2,44 +2,13 @@
 //! nginx and behind the built-in proxy, a user command that fails, and clean-up on Ctrl-C.
 
 use crate::support::{assert_all_gone, Served};
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::Duration;
-
-/// `GET /info` on a new connection; the answering process's pid.
-fn info_pid(port: u16) -> u32 {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    let rest = body.split("\"pid\":").nth(1).expect("an /info body");
-    rest.split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-fn answers(port: u16, n: usize) -> BTreeMap<u32, usize> {
-    let mut by_pid = BTreeMap::new();
-    for _ in 0..n {
-        *by_pid.entry(info_pid(port)).or_insert(0) += 1;
-    }
-    by_pid
-}
 
 #[test]
 fn workers_share_one_port_and_every_one_answers() {
     let mut t = Served::start(&["--workers", "3"]);
     assert_eq!(t.pids.len(), 3);
-    let by_pid = answers(t.port, 60);
+    let by_pid = crate::support::answers(t.port, 60);
     assert_eq!(by_pid.len(), 3, "answers by pid: {by_pid:?}");
     for pid in by_pid.keys() {
         assert!(t.pids.contains(pid));
@@ -51,7 +20,7 @@ fn workers_share_one_port_and_every_one_answers() {
 #[test]
 fn replicas_behind_the_builtin_proxy_take_turns_by_connection() {
     let mut t = Served::start(&["--replicas", "2", "--lb", "builtin"]);
-    let by_pid = answers(t.port, 10);
+    let by_pid = crate::support::answers(t.port, 10);
     assert_eq!(by_pid.len(), 2, "answers by pid: {by_pid:?}");
     assert!(by_pid.values().all(|n| *n == 5), "round robin: {by_pid:?}");
     let all = t.pids.clone();
@@ -64,7 +33,7 @@ fn a_user_command_runs_in_the_same_topologies() {
     // Two replicas of a user command: here loadlab's own service, started through $PORT.
     let cmd = format!("exec {} serve --port $PORT", env!("CARGO_BIN_EXE_loadlab"));
     let mut t = Served::start(&["--cmd", &cmd, "--replicas", "2", "--lb", "builtin"]);
-    let by_pid = answers(t.port, 4);
+    let by_pid = crate::support::answers(t.port, 4);
     assert_eq!(by_pid.len(), 2, "answers by pid: {by_pid:?}");
     let all = t.pids.clone();
     t.interrupt();

@@ -1,11 +1,13 @@
 //! Helpers the `loadlab` binary's tests share: running it, reading what it wrote, and asking
 //! the reference service's counters what it served.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use loadlab_service::TestServer;
 use serde_json::Value;
@@ -230,4 +232,87 @@ static ALONE: Mutex<()> = Mutex::new(());
 /// Takes [`ALONE`], whether or not a test holding it failed.
 pub fn alone() -> MutexGuard<'static, ()> {
     ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `GET /info` on a new connection; the answering process's pid.
+pub fn info_pid(port: u16) -> u32 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let rest = body.split("\"pid\":").nth(1).expect("an /info body");
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The pids answering `/info` over `n` new connections to `port`, with how many times each did.
+pub fn answers(port: u16, n: usize) -> BTreeMap<u32, usize> {
+    let mut by_pid = BTreeMap::new();
+    for _ in 0..n {
+        *by_pid.entry(info_pid(port)).or_insert(0) += 1;
+    }
+    by_pid
+}
+
+/// Runs `loadlab lab` on `experiment` (written into `dir`, its results in `dir/out`), whatever
+/// its outcome: its exit code, stdout, stderr and PID.
+pub fn lab_exit(dir: &Path, experiment: &str) -> (Option<i32>, String, String, u32) {
+    let file = dir.join("exp.yaml");
+    std::fs::write(&file, experiment).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["lab", file.to_str().unwrap(), "--out"])
+        .arg(dir.join("out"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        pid,
+    )
+}
+
+/// The kinds of a summary's findings, in order.
+pub fn finding_kinds(summary: &Value) -> Vec<&str> {
+    summary["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect()
+}
+
+/// A port of 127.0.0.1 nothing listens on (bound, then let go).
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The exit code of a run whose strict thresholds failed.
+pub const EXIT_THRESHOLDS: i32 = 99;
+
+/// The exit code of a loadlab that exited.
+pub fn exit_code(out: &Output) -> i32 {
+    out.status.code().expect("loadlab exited")
+}
+
+/// What a loadlab printed on stdout.
+pub fn stdout_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -19,16 +19,6 @@ fn black_box(workers: usize, delay_ms: u64) -> TestServer {
     .unwrap()
 }
 
-/// The kinds of a summary's findings, in order.
-fn finding_kinds(summary: &Value) -> Vec<&str> {
-    summary["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect()
-}
-
 fn probe(url: &str, extra: &[&str]) -> Value {
     let mut args = vec!["probe", url];
     args.extend_from_slice(extra);
@@ -379,7 +369,7 @@ fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
     // One worker of 20 ms serves 50 req/s; 100 are offered.
     let server = black_box(1, 20);
     let (s, out) = loadlab_json(&["run", &server.url("/bbox/sync"), "-R", "100", "-d", "8s"]);
-    let kinds = finding_kinds(&s);
+    let kinds = crate::support::finding_kinds(&s);
     for want in ["saturation", "rising_latency", "climbing_in_flight"] {
         assert!(kinds.contains(&want), "{want} missing from {kinds:?}");
     }

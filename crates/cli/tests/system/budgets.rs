@@ -6,29 +6,6 @@
 use crate::support::read_json;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-/// Runs `loadlab lab` on `experiment` in `dir`; its exit code, stdout, stderr and PID.
-fn lab(dir: &Path, experiment: &str) -> (Option<i32>, String, String, u32) {
-    let file = dir.join("exp.yaml");
-    std::fs::write(&file, experiment).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
-        .args(["lab", file.to_str().unwrap(), "--out"])
-        .arg(dir.join("out"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        pid,
-    )
-}
 
 /// The folders a loadlab process `pid` keeps its control groups in, in every tree, that exist.
 fn groups_of(pid: u32) -> Vec<PathBuf> {
@@ -61,7 +38,7 @@ fn a_leaking_replica_under_a_memory_limit_is_named_as_killed_by_the_oom_killer_a
     let _alone = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
     // 1 MB kept per request at 20 req/s fills 64 MB in about 3 s; the cell lasts 8 s.
-    let (code, stdout, stderr, pid) = lab(
+    let (code, stdout, stderr, pid) = crate::support::lab_exit(
         dir.path(),
         "name: leak\ntopologies:\n  - { name: small, memory: 64M }\nworkloads:\n  \
          - { name: leak, run: \"/leak?kb=1024 -R 20 -d 8s --timeout 2s\" }\n  \
@@ -105,8 +82,7 @@ fn four_replicas_of_a_fifth_of_a_cpu_break_four_times_later_than_one_with_the_ge
     let dir = tempfile::tempdir().unwrap();
     // /calc?n=50000 is about 1 ms of CPU (a release build less): a fifth of a core serves
     // about 190 req/s, four of them about 770, with p99 within 300 ms.
-    let (code, stdout, stderr, pid) = lab(
-        dir.path(),
+    let (code, stdout, stderr, pid) = crate::support::lab_exit(dir.path(),
         "name: quotas\nrounds: 2\ntopologies:\n  - { name: one, cpus: 0.2 }\n  \
          - { name: four, replicas: 4, cpus: 0.2, lb: nginx }\nworkloads:\n  \
          - { name: calc, capacity: \"/calc?n=50000 --slo 'p99<300ms' --max-time 45s --step 3s\" }\n",
@@ -181,8 +157,7 @@ fn the_next_cell_waits_for_a_replica_to_finish_what_the_last_one_left_in_progres
     // progress, arrived at different times, and the replica needs about 3 s more to finish
     // them. Its slots are not all full, so it answers the settle's probe at once; only its CPU
     // says it is still busy. The second cell's requests alone take 0.5 s each.
-    let (code, stdout, stderr, _) = lab(
-        dir.path(),
+    let (code, stdout, stderr, _) = crate::support::lab_exit(dir.path(),
         "name: backlog\nrounds: 1\ntopologies:\n  - { name: small, cpus: 0.2, serve: \"--threads 16 --max-in-flight 12\" }\n\
          workloads:\n  - { name: flood, run: \"/heavy?ms=100 -R 4 -d 3s --timeout 20s\" }\n  \
          - { name: alone, run: \"/heavy?ms=100 -c 1 -n 3 --timeout 20s\" }\n",

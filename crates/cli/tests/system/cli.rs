@@ -90,11 +90,7 @@ fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() 
 
 #[test]
 fn nothing_listening_is_a_run_with_connect_refused_errors_that_ends_on_time() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::closed_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");
     let started = Instant::now();

@@ -359,11 +359,7 @@ fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redi
 fn the_live_metrics_carry_the_watched_stores_readings() {
     let t = Served::start(&["--store", "redis"]);
     let redis_url = redis_url(&t);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::closed_port();
     let url = format!("http://127.0.0.1:{}/turno/m", t.port);
     let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_loadlab"))
         .args([

@@ -1,18 +1,7 @@
 //! Thresholds gating CI: `--slo` on `run`, a scenario's `ensure`, `report --slo` on a saved
 //! run, their exit codes, and the JUnit file, against a real server.
 
-use crate::support::loadlab;
-
-/// The exit code of a run whose strict thresholds failed.
-const EXIT_THRESHOLDS: i32 = 99;
-
-fn code(out: &std::process::Output) -> i32 {
-    out.status.code().expect("loadlab exited")
-}
-
-fn stdout(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::support::{exit_code, loadlab, stdout_of, EXIT_THRESHOLDS};
 
 #[test]
 fn a_lab_workloads_thresholds_fail_the_lab_and_fill_one_junit_suite_per_cell() {
@@ -35,8 +24,8 @@ fn a_lab_workloads_thresholds_fail_the_lab_and_fill_one_junit_suite_per_cell() {
         "--junit",
         junit.to_str().unwrap(),
     ]);
-    let text = stdout(&out);
-    assert_eq!(code(&out), EXIT_THRESHOLDS, "{text}");
+    let text = stdout_of(&out);
+    assert_eq!(exit_code(&out), EXIT_THRESHOLDS, "{text}");
     assert!(
         text.contains("one / slow") && text.contains("FAIL  p50<5ms"),
         "{text}"

@@ -2,38 +2,10 @@
 //! nginx and behind the built-in proxy, a user command that fails, and clean-up on Ctrl-C.
 
 use crate::support::{assert_all_gone, Served};
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// `GET /info` on a new connection; the answering process's pid.
-fn info_pid(port: u16) -> u32 {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    let rest = body.split("\"pid\":").nth(1).expect("an /info body");
-    rest.split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-fn answers(port: u16, n: usize) -> BTreeMap<u32, usize> {
-    let mut by_pid = BTreeMap::new();
-    for _ in 0..n {
-        *by_pid.entry(info_pid(port)).or_insert(0) += 1;
-    }
-    by_pid
-}
 
 /// The raw answer (head and body) to `GET path` on `port`.
 fn raw_get(port: u16, path: &str) -> Vec<u8> {
@@ -53,7 +25,7 @@ fn raw_get(port: u16, path: &str) -> Vec<u8> {
 fn replicas_behind_nginx_take_turns() {
     let mut t = Served::start(&["--replicas", "3", "--lb", "nginx"]);
     assert_eq!(t.pids.len(), 4, "3 replicas and nginx");
-    let by_pid = answers(t.port, 30);
+    let by_pid = crate::support::answers(t.port, 30);
     assert_eq!(by_pid.len(), 3, "answers by pid: {by_pid:?}");
     // Each nginx worker keeps its own round-robin position, so turns are even only roughly.
     assert!(by_pid.values().all(|n| *n >= 5), "round robin: {by_pid:?}");
@@ -180,7 +152,7 @@ fn nginx_serves_the_static_files_itself_with_static_at_lb() {
     let (head, _) = head_and_body("/static/NOPE.css");
     assert!(head.starts_with("http/1.1 404"), "{head}");
     // Pages still go to the replicas.
-    assert_eq!(answers(t.port, 4).len(), 2);
+    assert_eq!(crate::support::answers(t.port, 4).len(), 2);
 }
 
 #[test]

@@ -3,4 +3,7 @@
 //! machine blurs these, so `cargo test` leaves them out; `scripts/test.sh` runs them with
 //! `cargo test -p loadlab-service --test system`.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod endpoints;
