@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use loadlab_service::TestServer;
@@ -224,14 +224,21 @@ pub fn assert_all_gone(pids: &[u32]) {
     }
 }
 
-/// Held by each test whose figures need the machine's cores without another such test beside
-/// it (a lab, a test that times a service): on a 2-core machine two of them at once steal each
-/// other's core, and their figures say nothing about what they measure.
-static ALONE: Mutex<()> = Mutex::new(());
+/// Taken for writing by each test whose figures need the machine to itself (a lab, a test that
+/// times a service), for reading by every other test of the system tier: on a 2-core machine
+/// a measuring test beside any other (a lab, the corpus, Locust's helpers) has its core stolen,
+/// and its figures say nothing about what they measure (a probe read stalls of 0.2–0.5 s on
+/// 50 ms workers beside the corpus). The fast tier measures nothing and takes neither.
+static ALONE: RwLock<()> = RwLock::new(());
 
-/// Takes [`ALONE`], whether or not a test holding it failed.
-pub fn alone() -> MutexGuard<'static, ()> {
-    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+/// Takes [`ALONE`] for this test alone, whether or not a test holding it failed.
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    ALONE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes [`ALONE`] beside other tests that measure nothing, whether or not one failed.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    ALONE.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `GET /info` on a new connection; the answering process's pid.

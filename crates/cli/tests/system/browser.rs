@@ -36,6 +36,7 @@ fn histogram_count(m: &Value, name: &str) -> u64 {
 
 #[test]
 fn browser_users_walk_the_site_with_steps_page_metrics_and_their_own_counters() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let script = script_with(
@@ -88,6 +89,7 @@ scenarios:
 
 #[test]
 fn payload_lists_before_flows_and_a_failing_flow_fail_only_their_users() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -147,6 +149,7 @@ scenarios:
 
 #[test]
 fn validate_shows_browser_flows_and_refuses_what_cannot_run() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let check = |text: &str| {
         let script = write_file(dir.path(), "s.yml", text);
@@ -200,6 +203,7 @@ fn validate_shows_browser_flows_and_refuses_what_cannot_run() {
 
 #[test]
 fn a_typescript_processor_is_bundled_with_its_own_imports_for_flows_and_hooks() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let processor = flows().with_file_name("flows.ts");
@@ -230,6 +234,7 @@ scenarios:
 
 #[test]
 fn without_playwright_beside_the_processor_the_run_stops_before_the_load_saying_what_to_install() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let processor = write_file(

@@ -33,6 +33,7 @@ fn base64_decode(s: &str) -> Vec<u8> {
 
 #[test]
 fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() {
+    let _shared = crate::support::shared();
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     use hdrhistogram::serialization::Deserializer;
 
@@ -90,6 +91,7 @@ fn a_run_directory_holds_a_timeline_and_an_interval_log_hdrhistogram_can_read() 
 
 #[test]
 fn nothing_listening_is_a_run_with_connect_refused_errors_that_ends_on_time() {
+    let _shared = crate::support::shared();
     let port = crate::support::closed_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");
@@ -111,6 +113,7 @@ fn nothing_listening_is_a_run_with_connect_refused_errors_that_ends_on_time() {
 
 #[test]
 fn ctrl_c_stops_the_run_and_still_writes_a_partial_summary() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("partial.json");
@@ -225,6 +228,7 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
 
 #[test]
 fn html_reports_and_plots_are_written_for_runs_and_overlays() {
+    let _shared = crate::support::shared();
     let served = Served::start(&[]);
     let pid = served.child.id().to_string();
     let dir = tempfile::tempdir().unwrap();

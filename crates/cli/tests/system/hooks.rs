@@ -113,6 +113,7 @@ fn run_throwing(flow: &str, users: u32, server: &TestServer) -> (Option<i32>, Va
 
 #[test]
 fn a_login_flow_runs_through_its_processor_functions() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "functions.js", PROCESSOR);
@@ -139,6 +140,7 @@ fn a_login_flow_runs_through_its_processor_functions() {
 
 #[test]
 fn the_terminal_and_validate_show_the_functions_and_their_metrics() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "functions.js", PROCESSOR);
@@ -175,6 +177,7 @@ fn the_terminal_and_validate_show_the_functions_and_their_metrics() {
 
 #[test]
 fn a_function_that_fails_fails_its_user_with_the_message_and_where_it_was_thrown() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -243,6 +246,7 @@ scenarios:
 
 #[test]
 fn while_true_and_if_true_ask_the_processor() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -284,6 +288,7 @@ scenarios:
 
 #[test]
 fn a_processor_that_does_not_load_stops_the_run_with_nodes_error() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     write_file(
         dir.path(),
@@ -307,6 +312,7 @@ fn a_processor_that_does_not_load_stops_the_run_with_nodes_error() {
 
 #[test]
 fn a_processor_requiring_a_package_nobody_installed_exits_11_saying_what_to_install() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     write_file(
         dir.path(),
@@ -331,6 +337,7 @@ fn a_processor_requiring_a_package_nobody_installed_exits_11_saying_what_to_inst
 
 #[test]
 fn a_flow_of_functions_alone_runs_its_users_without_a_target_of_its_own() {
+    let _shared = crate::support::shared();
     // As Artillery's SOAP and Twirp examples: the function sends its own traffic (here, none),
     // and the target's host is never looked up.
     let dir = tempfile::tempdir().unwrap();
@@ -369,6 +376,7 @@ fn a_flow_of_functions_alone_runs_its_users_without_a_target_of_its_own() {
 
 #[test]
 fn an_exit_code_the_processor_suggests_is_the_runs_as_in_artillery() {
+    let _shared = crate::support::shared();
     // Artillery's own test script: an afterResponse hook sets artillery.suggestedExitCode.
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -408,6 +416,7 @@ fn an_exit_code_the_processor_suggests_is_the_runs_as_in_artillery() {
 /// fails as without them; requests that succeed call none.
 #[test]
 fn on_error_functions_are_called_when_a_request_fails_and_the_user_still_fails() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -466,6 +475,7 @@ scenarios:
 
 #[test]
 fn an_after_response_hook_that_throws_ends_the_run_with_exit_11_as_artillerys_worker_dies() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let (code, s) = run_throwing(
         "      - get: { url: /ping, afterResponse: boomAfter }\n      - get: { url: /account }\n",
@@ -484,6 +494,7 @@ fn an_after_response_hook_that_throws_ends_the_run_with_exit_11_as_artillerys_wo
 
 #[test]
 fn a_hook_that_rejects_or_a_function_that_throws_in_the_flow_fails_its_user_only() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     // An async hook's rejection reaches Artillery's callback: the user fails, the run goes on.
     let (code, s) = run_throwing(
@@ -512,6 +523,7 @@ fn a_hook_that_rejects_or_a_function_that_throws_in_the_flow_fails_its_user_only
 
 #[test]
 fn a_function_that_throws_after_its_loop_waited_on_a_request_ends_the_run_with_exit_11() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let (code, s) = run_throwing(
         "      - get: { url: /ping }\n      - loop:\n          - get: { url: /account }\n          - function: boomStep\n        count: 2\n",

@@ -80,6 +80,7 @@ class Failing(HttpUser):
 
 #[test]
 fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(2).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "locustfile.py", SHOP);
@@ -148,6 +149,7 @@ fn a_locustfile_runs_unchanged_with_its_users_tasks_names_and_failures() {
 
 #[test]
 fn a_task_error_and_a_failed_request_give_locusts_exit_code() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "locustfile.py", SHOP);
@@ -190,6 +192,7 @@ fn a_task_error_and_a_failed_request_give_locusts_exit_code() {
 
 #[test]
 fn a_file_that_does_not_import_is_one_line_naming_what_is_missing() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     write_file(
         dir.path(),
@@ -212,6 +215,7 @@ fn a_file_that_does_not_import_is_one_line_naming_what_is_missing() {
 
 #[test]
 fn validate_shows_a_locustfiles_classes_and_run_takes_it_with_its_own_flags() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = write_file(dir.path(), "locustfile.py", SHOP);
@@ -258,6 +262,7 @@ fn validate_shows_a_locustfiles_classes_and_run_takes_it_with_its_own_flags() {
 /// kept back (one per period, from the intended start), and shows it.
 #[test]
 fn a_paced_users_latency_shows_a_stall_that_timing_from_the_send_hides() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -285,6 +290,7 @@ fn a_paced_users_latency_shows_a_stall_that_timing_from_the_send_hides() {
 /// whose long-run share of each state `validate` prints), think times shrunk a thousandfold.
 #[test]
 fn seed_002s_locustfile_visits_pages_in_the_markov_models_shares() {
+    let _shared = crate::support::shared();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let out = loadlab(&[
         "validate",
@@ -345,6 +351,7 @@ fn seed_002s_locustfile_visits_pages_in_the_markov_models_shares() {
 
 #[test]
 fn a_run_without_a_run_time_goes_on_until_its_iterations_are_done() {
+    let _shared = crate::support::shared();
     // Without -t a run lasts until it is stopped, as Locust's; ten years was refused as longer
     // than a plan may be, so every run without -t failed before it started.
     let server = TestServer::start(1).unwrap();
@@ -365,6 +372,7 @@ fn a_run_without_a_run_time_goes_on_until_its_iterations_are_done() {
 
 #[test]
 fn failure_messages_reach_the_failures_csv_as_locust_words_them() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "locustfile.py", FAILURES);
@@ -396,6 +404,7 @@ fn failure_messages_reach_the_failures_csv_as_locust_words_them() {
 
 #[test]
 fn failures_only_the_users_code_reports_give_locusts_exit_code() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Every response is a 200: the failures are the code's verdicts alone.
@@ -430,6 +439,7 @@ fn failures_only_the_users_code_reports_give_locusts_exit_code() {
 
 #[test]
 fn process_exit_code_set_in_quitting_is_the_exit_code_and_quitting_runs_once() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -478,6 +488,7 @@ class U(HttpUser):
 
 #[test]
 fn a_requests_timeout_fails_it_as_timed_out_without_waiting_for_the_answer() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -513,6 +524,7 @@ fn a_requests_timeout_fails_it_as_timed_out_without_waiting_for_the_answer() {
 
 #[test]
 fn a_load_test_shape_sets_the_users_and_ends_the_run() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -561,6 +573,7 @@ class Steps(LoadTestShape):
 
 #[test]
 fn a_shape_ends_the_run_whatever_run_time_says_and_reads_it_with_use_common_options() {
+    let _shared = crate::support::shared();
     // Locust's headless runner waits for the shape alone: -t, -u and -r do not bound it, and
     // reach a shape that reads them (use_common_options) as parsed options.
     let server = TestServer::start(1).unwrap();
@@ -629,6 +642,7 @@ fn a_shape_ends_the_run_whatever_run_time_says_and_reads_it_with_use_common_opti
 
 #[test]
 fn ctrl_c_ends_the_run_with_its_results_and_no_python_traceback() {
+    let _shared = crate::support::shared();
     use std::os::unix::process::CommandExt;
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -696,6 +710,7 @@ class U(HttpUser):
 
 #[test]
 fn a_pytest_style_file_runs_its_test_functions_and_requests_errors_are_requests() {
+    let _shared = crate::support::shared();
     // Locust reads a file without User classes as pytest test functions, each a user calling
     // it over and over with its `session` or `fastsession`; a failed request ends that call
     // quietly. Its HttpUser's errors are requests' exceptions, which files catch by name.
@@ -774,6 +789,7 @@ def helper_not_a_test(session):
 
 #[test]
 fn a_user_class_whose_init_raises_stops_the_spawning_and_exits_2_as_locust() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_file(
@@ -816,6 +832,7 @@ class U(HttpUser):
 
 #[test]
 fn an_init_listeners_users_spawn_rate_and_run_time_are_the_runs_as_locust_reads_them() {
+    let _shared = crate::support::shared();
     // Locust's headless start reads the users, spawn rate and run time from parsed_options
     // after `init` has fired and before `test_start` does: init's 3 users at 2 a second for
     // 3 s, not the command line's 10 at 100 for 1 s, nor test_start's 50.
@@ -888,6 +905,7 @@ class U(HttpUser):
 
 #[test]
 fn the_environments_host_and_the_files_own_option_set_in_init_reach_every_helpers_users() {
+    let _shared = crate::support::shared();
     // -H names a port nobody serves; init points the environment at the service, which Locust
     // gives every User class once test_start has fired. Each process sets the file's own
     // option in its init, and every process's users read the first one's, as Locust's master
@@ -963,6 +981,7 @@ class U(HttpUser):
 
 #[test]
 fn an_init_listeners_tags_and_stop_timeout_are_the_runs() {
+    let _shared = crate::support::shared();
     // init keeps the tasks tagged `slow` (Locust's runner filters by parsed_options' tags just
     // before test_start) and gives the users 3 s to finish their task when the run ends: each
     // user's 1.5 s request under way at the 1 s end is seen through, and its task goes on to
@@ -1012,6 +1031,7 @@ class U(HttpUser):
 
 #[test]
 fn the_files_own_options_are_taken_on_the_command_line_as_locust_takes_them() {
+    let _shared = crate::support::shared();
     // `--ticket-queue NAME` is the file's option (its init_command_line_parser adds it), given
     // among loadlab's flags: the users read it, and the service's queue of that name counts
     // their requests. An option the file does not add is refused, naming it.

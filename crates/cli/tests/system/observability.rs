@@ -471,6 +471,7 @@ impl Drop for Jaeger {
 
 #[test]
 fn a_run_lands_in_prometheus_by_remote_write_with_the_totals_of_its_summary() {
+    let _shared = crate::support::shared();
     let prom = Prometheus::start();
     let server = TestServer::start(2).expect("test server");
     let base = format!("http://{}", server.addr);
@@ -536,6 +537,7 @@ fn a_run_lands_in_prometheus_by_remote_write_with_the_totals_of_its_summary() {
 
 #[test]
 fn a_run_reaches_an_opentelemetry_collector_with_the_totals_of_its_summary() {
+    let _shared = crate::support::shared();
     let collector = Collector::start();
     let server = TestServer::start(2).expect("test server");
     let url = format!("http://{}/ping", server.addr);
@@ -613,6 +615,7 @@ fn a_run_reaches_an_opentelemetry_collector_with_the_totals_of_its_summary() {
 
 #[test]
 fn sampled_requests_carry_trace_context_and_reach_the_collector_as_client_spans() {
+    let _shared = crate::support::shared();
     let collector = Collector::start();
     let server = TraceRecordingServer::start();
     let url = format!("http://{}/traced", server.addr);
@@ -734,6 +737,7 @@ fn sampled_requests_carry_trace_context_and_reach_the_collector_as_client_spans(
 
 #[test]
 fn a_slow_sampled_request_is_found_in_jaeger_with_the_services_spans_under_loadlabs() {
+    let _shared = crate::support::shared();
     let jaeger = Jaeger::start();
     let otlp = format!("http://127.0.0.1:{}", jaeger.otlp);
     // The reference service on its own Redis, continuing the traces it is given.
@@ -809,6 +813,7 @@ fn a_slow_sampled_request_is_found_in_jaeger_with_the_services_spans_under_loadl
 
 #[test]
 fn the_node_and_python_services_continue_the_traces_loadlab_sends() {
+    let _shared = crate::support::shared();
     let collector = Collector::start();
     let otlp = format!("http://127.0.0.1:{}", collector.port);
     for (runtime, service, route) in [

@@ -53,6 +53,7 @@ fn samples_with(dir: &std::path::Path, name: &str) -> u64 {
 
 #[test]
 fn the_service_busy_in_calc_profiles_as_calc_and_two_runs_diff() {
+    let _shared = crate::support::shared();
     let t = Served::start(&[]);
     let dirs = tempfile::tempdir().unwrap();
     let (calc, heavy) = (dirs.path().join("calc"), dirs.path().join("heavy"));
@@ -99,6 +100,7 @@ fn the_service_busy_in_calc_profiles_as_calc_and_two_runs_diff() {
 
 #[test]
 fn profiling_needs_processes_to_watch() {
+    let _shared = crate::support::shared();
     let out = loadlab(&["run", "http://127.0.0.1:9/", "-n", "1", "--profile"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--watch-pid"));
@@ -106,6 +108,7 @@ fn profiling_needs_processes_to_watch() {
 
 #[test]
 fn a_lab_topology_with_profile_true_draws_each_cells_flame_graph() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let (_, out) = lab_ok(
         dir.path(),
@@ -130,6 +133,7 @@ fn a_lab_topology_with_profile_true_draws_each_cells_flame_graph() {
 
 #[test]
 fn node_info_with_log_1_profiles_console_and_stream_writes_that_are_absent_without_it() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let (_, out) = lab_ok(
         dir.path(),

@@ -22,7 +22,7 @@ const BBOX_WORKERS: usize = 2;
 const EARLY_MS: u64 = 20;
 
 /// Tests that time the service run without a lab or another timing test beside them.
-fn timing() -> std::sync::MutexGuard<'static, ()> {
+fn timing() -> std::sync::RwLockWriteGuard<'static, ()> {
     crate::support::alone()
 }
 
@@ -692,6 +692,7 @@ fn node_cluster_workers_share_the_port_and_keep_their_own_tickets() {
 
 #[test]
 fn async_workers_are_refused_outside_python() {
+    let _shared = crate::support::shared();
     let out = crate::support::loadlab(&["serve", "--runtime", "node", "--async", "--port", "0"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -703,6 +704,7 @@ fn async_workers_are_refused_outside_python() {
 
 #[test]
 fn flags_only_the_rust_service_implements_are_refused_in_one_line_elsewhere() {
+    let _shared = crate::support::shared();
     for runtime in ["node", "python"] {
         for (flags, named) in [
             (&["--redis-url", "redis://127.0.0.1:1"][..], "--redis-url"),

@@ -132,6 +132,7 @@ fn container_command(object: &Value) -> Vec<String> {
 
 #[test]
 fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_percentiles() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let url = server.url("/ping");
     let dir = tempfile::tempdir().unwrap();
@@ -258,6 +259,7 @@ fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_
 
 #[test]
 fn scenario_shards_split_the_arrivals_and_take_disjoint_payload_rows() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // 40 users over 2 s, each taking the next of 6 rows and counting a visit to its queue.

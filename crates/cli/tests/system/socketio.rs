@@ -82,6 +82,7 @@ fn wait_for(server: &SioServer, key: &str, value: &str, n: usize) -> usize {
 
 #[test]
 fn artillerys_socketio_example_runs_responses_and_acknowledgements_on_a_namespace() {
+    let _shared = crate::support::shared();
     // Artillery's examples/socket-io/socket-io.yml, its phases shortened.
     let server = SioServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
@@ -131,6 +132,7 @@ fn artillerys_socketio_example_runs_responses_and_acknowledgements_on_a_namespac
 
 #[test]
 fn http_steps_captures_and_query_go_with_the_events() {
+    let _shared = crate::support::shared();
     // As Artillery's http-socketio-server example: an HTTP request's capture sent as an event
     // and checked in the response; a think longer than the server's ping interval and
     // timeout, through which the user answers its pings.
@@ -174,6 +176,7 @@ fn http_steps_captures_and_query_go_with_the_events() {
 
 #[test]
 fn a_wrong_answer_and_a_missing_one_fail_the_user_with_their_reason() {
+    let _shared = crate::support::shared();
     let server = SioServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let run = |flow: &str| {

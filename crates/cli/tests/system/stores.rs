@@ -64,6 +64,7 @@ fn visits(port: u16, page: &str) -> u64 {
 
 #[test]
 fn tickets_stay_unique_and_gap_free_across_three_replicas_sharing_redis() {
+    let _shared = crate::support::shared();
     let mut t = Served::start(&["--replicas", "3", "--store", "redis"]);
     let redis: Vec<u32> = t
         .pids
@@ -106,6 +107,7 @@ fn tickets_stay_unique_and_gap_free_across_three_replicas_sharing_redis() {
 
 #[test]
 fn one_process_starts_its_own_redis_and_leaves_nothing_behind() {
+    let _shared = crate::support::shared();
     let mut t = Served::start(&["--store", "redis"]);
     let addr: SocketAddr = ([127, 0, 0, 1], t.port).into();
     assert_eq!((ticket_at(addr, "a"), ticket_at(addr, "a")), (1, 2));
@@ -122,6 +124,7 @@ fn one_process_starts_its_own_redis_and_leaves_nothing_behind() {
 
 #[test]
 fn a_redis_that_refuses_connections_gives_503s_without_a_hang() {
+    let _shared = crate::support::shared();
     // Port 1 on loopback: nothing listens there, so every connect is refused at once.
     let t = Served::start(&["--redis-url", "redis://127.0.0.1:1/"]);
     let dir = tempfile::tempdir().unwrap();
@@ -152,6 +155,7 @@ fn a_redis_that_refuses_connections_gives_503s_without_a_hang() {
 
 #[test]
 fn a_run_watching_redis_reports_its_commands_beside_the_latency() {
+    let _shared = crate::support::shared();
     let t = Served::start(&["--store", "redis"]);
     let line_url = format!("http://127.0.0.1:{}/turno/w", t.port);
     // The service's first line names its redis-server; the run watches it by URL.
@@ -194,6 +198,7 @@ fn a_run_watching_redis_reports_its_commands_beside_the_latency() {
 
 #[test]
 fn every_page_view_is_counted_once_even_when_the_consumer_is_killed_mid_run() {
+    let _shared = crate::support::shared();
     let t = Served::start(&["--visits", "--replicas", "2", "--shards", "10"]);
     let first = consumer_pid(&t).expect("a consumer process");
     let dir = tempfile::tempdir().unwrap();
@@ -249,6 +254,7 @@ fn every_page_view_is_counted_once_even_when_the_consumer_is_killed_mid_run() {
 
 #[test]
 fn a_consumer_restarted_under_its_name_counts_what_it_had_taken_and_not_acknowledged() {
+    let _shared = crate::support::shared();
     let t = Served::start(&["--store", "redis"]);
     let url = redis_url(&t);
     let mut c = redis::Client::open(url.as_str())
@@ -325,6 +331,7 @@ fn a_consumer_restarted_under_its_name_counts_what_it_had_taken_and_not_acknowle
 
 #[test]
 fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redis() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let (text, out_dir) = lab_ok(
         dir.path(),
@@ -357,6 +364,7 @@ fn a_lab_topology_balanced_by_the_client_sends_to_every_replica_sharing_one_redi
 
 #[test]
 fn the_live_metrics_carry_the_watched_stores_readings() {
+    let _shared = crate::support::shared();
     let t = Served::start(&["--store", "redis"]);
     let redis_url = redis_url(&t);
     let port = crate::support::closed_port();

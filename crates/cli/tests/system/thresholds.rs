@@ -5,6 +5,7 @@ use crate::support::{exit_code, loadlab, stdout_of, EXIT_THRESHOLDS};
 
 #[test]
 fn a_lab_workloads_thresholds_fail_the_lab_and_fill_one_junit_suite_per_cell() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("exp.yaml");
     std::fs::write(

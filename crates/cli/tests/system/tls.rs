@@ -263,6 +263,7 @@ fn http2_lines(log: &[String]) -> Vec<Vec<&str>> {
 
 #[test]
 fn https_succeeds_with_the_private_ca_and_fails_as_tls_unknown_issuer_without_it() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let url = format!("https://127.0.0.1:{}/", nginx.ports.good);
     let ca = nginx.ca();
@@ -321,6 +322,7 @@ fn https_succeeds_with_the_private_ca_and_fails_as_tls_unknown_issuer_without_it
 
 #[test]
 fn insecure_skips_verification_and_says_so() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let url = format!("https://127.0.0.1:{}/", nginx.ports.other_name);
     let (s, stdout) = run(
@@ -337,6 +339,7 @@ fn insecure_skips_verification_and_says_so() {
 
 #[test]
 fn a_wrong_name_an_expired_leaf_and_a_plain_port_fail_with_their_causes() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let ca = nginx.ca();
     let ca = ca.to_str().unwrap();
@@ -384,6 +387,7 @@ fn a_wrong_name_an_expired_leaf_and_a_plain_port_fail_with_their_causes() {
 
 #[test]
 fn closed_and_open_models_run_over_https_with_a_time_breakdown() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let url = format!("https://127.0.0.1:{}/", nginx.ports.good);
     let ca = nginx.ca();
@@ -438,6 +442,7 @@ fn closed_and_open_models_run_over_https_with_a_time_breakdown() {
 
 #[test]
 fn reconnects_resume_their_tls_sessions_and_time_their_handshakes() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let url = format!("https://127.0.0.1:{}/", nginx.ports.good);
     let ca = nginx.ca();
@@ -477,6 +482,7 @@ fn reconnects_resume_their_tls_sessions_and_time_their_handshakes() {
 
 #[test]
 fn scenarios_reach_https_as_arrivals_sessions_and_users_phases() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let target = format!("https://127.0.0.1:{}", nginx.ports.good);
     // Two steps: virtual users with connections of their own.
@@ -539,6 +545,7 @@ fn scenarios_reach_https_as_arrivals_sessions_and_users_phases() {
 
 #[test]
 fn http2_multiplexes_streams_on_few_connections_over_tls_and_in_the_clear() {
+    let _shared = crate::support::shared();
     let mut service = Served::start(&[]);
     let nginx = start_nginx_proxying(Some(service.port));
     let ca = nginx.ca();
@@ -627,6 +634,7 @@ fn http2_multiplexes_streams_on_few_connections_over_tls_and_in_the_clear() {
 
 #[test]
 fn http2_failures_count_as_their_own_kinds_with_what_to_do() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     // A stream the server resets (nginx's 444 over HTTP/2) is a stream_reset; the connection
     // goes on.
@@ -694,6 +702,7 @@ fn http2_failures_count_as_their_own_kinds_with_what_to_do() {
 
 #[test]
 fn virtual_users_share_http2_connections_from_a_scenario() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let target = format!("https://localhost:{}", nginx.ports.h2);
     let file = nginx.path("h2-users.yaml");
@@ -718,6 +727,7 @@ fn virtual_users_share_http2_connections_from_a_scenario() {
 
 #[test]
 fn probe_and_capacity_reach_https_and_http2_targets() {
+    let _shared = crate::support::shared();
     let mut service = Served::start(&[]);
     let nginx = start_nginx_proxying(Some(service.port));
     let ca = nginx.ca();
@@ -772,6 +782,7 @@ fn probe_and_capacity_reach_https_and_http2_targets() {
 
 #[test]
 fn a_self_signed_server_certificate_given_with_cacert_is_trusted_and_no_other() {
+    let _shared = crate::support::shared();
     let nginx = start_nginx();
     let url = format!("https://127.0.0.1:{}/", nginx.ports.self_signed);
     let own = nginx.path("selfsigned.pem");

@@ -23,6 +23,7 @@ fn raw_get(port: u16, path: &str) -> Vec<u8> {
 
 #[test]
 fn replicas_behind_nginx_take_turns() {
+    let _shared = crate::support::shared();
     let mut t = Served::start(&["--replicas", "3", "--lb", "nginx"]);
     assert_eq!(t.pids.len(), 4, "3 replicas and nginx");
     let by_pid = crate::support::answers(t.port, 30);
@@ -36,6 +37,7 @@ fn replicas_behind_nginx_take_turns() {
 
 #[test]
 fn a_command_that_exits_at_once_gives_a_clear_error_with_its_stderr() {
+    let _shared = crate::support::shared();
     let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
         .args([
             "serve",
@@ -59,6 +61,7 @@ fn a_command_that_exits_at_once_gives_a_clear_error_with_its_stderr() {
 
 #[test]
 fn a_lab_experiment_runs_every_cell_and_writes_one_comparison() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("exp.yaml");
     std::fs::write(
@@ -122,6 +125,7 @@ fn a_lab_experiment_runs_every_cell_and_writes_one_comparison() {
 
 #[test]
 fn nginx_serves_the_static_files_itself_with_static_at_lb() {
+    let _shared = crate::support::shared();
     let t = Served::start(&["--replicas", "2", "--static-at-lb"]);
     let head_and_body = |path: &str| {
         let out = raw_get(t.port, path);
@@ -157,6 +161,7 @@ fn nginx_serves_the_static_files_itself_with_static_at_lb() {
 
 #[test]
 fn a_services_stdout_goes_to_null_a_drained_pipe_a_file_or_a_terminal_and_never_blocks_it() {
+    let _shared = crate::support::shared();
     // 2,000 logged /info bodies are ~400 KB: far more than a pipe holds (64 KB), so a pipe
     // nobody read would stop the service at its first few hundred requests.
     let dir = tempfile::tempdir().unwrap();
@@ -258,6 +263,7 @@ fn a_replica_on_a_quarter_cpu_uses_a_quarter_of_a_core_and_its_control_group_goe
 
 #[test]
 fn replicas_sharing_one_black_box_serve_its_workers_not_theirs() {
+    let _shared = crate::support::shared();
     // Each box: 2 workers of 200 ms. Two replicas with boxes of their own serve 4 at once
     // (~20/s); two calling one shared box serve its 2 (~10/s), as seed 000's topologies all
     // called the course's one box. The known answer comes from time the box waits.

@@ -15,6 +15,7 @@ fn scenario(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 
 #[test]
 fn users_phases_hold_their_user_counts() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let (dir, file) = scenario(
         r#"config:

@@ -272,6 +272,7 @@ fn a_probe_workload_counts_each_topologys_workers_and_says_why_in_the_verdict() 
 
 #[test]
 fn a_lab_kept_before_its_directory_had_a_contract_is_judged_again_to_its_own_verdicts() {
+    let _shared = crate::support::shared();
     // Seed 000's full lab of 2026-11-26 (87 cells: fixed loads, breaking points, probes) kept
     // only lab.json and each cell's summary.json; judged again by today's rules, its verdicts
     // are the ones it printed then.

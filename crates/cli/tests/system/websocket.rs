@@ -7,6 +7,7 @@ use crate::support::{loadlab, write_file};
 
 #[test]
 fn ws_steps_and_http_steps_stay_in_their_own_engines() {
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let check = |scenario: &str| {
         let script = write_file(
