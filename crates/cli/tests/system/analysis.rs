@@ -1,5 +1,7 @@
 //! `loadlab probe`, `loadlab capacity`, `loadlab compare` and the findings of a run, against
-//! the reference service's black boxes on 127.0.0.1.
+//! the reference service's black boxes on 127.0.0.1. Each reads a service's time or rate, so each
+//! takes the `alone` lock: a probe beside Chromium's tests read a 3-worker pool where two tiers
+//! were.
 
 use crate::support::{loadlab, loadlab_json, loadlab_ok, read_json, Served};
 use loadlab_service::{ServiceConfig, TestServer};
@@ -69,7 +71,7 @@ impl Drop for ShapeBox {
 
 #[test]
 fn the_probe_counts_a_synchronous_black_boxs_workers_and_service_time() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     for (workers, delay_ms) in [(2, 100), (4, 60)] {
         let server = black_box(workers, delay_ms);
         let v = probe(&server.url("/bbox/sync"), &[]);
@@ -150,7 +152,7 @@ fn the_probe_counts_the_workers_of_a_box_whose_service_times_vary() {
 
 #[test]
 fn the_probe_finds_no_limit_on_an_asynchronous_black_box() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     let server = black_box(2, 100);
     let v = probe(&server.url("/bbox/async"), &["--max-concurrency", "12"]);
     assert_eq!(v["kind"], "async", "{v}");
@@ -163,7 +165,7 @@ fn the_probe_finds_no_limit_on_an_asynchronous_black_box() {
 
 #[test]
 fn the_probe_calls_a_busy_single_worker_cpu_bound_when_it_watches_the_cpu() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     let served = Served::start(&[]);
     let pid = served.child.id().to_string();
     let url = format!("http://127.0.0.1:{}/heavy?ms=40", served.port);
@@ -181,7 +183,7 @@ fn the_probe_calls_a_busy_single_worker_cpu_bound_when_it_watches_the_cpu() {
 
 #[test]
 fn capacity_finds_k_over_d_and_never_more() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // 4 workers of 50 ms: 80 req/s at most.
     let server = black_box(4, 50);
     let (v, _) = loadlab_json(&[
@@ -215,7 +217,7 @@ fn capacity_finds_k_over_d_and_never_more() {
 
 #[test]
 fn capacity_on_a_slow_service_starts_a_little_under_its_plateau_and_finds_k_over_s() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // 5 workers of 80 ms: 62.5 req/s. Every rate from one connection's 12.5 req/s used to
     // "break" on the request still in flight at the window's end (found on 320 ms workers).
     let server = black_box(5, 80);
@@ -241,7 +243,7 @@ fn capacity_on_a_slow_service_starts_a_little_under_its_plateau_and_finds_k_over
 
 #[test]
 fn capacity_exits_3_when_no_rate_meets_the_objective() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     let server = black_box(1, 100);
     let out = loadlab(&[
         "capacity",
@@ -280,7 +282,7 @@ fn capacity_exits_3_when_no_rate_meets_the_objective() {
 
 #[test]
 fn an_exponential_pool_is_measured_on_both_sides_of_its_knee_until_its_count_is_sure() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // 6 workers of exponential times, mean 20 ms: one request's time varies as widely as
     // its mean, so the probe may take 5 minutes, and measures on after stepping back until
     // each side of the knee holds 2 (1.645 · 6 / ½)² = 780 requests.
@@ -318,7 +320,7 @@ fn an_exponential_pool_is_measured_on_both_sides_of_its_knee_until_its_count_is_
 
 #[test]
 fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // 12 workers of exponential times, mean 40 ms: 300 req/s at most, and a request alone
     // already has p99 ≈ 4.6 × 40 = 184 ms. p99 < 120 ms cannot be met at any rate; the search
     // used to halve the rate until a step's few dozen requests passed by luck.
@@ -374,7 +376,7 @@ fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
 
 #[test]
 fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // One worker of 20 ms serves 50 req/s; 100 are offered.
     let server = black_box(1, 20);
     let (s, out) = loadlab_json(&["run", &server.url("/bbox/sync"), "-R", "100", "-d", "8s"]);
@@ -391,7 +393,7 @@ fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
 
 #[test]
 fn compare_says_which_differences_are_more_than_noise() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (fast, slow) = (dir.path().join("fast"), dir.path().join("slow"));
@@ -450,7 +452,7 @@ fn compare_says_which_differences_are_more_than_noise() {
 
 #[test]
 fn two_tiers_are_read_as_a_pool_with_the_tier_that_binds_named() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // A front of 8 workers holding each request 5 ms, then waiting on a back of 3 workers of
     // 50 ms: the back binds at 60 req/s with 3.3 requests in service (X · S), no whole number
     // of workers.
@@ -486,7 +488,7 @@ fn two_tiers_are_read_as_a_pool_with_the_tier_that_binds_named() {
 
 #[test]
 fn a_rate_limit_reads_as_one_with_its_rate_and_its_refusals_apart() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // A token bucket of 150 req/s (burst 15) whose answered requests take 20 ms, 429 past it:
     // one connection answers 50 req/s, so the limit binds from 4 connections on.
     let bucket = ShapeBox::start(3, &["bucket", "150", "15", "20"]);
@@ -544,7 +546,7 @@ fn a_rate_limit_reads_as_one_with_its_rate_and_its_refusals_apart() {
 
 #[test]
 fn contention_reads_as_contended_with_its_peak_where_a_pool_would_be_read() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // No worker limit, but a request that starts with n in service takes
     // 20 ms · (1 + 0.02 (n − 1) + 0.01 n (n − 1)): throughput peaks at n* = √(0.98 / 0.01) =
     // 9.9 connections, 240 req/s, and falls past it. It read "sync, about 5 workers" before.
@@ -583,7 +585,7 @@ fn contention_reads_as_contended_with_its_peak_where_a_pool_would_be_read() {
 
 #[test]
 fn capacity_on_a_service_that_collapses_past_its_peak_settles_under_the_peak() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // The USL's shape with a steep fall: 20 ms · (1 + 0.02 (n − 1) + 0.01 n (n − 1)) peaks at
     // 9.9 in flight, 240 req/s, and past it each queued request slows every other: offered
     // more than the peak, the box serves far less. The rates under the peak that met their
@@ -623,7 +625,7 @@ fn capacity_on_a_service_that_collapses_past_its_peak_settles_under_the_peak() {
 
 #[test]
 fn a_burst_allowance_under_the_rate_is_told_from_the_rate_limit() {
-    let _shared = crate::support::shared();
+    let _alone = crate::support::alone();
     // A token bucket of 100 req/s holding 10, whose answered requests take 228 ms: a closed
     // loop of 11 connections sends 11 at once every 228 ms (48 req/s) and is refused past the
     // burst, far under the rate; it read "rate-limited at about 56.3 req/s".
