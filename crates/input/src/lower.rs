@@ -252,11 +252,6 @@ pub fn url(
     })?)
 }
 
-/// A scenario file, read from `path`, with the run flags that still apply to it.
-pub fn scenario(path: &Path, o: &Overrides<'_>) -> Result<ValidPlan, InputError> {
-    Ok(scenario_checked(path, o)?.plan)
-}
-
 /// A scenario file's plan with what `validate` shows beside it.
 #[derive(Debug)]
 pub struct CheckedScenario {
@@ -268,7 +263,8 @@ pub struct CheckedScenario {
     pub notes: Vec<String>,
 }
 
-/// As [`scenario`], with the warnings about ignored keys and the notes `validate` prints.
+/// A scenario file, read from `path`, with the run flags that still apply to it: its plan, the
+/// warnings about ignored keys and the notes `validate` prints.
 pub fn scenario_checked(path: &Path, o: &Overrides<'_>) -> Result<CheckedScenario, InputError> {
     let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
         path: path.to_path_buf(),

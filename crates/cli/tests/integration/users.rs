@@ -12,14 +12,6 @@ fn run(file: &Path, server: &TestServer) -> Value {
     run_scenario(file, server, &[])
 }
 
-/// Writes `text` as `scenario.yml` in a new temporary folder.
-fn scenario(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("scenario.yml");
-    std::fs::write(&file, text).unwrap();
-    (dir, file)
-}
-
 fn completed(s: &Value, name: &str) -> u64 {
     s["requests_by_name"][name]["completed"]
         .as_u64()
@@ -81,7 +73,7 @@ fn flows_log_in_with_payload_rows_and_use_every_captured_token() {
     let server = TestServer::start(1).unwrap();
     // 60 users over 2 s: 45 log in (weight 3), take a token and use it three times on
     // /account and on a counter named after their payload row; 15 only ping.
-    let (dir, file) = scenario(
+    let (dir, file) = crate::support::scenario_file(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -162,7 +154,7 @@ fn failed_captures_and_connections_end_sessions_with_their_reason_and_failed_exp
     // 10 users each of three kinds: a 404 fails its expectation (counted; the user goes on),
     // a missing JSON field fails its capture, and a closed port fails to connect (neither
     // reaches its second step).
-    let (_dir, file) = scenario(
+    let (_dir, file) = crate::support::scenario_file(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -222,7 +214,7 @@ fn static_resources_are_fetched_once_per_user_per_page() {
     let server = TestServer::start(1).unwrap();
     // Each of 12 users loads home three times and news once: 4 resources per page, fetched on
     // the first visit of each page only.
-    let (_dir, file) = scenario(
+    let (_dir, file) = crate::support::scenario_file(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -416,7 +408,7 @@ fn durations_past_a_year_are_refused_before_they_reach_a_clock() {
 #[test]
 fn a_markov_state_may_use_a_capture_of_a_state_named_after_it() {
     // `account` sorts before `login`, which captures its token: valid, whatever the order.
-    let (_dir, file) = scenario(
+    let (_dir, file) = crate::support::scenario_file(
         "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalRate: 1\nscenarios:\n  - markov:\n      start: login\n      states:\n        login:\n          post: { url: \"/login\", json: { user: u }, capture: { json: \"$.token\", as: token } }\n          next: { account: 1 }\n        account:\n          get: { url: \"/account\", headers: { Authorization: \"Bearer {{ token }}\" } }\n",
     );
     let out = loadlab(&["validate", file.to_str().unwrap()]);
@@ -431,7 +423,7 @@ fn a_markov_state_may_use_a_capture_of_a_state_named_after_it() {
 fn users_phases_keep_the_scenario_mix_on_several_threads() {
     let server = TestServer::start(1).unwrap();
     // Weights 1:1 with 3 users on 2 threads: each slot alternates from its own offset.
-    let (_dir, file) = scenario(
+    let (_dir, file) = crate::support::scenario_file(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
@@ -454,7 +446,7 @@ scenarios:
 #[test]
 fn a_kept_alive_connection_closed_during_a_think_is_replaced_not_failed() {
     let server = ClosingServer::start();
-    let (_dir, file) = scenario(&format!(
+    let (_dir, file) = crate::support::scenario_file(&format!(
         "config:\n  target: \"http://{}\"\n  phases:\n    - duration: 1\n      arrivalCount: 5\nscenarios:\n  - flow:\n      - get: {{ url: \"/a\" }}\n      - think: 0.2\n      - get: {{ url: \"/b\" }}\n",
         server.addr
     ));

@@ -82,16 +82,9 @@ pub fn read_json(path: &Path) -> Value {
 /// which must succeed; what it printed and its output directory, whose outputs are checked
 /// for numbers that are not.
 pub fn lab_ok(dir: &Path, experiment: &str) -> (String, std::path::PathBuf) {
-    let file = dir.join("exp.yaml");
-    std::fs::write(&file, experiment).unwrap();
+    let (code, stdout, stderr, _) = lab_exit(dir, experiment);
+    assert_eq!(code, Some(0), "loadlab lab: {stderr}");
     let out = dir.join("out");
-    let done = loadlab_ok(&[
-        "lab",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
     assert_lab_finite(&out, &stdout);
     (stdout, out)
 }
@@ -322,4 +315,12 @@ pub fn exit_code(out: &Output) -> i32 {
 /// What a loadlab printed on stdout.
 pub fn stdout_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes `text` as `scenario.yml` in a new temporary folder.
+pub fn scenario_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("scenario.yml");
+    std::fs::write(&file, text).unwrap();
+    (dir, file)
 }

@@ -5,19 +5,11 @@
 use crate::support::{read_json, run_scenario};
 use loadlab_service::TestServer;
 
-/// Writes `text` as `scenario.yml` in a new temporary folder.
-fn scenario(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("scenario.yml");
-    std::fs::write(&file, text).unwrap();
-    (dir, file)
-}
-
 #[test]
 fn users_phases_hold_their_user_counts() {
     let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
-    let (dir, file) = scenario(
+    let (dir, file) = crate::support::scenario_file(
         r#"config:
   target: "http://127.0.0.1:9"
   phases:
