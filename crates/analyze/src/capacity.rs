@@ -301,7 +301,8 @@ pub fn hold_to_overloads(steps: &mut [RateStep]) {
 fn ceilings(steps: &[RateStep]) -> Vec<(f64, f64)> {
     let overloaded = |s: &RateStep| {
         !s.broken.is_empty()
-            && !s.broken.iter().all(|b| b.contains(HELD))
+            && !held_only(s)
+            && !acquitted(steps, s.rate_rps)
             && (left_unserved(s.served_rps, s.arrived_rps)
                 || s.broken.iter().any(|b| b.starts_with(QUEUE_BUILT)))
     };
@@ -330,9 +331,36 @@ fn holding(ceilings: &[(f64, f64)], rate: f64) -> Option<(f64, f64)> {
 /// For a step that met the objective on its own figures but is held to an overloaded step's
 /// throughput: that throughput and the rate it was served at; `None` for any other step.
 pub fn held_by(steps: &[RateStep], step: &RateStep) -> Option<(f64, f64)> {
-    let held = !step.broken.is_empty() && step.broken.iter().all(|b| b.contains(HELD));
-    held.then(|| holding(&ceilings(steps), step.rate_rps))
+    held_only(step)
+        .then(|| holding(&ceilings(steps), step.rate_rps))
         .flatten()
+}
+
+/// True when `step` met the objective on its own figures and broke only for being held to an
+/// overloaded step's throughput.
+fn held_only(step: &RateStep) -> bool {
+    !step.broken.is_empty() && step.broken.iter().all(|b| b.contains(HELD))
+}
+
+/// True when the rate `rate` ran twice and met the objective once: its first step broke by
+/// chance. A step at a rate near the knee meets or breaks by chance (a queue at utilization
+/// 0.9 is a random walk, and a service under a CPU quota sleeps out most of each 100 ms
+/// period), so a break below a rate that met is run again before it ends the search (see
+/// [`next_rate`]); one break of two, against the higher rate that met, is the chance one.
+pub fn acquitted(steps: &[RateStep], rate: f64) -> bool {
+    let mut at = steps.iter().filter(|s| s.rate_rps == rate);
+    at.clone().count() > 1 && at.any(|s| s.meets)
+}
+
+/// The lowest rate that broke, when one step at it broke on its own figures while a higher
+/// rate met the objective on its own: the two steps disagree, and the lower one runs again.
+/// `None` when there is no such rate or it ran twice already.
+fn disputed(steps: &[RateStep], hi: f64) -> Option<f64> {
+    let at: Vec<&RateStep> = steps.iter().filter(|s| s.rate_rps == hi).collect();
+    let met_above = steps
+        .iter()
+        .any(|s| s.rate_rps > hi && (s.meets || held_only(s)));
+    (at.len() == 1 && !held_only(at[0]) && !at[0].undersampled && met_above).then_some(hi)
 }
 
 /// Bounds of the search.
@@ -353,11 +381,12 @@ pub struct Search {
 
 /// The highest rate that met the objective and the lowest that did not, each below the other
 /// (a passing rate above a failing one is ignored: the service is no better there). A step too
-/// short to bound the objective's percentile neither met nor broke it.
+/// short to bound the objective's percentile neither met nor broke it, and a rate that met when
+/// run again ([`acquitted`]) did not break.
 pub fn bracket(steps: &[RateStep]) -> (Option<f64>, Option<f64>) {
     let hi = steps
         .iter()
-        .filter(|s| !s.meets && !s.undersampled)
+        .filter(|s| !s.meets && !s.undersampled && !acquitted(steps, s.rate_rps))
         .map(|s| s.rate_rps)
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.min(r))));
     let lo = steps
@@ -366,6 +395,13 @@ pub fn bracket(steps: &[RateStep]) -> (Option<f64>, Option<f64>) {
         .map(|s| s.rate_rps)
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
     (lo, hi)
+}
+
+/// The index of the step at the highest rate that met the objective ([`bracket`]'s lower
+/// end; of two steps at that rate, the one that met).
+pub fn best_step(steps: &[RateStep]) -> Option<usize> {
+    let lo = bracket(steps).0?;
+    steps.iter().position(|s| s.rate_rps == lo && s.meets)
 }
 
 /// The factor to step down by from the lowest failing rate `hi` when no rate has met the
@@ -426,7 +462,8 @@ pub fn done_because(steps: &[RateStep], slo: &Slo, search: &Search) -> String {
     }
 }
 
-/// The next rate to try, or `None` when the search is done.
+/// The next rate to try, or `None` when the search is done. The lowest rate that broke runs
+/// once more when a higher rate met the objective: one of the two went by chance.
 pub fn next_rate(steps: &[RateStep], search: &Search) -> Option<f64> {
     let Some(last) = steps.last() else {
         return Some(search.start_rps.clamp(search.min_rps, search.max_rps));
@@ -435,6 +472,9 @@ pub fn next_rate(steps: &[RateStep], search: &Search) -> Option<f64> {
     // time (it lasts as long as they take): a lower rate needs longer, and no time is left.
     if last.undersampled {
         return None;
+    }
+    if let Some(again) = bracket(steps).1.and_then(|hi| disputed(steps, hi)) {
+        return Some(again);
     }
     let next = match bracket(steps) {
         (Some(lo), None) => {
@@ -829,6 +869,36 @@ mod tests {
         let own = vec![step(67.8, 60.0)];
         let next = next_rate(&own, &from(67.8, 0.1)).unwrap();
         assert!(next < 0.95 * 60.0, "{next}");
+    }
+
+    #[test]
+    fn a_break_below_a_rate_that_met_runs_again_and_stands_only_when_it_breaks_twice() {
+        // A replica on a fifth of a CPU met 134.5 req/s, then broke at 117.7 serving 109.2 of
+        // it: one of the two went by chance, and 117.7 runs again before the search descends.
+        let mut steps = vec![step(134.5, 1e9), step(117.7, 109.2)];
+        steps[1].broken = vec!["served 109.2 of 117.7 req/s".into()];
+        hold_to_overloads(&mut steps);
+        let search = from(134.5, 0.1);
+        assert_eq!(next_rate(&steps, &search), Some(117.7));
+        // Met the second time: the first break was the chance one, and it holds nothing.
+        let mut acquitted_steps = steps.clone();
+        acquitted_steps.push(step(117.7, 1e9));
+        hold_to_overloads(&mut acquitted_steps);
+        assert!(acquitted(&acquitted_steps, 117.7));
+        assert!(acquitted_steps[0].meets, "{:?}", acquitted_steps[0].broken);
+        assert_eq!(bracket(&acquitted_steps), (Some(134.5), None));
+        assert!(next_rate(&acquitted_steps, &search).unwrap() > 134.5);
+        // Broke again: the break stands, the higher rate's pass is the chance one, and the
+        // search goes down without a third run.
+        steps.push(step(117.7, 109.2));
+        steps[2].broken = vec!["served 109.2 of 117.7 req/s".into()];
+        hold_to_overloads(&mut steps);
+        assert!(!acquitted(&steps, 117.7));
+        assert_eq!(bracket(&steps), (None, Some(117.7)));
+        assert!(next_rate(&steps, &search).unwrap() < 117.7);
+        // A break with no higher rate that met is not run again.
+        let alone = vec![step(117.7, 109.2)];
+        assert!(next_rate(&alone, &search).unwrap() < 117.7);
     }
 
     #[test]

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use loadlab_analyze::capacity::{
-    bracket, done_because, first_rate, hold_to_overloads, judge, next_rate, only_confirms,
-    plateau_rps, plateau_step, step_seconds, RateStep, Search, Window,
+    best_step, bracket, done_because, first_rate, hold_to_overloads, judge, next_rate,
+    only_confirms, plateau_rps, plateau_step, step_seconds, RateStep, Search, Window,
 };
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
@@ -106,8 +106,7 @@ impl Capacity {
 
     /// The step at the highest rate that met the objective.
     pub fn best(&self) -> Option<&RateStep> {
-        let (lo, _) = self.bracket();
-        lo.and_then(|r| self.steps.iter().find(|s| s.rate_rps == r))
+        best_step(&self.steps).map(|i| &self.steps[i])
     }
 
     /// What the search found against `url` and the objective `slo` (as written), as
@@ -131,11 +130,10 @@ impl Capacity {
     /// The index of the step (and run) at the highest rate that met the objective, or, when
     /// none did, at the lowest rate tried; `None` without steps.
     pub fn best_index(&self) -> Option<usize> {
-        match self.bracket().0 {
-            Some(r) => self.steps.iter().position(|s| s.rate_rps == r),
-            None => (0..self.steps.len())
-                .min_by(|a, b| self.steps[*a].rate_rps.total_cmp(&self.steps[*b].rate_rps)),
-        }
+        best_step(&self.steps).or_else(|| {
+            (0..self.steps.len())
+                .min_by(|a, b| self.steps[*a].rate_rps.total_cmp(&self.steps[*b].rate_rps))
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! The capacity search's terminal lines: the climb's plateau, the rates' table, and the
 //! capacity found in words.
 
-use loadlab_analyze::capacity::{bracket, first_rate, held_by, RateStep};
+use loadlab_analyze::capacity::{best_step, bracket, first_rate, held_by, RateStep};
 use loadlab_analyze::Slo;
 
 /// The plateau the closed-loop climb found at `rps`, with up to `connections` connections in
@@ -43,7 +43,7 @@ pub fn step_line(step: &RateStep) -> String {
 /// its latency and where it broke, or that none met it, as lines.
 pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec<String> {
     let (lo, hi) = bracket(steps);
-    let at_lo = lo.and_then(|r| steps.iter().find(|s| s.rate_rps == r));
+    let at_lo = best_step(steps).map(|i| &steps[i]);
     let capacity = match (lo, hi) {
         (Some(lo), _) => format!(
             "\n  capacity     {lo:.1} req/s meet {slo} (p50 {:.2} ms, p99 {:.2} ms){}",
