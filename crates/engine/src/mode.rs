@@ -16,7 +16,7 @@ use crate::conn::dialer::Dialer;
 use crate::conn::exchange::Wire;
 use crate::connect::Initial;
 use crate::locust::{Helper, Locust};
-use crate::pace::pace;
+use crate::pace::{pace, MachineClock};
 use crate::pool::{self, Budgeted, Pool, Queues};
 use crate::record::Recorder;
 use crate::schedule::open::{stripe, ArrivalClock, RateCurve};
@@ -227,7 +227,8 @@ impl Mode {
                     let release = |intended, released, i| pool.release(intended, released, i);
                     let tend = |now, how| pool.tend(now, how);
                     let stripe = (index, threads);
-                    pace(&pool.wire.rec, &clock, stripe, slack, release, tend).await;
+                    let (time, rec) = (MachineClock::default(), &pool.wire.rec);
+                    pace(&time, rec, &clock, stripe, slack, release, tend).await;
                 });
             }
             Mode::OpenSessions {
@@ -242,7 +243,17 @@ impl Mode {
                         arrivals.arrive(intended.min(released), i as u64)
                     };
                     let rec = &arrivals.users.wire.rec;
-                    pace(rec, &clock, (index, threads), slack, arrive, |_, _| {}).await;
+                    let time = MachineClock::default();
+                    pace(
+                        &time,
+                        rec,
+                        &clock,
+                        (index, threads),
+                        slack,
+                        arrive,
+                        |_, _| {},
+                    )
+                    .await;
                 });
             }
             Mode::Locust(phases, locust) => locust.start(phases.clone(), (index, threads)),

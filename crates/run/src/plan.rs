@@ -604,12 +604,21 @@ impl Plan {
         Ok(())
     }
 
+    /// Checks the plan holds together: targets, the generator's bounds, the stop, the model.
     fn validate(&self) -> Result<(), PlanError> {
         // Virtual users whose processor functions send all their traffic need no request of
         // their own.
         if (self.requests.is_empty() || self.endpoints.is_empty()) && self.model.users().is_none() {
             return Err(PlanError::NoTargets);
         }
+        self.check_generator()?;
+        self.check_stop()?;
+        self.check_model()
+    }
+
+    /// Threads, connections, connect rate, source addresses, pacing slack, trace sampling and
+    /// HTTP/2 streams within their bounds.
+    fn check_generator(&self) -> Result<(), PlanError> {
         if self.threads == 0 {
             return Err(PlanError::Zero("threads (-t)"));
         }
@@ -657,6 +666,11 @@ impl Plan {
             }
             Protocol::Http1 => {}
         }
+        Ok(())
+    }
+
+    /// A count, duration and timeouts that are neither zero nor longer than loadlab runs.
+    fn check_stop(&self) -> Result<(), PlanError> {
         if self.stop.count == Some(0) {
             return Err(PlanError::Zero("the request count (-n)"));
         }
@@ -681,6 +695,12 @@ impl Plan {
         if phases_long || too_long(self.scheduled_duration()) {
             return Err(PlanError::TooLong("a phase, or the phases together,"));
         }
+        Ok(())
+    }
+
+    /// The load model's own figures: user phases that move, connections for every endpoint,
+    /// open phases with finite rates that offer something.
+    fn check_model(&self) -> Result<(), PlanError> {
         let endpoints = self.endpoints.len();
         match &self.model {
             Model::Users { phases, .. } => {

@@ -76,20 +76,24 @@ fn a_leaking_replica_under_a_memory_limit_is_named_as_killed_by_the_oom_killer_a
 }
 
 #[test]
-fn four_replicas_of_a_sixth_of_a_cpu_break_about_four_times_later_than_one_with_the_generator_on_its_own_core(
+fn four_replicas_of_a_sixth_of_a_cpu_serve_four_times_what_one_does_with_the_generator_on_its_own_core(
 ) {
     let _alone = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
     // /calc?n=50000 is about 1.3 ms of CPU in the tests' debug build: 0.15 of a core serves
-    // about 115 req/s, four such replicas about 460, with p99 within 300 ms. Both topologies
-    // sit behind nginx, so they differ only in replicas, and four quotas take 0.6 of the
-    // service's core, leaving room for nginx and for the quotas' 100 ms periods to interleave.
-    // Four fifths of a CPU did not: the replicas used 57-69 % of the core between them, not 80
-    // (five labs on a quiet machine, and the CI run that failed at ×2.98).
-    let (code, stdout, stderr, pid) = crate::support::lab_exit(dir.path(),
+    // about 115 req/s. Sixteen connections keep one replica's queue full, and four replicas'
+    // queues four deep each (nginx takes turns), so each serves what its quota allows: the
+    // kernel's quota, not a search near a knee, sets the answer. Both topologies sit behind
+    // nginx, so they differ only in replicas, and four quotas take 0.6 of the service's core,
+    // leaving room for nginx and for the quotas' 100 ms periods to interleave. Four fifths of a
+    // CPU did not: beside nginx the replicas got 57-86 % of the core between them, under 70 in
+    // six rounds of eleven. Breaking points searched near the knee moved ×1.3 from round to
+    // round on one replica (101.6 to 133.6 req/s), and the CI run that failed read ×2.98.
+    let (code, stdout, stderr, pid) = crate::support::lab_exit(
+        dir.path(),
         "name: quotas\nrounds: 2\ntopologies:\n  - { name: one, cpus: 0.15, lb: nginx }\n  \
          - { name: four, replicas: 4, cpus: 0.15, lb: nginx }\nworkloads:\n  \
-         - { name: calc, capacity: \"/calc?n=50000 --slo 'p99<300ms' --max-time 45s --step 3s\" }\n",
+         - { name: calc, run: \"/calc?n=50000 -c 16 -d 6s\" }\n",
     );
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
@@ -97,23 +101,21 @@ fn four_replicas_of_a_sixth_of_a_cpu_break_about_four_times_later_than_one_with_
         "{stdout}"
     );
     let json = read_json(&dir.path().join("out").join("lab.json"));
-    // One search's breaking point moves up to ×1.3 from round to round on the same replica
-    // (101.6 to 133.6 req/s in four searches of 45 s on a quiet machine: a quota'd replica's
-    // CPU per response falls as its load batches), so a ratio of two of them lands within
-    // ×1.6 of the ideal ×4: 2.5 to 6.4.
-    // A quota shared by the four replicas would read ×1, and replicas without one ×6.7 or
-    // more (a whole core over 0.15).
-    let found = |topology: &str, round: u32| -> f64 {
-        let c = read_json(
+    let served = |topology: &str, round: u32| -> f64 {
+        let s = read_json(
             &dir.path()
-                .join(format!("out/{topology}/calc/round-{round}/capacity.json")),
+                .join(format!("out/{topology}/calc/round-{round}/summary.json")),
         );
-        c["max_rate_rps"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("{topology}, round {round}: {c}\n{stdout}"))
+        s["requests"]["ok"].as_f64().unwrap() / s["duration_s"].as_f64().unwrap()
     };
+    // The ideal ×4 within ×1.6 either way: what a CPU must win still moves on a shared virtual
+    // machine, where the quota is CPU time and a request's CPU is not fixed. One replica's
+    // 6 s served 113 to 139 req/s from round to round, four's 453 to 537 (two labs on a quiet
+    // machine: rounds of ×3.97, ×4.01, ×4.49 and ×3.30), so a ratio of two such figures
+    // lands within ×1.6 of the ideal. A quota the four replicas shared would read ×1; missing
+    // quotas fail the budgets below.
     for round in 1..=2 {
-        let ratio = found("four", round) / found("one", round);
+        let ratio = served("four", round) / served("one", round);
         assert!(
             (2.5..=6.4).contains(&ratio),
             "round {round}: ×{ratio}\n{stdout}"
@@ -123,7 +125,7 @@ fn four_replicas_of_a_sixth_of_a_cpu_break_about_four_times_later_than_one_with_
         .as_array()
         .unwrap()
         .iter()
-        .filter(|v| v["measure"] == "breaking_point")
+        .filter(|v| v["measure"] == "throughput")
         .collect();
     assert_eq!(v.len(), 1, "{json}");
     let ratio = v[0]["ratio"].as_f64().unwrap();
@@ -132,13 +134,8 @@ fn four_replicas_of_a_sixth_of_a_cpu_break_about_four_times_later_than_one_with_
     assert!(why.contains("0.15 → 0.6 CPUs of quota"), "{why}");
     assert!(!why.contains("the host"), "{why}");
     assert!(why.contains("CPU quota (throttled in"), "{why}");
-    // Each replica of each round's cell ran near its quota on one core, the generator on the
-    // others. A cell holds the highest rate that met the objective, a step under the one that
-    // broke: a replica there uses most of its quota, and is throttled in some periods — how
-    // many depends on how close under the break the search ended (the single replica at 0.15
-    // was throttled in 8.6 % of periods at most in one lab, the four in 88-97 %), so some
-    // replica of the lab is throttled in a fifth of them, and each topology in some.
-    let mut most_throttled: f64 = 0.0;
+    // Each replica of each round's cell ran at its quota on one core, the generator on the
+    // others, and was throttled in most periods.
     for topology in ["one", "four"] {
         let mut throttled: f64 = 0.0;
         for round in 1..=2 {
@@ -167,13 +164,11 @@ fn four_replicas_of_a_sixth_of_a_cpu_break_about_four_times_later_than_one_with_
                 throttled = throttled.max(b["throttled_pct"].as_f64().unwrap());
             }
         }
-        assert!(throttled > 0.0, "{topology}: never throttled");
-        most_throttled = most_throttled.max(throttled);
+        assert!(
+            throttled > 20.0,
+            "{topology}: throttled in {throttled} % of periods at most"
+        );
     }
-    assert!(
-        most_throttled > 20.0,
-        "throttled in {most_throttled} % of periods at most"
-    );
     assert!(groups_of(pid).is_empty(), "{:?} left", groups_of(pid));
 }
 

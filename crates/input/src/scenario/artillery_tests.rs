@@ -1256,3 +1256,15 @@ fn a_processor_export_called_in_a_template_is_warned_about_and_refused_under_str
     let e = strictly_refused(text);
     assert!(e.contains("$randomEmail()"), "{e}");
 }
+
+#[test]
+fn an_empty_list_of_values_leaves_its_variable_undefined_and_says_so() {
+    let s = ok("config:\n  target: http://127.0.0.1:1\n  variables:\n    id: []\n    name: [a, b]\nscenarios:\n  - flow: [{ get: { url: \"/{{ name }}/{{ id }}\" } }]\n");
+    let w = s.warnings.join("\n");
+    assert!(
+        w.contains("config.variables.id is an empty list: it is undefined, as in Artillery"),
+        "{w}"
+    );
+    assert!(!w.contains("environment variable"), "{w}");
+    assert!(!w.contains("{{ id }} is set by none"), "{w}");
+}

@@ -128,9 +128,6 @@ pub enum Problem {
     /// A variable whose value is a list or a map of lists or maps.
     #[error("variable {0:?}: values are strings, numbers or booleans")]
     VariableNotScalar(String),
-    /// A variable with an empty list of values.
-    #[error("variable {0:?} has an empty list of values")]
-    VariableEmpty(String),
     /// Every scenario has weight 0.
     #[error("no scenario with a positive weight")]
     NoWeight,

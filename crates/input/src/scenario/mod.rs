@@ -906,37 +906,7 @@ fn lower_text(
     };
     // What only checks the script may lack what comes at run time: the target.
     let checking = flags.lenient_check();
-    // An empty `target: ""` is one the command line gives, as in Artillery's own tests.
-    let target = match target
-        .or(config.target.as_deref())
-        .filter(|t| !t.is_empty())
-    {
-        Some(t) => t,
-        None if checking => {
-            warnings.push(format!(
-                "config.target is not set: give --target URL when it runs (Artillery's -t), or \
-                 -e NAME for an environment's target; checked against {RUN_TIME_TARGET}"
-            ));
-            RUN_TIME_TARGET
-        }
-        None => return Err(ScenarioError::invalid(path, Problem::NoTarget)),
-    };
-    // `target: "{{ $processEnvironment.TARGET }}"`, as Artillery reads it.
-    let target = &match crate::config_templates::render(target, None) {
-        Ok(t) => t,
-        Err(e) if checking => {
-            warnings.push(format!(
-                "config.target: {e} before it runs; checked against {RUN_TIME_TARGET}"
-            ));
-            RUN_TIME_TARGET.to_string()
-        }
-        Err(e) => {
-            return Err(ScenarioError::invalid(
-                path,
-                Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
-            ))
-        }
-    };
+    let target = &script_target(target, config, path, checking, &mut warnings)?;
     let processor = processor_of(&script, path, target, browser)?;
     let (endpoints, requests, users) = match plain {
         Some(plain) => {
@@ -962,11 +932,88 @@ fn lower_text(
             (e, r, users)
         }
     };
+    let timeout = script_timeout(config, path, &mut warnings)?;
+    let tls = config
+        .tls
+        .as_ref()
+        .map_or_else(ScenarioTls::default, |t| ScenarioTls {
+            cacert: t.cacert.as_ref().map(|c| script.dir.join(c)),
+            insecure: t.insecure || t.reject_unauthorized == Some(false),
+        });
+    let thresholds = script_thresholds(config, path, &mut warnings)?;
+    let http2 = config.http.as_ref().filter(|h| h.http2).map(|h| h.streams);
+    let apdex_ms = apdex_ms(config);
+    let notes = script_notes(config, flags, apdex_ms, max_vusers, (users.is_some(), pool));
+    Ok(Scenario {
+        endpoints,
+        requests,
+        pool: users.is_none().then_some(pool).flatten(),
+        phases,
+        users,
+        timeout,
+        tls,
+        http2,
+        thresholds,
+        max_vusers,
+        warnings,
+        notes,
+        apdex_ms,
+    })
+}
+
+/// The target users send to: `target` (the command line's) or the config's, rendered as
+/// Artillery renders `{{ $env.… }}`; when only `checking` the script, one it lacks is
+/// [`RUN_TIME_TARGET`], with a warning.
+fn script_target(
+    target: Option<&str>,
+    config: &Config,
+    path: &Path,
+    checking: bool,
+    warnings: &mut Vec<String>,
+) -> Result<String, ScenarioError> {
+    // An empty `target: ""` is one the command line gives, as in Artillery's own tests.
+    let target = match target
+        .or(config.target.as_deref())
+        .filter(|t| !t.is_empty())
+    {
+        Some(t) => t,
+        None if checking => {
+            warnings.push(format!(
+                "config.target is not set: give --target URL when it runs (Artillery's -t), or \
+                 -e NAME for an environment's target; checked against {RUN_TIME_TARGET}"
+            ));
+            RUN_TIME_TARGET
+        }
+        None => return Err(ScenarioError::invalid(path, Problem::NoTarget)),
+    };
+    // `target: "{{ $processEnvironment.TARGET }}"`, as Artillery reads it.
+    match crate::config_templates::render(target, None) {
+        Ok(t) => Ok(t),
+        Err(e) if checking => {
+            warnings.push(format!(
+                "config.target: {e} before it runs; checked against {RUN_TIME_TARGET}"
+            ));
+            Ok(RUN_TIME_TARGET.to_string())
+        }
+        Err(e) => Err(ScenarioError::invalid(
+            path,
+            Problem::Flow(FlowError::Env(format!("config.target: {e}"))),
+        )),
+    }
+}
+
+/// The request timeout `config.timeout` (or `config.http.timeout`) gives, seconds; `None` when
+/// it gives none, or one that reads a variable nothing sets (Artillery's default applies).
+fn script_timeout(
+    config: &Config,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Duration>, ScenarioError> {
     let written = config
         .timeout
         .as_ref()
         .or(config.http.as_ref().and_then(|h| h.timeout.as_ref()));
-    let timeout = match written {
+    match written {
         // A template of a variable that only -v gives: Artillery's timeout is then undefined,
         // and its default applies.
         Some(phases::Num::Text(t))
@@ -992,14 +1039,16 @@ fn lower_text(
         Duration::try_from_secs_f64(t)
             .map_err(|_| ScenarioError::invalid(path, Problem::TimeoutTooLong(t)))
     })
-    .transpose()?;
-    let tls = config
-        .tls
-        .as_ref()
-        .map_or_else(ScenarioTls::default, |t| ScenarioTls {
-            cacert: t.cacert.as_ref().map(|c| script.dir.join(c)),
-            insecure: t.insecure || t.reject_unauthorized == Some(false),
-        });
+    .transpose()
+}
+
+/// The thresholds of `config.ensure` (or the ensure plugin's), gating the exit code only when
+/// `config.plugins` names the plugin, as Artillery 2.0.34.
+fn script_thresholds(
+    config: &Config,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<loadlab_run::thresholds::Threshold>, ScenarioError> {
     let from_plugin = ensure_spec(config).map_err(|e| ScenarioError::invalid(path, e))?;
     // Artillery 2.0.34 loads its ensure plugin only when `config.plugins` names it: without
     // it, `config.ensure` checks nothing and the run exits 0 (measured with Artillery itself).
@@ -1021,7 +1070,31 @@ fn lower_text(
                 .into(),
         );
     }
-    let http2 = config.http.as_ref().filter(|h| h.http2).map(|h| h.streams);
+    Ok(thresholds)
+}
+
+/// The Apdex threshold, ms: `config.apdex.threshold`, else the apdex plugin's, else 500 ms
+/// when the plugin is named; `None` without either.
+fn apdex_ms(config: &Config) -> Option<f64> {
+    let from_plugin = config.plugins.as_ref().and_then(|p| p.get("apdex"));
+    match (&config.apdex, from_plugin) {
+        (Some(a), _) => Some(a.threshold),
+        (None, Some(p)) => Some(p.get("threshold").and_then(|t| t.as_f64()).unwrap_or(500.0)),
+        (None, None) => None,
+    }
+    .filter(|t| t.is_finite() && *t > 0.0)
+}
+
+/// What the run takes from the script beside its plan, in words: the environment and config
+/// file used, no phases, the Apdex threshold, `maxVusers`, and how users share connections
+/// (`users`: whether the script runs as virtual users; `pool`: `config.http.pool`).
+fn script_notes(
+    config: &Config,
+    flags: &ScriptFlags,
+    apdex_ms: Option<f64>,
+    max_vusers: Option<usize>,
+    (users, pool): (bool, Option<usize>),
+) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(env) = &flags.environment {
         notes.push(format!(
@@ -1034,14 +1107,6 @@ fn lower_text(
     if config.phases.is_none() {
         notes.push("no phases: one user, as Artillery runs a script without phases".into());
     }
-    // As the apdex plugin: `config.apdex.threshold`, else the plugin's, else 500 ms.
-    let from_plugin = config.plugins.as_ref().and_then(|p| p.get("apdex"));
-    let apdex_ms = match (&config.apdex, from_plugin) {
-        (Some(a), _) => Some(a.threshold),
-        (None, Some(p)) => Some(p.get("threshold").and_then(|t| t.as_f64()).unwrap_or(500.0)),
-        (None, None) => None,
-    }
-    .filter(|t| t.is_finite() && *t > 0.0);
     if let Some(t) = apdex_ms {
         notes.push(format!(
             "apdex threshold {t} ms (satisfied under it, tolerated under 4×; the score is in the summary)"
@@ -1053,7 +1118,7 @@ fn lower_text(
              skipped, as in Artillery"
         ));
     }
-    notes.push(match (users.is_some(), pool) {
+    notes.push(match (users, pool) {
         (true, Some(n)) => format!(
             "connections: every user's requests share a pool of {n} per host (config.http.pool), \
              as Artillery's agent; each user keeps its own cookies and variables"
@@ -1070,21 +1135,7 @@ fn lower_text(
             "connections: a pool shared by every user (the command line's connection counts)".into()
         }
     });
-    Ok(Scenario {
-        endpoints,
-        requests,
-        pool: users.is_none().then_some(pool).flatten(),
-        phases,
-        users,
-        timeout,
-        tls,
-        http2,
-        thresholds,
-        max_vusers,
-        warnings,
-        notes,
-        apdex_ms,
-    })
+    notes
 }
 
 /// The settings of Artillery's Playwright engine that loadlab reads.
@@ -1353,6 +1404,184 @@ fn user_model(
     (mut processor, closed): (Option<loadlab_run::users::Processor>, bool),
 ) -> Result<Lowered, Traced> {
     let checking = flags.lenient_check();
+    let ConfigVariables {
+        mut variables,
+        undefined,
+        objects,
+    } = config_variables(file, warnings)?;
+    // Artillery gives every user `target`, the config's target, unless a variable says else;
+    // the model carries it when a template reads it.
+    let target_is_theirs =
+        variables.iter().any(|(n, _)| n == "target") || undefined.iter().any(|n| n == "target");
+    let ConfigPayloads {
+        payloads,
+        lists,
+        later,
+    } = config_payloads(file, checking, warnings)?;
+    // Artillery gives functions a `loadAll` payload as its list of rows.
+    if let Some(p) = processor.as_mut() {
+        p.lists = lists
+            .iter()
+            .map(|(k, rows)| (k.clone(), serde_json::Value::Array(rows.clone())))
+            .collect();
+    }
+    let mut defined: std::collections::HashSet<String> =
+        variables.iter().map(|(n, _)| n.clone()).collect();
+    for (name, items) in &objects {
+        for item in items {
+            defined.extend(
+                loadlab_run::users::loop_item_vars(name, item)
+                    .into_iter()
+                    .map(|(k, _)| k),
+            );
+        }
+    }
+    defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
+    defined.extend(later);
+    defined.extend(undefined);
+    defined.insert("$uuid".into());
+    if !target_is_theirs {
+        defined.insert("target".into());
+    }
+    let chosen = weighted(&file.scenarios);
+    let expect = ExpectPlugin::of(&file.config);
+    let mut lowering = lowering_for(
+        file,
+        (target, defined.clone(), lookup),
+        (processor.is_some(), flags.strict),
+        expect.as_ref(),
+    )?;
+    lowering.lists = lists;
+    lowering.closed = closed;
+    // The `before` flow first: what it captures, every scenario may read.
+    let once = |key: &str, spec: Option<&OnceSpec>, lowering: &mut flows::Lowering| {
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        let name = spec.name.clone().unwrap_or_else(|| key.to_string());
+        if spec
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.value == "playwright")
+        {
+            return lowering
+                .browser_scenario(
+                    &name,
+                    spec.flow_function.as_ref(),
+                    spec.engine.as_ref(),
+                    !spec.flow.is_empty(),
+                )
+                .within(|| Place::Scenario(name.clone()))
+                .map(|s| Some(Box::new(s)));
+        }
+        lowering
+            .scenario(&name, Some(&spec.flow), None, &Default::default(), None)
+            .within(|| Place::Scenario(name.clone()))
+            .map(|s| Some(Box::new(s)))
+    };
+    lowering.defined = defined.clone();
+    let before = once("before", file.before.as_ref(), &mut lowering)?;
+    defined.extend(lowering.defined.iter().cloned());
+    let scenarios = lower_scenarios(file, &chosen, &defined, &mut lowering)?;
+    lowering.defined = defined.clone();
+    let after = once("after", file.after.as_ref(), &mut lowering)?;
+    let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
+    let pattern = interleave(&weights)?;
+    if !target_is_theirs && lowering.reads_target.get() {
+        variables.push(("target".into(), vec![target.to_string()]));
+    }
+    let model = UserModel {
+        scenarios,
+        pattern,
+        variables,
+        variable_objects: objects,
+        pool: None,
+        payloads,
+        seed,
+        processor,
+        before,
+        after,
+        keep_vars: false,
+        uuid: false,
+        checks_fail_user: expect.as_ref().is_some_and(|e| e.failures_as_errors),
+        checks_set_exit_code: expect.is_some(),
+        locust: None,
+    };
+    lowering_warnings(&mut lowering, warnings);
+    Ok((lowering.endpoints, lowering.requests, Some(model)))
+}
+
+/// The scenarios `chosen` (index, name, weight) lowered in turn, each seeing the names in
+/// `defined` and its own captures.
+fn lower_scenarios(
+    file: &Script,
+    chosen: &[(usize, String, u32)],
+    defined: &std::collections::HashSet<String>,
+    lowering: &mut flows::Lowering,
+) -> Result<Vec<loadlab_run::users::UserScenario>, Traced> {
+    let mut scenarios = Vec::new();
+    for (i, name, _) in chosen {
+        let s = &file.scenarios[*i];
+        // Each scenario sees only the variables defined before it: config, payload, and its
+        // own captures.
+        lowering.defined = defined.clone();
+        let hooks = flows::ScenarioHooks {
+            before_scenario: s.before_scenario.as_ref(),
+            after_scenario: s.after_scenario.as_ref(),
+            before_request: s.before_request.as_ref(),
+            after_response: s.after_response.as_ref(),
+            on_error: s.on_error.as_ref(),
+        };
+        let (ws, sio) = (
+            file.config.ws.clone().unwrap_or_default(),
+            file.config.socketio.clone().unwrap_or_default(),
+        );
+        let engine = match s.engine.as_ref().map(|e| e.value.as_str()) {
+            Some("ws") => Some(sockets::Engine::Ws(&ws)),
+            // The community's socketio-v3 engine speaks Socket.IO 3 and 4, as loadlab's does.
+            Some("socketio") | Some("socketio-v3") => Some(sockets::Engine::SocketIo(&sio)),
+            Some("playwright") => {
+                let function = s.test_function.as_ref().or(s.flow_function.as_ref());
+                scenarios.push(
+                    lowering
+                        .browser_scenario(name, function, s.engine.as_ref(), s.flow.is_some())
+                        .within(|| Place::Scenario(name.clone()))?,
+                );
+                continue;
+            }
+            _ => None,
+        };
+        if let Some(f) = s.flow_function.as_ref().or(s.test_function.as_ref()) {
+            return Err(Traced::at(
+                Refusal::Key {
+                    key: "flowFunction".into(),
+                    what: "is a key of engine: playwright scenarios (add engine: playwright)"
+                        .into(),
+                },
+                &f.referenced,
+            ));
+        }
+        scenarios.push(
+            lowering
+                .scenario(name, s.flow.as_deref(), s.markov.as_ref(), &hooks, engine)
+                .within(|| Place::Scenario(name.clone()))?,
+        );
+    }
+    Ok(scenarios)
+}
+
+/// The config's variables as users read them: each name's values (a user picks one), the
+/// names an unset environment variable leaves undefined, and the lists of objects (a user
+/// takes one element whole, as Artillery samples a list).
+struct ConfigVariables {
+    variables: Vec<(String, Vec<String>)>,
+    undefined: Vec<String>,
+    objects: Vec<(String, Vec<serde_json::Value>)>,
+}
+
+/// Reads `config.variables`: objects flattened to `name.key` leaves, lists of objects kept
+/// whole, values that are the config's templates rendered.
+fn config_variables(file: &Script, warnings: &mut Vec<String>) -> Result<ConfigVariables, Traced> {
     let mut variables = Vec::new();
     // Variables whose value is an unset environment variable: defined, with no value.
     let mut undefined = Vec::new();
@@ -1384,6 +1613,13 @@ fn user_model(
             }
             other => vec![scalar(other)?],
         };
+        if values.is_empty() {
+            warnings.push(format!(
+                "config.variables.{name} is an empty list: it is undefined, as in Artillery"
+            ));
+            undefined.push(name.clone());
+            continue;
+        }
         // A value may be a template of the config's (`{{ $env.HOST }}`, a -v variable), which
         // Artillery renders before the run; one that reads an unset environment variable alone
         // leaves the variable undefined there.
@@ -1404,15 +1640,30 @@ fn user_model(
             undefined.push(name.clone());
             continue;
         }
-        if values.is_empty() {
-            return Err(Problem::VariableEmpty(name.clone()).into());
-        }
         variables.push((name.clone(), values));
     }
-    // Artillery gives every user `target`, the config's target, unless a variable says else;
-    // the model carries it when a template reads it.
-    let target_is_theirs =
-        variables.iter().any(|(n, _)| n == "target") || undefined.iter().any(|n| n == "target");
+    Ok(ConfigVariables {
+        variables,
+        undefined,
+        objects,
+    })
+}
+
+/// The config's payloads: the files each user takes a row of, the `loadAll` ones as lists of
+/// rows by name, and the fields of payloads whose file comes only when the script runs (when
+/// only checking it).
+struct ConfigPayloads {
+    payloads: Vec<loadlab_run::users::Payload>,
+    lists: BTreeMap<String, Vec<serde_json::Value>>,
+    later: Vec<String>,
+}
+
+/// Reads `config.payload`; `checking` when the script is only checked, not run.
+fn config_payloads(
+    file: &Script,
+    checking: bool,
+    warnings: &mut Vec<String>,
+) -> Result<ConfigPayloads, Traced> {
     let mut payloads = Vec::new();
     let mut lists = BTreeMap::new();
     // The fields of payloads whose file comes at run time, when only checking the script.
@@ -1469,41 +1720,28 @@ fn user_model(
             }
         }
     }
-    // Artillery gives functions a `loadAll` payload as its list of rows.
-    if let Some(p) = processor.as_mut() {
-        p.lists = lists
-            .iter()
-            .map(|(k, rows)| (k.clone(), serde_json::Value::Array(rows.clone())))
-            .collect();
-    }
-    let mut defined: std::collections::HashSet<String> =
-        variables.iter().map(|(n, _)| n.clone()).collect();
-    for (name, items) in &objects {
-        for item in items {
-            defined.extend(
-                loadlab_run::users::loop_item_vars(name, item)
-                    .into_iter()
-                    .map(|(k, _)| k),
-            );
-        }
-    }
-    defined.extend(payloads.iter().flat_map(|p| p.fields.iter().cloned()));
-    defined.extend(later);
-    defined.extend(undefined);
-    defined.insert("$uuid".into());
-    if !target_is_theirs {
-        defined.insert("target".into());
-    }
-    let chosen = weighted(&file.scenarios);
-    let mut scenarios = Vec::new();
-    let mut lowering = flows::Lowering::new(target, defined.clone(), lookup);
+    Ok(ConfigPayloads {
+        payloads,
+        lists,
+        later,
+    })
+}
+
+/// The lowering of `file`'s flows against `target` with the config's defaults (headers,
+/// cookies, captures, think-time jitter, the `expect` plugin's default status), every name in
+/// `defined` known, and whether the script has a processor and runs `--strict` (both decide
+/// which names the default cookies may read).
+fn lowering_for<'a>(
+    file: &Script,
+    (target, defined, lookup): (&'a str, std::collections::HashSet<String>, Lookup),
+    (processor, strict): (bool, bool),
+    expect: Option<&ExpectPlugin>,
+) -> Result<flows::Lowering<'a>, Traced> {
+    let mut lowering = flows::Lowering::new(target, defined, lookup);
+    lowering.processor = processor;
+    lowering.strict = strict;
     lowering.dir = file.scenario_dir.clone();
-    lowering.lists = lists;
-    lowering.processor = processor.is_some();
-    lowering.strict = flags.strict;
-    lowering.closed = closed;
-    let expect = ExpectPlugin::of(&file.config);
-    lowering.expect_default_200 = expect.as_ref().is_some_and(|e| e.default_200);
+    lowering.expect_default_200 = expect.is_some_and(|e| e.default_200);
     lowering.default_headers = file
         .config
         .defaults
@@ -1532,106 +1770,12 @@ fn user_model(
         .as_ref()
         .and_then(|d| d.think.as_ref())
         .and_then(|t| t.jitter.clone());
-    // The `before` flow first: what it captures, every scenario may read.
-    let once = |key: &str, spec: Option<&OnceSpec>, lowering: &mut flows::Lowering| {
-        let Some(spec) = spec else {
-            return Ok(None);
-        };
-        let name = spec.name.clone().unwrap_or_else(|| key.to_string());
-        if spec
-            .engine
-            .as_ref()
-            .is_some_and(|e| e.value == "playwright")
-        {
-            return lowering
-                .browser_scenario(
-                    &name,
-                    spec.flow_function.as_ref(),
-                    spec.engine.as_ref(),
-                    !spec.flow.is_empty(),
-                )
-                .within(|| Place::Scenario(name.clone()))
-                .map(|s| Some(Box::new(s)));
-        }
-        lowering
-            .scenario(&name, Some(&spec.flow), None, &Default::default(), None)
-            .within(|| Place::Scenario(name.clone()))
-            .map(|s| Some(Box::new(s)))
-    };
-    lowering.defined = defined.clone();
-    let before = once("before", file.before.as_ref(), &mut lowering)?;
-    defined.extend(lowering.defined.iter().cloned());
-    for (i, name, _) in &chosen {
-        let s = &file.scenarios[*i];
-        // Each scenario sees only the variables defined before it: config, payload, and its
-        // own captures.
-        lowering.defined = defined.clone();
-        let hooks = flows::ScenarioHooks {
-            before_scenario: s.before_scenario.as_ref(),
-            after_scenario: s.after_scenario.as_ref(),
-            before_request: s.before_request.as_ref(),
-            after_response: s.after_response.as_ref(),
-            on_error: s.on_error.as_ref(),
-        };
-        let (ws, sio) = (
-            file.config.ws.clone().unwrap_or_default(),
-            file.config.socketio.clone().unwrap_or_default(),
-        );
-        let engine = match s.engine.as_ref().map(|e| e.value.as_str()) {
-            Some("ws") => Some(sockets::Engine::Ws(&ws)),
-            // The community's socketio-v3 engine speaks Socket.IO 3 and 4, as loadlab's does.
-            Some("socketio") | Some("socketio-v3") => Some(sockets::Engine::SocketIo(&sio)),
-            Some("playwright") => {
-                let function = s.test_function.as_ref().or(s.flow_function.as_ref());
-                scenarios.push(
-                    lowering
-                        .browser_scenario(name, function, s.engine.as_ref(), s.flow.is_some())
-                        .within(|| Place::Scenario(name.clone()))?,
-                );
-                continue;
-            }
-            _ => None,
-        };
-        if let Some(f) = s.flow_function.as_ref().or(s.test_function.as_ref()) {
-            return Err(Traced::at(
-                Refusal::Key {
-                    key: "flowFunction".into(),
-                    what: "is a key of engine: playwright scenarios (add engine: playwright)"
-                        .into(),
-                },
-                &f.referenced,
-            ));
-        }
-        scenarios.push(
-            lowering
-                .scenario(name, s.flow.as_deref(), s.markov.as_ref(), &hooks, engine)
-                .within(|| Place::Scenario(name.clone()))?,
-        );
-    }
-    lowering.defined = defined.clone();
-    let after = once("after", file.after.as_ref(), &mut lowering)?;
-    let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
-    let pattern = interleave(&weights)?;
-    if !target_is_theirs && lowering.reads_target.get() {
-        variables.push(("target".into(), vec![target.to_string()]));
-    }
-    let model = UserModel {
-        scenarios,
-        pattern,
-        variables,
-        variable_objects: objects,
-        pool: None,
-        payloads,
-        seed,
-        processor,
-        before,
-        after,
-        keep_vars: false,
-        uuid: false,
-        checks_fail_user: expect.as_ref().is_some_and(|e| e.failures_as_errors),
-        checks_set_exit_code: expect.is_some(),
-        locust: None,
-    };
+    Ok(lowering)
+}
+
+/// The warnings lowering left: its own, then the functions named without a processor, the
+/// template calls Artillery does not make, and the variables nothing sets.
+fn lowering_warnings(lowering: &mut flows::Lowering, warnings: &mut Vec<String>) {
     warnings.append(&mut lowering.warnings);
     let skipped: Vec<String> = lowering.without_processor.take().into_iter().collect();
     if !skipped.is_empty() {
@@ -1658,7 +1802,6 @@ fn user_model(
              nothing as a whole value); --strict refuses it"
         ));
     }
-    Ok((lowering.endpoints, lowering.requests, Some(model)))
 }
 
 /// An object variable's leaves as variables named by their path (`user.name`); a leaf that is a
