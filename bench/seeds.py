@@ -243,8 +243,16 @@ class Ratio:
 
     def __str__(self):
         if self.rounds < 2:
-            return f"×{self.value:.2f} (one round: no interval)"
-        return f"×{self.value:.2f} (×{self.low:.2f}–×{self.high:.2f}, {self.rounds} rounds)"
+            return f"{times(self.value)} (one round: no interval)"
+        return f"{times(self.value)} ({times(self.low)}–{times(self.high)}, {self.rounds} rounds)"
+
+
+def times(v):
+    """A ratio as `×1.23`; with more digits where two would read ×1.00 for a ratio that is not
+    1 (an interval wholly above ×1 must not print as ×1.00–×1.00) or ×0.00 for one above 0."""
+    if 0 < v < 0.005:
+        return f"×{v:.2g}"
+    return f"×{v:.2f}" if v == 1 or round(v, 2) != 1 else f"×{v:.4f}"
 
 
 # ---------------------------------------------------------------- figures of a cell
@@ -344,8 +352,8 @@ def side(r, above, what):
         if (r.low > 1) if above else (r.high < 1):
             return "agrees"
         if (r.high < 1) if above else (r.low > 1):
-            return f"differs: {what} is ×{r.value:.2f}, {'below' if above else 'above'} ×1, the other way from the seed"
-        return f"differs: the rounds cannot tell {what} from ×1 (×{r.low:.2f}–×{r.high:.2f})"
+            return f"differs: {what} is {times(r.value)}, {'below' if above else 'above'} ×1, the other way from the seed"
+        return f"differs: the rounds cannot tell {what} from ×1 ({times(r.low)}–{times(r.high)})"
     if (r.value > 1.05) if above else (r.value < 0.95):
         return "agrees (one round: no interval)"
     if (r.value < 0.95) if above else (r.value > 1.05):
@@ -361,7 +369,7 @@ def band(x, lo, hi, what, unit="×"):
     one = isinstance(x, Ratio) and x.rounds < 2
     note = " (one round: no interval)" if one else ""
     if unit == "×":
-        show = lambda v: f"×{v:.2f}"
+        show = times
         span = f"at most ×{hi:.2f}" if lo <= 0 else f"×{lo:.2f} or more" if hi == math.inf else f"×{lo:.2f}–×{hi:.2f}"
     else:
         show = lambda v: f"{v:,.0f}{unit}"
