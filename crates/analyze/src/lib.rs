@@ -27,8 +27,18 @@ pub use usl::Usl;
 /// A run's summary as every command writes it: the numbers, the generator's health judged, the
 /// findings (`cores`: the CPUs the service could use) and the plan's thresholds checked.
 pub fn summarize(run: &RunData, cores: usize) -> Summary {
+    summarize_judging(run, cores, health::judge_generator)
+}
+
+/// [`summarize`] with the generator judged by `judge`: a merge of shards judges each shard's
+/// generator on its own machine, not the shards' records added up.
+pub fn summarize_judging(
+    run: &RunData,
+    cores: usize,
+    judge: impl FnOnce(&RunData, &mut loadlab_run::summary::Generator),
+) -> Summary {
     let mut s = Summary::from_run(run);
-    health::judge_generator(run, &mut s.generator);
+    judge(run, &mut s.generator);
     s.findings = findings(run, &s, cores);
     s.thresholds = thresholds::check_all(&run.plan.thresholds, &s);
     s

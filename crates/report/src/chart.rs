@@ -254,29 +254,79 @@ fn reduce(points: &[(f64, f64)], columns: usize) -> Vec<(f64, f64)> {
     out
 }
 
-impl Chart {
-    /// Draws the chart as an SVG element `width` × `height` pixels.
-    pub fn to_svg(&self, width: u32, height: u32) -> String {
-        let (w, h) = (f64::from(width), f64::from(height));
-        let (px0, px1) = (MARGIN_LEFT, w - MARGIN_RIGHT);
-        let rows = legend_rows(self.series.iter().map(|s| s.name.as_str()), px1 - px0);
-        let height = height + LEGEND_ROW * rows;
-        let (py0, py1) = (h - MARGIN_BOTTOM, MARGIN_TOP);
-        let xs = |x: f64| match self.x_scale {
+/// Where a chart's plot area sits, in pixels, and the ranges of data its axes span: the
+/// mapping from a point's values to its place in the SVG.
+struct Frame {
+    /// Left and right edges of the plot area.
+    px: (f64, f64),
+    /// Bottom and top edges of the plot area (y grows downwards in SVG).
+    py: (f64, f64),
+    /// The x axis's range, on its scale.
+    x: (f64, f64),
+    /// The y axis's range, on its scale (decades when it is logarithmic).
+    y: (f64, f64),
+    x_scale: XScale,
+    y_log: bool,
+}
+
+impl Frame {
+    /// A value of the x axis on its scale.
+    fn xs(&self, x: f64) -> f64 {
+        match self.x_scale {
             XScale::Linear => x,
             XScale::Percentile => percentile_x(x),
+        }
+    }
+
+    /// A value of the y axis on its scale.
+    fn ys(&self, y: f64) -> f64 {
+        if self.y_log {
+            y.max(1e-3).log10()
+        } else {
+            y
+        }
+    }
+
+    /// The pixel column of a value already on the x scale.
+    fn sx(&self, x: f64) -> f64 {
+        let ((px0, px1), (x_min, x_max)) = (self.px, self.x);
+        px0 + (x - x_min) / (x_max - x_min) * (px1 - px0)
+    }
+
+    /// The pixel row of a value already on the y scale.
+    fn sy(&self, y: f64) -> f64 {
+        let ((py0, py1), (y_min, y_max)) = (self.py, self.y);
+        py0 - (y - y_min) / (y_max - y_min) * (py0 - py1)
+    }
+
+    /// Where a data point is drawn.
+    fn at(&self, (x, y): (f64, f64)) -> (f64, f64) {
+        (self.sx(self.xs(x)), self.sy(self.ys(y)))
+    }
+}
+
+impl Chart {
+    /// The plot area of a `w` × `h` chart and the ranges its axes span: every finite point and
+    /// band inside, time from the origin, percentiles from 0 to 99 at least, a linear y axis
+    /// from 0 with 8 % headroom. `None` when no point is finite.
+    fn frame(&self, w: f64, h: f64) -> Option<Frame> {
+        let mut frame = Frame {
+            px: (MARGIN_LEFT, w - MARGIN_RIGHT),
+            py: (h - MARGIN_BOTTOM, MARGIN_TOP),
+            x: (0.0, 1.0),
+            y: (0.0, 1.0),
+            x_scale: self.x_scale,
+            y_log: self.y_log,
         };
-        let ys = |y: f64| if self.y_log { y.max(1e-3).log10() } else { y };
         let finite: Vec<(f64, f64)> = self
             .series
             .iter()
             .flat_map(|s| s.points.iter())
             .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .map(|(x, y)| (xs(*x), ys(*y)))
+            .map(|(x, y)| (frame.xs(*x), frame.ys(*y)))
             .collect();
-        let mut svg = svg_start(&self.id, "chart", &self.title, (width, height));
         if finite.is_empty() {
-            return no_data(svg, w, h);
+            return None;
         }
         let (mut x_min, mut x_max) = finite
             .iter()
@@ -292,8 +342,8 @@ impl Chart {
             XScale::Linear => x_min = x_min.min(0.0),
         }
         for b in &self.bands {
-            x_min = x_min.min(xs(b.from));
-            x_max = x_max.max(xs(b.to));
+            x_min = x_min.min(frame.xs(b.from));
+            x_max = x_max.max(frame.xs(b.to));
         }
         let y_hi = finite.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
         let (y_min, mut y_max) = if self.y_log {
@@ -308,12 +358,46 @@ impl Chart {
         if x_max <= x_min {
             x_max = x_min + 1.0;
         }
-        let sx = |x: f64| px0 + (x - x_min) / (x_max - x_min) * (px1 - px0);
-        let sy = |y: f64| py0 - (y - y_min) / (y_max - y_min) * (py0 - py1);
+        frame.x = (x_min, x_max);
+        frame.y = (y_min, y_max);
+        Some(frame)
+    }
 
-        // Every other phase is shaded, so neighbours stay apart; each is labelled.
+    /// Draws the chart as an SVG element `width` × `height` pixels (taller by the rows its
+    /// legend needs).
+    pub fn to_svg(&self, width: u32, height: u32) -> String {
+        let (w, h) = (f64::from(width), f64::from(height));
+        let (px0, px1) = (MARGIN_LEFT, w - MARGIN_RIGHT);
+        let rows = legend_rows(self.series.iter().map(|s| s.name.as_str()), px1 - px0);
+        let mut svg = svg_start(
+            &self.id,
+            "chart",
+            &self.title,
+            (width, height + LEGEND_ROW * rows),
+        );
+        let Some(frame) = self.frame(w, h) else {
+            return no_data(svg, w, h);
+        };
+        self.draw_bands(&mut svg, &frame);
+        self.draw_axes(&mut svg, &frame, h);
+        self.draw_series(&mut svg, &frame);
+        self.draw_markers(&mut svg, &frame);
+        legend(
+            &mut svg,
+            self.series.iter().map(|s| s.name.as_str()),
+            px0,
+            px1,
+            h,
+        );
+        svg.push_str("</svg>");
+        svg
+    }
+
+    /// The phases: every other one shaded, so neighbours stay apart; each labelled.
+    fn draw_bands(&self, svg: &mut String, frame: &Frame) {
+        let (py0, py1) = frame.py;
         for (i, b) in self.bands.iter().enumerate() {
-            let (a, z) = (sx(xs(b.from)), sx(xs(b.to)));
+            let (a, z) = (frame.sx(frame.xs(b.from)), frame.sx(frame.xs(b.to)));
             let fill = if i % 2 == 0 { "#f3f3f3" } else { "#ffffff" };
             let _ = write!(
                 svg,
@@ -325,7 +409,13 @@ impl Chart {
                 escape(&b.label)
             );
         }
-        // Y ticks and grid: decades on a log scale, round steps on a linear one.
+    }
+
+    /// Ticks, grid, the two axes and their labels: decades on a log y axis, round steps on a
+    /// linear one; percentiles 90, 99, 99.9 … on a spectrum's x axis.
+    fn draw_axes(&self, svg: &mut String, frame: &Frame, h: f64) {
+        let ((px0, px1), (py0, py1)) = (frame.px, frame.py);
+        let ((x_min, x_max), (y_min, y_max)) = (frame.x, frame.y);
         let y_ticks: Vec<(f64, f64)> = if self.y_log {
             let decades = (y_max - y_min).round().max(0.0) as usize;
             (0..=decades)
@@ -339,9 +429,8 @@ impl Chart {
                 .collect()
         };
         for (at, label) in y_ticks {
-            y_tick(&mut svg, (px0, px1), sy(at), label);
+            y_tick(svg, (px0, px1), frame.sy(at), label);
         }
-        // X ticks.
         let x_ticks: Vec<(f64, String)> = match self.x_scale {
             XScale::Percentile => [0.0, 90.0, 99.0, 99.9, 99.99, 99.999]
                 .iter()
@@ -360,7 +449,7 @@ impl Chart {
             }
         };
         for (v, label) in x_ticks {
-            let x = sx(v);
+            let x = frame.sx(v);
             let _ = write!(
                 svg,
                 r##"<line x1="{x:.1}" x2="{x:.1}" y1="{py0}" y2="{}" stroke="#999"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
@@ -378,30 +467,27 @@ impl Chart {
             (py0 + py1) / 2.0,
             escape(&self.y_label)
         );
-        // Lines, dots and marks.
-        let columns = (px1 - px0) as usize;
+    }
+
+    /// Each series as a path in its colour (reduced to the plot's pixel columns), with a dot
+    /// on each point when the chart asks for dots.
+    fn draw_series(&self, svg: &mut String, frame: &Frame) {
+        let columns = (frame.px.1 - frame.px.0) as usize;
         for (i, s) in self.series.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
             let drawn = reduce(&s.points, columns);
             let mut d = String::new();
-            for (k, (x, y)) in drawn
+            for (k, point) in drawn
                 .iter()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
                 .enumerate()
             {
-                let _ = write!(
-                    d,
-                    "{}{:.1},{:.1}",
-                    if k == 0 { "M" } else { " L" },
-                    sx(xs(*x)),
-                    sy(ys(*y))
-                );
+                let (x, y) = frame.at(*point);
+                let _ = write!(d, "{}{x:.1},{y:.1}", if k == 0 { "M" } else { " L" });
                 if self.dots {
                     let _ = write!(
                         svg,
-                        r#"<circle class="dot" cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
-                        sx(xs(*x)),
-                        sy(ys(*y))
+                        r#"<circle class="dot" cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#
                     );
                 }
             }
@@ -412,13 +498,17 @@ impl Chart {
                 s.points.len()
             );
         }
+    }
+
+    /// The markers: a dashed line in its series' colour, labelled on the side with room.
+    fn draw_markers(&self, svg: &mut String, frame: &Frame) {
+        let ((px0, px1), (py0, py1)) = (frame.px, frame.py);
         for (k, m) in self.markers.iter().enumerate() {
             if !m.x.is_finite() {
                 continue;
             }
             let color = PALETTE[m.series % PALETTE.len()];
-            let x = sx(xs(m.x));
-            // The label goes on the side of the line with room for it.
+            let x = frame.sx(frame.xs(m.x));
             let (text_x, anchor) = if x > (px0 + px1) / 2.0 {
                 (x - 3.0, "end")
             } else {
@@ -433,15 +523,6 @@ impl Chart {
                 escape(&m.label)
             );
         }
-        legend(
-            &mut svg,
-            self.series.iter().map(|s| s.name.as_str()),
-            px0,
-            px1,
-            h,
-        );
-        svg.push_str("</svg>");
-        svg
     }
 }
 

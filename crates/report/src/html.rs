@@ -109,10 +109,9 @@ pub fn spectrum(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     out
 }
 
-/// The report's charts for `runs`, overlaid on shared axes; phases of the first run shaded.
-pub fn charts(runs: &[RunView]) -> Vec<Chart> {
-    let bands: Vec<Band> = runs
-        .first()
+/// The first run's phases as shaded bands, when it has more than one.
+fn phase_bands(runs: &[RunView]) -> Vec<Band> {
+    runs.first()
         .filter(|r| r.summary.phases.len() > 1)
         .map(|r| {
             r.summary
@@ -125,25 +124,22 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    let chart = |id: &str, title: &str, y: &str, series: Vec<Series>| Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: "seconds".into(),
-        y_label: y.into(),
-        series,
-        bands: bands.clone(),
-        x_scale: XScale::Linear,
-        y_log: false,
-        markers: Vec::new(),
-        dots: false,
-    };
+        .unwrap_or_default()
+}
+
+/// Offered (open model) and achieved requests per second.
+fn throughput_series(runs: &[RunView]) -> Vec<Series> {
     let mut throughput = per_second(runs, "offered", |r, row| {
         r.summary.throughput.offered_rps.map(|_| row.offered as f64)
     });
     throughput.extend(per_second(runs, "achieved", |_, row| {
         Some(row.completed as f64)
     }));
+    throughput
+}
+
+/// Each second's p50, p90, p99 and maximum latency, over the seconds that had responses.
+fn latency_series(runs: &[RunView]) -> Vec<Series> {
     let mut latency = Vec::new();
     for (name, get) in [
         (
@@ -159,6 +155,11 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             (row.status_classes.iter().sum::<u64>() > 0).then(|| get(row))
         }));
     }
+    latency
+}
+
+/// Errors per second: each transport error kind and the 4xx and 5xx classes that occurred.
+fn error_series(runs: &[RunView]) -> Vec<Series> {
     let mut errors = Vec::new();
     for (k, kind) in loadlab_run::ErrorKind::ALL.iter().enumerate() {
         if runs
@@ -180,10 +181,20 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             }));
         }
     }
+    errors
+}
+
+/// Requests in flight, and virtual users in a session for runs of users.
+fn in_flight_series(runs: &[RunView]) -> Vec<Series> {
     let mut in_flight = per_second(runs, "in flight", |_, row| Some(row.in_flight as f64));
     in_flight.extend(per_second(runs, "users", |r, row| {
         r.summary.users.as_ref().map(|_| row.users_active as f64)
     }));
+    in_flight
+}
+
+/// Each watched process's CPU (% of a core) and resident memory (MB) per second.
+fn process_series(runs: &[RunView]) -> (Vec<Series>, Vec<Series>) {
     let mut cpu = Vec::new();
     let mut rss = Vec::new();
     for r in runs {
@@ -205,7 +216,12 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             ));
         }
     }
-    let (quota, throttled, memory) = budget_series(runs);
+    (cpu, rss)
+}
+
+/// Each watched store's commands per second, and each of its streams' backlog (entries not
+/// yet delivered plus entries not yet acknowledged).
+fn store_series(runs: &[RunView]) -> (Vec<Series>, Vec<Series>) {
     let mut commands = Vec::new();
     let mut backlog = Vec::new();
     for r in runs {
@@ -240,29 +256,53 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             }
         }
     }
-    let spectra: Vec<Series> = runs
-        .iter()
-        .filter_map(|r| {
-            let h = r.latency.as_ref()?;
-            Some(Series::new(series_name(runs, r, "latency"), spectrum(h)))
-        })
-        .collect();
+    (commands, backlog)
+}
+
+/// The report's charts for `runs`, overlaid on shared axes; phases of the first run shaded.
+/// The load's four charts always; the service's (processes, budgets, stores) when it was
+/// watched; the latency spectrum last.
+pub fn charts(runs: &[RunView]) -> Vec<Chart> {
+    let bands = phase_bands(runs);
+    let chart = |id: &str, title: &str, y: &str, series: Vec<Series>| Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: "seconds".into(),
+        y_label: y.into(),
+        series,
+        bands: bands.clone(),
+        x_scale: XScale::Linear,
+        y_log: false,
+        markers: Vec::new(),
+        dots: false,
+    };
     let mut out = vec![
-        chart("throughput", "Requests per second", "req/s", throughput),
+        chart(
+            "throughput",
+            "Requests per second",
+            "req/s",
+            throughput_series(runs),
+        ),
         chart(
             "latency",
             "Latency from the intended start, per second",
             "ms",
-            latency,
+            latency_series(runs),
         ),
         chart(
             "errors",
             "Errors per second, by kind and status class",
             "per second",
-            errors,
+            error_series(runs),
         ),
-        chart("in-flight", "Requests in flight", "requests", in_flight),
+        chart(
+            "in-flight",
+            "Requests in flight",
+            "requests",
+            in_flight_series(runs),
+        ),
     ];
+    let (cpu, rss) = process_series(runs);
     if !cpu.is_empty() {
         out.push(chart(
             "server-cpu",
@@ -272,6 +312,7 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
         ));
         out.push(chart("server-rss", "Server memory, per process", "MB", rss));
     }
+    let (quota, throttled, memory) = budget_series(runs);
     if !quota.is_empty() {
         out.push(chart(
             "budget-cpu",
@@ -294,6 +335,7 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             memory,
         ));
     }
+    let (commands, backlog) = store_series(runs);
     if !commands.is_empty() {
         out.push(chart(
             "store-commands",
@@ -310,6 +352,13 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             backlog,
         ));
     }
+    let spectra: Vec<Series> = runs
+        .iter()
+        .filter_map(|r| {
+            let h = r.latency.as_ref()?;
+            Some(Series::new(series_name(runs, r, "latency"), spectrum(h)))
+        })
+        .collect();
     out.push(spectrum_chart(
         "spectrum",
         "Latency by percentile (whole run)",

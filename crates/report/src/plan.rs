@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use loadlab_run::users::{Behaviour, Chain, Step, Think, WsPayload};
+use loadlab_run::users::{
+    Behaviour, Chain, RequestStep, SioEmit, Step, Think, WsMessage, WsPayload,
+};
 use loadlab_run::{Model, Plan};
 
 /// The plan's requests (the round robin, or each scenario's flow or chain with its share of
@@ -221,125 +223,18 @@ fn think_text(t: &Think) -> String {
 fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
     let pad = " ".repeat(indent);
     for s in steps {
-        match s {
-            Step::Request(r) => {
-                let t = &plan.requests[r.request];
-                let mut extra = Vec::new();
-                if !r.captures.is_empty() {
-                    let vars: Vec<&str> = r.captures.iter().map(|c| c.var.as_str()).collect();
-                    extra.push(format!("captures {}", vars.join(", ")));
-                }
-                if !r.checks.is_empty() {
-                    let keys: Vec<&str> = r.checks.iter().map(|e| e.key()).collect();
-                    extra.push(format!("expect {}", keys.join(", ")));
-                }
-                if !r.expects.is_empty() {
-                    extra.push(format!("match × {}", r.expects.len()));
-                }
-                if r.static_resources.is_some() {
-                    extra.push("static resources on first visit".into());
-                }
-                if !r.before_request.is_empty() {
-                    extra.push(format!("beforeRequest {}", r.before_request.join(", ")));
-                }
-                if !r.after_response.is_empty() {
-                    extra.push(format!("afterResponse {}", r.after_response.join(", ")));
-                }
-                if let Some(c) = &r.if_true {
-                    extra.push(format!("if {}", c.text));
-                }
-                if !r.follow_redirect {
-                    extra.push("no redirects".into());
-                }
-                if !r.cookies.is_empty() {
-                    let names: Vec<&str> = r.cookies.iter().map(|(k, _)| k.as_str()).collect();
-                    extra.push(format!("cookies {}", names.join(", ")));
-                }
-                let extra = if extra.is_empty() {
-                    String::new()
-                } else {
-                    format!("  [{}]", extra.join("; "))
-                };
-                let _ = writeln!(out, "{pad}{} {}{extra}", t.method, t.url);
-            }
-            Step::Ws(m) => {
-                let sent = match &m.send {
-                    Some(WsPayload::Text(t)) => format!("send {:?}", t.to_string()),
-                    Some(WsPayload::Json(j)) => format!("send {j}"),
-                    None => "wait".into(),
-                };
-                let mut extra = Vec::new();
-                if m.reply {
-                    extra.push("awaits the reply".to_string());
-                }
-                if !m.captures.is_empty() {
-                    let vars: Vec<&str> = m.captures.iter().map(|c| c.var.as_str()).collect();
-                    extra.push(format!("captures {}", vars.join(", ")));
-                }
-                if !m.expects.is_empty() {
-                    extra.push(format!("match × {}", m.expects.len()));
-                }
-                let extra = if extra.is_empty() {
-                    String::new()
-                } else {
-                    format!("  [{}]", extra.join("; "))
-                };
-                let _ = writeln!(out, "{pad}{sent}{extra}");
-            }
-            Step::Emit(e) => {
-                let args: Vec<String> = e.args.iter().map(|a| a.to_string()).collect();
-                let on = if e.namespace == "/" {
-                    String::new()
-                } else {
-                    format!(" on {}", e.namespace)
-                };
-                let awaits = match &e.wait {
-                    None => String::new(),
-                    Some(w) => {
-                        let mut what = vec![match &w.channel {
-                            Some(c) => format!("awaits {c}"),
-                            None => "awaits the acknowledgement".to_string(),
-                        }];
-                        if w.data.is_some() {
-                            what.push("data checked".into());
-                        }
-                        if !w.captures.is_empty() {
-                            let vars: Vec<&str> =
-                                w.captures.iter().map(|c| c.var.as_str()).collect();
-                            what.push(format!("captures {}", vars.join(", ")));
-                        }
-                        if !w.expects.is_empty() {
-                            what.push(format!("match × {}", w.expects.len()));
-                        }
-                        format!("  [{}]", what.join("; "))
-                    }
-                };
-                let _ = writeln!(
-                    out,
-                    "{pad}emit {}({}){on}{awaits}",
-                    e.channel,
-                    args.join(", ")
-                );
-            }
-            Step::Think(t) => {
-                let _ = writeln!(out, "{pad}think {}", think_text(t));
-            }
-            Step::ThinkTemplate(t) => {
-                let _ = writeln!(out, "{pad}think {t} (rendered at each pass)");
-            }
-            Step::Log(t) => {
-                let _ = writeln!(out, "{pad}log {t}");
-            }
-            Step::Function(name) => {
-                let _ = writeln!(out, "{pad}function {name}");
-            }
-            Step::Browser(name) => {
-                let _ = writeln!(
-                    out,
-                    "{pad}browser flow {name}(page, context, events, test) on a page of the \
-                     user's own browser context"
-                );
-            }
+        let line = match s {
+            Step::Request(r) => request_line(plan, r),
+            Step::Ws(m) => ws_line(m),
+            Step::Emit(e) => emit_line(e),
+            Step::Think(t) => format!("think {}", think_text(t)),
+            Step::ThinkTemplate(t) => format!("think {t} (rendered at each pass)"),
+            Step::Log(t) => format!("log {t}"),
+            Step::Function(name) => format!("function {name}"),
+            Step::Browser(name) => format!(
+                "browser flow {name}(page, context, events, test) on a page of the user's own \
+                 browser context"
+            ),
             Step::Loop {
                 count,
                 steps,
@@ -348,25 +243,25 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                 count_template,
                 ..
             } => {
-                let _ = match count {
-                    _ if !over.is_empty() => writeln!(out, "{pad}loop over {} items:", over.len()),
-                    _ if count_template.is_some() => writeln!(
-                        out,
-                        "{pad}loop × {} (rendered when the loop starts):",
+                let head = match count {
+                    _ if !over.is_empty() => format!("loop over {} items:", over.len()),
+                    _ if count_template.is_some() => format!(
+                        "loop × {} (rendered when the loop starts):",
                         count_template
                             .as_ref()
                             .map(|t| t.to_string())
                             .unwrap_or_default()
                     ),
-                    _ if while_true.is_some() => writeln!(
-                        out,
-                        "{pad}loop while {} answers true:",
+                    _ if while_true.is_some() => format!(
+                        "loop while {} answers true:",
                         while_true.as_deref().unwrap_or_default()
                     ),
-                    Some(n) => writeln!(out, "{pad}loop × {n}:"),
-                    None => writeln!(out, "{pad}loop until the run ends:"),
+                    Some(n) => format!("loop × {n}:"),
+                    None => "loop until the run ends:".to_string(),
                 };
+                let _ = writeln!(out, "{pad}{head}");
                 flow(out, plan, steps, indent + 2);
+                continue;
             }
             Step::Parallel(steps) => {
                 let _ = writeln!(
@@ -374,9 +269,112 @@ fn flow(out: &mut String, plan: &Plan, steps: &[Step], indent: usize) {
                     "{pad}parallel (issued together, queued on the user's connection):"
                 );
                 flow(out, plan, steps, indent + 2);
+                continue;
             }
-        }
+        };
+        let _ = writeln!(out, "{pad}{line}");
     }
+}
+
+/// `  [a; b]` of what a step does beside its request or message; empty when nothing.
+fn bracketed(extra: &[String]) -> String {
+    if extra.is_empty() {
+        String::new()
+    } else {
+        format!("  [{}]", extra.join("; "))
+    }
+}
+
+/// The variables a step's captures set, as `captures a, b`.
+fn captures_text<'c>(vars: impl Iterator<Item = &'c str>) -> String {
+    format!("captures {}", vars.collect::<Vec<_>>().join(", "))
+}
+
+/// A request step: its method and URL, then its captures, checks, hooks and options.
+fn request_line(plan: &Plan, r: &RequestStep) -> String {
+    let t = &plan.requests[r.request];
+    let mut extra = Vec::new();
+    if !r.captures.is_empty() {
+        extra.push(captures_text(r.captures.iter().map(|c| c.var.as_str())));
+    }
+    if !r.checks.is_empty() {
+        let keys: Vec<&str> = r.checks.iter().map(|e| e.key()).collect();
+        extra.push(format!("expect {}", keys.join(", ")));
+    }
+    if !r.expects.is_empty() {
+        extra.push(format!("match × {}", r.expects.len()));
+    }
+    if r.static_resources.is_some() {
+        extra.push("static resources on first visit".into());
+    }
+    if !r.before_request.is_empty() {
+        extra.push(format!("beforeRequest {}", r.before_request.join(", ")));
+    }
+    if !r.after_response.is_empty() {
+        extra.push(format!("afterResponse {}", r.after_response.join(", ")));
+    }
+    if let Some(c) = &r.if_true {
+        extra.push(format!("if {}", c.text));
+    }
+    if !r.follow_redirect {
+        extra.push("no redirects".into());
+    }
+    if !r.cookies.is_empty() {
+        let names: Vec<&str> = r.cookies.iter().map(|(k, _)| k.as_str()).collect();
+        extra.push(format!("cookies {}", names.join(", ")));
+    }
+    format!("{} {}{}", t.method, t.url, bracketed(&extra))
+}
+
+/// A ws step: what it sends (or that it waits), whether it awaits the reply, what it takes
+/// from it.
+fn ws_line(m: &WsMessage) -> String {
+    let sent = match &m.send {
+        Some(WsPayload::Text(t)) => format!("send {:?}", t.to_string()),
+        Some(WsPayload::Json(j)) => format!("send {j}"),
+        None => "wait".into(),
+    };
+    let mut extra = Vec::new();
+    if m.reply {
+        extra.push("awaits the reply".to_string());
+    }
+    if !m.captures.is_empty() {
+        extra.push(captures_text(m.captures.iter().map(|c| c.var.as_str())));
+    }
+    if !m.expects.is_empty() {
+        extra.push(format!("match × {}", m.expects.len()));
+    }
+    format!("{sent}{}", bracketed(&extra))
+}
+
+/// An emit step: the event and its arguments, its namespace, and what it awaits.
+fn emit_line(e: &SioEmit) -> String {
+    let args: Vec<String> = e.args.iter().map(|a| a.to_string()).collect();
+    let on = if e.namespace == "/" {
+        String::new()
+    } else {
+        format!(" on {}", e.namespace)
+    };
+    let awaits = match &e.wait {
+        None => String::new(),
+        Some(w) => {
+            let mut what = vec![match &w.channel {
+                Some(c) => format!("awaits {c}"),
+                None => "awaits the acknowledgement".to_string(),
+            }];
+            if w.data.is_some() {
+                what.push("data checked".into());
+            }
+            if !w.captures.is_empty() {
+                what.push(captures_text(w.captures.iter().map(|c| c.var.as_str())));
+            }
+            if !w.expects.is_empty() {
+                what.push(format!("match × {}", w.expects.len()));
+            }
+            bracketed(&what)
+        }
+    };
+    format!("emit {}({}){on}{awaits}", e.channel, args.join(", "))
 }
 
 /// A chain's states with their pages, think times and transitions, and the share of visits

@@ -1,5 +1,5 @@
-//! Run directories on disk: `summary.json`, `plan.json`, `timeline.csv` and `latency.hlog`,
-//! each written atomically (to a temporary name, then renamed), and read back for comparisons
+//! Run directories on disk: `summary.json`, `plan.json`, `records.json`, `timeline.csv` and
+//! `latency.hlog`, each written atomically (to a temporary name, then renamed), and read back for comparisons
 //! and merges.
 
 use std::fs;
@@ -45,7 +45,8 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
 }
 
 /// Writes a run directory: `summary.json`, `plan.json` (the plan as it ran, so a merge of shards
-/// recovers it), `timeline.csv`, `latency.hlog`, `histograms.hlog`,
+/// recovers it), `records.json` (the run's records, which shards merge by: [`read_records`]),
+/// `timeline.csv`, `latency.hlog`, `histograms.hlog`,
 /// and `server.csv` when the lab watched the service's processes (with `stores.csv` when it
 /// watched stores, `host.csv` with the host's CPU, `groups.csv` when processes had budgets), and `profile.folded` when the service was profiled. `summary.json` is
 /// written last, so a directory that has one is complete (the merge of shards waits for it).
@@ -57,6 +58,8 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
     let mut plan = serde_json::to_vec_pretty(&run.plan).expect("a plan serializes");
     plan.push(b'\n');
     write_atomic(&dir.join("plan.json"), &plan)?;
+    let records = serde_json::to_vec(run).expect("a run's records serialize");
+    write_atomic(&dir.join(RECORDS), &records)?;
     let mut csv = Vec::new();
     writeln!(csv, "{}", TimelineRow::csv_header()).expect("writes to a Vec");
     for row in &run.timeline {
@@ -126,6 +129,24 @@ fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
     crate::hlog::whole_run_log(&entries, &names, run.elapsed)
 }
 
+/// The file of a run directory that holds its records.
+pub const RECORDS: &str = "records.json";
+
+/// A run's records as its directory keeps them (`records.json`): the run as the engine
+/// returned it, without its timeline, interval log, processes and profile, which have files of
+/// their own (the timeline is left empty).
+pub fn read_records(dir: &Path) -> Result<RunData, ReadRunError> {
+    let path = dir.join(RECORDS);
+    let bytes = fs::read(&path).map_err(|error| ReadRunError::Io {
+        path: path.clone(),
+        error,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ReadRunError::Records {
+        path,
+        reason: e.to_string(),
+    })
+}
+
 /// A run directory that cannot be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadRunError {
@@ -140,6 +161,14 @@ pub enum ReadRunError {
     /// `summary.json` is not a loadlab summary.
     #[error("{path} is not a loadlab summary: {reason}")]
     Summary {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `records.json` that does not parse.
+    #[error("{path} is not a run's records this loadlab reads: {reason}")]
+    Records {
         /// The file.
         path: PathBuf,
         /// What is wrong.
@@ -344,7 +373,107 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
 
 #[cfg(test)]
 mod tests {
-    use super::read_server_csv;
+    use std::time::{Duration, SystemTime};
+
+    use super::{read_records, read_server_csv, write_run_dir};
+    use crate::{ErrorKind, Interval, Model, Plan, RunData, Stop, Summary, UserRecord};
+
+    /// A run with something in every record: statuses and errors, two phases' seconds, two
+    /// request names, users with failures and custom metrics, timings, the generator's account.
+    fn recorded_run() -> RunData {
+        let mut plan = Plan::get(
+            "127.0.0.1:9".parse().unwrap(),
+            "/",
+            Model::closed(2, 1),
+            Stop::default(),
+        );
+        plan.apdex_ms = Some(5.0);
+        let intervals: Vec<Interval> = (0..3)
+            .map(|second| {
+                let mut iv = Interval::new(second);
+                for (i, status) in [200u16, 200, 503, 404].into_iter().enumerate() {
+                    iv.counts.sent += 1;
+                    iv.counts.record_status(status);
+                    iv.counts.bytes += 120;
+                    iv.latency.record(1_000 * (second + 1) + i as u64).unwrap();
+                    iv.service.record(900 * (second + 1)).unwrap();
+                }
+                iv.counts.sent += 1;
+                iv.counts.record_error(ErrorKind::Reset);
+                iv.lag.record(40).unwrap();
+                iv
+            })
+            .collect();
+        let mut run = RunData::from_intervals(plan, &intervals);
+        run.started_at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_123);
+        run.elapsed = Duration::from_millis(3_250);
+        run.unfinished = 2;
+        for (name, us) in [("get /a", 700), ("get /b", 9_000)] {
+            let mut iv = Interval::new(0);
+            iv.counts.record_status(200);
+            iv.latency.record(us).unwrap();
+            run.by_name.push((name.to_string(), iv));
+        }
+        let mut users = UserRecord::new();
+        users.sessions.record(2_500_000).unwrap();
+        users.failures.insert("expect status on login".into(), 3);
+        users
+            .request_failures
+            .insert(("GET".into(), "/a".into(), "500".into()), 4);
+        users.custom.add("histogram", "rows", 12.5);
+        users.custom.add("counter", "orders", 2.0);
+        users.started_by_scenario = vec![5, 1];
+        run.users = Some(users);
+        run.timings.connect.record(150).unwrap();
+        run.timings.refused.record(3_000).unwrap();
+        run.timings.tls_failures[1] = 2;
+        run.generator.cpu_s = 1.25;
+        run.generator.threads = 2;
+        run.generator.connect.opened = 2;
+        run.generator.pacing.add_gap(0.001, 0.001);
+        run
+    }
+
+    #[test]
+    fn a_run_read_back_from_its_records_summarizes_as_it_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = recorded_run();
+        write_run_dir(dir.path(), &run, &Summary::from_run(&run)).unwrap();
+        let mut back = read_records(dir.path()).unwrap();
+        assert!(
+            back.timeline.is_empty(),
+            "the timeline has a file of its own"
+        );
+        back.timeline = run.timeline.clone();
+        let json = |r: &RunData| serde_json::to_value(Summary::from_run(r)).unwrap();
+        assert_eq!(json(&back), json(&run));
+        assert_eq!(back.totals.counts, run.totals.counts);
+        assert_eq!(back.totals.lag.len(), 3);
+        let users = back.users.as_ref().unwrap();
+        assert_eq!(users.request_failures.values().sum::<u64>(), 4);
+        let rows = |r: &RunData| r.users.as_ref().unwrap().custom.histograms["rows"].max();
+        assert_eq!(rows(&back), rows(&run));
+        assert_eq!(back.generator, run.generator);
+        // Shards of a plan add their records.
+        let mut both = back.clone();
+        both.add_shard(&run);
+        assert_eq!(
+            both.totals.counts.completed,
+            2 * run.totals.counts.completed
+        );
+        assert_eq!(both.totals.counts.status[503], 6);
+        assert_eq!(both.by_name[1].1.latency.len(), 2);
+        assert_eq!(
+            both.users.as_ref().unwrap().failures["expect status on login"],
+            6
+        );
+        assert_eq!(both.generator.threads, 4);
+        assert_eq!(both.timings.tls_failures[1], 4);
+
+        std::fs::write(dir.path().join(super::RECORDS), "{}").unwrap();
+        let e = read_records(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("is not a run's records"), "{e}");
+    }
 
     #[test]
     fn server_csv_reads_with_and_without_the_cpu_wait_column() {

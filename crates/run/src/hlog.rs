@@ -162,6 +162,80 @@ pub fn decode(encoded: &str, de: &mut Deserializer) -> Result<Histogram<u64>, Hl
         .map_err(|e| HlogError(format!("{e:?}")))
 }
 
+/// A histogram encoded as a log encodes it: base64 of its compressed V2 form.
+pub fn encode(h: &Histogram<u64>) -> String {
+    use base64::Engine;
+    use hdrhistogram::serialization::Serializer as _;
+    let mut raw = Vec::new();
+    // Serializing a valid histogram into memory does not fail; if it did, the histogram would
+    // read back empty.
+    let _ = V2DeflateSerializer::new().serialize(h, &mut raw);
+    base64::engine::general_purpose::STANDARD.encode(raw)
+}
+
+/// Decodes a histogram [`encode`] wrote into [`crate::new_histogram`]'s bounds, so it adds to
+/// the run's other histograms.
+fn decode_in_run_bounds(encoded: &str) -> Result<Histogram<u64>, HlogError> {
+    let h = decode(encoded, &mut Deserializer::new())?;
+    let mut out = crate::new_histogram();
+    out.add(&h).map_err(|e| HlogError(format!("{e:?}")))?;
+    Ok(out)
+}
+
+/// Serde for a histogram field of the records (`#[serde(with = "crate::hlog::as_encoded")]`):
+/// the text [`encode`] writes.
+pub(crate) mod as_encoded {
+    use hdrhistogram::Histogram;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the histogram encoded.
+    pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::encode(h))
+    }
+
+    /// Reads an encoded histogram back.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let text = String::deserialize(d)?;
+        super::decode_in_run_bounds(&text).map_err(D::Error::custom)
+    }
+}
+
+/// Serde for histograms by name (`#[serde(with = "crate::hlog::as_encoded_map")]`): each name
+/// with the text [`encode`] writes.
+pub(crate) mod as_encoded_map {
+    use std::collections::BTreeMap;
+
+    use hdrhistogram::Histogram;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes each histogram encoded, under its name.
+    pub fn serialize<S: Serializer>(
+        map: &BTreeMap<String, Histogram<u64>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let encoded: BTreeMap<&str, String> = map
+            .iter()
+            .map(|(name, h)| (name.as_str(), super::encode(h)))
+            .collect();
+        encoded.serialize(s)
+    }
+
+    /// Reads the encoded histograms back, by name.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Histogram<u64>>, D::Error> {
+        BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .map(|(name, text)| {
+                let h = super::decode_in_run_bounds(&text).map_err(D::Error::custom)?;
+                Ok((name, h))
+            })
+            .collect()
+    }
+}
+
 /// The untagged intervals of a log added up: the whole run's latency from the intended start.
 pub fn untagged_total(bytes: &[u8]) -> Result<Histogram<u64>, HlogError> {
     let intervals = read_intervals(bytes)?.intervals;
@@ -229,6 +303,19 @@ mod tests {
         assert_eq!(intervals.len(), 1);
         assert_eq!(intervals[0].tag.as_deref(), Some("n0"));
         assert!(whole_run_log(&entries[..1], &[], Duration::from_secs(1)).is_none());
+    }
+
+    #[test]
+    fn an_encoded_histogram_reads_back_with_the_same_counts_in_the_runs_bounds() {
+        let h = recorded(&[1, 250, 250, 7_000_000]);
+        let back = decode_in_run_bounds(&encode(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.max(), h.max());
+        assert_eq!(back.count_at(250), 2);
+        let mut run = crate::new_histogram();
+        run.add(&back).unwrap();
+        let empty = decode_in_run_bounds(&encode(&crate::new_histogram())).unwrap();
+        assert!(empty.is_empty());
     }
 
     #[test]

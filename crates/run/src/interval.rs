@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 use crate::error_kind::ErrorKind;
 
@@ -19,7 +20,7 @@ pub fn new_histogram() -> Histogram<u64> {
 const STATUS_SLOTS: usize = 1000;
 
 /// Request counters for one interval or a whole run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Counts {
     /// Requests whose bytes were written (or whose connect was attempted).
     pub sent: u64,
@@ -34,6 +35,7 @@ pub struct Counts {
     /// Response bytes read, headers included.
     pub bytes: u64,
     /// Responses by status code.
+    #[serde(with = "sparse_status")]
     pub status: Vec<u64>,
     /// Responses that refused their request (429, or 503 with `Retry-After`): the service
     /// said no rather than serving it.
@@ -130,18 +132,50 @@ impl Counts {
     }
 }
 
+/// Serde for the responses by status code: the codes that occurred, with their counts.
+mod sparse_status {
+    use std::collections::BTreeMap;
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(status: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        let codes: BTreeMap<usize, u64> = status
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(code, n)| (code, *n))
+            .collect();
+        codes.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        let mut status = vec![0; super::STATUS_SLOTS];
+        for (code, n) in BTreeMap::<usize, u64>::deserialize(d)? {
+            let slot = status
+                .get_mut(code)
+                .ok_or_else(|| D::Error::custom(format!("status {code} is not three digits")))?;
+            *slot = n;
+        }
+        Ok(status)
+    }
+}
+
 /// What one generator thread (or all of them, merged) saw during one second of the run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Interval {
     /// Second of the run this interval covers, counted from the run's origin.
     pub second: u64,
     /// Request counters.
     pub counts: Counts,
     /// Latency from the intended start, µs.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub latency: Histogram<u64>,
     /// Latency from the actual send, µs.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub service: Histogram<u64>,
     /// How late the open-model scheduler released each arrival, µs.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub lag: Histogram<u64>,
     /// Requests in flight (sent, not ended) when the interval closed.
     pub in_flight: u64,
@@ -151,7 +185,9 @@ pub struct Interval {
     /// responses by status class (1xx to 5xx), then transport errors. Empty when the plan
     /// has one name.
     pub by_name: Vec<NameOutcomes>,
-    /// The sampled requests that ended in the interval, as client spans (`--trace-sample`).
+    /// The sampled requests that ended in the interval, as client spans (`--trace-sample`);
+    /// not recorded (a run keeps the slowest in [`crate::trace::TraceRecord`]).
+    #[serde(skip)]
     pub spans: Vec<crate::trace::ClientSpan>,
 }
 

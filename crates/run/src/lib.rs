@@ -26,7 +26,9 @@ pub mod topology;
 pub mod trace;
 pub mod users;
 
-pub use dir::{read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun};
+pub use dir::{
+    read_records, read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun,
+};
 pub use error_kind::{ErrorKind, TlsFailure};
 pub use interval::{count_outcome, new_histogram, Counts, Interval, NameOutcomes, TimelineRow};
 pub use plan::{

@@ -4,12 +4,13 @@
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 use crate::error_kind::TlsFailure;
 use crate::interval::{new_histogram, Interval, TimelineRow};
 use crate::plan::Plan;
 /// The generator's account of itself.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GeneratorStats {
     /// User + system CPU the generator process used from the run's origin (not the connects
     /// before it), seconds.
@@ -29,7 +30,7 @@ pub struct GeneratorStats {
 /// How evenly the open model's arrivals went out: each gap between two consecutive sends of a
 /// thread against the schedule's gap between the same two arrivals. Kept as sums, so threads
 /// merge by adding.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PacingStats {
     /// Gaps measured.
     pub gaps: u64,
@@ -69,7 +70,7 @@ impl PacingStats {
 
 /// The opening of the initial connections, paced, before the run's origin: its time is in no
 /// request's latency and not in the run's duration.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConnectStats {
     /// Initial connections asked for.
     pub connections: u64,
@@ -96,7 +97,7 @@ impl ConnectStats {
 }
 
 /// What one phase of the load saw, from the whole seconds that fell in it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PhaseRecord {
     /// Phase name.
     pub name: String,
@@ -134,23 +135,29 @@ impl PhaseRecord {
 /// Where the requests' time went, whole run, µs (k6's breakdown). Connect and handshake times
 /// are recorded only for requests that opened their connection: a summary counts the others
 /// as zeros.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timings {
     /// TCP connect of the connections opened for a request.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub connect: Histogram<u64>,
     /// TLS handshake of the `https://` connections opened for a request.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub tls: Histogram<u64>,
     /// Open model: from a request's release by the schedule to a connection taking it, the
     /// time it waited in the generator for a connection (k6's `blocked`); the closed model
     /// records none.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub queued: Histogram<u64>,
     /// From the request's write to the first byte of its response (time to first byte).
+    #[serde(with = "crate::hlog::as_encoded")]
     pub waiting: Histogram<u64>,
     /// From the first byte of the response to its last.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub receiving: Histogram<u64>,
     /// Latency (from the intended start) of the responses that refused their request (429,
     /// or 503 with `Retry-After`): taken out of the run's latency, what is left is the
     /// answered requests'.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub refused: Histogram<u64>,
     /// Failed TLS handshakes by cause, indexed by [`TlsFailure::index`].
     pub tls_failures: [u64; TlsFailure::COUNT],
@@ -195,7 +202,11 @@ impl Default for Timings {
 }
 
 /// Everything a run produced: totals, the per-second timeline, and the interval log.
-#[derive(Debug, Clone)]
+///
+/// Its serialized form is a run directory's `records.json`: the run whole but for what has
+/// files of its own (the timeline, the interval log, the processes, the profile), so that
+/// shards' runs merge by adding their records ([`RunData::add_shard`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunData {
     /// The plan that was run.
     pub plan: Plan,
@@ -211,31 +222,36 @@ pub struct RunData {
     pub phases: Vec<PhaseRecord>,
     /// Whole-run results per request name, when the plan has several names.
     pub by_name: Vec<(String, Interval)>,
-    /// One row per second.
+    /// One row per second (`timeline.csv`).
+    #[serde(skip)]
     pub timeline: Vec<TimelineRow>,
     /// The interval histograms as HdrHistogram log lines (without the header), latency untagged
-    /// and service latency tagged `service`.
+    /// and service latency tagged `service` (`latency.hlog`).
+    #[serde(skip)]
     pub hlog_lines: Vec<u8>,
     /// Requests sent but not ended when the run stopped.
     pub unfinished: u64,
     /// The generator's own resource use.
     pub generator: GeneratorStats,
-    /// The service's processes, when the lab watched them.
+    /// The service's processes, when the lab watched them (`server.csv` and its neighbours).
+    #[serde(skip)]
     pub server: Option<crate::server::ServerData>,
     /// What the virtual users did, when the plan had a user model.
     pub users: Option<UserRecord>,
     /// Where the requests' time went: connect, TLS handshake, waiting, receiving.
     pub timings: Timings,
-    /// The service's CPU profile, when one was asked for.
+    /// The service's CPU profile, when one was asked for (`profile.folded`).
+    #[serde(skip)]
     pub profile: Option<crate::profile::ProfileOutcome>,
     /// The sampled requests (`--trace-sample`): how many, and the slowest.
     pub traces: crate::trace::TraceRecord,
 }
 
 /// Whole-run account of the virtual users' sessions.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UserRecord {
     /// Length of each session that ended (completed or failed), µs.
+    #[serde(with = "crate::hlog::as_encoded")]
     pub sessions: Histogram<u64>,
     /// Why sessions failed, with counts (e.g. `expect status on login`).
     pub failures: std::collections::BTreeMap<String, u64>,
@@ -252,6 +268,7 @@ pub struct UserRecord {
     pub started_by_scenario: Vec<u64>,
     /// Requests that failed, by request type, name and message (a locustfile's users, whose
     /// failures Locust reports so).
+    #[serde(with = "as_entries")]
     pub request_failures: std::collections::BTreeMap<(String, String, String), u64>,
     /// What the script's processor functions emitted.
     pub custom: CustomMetrics,
@@ -273,7 +290,7 @@ pub struct UserRecord {
 
 /// Metrics a script's processor functions emit (`events.emit('counter' | 'histogram' |
 /// 'rate', name, value)`, as in Artillery).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CustomMetrics {
     /// Counters: the sum of the values emitted, by name.
     pub counters: std::collections::BTreeMap<String, f64>,
@@ -281,6 +298,7 @@ pub struct CustomMetrics {
     pub rates: std::collections::BTreeMap<String, u64>,
     /// Histograms of the values emitted, in thousandths of the emitted unit (negative values
     /// count as 0).
+    #[serde(with = "crate::hlog::as_encoded_map")]
     pub histograms: std::collections::BTreeMap<String, Histogram<u64>>,
 }
 
@@ -403,7 +421,81 @@ impl Default for UserRecord {
     }
 }
 
+/// Serde for a map whose keys are not text (JSON's keys are): its entries, as a list of
+/// (key, value) pairs.
+mod as_entries {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(
+        map: &BTreeMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, K, V, D>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
+impl GeneratorStats {
+    /// Adds another generator's account, a shard's that ran at once on its own machine: CPU,
+    /// threads and connect rates summed, the most memory and the busiest thread, the fewest
+    /// open files allowed, connections and pacing merged as threads' are.
+    pub fn add_shard(&mut self, other: &GeneratorStats) {
+        self.cpu_s += other.cpu_s;
+        self.max_rss_mb = self.max_rss_mb.max(other.max_rss_mb);
+        self.busiest_thread_utilization = self
+            .busiest_thread_utilization
+            .max(other.busiest_thread_utilization);
+        self.threads += other.threads;
+        let file_limit = match self.connect.file_limit {
+            0 => other.connect.file_limit,
+            mine => mine.min(other.connect.file_limit),
+        };
+        self.connect.merge(&other.connect);
+        self.connect.rate_per_s += other.connect.rate_per_s;
+        self.connect.file_limit = file_limit;
+        self.pacing.merge(&other.pacing);
+    }
+}
+
 impl RunData {
+    /// Adds the records of another shard of the same plan, run at the same time: counts and
+    /// histograms summed, phases in their order, request names by name, the users', timings'
+    /// and sampled requests' accounts merged, the generators' added
+    /// ([`GeneratorStats::add_shard`]). The timeline and the interval log, joined per
+    /// wall-clock second, and the run's origin and length are the merge's to set.
+    pub fn add_shard(&mut self, other: &RunData) {
+        self.complete &= other.complete;
+        self.totals.merge(&other.totals);
+        for (mine, theirs) in self.phases.iter_mut().zip(&other.phases) {
+            mine.totals.merge(&theirs.totals);
+        }
+        for (name, theirs) in &other.by_name {
+            match self.by_name.iter_mut().find(|(n, _)| n == name) {
+                Some((_, mine)) => mine.merge(theirs),
+                None => self.by_name.push((name.clone(), theirs.clone())),
+            }
+        }
+        self.unfinished += other.unfinished;
+        self.generator.add_shard(&other.generator);
+        match (&mut self.users, &other.users) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.users = Some(theirs.clone()),
+            _ => {}
+        }
+        self.timings.merge(&other.timings);
+        self.traces.merge(&other.traces);
+    }
+
     /// A complete run assembled from its per-second intervals under `plan`, as the engine's
     /// collector assembles one: totals, phases and the timeline (for analysis and report tests,
     /// and for replaying recorded seconds).

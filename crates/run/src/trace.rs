@@ -53,7 +53,7 @@ impl ClientSpan {
 }
 
 /// A run's sampled requests: how many, and the slowest [`SLOWEST_KEPT`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceRecord {
     /// Requests sampled.
     pub sampled: u64,
@@ -65,6 +65,17 @@ impl TraceRecord {
     /// Counts `spans` and keeps the slowest of them and of those kept before.
     pub fn add(&mut self, spans: &[ClientSpan]) {
         self.sampled += spans.len() as u64;
+        self.keep_slowest(spans);
+    }
+
+    /// Adds another record (a shard's): its count, and the slowest of both.
+    pub fn merge(&mut self, other: &TraceRecord) {
+        self.sampled += other.sampled;
+        self.keep_slowest(&other.slowest);
+    }
+
+    /// Keeps the slowest of `spans` and of those kept before.
+    fn keep_slowest(&mut self, spans: &[ClientSpan]) {
         self.slowest.extend(spans.iter().cloned());
         self.slowest
             .sort_by(|a, b| b.latency_ms().total_cmp(&a.latency_ms()));

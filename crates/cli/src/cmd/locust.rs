@@ -96,19 +96,11 @@ fn plan_of(
             .unwrap_or_default();
     // The environment's host is every class's when set; the classes report theirs as given.
     let mut hosts: Vec<String> = settings.host.iter().cloned().collect();
-    for c in &first.classes {
-        if let Some(h) = c.get("host").and_then(|h| h.as_str()) {
-            hosts.push(h.to_string());
-        }
-    }
+    hosts.extend(first.classes.iter().filter_map(|c| c.host.clone()));
     if hosts.is_empty() {
         bail!("no host: give -H http://HOST[:PORT], or set host on the User classes");
     }
-    let names: Vec<String> = first
-        .classes
-        .iter()
-        .filter_map(|c| c.get("name").and_then(|n| n.as_str()).map(str::to_string))
-        .collect();
+    let names: Vec<&str> = first.classes.iter().map(|c| c.name.as_str()).collect();
     let users = usize::try_from(settings.num_users).unwrap_or(usize::MAX);
     let run_time = settings
         .run_time

@@ -72,33 +72,18 @@ fn locustfile(a: &ValidateArgs) -> Result<Outcome> {
         "{}: valid (a locustfile; run it with loadlab locust -f FILE)",
         a.file.display()
     );
-    let text = |v: &serde_json::Value, k: &str| -> String {
-        match v.get(k) {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(serde_json::Value::Null) | None => "-".into(),
-            Some(other) => other.to_string(),
-        }
-    };
+    let number = |n: Option<f64>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
     for c in &classes {
         println!(
             "  user class {}: weight {}, fixed count {}, host {}, wait {}",
-            text(c, "name"),
-            text(c, "weight"),
-            text(c, "fixed_count"),
-            text(c, "host"),
-            text(c, "wait_time")
+            c.name,
+            number(c.weight),
+            number(c.fixed_count),
+            c.host.as_deref().unwrap_or("-"),
+            c.wait_time.as_deref().unwrap_or("-")
         );
-        for t in c
-            .get("tasks")
-            .and_then(|t| t.as_array())
-            .into_iter()
-            .flatten()
-        {
-            println!(
-                "    task {} (weight {})",
-                text(t, "name"),
-                text(t, "weight")
-            );
+        for t in &c.tasks {
+            println!("    task {} (weight {})", t.name, t.weight);
         }
     }
     if shape {

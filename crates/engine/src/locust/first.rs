@@ -16,7 +16,7 @@ use std::time::Instant;
 use loadlab_run::users::LocustSpec;
 use serde::Deserialize;
 
-use super::helper::{init_message, Started, PYTHON_ARGS};
+use super::helper::{init_message, Started, UserClass, PYTHON_ARGS};
 
 /// How long importing the locustfile and its `init` and `test_start` may take.
 const IMPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -55,7 +55,7 @@ pub struct First {
     /// The key the run's first thread takes the helper by ([`LocustSpec::first`]).
     pub key: u64,
     /// The user classes, as the helper describes them (hosts as the run gives them).
-    pub classes: Vec<serde_json::Value>,
+    pub classes: Vec<UserClass>,
     /// The file has a `LoadTestShape`.
     pub shape: bool,
     /// The run's settings after the file's listeners.
@@ -68,7 +68,7 @@ pub struct First {
 #[derive(Deserialize)]
 struct Ready {
     #[serde(default)]
-    classes: Vec<serde_json::Value>,
+    classes: Vec<UserClass>,
     #[serde(default)]
     shape: bool,
     settings: Settings,

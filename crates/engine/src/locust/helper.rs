@@ -21,6 +21,56 @@ use tokio::time::Instant;
 /// How long importing the locustfile may take.
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// A user class as a helper describes it in `ready` (see `PROTOCOL.md`): its tasks and hosts
+/// as its users will run them. Attributes the user's code set to something Locust would not
+/// read (a weight that is not a number) are `None`: such a class is described, not refused.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct UserClass {
+    /// The class's name.
+    pub name: String,
+    /// Its `weight`: its share of the users.
+    #[serde(default, deserialize_with = "number_or_none")]
+    pub weight: Option<f64>,
+    /// Its `fixed_count`: users of it started first, whatever the weights.
+    #[serde(default, deserialize_with = "number_or_none")]
+    pub fixed_count: Option<f64>,
+    /// Its `host`, when it sets one.
+    #[serde(default, deserialize_with = "text_or_none")]
+    pub host: Option<String>,
+    /// Its `wait_time`, in words (`between(1, 5)`), when it declares one.
+    #[serde(default, deserialize_with = "text_or_none")]
+    pub wait_time: Option<String>,
+    /// Its tasks.
+    #[serde(default)]
+    pub tasks: Vec<ClassTask>,
+}
+
+/// A number, or `None` for any other JSON value.
+fn number_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    Ok(serde_json::Value::deserialize(d)?.as_f64())
+}
+
+/// A string, or `None` for any other JSON value.
+fn text_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    })
+}
+
+/// A task of a user class.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ClassTask {
+    /// The task's function (or task set's class) name.
+    pub name: String,
+    /// Its weight among the class's tasks.
+    #[serde(default)]
+    pub weight: u64,
+    /// Its tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
 /// A message from the helper (see `PROTOCOL.md`).
 #[derive(Debug, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -29,7 +79,7 @@ pub enum FromHelper {
     Ready {
         /// The user classes, as the helper describes them.
         #[serde(default)]
-        classes: Vec<serde_json::Value>,
+        classes: Vec<UserClass>,
         /// The file has a `LoadTestShape`.
         #[serde(default)]
         shape: bool,
@@ -188,7 +238,7 @@ impl Helper {
 
     /// Imports `spec`'s file in a helper that runs nothing, and answers what it found: the
     /// user classes (as the helper describes them) and whether it has a `LoadTestShape`.
-    pub async fn describe(spec: &LocustSpec) -> io::Result<(Vec<serde_json::Value>, bool)> {
+    pub async fn describe(spec: &LocustSpec) -> io::Result<(Vec<UserClass>, bool)> {
         let described = RefCell::default();
         let helper = Self::launch(spec, (0, 1), 0, true, &described).await?;
         helper.kill().await;
@@ -202,7 +252,7 @@ impl Helper {
         (index, helpers): (usize, usize),
         seed: u64,
         describe: bool,
-        described: &RefCell<Vec<serde_json::Value>>,
+        described: &RefCell<Vec<UserClass>>,
     ) -> io::Result<Rc<Helper>> {
         let (mine, theirs) = std::os::unix::net::UnixStream::pair()?;
         mine.set_nonblocking(true)?;

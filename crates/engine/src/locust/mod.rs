@@ -27,7 +27,7 @@ use crate::record::Pending;
 use crate::schedule::share_of;
 use crate::session::client::Client;
 pub use first::{discard, start_first, First, Settings};
-pub use helper::Helper;
+pub use helper::{ClassTask, Helper, UserClass};
 use helper::{FromHelper, RequestMsg};
 use names::NameStats;
 pub use prepare::{package, python, GEVENT};
@@ -290,7 +290,7 @@ pub async fn start_helper(
 /// What `spec`'s file holds, found by importing it in a helper that runs nothing: its user
 /// classes (as the helper describes them: name, weight, host, tasks, wait time) and whether it
 /// has a `LoadTestShape`. The error says why the file does not import.
-pub fn describe(spec: &LocustSpec) -> std::io::Result<(Vec<serde_json::Value>, bool)> {
+pub fn describe(spec: &LocustSpec) -> std::io::Result<(Vec<UserClass>, bool)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -778,84 +778,114 @@ impl<'a> Session<'a> {
         }
         let users = self.users;
         // A URL that renders to another host the plan knows goes to that host's request.
-        let rerouted;
-        let step = match self.reroute(step) {
-            Some(s) => {
-                rerouted = s;
-                &rerouted
-            }
-            None => step,
-        };
+        let rerouted = self.reroute(step);
+        let step = rerouted.as_ref().unwrap_or(step);
+        let changed = self.before_request(step).await?;
+        let step = changed.as_ref().unwrap_or(step);
         let t = &users.plan.requests[step.request];
         let endpoint = &users.plan.endpoints[t.endpoint];
-        let authority = &endpoint.authority;
-        let changed;
-        let step = if step.before_request.is_empty() {
-            step
-        } else {
-            let params = params_of(step, &t.method, endpoint);
-            match self
-                .call(Op::Before, &step.before_request, Some(&params), None)
-                .await?
-            {
-                Some(p) => {
-                    changed = changed_step(step, &p, &origin(endpoint)).map_err(|reason| {
-                        End::Failed {
-                            reason: format!("{reason} on {}", t.name),
-                            transport: false,
-                        }
-                    })?;
-                    &changed
-                }
-                None => step,
-            }
-        };
         let mut req = render(step, t, &self.vars, &mut self.rng).map_err(|reason| End::Failed {
             reason: format!("{reason} on {}", t.name),
             transport: false,
         })?;
         let origin = origin(endpoint);
-        if !step.cookies.is_empty() {
-            let url = url_of(&origin, &req.path);
-            for (name, value) in &step.cookies {
-                let mut v = String::new();
-                let lookup = |k: &str| self.vars.get(k).map(String::as_str);
-                value.render(lookup, &mut self.rng, &mut v);
-                if let Some(url) = &url {
-                    let _ = self
-                        .cookies
-                        .get_or_insert_with(CookieStore::default)
-                        .parse(&format!("{name}={v}"), url);
-                }
-            }
-        }
+        self.set_step_cookies(step, &origin, &req.path);
         // As Artillery: the jar goes with a request once a response set a cookie, or when the
         // request sets cookies itself.
         let with_jar = self.jar_enabled || !step.cookies.is_empty();
         let jar_cookie = with_jar && self.add_cookies(&mut req, &origin);
-        let intended = self.intended();
         let pending = Pending {
-            intended,
+            intended: self.intended(),
             template: step.request,
         };
-        let keep = needs_response(step);
-        let transport = |failed: crate::conn::exchange::Failed| End::Failed {
-            reason: format!("{} on {}", failed.kind().as_str(), t.name),
-            transport: true,
-        };
-        let bytes = encode_request(&req, authority);
+        let bytes = encode_request(&req, &endpoint.authority);
         self.client.close_idle(Instant::now());
-        let mut answer = self
+        let answer = self
             .client
-            .send(&users.wire, &pending, &bytes, keep)
+            .send(&users.wire, &pending, &bytes, needs_response(step))
             .await
-            .map_err(transport)?;
-        let mut jar_cookie = jar_cookie;
+            .map_err(|failed| transport_failure(failed, &t.name))?;
+        let answer = self
+            .follow_redirects(step, &mut req, answer, jar_cookie)
+            .await?;
+        // The connection is free from here on, as an agent frees its socket at the answer's
+        // end (hooks and checks run on the user's time, not the connection's).
+        self.client.idle_since = Some(Instant::now());
+        self.judge_answer(step, &answer).await?;
+        if let Some(page_statics) = step.static_resources {
+            if self.visited.insert(step.request) {
+                let base = format!("http://{}{}", endpoint.authority, req.path);
+                statics::fetch(users, &mut self.client, page_statics, &base, &answer.body).await;
+                self.client.idle_since = Some(Instant::now());
+            }
+        }
+        Ok(())
+    }
+
+    /// The step as the processor's `beforeRequest` functions changed it, when it has any and
+    /// they changed it.
+    async fn before_request(&mut self, step: &RequestStep) -> Result<Option<RequestStep>, End> {
+        if step.before_request.is_empty() {
+            return Ok(None);
+        }
+        let users = self.users;
+        let t = &users.plan.requests[step.request];
+        let endpoint = &users.plan.endpoints[t.endpoint];
+        let params = params_of(step, &t.method, endpoint);
+        let Some(p) = self
+            .call(Op::Before, &step.before_request, Some(&params), None)
+            .await?
+        else {
+            return Ok(None);
+        };
+        changed_step(step, &p, &origin(endpoint))
+            .map(Some)
+            .map_err(|reason| End::Failed {
+                reason: format!("{reason} on {}", t.name),
+                transport: false,
+            })
+    }
+
+    /// Puts the cookies the step sets itself (`cookie:`) in the user's jar for `path` on
+    /// `origin`.
+    fn set_step_cookies(&mut self, step: &RequestStep, origin: &str, path: &str) {
+        if step.cookies.is_empty() {
+            return;
+        }
+        let url = url_of(origin, path);
+        for (name, value) in &step.cookies {
+            let mut v = String::new();
+            let lookup = |k: &str| self.vars.get(k).map(String::as_str);
+            value.render(lookup, &mut self.rng, &mut v);
+            if let Some(url) = &url {
+                let _ = self
+                    .cookies
+                    .get_or_insert_with(CookieStore::default)
+                    .parse(&format!("{name}={v}"), url);
+            }
+        }
+    }
+
+    /// Keeps the answer's cookies and, when the step follows redirects, follows them on the
+    /// request's own origin as Artillery's client does (a 303 turns the request into a GET;
+    /// one redirect past the most allowed fails it): the last answer.
+    async fn follow_redirects(
+        &mut self,
+        step: &RequestStep,
+        req: &mut RequestTemplate,
+        mut answer: Answer,
+        mut jar_cookie: bool,
+    ) -> Result<Answer, End> {
+        let users = self.users;
+        let t = &users.plan.requests[step.request];
+        let endpoint = &users.plan.endpoints[t.endpoint];
+        let origin = origin(endpoint);
+        let with_jar = self.jar_enabled || !step.cookies.is_empty();
         let mut hops = 0;
         loop {
             self.keep_cookies(&answer, &origin, &req.path);
             if !step.follow_redirect || !is_redirect(answer.status) {
-                break;
+                return Ok(answer);
             }
             let location = answer
                 .headers
@@ -863,14 +893,13 @@ impl<'a> Session<'a> {
                 .find(|(k, _)| k.eq_ignore_ascii_case("location"))
                 .map(|(_, v)| v.as_str());
             let Some(next) = location.and_then(|l| url_of(&origin, &req.path)?.join(l).ok()) else {
-                break;
+                return Ok(answer);
             };
             // Only on the request's own origin: its user's connection goes there, and loadlab
             // sends load to the hosts the script names.
             if next.origin().ascii_serialization() != origin {
-                break;
+                return Ok(answer);
             }
-            // As Artillery's client: one redirect past the most allowed fails the request.
             if hops == step.max_redirects {
                 self.request_failed = true;
                 return Err(End::Failed {
@@ -889,28 +918,31 @@ impl<'a> Session<'a> {
             if jar_cookie {
                 req.headers.pop();
             }
-            jar_cookie = (with_jar || self.jar_enabled) && self.add_cookies(&mut req, &origin);
-            let bytes = encode_request(&req, authority);
+            jar_cookie = (with_jar || self.jar_enabled) && self.add_cookies(req, &origin);
+            let bytes = encode_request(req, &endpoint.authority);
             let hop = Pending {
                 intended: None,
                 template: step.request,
             };
             answer = self
                 .client
-                .send(&users.wire, &hop, &bytes, keep)
+                .send(&users.wire, &hop, &bytes, needs_response(step))
                 .await
-                .map_err(transport)?;
+                .map_err(|failed| transport_failure(failed, &t.name))?;
         }
-        // The connection is free from here on, as an agent frees its socket at the answer's
-        // end (hooks and checks run on the user's time, not the connection's).
-        self.client.idle_since = Some(Instant::now());
-        // A capture or match that fails ends the user, as in Artillery, after the response's
-        // hooks (the expect plugin's checks among them) have run; Artillery counts it as the
-        // error `Failed capture or match`.
+    }
+
+    /// Runs the step's expectations, captures, checks and `afterResponse` functions on its
+    /// answer. A capture or match that fails ends the user, as in Artillery, after the
+    /// response's hooks (the expect plugin's checks among them) have run; Artillery counts it
+    /// as the error `Failed capture or match`.
+    async fn judge_answer(&mut self, step: &RequestStep, answer: &Answer) -> Result<(), End> {
+        let users = self.users;
+        let t = &users.plan.requests[step.request];
         let captured = check(
             (&step.expects, &step.captures),
             &t.name,
-            &answer,
+            answer,
             &mut self.vars,
             &mut self.rng,
             &users.queries,
@@ -926,7 +958,7 @@ impl<'a> Session<'a> {
             let failed = count_checks(
                 &step.checks,
                 &t.name,
-                &answer,
+                answer,
                 &self.vars,
                 &users.queries,
                 &mut users.record.borrow_mut(),
@@ -939,7 +971,7 @@ impl<'a> Session<'a> {
             }
         }
         if !step.after_response.is_empty() {
-            let params = params_of(step, &t.method, endpoint);
+            let params = params_of(step, &t.method, &users.plan.endpoints[t.endpoint]);
             let res = Response {
                 status_code: answer.status,
                 headers: answer
@@ -955,16 +987,15 @@ impl<'a> Session<'a> {
         captured.map_err(|reason| End::Failed {
             reason,
             transport: false,
-        })?;
-        let path = req.path;
-        if let Some(page_statics) = step.static_resources {
-            if self.visited.insert(step.request) {
-                let base = format!("http://{authority}{path}");
-                statics::fetch(users, &mut self.client, page_statics, &base, &answer.body).await;
-                self.client.idle_since = Some(Instant::now());
-            }
-        }
-        Ok(())
+        })
+    }
+}
+
+/// How a request that failed on its connection ends its user.
+fn transport_failure(failed: crate::conn::exchange::Failed, name: &str) -> End {
+    End::Failed {
+        reason: format!("{} on {name}", failed.kind().as_str()),
+        transport: true,
     }
 }
 

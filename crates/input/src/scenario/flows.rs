@@ -970,38 +970,13 @@ impl<'a> Lowering<'a> {
             // check lets a loop step hold any key: a loop runs, what is beside it is not read.
             let looping = s.looped.is_some();
             if looping && s.kinds() > 1 {
-                let at = super::error::position(&spanned.referenced)
-                    .map_or_else(String::new, |p| {
-                        format!(" (line {}, column {})", p.line, p.column)
-                    });
-                self.warnings.push(format!(
-                    "flow step {}{at}: {} beside loop is not read: Artillery runs the loop and \
-                     ignores it, and so does loadlab",
-                    i + 1,
-                    s.beside_loop().join(", ")
-                ));
+                self.warn_beside_loop(i, spanned);
             }
             if let Some(body) = s.parallel.as_ref().filter(|_| !looping) {
                 out.push(self.parallel(s, body).within(step)?);
                 continue;
             }
-            let while_true = match &s.while_true {
-                Some(_) if s.looped.is_none() => {
-                    return Err(FlowError::CountWithoutLoop).within(step);
-                }
-                Some(v) => {
-                    let mut names = self.function_names("whileTrue", v).within(step)?;
-                    if names.len() != 1 {
-                        return Err(Traced::at(
-                            refuse("whileTrue", "takes one function name"),
-                            &v.referenced,
-                        ))
-                        .within(step);
-                    }
-                    names.pop()
-                }
-                None => None,
-            };
+            let while_true = self.while_true(s).within(step)?;
             let request = s.request().within(step)?;
             if s.connect.is_some() {
                 // Artillery's ws engine reads `connect` from the first step only, and no other
@@ -1053,60 +1028,7 @@ impl<'a> Lowering<'a> {
                 return Err(FlowError::CountWithoutLoop).within(step);
             }
             if let Some(body) = &s.looped {
-                if body.is_empty() {
-                    return Err(FlowError::EmptyLoop).within(step);
-                }
-                let over = match &s.over {
-                    Some(o) => Some(self.loop_items(o, s.count.is_some()).within(step)?),
-                    None => None,
-                };
-                let defaults = loadlab_run::users::LoopNames::default();
-                let names = loadlab_run::users::LoopNames {
-                    count: s.loop_value.clone().unwrap_or(defaults.count),
-                    element: s.loop_element.clone().unwrap_or(defaults.element),
-                };
-                self.defined.insert(names.count.clone());
-                self.defined.insert(names.element.clone());
-                for item in over.iter().flatten() {
-                    for (var, _) in loadlab_run::users::loop_item_vars(&names.element, item) {
-                        self.defined.insert(var);
-                    }
-                }
-                let before = self.requests.len();
-                let mut steps = self.steps(body).within(step)?;
-                if let Some(items) = &over {
-                    self.origins_from_items(&mut steps, (&names.element, items))
-                        .within(step)?;
-                }
-                let (count, count_template) = match &s.count {
-                    None | Some(LoopCount::Number(-1)) => (None, None),
-                    Some(LoopCount::Number(n)) => match u64::try_from(*n) {
-                        Ok(n) => (Some(n), None),
-                        Err(_) => return Err(FlowError::LoopCount(n.to_string())).within(step),
-                    },
-                    Some(LoopCount::Text(t)) => {
-                        let t = Template::parse(t).map_err(FlowError::from).within(step)?;
-                        if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
-                            return Err(FlowError::Undefined(v.to_string())).within(step);
-                        }
-                        (Some(0), Some(t))
-                    }
-                };
-                if count.is_none()
-                    && over.is_none()
-                    && while_true.is_none()
-                    && self.requests.len() == before
-                {
-                    return Err(FlowError::EndlessLoop).within(step);
-                }
-                out.push(Step::Loop {
-                    count,
-                    steps,
-                    over: over.unwrap_or_default(),
-                    while_true,
-                    names,
-                    count_template,
-                });
+                out.push(self.loop_step(s, body, while_true).within(step)?);
             } else if let Some(f) = &s.function {
                 for name in self.hook_names("function", f).within(step)? {
                     out.push(Step::Function(name));
@@ -1133,6 +1055,102 @@ impl<'a> Lowering<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// Warns that the keys beside a step's `loop` are not read (as Artillery's engine reads
+    /// `loop` first and its script check lets a loop step hold any key).
+    fn warn_beside_loop(&mut self, i: usize, spanned: &Spanned<StepSpec>) {
+        let at = super::error::position(&spanned.referenced).map_or_else(String::new, |p| {
+            format!(" (line {}, column {})", p.line, p.column)
+        });
+        self.warnings.push(format!(
+            "flow step {}{at}: {} beside loop is not read: Artillery runs the loop and \
+             ignores it, and so does loadlab",
+            i + 1,
+            spanned.value.beside_loop().join(", ")
+        ));
+    }
+
+    /// The processor function a loop step's `whileTrue` names: one name, and only on a loop.
+    fn while_true(&self, s: &StepSpec) -> Result<Option<String>, Traced> {
+        let Some(v) = &s.while_true else {
+            return Ok(None);
+        };
+        if s.looped.is_none() {
+            return Err(FlowError::CountWithoutLoop.into());
+        }
+        let mut names = self.function_names("whileTrue", v)?;
+        if names.len() != 1 {
+            return Err(Traced::at(
+                refuse("whileTrue", "takes one function name"),
+                &v.referenced,
+            ));
+        }
+        Ok(names.pop())
+    }
+
+    /// Lowers a `loop` step: its body, what it goes over (a list, a payload read whole), its
+    /// count (a number or a template), the names its variables take, and its `whileTrue`. A
+    /// loop with none of count, `over` or `whileTrue` and no request in it never ends: refused.
+    fn loop_step(
+        &mut self,
+        s: &StepSpec,
+        body: &[Spanned<StepSpec>],
+        while_true: Option<String>,
+    ) -> Result<Step, Traced> {
+        if body.is_empty() {
+            return Err(FlowError::EmptyLoop.into());
+        }
+        let over = match &s.over {
+            Some(o) => Some(self.loop_items(o, s.count.is_some())?),
+            None => None,
+        };
+        let defaults = loadlab_run::users::LoopNames::default();
+        let names = loadlab_run::users::LoopNames {
+            count: s.loop_value.clone().unwrap_or(defaults.count),
+            element: s.loop_element.clone().unwrap_or(defaults.element),
+        };
+        self.defined.insert(names.count.clone());
+        self.defined.insert(names.element.clone());
+        for item in over.iter().flatten() {
+            for (var, _) in loadlab_run::users::loop_item_vars(&names.element, item) {
+                self.defined.insert(var);
+            }
+        }
+        let before = self.requests.len();
+        let mut steps = self.steps(body)?;
+        if let Some(items) = &over {
+            self.origins_from_items(&mut steps, (&names.element, items))?;
+        }
+        let (count, count_template) = match &s.count {
+            None | Some(LoopCount::Number(-1)) => (None, None),
+            Some(LoopCount::Number(n)) => match u64::try_from(*n) {
+                Ok(n) => (Some(n), None),
+                Err(_) => return Err(FlowError::LoopCount(n.to_string()).into()),
+            },
+            Some(LoopCount::Text(t)) => {
+                let t = Template::parse(t).map_err(FlowError::from)?;
+                if let Some(v) = t.variables().find(|v| !self.is_defined(v)) {
+                    return Err(FlowError::Undefined(v.to_string()).into());
+                }
+                (Some(0), Some(t))
+            }
+        };
+        if count.is_none()
+            && over.is_none()
+            && while_true.is_none()
+            && self.requests.len() == before
+        {
+            return Err(FlowError::EndlessLoop.into());
+        }
+        Ok(Step::Loop {
+            count,
+            steps,
+            over: over.unwrap_or_default(),
+            while_true,
+            names,
+            count_template,
+        })
     }
 
     /// Lowers a `parallel` step: its steps.
@@ -1510,22 +1528,7 @@ impl<'a> Lowering<'a> {
     fn request_inner(&mut self, method: &str, r: &RequestSpec) -> Result<RequestStep, FlowError> {
         let url = with_target(&r.url, self.target);
         let url = url.as_ref();
-        let relative = !(url.starts_with('/')
-            || url.starts_with("{{")
-            || url.starts_with("http://")
-            || url.starts_with("https://"));
-        let (origin, path) = if relative {
-            // Artillery sends `members/create` as it is, and its HTTP client refuses it: every
-            // user fails there. So does loadlab's, with a warning now.
-            self.warnings.push(format!(
-                "url {:?} is neither a path starting with / nor a URL: as in Artillery, every \
-                 user fails at that request (Invalid URL); write /{}",
-                url, url
-            ));
-            (split_url(self.target, self.target)?.0, url.to_string())
-        } else {
-            split_url(self.target, url)?
-        };
+        let (origin, path) = self.origin_and_path(url)?;
         let endpoint = self.endpoint(&origin)?;
         let (mut headers, body) = r.headers_and_body()?;
         for (k, v) in &self.default_headers {
@@ -1560,17 +1563,7 @@ impl<'a> Lowering<'a> {
                 ));
             }
         }
-        let query =
-            r.qs.iter()
-                .map(|(k, v)| {
-                    let text = match v {
-                        serde_json::Value::String(s) => s.clone(),
-                        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
-                        _ => return Err(FlowError::QueryValue(k.clone())),
-                    };
-                    Ok((k.clone(), Template::parse(&text)?))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+        let query = query_templates(r)?;
         let body_t = match &r.json {
             Some(_) => Template::default(),
             None => Template::parse(&String::from_utf8_lossy(&body))?,
@@ -1608,22 +1601,7 @@ impl<'a> Lowering<'a> {
         }
         let request = self.push_request(&name, url, endpoint, method, &path, &headers, &body);
         let captures = self.captures(r.capture.iter().flat_map(OneOrMany::as_slice))?;
-        let mut checks = Vec::new();
-        for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
-            for (check, v) in e {
-                if !EXPECT_CHECKS.contains(&check.as_str()) {
-                    continue;
-                }
-                let expect = expect_of(check, v)?;
-                if let Some(v) = expect.variables().into_iter().find(|v| !self.is_defined(v)) {
-                    return Err(FlowError::Undefined(v.to_string()));
-                }
-                checks.push(expect);
-            }
-        }
-        if checks.is_empty() && self.expect_default_200 {
-            checks.push(Expect::Status(vec![200]));
-        }
+        let checks = self.expect_checks(r)?;
         let static_resources = r.fetch_static.then(|| {
             self.push_request(
                 &format!("{name} static"),
@@ -1657,6 +1635,48 @@ impl<'a> Lowering<'a> {
             probability: None,
             origins: Vec::new(),
         })
+    }
+
+    /// The origin and path of a request's URL: a relative one (`members/create`) goes to the
+    /// target's origin as it is, where Artillery's HTTP client refuses it and every user fails
+    /// at it; so does loadlab's, with a warning.
+    fn origin_and_path(&mut self, url: &str) -> Result<(String, String), FlowError> {
+        let relative = !(url.starts_with('/')
+            || url.starts_with("{{")
+            || url.starts_with("http://")
+            || url.starts_with("https://"));
+        if !relative {
+            return split_url(self.target, url);
+        }
+        self.warnings.push(format!(
+            "url {:?} is neither a path starting with / nor a URL: as in Artillery, every \
+             user fails at that request (Invalid URL); write /{}",
+            url, url
+        ));
+        Ok((split_url(self.target, self.target)?.0, url.to_string()))
+    }
+
+    /// The checks of the expect plugin a request's `expect` lists (the keys it knows), each of
+    /// defined variables; a status of 200 when it lists none and the script asks for that
+    /// default.
+    fn expect_checks(&self, r: &RequestSpec) -> Result<Vec<Expect>, FlowError> {
+        let mut checks = Vec::new();
+        for e in r.expect.iter().flat_map(OneOrMany::as_slice) {
+            for (check, v) in e {
+                if !EXPECT_CHECKS.contains(&check.as_str()) {
+                    continue;
+                }
+                let expect = expect_of(check, v)?;
+                if let Some(v) = expect.variables().into_iter().find(|v| !self.is_defined(v)) {
+                    return Err(FlowError::Undefined(v.to_string()));
+                }
+                checks.push(expect);
+            }
+        }
+        if checks.is_empty() && self.expect_default_200 {
+            checks.push(Expect::Status(vec![200]));
+        }
+        Ok(checks)
     }
 
     /// `capture` items as captures; each defines its variable for later steps.
@@ -1812,6 +1832,21 @@ fn refuse(key: &str, what: &str) -> Refusal {
         key: key.into(),
         what: what.into(),
     }
+}
+
+/// A request's `qs` as templates: strings as they are, numbers and booleans as written;
+/// other values are refused.
+fn query_templates(r: &RequestSpec) -> Result<Vec<(String, Template)>, FlowError> {
+    r.qs.iter()
+        .map(|(k, v)| {
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                _ => return Err(FlowError::QueryValue(k.clone())),
+            };
+            Ok((k.clone(), Template::parse(&text)?))
+        })
+        .collect()
 }
 
 /// One check of an `expect` item, one of [`EXPECT_CHECKS`].

@@ -395,6 +395,48 @@ impl Lowering<'_> {
             ));
         };
         let at = |e: FlowError, s: &Spanned<serde_json::Value>| Traced::at(e, &s.referenced);
+        let (channel, args) = self.emit_channel_and_args(emit)?;
+        let channel = Template::parse(&channel).map_err(|e| at(e.into(), emit))?;
+        let mut uses: Vec<String> = channel.variables().map(str::to_string).collect();
+        for a in &args {
+            super::flows::json_variables(a, &mut uses).map_err(|e| at(e, emit))?;
+        }
+        if let Some(v) = uses.iter().find(|v| !self.is_defined(v)) {
+            return Err(at(FlowError::Undefined(v.clone()), emit));
+        }
+        let namespace = sio_namespace(step)?;
+        let wait = self.sio_wait(step)?;
+        let shown = channel.to_string();
+        let name = if namespace == "/" {
+            format!("emit {shown}")
+        } else {
+            format!("emit {shown} on {namespace}")
+        };
+        let request = self.push_request(
+            &name,
+            &socket.url,
+            socket.endpoint,
+            "GET",
+            &socket.path,
+            &[],
+            &[],
+        );
+        Ok(SioEmit {
+            request,
+            namespace,
+            channel,
+            args,
+            wait,
+        })
+    }
+
+    /// The event's name and arguments an `emit` gives: `{channel, data}` (one argument, null
+    /// without data, as Artillery 2 emits it; other keys inside emit it ignores, and so does
+    /// this, with a warning, or refuses them when strict) or a list, the name first.
+    fn emit_channel_and_args(
+        &mut self,
+        emit: &Spanned<serde_json::Value>,
+    ) -> Result<(String, Vec<serde_json::Value>), Traced> {
         let bad_emit = || {
             Traced::at(
                 refuse(
@@ -404,7 +446,7 @@ impl Lowering<'_> {
                 &emit.referenced,
             )
         };
-        let (channel, args) = match &emit.value {
+        match &emit.value {
             serde_json::Value::Object(o) => {
                 // Artillery 2 reads only channel and data inside emit: a namespace, response or
                 // acknowledge written there (Artillery 1's docs) it ignores, and so does this.
@@ -431,37 +473,20 @@ impl Lowering<'_> {
                 // Always one argument, null without `data`: Artillery emits `data` even when
                 // it is undefined, and servers take their acknowledgement callback second.
                 let data = o.get("data").cloned().unwrap_or(serde_json::Value::Null);
-                (channel.to_string(), vec![data])
+                Ok((channel.to_string(), vec![data]))
             }
             serde_json::Value::Array(items) => {
                 let (first, rest) = items.split_first().ok_or_else(bad_emit)?;
                 let channel = first.as_str().ok_or_else(bad_emit)?;
-                (channel.to_string(), rest.to_vec())
+                Ok((channel.to_string(), rest.to_vec()))
             }
-            _ => return Err(bad_emit()),
-        };
-        let channel = Template::parse(&channel).map_err(|e| at(e.into(), emit))?;
-        let mut uses: Vec<String> = channel.variables().map(str::to_string).collect();
-        for a in &args {
-            super::flows::json_variables(a, &mut uses).map_err(|e| at(e, emit))?;
+            _ => Err(bad_emit()),
         }
-        if let Some(v) = uses.iter().find(|v| !self.is_defined(v)) {
-            return Err(at(FlowError::Undefined(v.clone()), emit));
-        }
-        let namespace = match &step.namespace {
-            None => "/".to_string(),
-            Some(n) if n.value.is_empty() || n.value == "/" => "/".to_string(),
-            Some(n) if n.value.starts_with('/') && !n.value.contains(['{', ',']) => n.value.clone(),
-            Some(n) => {
-                return Err(Traced::at(
-                    refuse(
-                        "namespace",
-                        "is a path such as /chat (templates are not read)",
-                    ),
-                    &n.referenced,
-                ))
-            }
-        };
+    }
+
+    /// What an `emit` step awaits: the `response` on a channel or the `acknowledge`ment (not
+    /// both), with the captures and matches over its arguments; `None` when it awaits nothing.
+    fn sio_wait(&mut self, step: &super::flows::StepSpec) -> Result<Option<SioWait>, Traced> {
         let (spec, is_ack) = match (&step.response, &step.acknowledge) {
             (Some(_), Some(a)) => {
                 return Err(Traced::at(
@@ -476,69 +501,61 @@ impl Lowering<'_> {
             (None, Some(a)) => (Some(a), true),
             (None, None) => (None, false),
         };
-        let wait = match spec {
-            None => None,
-            Some(given) => {
-                let a = &given.value;
-                let at = |e: FlowError| Traced::at(e, &given.referenced);
-                let channel = match (is_ack, a.channel.as_ref().or(a.on.as_ref())) {
-                    (false, Some(c)) => Some(Template::parse(c).map_err(|e| at(e.into()))?),
-                    (false, None) => {
-                        return Err(Traced::at(
-                            refuse("response", "names the event awaited: channel: NAME"),
-                            &given.referenced,
-                        ))
-                    }
-                    (true, _) => None,
-                };
-                // Artillery's queries over the arguments, as RFC 9535 writes them; `$.0`
-                // (the first argument) where a capture gives none.
-                let specs: Vec<CaptureSpec> = a
-                    .capture
-                    .iter()
-                    .flat_map(OneOrMany::as_slice)
-                    .map(|c| {
-                        let mut c = c.clone();
-                        if c.header.is_none() && c.regexp_given().is_none() {
-                            c.json = Some(rfc_json_path(c.json.as_deref().unwrap_or("$.0")));
-                        }
-                        c
-                    })
-                    .collect();
-                let captures = self.captures(specs.iter()).map_err(at)?;
-                let expects = match &a.matches {
-                    Some(m) => self.matches(&with_rfc_paths(m)).map_err(at)?,
-                    None => Vec::new(),
-                };
-                Some(SioWait {
-                    channel,
-                    data: a.data.clone().or(a.args.clone()),
-                    captures,
-                    expects,
-                })
+        let Some(given) = spec else {
+            return Ok(None);
+        };
+        let a = &given.value;
+        let at = |e: FlowError| Traced::at(e, &given.referenced);
+        let channel = match (is_ack, a.channel.as_ref().or(a.on.as_ref())) {
+            (false, Some(c)) => Some(Template::parse(c).map_err(|e| at(e.into()))?),
+            (false, None) => {
+                return Err(Traced::at(
+                    refuse("response", "names the event awaited: channel: NAME"),
+                    &given.referenced,
+                ))
             }
+            (true, _) => None,
         };
-        let shown = channel.to_string();
-        let name = if namespace == "/" {
-            format!("emit {shown}")
-        } else {
-            format!("emit {shown} on {namespace}")
+        // Artillery's queries over the arguments, as RFC 9535 writes them; `$.0`
+        // (the first argument) where a capture gives none.
+        let specs: Vec<CaptureSpec> = a
+            .capture
+            .iter()
+            .flat_map(OneOrMany::as_slice)
+            .map(|c| {
+                let mut c = c.clone();
+                if c.header.is_none() && c.regexp_given().is_none() {
+                    c.json = Some(rfc_json_path(c.json.as_deref().unwrap_or("$.0")));
+                }
+                c
+            })
+            .collect();
+        let captures = self.captures(specs.iter()).map_err(at)?;
+        let expects = match &a.matches {
+            Some(m) => self.matches(&with_rfc_paths(m)).map_err(at)?,
+            None => Vec::new(),
         };
-        let request = self.push_request(
-            &name,
-            &socket.url,
-            socket.endpoint,
-            "GET",
-            &socket.path,
-            &[],
-            &[],
-        );
-        Ok(SioEmit {
-            request,
-            namespace,
+        Ok(Some(SioWait {
             channel,
-            args,
-            wait,
-        })
+            data: a.data.clone().or(a.args.clone()),
+            captures,
+            expects,
+        }))
+    }
+}
+
+/// The namespace of an `emit` step: a path such as `/chat`, `/` without one.
+fn sio_namespace(step: &super::flows::StepSpec) -> Result<String, Traced> {
+    match &step.namespace {
+        None => Ok("/".to_string()),
+        Some(n) if n.value.is_empty() || n.value == "/" => Ok("/".to_string()),
+        Some(n) if n.value.starts_with('/') && !n.value.contains(['{', ',']) => Ok(n.value.clone()),
+        Some(n) => Err(Traced::at(
+            refuse(
+                "namespace",
+                "is a path such as /chat (templates are not read)",
+            ),
+            &n.referenced,
+        )),
     }
 }
