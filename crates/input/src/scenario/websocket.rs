@@ -302,6 +302,19 @@ impl Lowering<'_> {
     }
 }
 
+/// A request named `name` on the socket's URL (a reply's or an emit's, recorded under it).
+fn request_on(l: &mut Lowering, socket: &Socket, name: &str) -> usize {
+    l.push_request(
+        name,
+        &socket.url,
+        socket.endpoint,
+        "GET",
+        &socket.path,
+        &[],
+        &[],
+    )
+}
+
 /// The request a socket's messages are recorded under: its upgrade's for messages sent
 /// without a reply (never recorded as requests), a `reply` request of its own for round trips.
 fn socket_request(l: &mut Lowering, socket: &Socket, reply: bool) -> usize {
@@ -311,16 +324,7 @@ fn socket_request(l: &mut Lowering, socket: &Socket, reply: bool) -> usize {
     if let Some(r) = l.websocket.as_ref().and_then(|s| s.reply) {
         return r;
     }
-    let name = format!("WS {} reply", socket.path);
-    let r = l.push_request(
-        &name,
-        &socket.url,
-        socket.endpoint,
-        "GET",
-        &socket.path,
-        &[],
-        &[],
-    );
+    let r = request_on(l, socket, &format!("WS {} reply", socket.path));
     if let Some(s) = l.websocket.as_mut() {
         s.reply = Some(r);
     }
@@ -412,15 +416,7 @@ impl Lowering<'_> {
         } else {
             format!("emit {shown} on {namespace}")
         };
-        let request = self.push_request(
-            &name,
-            &socket.url,
-            socket.endpoint,
-            "GET",
-            &socket.path,
-            &[],
-            &[],
-        );
+        let request = request_on(self, &socket, &name);
         Ok(SioEmit {
             request,
             namespace,
