@@ -68,11 +68,6 @@ struct ShardRun {
     seconds: Vec<(u64, bool, String)>,
 }
 
-/// The time a summary's `started_at` names.
-fn origin_of(s: &Summary) -> SystemTime {
-    humantime::parse_rfc3339_weak(&s.started_at).unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
 /// Reads shard directories and checks they are distinct shards of one plan.
 fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
     let mut shards: Vec<ShardRun> = Vec::with_capacity(dirs.len());
@@ -126,11 +121,13 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
     }
     let origin = shards
         .iter()
-        .map(|s| origin_of(&s.saved.summary))
+        .map(|s| s.records.started_at)
         .min()
         .ok_or(MergeError::Empty)?;
     for s in &mut shards {
-        let late = origin_of(&s.saved.summary)
+        let late = s
+            .records
+            .started_at
             .duration_since(origin)
             .unwrap_or_default();
         s.offset_s = late.as_secs_f64().round() as u64;
@@ -162,7 +159,7 @@ pub fn merge_dirs(dirs: &[PathBuf], cores: usize) -> Result<Merged, MergeError> 
     let count = first.shard.as_ref().map_or(1, |s| s.count);
     let origin = shards
         .iter()
-        .map(|s| origin_of(&s.saved.summary))
+        .map(|s| s.records.started_at)
         .min()
         .unwrap_or(SystemTime::UNIX_EPOCH);
 
