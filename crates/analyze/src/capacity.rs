@@ -65,6 +65,15 @@ pub fn only_confirms(steps: &[ProbeStep]) -> bool {
         .is_some_and(|last| last.concurrency < SPREAD_CONNECTIONS && flat(steps))
 }
 
+/// Whether the climb's `steps` found the service's limit: its last step gained less than 10 %
+/// over every step before it, or failed. A climb that stopped on its time or its connections
+/// while throughput still grew found only a lower bound of the plateau.
+pub fn levelled(steps: &[ProbeStep]) -> bool {
+    steps
+        .last()
+        .is_some_and(|last| last.requests == 0 || last.error_pct > 1.0 || flat(steps))
+}
+
 /// Whether the last of `steps` has at least 4 connections and gained less than 10 % over every
 /// step before it.
 fn flat(steps: &[ProbeStep]) -> bool {
@@ -970,15 +979,21 @@ mod tests {
         let ran: Vec<usize> = steps.iter().map(|s| s.concurrency).collect();
         assert_eq!(ran, vec![1, 2, 4, 8, 16]);
         assert!((plateau_rps(&steps).unwrap() - 5.0 / 0.389).abs() < 1e-9);
+        assert!(levelled(&steps));
+        // Cut at four connections (the climb's time was up) while it still grew.
+        assert!(!levelled(&steps[..3]));
         // The bound stops it, and a failing step ends it.
         let mut steps = Vec::new();
         while let Some(Next::Run { concurrency, .. }) = plateau_step(&steps, 4) {
             steps.push(step(concurrency, concurrency as f64 * 10.0));
         }
         assert_eq!(steps.len(), 3);
+        // Still growing when the bound stopped it: a lower bound, not the plateau.
+        assert!(!levelled(&steps));
         let mut failing = step(2, 20.0);
         failing.error_pct = 50.0;
-        assert!(plateau_step(&[step(1, 10.0), failing], 64).is_none());
+        assert!(plateau_step(&[step(1, 10.0), failing.clone()], 64).is_none());
+        assert!(levelled(&[step(1, 10.0), failing]));
         // Three processes of 48 req/s on one port, whose two connections hashed onto one of
         // them: the climb goes on to four, which reach the others, and to where they stop.
         let climb = |service: [f64; 6]| {

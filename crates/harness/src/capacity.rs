@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use loadlab_analyze::capacity::{
-    best_step, bracket, done_because, first_rate, hold_to_overloads, judge, next_rate,
+    best_step, bracket, done_because, first_rate, hold_to_overloads, judge, levelled, next_rate,
     only_confirms, plateau_rps, plateau_step, step_seconds, RateStep, Search, Window,
 };
 use loadlab_analyze::probe::{Next, ProbeStep};
@@ -14,7 +14,7 @@ use loadlab_engine::StopSignal;
 use loadlab_input::{CapacityFlags, UrlTarget};
 use loadlab_run::{RunData, Summary};
 
-use crate::steps::{closed_step, drain, warmed_rate_step};
+use crate::steps::{closed_step, drain, usual_alone_ms, warmed_rate_step};
 use crate::Result;
 
 /// What the search looks for and its bounds.
@@ -72,6 +72,12 @@ pub struct Plateau {
     /// Mean latency of the climb's one-connection step, ms: a request's time alone, over
     /// many requests.
     pub alone_ms: f64,
+    /// What a request alone usually takes at most, ms (the one-connection step's mean plus
+    /// one standard deviation): what the drains between steps wait for.
+    pub usual_ms: f64,
+    /// Whether throughput stopped growing (or a step failed) before the climb ended; when
+    /// false the climb's time or connections ran out first and `rps` is only a lower bound.
+    pub levelled: bool,
     /// How long the climb took, seconds.
     pub seconds: f64,
 }
@@ -155,6 +161,7 @@ pub fn capacity(
     on_progress(Progress::Climbed(plateau.as_ref()));
     // A request's time alone: the one-connection step's mean when the climb ran (one
     // request's latency is a single draw, far off the mean when times vary).
+    let drain_ms = plateau.as_ref().map_or(base_ms, |p| p.usual_ms);
     let base_ms = plateau.as_ref().map_or(base_ms, |p| p.alone_ms);
     let needed = search.slo.requests_for_a_bound().map(|(_, n)| n);
     // Without a plateau (the climb failed at once), one connection's rate: any service serves
@@ -165,7 +172,8 @@ pub fn capacity(
             .or(plateau.as_ref().map(|p| first_rate(p.rps)))
             .unwrap_or(1000.0 / base_ms.max(0.01))
             .min(search.max_rate_rps),
-        plateau_rps: plateau.as_ref().map(|p| p.rps),
+        // A climb cut short while throughput grew gives no plateau to stop just past.
+        plateau_rps: plateau.as_ref().filter(|p| p.levelled).map(|p| p.rps),
         min_rps: 0.1,
         max_rps: search.max_rate_rps,
         tolerance: search.tolerance,
@@ -190,7 +198,7 @@ pub fn capacity(
             step_seconds(search.measured.as_secs(), rate, needed).min(left.as_secs()),
         );
         if !steps.is_empty() {
-            drain(target, base_ms, stop)?;
+            drain(target, drain_ms, stop)?;
         }
         let Some((step, run)) = rate_step(target, rate, base_ms, measured, search, stop)? else {
             break "interrupted".to_string();
@@ -235,8 +243,10 @@ fn climb(
         if only_confirms(&steps) && started.elapsed() + duration + steps_time > search.max_time {
             break;
         }
-        if !steps.is_empty() {
-            drain(target, base_ms, stop)?;
+        // Drained to what the one-connection step's answers usually took: a single answer
+        // (`base_ms`) is one draw, far under most answers when times vary.
+        if let Some(first) = steps.first() {
+            drain(target, usual_alone_ms(first), stop)?;
         }
         let (step, _, _) = closed_step(
             target,
@@ -248,10 +258,13 @@ fn climb(
         steps.push(step);
     }
     let alone_ms = steps.first().map_or(base_ms, |s| s.mean_ms);
+    let usual_ms = steps.first().map_or(base_ms, usual_alone_ms);
     Ok(plateau_rps(&steps).map(|rps| Plateau {
         rps,
         connections: steps.last().map_or(0, |s| s.concurrency),
         alone_ms,
+        usual_ms,
+        levelled: levelled(&steps),
         seconds: started.elapsed().as_secs_f64(),
     }))
 }

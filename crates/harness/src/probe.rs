@@ -11,7 +11,7 @@ use loadlab_engine::StopSignal;
 use loadlab_input::UrlTarget;
 use loadlab_run::{RunData, Summary};
 
-use crate::steps::{closed_step, drain, open_step};
+use crate::steps::{closed_step, drain, open_step, usual_alone_ms};
 use crate::Result;
 
 /// What a probe found: its steps, the verdict, and why it stopped.
@@ -96,8 +96,8 @@ pub fn probe(
             } => (concurrency, requests, max_duration),
             Next::Stop(why) => break why,
         };
-        if let Some(ms) = alone_ms(&steps) {
-            drain(target, ms, stop)?;
+        if let Some(step) = alone(&steps) {
+            drain(target, usual_alone_ms(step), stop)?;
         }
         let (step, run, summary) =
             closed_step(target, concurrency, (requests, duration), stop, watch)?;
@@ -114,18 +114,18 @@ pub fn probe(
     let closed = verdict(&steps);
     let mut open_steps: Vec<OpenStep> = Vec::new();
     if let Some(closed) = closed.as_ref().filter(|_| !stop.is_stopped()) {
-        let alone = alone_ms(&steps);
+        let alone = alone(&steps).cloned();
         let began = Instant::now();
         while let Some(rate) = next_open_rate(closed, &open_steps) {
             if began.elapsed() >= OPEN_TIME {
                 break;
             }
-            if let Some(ms) = alone {
-                drain(target, ms, stop)?;
+            if let Some(step) = &alone {
+                drain(target, usual_alone_ms(step), stop)?;
             }
             // Connections for twice the requests a steady state at this rate keeps in flight
             // (λ·S), so a slow answered request does not make the step queue on the client.
-            let in_flight = 2.0 * rate * alone.unwrap_or(0.0) / 1000.0;
+            let in_flight = 2.0 * rate * alone.as_ref().map_or(0.0, |s| s.p50_ms) / 1000.0;
             let connections = limits
                 .max_concurrency
                 .max(in_flight.ceil() as usize)
@@ -147,14 +147,13 @@ pub fn probe(
     })
 }
 
-/// The queue-free time: the latest one-connection step's median that completed requests (a
-/// first step slower than its length completed none).
-fn alone_ms(steps: &[ProbeStep]) -> Option<f64> {
+/// The latest one-connection step that completed requests (a first step slower than its
+/// length completed none): the queue-free times.
+fn alone(steps: &[ProbeStep]) -> Option<&ProbeStep> {
     steps
         .iter()
         .rev()
         .find(|s| s.concurrency == 1 && s.requests > 0)
-        .map(|s| s.p50_ms)
 }
 
 /// Probes `target` as [`probe`] does, printing the steps' table as they are measured and

@@ -227,16 +227,26 @@ const DRAIN_ANSWERS: f64 = 4.0;
 /// Time the drain's answers in a row may take together, ms: a slow service gets fewer of them.
 const DRAIN_ANSWERS_MS: f64 = 500.0;
 
-/// Waits until requests alone are answered within 1.5 × `base_ms` (+1 ms) again, several in a
-/// row ([`DRAIN_ANSWERS`], fewer when a request is slow) — the queue the last step left has
-/// drained — or for at most 15 s. Returns how long it waited.
-pub fn drain(target: &UrlTarget, base_ms: f64, stop: &StopSignal) -> Result<Duration> {
+/// The time a request alone usually takes at most, ms, from a one-connection step: its mean
+/// plus one standard deviation, what [`drain`] waits for. Where times vary, one answer over the
+/// mean says nothing of a queue: 12 workers of exponential 40 ms times answered under 1.5 × a
+/// single lucky draw four times in a row so rarely that each drain of a capacity climb ran its
+/// whole 15 s, and the climb's time was up at 4 connections of the 16 it needed.
+pub fn usual_alone_ms(step: &ProbeStep) -> f64 {
+    step.mean_ms + step.stdev_ms
+}
+
+/// Waits until requests alone are answered within 1.5 × `usual_ms` (+1 ms) again, several in
+/// a row ([`DRAIN_ANSWERS`], fewer when a request is slow) — the queue the last step left has
+/// drained — or for at most 15 s. `usual_ms` is what a request alone usually takes at most
+/// ([`usual_alone_ms`] once a one-connection step ran). Returns how long it waited.
+pub fn drain(target: &UrlTarget, usual_ms: f64, stop: &StopSignal) -> Result<Duration> {
     let started = Instant::now();
-    let needed = (DRAIN_ANSWERS_MS / base_ms.max(0.001)).clamp(1.0, DRAIN_ANSWERS) as usize;
+    let needed = (DRAIN_ANSWERS_MS / usual_ms.max(0.001)).clamp(1.0, DRAIN_ANSWERS) as usize;
     let mut in_a_row = 0;
     while started.elapsed() < MAX_DRAIN && !stop.is_stopped() {
         match one_request_ms(target, stop)? {
-            Some(ms) if ms <= 1.5 * base_ms + 1.0 => {
+            Some(ms) if ms <= 1.5 * usual_ms + 1.0 => {
                 in_a_row += 1;
                 if in_a_row >= needed {
                     break;
@@ -244,7 +254,7 @@ pub fn drain(target: &UrlTarget, base_ms: f64, stop: &StopSignal) -> Result<Dura
             }
             _ => {
                 in_a_row = 0;
-                std::thread::sleep(Duration::from_millis(base_ms.clamp(10.0, 1000.0) as u64));
+                std::thread::sleep(Duration::from_millis(usual_ms.clamp(10.0, 1000.0) as u64));
             }
         }
     }

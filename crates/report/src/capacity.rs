@@ -5,13 +5,22 @@ use loadlab_analyze::capacity::{best_step, bracket, first_rate, held_by, RateSte
 use loadlab_analyze::Slo;
 
 /// The plateau the closed-loop climb found at `rps`, with up to `connections` connections in
-/// `seconds`, and the first rate the steps try.
-pub fn plateau_line(rps: f64, connections: usize, seconds: f64) -> String {
-    format!(
-        "  plateau      {rps:.1} req/s in a closed loop of up to {connections} connections \
-         ({seconds:.0} s): the steps start a little under it, at {:.1}",
-        first_rate(rps)
-    )
+/// `seconds`, and the first rate the steps try; a climb that was not `levelled` (its time or
+/// connections ran out while throughput grew) says `rps` is a lower bound.
+pub fn plateau_line(rps: f64, connections: usize, seconds: f64, levelled: bool) -> String {
+    let first = first_rate(rps);
+    if levelled {
+        format!(
+            "  plateau      {rps:.1} req/s in a closed loop of up to {connections} connections \
+             ({seconds:.0} s): the steps start a little under it, at {first:.1}"
+        )
+    } else {
+        format!(
+            "  climb        {rps:.1} req/s and still rising at {connections} connections when \
+             the climb stopped ({seconds:.0} s, a third of --max-time, up to \
+             --max-connections): the steps start at {first:.1} and double while they meet"
+        )
+    }
 }
 
 /// The header of the rates' table.

@@ -34,7 +34,10 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     let found = capacity(&target, base_ms, started, &search, &stop, |p| match p {
         Progress::Climbed(plateau) => {
             if let Some(p) = plateau {
-                println!("{}", plateau_line(p.rps, p.connections, p.seconds));
+                println!(
+                    "{}",
+                    plateau_line(p.rps, p.connections, p.seconds, p.levelled)
+                );
             }
             println!("{}", header());
         }
