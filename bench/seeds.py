@@ -953,6 +953,11 @@ def c001_190(lab):
     s = lab.summary(P1, w)
     if s and ms_param(s, "from") is None and not verdict.startswith("agrees"):
         verdict += " (calc summed sin from 0 here, not over the seed's 5 to 6 million)"
+    fastest = {t: lab.mean(t, lab.workload("calc", "50/s"), min_latency) for t in (P1, N1)}
+    if not verdict.startswith("agrees") and None not in fastest.values() and fastest[P1] < fastest[N1]:
+        verdict += (f": yet python's fastest calc answer at 50/s took {fastest[P1]:.0f} ms to node's "
+                    f"{fastest[N1]:.0f}, so each request cost python less, as the seed found; "
+                    f"fewer of python's were answered within nginx's timeout")
     return f"ok/s over the four rates {r}", verdict
 
 
@@ -1011,16 +1016,47 @@ def c001_234(lab):
     return figures, all_of(verdicts)
 
 
-compared("001", "240", "Scaling Node did not improve its calc response time; it even worsened it.",
-         "median latency on calc at 600/s, node 6 over 1 replica, not below ×0.9",
-         (N6, "calc", "600/s"), (N1, "calc", "600/s"), p50, "p50",
-         lambda r: band(r, 0.9, math.inf, "node's calc median, 6 over 1"))
+def answered_without_a_replica(lab, topology, workload):
+    """Why a cell's median or CPU per request says nothing of its replicas' work: most of its
+    answers were nginx's own 502s, given in under a millisecond (no replica computed them), as
+    words; None when fewer than half were (the first round)."""
+    s = lab.summary(topology, workload)
+    if not s:
+        return None
+    s502 = share(s, 502)
+    median = s["latency_ms"].get("p50")
+    if s502 is None or s502 < 50 or median is None or median >= 1:
+        return None
+    return (f"{s502:.1f} % of the answers with {topology} were nginx's 502s in a median {median:.2f} ms, "
+            f"answered before any replica computed them; the seed's annex has no 502 on Node's calc "
+            f"with six containers")
 
 
-compared("001", "240", "A calc request costs Node the same whatever the number of nodes.",
-         "CPU per request on calc at 600/s, node 6 over 1 replica, within ×0.8–×1.25",
-         (N6, "calc", "600/s"), (N1, "calc", "600/s"), cpu_per_request, "CPU per request",
-         lambda r: band(r, 0.8, 1.25, "node's CPU per calc request, 6 over 1"))
+def with_reason(verdict, reason):
+    """A verdict that differs, with the measured reason when there is one."""
+    return verdict if verdict.startswith("agrees") or not reason else f"{verdict}: {reason}"
+
+
+@conclusion("001", "240", "Scaling Node did not improve its calc response time; it even worsened it.",
+            "median latency on calc at 600/s, node 6 over 1 replica, not below ×0.9")
+def c001_240a(lab):
+    w = wl(lab, "calc")
+    r = lab.ratio((N6, w), (N1, w), p50)
+    if r is None:
+        return None
+    verdict = band(r, 0.9, math.inf, "node's calc median, 6 over 1")
+    return f"p50 {r}", with_reason(verdict, answered_without_a_replica(lab, N6, w))
+
+
+@conclusion("001", "240", "A calc request costs Node the same whatever the number of nodes.",
+            "CPU per request on calc at 600/s, node 6 over 1 replica, within ×0.8–×1.25")
+def c001_240b(lab):
+    w = wl(lab, "calc")
+    r = lab.ratio((N6, w), (N1, w), cpu_per_request)
+    if r is None:
+        return None
+    verdict = band(r, 0.8, 1.25, "node's CPU per calc request, 6 over 1")
+    return f"CPU per request {r}", with_reason(verdict, answered_without_a_replica(lab, N6, w))
 
 
 untestable("001", "75", "Artillery's traffic does not arrive at a constant rate.",
