@@ -12,7 +12,6 @@ pub mod error_kind;
 pub mod fake;
 pub mod hlog;
 pub mod interval;
-pub mod jsonpath;
 pub mod lab;
 pub mod plan;
 pub mod profile;

@@ -21,7 +21,7 @@ pub struct UserModel {
     pub variables: Vec<(String, Vec<String>)>,
     /// `config.variables` lists that hold objects (or lists): each user takes one element at
     /// random, as Artillery's `_.sample` does, read as the variable itself (JSON) and by the
-    /// paths into it (`{{ name.key }}`, see [`loop_item_vars`]).
+    /// paths into it (`{{ name.key }}`, as `loadlab-script`'s `vars::loop_item_vars` sets them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variable_objects: Vec<(String, Vec<serde_json::Value>)>,
     /// `config.http.pool`: every user's requests share this many connections per host (an
@@ -670,46 +670,6 @@ impl Default for LoopNames {
     }
 }
 
-/// The variables a loop item sets: `$loopElement` (a string as is, other values as JSON) and,
-/// for an object, `$loopElement.KEY` for each of its leaves (`$loopElement.a.b`).
-pub fn loop_element_vars(item: &serde_json::Value) -> Vec<(String, String)> {
-    loop_item_vars("$loopElement", item)
-}
-
-/// The variables a loop item sets under the name `name`: `name` and, for an object,
-/// `name.KEY` for each of its leaves.
-pub fn loop_item_vars(name: &str, item: &serde_json::Value) -> Vec<(String, String)> {
-    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
-        let text = match v {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        out.push((prefix.to_string(), text));
-        if let serde_json::Value::Object(m) = v {
-            for (k, v) in m {
-                leaves(&format!("{prefix}.{k}"), v, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    leaves(name, item, &mut out);
-    out
-}
-
-/// The value at a dotted path (`a.b[0].c`, `a.b.0.c`) of a JSON document, as lodash's `get`
-/// reads the paths Artillery's expect plugin takes.
-pub fn json_at<'a>(doc: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
-    let mut at = doc;
-    for segment in path.split(['.', '[', ']']).filter(|s| !s.is_empty()) {
-        at = match at {
-            serde_json::Value::Object(m) => m.get(segment)?,
-            serde_json::Value::Array(a) => a.get(segment.parse::<usize>().ok()?)?,
-            _ => return None,
-        };
-    }
-    Some(at)
-}
-
 /// A think time: how long a user waits between steps.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Think {
@@ -865,17 +825,6 @@ impl Payload {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_paths_read_dotted_keys_and_list_indices_as_the_expect_plugin_does() {
-        let doc = serde_json::json!({"user": {"name": "ann", "tags": ["a", "b"]}, "n": 0});
-        assert_eq!(json_at(&doc, "user.name"), Some(&serde_json::json!("ann")));
-        assert_eq!(json_at(&doc, "user.tags[1]"), Some(&serde_json::json!("b")));
-        assert_eq!(json_at(&doc, "user.tags.0"), Some(&serde_json::json!("a")));
-        assert_eq!(json_at(&doc, "n"), Some(&serde_json::json!(0)));
-        assert_eq!(json_at(&doc, "user.age"), None);
-        assert_eq!(json_at(&doc, "n.x"), None);
-    }
 
     fn state(name: &str, next: &[(Option<usize>, f64)]) -> ChainState {
         ChainState {

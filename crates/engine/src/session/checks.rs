@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use loadlab_run::users::{
-    json_at, Behaviour, Capture, CaptureSource, ElementIndex, Expect, RequestStep, Step, UserModel,
+    Behaviour, Capture, CaptureSource, ElementIndex, Expect, RequestStep, Step, UserModel,
 };
+use loadlab_script::vars::json_at;
+use loadlab_script::Render;
 use serde_json_path::JsonPath;
 
 use crate::conn::exchange::Answer;
@@ -374,7 +376,7 @@ pub fn check(
                         let mut out = String::new();
                         let lookup = |k: &str| vars.get(k).map(String::as_str);
                         t.render(lookup, rng, &mut out);
-                        JsonPath::parse(&loadlab_run::jsonpath::standard(&out)).ok()
+                        JsonPath::parse(&loadlab_script::jsonpath::standard(&out)).ok()
                     })
                     .flatten();
                 match (doc.as_ref(), rendered.as_ref().or(queries.json.get(q))) {

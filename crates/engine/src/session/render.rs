@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use loadlab_run::users::{FormField, FormValue, RequestStep};
 use loadlab_run::RequestTemplate;
+use loadlab_script::Render;
 
 /// Renders request step `step` (of template `t`) with the user's `vars` into the request to
 /// send; the error is a `formData` file that cannot be read, in words.
@@ -228,7 +229,7 @@ mod tests {
     #[test]
     fn an_object_variable_goes_into_a_json_body_as_the_object_it_is() {
         let item = serde_json::json!({"name": "ana", "tags": {"t": "one"}});
-        let vars: HashMap<String, String> = loadlab_run::users::loop_item_vars("item", &item)
+        let vars: HashMap<String, String> = loadlab_script::vars::loop_item_vars("item", &item)
             .into_iter()
             .collect();
         // Text that merely looks like an object stays text: nothing reads it by its paths.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use cookie_store::CookieStore;
 use loadlab_run::users::{Behaviour, RequestStep, Step, Think, WsMessage, WsPayload};
 use loadlab_run::{Endpoint, RequestTemplate, Template};
+use loadlab_script::{Eval, Render};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
@@ -236,7 +237,7 @@ impl<'a> Session<'a> {
         for (name, items) in &model.variable_objects {
             if !items.is_empty() {
                 let item = &items[rng.usize(..items.len())];
-                vars.extend(loadlab_run::users::loop_item_vars(name, item));
+                vars.extend(loadlab_script::vars::loop_item_vars(name, item));
             }
         }
         for p in &model.payloads {
@@ -395,7 +396,7 @@ impl<'a> Session<'a> {
                             self.vars
                                 .insert(names.count.clone(), (start + k).to_string());
                             match over.get(k as usize) {
-                                Some(item) => self.vars.extend(loadlab_run::users::loop_item_vars(
+                                Some(item) => self.vars.extend(loadlab_script::vars::loop_item_vars(
                                     &names.element,
                                     item,
                                 )),

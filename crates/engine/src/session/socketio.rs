@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use futures_util::{SinkExt, StreamExt};
 use loadlab_run::users::{SioEmit, WsConnect};
 use loadlab_run::ErrorKind;
+use loadlab_script::Render;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use loadlab_run::condition::Expr;
+use loadlab_script::Render;
 use loadlab_run::users::{
     Behaviour, Capture, CaptureSource, Chain, ChainState, Condition, ElementIndex, Expect,
     FormField, FormValue, RequestStep, Step, Think, UserScenario,
@@ -1113,7 +1114,7 @@ impl<'a> Lowering<'a> {
         self.defined.insert(names.count.clone());
         self.defined.insert(names.element.clone());
         for item in over.iter().flatten() {
-            for (var, _) in loadlab_run::users::loop_item_vars(&names.element, item) {
+            for (var, _) in loadlab_script::vars::loop_item_vars(&names.element, item) {
                 self.defined.insert(var);
             }
         }
@@ -1462,7 +1463,7 @@ impl<'a> Lowering<'a> {
                 continue;
             }
             let written = query;
-            let query = &loadlab_run::jsonpath::standard(written);
+            let query = &loadlab_script::jsonpath::standard(written);
             serde_json_path::JsonPath::parse(query).map_err(|error| FlowError::CaptureQuery {
                 query: written.clone(),
                 error,
@@ -1691,7 +1692,7 @@ impl<'a> Lowering<'a> {
                 _ if c.selector.is_some() => return Err(FlowError::CaptureSource(c.var.clone())),
                 (Some(written), None, None) => {
                     // Artillery's dialect (`$.items.0.name`) in the standard's form.
-                    let q = &loadlab_run::jsonpath::standard(written);
+                    let q = &loadlab_script::jsonpath::standard(written);
                     // A query may hold templates (`$[{{ $randomNumber(0, 9) }}]`, `$.{{ key }}`),
                     // rendered for each response, as Artillery renders it: checked here with
                     // each placeholder as an index or as a name.
@@ -1758,7 +1759,7 @@ impl<'a> Lowering<'a> {
             };
             for item in items {
                 let vars: HashMap<String, String> =
-                    loadlab_run::users::loop_item_vars(element, item)
+                    loadlab_script::vars::loop_item_vars(element, item)
                         .into_iter()
                         .collect();
                 if r.path.variables().all(|v| !vars.contains_key(v)) {

@@ -1430,7 +1430,7 @@ fn user_model(
     for (name, items) in &objects {
         for item in items {
             defined.extend(
-                loadlab_run::users::loop_item_vars(name, item)
+                loadlab_script::vars::loop_item_vars(name, item)
                     .into_iter()
                     .map(|(k, _)| k),
             );
