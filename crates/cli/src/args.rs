@@ -79,6 +79,7 @@ pub enum Command {
     K8s(K8sArgs),
     /// The visits application's counter: count page views from a Redis stream into sharded
     /// counters (started by `serve --visits`; run it by hand to restart one).
+    #[command(hide = true)]
     Consume(ConsumeArgs),
     /// Run a locustfile unchanged, with Locust's command line; loadlab's engine sends the
     /// requests (headless; Python with gevent runs the users).
@@ -318,7 +319,7 @@ pub struct ConsumeArgs {
     /// what it had not acknowledged.
     #[arg(long, default_value = "counter-1")]
     pub name: String,
-    /// Counters per page; each view goes to one at random (seed 002 used 100).
+    /// Counters per page; each view goes to one at random.
     #[arg(long, default_value_t = loadlab_service::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
 }
@@ -381,6 +382,23 @@ pub struct K8sJobArgs {
     pub run: Vec<String>,
 }
 
+/// `--otlp`'s value: an `http://` or `https://` collector URL, or `env` for where the
+/// OpenTelemetry environment variables say (returned as the empty string, which the exporter
+/// reads so). A value is always required, so the flag never takes the next argument by
+/// accident: an optional one took a run's target URL for the collector's.
+fn otlp_endpoint(s: &str) -> Result<String, String> {
+    if s == "env" {
+        return Ok(String::new());
+    }
+    if s.starts_with("http://") || s.starts_with("https://") {
+        return Ok(s.to_string());
+    }
+    Err(format!(
+        "{s:?} is not a collector URL: give one (http://127.0.0.1:4318), or `env` to use \
+         OTEL_EXPORTER_OTLP_ENDPOINT"
+    ))
+}
+
 /// `loadlab report` flags.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -388,10 +406,10 @@ pub struct ReportArgs {
     /// judge again from its cells, rewriting its lab.json, comparison.csv and report.html.
     #[arg(required = true, value_name = "RUN_DIR|LAB_DIR")]
     pub runs: Vec<PathBuf>,
-    /// Where to write the report (default: RUN_DIR/report.html for one run, ./report.html for
-    /// several).
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    /// Where to write the report, `--html=FILE` (default: RUN_DIR/report.html for one run,
+    /// ./report.html for several).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub html: Option<PathBuf>,
     /// Also write the main charts as one image (.png or .svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -438,8 +456,9 @@ pub struct CompareArgs {
     /// Write the comparison as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write an HTML report overlaying the runs.
-    #[arg(long, value_name = "FILE")]
+    /// Write an HTML report overlaying the runs: `--html` to ./report.html, `--html=FILE` to
+    /// FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub html: Option<PathBuf>,
 }
 
@@ -466,7 +485,8 @@ pub struct LabArgs {
     /// Where to write the run directories and comparison.csv (default: ./runs/<name>-<time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Also write report.html overlaying every cell.
+    /// Also write the HTML report, overlaying every cell, into the lab directory
+    /// (report.html; each cell's own report beside its run).
     #[arg(long)]
     pub html: bool,
     /// Serve a live dashboard (charts every second, a stop button, /metrics) at ADDR
@@ -492,7 +512,7 @@ pub struct ExportFlags {
     /// (protocol 1.0), e.g. http://127.0.0.1:9090/api/v1/write.
     #[arg(long = "remote-write", value_name = "URL")]
     pub remote_write: Option<String>,
-    /// A header on every remote-write request, "Name: value" (repeatable).
+    /// A header on every remote-write request, "Name: value" or "name=value" (repeatable).
     #[arg(
         long = "remote-write-header",
         value_name = "HEADER",
@@ -500,12 +520,12 @@ pub struct ExportFlags {
     )]
     pub remote_write_header: Vec<String>,
     /// Send the run's series every second as OpenTelemetry metrics (OTLP/HTTP, protobuf) to
-    /// URL's /v1/metrics; without URL, where OTEL_EXPORTER_OTLP_ENDPOINT says (default
-    /// http://localhost:4318). OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES are
-    /// read as the SDKs read them. Put it after the target, or give it as --otlp=URL.
-    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    /// URL's /v1/metrics; `--otlp env` sends them where OTEL_EXPORTER_OTLP_ENDPOINT says
+    /// (default http://localhost:4318). OTEL_EXPORTER_OTLP_HEADERS and
+    /// OTEL_RESOURCE_ATTRIBUTES are read as the SDKs read them.
+    #[arg(long, value_name = "URL|env", value_parser = otlp_endpoint)]
     pub otlp: Option<String>,
-    /// A header on every OTLP request, "name=value" (repeatable; after
+    /// A header on every OTLP request, "name=value" or "Name: value" (repeatable; after
     /// OTEL_EXPORTER_OTLP_HEADERS).
     #[arg(long = "otlp-header", value_name = "HEADER", requires = "otlp")]
     pub otlp_header: Vec<String>,
@@ -566,9 +586,10 @@ pub struct RunArgs {
     /// Where the run's series go while it runs.
     #[command(flatten)]
     pub export: ExportFlags,
-    /// Write report.html into the --out directory.
-    #[arg(long, requires = "out")]
-    pub html: bool,
+    /// Write the HTML report: `--html` into the --out directory (report.html), `--html=FILE`
+    /// to FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub html: Option<PathBuf>,
     /// Write the main charts as one image (.png or .svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -624,7 +645,7 @@ pub struct ServeArgs {
     /// How long a replica may take to answer its first request [default: 15s].
     #[arg(long = "ready-timeout", value_name = "DUR", value_parser = positive_duration)]
     pub ready_timeout: Option<Duration>,
-    /// nginx's connect/send/read timeouts towards the replicas [default: 60s, as seed 001].
+    /// nginx's connect/send/read timeouts towards the replicas [default: 60s].
     #[arg(long = "proxy-timeout", value_name = "DUR", value_parser = positive_duration)]
     pub proxy_timeout: Option<Duration>,
     /// Runtime of the reference service [default: rust]: rust (loadlab itself), node (Express;
@@ -647,7 +668,7 @@ pub struct ServeArgs {
     /// redis).
     #[arg(long = "redis-url", value_name = "URL")]
     pub redis_url: Option<String>,
-    /// The visits application (seed 002): each /site view is queued on a Redis stream and
+    /// The visits application: each /site view is queued on a Redis stream and
     /// counted by --consumers `loadlab consume` processes into sharded counters;
     /// /visits/PAGE tells the count. Implies --store redis.
     #[arg(long)]
@@ -658,8 +679,8 @@ pub struct ServeArgs {
     /// Counters per page with --visits.
     #[arg(long, default_value_t = loadlab_service::DEFAULT_SHARDS, value_parser = positive_count)]
     pub shards: usize,
-    /// nginx serves /static/ itself (copies of the service's files), as seed 002 moved its
-    /// static files off the web tier; with --replicas and --lb nginx.
+    /// nginx serves /static/ itself (copies of the service's files), taking the static files
+    /// off the web tier; with --replicas and --lb nginx.
     #[arg(long = "static-at-lb")]
     pub static_at_lb: bool,
     /// Where the topology's service processes write their standard output [default: pipe]:
@@ -677,16 +698,16 @@ pub struct ServeArgs {
     /// it the kernel's OOM killer ends the replica.
     #[arg(long, value_name = "SIZE", value_parser = loadlab_input::values::memory_size)]
     pub memory: Option<u64>,
-    /// Most requests each process serves at once; past it it answers 429 (seed 002's
-    /// per-instance concurrency limit).
+    /// Most requests each process serves at once; past it it answers 429 (a per-instance
+    /// concurrency limit, as Cloud Run's).
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]
     pub max_in_flight: Option<usize>,
     /// Continue the traces of requests that come with a sampled W3C traceparent: a server
     /// span each (and, in the Rust service, /turno's store call under it) sent over OTLP/HTTP to URL's
-    /// /v1/traces; without URL, where OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-    /// OTEL_EXPORTER_OTLP_ENDPOINT say (default http://localhost:4318). The service's name is
-    /// OTEL_SERVICE_NAME, else loadlab-serve.
-    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "", require_equals = false)]
+    /// /v1/traces; with `env`, where OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_ENDPOINT say (`--otlp env`; default http://localhost:4318). The
+    /// service's name is OTEL_SERVICE_NAME, else loadlab-serve.
+    #[arg(long, value_name = "URL|env", value_parser = otlp_endpoint)]
     pub otlp: Option<String>,
 }
 
@@ -744,9 +765,9 @@ impl From<LbArg> for Lb {
 /// `loadlab demo` flags.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Seconds per run of the tour.
-    #[arg(long, default_value_t = 5)]
-    pub seconds: u64,
+    /// Length of each run of the tour (whole seconds).
+    #[arg(short = 'd', long, value_name = "DUR", default_value = "5s", value_parser = positive_duration)]
+    pub duration: Duration,
     /// Where to write the tour's run directories (default: ./runs/demo-<time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -755,6 +776,19 @@ pub struct DemoArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn otlp_takes_a_collector_url_or_env_and_nothing_else() {
+        assert_eq!(otlp_endpoint("env").unwrap(), "");
+        assert_eq!(
+            otlp_endpoint("http://127.0.0.1:4318").unwrap(),
+            "http://127.0.0.1:4318"
+        );
+        // A target's path or a file is not taken for the collector.
+        for not in ["/ping", "script.yml", "127.0.0.1:4318", ""] {
+            assert!(otlp_endpoint(not).is_err(), "{not}");
+        }
+    }
 
     fn joined(args: &[&str]) -> Vec<String> {
         join_dashboard_addr(args.iter().map(OsString::from))

@@ -32,8 +32,9 @@ pub struct CapacityFlags {
     /// Highest rate tried.
     #[arg(long = "max-rate", value_name = "RATE", default_value = "200000", value_parser = positive_rate, allow_negative_numbers = true)]
     pub max_rate: f64,
-    /// Stop when the failing rate is within this fraction of the passing one.
-    #[arg(long, value_name = "FRACTION", default_value = "0.05")]
+    /// Stop when the failing rate is within this share of the passing one: a percentage
+    /// (`5%`, as --slo writes `errors<1%`) or a fraction (`0.05`).
+    #[arg(long, value_name = "SHARE", default_value = "5%", value_parser = share)]
     pub tolerance: f64,
     /// A request not answered this long after its send counts as a timeout.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
@@ -49,6 +50,21 @@ pub struct CapacityFlags {
     pub reach: ReachFlags,
 }
 
+/// A share written as a percentage (`5%`) or as a fraction (`0.05`), as a fraction.
+fn share(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (number, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v / scale)
+        .ok_or_else(|| format!("{text:?} is not a share: write 5% or 0.05"))
+}
+
 /// Capacity flags that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CapacityError {
@@ -57,7 +73,7 @@ pub enum CapacityError {
     #[error("{}", crate::flags::first_line(.0))]
     Words(clap::Error),
     /// A tolerance outside (0, 1).
-    #[error("--tolerance must be between 0 and 1, such as 0.05")]
+    #[error("--tolerance must be between 0 and 100 %, such as 5%")]
     Tolerance,
     /// Warm-up or step lengths that are not whole seconds (results are kept per second).
     #[error("--warmup and --step are whole seconds, such as 2s and 5s")]
@@ -130,5 +146,20 @@ mod tests {
             CapacityFlags::parse_words(&words("/x")).is_err(),
             "--slo is required"
         );
+    }
+
+    #[test]
+    fn the_tolerance_is_a_percentage_or_a_fraction() {
+        let at = |t: &str| {
+            CapacityFlags::parse_words(&words(&format!("/x --slo p99<1s --tolerance {t}")))
+                .map(|f| f.tolerance)
+        };
+        assert!((at("5%").unwrap() - 0.05).abs() < 1e-12);
+        assert!((at("0.05").unwrap() - 0.05).abs() < 1e-12);
+        assert!((at("2.5 %").unwrap() - 0.025).abs() < 1e-12);
+        assert!(at("five").is_err());
+        let default = CapacityFlags::parse_words(&words("/x --slo p99<1s")).unwrap();
+        assert!((default.tolerance - 0.05).abs() < 1e-12);
+        assert!(matches!(at("150%"), Err(CapacityError::Tolerance)));
     }
 }

@@ -109,10 +109,12 @@ pub struct LoadFlags {
     /// (Artillery YAML with flows, users phases or Markov user models).
     #[arg(required = true, value_name = "URL|SCENARIO.yaml")]
     pub urls: Vec<String>,
-    /// Connections: kept busy in the closed model, opened at the start in the open model.
+    /// Connections: kept busy in the closed model [default: 10], opened at the start in the
+    /// open model [default: one per target].
     #[arg(short = 'c', long = "connections", value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]
     pub connections: Option<usize>,
-    /// Length of the run (e.g. 10s, 1m, 500ms; a bare number is seconds). Default 10s unless -n.
+    /// Length of the run (e.g. 10s, 1m, 500ms; a bare number is seconds) [default: 10s, unless
+    /// -n].
     #[arg(short = 'd', long = "duration", value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
     pub duration: Option<Duration>,
     /// Stop after exactly COUNT requests have ended.
@@ -127,7 +129,8 @@ pub struct LoadFlags {
     /// Open model: spacing of arrivals [default: uniform].
     #[arg(long, value_enum, requires = "rate")]
     pub arrival: Option<ArrivalArg>,
-    /// Open model: most connections open at once; past that, requests wait.
+    /// Open model: most connections open at once; past that, requests wait, and the wait
+    /// counts in their latency [default: 1000].
     #[arg(long = "max-connections", value_name = "N", requires = "rate", value_parser = positive_count, allow_negative_numbers = true)]
     pub max_connections: Option<usize>,
     /// Open model: let an arrival go out up to DUR early, with an earlier one's wake-up
@@ -138,13 +141,14 @@ pub struct LoadFlags {
     /// Closed model: HTTP/1.1 requests pipelined per connection [default: 1].
     #[arg(short = 'p', long = "pipeline", value_name = "DEPTH", value_parser = positive_count, allow_negative_numbers = true)]
     pub pipeline: Option<usize>,
-    /// Generator threads (default: the cores this process may use).
+    /// Generator threads [default: the cores this process may use].
     #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// A request not answered this long after its send counts as a timeout [default: 10s].
     #[arg(long, value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
-    /// A TCP connect not done this long after it began counts as connect_timeout.
+    /// A TCP connect not done this long after it began counts as connect_timeout [default:
+    /// 5s, or --timeout when shorter].
     #[arg(long = "connect-timeout", value_name = "DUR", value_parser = positive_duration, allow_negative_numbers = true)]
     pub connect_timeout: Option<Duration>,
     /// Initial connections opened per second before the load starts, all threads together
@@ -158,7 +162,7 @@ pub struct LoadFlags {
     /// HTTP method [default: GET].
     #[arg(short = 'm', long = "method")]
     pub method: Option<String>,
-    /// Request header 'Name: value' (repeatable).
+    /// Request header 'Name: value' (or name=value; repeatable).
     #[arg(short = 'H', long = "header", value_name = "'K: V'")]
     pub headers: Vec<String>,
     /// Request body.
@@ -269,8 +273,9 @@ pub struct ReachFlags {
     /// HTTPS: trust the CA certificates of this PEM file besides the platform's roots.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
-    /// HTTPS: do not verify the servers' certificates (the output says verification was off).
-    #[arg(long)]
+    /// HTTPS: do not verify the servers' certificates (the output says verification was off);
+    /// `-k` as curl's.
+    #[arg(short = 'k', long)]
     pub insecure: bool,
 }
 

@@ -60,8 +60,8 @@ pub enum UrlError {
 /// A request header, as `-H` takes it, that cannot be sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HeaderError {
-    /// No colon between name and value.
-    #[error("header {0:?} must look like 'Name: value'")]
+    /// No colon (or equals sign) between name and value.
+    #[error("header {0:?} must look like 'Name: value' (or name=value)")]
     NoColon(String),
     /// An empty name, or one with spaces or control characters.
     #[error("header {0:?} has an invalid name")]
@@ -136,11 +136,13 @@ pub fn parse_target(raw: &str) -> Result<Target, UrlError> {
     })
 }
 
-/// Parses a `Name: value` header.
+/// Parses a header written `Name: value` (curl's form) or `name=value` (OpenTelemetry's):
+/// the name ends at the first `:` or `=`, which no header name holds.
 pub fn parse_header(raw: &str) -> Result<(String, String), HeaderError> {
-    let (k, v) = raw
-        .split_once(':')
+    let at = raw
+        .find([':', '='])
         .ok_or_else(|| HeaderError::NoColon(raw.into()))?;
+    let (k, v) = (&raw[..at], &raw[at + 1..]);
     let k = k.trim();
     if k.is_empty()
         || k.bytes()
@@ -361,6 +363,15 @@ mod tests {
         assert_eq!(
             parse_header("no colon"),
             Err(HeaderError::NoColon("no colon".into()))
+        );
+        // Either form, and the other separator in the value.
+        assert_eq!(
+            parse_header("authorization=Bearer a:b"),
+            Ok(("authorization".to_string(), "Bearer a:b".to_string()))
+        );
+        assert_eq!(
+            parse_header("Cookie: a=b"),
+            Ok(("Cookie".to_string(), "a=b".to_string()))
         );
         assert_eq!(
             parse_header(": empty"),

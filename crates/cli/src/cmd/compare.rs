@@ -33,7 +33,12 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
     let versus = versus_baseline(&runs);
     print!("{}", render_versus(base_label, &versus));
     flame_diffs(&runs, &a.runs)?;
-    if let Some(path) = &a.html {
+    if let Some(html) = &a.html {
+        let path = if html.as_os_str().is_empty() {
+            std::path::Path::new("report.html")
+        } else {
+            html.as_path()
+        };
         let views: Vec<loadlab_report::html::RunView> = runs
             .iter()
             .map(|(label, run)| loadlab_report::html::RunView::from_saved(label, run))

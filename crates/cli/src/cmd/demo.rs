@@ -19,7 +19,7 @@ pub fn main(a: DemoArgs) -> Result<Outcome> {
         PathBuf::from("runs").join(format!("demo-{stamp}"))
     });
     let stop = interrupt_signal()?;
-    loadlab_harness::demo::demo(a.seconds, &out, &stop)?;
+    loadlab_harness::demo::demo(a.duration.as_secs(), &out, &stop)?;
     Ok(if stop.is_stopped() {
         Outcome::Interrupted
     } else {

@@ -47,10 +47,10 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
         }
         views.push(RunView::from_saved(&label, &saved));
     }
-    let out = match (&a.out, a.runs.as_slice()) {
-        (Some(out), _) => out.clone(),
-        (None, [one]) => one.join("report.html"),
-        (None, _) => PathBuf::from("report.html"),
+    let out = match (&a.html, a.runs.as_slice()) {
+        (Some(file), _) if !file.as_os_str().is_empty() => file.clone(),
+        (_, [one]) => one.join("report.html"),
+        _ => PathBuf::from("report.html"),
     };
     let title = views
         .iter()

@@ -2,6 +2,7 @@
 //! summary and write the requested files.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use loadlab_harness::{execute, interrupt_signal, Watch};
@@ -40,6 +41,12 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     }
     if let Some(plot) = &a.plot {
         plot_is_png(plot)?;
+    }
+    if a.html.as_ref().is_some_and(|f| f.as_os_str().is_empty()) && a.out.is_none() {
+        anyhow::bail!(
+            "--html without a file writes report.html into the run directory: add --out DIR, or \
+             write --html=FILE"
+        );
     }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
@@ -90,19 +97,15 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
             if let Some(flame) = write_run_flame(dir, &label, &run)? {
                 println!("  profile      {}", flame.display());
             }
-            let view = RunView::from_saved(&label, &loadlab_run::read_run_dir(dir)?);
-            if a.html {
-                write_html(
-                    &dir.join("report.html"),
-                    &label,
-                    std::slice::from_ref(&view),
-                )?;
-            }
             println!("  results in   {}", dir.display());
-            view
+            RunView::from_saved(&label, &loadlab_run::read_run_dir(dir)?)
         }
         None => RunView::from_run(&label, &run, &summary),
     };
+    if let Some(html) = html_path(a.html.as_deref(), a.out.as_deref()) {
+        write_html(&html, &label, std::slice::from_ref(&view))?;
+        println!("  report       {}", html.display());
+    }
     if let Some(plot) = &a.plot {
         write_plot(plot, &label, &[view])?;
         println!("  plot         {}", plot.display());
@@ -183,4 +186,14 @@ fn locustfile(file: &str, a: &RunArgs) -> Result<Outcome> {
         args.seed = seed;
     }
     crate::cmd::locust::main(args)
+}
+
+/// Where `--html` writes the report: FILE when given, else `report.html` in the `--out`
+/// directory (the run's arguments were checked to have one).
+fn html_path(html: Option<&Path>, out: Option<&Path>) -> Option<PathBuf> {
+    match (html, out) {
+        (Some(file), _) if !file.as_os_str().is_empty() => Some(file.to_path_buf()),
+        (Some(_), Some(dir)) => Some(dir.join("report.html")),
+        _ => None,
+    }
 }

@@ -198,7 +198,8 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         serve_args.extend(["--max-in-flight".to_string(), n.to_string()]);
     }
     if let Some(url) = &a.otlp {
-        serve_args.push(format!("--otlp={url}"));
+        let value = if url.is_empty() { "env" } else { url };
+        serve_args.push(format!("--otlp={value}"));
     }
     if a.async_workers {
         serve_args.push("--async".to_string());

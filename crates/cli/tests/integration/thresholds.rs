@@ -71,8 +71,7 @@ fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
     let again = loadlab(&[
         "report",
         saved,
-        "--out",
-        dir.path().join("r.html").to_str().unwrap(),
+        &format!("--html={}", dir.path().join("r.html").display()),
     ]);
     assert_eq!(exit_code(&again), EXIT_THRESHOLDS, "{}", stdout_of(&again));
     let lenient = loadlab(&[
@@ -80,8 +79,7 @@ fn slo_thresholds_set_the_exit_code_and_are_written_to_the_summary_and_junit() {
         saved,
         "--slo",
         "p50<10s",
-        "--out",
-        dir.path().join("r2.html").to_str().unwrap(),
+        &format!("--html={}", dir.path().join("r2.html").display()),
     ]);
     assert_eq!(exit_code(&lenient), 0, "{}", stdout_of(&lenient));
     assert!(stdout_of(&lenient).contains("1 of 1 met"));

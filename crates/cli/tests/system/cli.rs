@@ -286,8 +286,7 @@ fn html_reports_and_plots_are_written_for_runs_and_overlays() {
         "report",
         a.to_str().unwrap(),
         b.to_str().unwrap(),
-        "--out",
-        both.to_str().unwrap(),
+        &format!("--html={}", both.display()),
         "--plot",
         svg.to_str().unwrap(),
     ]);
@@ -302,6 +301,13 @@ fn html_reports_and_plots_are_written_for_runs_and_overlays() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("name the image .png or .svg"));
     let bad = loadlab(&["run", &url, "-d", "1s", "--html"]);
     assert!(!bad.status.success(), "--html needs --out");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--html=FILE"));
+    // With a file, no run directory is needed.
+    let alone = dir.path().join("alone.html");
+    loadlab_ok(&["run", &url, "-d", "1s", &format!("--html={}", alone.display())]);
+    assert!(std::fs::read_to_string(&alone)
+        .unwrap()
+        .contains("data-series="));
 }
 
 #[test]
@@ -310,7 +316,7 @@ fn the_demo_tours_the_seeds_and_leaves_a_lab_directory_that_report_reads_again()
     let _alone = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
-    let done = loadlab_ok(&["demo", "--seconds", "1", "--out", out.to_str().unwrap()]);
+    let done = loadlab_ok(&["demo", "-d", "1s", "--out", out.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&done.stdout);
     for said in [
         "  1 replica\n",

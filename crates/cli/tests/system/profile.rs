@@ -88,8 +88,7 @@ fn the_service_busy_in_calc_profiles_as_calc_and_two_runs_diff() {
         "report",
         calc.to_str().unwrap(),
         heavy.to_str().unwrap(),
-        "--out",
-        both.to_str().unwrap(),
+        &format!("--html={}", both.display()),
     ]);
     let html = std::fs::read_to_string(&both).unwrap();
     assert!(

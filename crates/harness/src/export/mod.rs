@@ -54,17 +54,13 @@ impl ExportOptions {
         otlp_headers: &[String],
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<ExportOptions, String> {
-        let header = |h: &String, sep: char| {
-            h.split_once(sep)
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| format!("header `{h}` is not `NAME{sep}VALUE`"))
-        };
+        // `Name: value` or `name=value` on either flag, as `-H` takes them.
+        let header = |h: &String| loadlab_input::target::parse_header(h).map_err(|e| e.to_string());
         let mut o = ExportOptions {
             remote_write: remote_write.map(str::to_string),
             remote_write_headers: remote_write_headers
                 .iter()
-                .map(|h| header(h, ':'))
+                .map(header)
                 .collect::<Result<_, _>>()?,
             ..ExportOptions::default()
         };
@@ -89,7 +85,7 @@ impl ExportOptions {
             };
             let mut cli = Vec::new();
             for h in otlp_headers {
-                cli.push(header(h, '=')?);
+                cli.push(header(h)?);
             }
             let headers = |signal: &str| {
                 let common = env("OTEL_EXPORTER_OTLP_HEADERS").map(|v| pairs(&v));
