@@ -293,7 +293,7 @@ fn run_cell(
         }
         Load::Probe(flags) => {
             let f = flags.on_front(&deployment.url);
-            let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
+            let target = UrlTarget::new(&f.url, f.timeout, &f.reach, &f.request)?;
             println!("      {}", loadlab_report::probe::header());
             let probed = crate::probe::probe(
                 &target,
@@ -373,7 +373,7 @@ fn breaking_point(
 ) -> Result<Option<(RunData, Summary, CapacityResult)>> {
     let f = flags.on_front(front);
     let slo = Slo::parse(&f.slo)?;
-    let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
+    let target = UrlTarget::new(&f.url, f.timeout, &f.reach, &f.request)?;
     let started = Instant::now();
     let Some(first_ms) = first_success_ms(&target, stop)? else {
         return Ok(None);

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser};
 
-use crate::flags::ReachFlags;
+use crate::flags::{ReachFlags, RequestFlags};
 use crate::values::{positive_count, positive_duration, positive_rate};
 
 /// What a capacity search looks for and its bounds.
 #[derive(Debug, Clone, Args)]
 pub struct CapacityFlags {
-    /// The URL to load (GET); in an experiment, a path on the topology's front.
+    /// The URL to load (GET unless -m says); in an experiment, a path on the topology's front.
     #[arg(value_name = "URL")]
     pub url: String,
     /// The objective, e.g. 'p99<300ms,errors<1%'.
@@ -47,7 +47,9 @@ pub struct CapacityFlags {
     pub threads: Option<usize>,
     /// HTTP/2 and TLS verification, as `run` takes them.
     #[command(flatten)]
-    pub reach: ReachFlags,
+    pub reach: ReachFlags,    /// The request (-m, -H, -b, --body-file), as `run` takes it.
+    #[command(flatten)]
+    pub request: RequestFlags,
 }
 
 /// A share written as a percentage (`5%`) or as a fraction (`0.05`), as a fraction.

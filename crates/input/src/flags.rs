@@ -159,18 +159,9 @@ pub struct LoadFlags {
     /// 127.0.0.2,127.0.0.5-127.0.0.9 (repeatable). Each adds ~28,000 ports per destination.
     #[arg(long = "source-addr", value_name = "ADDRS", value_parser = addr_list)]
     pub source_addrs: Vec<AddrList>,
-    /// HTTP method [default: GET].
-    #[arg(short = 'm', long = "method")]
-    pub method: Option<String>,
-    /// Request header 'Name: value' (or name=value; repeatable).
-    #[arg(short = 'H', long = "header", value_name = "'K: V'")]
-    pub headers: Vec<String>,
-    /// Request body.
-    #[arg(short = 'b', long = "body", conflicts_with = "body_file")]
-    pub body: Option<String>,
-    /// Request body read from a file.
-    #[arg(long = "body-file", value_name = "FILE")]
-    pub body_file: Option<PathBuf>,
+    /// The request: method, headers and body.
+    #[command(flatten)]
+    pub request: RequestFlags,
     /// Seed for Poisson arrivals and virtual users' random choices [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -256,6 +247,67 @@ impl ScriptFlags {
     /// without `--strict`).
     pub fn lenient_check(&self) -> bool {
         self.checking && !self.strict
+    }
+}
+
+/// The request every arrival sends: `run`'s URLs, and the one URL `capacity` and `probe` load.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RequestFlags {
+    /// HTTP method [default: GET].
+    #[arg(short = 'm', long = "method")]
+    pub method: Option<String>,
+    /// Request header 'Name: value' (or name=value; repeatable).
+    #[arg(short = 'H', long = "header", value_name = "'K: V'")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(short = 'b', long = "body", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body read from a file.
+    #[arg(long = "body-file", value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+}
+
+/// A request as the flags give it: its method (upper case), headers and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagRequest {
+    /// The method, upper case.
+    pub method: String,
+    /// Headers, in the order given.
+    pub headers: Vec<(String, String)>,
+    /// The body (empty for none).
+    pub body: Vec<u8>,
+}
+
+impl RequestFlags {
+    /// The request the flags describe: the method checked, the headers parsed, the body file
+    /// read.
+    pub fn lowered(&self) -> Result<FlagRequest, FlagsError> {
+        let given = self
+            .method
+            .as_deref()
+            .unwrap_or(loadlab_run::defaults::METHOD);
+        let method = given.to_ascii_uppercase();
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(FlagsError::Method(given.into()));
+        }
+        let headers = self
+            .headers
+            .iter()
+            .map(|h| crate::target::parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = match (&self.body, &self.body_file) {
+            (Some(b), _) => b.clone().into_bytes(),
+            (None, Some(file)) => std::fs::read(file).map_err(|error| FlagsError::BodyFile {
+                path: file.clone(),
+                error,
+            })?,
+            (None, None) => Vec::new(),
+        };
+        Ok(FlagRequest {
+            method,
+            headers,
+            body,
+        })
     }
 }
 

@@ -13,9 +13,11 @@ use loadlab_run::{
     RequestTemplate, Stop, Threshold, TlsSettings, ValidPlan,
 };
 
-use crate::flags::{ArrivalArg, FlagsError, LoadFlags, ReachFlags, ScriptFlags};
+use crate::flags::{
+    ArrivalArg, FlagRequest, FlagsError, LoadFlags, ReachFlags, RequestFlags, ScriptFlags,
+};
 use crate::scenario::{self, Phases, Problem, ScenarioError};
-use crate::target::{parse_header, resolve, Lookup, RequestSpec};
+use crate::target::{resolve, Lookup, RequestSpec};
 use crate::tls;
 use crate::InputError;
 
@@ -185,6 +187,8 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
 pub struct UrlTarget {
     /// The URL, as given.
     pub url: String,
+    /// The request sent to it (GET without headers or body unless the flags say).
+    pub request: FlagRequest,
     /// Request timeout.
     pub timeout: Duration,
     /// How an `https://` URL's certificate is checked.
@@ -194,11 +198,17 @@ pub struct UrlTarget {
 }
 
 impl UrlTarget {
-    /// `url` with `--timeout` and the `reach` flags; a CA file is read here, so a missing one
-    /// is refused before anything runs.
-    pub fn new(url: &str, timeout: Duration, reach: &ReachFlags) -> Result<Self, InputError> {
+    /// `url` with `--timeout`, the `reach` flags and the `request` flags; a CA file and a body
+    /// file are read here, so a missing one is refused before anything runs.
+    pub fn new(
+        url: &str,
+        timeout: Duration,
+        reach: &ReachFlags,
+        request: &RequestFlags,
+    ) -> Result<Self, InputError> {
         Ok(UrlTarget {
             url: url.to_string(),
+            request: request.lowered()?,
             timeout,
             tls: tls::settings(reach.cacert.as_deref(), reach.insecure)
                 .map_err(FlagsError::from)?,
@@ -210,6 +220,11 @@ impl UrlTarget {
     pub fn plain(url: &str, timeout: Duration) -> Self {
         UrlTarget {
             url: url.to_string(),
+            request: FlagRequest {
+                method: defaults::METHOD.into(),
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
             timeout,
             tls: TlsSettings::default(),
             protocol: Protocol::Http1,
@@ -217,8 +232,8 @@ impl UrlTarget {
     }
 }
 
-/// `GET` of the target's URL under `model` until `stop`, on `threads` generator threads: what
-/// the probe and the capacity search run step by step.
+/// The target's request under `model` until `stop`, on `threads` generator threads: what the
+/// probe and the capacity search run step by step.
 pub fn url(
     target: &UrlTarget,
     model: Model,
@@ -228,9 +243,9 @@ pub fn url(
     let spec = RequestSpec {
         name: target.url.clone(),
         url: target.url.clone(),
-        method: defaults::METHOD.into(),
-        headers: Vec::new(),
-        body: Vec::new(),
+        method: target.request.method.clone(),
+        headers: target.request.headers.clone(),
+        body: target.request.body.clone(),
     };
     let (endpoints, requests) =
         resolve(std::slice::from_ref(&spec), Lookup::Resolve).map_err(FlagsError::from)?;
@@ -368,29 +383,16 @@ fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
 
 /// The parts of the plan of [`urls`], before the defaults and the checks.
 fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
-    let given = f.method.as_deref().unwrap_or(defaults::METHOD);
-    let method = given.to_ascii_uppercase();
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return Err(FlagsError::Method(given.into()));
-    }
-    let mut headers = f
-        .headers
-        .iter()
-        .map(|h| parse_header(h))
-        .collect::<Result<Vec<_>, _>>()?;
+    let FlagRequest {
+        method,
+        mut headers,
+        body,
+    } = f.request.lowered()?;
     if f.no_keepalive {
         // The server closes after answering; the engine then opens the next connection.
         headers.retain(|(k, _)| !k.eq_ignore_ascii_case("connection"));
         headers.push(("Connection".into(), "close".into()));
     }
-    let body = match (&f.body, &f.body_file) {
-        (Some(b), _) => b.clone().into_bytes(),
-        (None, Some(file)) => std::fs::read(file).map_err(|error| FlagsError::BodyFile {
-            path: file.clone(),
-            error,
-        })?,
-        (None, None) => Vec::new(),
-    };
     let specs: Vec<RequestSpec> = f
         .urls
         .iter()
@@ -698,7 +700,10 @@ mod tests {
         let plan = urls(
             &LoadFlags {
                 urls: vec!["http://127.0.0.1:9/x".into()],
-                headers: vec!["connection: keep-alive".into(), "X-A: 1".into()],
+                request: RequestFlags {
+                    headers: vec!["connection: keep-alive".into(), "X-A: 1".into()],
+                    ..RequestFlags::default()
+                },
                 no_keepalive: true,
                 ..LoadFlags::default()
             },

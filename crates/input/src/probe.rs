@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use clap::{Args, Parser};
 
-use crate::flags::ReachFlags;
+use crate::flags::{ReachFlags, RequestFlags};
 use crate::values::{concurrency_bound, positive_duration};
 
 /// What a probe aims at and its bounds.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeFlags {
-    /// The URL to probe (GET); in an experiment, a path on the topology's front.
+    /// The URL to probe (GET unless -m says); in an experiment, a path on the topology's
+    /// front.
     #[arg(value_name = "URL")]
     pub url: String,
     /// Longest time the probe's closed-loop steps may take; a service that refuses gets up to
@@ -30,7 +31,9 @@ pub struct ProbeFlags {
     pub timeout: Duration,
     /// HTTP/2 and TLS verification, as `run` takes them.
     #[command(flatten)]
-    pub reach: ReachFlags,
+    pub reach: ReachFlags,    /// The request (-m, -H, -b, --body-file), as `run` takes it.
+    #[command(flatten)]
+    pub request: RequestFlags,
 }
 
 /// Probe flags alone, as an experiment's `probe:` workload writes them.

@@ -20,7 +20,7 @@ pub fn main(a: CapacityArgs) -> Result<Outcome> {
     let f = &a.search;
     let slo = Slo::parse(&f.slo)?;
     f.check()?;
-    let target = UrlTarget::new(&f.url, f.timeout, &f.reach)?;
+    let target = UrlTarget::new(&f.url, f.timeout, &f.reach, &f.request)?;
     let stop = loadlab_harness::interrupt_signal()?;
     let started = Instant::now();
     let first_ms = one_request_ms(&target, &stop)?

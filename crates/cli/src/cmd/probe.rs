@@ -20,7 +20,7 @@ pub fn main(args: ProbeArgs) -> Result<Outcome> {
         );
     }
     // Checks the URL (and any CA file) before anything runs.
-    let target = UrlTarget::new(&a.url, a.timeout, &a.reach)?;
+    let target = UrlTarget::new(&a.url, a.timeout, &a.reach, &a.request)?;
     loadlab_input::lower::url(&target, Model::closed(1, 1), Stop::default(), 1)?;
     let limits = loadlab_harness::probe::limits_of(a);
     let stop = loadlab_harness::interrupt_signal()?;

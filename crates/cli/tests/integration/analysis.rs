@@ -26,3 +26,76 @@ fn a_run_whose_connections_were_all_refused_says_only_that() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("Little"), "{stdout}");
 }
+
+/// A token from the service's `POST /login`, by hand.
+fn login(server: &loadlab_service::TestServer, user: &str) -> String {
+    use std::io::{Read, Write};
+    let body = format!(r#"{{"user": "{user}", "password": "x"}}"#);
+    let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+    write!(
+        s,
+        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    answer["token"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn capacity_measures_a_post_and_a_request_with_a_bearer_token() {
+    let server = loadlab_service::TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let search = |url: &str, request: &[&str], json: &std::path::Path| {
+        let mut args = vec!["capacity", url];
+        args.extend_from_slice(request);
+        args.extend([
+            "--slo",
+            "errors<1%",
+            "--max-rate",
+            "100",
+            "--warmup",
+            "1s",
+            "--step",
+            "1s",
+            "--max-time",
+            "20s",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        loadlab(&args)
+    };
+    // /account answers 401 without the token: only the header lets a rate meet.
+    let account = server.url("/account");
+    let bearer = format!("Authorization: Bearer {}", login(&server, "ana"));
+    let json = dir.path().join("account.json");
+    let out = search(&account, &["-H", &bearer], &json);
+    let v = read_json(&json);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(v["max_rate_rps"].as_f64(), Some(100.0), "{v}");
+    // Without it, not one request succeeds, and the search says so before it starts.
+    let none = search(&account, &[], &dir.path().join("none.json"));
+    assert_eq!(none.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&none.stderr);
+    assert!(stderr.contains("did not answer one request with a success"), "{stderr}");
+    // A POST with a JSON body: /login answers nothing else.
+    let json = dir.path().join("login.json");
+    let out = search(
+        &server.url("/login"),
+        &[
+            "-m",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-b",
+            r#"{"user": "bo", "password": "x"}"#,
+        ],
+        &json,
+    );
+    let v = read_json(&json);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(v["max_rate_rps"].as_f64(), Some(100.0), "{v}");
+}
