@@ -84,6 +84,27 @@ pub enum Command {
     /// Run a locustfile unchanged, with Locust's command line; loadlab's engine sends the
     /// requests (headless; Python with gevent runs the users).
     Locust(Box<LocustArgs>),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print loadlab's manual page, or write one page per subcommand into a directory.
+    Man(ManArgs),
+}
+
+/// `loadlab completions` flags.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell, e.g. `loadlab completions bash > /etc/bash_completion.d/loadlab`.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `loadlab man` flags.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write loadlab.1 and one page per subcommand (loadlab-run.1 …) here instead of printing
+    /// loadlab.1.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `loadlab locust` flags: Locust's own names, then loadlab's outputs.

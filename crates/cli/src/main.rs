@@ -63,6 +63,8 @@ fn main() -> ExitCode {
             a.file_args = file_args;
             cmd::locust::main(*a)
         }
+        Command::Completions(a) => cmd::docs::completions(a),
+        Command::Man(a) => cmd::docs::man(a),
     };
     match result {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@ pub mod capacity;
 pub mod compare;
 pub mod consume;
 pub mod demo;
+pub mod docs;
 pub mod k8s;
 pub mod lab;
 pub mod locust;

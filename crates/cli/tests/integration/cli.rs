@@ -167,3 +167,25 @@ fn a_missing_node_is_one_line_naming_the_debian_package() {
     );
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn completions_and_manual_pages_come_from_the_command_line_itself() {
+    let bash = crate::support::loadlab_ok(&["completions", "bash"]);
+    let script = String::from_utf8_lossy(&bash.stdout);
+    // Every subcommand and a flag of run's.
+    for word in ["capacity", "locust", "completions", "--rate", "--html"] {
+        assert!(script.contains(word), "{word}");
+    }
+    let page = crate::support::loadlab_ok(&["man"]);
+    let page = String::from_utf8_lossy(&page.stdout);
+    assert!(page.starts_with(".ie") || page.contains(".TH loadlab"), "{page}");
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::loadlab_ok(&["man", "--out", dir.path().to_str().unwrap()]);
+    for page in ["loadlab.1", "loadlab-run.1", "loadlab-capacity.1"] {
+        assert!(dir.path().join(page).exists(), "{page}");
+    }
+    assert_eq!(
+        crate::support::loadlab(&["completions", "tcsh"]).status.code(),
+        Some(2)
+    );
+}
