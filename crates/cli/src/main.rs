@@ -18,6 +18,8 @@ const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 /// Exit code of `loadlab capacity` when no rate met the objective.
 const EXIT_NOT_MET: u8 = 3;
+/// Exit code of a run in which not one request got an answer from the target.
+const EXIT_UNREACHABLE: u8 = 4;
 /// Exit code of a run, lab or report whose strict thresholds failed (k6's code, so CI
 /// scripts written for k6 read it alike).
 const EXIT_THRESHOLDS: u8 = 99;
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Ok(cmd::Outcome::Done) => ExitCode::SUCCESS,
         Ok(cmd::Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Ok(cmd::Outcome::NotMet) => ExitCode::from(EXIT_NOT_MET),
+        Ok(cmd::Outcome::Unreachable) => ExitCode::from(EXIT_UNREACHABLE),
         Ok(cmd::Outcome::ThresholdsFailed) => ExitCode::from(EXIT_THRESHOLDS),
         Ok(cmd::Outcome::ScriptThresholdsFailed) => ExitCode::from(EXIT_FAILURE),
         Ok(cmd::Outcome::ExpectationsFailed) => ExitCode::from(EXIT_EXPECTATIONS),

@@ -68,6 +68,9 @@ pub enum Outcome {
     Interrupted,
     /// It ran, and found that no load met the objective (`loadlab capacity`).
     NotMet,
+    /// It ran, and not one request got an answer from the target: every one failed to
+    /// connect, resolve or finish its handshake.
+    Unreachable,
     /// It ran, and a strict threshold (`--slo`, `ensure`) failed.
     ThresholdsFailed,
     /// It ran an Artillery script, and a strict threshold failed: Artillery's exit code for

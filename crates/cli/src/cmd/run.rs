@@ -131,6 +131,13 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         Outcome::ScriptCrashed
     } else if !run.complete {
         Outcome::Interrupted
+    } else if !a.load.is_scenario() && unreachable(&summary) {
+        // A script exits as Artillery does, which answers 0 for a target it never reached.
+        println!(
+            "  exit code    4: not one request got an answer from the target; check the URL and \
+             that the service is up"
+        );
+        Outcome::Unreachable
     } else if let Some(code) = suggested {
         // As Artillery: `process.exit(suggestedExitCode || exitCode)`; a process exit code is
         // its low 8 bits.
@@ -144,6 +151,12 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
             judged => judged,
         }
     })
+}
+
+/// True when requests ended and not one of them with an HTTP answer: the target was never
+/// reached (refused, unresolved, timed out connecting, a failed handshake).
+fn unreachable(summary: &loadlab_run::Summary) -> bool {
+    summary.requests.completed > 0 && summary.status.values().all(|&n| n == 0)
 }
 
 /// True when the script names the expect plugin and one of its checks failed; says so.

@@ -25,6 +25,7 @@ fn a_run_whose_connections_were_all_refused_says_only_that() {
     assert!(next.contains(&format!("127.0.0.1:{port}")), "{next}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("Little"), "{stdout}");
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
 }
 
 /// A token from the service's `POST /login`, by hand.
