@@ -14,6 +14,7 @@ mod browser;
 mod budgets;
 mod cli;
 mod corpus;
+mod docs;
 mod hooks;
 mod locust;
 mod observability;
