@@ -2,14 +2,9 @@
 //! `$loopElement.key`), an object taken from `config.variables`, and the value at a dotted path
 //! of a JSON answer, as Artillery reads them.
 
-/// The variables a loop item sets: `$loopElement` (a string as is, other values as JSON) and,
-/// for an object, `$loopElement.KEY` for each of its leaves (`$loopElement.a.b`).
-pub fn loop_element_vars(item: &serde_json::Value) -> Vec<(String, String)> {
-    loop_item_vars("$loopElement", item)
-}
-
-/// The variables a loop item sets under the name `name`: `name` and, for an object,
-/// `name.KEY` for each of its leaves.
+/// The variables a loop item sets under the name `name` (`$loopElement` by default): `name`
+/// (a string as is, other values as JSON) and, for an object, `name.KEY` for each of its
+/// leaves (`$loopElement.a.b`).
 pub fn loop_item_vars(name: &str, item: &serde_json::Value) -> Vec<(String, String)> {
     fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
         let text = match v {

@@ -96,7 +96,10 @@ fn shortened(words: Vec<String>, base: &str, start_at: SystemTime) -> Vec<String
         }
     }
     if out.get(1).is_some_and(|w| w == "capacity") {
-        out.extend(["--max-time".into(), "20s".into(), "--max-rate".into(), "200".into()]);
+        out.extend(
+            ["--max-time", "15s", "--max-rate", "200", "--warmup", "1s", "--step", "1s"]
+                .map(String::from),
+        );
     }
     out
 }
