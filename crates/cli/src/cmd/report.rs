@@ -74,10 +74,13 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
 /// Judges the lab in `dir` again from its cells and rewrites its `lab.json`, `comparison.csv`
 /// and `report.html`.
 fn lab(dir: &Path, a: &ReportArgs) -> Result<Outcome> {
-    if a.out.is_some() || a.plot.is_some() || !a.slo.is_empty() {
+    if a.html.as_ref().is_some_and(|f| !f.as_os_str().is_empty())
+        || a.plot.is_some()
+        || !a.slo.is_empty()
+    {
         anyhow::bail!(
-            "--out, --plot and --slo apply to run directories; a lab directory's files are \
-             rewritten in place (give one cell's run directory for those)"
+            "--html=FILE, --plot and --slo apply to run directories; a lab directory's files \
+             are rewritten in place (give one cell's run directory for those)"
         );
     }
     if let Some(junit) = &a.junit {
