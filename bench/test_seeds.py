@@ -73,6 +73,19 @@ class Conclusions(unittest.TestCase):
         self.assertTrue(verdict(1.6, 1.0).startswith("agrees"))
         self.assertIn("the other way", verdict(1.0, 4.5))
 
+    def test_the_web_tiers_cpu_row_reads_its_busiest_second_against_its_quota(self):
+        def verdict(peak):
+            lab = lab_of([(seeds.B, seeds.USERS, 0, {})])
+            d = lab.path / seeds.slug(seeds.B) / seeds.slug(seeds.USERS) / "round-1"
+            d.mkdir(parents=True)
+            (d / "summary.json").write_text(json.dumps({"server": {
+                "processes": [{"name": "loadlab-serve", "cpu_pct_avg": 20.0, "cpu_pct_max": peak}],
+                "budgets": [{"name": "service", "cpus": 0.3, "quota_used_pct": 66.0, "throttled_pct": 50.0}],
+            }}))
+            return seeds.c002_77b(lab)[1]
+        self.assertEqual(verdict(31.0), "agrees")
+        self.assertIn("busiest second used 67 %", verdict(20.0))
+
     def test_every_conclusion_cites_a_line_and_states_its_rule(self):
         self.assertGreater(len(seeds.CONCLUSIONS), 50)
         for c in seeds.CONCLUSIONS + seeds.UNTESTABLE:

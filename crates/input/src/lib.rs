@@ -30,7 +30,9 @@ mod fuzz;
 
 pub use capacity::{CapacityError, CapacityFlags};
 pub use experiment::{Experiment, ExperimentError, Workload, WorkloadError};
-pub use flags::{is_scenario, ArrivalArg, FlagRequest, FlagsError, LoadFlags, ReachFlags, RequestFlags};
+pub use flags::{
+    is_scenario, ArrivalArg, FlagRequest, FlagsError, LoadFlags, ReachFlags, RequestFlags,
+};
 pub use lower::{Overrides, UrlTarget};
 pub use probe::{ProbeError, ProbeFlags};
 pub use scenario::ScenarioError;

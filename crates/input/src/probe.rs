@@ -31,7 +31,8 @@ pub struct ProbeFlags {
     pub timeout: Duration,
     /// HTTP/2 and TLS verification, as `run` takes them.
     #[command(flatten)]
-    pub reach: ReachFlags,    /// The request (-m, -H, -b, --body-file), as `run` takes it.
+    pub reach: ReachFlags,
+    /// The request (-m, -H, -b, --body-file), as `run` takes it.
     #[command(flatten)]
     pub request: RequestFlags,
 }

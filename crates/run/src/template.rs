@@ -195,7 +195,6 @@ impl Template {
             _ => None,
         }
     }
-
 }
 
 /// True when `text` (what stands between `{{` and `}}`) is a call in the shape Artillery's

@@ -83,7 +83,10 @@ fn capacity_measures_a_post_and_a_request_with_a_bearer_token() {
     let none = search(&account, &[], &dir.path().join("none.json"));
     assert_eq!(none.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&none.stderr);
-    assert!(stderr.contains("did not answer one request with a success"), "{stderr}");
+    assert!(
+        stderr.contains("did not answer one request with a success"),
+        "{stderr}"
+    );
     // A POST with a JSON body: /login answers nothing else.
     let json = dir.path().join("login.json");
     let out = search(

@@ -178,14 +178,19 @@ fn completions_and_manual_pages_come_from_the_command_line_itself() {
     }
     let page = crate::support::loadlab_ok(&["man"]);
     let page = String::from_utf8_lossy(&page.stdout);
-    assert!(page.starts_with(".ie") || page.contains(".TH loadlab"), "{page}");
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH loadlab"),
+        "{page}"
+    );
     let dir = tempfile::tempdir().unwrap();
     crate::support::loadlab_ok(&["man", "--out", dir.path().to_str().unwrap()]);
     for page in ["loadlab.1", "loadlab-run.1", "loadlab-capacity.1"] {
         assert!(dir.path().join(page).exists(), "{page}");
     }
     assert_eq!(
-        crate::support::loadlab(&["completions", "tcsh"]).status.code(),
+        crate::support::loadlab(&["completions", "tcsh"])
+            .status
+            .code(),
         Some(2)
     );
 }

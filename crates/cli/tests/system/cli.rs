@@ -306,7 +306,13 @@ fn html_reports_and_plots_are_written_for_runs_and_overlays() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--html=FILE"));
     // With a file, no run directory is needed.
     let alone = dir.path().join("alone.html");
-    loadlab_ok(&["run", &url, "-d", "1s", &format!("--html={}", alone.display())]);
+    loadlab_ok(&[
+        "run",
+        &url,
+        "-d",
+        "1s",
+        &format!("--html={}", alone.display()),
+    ]);
     assert!(std::fs::read_to_string(&alone)
         .unwrap()
         .contains("data-series="));

@@ -97,8 +97,17 @@ fn shortened(words: Vec<String>, base: &str, start_at: SystemTime) -> Vec<String
     }
     if out.get(1).is_some_and(|w| w == "capacity") {
         out.extend(
-            ["--max-time", "15s", "--max-rate", "200", "--warmup", "1s", "--step", "1s"]
-                .map(String::from),
+            [
+                "--max-time",
+                "15s",
+                "--max-rate",
+                "200",
+                "--warmup",
+                "1s",
+                "--step",
+                "1s",
+            ]
+            .map(String::from),
         );
     }
     out
@@ -141,11 +150,25 @@ fn fixtures(dir: &Path, base: &str) {
     );
     for name in ["runs/before", "runs/after"] {
         let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
-            .args(["run", &format!("{base}/ping"), "-d", "1s", "-c", "2", "-q", "--out", name])
+            .args([
+                "run",
+                &format!("{base}/ping"),
+                "-d",
+                "1s",
+                "-c",
+                "2",
+                "-q",
+                "--out",
+                name,
+            ])
             .current_dir(dir)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -192,7 +215,10 @@ fn run_docs(files: &[&str]) -> Vec<String> {
             if NOT_RUN.contains(&words[0].as_str()) {
                 continue;
             }
-            assert_eq!(words[0], "loadlab", "{file}:{line}: a program this test does not know");
+            assert_eq!(
+                words[0], "loadlab",
+                "{file}:{line}: a program this test does not know"
+            );
             let stdout_to = match words.iter().position(|w| w == ">") {
                 Some(at) => {
                     let file = words.get(at + 1).cloned();
@@ -208,7 +234,9 @@ fn run_docs(files: &[&str]) -> Vec<String> {
                 stdout_to,
             };
             match batches.last_mut() {
-                Some(last) if shard && last.iter().all(|r| r.args.iter().any(|w| w == "--shard")) => {
+                Some(last)
+                    if shard && last.iter().all(|r| r.args.iter().any(|w| w == "--shard")) =>
+                {
                     last.push(ready)
                 }
                 _ => batches.push(vec![ready]),
@@ -264,11 +292,27 @@ fn the_docs_commands_are_read_as_a_shell_reads_them() {
             (7, "loadlab run 'a # b'".to_string())
         ]
     );
-    let words: Vec<String> = ["loadlab", "run", "http://127.0.0.1:8080/x", "-d", "5m", "-R", "20000"]
-        .map(String::from)
-        .to_vec();
+    let words: Vec<String> = [
+        "loadlab",
+        "run",
+        "http://127.0.0.1:8080/x",
+        "-d",
+        "5m",
+        "-R",
+        "20000",
+    ]
+    .map(String::from)
+    .to_vec();
     assert_eq!(
         shortened(words, "http://127.0.0.1:9", SystemTime::now()),
-        ["loadlab", "run", "http://127.0.0.1:9/x", "-d", "1s", "-R", "200"]
+        [
+            "loadlab",
+            "run",
+            "http://127.0.0.1:9/x",
+            "-d",
+            "1s",
+            "-R",
+            "200"
+        ]
     );
 }

@@ -396,10 +396,9 @@ impl<'a> Session<'a> {
                             self.vars
                                 .insert(names.count.clone(), (start + k).to_string());
                             match over.get(k as usize) {
-                                Some(item) => self.vars.extend(loadlab_script::vars::loop_item_vars(
-                                    &names.element,
-                                    item,
-                                )),
+                                Some(item) => self.vars.extend(
+                                    loadlab_script::vars::loop_item_vars(&names.element, item),
+                                ),
                                 None => {
                                     self.vars
                                         .insert(names.element.clone(), (start + k).to_string());

@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use loadlab_run::condition::Expr;
-use loadlab_script::Render;
 use loadlab_run::users::{
     Behaviour, Capture, CaptureSource, Chain, ChainState, Condition, ElementIndex, Expect,
     FormField, FormValue, RequestStep, Step, Think, UserScenario,
 };
 use loadlab_run::{Endpoint, RequestTemplate, Template};
+use loadlab_script::Render;
 use serde::Deserialize;
 
 use serde_saphyr::Spanned;
