@@ -159,7 +159,7 @@ mod tests {
         };
         assert!((at("5%").unwrap() - 0.05).abs() < 1e-12);
         assert!((at("0.05").unwrap() - 0.05).abs() < 1e-12);
-        assert!((at("2.5 %").unwrap() - 0.025).abs() < 1e-12);
+        assert!((at("'2.5 %'").unwrap() - 0.025).abs() < 1e-12);
         assert!(at("five").is_err());
         let default = CapacityFlags::parse_words(&words("/x --slo p99<1s")).unwrap();
         assert!((default.tolerance - 0.05).abs() < 1e-12);

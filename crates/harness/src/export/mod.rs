@@ -552,7 +552,7 @@ mod tests {
             env_of(&[]),
         )
         .unwrap_err();
-        assert!(e.contains("`X-Scope`"), "{e}");
+        assert!(e.contains("\"X-Scope\"") && e.contains("name=value"), "{e}");
         let o = ExportOptions::from_flags(
             Some("http://p/api/v1/write"),
             &["X-Scope-OrgID: team-a".into()],
