@@ -430,7 +430,7 @@ pub struct ReportArgs {
     /// Where to write the report, `--html=FILE` (default: RUN_DIR/report.html for one run,
     /// ./report.html for several).
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
-    pub html: Option<PathBuf>,
+    pub html: Option<String>,
     /// Also write the main charts as one image (.png or .svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -480,7 +480,7 @@ pub struct CompareArgs {
     /// Write an HTML report overlaying the runs: `--html` to ./report.html, `--html=FILE` to
     /// FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
-    pub html: Option<PathBuf>,
+    pub html: Option<String>,
 }
 
 /// `loadlab validate` flags.
@@ -610,7 +610,7 @@ pub struct RunArgs {
     /// Write the HTML report: `--html` into the --out directory (report.html), `--html=FILE`
     /// to FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
-    pub html: Option<PathBuf>,
+    pub html: Option<String>,
     /// Write the main charts as one image (.png or .svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,

@@ -34,11 +34,7 @@ pub fn main(a: CompareArgs) -> Result<Outcome> {
     print!("{}", render_versus(base_label, &versus));
     flame_diffs(&runs, &a.runs)?;
     if let Some(html) = &a.html {
-        let path = if html.as_os_str().is_empty() {
-            std::path::Path::new("report.html")
-        } else {
-            html.as_path()
-        };
+        let path = std::path::Path::new(if html.is_empty() { "report.html" } else { html });
         let views: Vec<loadlab_report::html::RunView> = runs
             .iter()
             .map(|(label, run)| loadlab_report::html::RunView::from_saved(label, run))

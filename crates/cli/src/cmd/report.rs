@@ -48,7 +48,7 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
         views.push(RunView::from_saved(&label, &saved));
     }
     let out = match (&a.html, a.runs.as_slice()) {
-        (Some(file), _) if !file.as_os_str().is_empty() => file.clone(),
+        (Some(file), _) if !file.is_empty() => PathBuf::from(file),
         (_, [one]) => one.join("report.html"),
         _ => PathBuf::from("report.html"),
     };
@@ -74,10 +74,7 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
 /// Judges the lab in `dir` again from its cells and rewrites its `lab.json`, `comparison.csv`
 /// and `report.html`.
 fn lab(dir: &Path, a: &ReportArgs) -> Result<Outcome> {
-    if a.html.as_ref().is_some_and(|f| !f.as_os_str().is_empty())
-        || a.plot.is_some()
-        || !a.slo.is_empty()
-    {
+    if a.html.as_ref().is_some_and(|f| !f.is_empty()) || a.plot.is_some() || !a.slo.is_empty() {
         anyhow::bail!(
             "--html=FILE, --plot and --slo apply to run directories; a lab directory's files \
              are rewritten in place (give one cell's run directory for those)"

@@ -42,7 +42,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     if let Some(plot) = &a.plot {
         plot_is_png(plot)?;
     }
-    if a.html.as_ref().is_some_and(|f| f.as_os_str().is_empty()) && a.out.is_none() {
+    if a.html.as_ref().is_some_and(|f| f.is_empty()) && a.out.is_none() {
         anyhow::bail!(
             "--html without a file writes report.html into the run directory: add --out DIR, or \
              write --html=FILE"
@@ -203,9 +203,9 @@ fn locustfile(file: &str, a: &RunArgs) -> Result<Outcome> {
 
 /// Where `--html` writes the report: FILE when given, else `report.html` in the `--out`
 /// directory (the run's arguments were checked to have one).
-fn html_path(html: Option<&Path>, out: Option<&Path>) -> Option<PathBuf> {
+fn html_path(html: Option<&str>, out: Option<&Path>) -> Option<PathBuf> {
     match (html, out) {
-        (Some(file), _) if !file.as_os_str().is_empty() => Some(file.to_path_buf()),
+        (Some(file), _) if !file.is_empty() => Some(PathBuf::from(file)),
         (Some(_), Some(dir)) => Some(dir.join("report.html")),
         _ => None,
     }
