@@ -134,8 +134,8 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     } else if !a.load.is_scenario() && unreachable(&summary) {
         // A script exits as Artillery does, which answers 0 for a target it never reached.
         println!(
-            "  exit code    4: not one request got an answer from the target; check the URL and \
-             that the service is up"
+            "  exit code    4: not one request reached the target (refused, unresolved, timed out \
+             connecting or failed the TLS handshake); check the URL and that the service is up"
         );
         Outcome::Unreachable
     } else if let Some(code) = suggested {
@@ -153,10 +153,15 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     })
 }
 
-/// True when requests ended and not one of them with an HTTP answer: the target was never
-/// reached (refused, unresolved, timed out connecting, a failed handshake).
+/// True when requests ended, not one of them with an HTTP answer, and every one failed before
+/// it could be sent: refused, unresolved, timed out connecting, or a failed TLS handshake. A
+/// server that reset or closed what it was sent was reached.
 fn unreachable(summary: &loadlab_run::Summary) -> bool {
-    summary.requests.completed > 0 && summary.status.values().all(|&n| n == 0)
+    let e = &summary.errors;
+    let before_sending = e.connect_refused + e.connect_timeout + e.unresolved + e.tls;
+    summary.requests.completed > 0
+        && summary.status.values().all(|&n| n == 0)
+        && before_sending == summary.requests.completed
 }
 
 /// True when the script names the expect plugin and one of its checks failed; says so.

@@ -114,7 +114,21 @@ fn four_replicas_of_a_sixth_of_a_cpu_serve_four_times_what_one_does_with_the_gen
     // machine: rounds of ×3.97, ×4.01, ×4.49 and ×3.30), so a ratio of two such figures
     // lands within ×1.6 of the ideal. A quota the four replicas shared would read ×1; missing
     // quotas fail the budgets below.
-    for round in 1..=2 {
+    // A cell the lab left out (a process of its topology died during it) is not a measurement,
+    // as the lab's verdicts say: judge the rounds it kept, at least one. In one full suite nginx
+    // exited (status 1) at the end of round 1's `four` cell, which served ×1.07 of `one`.
+    let kept = |topology: &str, round: u32| {
+        json["cells"].as_array().unwrap().iter().any(|c| {
+            c["topology"] == topology
+                && c["round"].as_u64() == Some(u64::from(round - 1))
+                && c.get("excluded").is_none_or(serde_json::Value::is_null)
+        })
+    };
+    let rounds: Vec<u32> = (1..=2)
+        .filter(|&r| kept("one", r) && kept("four", r))
+        .collect();
+    assert!(!rounds.is_empty(), "no round kept both cells\n{stdout}");
+    for round in rounds {
         let ratio = served("four", round) / served("one", round);
         assert!(
             (2.5..=6.4).contains(&ratio),

@@ -107,7 +107,7 @@ fn nothing_listening_is_a_run_with_connect_refused_errors_that_ends_on_time() {
     assert!(started.elapsed() < Duration::from_secs(3));
     // Its own exit code, so CI tells an unreachable target from a slow one.
     assert_eq!(out.status.code(), Some(4));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("not one request got an answer"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not one request reached the target"));
     let s = read_json(&path);
     assert!(s["errors"]["connect_refused"].as_u64().unwrap() > 0);
     assert_eq!(s["requests"]["ok"], 0);
