@@ -28,24 +28,6 @@ fn a_run_whose_connections_were_all_refused_says_only_that() {
     assert_eq!(out.status.code(), Some(4), "{stdout}");
 }
 
-/// A token from the service's `POST /login`, by hand.
-fn login(server: &loadlab_service::TestServer, user: &str) -> String {
-    use std::io::{Read, Write};
-    let body = format!(r#"{{"user": "{user}", "password": "x"}}"#);
-    let mut s = std::net::TcpStream::connect(server.addr).unwrap();
-    write!(
-        s,
-        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let answer: serde_json::Value =
-        serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
-    answer["token"].as_str().unwrap().to_string()
-}
-
 #[test]
 fn capacity_measures_a_post_and_a_request_with_a_bearer_token() {
     let server = loadlab_service::TestServer::start(1).unwrap();
@@ -71,7 +53,10 @@ fn capacity_measures_a_post_and_a_request_with_a_bearer_token() {
     };
     // /account answers 401 without the token: only the header lets a rate meet.
     let account = server.url("/account");
-    let bearer = format!("Authorization: Bearer {}", login(&server, "ana"));
+    let bearer = format!(
+        "Authorization: Bearer {}",
+        crate::support::login_token(server.addr, "ana")
+    );
     let json = dir.path().join("account.json");
     let out = search(&account, &["-H", &bearer], &json);
     let v = read_json(&json);

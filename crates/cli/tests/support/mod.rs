@@ -117,6 +117,22 @@ pub fn ticket_at(addr: std::net::SocketAddr, name: &str) -> u64 {
     v["turno"].as_u64().unwrap()
 }
 
+/// A token from the reference service's `POST /login` at `addr`, for `user`.
+pub fn login_token(addr: std::net::SocketAddr, user: &str) -> String {
+    let body = format!(r#"{{"user": "{user}", "password": "x"}}"#);
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let answer: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    answer["token"].as_str().unwrap().to_string()
+}
+
 /// A `loadlab serve` child process (one service, or a supervisor of a topology), interrupted
 /// with SIGINT by its PID and awaited when dropped.
 pub struct Served {

@@ -113,24 +113,6 @@ fn shortened(words: Vec<String>, base: &str, start_at: SystemTime) -> Vec<String
     out
 }
 
-/// A token of the service's `/login`, for the docs' `$TOKEN`.
-fn token(port: u16) -> String {
-    use std::io::{Read, Write};
-    let body = r#"{"user": "reader", "password": "x"}"#;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let answer: serde_json::Value =
-        serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
-    answer["token"].as_str().unwrap().to_string()
-}
-
 /// The files the docs' commands name, written into `dir` for the service at `base`: an
 /// Artillery script in YAML and in JSON, a locustfile, and two runs to compare.
 fn fixtures(dir: &Path, base: &str) {
@@ -204,7 +186,7 @@ fn run_docs(files: &[&str]) -> Vec<String> {
     let base = format!("http://127.0.0.1:{}", service.port);
     let dir = tempfile::tempdir().unwrap();
     fixtures(dir.path(), &base);
-    let token = token(service.port);
+    let token = crate::support::login_token(([127, 0, 0, 1], service.port).into(), "reader");
     let mut batches: Vec<Vec<Ready>> = Vec::new();
     let start_at = SystemTime::now();
     for file in files {
