@@ -68,8 +68,9 @@ fn without_comment(line: &str) -> &str {
 }
 
 /// A command's words as the test runs them: the service's URL for the docs' example one,
-/// durations of a second or two, rates and searches bounded, a start time just ahead.
-fn shortened(words: Vec<String>, base: &str, start_at: SystemTime) -> Vec<String> {
+/// durations of a second or two, rates and searches bounded (a shard's `--start-at` is set when its
+/// batch starts).
+fn shortened(words: Vec<String>, base: &str) -> Vec<String> {
     let locust = words.get(1).is_some_and(|w| w == "locust");
     let mut out = Vec::new();
     let mut it = words.into_iter().peekable();
@@ -87,10 +88,6 @@ fn shortened(words: Vec<String>, base: &str, start_at: SystemTime) -> Vec<String
             "-R" => {
                 let rate: f64 = value(&mut it).parse().unwrap();
                 out.extend([w, rate.min(200.0).to_string()]);
-            }
-            "--start-at" => {
-                value(&mut it);
-                out.extend([w, humantime::format_rfc3339_seconds(start_at).to_string()]);
             }
             _ => out.push(w.replace("http://127.0.0.1:8080", base)),
         }
@@ -188,7 +185,6 @@ fn run_docs(files: &[&str]) -> Vec<String> {
     fixtures(dir.path(), &base);
     let token = crate::support::login_token(([127, 0, 0, 1], service.port).into(), "reader");
     let mut batches: Vec<Vec<Ready>> = Vec::new();
-    let start_at = SystemTime::now();
     for file in files {
         for (line, command) in commands(file) {
             let text = command.replace("$TOKEN", &token);
@@ -212,7 +208,7 @@ fn run_docs(files: &[&str]) -> Vec<String> {
             let shard = words.iter().any(|w| w == "--shard");
             let ready = Ready {
                 place: format!("{file}:{line}"),
-                args: shortened(words, &base, start_at).split_off(1),
+                args: shortened(words, &base).split_off(1),
                 stdout_to,
             };
             match batches.last_mut() {
@@ -286,7 +282,7 @@ fn the_docs_commands_are_read_as_a_shell_reads_them() {
     .map(String::from)
     .to_vec();
     assert_eq!(
-        shortened(words, "http://127.0.0.1:9", SystemTime::now()),
+        shortened(words, "http://127.0.0.1:9"),
         [
             "loadlab",
             "run",
