@@ -669,6 +669,10 @@ pub struct ServeArgs {
     /// nginx's connect/send/read timeouts towards the replicas [default: 60s].
     #[arg(long = "proxy-timeout", value_name = "DUR", value_parser = positive_duration)]
     pub proxy_timeout: Option<Duration>,
+    /// Requests nginx serves at once; past them it closes a new request's connection without
+    /// an answer, as a front out of connections does [default: no limit].
+    #[arg(long = "lb-connections", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub lb_connections: Option<u64>,
     /// Runtime of the reference service [default: rust]: rust (loadlab itself), node (Express;
     /// --workers are cluster workers) or python (gunicorn; --workers are sync workers unless
     /// --async). The first use installs node's or python's pinned dependencies under targets/.

@@ -262,6 +262,10 @@ pub struct TopologySpec {
     /// nginx's timeouts towards the replicas, e.g. `60s`.
     #[serde(default)]
     pub proxy_timeout: Option<String>,
+    /// Requests nginx serves at once; past them it closes a new request's connection without
+    /// an answer (a front that sheds load, as seed 001's did). No limit by default.
+    #[serde(default)]
+    pub lb_connections: Option<usize>,
     /// A black box every replica and worker shares, as seed 000's topologies called one:
     /// the `loadlab serve` flags of that one box (`--bbox-workers 3 --bbox-delay 905ms`, or
     /// `""` for its defaults); each instance's `/bbox/*` call it. Without it each instance
@@ -536,6 +540,7 @@ impl TopologySpec {
                 ),
                 None => None,
             },
+            lb_connections: self.lb_connections,
             shared_bbox: self
                 .shared_bbox
                 .as_deref()
@@ -712,6 +717,7 @@ mod tests {
             runtime: runtime.map(String::from),
             serve: None,
             proxy_timeout: None,
+            lb_connections: None,
             shared_bbox: None,
             store: None,
             consumers: None,

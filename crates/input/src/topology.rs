@@ -27,6 +27,9 @@ pub enum TopologyError {
     /// nginx serving the static files without nginx in front of replicas.
     #[error("static files at the balancer need nginx in front of the replicas (replicas > 1, or lb: nginx with one)")]
     StaticWithoutNginx,
+    /// A limit on nginx's connections without nginx in front of the replicas.
+    #[error("lb_connections limits nginx: put nginx in front of the replicas (replicas > 1, or lb: nginx with one)")]
+    ConnectionsWithoutNginx,
     /// Zero workers or replicas.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
@@ -78,6 +81,8 @@ pub struct TopologyInput {
     pub ready_timeout: Option<Duration>,
     /// nginx's timeouts towards the replicas.
     pub proxy_timeout: Option<Duration>,
+    /// Requests nginx serves at once (`None`: no limit).
+    pub lb_connections: Option<usize>,
     /// Flags of a black box every instance shares (`None`: each serves its own).
     pub shared_bbox: Option<Vec<String>>,
     /// Start a redis-server of the topology's own.
@@ -149,6 +154,12 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
     if input.static_at_lb && !((replicas > 1 || lb_alone) && lb == Lb::Nginx) {
         return Err(TopologyError::StaticWithoutNginx);
     }
+    if input.lb_connections == Some(0) {
+        return Err(TopologyError::Zero("lb_connections"));
+    }
+    if input.lb_connections.is_some() && !((replicas > 1 || lb_alone) && lb == Lb::Nginx) {
+        return Err(TopologyError::ConnectionsWithoutNginx);
+    }
     Ok(Topology {
         workers,
         replicas,
@@ -163,6 +174,7 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
             .unwrap_or_else(|| defaults::HEALTH_PATH.into()),
         ready_timeout: input.ready_timeout.unwrap_or(defaults::READY_TIMEOUT),
         proxy_timeout: input.proxy_timeout.unwrap_or(defaults::PROXY_TIMEOUT),
+        lb_connections: input.lb_connections,
         shared_bbox: input.shared_bbox.clone(),
         lb_alone,
         redis: input.redis,
@@ -184,6 +196,34 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_on_connections_needs_nginx_in_front() {
+        let input = |replicas, lb| TopologyInput {
+            replicas: Some(replicas),
+            lb,
+            lb_connections: Some(65),
+            ..TopologyInput::default()
+        };
+        let limited = lower(&input(1, Some(Lb::Nginx))).unwrap();
+        assert_eq!(limited.lb_connections, Some(65));
+        assert!(lower(&input(6, None)).is_ok());
+        assert_eq!(
+            lower(&input(1, None)),
+            Err(TopologyError::ConnectionsWithoutNginx)
+        );
+        assert_eq!(
+            lower(&input(6, Some(Lb::Builtin))),
+            Err(TopologyError::ConnectionsWithoutNginx)
+        );
+        assert_eq!(
+            lower(&TopologyInput {
+                lb_connections: Some(0),
+                ..input(6, None)
+            }),
+            Err(TopologyError::Zero("lb_connections"))
+        );
+    }
 
     #[test]
     fn an_empty_description_is_the_defaults() {

@@ -179,6 +179,7 @@ mod tests {
             health_path: defaults::HEALTH_PATH.into(),
             ready_timeout: defaults::READY_TIMEOUT,
             proxy_timeout: defaults::PROXY_TIMEOUT,
+            lb_connections: None,
             redis: false,
             consumers: 0,
             shards: None,

@@ -20,6 +20,9 @@ pub struct NginxConfig {
     pub proxy_timeout: Duration,
     /// Idle keep-alive connections kept open to the replicas per nginx worker.
     pub keepalive: usize,
+    /// Requests served at once; past them nginx closes a new request's connection without an
+    /// answer (its `limit_conn` with status 444). `None`: no limit.
+    pub connections: Option<usize>,
     /// Serve `/static/NAME.css|js|png` from this directory's `site.css`, `app.js` and
     /// `image.png` instead of passing them to the replicas (seed 002 moved its static files to
     /// nginx); `None` passes everything on.
@@ -66,6 +69,17 @@ pub fn render(config: &NginxConfig, prefix: &Path) -> String {
             }
             out
         });
+    // A zone keyed on the port (never empty, so every request is counted); 444 closes the
+    // connection without an answer, as a front out of connections does.
+    let (zone, limit) = match config.connections {
+        Some(n) => (
+            "    limit_conn_zone $server_port zone=front:1m;\n".to_string(),
+            format!(
+                "        limit_conn front {n};\n        limit_conn_status 444;\n        limit_conn_log_level info;\n"
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
     format!(
         "# written by loadlab; started with: nginx -p {p} -c {p}/nginx.conf
 worker_processes auto;
@@ -83,12 +97,12 @@ http {{
     uwsgi_temp_path {p}/tmp/uwsgi;
     scgi_temp_path {p}/tmp/scgi;
     keepalive_requests 1000000;
-    upstream replicas {{
+{zone}    upstream replicas {{
 {upstream}        keepalive {keepalive};
     }}
     server {{
         listen 127.0.0.1:{port} backlog=4096;
-{statics}        location / {{
+{limit}{statics}        location / {{
             proxy_pass http://replicas;
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
@@ -155,6 +169,7 @@ mod tests {
                 upstreams: vec![9001, 9002, 9003],
                 proxy_timeout: Duration::from_secs(60),
                 keepalive: 64,
+                connections: None,
                 static_dir: None,
             },
             Path::new("/tmp/x"),

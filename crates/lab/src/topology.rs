@@ -744,6 +744,7 @@ fn start_balancer(
                 upstreams: ports.to_vec(),
                 proxy_timeout: topology.proxy_timeout,
                 keepalive: 64,
+                connections: topology.lb_connections,
                 static_dir,
             };
             let conf = nginx::prepare(&config, &prefix)?;

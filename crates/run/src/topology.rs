@@ -159,6 +159,9 @@ pub struct Topology {
     pub ready_timeout: Duration,
     /// nginx's timeouts towards the replicas.
     pub proxy_timeout: Duration,
+    /// Requests nginx serves at once; past them it closes a new request's connection without
+    /// an answer, a front that sheds load (`None`: no limit).
+    pub lb_connections: Option<usize>,
     /// A black box every instance shares, started first as one `loadlab serve` with these
     /// flags (`--bbox-workers 3 --bbox-delay 905ms`): each instance's `/bbox/*` call it, as
     /// seed 000's topologies all called one box. `None`: each instance serves its own.

@@ -215,6 +215,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         health_path: a.health_path.clone(),
         ready_timeout: a.ready_timeout,
         proxy_timeout: a.proxy_timeout,
+        lb_connections: a.lb_connections.map(|n| n as usize),
         redis,
         consumers: if a.visits && redis { a.consumers } else { 0 },
         shards: Some(a.shards),
