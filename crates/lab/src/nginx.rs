@@ -29,6 +29,15 @@ pub struct NginxConfig {
     pub static_dir: Option<PathBuf>,
 }
 
+/// How long nginx leaves a replica out of its round after it failed (its default
+/// `fail_timeout`, with the default `max_fails=1`, as seed 001's nginx ran).
+pub const FAIL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// True when `log` (nginx's error log) says nginx took a server out of its round.
+pub fn disabled_a_server(log: &str) -> bool {
+    log.contains("upstream server temporarily disabled")
+}
+
 /// The nginx binary, or an error saying how to install it.
 pub fn find_nginx() -> Result<PathBuf, LabError> {
     crate::find_program("nginx", &[PathBuf::from("/usr/local/nginx/sbin")])

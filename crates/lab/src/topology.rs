@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::cgroup::{Budget, Budgets, Group, CGROUP_ROOT};
@@ -38,6 +39,8 @@ pub struct Deployment {
     balancer: Option<Supervised>,
     instances: Vec<Supervised>,
     prefix: Option<PathBuf>,
+    /// Bytes of nginx's error log already read by [`Deployment::settle`].
+    balancer_log_read: AtomicU64,
     redis: Option<RedisServer>,
     /// The black box every instance calls, when they share one.
     shared_bbox: Option<Supervised>,
@@ -145,9 +148,16 @@ impl Deployment {
     /// users' cell, and the capacity search after it read 1.3 s a page where a page alone
     /// takes 85 ms. So the replicas must then also have gone quiet: for [`QUIET_WINDOW`] their
     /// processes (and their children) used under [`QUIET_SHARE`] of their CPU (a quota, or
-    /// one core).
+    /// one core). nginx, last, must have every replica back in its round: a replica it
+    /// marked down after a failure (a timeout, a refused connection) gets no request for
+    /// [`nginx::FAIL_TIMEOUT`], so the next cell would read nginx's instant 502s where the
+    /// replica is idle; when its error log says it disabled one since the last settle, the
+    /// wait lasts at least that long (beyond `bound`).
     pub fn settle(&self, bound: Duration) -> Option<Duration> {
         let began = Instant::now();
+        if self.balancer_disabled_a_replica() {
+            std::thread::sleep(nginx::FAIL_TIMEOUT);
+        }
         for &port in &self.probes {
             // A full accept queue refuses or drops the connection, and a service at its
             // in-flight cap answers 429 (or 503) while the backlog lasts: ask again until the
@@ -172,6 +182,22 @@ impl Deployment {
             }
             before = now;
         }
+    }
+
+    /// True when nginx's error log says, since the last call, that it took a replica out of
+    /// its round.
+    fn balancer_disabled_a_replica(&self) -> bool {
+        let Some(prefix) = self.prefix.as_ref().filter(|_| self.balancer.is_some()) else {
+            return false;
+        };
+        let Ok(log) = std::fs::read(prefix.join("error.log")) else {
+            return false;
+        };
+        let from = self
+            .balancer_log_read
+            .swap(log.len() as u64, Ordering::Relaxed) as usize;
+        log.get(from..)
+            .is_some_and(|new| nginx::disabled_a_server(&String::from_utf8_lossy(new)))
     }
 
     /// The CPUs the replicas may use together: each one's quota, or one core without one.
@@ -419,6 +445,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         balancer: None,
         instances: Vec::new(),
         prefix: None,
+        balancer_log_read: AtomicU64::new(0),
         redis: None,
         shared_bbox: None,
         bbox_url: None,

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use loadlab_lab::nginx::{prepare, start, NginxConfig};
+use loadlab_lab::nginx::{disabled_a_server, prepare, start, NginxConfig};
 
 #[test]
 fn the_generated_config_passes_nginx_t() {
@@ -112,4 +112,50 @@ fn past_its_connections_nginx_closes_a_request_without_an_answer() {
     let closed = statuses.iter().filter(|s| s.is_none()).count();
     assert_eq!((served, closed), (2, 3), "{statuses:?}");
     assert!(after.is_some_and(|l| l.contains(" 200 ")));
+}
+
+#[test]
+fn nginx_says_in_its_log_when_it_takes_a_failed_replica_out_of_its_round() {
+    let live = slow_replica();
+    // A port nobody listens on: nginx's connect is refused, a failure of that server.
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let front = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let prefix = std::env::temp_dir().join(format!(
+        "loadlab-nginx-disabled-test-{}",
+        std::process::id()
+    ));
+    let config = NginxConfig {
+        port: front,
+        upstreams: vec![dead, live],
+        proxy_timeout: Duration::from_secs(10),
+        keepalive: 4,
+        connections: None,
+        static_dir: None,
+    };
+    let conf = prepare(&config, &prefix).unwrap();
+    let mut nginx = start(&prefix, &conf, |_| Ok(())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", front)).is_err() {
+        assert!(Instant::now() < deadline, "nginx never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = std::fs::read_to_string(prefix.join("error.log")).unwrap_or_default();
+    // Round robin sends one of the two to the dead port; nginx then tries the live one.
+    let statuses: Vec<_> = (0..2).map(|_| status_of_one_request(front)).collect();
+    nginx.stop(Duration::from_secs(2));
+    let log = std::fs::read_to_string(prefix.join("error.log")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&prefix);
+    assert!(statuses
+        .iter()
+        .all(|s| s.as_deref().is_some_and(|l| l.contains(" 200 "))));
+    assert!(!disabled_a_server(&before), "{before}");
+    assert!(disabled_a_server(&log), "{log}");
 }
