@@ -151,13 +151,11 @@ impl Deployment {
     /// one core). nginx, last, must have every replica back in its round: a replica it
     /// marked down after a failure (a timeout, a refused connection) gets no request for
     /// [`nginx::FAIL_TIMEOUT`], so the next cell would read nginx's instant 502s where the
-    /// replica is idle; when its error log says it disabled one since the last settle, the
-    /// wait lasts at least that long (beyond `bound`).
+    /// replica is idle; when its error log says it disabled one since the last settle, a
+    /// settled wait lasts at least that long (beyond `bound`; starting again clears it too).
     pub fn settle(&self, bound: Duration) -> Option<Duration> {
         let began = Instant::now();
-        if self.balancer_disabled_a_replica() {
-            std::thread::sleep(nginx::FAIL_TIMEOUT);
-        }
+        let disabled = self.balancer_disabled_a_replica();
         for &port in &self.probes {
             // A full accept queue refuses or drops the connection, and a service at its
             // in-flight cap answers 429 (or 503) while the backlog lasts: ask again until the
@@ -178,6 +176,9 @@ impl Deployment {
             std::thread::sleep(QUIET_WINDOW.min(left));
             let now = self.instances_cpu_s();
             if now - before <= allowed * QUIET_WINDOW.as_secs_f64() {
+                if disabled {
+                    std::thread::sleep(nginx::FAIL_TIMEOUT.saturating_sub(began.elapsed()));
+                }
                 return Some(began.elapsed());
             }
             before = now;
