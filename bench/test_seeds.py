@@ -86,6 +86,33 @@ class Conclusions(unittest.TestCase):
         self.assertEqual(verdict(31.0), "agrees")
         self.assertIn("busiest second used 67 %", verdict(20.0))
 
+    def test_the_limit_after_the_changes_reads_each_web_instances_busiest_second(self):
+        def verdict(peaks):
+            lab = lab_of([(seeds.A, seeds.USERS, 0, {})])
+            d = lab.path / seeds.slug(seeds.A) / seeds.slug(seeds.USERS) / "round-1"
+            d.mkdir(parents=True)
+            (d / "summary.json").write_text(json.dumps({"server": {
+                "processes": [{"name": "loadlab-serve", "cpu_pct_avg": 20.0, "cpu_pct_max": p}
+                              for p in peaks],
+                "budgets": [{"name": "replica", "cpus": 0.3, "quota_used_pct": 66.0, "throttled_pct": 50.0}],
+            }}))
+            return seeds.c002_145(lab)[1]
+        self.assertEqual(verdict([31.0, 28.0, 12.0]), "agrees")
+        self.assertIn("2 of 3 web instances never used 90 %", verdict([31.0, 20.0, 12.0]))
+
+    def test_a_calc_median_under_the_timeout_is_explained_only_by_the_cells_own_504s(self):
+        def reason(status, p50, slowest):
+            lab = lab_of([(seeds.N1, "calc 600/s", 0, {})])
+            d = lab.path / seeds.slug(seeds.N1) / seeds.slug("calc 600/s") / "round-1"
+            d.mkdir(parents=True)
+            (d / "summary.json").write_text(json.dumps({
+                "status": status, "latency_ms": {"p50": p50, "max": slowest}}))
+            return seeds.served_out_of_order(lab, seeds.N1, "calc 600/s")
+        said = reason({"200": 935, "504": 331}, 606.2, 6004.7)
+        self.assertIn("within 606 ms while 26 % of its HTTP answers were nginx's 504s at 6.0 s", said)
+        self.assertIsNone(reason({"200": 935}, 606.2, 2400.0))
+        self.assertIsNone(reason({"200": 935, "504": 331}, 5900.0, 6004.7))
+
     def test_every_conclusion_cites_a_line_and_states_its_rule(self):
         self.assertGreater(len(seeds.CONCLUSIONS), 50)
         for c in seeds.CONCLUSIONS + seeds.UNTESTABLE:
