@@ -32,6 +32,10 @@ cargo test --workspace --locked
 python3 -B -m unittest -q scripts/test_module_cycles.py
 python3 scripts/module-cycles.py
 python3 -B -m unittest -q bench/test_seeds.py
+# The declared rust-version holds: no resolved dependency asks for a newer Rust (clippy above
+# checks our own use of the standard library against it).
+python3 -B -m unittest -q scripts/test_check_msrv.py
+python3 scripts/check-msrv.py
 
 # The system tier: what it needs first.
 # Installs Debian package $3 unless program $1 (or the file $2) is there; without root, says

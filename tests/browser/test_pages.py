@@ -196,8 +196,10 @@ def test_the_live_dashboard_updates_stops_the_run_and_exports_metrics(browser, s
     )
     try:
         line = proc.stdout.readline()
-        url = re.search(r"(http://127\.0\.0\.1:\d+/)", line).group(1)
-        page, errors = open_page(browser, url)
+        found = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+)", line)
+        url, token = found.group(1), found.group(2)
+        # The page as printed, token and all: its stop button sends the token from its own origin.
+        page, errors = open_page(browser, f"{url}?token={token}")
         page.wait_for_function("Number(document.body.dataset.updates || 0) >= 3", timeout=15000)
         assert series(page, "throughput") == ["offered", "achieved"]
         assert "p99" in series(page, "latency")

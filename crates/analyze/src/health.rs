@@ -125,6 +125,14 @@ pub fn generator_limited(g: &Generator) -> bool {
     (g.saturated && !kept_schedule) || g.schedule_lag_ms_p99 > LATE_MS
 }
 
+/// True when an open-model generator saturated a thread and released its arrivals late (p99
+/// schedule lag past [`LATE_MS`]): the rate sent was not the rate asked for, and the figures
+/// are the generator's as much as the service's. A closed model's saturated generator is
+/// not judged here: it sent as fast as it could, which is what it was asked.
+pub fn fell_behind_its_rate(g: &Generator) -> bool {
+    g.pacing.is_some() && g.saturated && g.schedule_lag_ms_p99 > LATE_MS
+}
+
 /// p99 schedule lag under which an open-model generator kept its schedule, ms.
 const KEPT_MS: f64 = 1.0;
 
@@ -180,7 +188,25 @@ pub fn merged_warnings(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadlab_run::summary::Pacing;
     use loadlab_run::{Model, Plan, Stop, TlsSettings};
+
+    #[test]
+    fn only_an_open_model_generator_that_saturated_and_released_late_fell_behind_its_rate() {
+        let g = |open: bool, saturated: bool, lag: f64| Generator {
+            saturated,
+            schedule_lag_ms_p99: lag,
+            pacing: open.then(Pacing::default),
+            ..Generator::default()
+        };
+        assert!(fell_behind_its_rate(&g(true, true, 12.0)));
+        // Saturated, yet every arrival went out on time.
+        assert!(!fell_behind_its_rate(&g(true, true, 0.4)));
+        // Late without a saturated thread: the host, not the generator.
+        assert!(!fell_behind_its_rate(&g(true, false, 12.0)));
+        // A closed model sends as fast as it can.
+        assert!(!fell_behind_its_rate(&g(false, true, 12.0)));
+    }
 
     #[test]
     fn an_insecure_https_run_says_so_and_names_the_commonest_tls_failure() {

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod findings;
 pub mod health;
 pub mod lab;
+pub mod lab_change;
 pub mod models;
 pub mod probe;
 pub mod slo;

@@ -43,9 +43,30 @@ fn is_listen_addr(s: &str) -> bool {
     !host.is_empty() && !s.contains('/') && !host.starts_with('-') && port.parse::<u16>().is_ok()
 }
 
+/// The exit codes, as `loadlab --help` lists them (docs/flags.md has the same table).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    done; nothing it was asked to check failed
+  1    bad input or a failure to run (also a failed `ensure` of an Artillery script)
+  2    a flag the command line refuses
+  3    capacity: no rate met the objective
+  4    run: not one request reached the target
+  5    run at a rate: the generator saturated and fell behind the rate asked for
+  6    lab or report --baseline: verdicts changed against the baseline lab
+  11   an Artillery processor crashed the run, as Artillery exits
+  21   a check of Artillery's expect plugin failed
+  99   a strict threshold (--slo) failed, as k6 exits
+  130  stopped by Ctrl-C or SIGTERM; partial results written";
+
 /// A load-testing laboratory for HTTP services.
 #[derive(Debug, Parser)]
-#[command(name = "loadlab", version, about, propagate_version = true)]
+#[command(
+    name = "loadlab",
+    version,
+    about,
+    propagate_version = true,
+    after_long_help = EXIT_CODES
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -441,6 +462,10 @@ pub struct ReportArgs {
     /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// With a lab directory: an earlier lab of the same experiment; print the verdicts whose
+    /// answer changed and exit 6 when any did.
+    #[arg(long, value_name = "LAB_DIR")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// `loadlab probe` flags.
@@ -520,6 +545,14 @@ pub struct LabArgs {
     /// Write the thresholds' results as a JUnit XML report to FILE (for CI).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// An earlier lab directory of the same experiment: print the verdicts whose answer
+    /// changed (no difference, higher, lower) and exit 6 when any did.
+    #[arg(long, value_name = "LAB_DIR")]
+    pub baseline: Option<PathBuf>,
+    /// Check the experiment and every workload, print the cells and how long the lab takes
+    /// at most, and run nothing.
+    #[arg(long)]
+    pub check: bool,
     /// Where each cell's series go while it runs.
     #[command(flatten)]
     pub export: ExportFlags,

@@ -20,6 +20,12 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_NOT_MET: u8 = 3;
 /// Exit code of a run in which not one request got an answer from the target.
 const EXIT_UNREACHABLE: u8 = 4;
+/// Exit code of an open-model run against URLs whose generator saturated a thread and fell
+/// behind its schedule: the rate asked for was not the rate sent.
+const EXIT_GENERATOR_LIMITED: u8 = 5;
+/// Exit code of a lab (or a lab judged again by `report`) whose verdicts changed against the
+/// baseline lab given with `--baseline`.
+const EXIT_VERDICTS_CHANGED: u8 = 6;
 /// Exit code of a run, lab or report whose strict thresholds failed (k6's code, so CI
 /// scripts written for k6 read it alike).
 const EXIT_THRESHOLDS: u8 = 99;
@@ -74,6 +80,8 @@ fn main() -> ExitCode {
         Ok(cmd::Outcome::NotMet) => ExitCode::from(EXIT_NOT_MET),
         Ok(cmd::Outcome::Unreachable) => ExitCode::from(EXIT_UNREACHABLE),
         Ok(cmd::Outcome::ThresholdsFailed) => ExitCode::from(EXIT_THRESHOLDS),
+        Ok(cmd::Outcome::GeneratorLimited) => ExitCode::from(EXIT_GENERATOR_LIMITED),
+        Ok(cmd::Outcome::VerdictsChanged) => ExitCode::from(EXIT_VERDICTS_CHANGED),
         Ok(cmd::Outcome::ScriptThresholdsFailed) => ExitCode::from(EXIT_FAILURE),
         Ok(cmd::Outcome::ExpectationsFailed) => ExitCode::from(EXIT_EXPECTATIONS),
         Ok(cmd::Outcome::Suggested(code)) => ExitCode::from(code),

@@ -408,7 +408,7 @@ fn start(name: &str, topology: &Topology, exe: &Path) -> Result<loadlab_lab::Dep
 }
 
 /// Longest wait between two cells for the target to finish what the first left behind.
-const SETTLE_WAIT: Duration = Duration::from_secs(10);
+pub const SETTLE_WAIT: Duration = Duration::from_secs(10);
 
 /// A wait between cells worth a line in the output.
 const NOTICEABLE: Duration = Duration::from_millis(500);

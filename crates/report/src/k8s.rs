@@ -1,6 +1,7 @@
 //! Kubernetes objects for a sharded run (`loadlab k8s job`), as YAML: the Indexed Job whose
 //! pods each run one shard from a common start, the ConfigMap of the files the run reads, the
-//! volume the shards write to, and the Job that merges them.
+//! Secret holding the token of the pods' dashboards, the volume the shards write to, and the
+//! Job that merges them.
 
 use serde_json::{json, Value};
 
@@ -45,6 +46,9 @@ pub struct JobSpec {
     pub storage: String,
     /// Longest the merge Job waits for the shards and merges, seconds.
     pub merge_deadline_s: u64,
+    /// The token every request to a pod's dashboard and `/metrics` needs (they listen beyond
+    /// loopback), kept in a Secret.
+    pub dashboard_token: String,
 }
 
 impl JobSpec {
@@ -111,6 +115,16 @@ impl JobSpec {
         })
     }
 
+    fn secret(&self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": format!("{}-dashboard", self.name), "labels": self.labels() },
+            "type": "Opaque",
+            "stringData": { "token": self.dashboard_token }
+        })
+    }
+
     fn claim(&self) -> Value {
         json!({
             "apiVersion": "v1",
@@ -164,6 +178,12 @@ impl JobSpec {
                                 "name": "JOB_COMPLETION_INDEX",
                                 "valueFrom": { "fieldRef": {
                                     "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                                }}
+                            }, {
+                                "name": "LOADLAB_DASHBOARD_TOKEN",
+                                "valueFrom": { "secretKeyRef": {
+                                    "name": format!("{}-dashboard", self.name),
+                                    "key": "token"
                                 }}
                             }],
                             "ports": [{ "name": "metrics", "containerPort": METRICS_PORT }],
@@ -222,6 +242,7 @@ impl JobSpec {
         if !self.files.is_empty() {
             out.push(self.config_map());
         }
+        out.push(self.secret());
         out.push(self.claim());
         out.push(self.shard_job());
         out.push(self.merge_job());
@@ -233,7 +254,8 @@ impl JobSpec {
         let mut out = format!(
             "# loadlab k8s job: {shards} shards of `loadlab {cmd}` starting at {start}.\n\
              # kubectl apply -f THIS.yaml; watch: kubectl get pods -l loadlab/run={name}\n\
-             # Each shard's live numbers: kubectl port-forward pod/POD {port} (then /metrics).\n\
+             # Each shard's live numbers: kubectl port-forward pod/POD {port}, then /metrics with the\n\
+             # token: kubectl get secret {name}-dashboard -o jsonpath='{{.data.token}}' | base64 -d\n\
              # The merged run: {dir}/merged on the {name}-results volume, once {name}-merge completes.\n",
             shards = self.shards,
             cmd = self.run_args_text(),
@@ -270,6 +292,7 @@ mod tests {
             start_at: "2026-11-23T15:00:00Z".into(),
             storage: "1Gi".into(),
             merge_deadline_s: 3600,
+            dashboard_token: "0123456789abcdef0123456789abcdef".into(),
         }
     }
 
@@ -283,10 +306,20 @@ mod tests {
             .collect();
         assert_eq!(
             kinds,
-            ["PersistentVolumeClaim", "Job", "Job"],
+            ["Secret", "PersistentVolumeClaim", "Job", "Job"],
             "no files, no ConfigMap"
         );
-        let job = &objects[1]["spec"];
+        assert_eq!(
+            objects[0]["stringData"]["token"],
+            "0123456789abcdef0123456789abcdef"
+        );
+        let job = &objects[2]["spec"];
+        let env = &job["template"]["spec"]["containers"][0]["env"][1];
+        assert_eq!(env["name"], "LOADLAB_DASHBOARD_TOKEN");
+        assert_eq!(
+            env["valueFrom"]["secretKeyRef"]["name"],
+            "loadlab-dashboard"
+        );
         assert_eq!(job["completionMode"], "Indexed");
         assert_eq!(job["completions"], 4);
         assert_eq!(job["parallelism"], 4);
@@ -309,6 +342,6 @@ mod tests {
         assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
         assert!(yaml.contains("path: data/users.csv"), "{yaml}");
         assert!(yaml.contains("mountPath: /etc/loadlab"), "{yaml}");
-        assert_eq!(yaml.lines().filter(|l| *l == "---").count(), 4, "{yaml}");
+        assert_eq!(yaml.lines().filter(|l| *l == "---").count(), 5, "{yaml}");
     }
 }

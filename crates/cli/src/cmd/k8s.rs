@@ -81,6 +81,9 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
         start_at: humantime::format_rfc3339_seconds(SystemTime::now() + start_in).to_string(),
         storage: a.storage.unwrap_or_else(|| "1Gi".into()),
         merge_deadline_s: (start_in + length + MERGE_SLACK).as_secs(),
+        dashboard_token: loadlab_harness::dashboard::new_token().map_err(|e| {
+            anyhow::anyhow!("cannot read /dev/urandom for the dashboards' token: {e}")
+        })?,
     };
     print!("{}", spec.yaml());
     Ok(Outcome::Done)

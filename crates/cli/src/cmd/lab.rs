@@ -3,10 +3,11 @@
 //! each factor the experiment varies, and `lab.json`, `comparison.csv` (and `report.html`).
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use loadlab_harness::{conclude_lab, cores, interrupt_signal, run_matrix};
+use loadlab_input::experiment::{Experiment, Load};
 use loadlab_run::lab::slug;
 
 use crate::args::LabArgs;
@@ -21,8 +22,14 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         );
     }
     let exp = loadlab_input::experiment::load(&a.file)?;
+    // Every workload is lowered once before anything starts or is written.
+    let lengths = loadlab_input::lower::check_workloads(&exp)
+        .map_err(|(name, e)| anyhow::anyhow!("workload {name:?}: {e}"))?;
     if let Some(junit) = &a.junit {
         loadlab_report::files::writable(junit)?;
+    }
+    if let Some(baseline) = &a.baseline {
+        crate::cmd::baseline_is_a_lab(baseline)?;
     }
     let out = a.out.unwrap_or_else(|| {
         let stamp = SystemTime::now()
@@ -32,6 +39,10 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     });
     // Budgets that do not fit are refused before anything starts or prints.
     loadlab_harness::matrix::placements(&exp)?;
+    if a.check {
+        print!("{}", plan_in_words(&exp, &lengths));
+        return Ok(Outcome::Done);
+    }
     let stop = interrupt_signal()?;
     println!(
         "loadlab lab: {} — {} topologies × {} workloads × {} round(s)",
@@ -57,9 +68,83 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         d.finish(&last.summary);
     }
     outputs.close(a.dashboard_keep);
-    Ok(if stop.is_stopped() {
-        Outcome::Interrupted
-    } else {
-        Outcome::judged(&thresholds)
-    })
+    if stop.is_stopped() {
+        return Ok(Outcome::Interrupted);
+    }
+    let changed = match &a.baseline {
+        Some(baseline) => crate::cmd::against_baseline(&lab.dir, baseline)?,
+        None => false,
+    };
+    Ok(Outcome::of_lab(&thresholds, changed))
+}
+
+/// What `lab --check` prints: the cells, what bounds each workload's cell, and how long the
+/// lab takes at most, from the workloads' own bounds and the lab's waits between cells.
+fn plan_in_words(exp: &Experiment, lengths: &[Option<Duration>]) -> String {
+    let cells = exp.topologies.len() * exp.workloads.len() * exp.rounds;
+    let mut out = format!(
+        "loadlab lab: {} — {} topologies × {} workloads × {} round(s) = {cells} cells; checked, \
+         nothing ran\n",
+        exp.name,
+        exp.topologies.len(),
+        exp.workloads.len(),
+        exp.rounds
+    );
+    let width = exp
+        .workloads
+        .iter()
+        .map(|w| w.name.len())
+        .max()
+        .unwrap_or(0);
+    let (mut load, mut unbounded) = (Duration::ZERO, 0usize);
+    for (w, length) in exp.workloads.iter().zip(lengths) {
+        let (said, bound) = match (&w.load, length) {
+            (Load::Run(_), Some(d)) => (words(*d), Some(*d)),
+            (Load::Run(_), None) => ("until its requests are done: no bound in time".into(), None),
+            (Load::Capacity(f), _) => (
+                format!("capacity search, at most {}", words(f.max_time)),
+                Some(f.max_time),
+            ),
+            (Load::Probe(f), _) => {
+                let l = loadlab_harness::probe::limits_of(f);
+                // Open-model steps may follow the closed loop for a service that refuses.
+                let most = l.max_time.max(l.max_time_varied) + Duration::from_secs(30);
+                (format!("probe, at most {}", words(most)), Some(most))
+            }
+        };
+        match bound {
+            Some(d) => load += d,
+            None => unbounded += 1,
+        }
+        out.push_str(&format!("  {:<width$}  {said}\n", w.name));
+    }
+    let per_round = exp.topologies.len() as u32 * exp.rounds as u32;
+    let load = load * per_round;
+    let settle = loadlab_harness::matrix::SETTLE_WAIT * cells as u32;
+    out.push_str(&format!(
+        "  at most {} of load, plus up to {} between cells while each target settles: about {} \
+         in all (10 s more for a cell after which nginx took a replica out of its round, and a \
+         topology's start each time one starts again)",
+        words(load),
+        words(settle),
+        words(load + settle)
+    ));
+    if unbounded > 0 {
+        out.push_str(&format!(
+            ", and more: {unbounded} workload(s) end on a count of requests, not a time"
+        ));
+    }
+    out.push('\n');
+    out
+}
+
+/// A length in hours, minutes and seconds, to the second.
+fn words(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, 0) => format!("{m} min"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, m, _) => format!("{h} h {m:02} min"),
+    }
 }

@@ -73,6 +73,11 @@ pub enum Outcome {
     Unreachable,
     /// It ran, and a strict threshold (`--slo`, `ensure`) failed.
     ThresholdsFailed,
+    /// It ran at a rate against URLs, and the generator saturated a thread and fell behind
+    /// its schedule: the figures are of a lower rate than the one asked for.
+    GeneratorLimited,
+    /// A lab's verdicts changed against the baseline lab (`--baseline`).
+    VerdictsChanged,
     /// It ran an Artillery script, and a strict threshold failed: Artillery's exit code for
     /// a failed `ensure`, so CI jobs written for Artillery read it alike.
     ScriptThresholdsFailed,
@@ -87,7 +92,73 @@ pub enum Outcome {
     ScriptCrashed,
 }
 
+/// Reads the lab just judged in `dir` against the lab in `baseline`, verdict by verdict, and
+/// prints what changed; true when any verdict's answer did.
+pub fn against_baseline(dir: &std::path::Path, baseline: &std::path::Path) -> anyhow::Result<bool> {
+    let read = |d: &std::path::Path| -> anyhow::Result<loadlab_run::lab::LabJson> {
+        loadlab_run::lab::read_lab_json(d)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no lab.json: give --baseline a lab directory that finished (from `lab --out`)",
+                d.display()
+            )
+        })
+    };
+    let (before, now) = (read(baseline)?, read(dir)?);
+    let c = loadlab_analyze::lab_change::changes(&before.verdicts, &now.verdicts);
+    let unmatched = if c.unmatched > 0 {
+        format!(
+            " ({} made by one lab only: the experiments differ)",
+            c.unmatched
+        )
+    } else {
+        String::new()
+    };
+    if c.changed.is_empty() {
+        println!(
+            "
+  against the baseline {}: none of {} verdicts changed{unmatched}",
+            baseline.display(),
+            c.compared
+        );
+    } else {
+        println!(
+            "
+  against the baseline {}: {} of {} verdicts changed{unmatched}",
+            baseline.display(),
+            c.changed.len(),
+            c.compared
+        );
+        for change in &c.changed {
+            println!("    {}", change.line());
+        }
+    }
+    Ok(!c.changed.is_empty())
+}
+
+/// Refuses a `--baseline` that is no finished lab before anything runs.
+pub fn baseline_is_a_lab(baseline: &std::path::Path) -> anyhow::Result<()> {
+    match loadlab_run::lab::read_lab_json(baseline)? {
+        Some(_) => Ok(()),
+        None => anyhow::bail!(
+            "{} has no lab.json: give --baseline a lab directory that finished (from `lab --out`)",
+            baseline.display()
+        ),
+    }
+}
+
 impl Outcome {
+    /// A lab's outcome: its thresholds' first, then whether its verdicts `changed` against a
+    /// baseline lab (said with its exit code).
+    pub fn of_lab(thresholds: &[loadlab_run::ThresholdResult], changed: bool) -> Outcome {
+        match Outcome::judged(thresholds) {
+            Outcome::Done if changed => {
+                println!("  exit code 6: verdicts changed against the baseline lab");
+                Outcome::VerdictsChanged
+            }
+            judged => judged,
+        }
+    }
+
     /// `Done`, or `ThresholdsFailed` when any of `results` fails the run.
     pub fn judged(results: &[loadlab_run::ThresholdResult]) -> Outcome {
         if results.iter().any(loadlab_run::ThresholdResult::fails_run) {

@@ -22,6 +22,11 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
             return lab(dir, &a);
         }
     }
+    if a.baseline.is_some() {
+        anyhow::bail!(
+            "--baseline compares two labs' verdicts: give one lab directory (from `lab --out`),              or `loadlab compare` for run directories"
+        );
+    }
     if let Some(plot) = &a.plot {
         plot_is_png(plot)?;
     }
@@ -83,6 +88,9 @@ fn lab(dir: &Path, a: &ReportArgs) -> Result<Outcome> {
     if let Some(junit) = &a.junit {
         loadlab_report::files::writable(junit)?;
     }
+    if let Some(baseline) = &a.baseline {
+        crate::cmd::baseline_is_a_lab(baseline)?;
+    }
     let lab = loadlab_run::lab::read_lab_dir(dir)?;
     let cores = match lab.experiment.cores {
         Some(cores) => cores,
@@ -102,5 +110,9 @@ fn lab(dir: &Path, a: &ReportArgs) -> Result<Outcome> {
         dir.display()
     );
     let thresholds = conclude_lab(&lab, cores, true, a.junit.as_deref())?;
-    Ok(Outcome::judged(&thresholds))
+    let changed = match &a.baseline {
+        Some(baseline) => crate::cmd::against_baseline(dir, baseline)?,
+        None => false,
+    };
+    Ok(Outcome::of_lab(&thresholds, changed))
 }

@@ -148,6 +148,17 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         match Outcome::judged(&summary.thresholds) {
             Outcome::Done if expectations_failed(&plan, &summary) => Outcome::ExpectationsFailed,
             Outcome::ThresholdsFailed if a.load.is_scenario() => Outcome::ScriptThresholdsFailed,
+            // A script exits as its tool does; a URL run at a rate says it did not send it.
+            Outcome::Done
+                if !a.load.is_scenario()
+                    && loadlab_analyze::health::fell_behind_its_rate(&summary.generator) =>
+            {
+                println!(
+                    "  exit code    5: the generator saturated a thread and released arrivals up                      to {:.1} ms late (p99): the rate sent was not the rate asked for; give it                      threads (-t) or a core of its own",
+                    summary.generator.schedule_lag_ms_p99
+                );
+                Outcome::GeneratorLimited
+            }
             judged => judged,
         }
     })

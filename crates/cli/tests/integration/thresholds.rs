@@ -166,3 +166,66 @@ fn a_scenarios_ensure_gates_the_run_per_request_name() {
     let out = run();
     assert_eq!(exit_code(&out), 0, "{}", stdout_of(&out));
 }
+
+#[test]
+fn a_lab_judged_against_a_baseline_lab_exits_6_when_a_verdict_changed_its_answer() {
+    // Seed 001's short lab of 2026-11-29, judged again from its cells (nothing runs).
+    let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench/runs/seeds-2026-11-29c/001-short");
+    let dir = tempfile::tempdir().unwrap();
+    let (now, old) = (dir.path().join("now"), dir.path().join("old"));
+    let copied = std::process::Command::new("cp")
+        .args(["-r", kept.to_str().unwrap(), now.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let first = loadlab(&["report", now.to_str().unwrap()]);
+    assert_eq!(exit_code(&first), 0, "{}", stdout_of(&first));
+    std::fs::create_dir(&old).unwrap();
+    let mut baseline = read_json(&now.join("lab.json"));
+    let verdicts = baseline["verdicts"].as_array().unwrap().len();
+    assert!(verdicts > 0);
+    std::fs::write(old.join("lab.json"), baseline.to_string()).unwrap();
+    let args = [
+        "report",
+        now.to_str().unwrap(),
+        "--baseline",
+        old.to_str().unwrap(),
+    ];
+
+    // The same lab: every answer as it was.
+    let same = loadlab(&args);
+    let text = stdout_of(&same);
+    assert_eq!(exit_code(&same), 0, "{text}");
+    assert!(
+        text.contains(&format!("none of {verdicts} verdicts changed")),
+        "{text}"
+    );
+
+    // The baseline answered the first comparison the other way.
+    let first = &mut baseline["verdicts"][0];
+    let differed = first["differs"].as_bool().unwrap();
+    first["differs"] = (!differed).into();
+    std::fs::write(old.join("lab.json"), baseline.to_string()).unwrap();
+    let changed = loadlab(&args);
+    let text = stdout_of(&changed);
+    assert_eq!(exit_code(&changed), 6, "{text}");
+    assert!(
+        text.contains(&format!("1 of {verdicts} verdicts changed")),
+        "{text}"
+    );
+    assert!(text.contains(" → "), "{text}");
+
+    // A baseline that is no finished lab is refused before anything is judged.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let refused = loadlab(&[
+        "report",
+        now.to_str().unwrap(),
+        "--baseline",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(exit_code(&refused), 1);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("has no lab.json"), "{err}");
+}

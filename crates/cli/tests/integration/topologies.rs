@@ -58,3 +58,64 @@ fn a_bad_experiment_file_names_the_problem() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_lab_whose_later_workload_is_broken_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // An Artillery script with a step key Artillery does not have, on line 6.
+    std::fs::write(
+        dir.path().join("broken.yml"),
+        "config:\n  phases:\n    - { duration: 1, arrivalRate: 1 }\nscenarios:\n  - flow:\n      - gett: /ping\n",
+    )
+    .unwrap();
+    let file = dir.path().join("lab.yaml");
+    std::fs::write(
+        &file,
+        "name: x\ntopologies: [{ name: one }]\nworkloads:\n  - { name: fine, run: \"/ping -d 2s\" }\n  - { name: later, run: broken.yml }\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["lab", file.to_str().unwrap(), "--out"])
+        .arg(&out_dir)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("workload \"later\""), "{stderr}");
+    assert!(stderr.contains("broken.yml:6"), "{stderr}");
+    // Nothing ran: no cell of the first workload, no directory, no topology started.
+    assert!(!stdout.contains("running"), "{stdout}");
+    assert!(!out_dir.exists());
+}
+
+#[test]
+fn a_checked_lab_lists_its_cells_and_its_length_and_runs_nothing() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/seed-001-replicas.short.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["lab", example.to_str().unwrap(), "--check", "--out"])
+        .arg(&out_dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("4 topologies × 12 workloads × 1 round(s) = 48 cells"),
+        "{stdout}"
+    );
+    // 12 workloads of 3 s on 4 topologies, and up to 10 s after each of the 48 cells.
+    assert!(
+        stdout.contains("at most 2 min 24 s of load, plus up to 8 min"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("about 10 min 24 s in all"), "{stdout}");
+    assert!(!stdout.contains("running"), "{stdout}");
+    assert!(!out_dir.exists());
+}

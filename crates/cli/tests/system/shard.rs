@@ -155,8 +155,10 @@ fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_
         .iter()
         .map(|o| o["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["PersistentVolumeClaim", "Job", "Job"]);
-    let job = &objects[1];
+    assert_eq!(kinds, ["Secret", "PersistentVolumeClaim", "Job", "Job"]);
+    let token = objects[0]["stringData"]["token"].as_str().unwrap();
+    assert_eq!(token.len(), 32, "a random token for the pods' dashboards");
+    let job = &objects[2];
     assert_eq!(job["spec"]["completionMode"], "Indexed");
     assert_eq!(job["spec"]["completions"], count);
     assert_eq!(job["spec"]["parallelism"], count);
@@ -195,7 +197,7 @@ fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_
     }
 
     // The merge Job's own command, with `loadlab` on the PATH as in the image.
-    let merge_command = container_command(&objects[2]);
+    let merge_command = container_command(&objects[3]);
     assert_eq!(merge_command[..2], ["sh", "-c"]);
     let script = merge_command[2].replace("/results", results.to_str().unwrap());
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_loadlab"));
@@ -301,12 +303,12 @@ fn scenario_shards_split_the_arrivals_and_take_disjoint_payload_rows() {
     let map = &objects[0];
     assert_eq!(map["kind"], "ConfigMap");
     assert_eq!(map["data"]["rows.csv"], "r0\nr1\nr2\nr3\nr4\nr5\n");
-    let command = container_command(&objects[2]);
+    let command = container_command(&objects[3]);
     assert!(
         command.contains(&"/etc/loadlab/visits.yml".to_string()),
         "{command:?}"
     );
     let items =
-        objects[2]["spec"]["template"]["spec"]["volumes"][1]["configMap"]["items"].to_string();
+        objects[3]["spec"]["template"]["spec"]["volumes"][1]["configMap"]["items"].to_string();
     assert!(items.contains("data/rows.csv"), "{items}");
 }

@@ -391,7 +391,7 @@ fn the_live_metrics_carry_the_watched_stores_readings() {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
         write!(
             s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
         )
         .ok()?;
         let mut out = String::new();
