@@ -327,7 +327,10 @@ mod tests {
         let own = ("Origin", format!("http://127.0.0.1:{}", d.addr.port()));
         assert!(d.url().ends_with(&format!("/?token={}", d.token)));
         assert_eq!(d.token.len(), 32);
-        assert_eq!(status_of(d.addr, "GET /metrics", std::slice::from_ref(&host)), 200);
+        assert_eq!(
+            status_of(d.addr, "GET /metrics", std::slice::from_ref(&host)),
+            200
+        );
         assert_eq!(status_of(d.addr, "GET /", std::slice::from_ref(&host)), 200);
         // A page of another site whose name was rebound to 127.0.0.1.
         let rebound = ("Host", format!("attacker.example:{}", d.addr.port()));
@@ -354,7 +357,10 @@ mod tests {
     fn beyond_loopback_every_request_needs_the_token() {
         let d = Dashboard::start("0.0.0.0:0", StopSignal::default()).unwrap();
         let host = ("Host", format!("203.0.113.9:{}", d.addr.port()));
-        assert_eq!(status_of(d.addr, "GET /metrics", std::slice::from_ref(&host)), 403);
+        assert_eq!(
+            status_of(d.addr, "GET /metrics", std::slice::from_ref(&host)),
+            403
+        );
         assert_eq!(status_of(d.addr, "GET /", std::slice::from_ref(&host)), 403);
         let bearer = ("Authorization", format!("Bearer {}", d.token));
         assert_eq!(
