@@ -1193,20 +1193,28 @@ def web_budget(s):
 @conclusion("002", "77", "The web tier's CPU climbs to 100 % as the response time rises: it is the bottleneck.",
             "the users before the changes: the web instance's busiest second at its CPU quota (≥ 90 % of it; "
             "the text's 100 % is a peak on a chart, not the run's average)")
-def c002_77b(lab):
-    s = lab.summary(B, USERS)
+def busiest_seconds(s):
+    """Each web instance's busiest second as a share of its CPU quota, in %, and the quota's
+    budget; None without a quota or a watched instance."""
     budget = web_budget(s)
     procs = service(s)
     if budget is None or not procs:
         return None
-    quota_pct = 100.0 * budget["cpus"]
-    peak = max(p["cpu_pct_max"] for p in procs)
-    figures = (f"web instance's busiest second {100 * peak / quota_pct:.0f} % of its {budget['cpus']} CPU "
+    return [p["cpu_pct_max"] / budget["cpus"] for p in procs], budget
+
+
+def c002_77b(lab):
+    read = busiest_seconds(lab.summary(B, USERS))
+    if read is None:
+        return None
+    shares, budget = read
+    busiest = max(shares)
+    figures = (f"web instance's busiest second {busiest:.0f} % of its {budget['cpus']} CPU "
                f"({budget['quota_used_pct']:.0f} % over the run), throttled in {budget['throttled_pct']:.0f} % "
                f"of periods (the first round)")
-    if peak >= 0.9 * quota_pct:
+    if busiest >= 90.0:
         return figures, "agrees"
-    return figures, f"differs: its busiest second used {100 * peak / quota_pct:.0f} % of its CPU quota"
+    return figures, f"differs: its busiest second used {busiest:.0f} % of its CPU quota"
 
 
 @conclusion("002", "88, 159", "A busy-wait caps each instance at a few requests a second: a CPU serves about "
@@ -1294,13 +1302,10 @@ def c002_145(lab):
     w = USERS_H if lab.cells(A, USERS_H) else USERS
     if not lab.cells(A, w):
         return None
-    s = lab.summary(A, w)
-    budget = web_budget(s)
-    procs = service(s)
-    if budget is None or not procs:
+    read = busiest_seconds(lab.summary(A, w))
+    if read is None:
         return None
-    quota_pct = 100.0 * budget["cpus"]
-    shares = [100.0 * p["cpu_pct_max"] / quota_pct for p in procs]
+    shares, budget = read
     at = sum(1 for x in shares if x >= 90.0)
     figures = (f"{at} of {len(shares)} web instances' busiest second at ≥ 90 % of its {budget['cpus']} CPU "
                f"(the busiest {max(shares):.0f} %, the least {min(shares):.0f} %; the first round)")

@@ -71,31 +71,46 @@ fn status_of_one_request(port: u16) -> Option<String> {
         .map(String::from)
 }
 
-#[test]
-fn past_its_connections_nginx_closes_a_request_without_an_answer() {
-    let replica = slow_replica();
-    let front = TcpListener::bind("127.0.0.1:0")
+/// A port free on 127.0.0.1 a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
-    let prefix =
-        std::env::temp_dir().join(format!("loadlab-nginx-limit-test-{}", std::process::id()));
+        .port()
+}
+
+/// nginx in front of `upstreams`, with at most `connections` requests at once, listening on
+/// its front port once this returns; its prefix directory named after `test`.
+fn nginx_listening(
+    test: &str,
+    upstreams: Vec<u16>,
+    connections: Option<usize>,
+) -> (loadlab_lab::process::Supervised, u16, std::path::PathBuf) {
+    let front = free_port();
+    let prefix = std::env::temp_dir().join(format!("loadlab-nginx-{test}-{}", std::process::id()));
     let config = NginxConfig {
         port: front,
-        upstreams: vec![replica],
+        upstreams,
         proxy_timeout: Duration::from_secs(10),
         keepalive: 4,
-        connections: Some(2),
+        connections,
         static_dir: None,
     };
-    let conf = prepare(&config, &prefix).expect("nginx -t accepts the limit");
-    let mut nginx = start(&prefix, &conf, |_| Ok(())).unwrap();
+    let conf = prepare(&config, &prefix).expect("nginx -t accepts the configuration");
+    let nginx = start(&prefix, &conf, |_| Ok(())).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(("127.0.0.1", front)).is_err() {
         assert!(Instant::now() < deadline, "nginx never listened");
         std::thread::sleep(Duration::from_millis(20));
     }
+    (nginx, front, prefix)
+}
+
+#[test]
+fn past_its_connections_nginx_closes_a_request_without_an_answer() {
+    let replica = slow_replica();
+    let (mut nginx, front, prefix) = nginx_listening("limit", vec![replica], Some(2));
     // Five requests at once on five connections: two are served, three are closed unanswered.
     let clients: Vec<_> = (0..5)
         .map(|_| std::thread::spawn(move || status_of_one_request(front)))
@@ -118,35 +133,8 @@ fn past_its_connections_nginx_closes_a_request_without_an_answer() {
 fn nginx_says_in_its_log_when_it_takes_a_failed_replica_out_of_its_round() {
     let live = slow_replica();
     // A port nobody listens on: nginx's connect is refused, a failure of that server.
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let front = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let prefix = std::env::temp_dir().join(format!(
-        "loadlab-nginx-disabled-test-{}",
-        std::process::id()
-    ));
-    let config = NginxConfig {
-        port: front,
-        upstreams: vec![dead, live],
-        proxy_timeout: Duration::from_secs(10),
-        keepalive: 4,
-        connections: None,
-        static_dir: None,
-    };
-    let conf = prepare(&config, &prefix).unwrap();
-    let mut nginx = start(&prefix, &conf, |_| Ok(())).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", front)).is_err() {
-        assert!(Instant::now() < deadline, "nginx never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let dead = free_port();
+    let (mut nginx, front, prefix) = nginx_listening("disabled", vec![dead, live], None);
     let before = std::fs::read_to_string(prefix.join("error.log")).unwrap_or_default();
     // Round robin sends one of the two to the dead port; nginx then tries the live one.
     let statuses: Vec<_> = (0..2).map(|_| status_of_one_request(front)).collect();
