@@ -1190,9 +1190,6 @@ def web_budget(s):
                 None)
 
 
-@conclusion("002", "77", "The web tier's CPU climbs to 100 % as the response time rises: it is the bottleneck.",
-            "the users before the changes: the web instance's busiest second at its CPU quota (≥ 90 % of it; "
-            "the text's 100 % is a peak on a chart, not the run's average)")
 def busiest_seconds(s):
     """Each web instance's busiest second as a share of its CPU quota, in %, and the quota's
     budget; None without a quota or a watched instance."""
@@ -1203,6 +1200,9 @@ def busiest_seconds(s):
     return [p["cpu_pct_max"] / budget["cpus"] for p in procs], budget
 
 
+@conclusion("002", "77", "The web tier's CPU climbs to 100 % as the response time rises: it is the bottleneck.",
+            "the users before the changes: the web instance's busiest second at its CPU quota (≥ 90 % of it; "
+            "the text's 100 % is a peak on a chart, not the run's average)")
 def c002_77b(lab):
     read = busiest_seconds(lab.summary(B, USERS))
     if read is None:

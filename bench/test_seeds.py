@@ -113,6 +113,13 @@ class Conclusions(unittest.TestCase):
         self.assertIsNone(reason({"200": 935}, 606.2, 2400.0))
         self.assertIsNone(reason({"200": 935, "504": 331}, 5900.0, 6004.7))
 
+    def test_every_rule_judges_a_lab_without_its_cells_as_not_measured(self):
+        # A helper left between a rule's decorator and its function would be registered in
+        # its place and fail on a lab (it did once, for row 4 of seed 002).
+        empty = lab_of([])
+        for c in seeds.CONCLUSIONS:
+            self.assertIsNone(c.judge(empty), f"{c.seed} line {c.line}")
+
     def test_every_conclusion_cites_a_line_and_states_its_rule(self):
         self.assertGreater(len(seeds.CONCLUSIONS), 50)
         for c in seeds.CONCLUSIONS + seeds.UNTESTABLE:
