@@ -151,13 +151,14 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
     }
     // A balancer asked for by name stands in front of one replica too.
     let lb_alone = replicas == 1 && matches!(input.lb, Some(Lb::Nginx | Lb::Builtin));
-    if input.static_at_lb && !((replicas > 1 || lb_alone) && lb == Lb::Nginx) {
+    let nginx_in_front = (replicas > 1 || lb_alone) && lb == Lb::Nginx;
+    if input.static_at_lb && !nginx_in_front {
         return Err(TopologyError::StaticWithoutNginx);
     }
     if input.lb_connections == Some(0) {
         return Err(TopologyError::Zero("lb_connections"));
     }
-    if input.lb_connections.is_some() && !((replicas > 1 || lb_alone) && lb == Lb::Nginx) {
+    if input.lb_connections.is_some() && !nginx_in_front {
         return Err(TopologyError::ConnectionsWithoutNginx);
     }
     Ok(Topology {

@@ -2,7 +2,7 @@
 //! their own ports behind nginx or the built-in proxy, or any command of the user's. Targets
 //! are started by re-executing `loadlab serve`; this crate never links the service.
 
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -191,14 +191,18 @@ impl Deployment {
         let Some(prefix) = self.prefix.as_ref().filter(|_| self.balancer.is_some()) else {
             return false;
         };
-        let Ok(log) = std::fs::read(prefix.join("error.log")) else {
+        // Only what nginx wrote since the last call is read.
+        let Ok(mut log) = std::fs::File::open(prefix.join("error.log")) else {
             return false;
         };
-        let from = self
-            .balancer_log_read
-            .swap(log.len() as u64, Ordering::Relaxed) as usize;
-        log.get(from..)
-            .is_some_and(|new| nginx::disabled_a_server(&String::from_utf8_lossy(new)))
+        let from = self.balancer_log_read.load(Ordering::Relaxed);
+        let mut new = Vec::new();
+        if log.seek(std::io::SeekFrom::Start(from)).is_err() || log.read_to_end(&mut new).is_err() {
+            return false;
+        }
+        self.balancer_log_read
+            .store(from + new.len() as u64, Ordering::Relaxed);
+        nginx::disabled_a_server(&String::from_utf8_lossy(&new))
     }
 
     /// The CPUs the replicas may use together: each one's quota, or one core without one.

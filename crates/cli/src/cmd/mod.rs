@@ -95,15 +95,7 @@ pub enum Outcome {
 /// Reads the lab just judged in `dir` against the lab in `baseline`, verdict by verdict, and
 /// prints what changed; true when any verdict's answer did.
 pub fn against_baseline(dir: &std::path::Path, baseline: &std::path::Path) -> anyhow::Result<bool> {
-    let read = |d: &std::path::Path| -> anyhow::Result<loadlab_run::lab::LabJson> {
-        loadlab_run::lab::read_lab_json(d)?.ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} has no lab.json: give --baseline a lab directory that finished (from `lab --out`)",
-                d.display()
-            )
-        })
-    };
-    let (before, now) = (read(baseline)?, read(dir)?);
+    let (before, now) = (finished_lab(baseline)?, finished_lab(dir)?);
     let c = loadlab_analyze::lab_change::changes(&before.verdicts, &now.verdicts);
     let unmatched = if c.unmatched > 0 {
         format!(
@@ -137,13 +129,17 @@ pub fn against_baseline(dir: &std::path::Path, baseline: &std::path::Path) -> an
 
 /// Refuses a `--baseline` that is no finished lab before anything runs.
 pub fn baseline_is_a_lab(baseline: &std::path::Path) -> anyhow::Result<()> {
-    match loadlab_run::lab::read_lab_json(baseline)? {
-        Some(_) => Ok(()),
-        None => anyhow::bail!(
+    finished_lab(baseline).map(|_| ())
+}
+
+/// The `lab.json` of the finished lab in `dir`, or an error saying what `--baseline` needs.
+fn finished_lab(dir: &std::path::Path) -> anyhow::Result<loadlab_run::lab::LabJson> {
+    loadlab_run::lab::read_lab_json(dir)?.ok_or_else(|| {
+        anyhow::anyhow!(
             "{} has no lab.json: give --baseline a lab directory that finished (from `lab --out`)",
-            baseline.display()
-        ),
-    }
+            dir.display()
+        )
+    })
 }
 
 impl Outcome {
