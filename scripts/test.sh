@@ -18,14 +18,24 @@ for component in rustfmt clippy; do
   fi
 done
 
+# Each part's wall time, printed to stderr as it ends, so a slow part shows in CI's log.
+start=$SECONDS
+mark=$SECONDS
+took() {
+  echo "== $1: $((SECONDS - mark)) s (total $((SECONDS - start)) s)" >&2
+  mark=$SECONDS
+}
+
 # Formatting and lints, the system tier's targets included (`--all-targets` leaves out the
 # targets `cargo test` does not run by default).
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy --workspace --test system --locked -- -D warnings
+took "formatting and lints"
 
 # The fast tier.
 cargo test --workspace --locked
+took "fast tier (cargo test --workspace)"
 
 # The scripts' own checks: the module graph has no cycle, and the seeds' rules (bench/seeds.py)
 # can say no, either way.
@@ -36,6 +46,7 @@ python3 -B -m unittest -q bench/test_seeds.py
 # checks our own use of the standard library against it).
 python3 -B -m unittest -q scripts/test_check_msrv.py
 python3 scripts/check-msrv.py
+took "the scripts' checks"
 
 # The system tier: what it needs first.
 # Installs Debian package $3 unless program $1 (or the file $2) is there; without root, says
@@ -98,11 +109,15 @@ export LOADLAB_OTELCOL
 # The trace test finds a request's spans in a real Jaeger, built once per machine.
 LOADLAB_JAEGER="$(bash scripts/install-jaeger.sh)"
 export LOADLAB_JAEGER
+took "the system tier's programs installed"
 
 cargo test --workspace --locked --test system
+took "system tier (cargo test --test system)"
 # loadlab's `locust` package on its own, against a fake engine (the system tier runs it for
 # real above).
 (cd crates/engine/src/locust/python && PYTHONDONTWRITEBYTECODE=1 \
   "${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/locust-venv/bin/python" -m unittest discover -q -s tests -t tests)
+took "the locust package's unit tests"
 LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \
   "$venv/bin/python" -m pytest -q tests/browser
+took "browser tests"
