@@ -15,6 +15,7 @@
 
 use crate::probe::{first_step, step_of, Next, ProbeStep, CYCLES};
 use crate::slo::{percentile_name, Slo, Violations};
+use loadlab_run::lab::WorkUnit;
 
 /// Gain under which a doubling of the connections counts as the plateau.
 const PLATEAU_GAIN: f64 = 1.10;
@@ -215,6 +216,9 @@ pub struct Window {
     /// latency of one request alone (the window's own latency would grow with an overload's
     /// backlog and excuse it).
     pub in_flight: f64,
+    /// What the arrivals start: requests, or users' sessions (then `completed` and
+    /// `in_flight` count sessions too).
+    pub unit: WorkUnit,
 }
 
 impl Window {
@@ -251,8 +255,10 @@ pub fn judge(
     let mut v = slo.violations(window.completed, &latency_at, error_pct);
     let (arrived, served) = (window.arrived_rps(), window.served_rps());
     if left_unserved(served, arrived) {
-        v.broken
-            .push(format!("served {served:.1} of {arrived:.1} req/s"));
+        v.broken.push(format!(
+            "served {served:.1} of {arrived:.1} {}",
+            window.unit.per_second()
+        ));
     }
     if rising(p50_per_second) {
         v.broken
@@ -288,7 +294,7 @@ const COLLAPSE: f64 = 1.25;
 /// under the peak; an overloaded step that a lower rate out-served by a quarter
 /// ([`COLLAPSE`]) is no evidence for any other step. Judged again from the steps' own
 /// verdicts each time, so a step held before the collapse showed is released.
-pub fn hold_to_overloads(steps: &mut [RateStep]) {
+pub fn hold_to_overloads(steps: &mut [RateStep], unit: WorkUnit) {
     for s in steps.iter_mut() {
         s.broken.retain(|b| !b.contains(HELD));
         s.meets = s.broken.is_empty();
@@ -297,8 +303,10 @@ pub fn hold_to_overloads(steps: &mut [RateStep]) {
     for s in steps.iter_mut().filter(|s| s.meets) {
         if let Some((served, at)) = holding(&ceilings, s.rate_rps) {
             s.meets = false;
-            s.broken
-                .push(format!("over the {served:.1} req/s {HELD} {at:.1}"));
+            s.broken.push(format!(
+                "over the {served:.1} {} {HELD} {at:.1}",
+                unit.per_second()
+            ));
         }
     }
 }
@@ -386,6 +394,8 @@ pub struct Search {
     pub max_rps: f64,
     /// Stop when the failing rate is within this ratio of the passing one (0.05 = 5 %).
     pub tolerance: f64,
+    /// What a rate counts: requests, or users' sessions.
+    pub unit: WorkUnit,
 }
 
 /// The highest rate that met the objective and the lowest that did not, each below the other
@@ -438,10 +448,11 @@ fn descent(steps: &[RateStep], hi: f64) -> f64 {
 
 /// Why a search that [`next_rate`] ended stopped, in words.
 pub fn done_because(steps: &[RateStep], slo: &Slo, search: &Search) -> String {
+    let per_s = search.unit.per_second();
     if let (Some(last), Some((p, needed))) = (steps.last(), slo.requests_for_a_bound()) {
         if last.undersampled {
             let short = format!(
-                "the step at {:.1} req/s held {} requests where a 95 % bound on {} needs \
+                "the step at {:.1} {per_s} held {} requests where a 95 % bound on {} needs \
                  {needed}, and no time was left for a longer one",
                 last.rate_rps,
                 last.requests,
@@ -452,18 +463,18 @@ pub fn done_because(steps: &[RateStep], slo: &Slo, search: &Search) -> String {
                     "no rate met the objective with the samples it could take ({short}): give \
                      the search more --max-time, or aim at a lower percentile"
                 ),
-                Some(lo) => format!("{short}; the capacity is at least {lo:.1} req/s"),
+                Some(lo) => format!("{short}; the capacity is at least {lo:.1} {per_s}"),
             };
         }
     }
     match bracket(steps) {
         (None, Some(_)) => format!(
-            "even the lowest rate tried broke the objective (down to {:.1} req/s)",
+            "even the lowest rate tried broke the objective (down to {:.1} {per_s})",
             search.min_rps
         ),
         (Some(lo), None) if lo >= search.max_rps => {
             format!(
-                "the highest rate, {:.1} req/s (--max-rate), met it",
+                "the highest rate, {:.1} {per_s} (--max-rate), met it",
                 search.max_rps
             )
         }
@@ -547,6 +558,7 @@ mod tests {
             min_rps: min,
             max_rps: 100_000.0,
             tolerance: 0.05,
+            unit: WorkUnit::Request,
         }
     }
 
@@ -675,6 +687,7 @@ mod tests {
             completed,
             seconds: 10.0,
             in_flight,
+            unit: WorkUnit::Request,
         };
         let broken = judge(
             &slo,
@@ -706,6 +719,7 @@ mod tests {
             completed: 12,
             seconds: 5.0,
             in_flight: 2.6 * 0.389,
+            unit: WorkUnit::Request,
         };
         assert!((low.served_rps() - 2.6).abs() < 1e-9);
         assert!(judge(&slo, &low, |_| 389.0, 0.0, &[389.0; 5])
@@ -717,6 +731,7 @@ mod tests {
             completed: 64,
             seconds: 5.0,
             in_flight: 15.0 * 0.389,
+            unit: WorkUnit::Request,
         };
         let broken = judge(
             &slo,
@@ -752,7 +767,7 @@ mod tests {
             at(301.4, 293.6, &[]),
             at(309.1, 306.8, &[]),
         ];
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         assert!(!steps[4].meets, "{:?}", steps[4].broken);
         assert!(steps[3].meets);
         assert_eq!(bracket(&steps), (Some(301.4), Some(309.1)));
@@ -775,7 +790,7 @@ mod tests {
             at(304.7, 303.9, true),
             at(312.5, 307.0, true),
         ];
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         let met: Vec<f64> = steps
             .iter()
             .filter(|s| s.meets)
@@ -789,10 +804,10 @@ mod tests {
         assert_eq!(bracket(&steps), (Some(304.7), Some(312.5)));
         assert_eq!(next_rate(&steps, &from(289.8, 0.1)), None, "within 5 %");
         // Judged again, nothing changes; a step broken on latency alone sets no ceiling.
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         assert_eq!(steps[4].broken.len(), 1);
         let mut latency_only = vec![at(300.0, 299.0, false), at(350.0, 340.0, true)];
-        hold_to_overloads(&mut latency_only);
+        hold_to_overloads(&mut latency_only, WorkUnit::Request);
         assert!(latency_only[1].meets);
         // Of several overloads, one beaten by a lower rate's throughput sets no ceiling (a
         // service whose throughput collapses under heavy overload is not held to its
@@ -802,20 +817,20 @@ mod tests {
             at(330.0, 290.0, false),
             at(280.0, 280.0, true),
         ];
-        hold_to_overloads(&mut collapse);
+        hold_to_overloads(&mut collapse, WorkUnit::Request);
         assert!(collapse[2].meets);
         // A step just past a pool's capacity that read as served (its λ·W credit covered the
         // backlog) does not release itself: 340 served 339.5 where 354.2 served 306.6.
         let mut lucky = vec![at(354.2, 306.6, false), at(340.0, 339.5, true)];
-        hold_to_overloads(&mut lucky);
+        hold_to_overloads(&mut lucky, WorkUnit::Request);
         assert!(!lucky[1].meets, "{lucky:?}");
         // A step held by an overload is released when a later step shows the overload was a
         // collapse: offered 600 it served 150; 160 met and was held; then 300 served 300.
         let mut released = vec![at(600.0, 150.0, false), at(160.0, 160.0, true)];
-        hold_to_overloads(&mut released);
+        hold_to_overloads(&mut released, WorkUnit::Request);
         assert!(!released[1].meets);
         released.push(at(300.0, 300.0, true));
-        hold_to_overloads(&mut released);
+        hold_to_overloads(&mut released, WorkUnit::Request);
         assert!(released[1].meets && released[2].meets, "{released:?}");
         assert!(released[1].broken.is_empty());
     }
@@ -844,7 +859,7 @@ mod tests {
             at(14.9, 14.9, 159.0, true),
             at(11.1, 11.1, 149.0, true),
         ];
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         assert!(
             steps.iter().filter(|s| s.rate_rps < 30.0).all(|s| s.meets),
             "{steps:?}"
@@ -856,7 +871,7 @@ mod tests {
         // Overloaded first, then a lower rate: what that rate served (more than the overload
         // did) is its own.
         let mut first_over = vec![at(32.3, 5.9, 8262.0, false), at(8.1, 8.1, 140.0, true)];
-        hold_to_overloads(&mut first_over);
+        hold_to_overloads(&mut first_over, WorkUnit::Request);
         assert!(first_over[1].meets, "{first_over:?}");
         let next = next_rate(&first_over, &from(32.3, 0.1)).unwrap();
         assert!(next > 8.1 && next < 32.3, "{next}");
@@ -869,7 +884,7 @@ mod tests {
         let mut steps = vec![step(67.8, 1e9), step(82.9, 58.9)];
         steps[1].broken = vec!["served 58.9 of 82.9 req/s".into()];
         steps[1].meets = false;
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         assert_eq!(held_by(&steps, &steps[0]), Some((58.9, 82.9)));
         assert_eq!(held_by(&steps, &steps[1]), None);
         let next = next_rate(&steps, &from(67.8, 0.1)).unwrap();
@@ -886,13 +901,13 @@ mod tests {
         // it: one of the two went by chance, and 117.7 runs again before the search descends.
         let mut steps = vec![step(134.5, 1e9), step(117.7, 109.2)];
         steps[1].broken = vec!["served 109.2 of 117.7 req/s".into()];
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         let search = from(134.5, 0.1);
         assert_eq!(next_rate(&steps, &search), Some(117.7));
         // Met the second time: the first break was the chance one, and it holds nothing.
         let mut acquitted_steps = steps.clone();
         acquitted_steps.push(step(117.7, 1e9));
-        hold_to_overloads(&mut acquitted_steps);
+        hold_to_overloads(&mut acquitted_steps, WorkUnit::Request);
         assert!(acquitted(&acquitted_steps, 117.7));
         assert!(acquitted_steps[0].meets, "{:?}", acquitted_steps[0].broken);
         assert_eq!(bracket(&acquitted_steps), (Some(134.5), None));
@@ -901,7 +916,7 @@ mod tests {
         // search goes down without a third run.
         steps.push(step(117.7, 109.2));
         steps[2].broken = vec!["served 109.2 of 117.7 req/s".into()];
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         assert!(!acquitted(&steps, 117.7));
         assert_eq!(bracket(&steps), (None, Some(117.7)));
         assert!(next_rate(&steps, &search).unwrap() < 117.7);

@@ -1,6 +1,7 @@
-//! The capacity search as a job: a closed-loop climb to the service's plateau, then one
-//! open-model run per rate (a warm-up, discarded, then the measured part), each rate chosen by
-//! the analysis from the steps so far, with the service drained between steps.
+//! The capacity search as a job: a closed-loop climb to the service's plateau (for a URL), then
+//! one open-model run per rate (a warm-up, discarded, then the measured part), each rate chosen
+//! by the analysis from the steps so far, with the service drained between steps. The rate
+//! counts requests to a URL, or users' sessions of a scenario file.
 
 use std::time::{Duration, Instant};
 
@@ -11,10 +12,11 @@ use loadlab_analyze::capacity::{
 use loadlab_analyze::probe::{Next, ProbeStep};
 use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
-use loadlab_input::{CapacityFlags, UrlTarget};
+use loadlab_input::{CapacityFlags, UrlTarget, Work};
+use loadlab_run::lab::WorkUnit;
 use loadlab_run::{RunData, Summary};
 
-use crate::steps::{closed_step, drain, usual_alone_ms, warmed_rate_step};
+use crate::steps::{closed_step, drain, usual_alone_ms, warmed_rate_step, Alone};
 use crate::Result;
 
 /// What the search looks for and its bounds.
@@ -100,6 +102,8 @@ pub struct Capacity {
     pub steps: Vec<RateStep>,
     /// Each rate step's run and its summary (warm-up and measured part), in the same order.
     pub runs: Vec<(RunData, Summary)>,
+    /// What each rate counts: requests, or users' sessions.
+    pub unit: WorkUnit,
     /// Why the search stopped.
     pub stopped_because: String,
 }
@@ -115,13 +119,14 @@ impl Capacity {
         best_step(&self.steps).map(|i| &self.steps[i])
     }
 
-    /// What the search found against `url` and the objective `slo` (as written), as
-    /// `capacity --json` and a lab cell's `capacity.json` hold it.
+    /// What the search found against `url` (or the scenario file) and the objective `slo` (as
+    /// written), as `capacity --json` and a lab cell's `capacity.json` hold it.
     pub fn result(&self, url: &str, slo: &str) -> loadlab_run::lab::CapacityResult {
         let (lo, hi) = self.bracket();
         let best = self.best();
         loadlab_run::lab::CapacityResult {
             url: url.to_string(),
+            unit: self.unit,
             max_rate_rps: lo,
             plateau_rps: self.plateau.as_ref().map(|p| p.rps),
             slo: slo.to_string(),
@@ -143,40 +148,53 @@ impl Capacity {
     }
 }
 
-/// Searches `target`'s capacity as `search` asks, reporting each stage to `on_progress` as it
-/// ends. `base_ms` is the latency of one request alone (the queue-free time the drains wait
-/// for); the search's time (`max_time`) counts from `started`.
+/// Searches the capacity of `work` (a URL's requests, or a scenario file's users' sessions) as
+/// `search` asks, reporting each stage to `on_progress` as it ends. `alone` is one unit run
+/// alone (its requests' time is the queue-free time the drains wait for); the search's time
+/// (`max_time`) counts from `started`. A URL's search climbs to its plateau first; a script's
+/// users think between requests, so connections in a closed loop say little of the rate of
+/// sessions it serves, and its search starts from the rate its requests' time alone allows.
 pub fn capacity(
-    target: &UrlTarget,
-    base_ms: f64,
+    work: &Work,
+    alone: Alone,
     started: Instant,
     search: &CapacitySearch,
     stop: &StopSignal,
     mut on_progress: impl FnMut(Progress),
 ) -> Result<Capacity> {
-    let plateau = match search.start_rps {
-        Some(_) => None,
-        None => climb(target, base_ms, search, stop)?,
+    let plateau = match (search.start_rps, work.url()) {
+        (None, Some(url)) => climb(url, alone.ms, search, stop)?,
+        _ => None,
     };
     on_progress(Progress::Climbed(plateau.as_ref()));
     // A request's time alone: the one-connection step's mean when the climb ran (one
     // request's latency is a single draw, far off the mean when times vary).
-    let drain_ms = plateau.as_ref().map_or(base_ms, |p| p.usual_ms);
-    let base_ms = plateau.as_ref().map_or(base_ms, |p| p.alone_ms);
+    let drain_ms = plateau.as_ref().map_or(alone.ms, |p| p.usual_ms);
+    let base_ms = plateau.as_ref().map_or(alone.ms, |p| p.alone_ms);
+    let unit = Unit {
+        kind: work.unit(),
+        // What one unit keeps in flight: a request's time, or a session's whole length.
+        ms: match work.unit() {
+            WorkUnit::Request => base_ms,
+            WorkUnit::Session => alone.unit_ms,
+        },
+        requests: alone.requests.max(1) as f64,
+    };
     let needed = search.slo.requests_for_a_bound().map(|(_, n)| n);
-    // Without a plateau (the climb failed at once), one connection's rate: any service serves
-    // that much.
+    // Without a plateau (the climb failed at once, or a script's sessions), the rate one
+    // connection serves its requests at: any service serves that much.
     let bounds = Search {
         start_rps: search
             .start_rps
             .or(plateau.as_ref().map(|p| first_rate(p.rps)))
-            .unwrap_or(1000.0 / base_ms.max(0.01))
+            .unwrap_or(1000.0 / (base_ms * unit.requests).max(0.01))
             .min(search.max_rate_rps),
         // A climb cut short while throughput grew gives no plateau to stop just past.
         plateau_rps: plateau.as_ref().filter(|p| p.levelled).map(|p| p.rps),
         min_rps: 0.1,
         max_rps: search.max_rate_rps,
         tolerance: search.tolerance,
+        unit: unit.kind,
     };
     let mut steps: Vec<RateStep> = Vec::new();
     let mut runs: Vec<(RunData, Summary)> = Vec::new();
@@ -193,18 +211,19 @@ pub fn capacity(
                 search.max_time.as_secs_f64()
             );
         }
-        // Long enough for the objective's percentile, within the time left.
+        // Long enough for the objective's percentile (over requests), within the time left.
         let measured = Duration::from_secs(
-            step_seconds(search.measured.as_secs(), rate, needed).min(left.as_secs()),
+            step_seconds(search.measured.as_secs(), rate * unit.requests, needed)
+                .min(left.as_secs()),
         );
         if !steps.is_empty() {
-            drain(target, drain_ms, stop)?;
+            drain(work, drain_ms, stop)?;
         }
-        let Some((step, run)) = rate_step(target, rate, base_ms, measured, search, stop)? else {
+        let Some((step, run)) = rate_step(work, rate, &unit, measured, search, stop)? else {
             break "interrupted".to_string();
         };
         steps.push(step);
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, unit.kind);
         on_progress(Progress::Step(steps.last().expect("pushed above")));
         runs.push(run);
     };
@@ -212,8 +231,19 @@ pub fn capacity(
         plateau,
         steps,
         runs,
+        unit: work.unit(),
         stopped_because: reason,
     })
+}
+
+/// What a search's rate counts, and what one of it takes alone.
+struct Unit {
+    /// Requests, or users' sessions.
+    kind: WorkUnit,
+    /// What one keeps in flight alone, ms: a request's time, or a session's length.
+    ms: f64,
+    /// Requests one sends.
+    requests: f64,
 }
 
 /// The closed-loop climb to the service's plateau: connections doubled until throughput stops
@@ -225,6 +255,7 @@ fn climb(
     stop: &StopSignal,
 ) -> Result<Option<Plateau>> {
     let started = Instant::now();
+    let work = Work::Request(target.clone());
     let budget = search.max_time / 3;
     let mut steps: Vec<ProbeStep> = Vec::new();
     while let Some(Next::Run {
@@ -246,7 +277,7 @@ fn climb(
         // Drained to what the one-connection step's answers usually took: a single answer
         // (`base_ms`) is one draw, far under most answers when times vary.
         if let Some(first) = steps.first() {
-            drain(target, usual_alone_ms(first), stop)?;
+            drain(&work, usual_alone_ms(first), stop)?;
         }
         let (step, _, _) = closed_step(
             target,
@@ -284,15 +315,15 @@ const STEP_CONNECTIONS: usize = loadlab_analyze::capacity::SPREAD_CONNECTIONS;
 /// Runs `rate` for the warm-up and then the `measured` part, and judges the measured part;
 /// `None` when Ctrl-C stopped it.
 fn rate_step(
-    target: &UrlTarget,
+    work: &Work,
     rate: f64,
-    base_ms: f64,
+    unit: &Unit,
     measured: Duration,
     search: &CapacitySearch,
     stop: &StopSignal,
 ) -> Result<Option<(RateStep, (RunData, Summary))>> {
     let (run, summary) = warmed_rate_step(
-        target,
+        work,
         rate,
         (search.warmup, measured),
         (
@@ -306,17 +337,18 @@ fn rate_step(
     if stop.is_stopped() {
         return Ok(None);
     }
-    let step = judged(&run, rate, base_ms, measured, search);
+    let step = judged(&run, rate, unit, measured, search);
     Ok(Some((step, (run, summary))))
 }
 
 /// The measured part (the run's second phase, `measured` long) of a rate's run, judged against
 /// the objective: its latency, errors, the arrivals it served and whether its median kept
-/// rising.
+/// rising. Latency is the requests'; arrivals and what was served count the unit (requests, or
+/// sessions: one served when it ends, and an error when it fails).
 fn judged(
     run: &RunData,
     rate: f64,
-    base_ms: f64,
+    unit: &Unit,
     measured_for: Duration,
     search: &CapacitySearch,
 ) -> RateStep {
@@ -331,23 +363,35 @@ fn judged(
     };
     let c = &measured.totals.counts;
     let secs = measured_for.as_secs_f64();
-    let errors = if c.completed == 0 {
-        100.0
-    } else {
-        100.0 * c.errors() as f64 / c.completed as f64
+    let share = |part: u64, of: u64| {
+        if of == 0 {
+            100.0
+        } else {
+            100.0 * part as f64 / of as f64
+        }
     };
     let warm = search.warmup.as_secs_f64();
     let in_window = |second: u64| second as f64 >= warm && (second as f64) < warm + secs;
+    let window_rows = || run.timeline.iter().filter(|r| in_window(r.second));
+    let request_errors = share(c.errors(), c.completed);
+    let (ended, errors) = match unit.kind {
+        WorkUnit::Request => (c.completed, request_errors),
+        // Sessions that ended in the window's seconds: the run goes on after its schedule until
+        // the users who arrived finish, and the measured phase holds those seconds too.
+        WorkUnit::Session => {
+            let failed: u64 = window_rows().map(|r| r.users_failed).sum();
+            let ended = failed + window_rows().map(|r| r.users_completed).sum::<u64>();
+            // A flow fails on a transport error or a failed check while its requests may all
+            // have had answers, and an answer of 500 fails no session: both count.
+            (ended, request_errors.max(share(failed, ended)))
+        }
+    };
     let window = Window {
-        arrivals: run
-            .timeline
-            .iter()
-            .filter(|r| in_window(r.second))
-            .map(|r| r.offered)
-            .sum(),
-        completed: c.completed,
+        arrivals: window_rows().map(|r| r.offered).sum(),
+        completed: ended,
         seconds: secs,
-        in_flight: rate * base_ms / 1000.0,
+        in_flight: rate * unit.ms / 1000.0,
+        unit: unit.kind,
     };
     let per_second: Vec<f64> = run
         .timeline
@@ -379,7 +423,7 @@ fn judged(
     let broken = verdict.broken;
     RateStep {
         rate_rps: rate,
-        achieved_rps: c.completed as f64 / secs,
+        achieved_rps: ended as f64 / secs,
         arrived_rps: window.arrived_rps(),
         served_rps: window.served_rps(),
         p50_ms: at(50.0),

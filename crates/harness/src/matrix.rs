@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use loadlab_analyze::Slo;
 use loadlab_engine::StopSignal;
 use loadlab_input::experiment::{Experiment, Load};
-use loadlab_input::{CapacityFlags, UrlTarget, Workload};
+use loadlab_input::{CapacityFlags, UrlTarget, Work, Workload};
 use loadlab_lab::cores::Placement;
 use loadlab_run::lab::{
     cell_path, write_cell, write_experiment, CapacityResult, LabCell, SavedLab, TopologyEntry,
@@ -20,7 +20,7 @@ use loadlab_run::{RunData, Summary, Topology};
 use crate::capacity::{capacity, CapacitySearch, Progress};
 use crate::execute::{execute, Watch};
 use crate::outputs::LiveOutputs;
-use crate::steps::{first_success_ms, settled_ms};
+use crate::steps::{first_success, settled};
 use crate::{HarnessError, Result};
 
 /// The experiment as its lab directory records it (`cores`: the host's).
@@ -373,15 +373,15 @@ fn breaking_point(
 ) -> Result<Option<(RunData, Summary, CapacityResult)>> {
     let f = flags.on_front(front);
     let slo = Slo::parse(&f.slo)?;
-    let target = UrlTarget::new(&f.url, f.timeout, &f.reach, &f.request)?;
+    let work = Work::new(&f)?;
     let started = Instant::now();
-    let Some(first_ms) = first_success_ms(&target, stop)? else {
+    let Some(first) = first_success(&work, stop)? else {
         return Ok(None);
     };
-    let base_ms = settled_ms(&target, first_ms, stop)?;
+    let alone = settled(&work, first, stop)?;
     let mut search = CapacitySearch::new(slo, &f);
     search.watch = watch;
-    let found = capacity(&target, base_ms, started, &search, stop, |p| {
+    let found = capacity(&work, alone, started, &search, stop, |p| {
         if let Progress::Step(step) = p {
             println!("      {}", loadlab_report::capacity::step_line(step));
         }

@@ -84,6 +84,7 @@ pub fn probe(
     mut on_step: impl FnMut(Stepped),
 ) -> Result<Probed> {
     let started = Instant::now();
+    let work = loadlab_input::Work::Request(target.clone());
     let mut steps: Vec<ProbeStep> = Vec::new();
     let mut best: Option<(RunData, Summary)> = None;
     let reason = loop {
@@ -97,7 +98,7 @@ pub fn probe(
             Next::Stop(why) => break why,
         };
         if let Some(step) = alone(&steps) {
-            drain(target, usual_alone_ms(step), stop)?;
+            drain(&work, usual_alone_ms(step), stop)?;
         }
         let (step, run, summary) =
             closed_step(target, concurrency, (requests, duration), stop, watch)?;
@@ -121,7 +122,7 @@ pub fn probe(
                 break;
             }
             if let Some(step) = &alone {
-                drain(target, usual_alone_ms(step), stop)?;
+                drain(&work, usual_alone_ms(step), stop)?;
             }
             // Connections for twice the requests a steady state at this rate keeps in flight
             // (λ·S), so a slow answered request does not make the step queue on the client.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use loadlab_analyze::probe::{OpenStep, ProbeStep};
 use loadlab_engine::StopSignal;
-use loadlab_input::UrlTarget;
+use loadlab_input::{UrlTarget, Work};
 use loadlab_run::{Model, RatePhase, RunData, Stop, Summary, ValidPlan};
 
 use crate::Result;
@@ -81,29 +81,25 @@ pub fn closed_step(
     Ok((step, run, s))
 }
 
-/// One open-model run at `rate` a second: a warm-up and a measured part (`phases`, in that
-/// order), on `connections` (opened at the start, most) and `threads` generator threads,
-/// watching `watch`. The capacity search's steps and the probe's open steps alike.
+/// One open-model run of `work` at `rate` arrivals a second: a warm-up and a measured part
+/// (`phases`, in that order), on `connections` (opened at the start, most; for a script's users,
+/// most sessions at once) and `threads` generator threads, watching `watch`. The capacity
+/// search's steps and the probe's open steps alike.
 pub fn warmed_rate_step(
-    target: &UrlTarget,
+    work: &Work,
     rate: f64,
     (warmup, measured): (Duration, Duration),
-    (initial, most): (usize, usize),
+    connections: (usize, usize),
     threads: usize,
     stop: &StopSignal,
     watch: &crate::Watch,
 ) -> Result<(RunData, Summary)> {
-    let plan = loadlab_input::lower::url(
-        target,
-        Model::open_phases(
-            vec![
-                RatePhase::constant("warm-up", rate, Some(warmup)),
-                RatePhase::constant("measured", rate, Some(measured)),
-            ],
-            initial,
-            most,
-        ),
-        Stop::default(),
+    let plan = work.open(
+        vec![
+            RatePhase::constant("warm-up", rate, Some(warmup)),
+            RatePhase::constant("measured", rate, Some(measured)),
+        ],
+        connections,
         threads,
     )?;
     run_step(&plan, stop, watch)
@@ -128,7 +124,7 @@ pub fn open_step(
     watch: &crate::Watch,
 ) -> Result<(OpenStep, RunData, Summary)> {
     let (run, summary) = warmed_rate_step(
-        target,
+        &Work::Request(target.clone()),
         rate,
         (OPEN_WARMUP, OPEN_MEASURED),
         (max_connections.min(16), max_connections),
@@ -164,27 +160,50 @@ pub fn open_step(
 
 /// The latency of one request alone, ms (`None` when it failed).
 pub fn one_request_ms(target: &UrlTarget, stop: &StopSignal) -> Result<Option<f64>> {
-    let plan = loadlab_input::lower::url(
-        target,
-        Model::closed(1, 1),
-        Stop {
-            duration: None,
-            count: Some(1),
-        },
-        1,
-    )?;
-    let (_, s) = run_step(&plan, stop, &crate::Watch::default())?;
-    Ok((s.requests.ok == 1).then_some(s.latency_ms.max))
+    Ok(one_alone(&Work::Request(target.clone()), stop)?.map(|a| a.ms))
 }
 
-/// The latency of the first request that succeeds, asked again every 200 ms for up to 15 s:
-/// a service still serving what an earlier load left queued may refuse the first ones (a
-/// pool at its in-flight cap answers 429). `None` when none succeeded.
-pub fn first_success_ms(target: &UrlTarget, stop: &StopSignal) -> Result<Option<f64>> {
+/// One unit of work run alone: what its requests took, and how long it lasted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Alone {
+    /// The time of its requests, ms: a request's latency, or the mean of a session's
+    /// requests (its think times left out).
+    pub ms: f64,
+    /// Its whole length, ms: the request's, or the session's with its think times.
+    pub unit_ms: f64,
+    /// Requests it sent: one, or the session's.
+    pub requests: u64,
+}
+
+/// One unit of `work` alone (one request, or one user's session): `None` when a request of it
+/// failed or the session did not run to its end.
+pub fn one_alone(work: &Work, stop: &StopSignal) -> Result<Option<Alone>> {
+    let plan = work.one()?;
+    let (_, s) = run_step(&plan, stop, &crate::Watch::default())?;
+    let answered = s.requests.completed > 0 && s.requests.ok == s.requests.completed;
+    Ok(match &s.users {
+        // A session's requests are its time; its length holds its think times too.
+        Some(u) => (answered && u.completed == 1 && u.failed == 0).then_some(Alone {
+            ms: s.latency_ms.mean,
+            unit_ms: u.session_ms.max,
+            requests: s.requests.completed,
+        }),
+        None => (answered && s.requests.completed == 1).then_some(Alone {
+            ms: s.latency_ms.max,
+            unit_ms: s.latency_ms.max,
+            requests: 1,
+        }),
+    })
+}
+
+/// The first unit of `work` that succeeds alone, tried again every 200 ms for up to 15 s: a
+/// service still serving what an earlier load left queued may refuse the first ones (a pool at
+/// its in-flight cap answers 429). `None` when none succeeded.
+pub fn first_success(work: &Work, stop: &StopSignal) -> Result<Option<Alone>> {
     let started = Instant::now();
     loop {
-        if let Some(ms) = one_request_ms(target, stop)? {
-            return Ok(Some(ms));
+        if let Some(alone) = one_alone(work, stop)? {
+            return Ok(Some(alone));
         }
         if started.elapsed() >= MAX_DRAIN || stop.is_stopped() {
             return Ok(None);
@@ -197,25 +216,36 @@ pub fn first_success_ms(target: &UrlTarget, stop: &StopSignal) -> Result<Option<
 /// finishing a backlog.
 const STILL_DRAINING: f64 = 0.8;
 
-/// The latency of one request alone, from a first answer that took `first_ms`: asked again
-/// while each answer comes more than a fifth faster than the one before (the service was
-/// still finishing an earlier load's backlog), for up to 15 s; the faster of the last two. A single
-/// request's time while a backlog drains is the backlog's: seed 002's web instance answered
-/// its first page in 1,454 ms after a users' cell and its pages alone in about 85 ms, and the
-/// capacity search that took the first for a request's time started at 0.7 req/s.
-pub fn settled_ms(target: &UrlTarget, first_ms: f64, stop: &StopSignal) -> Result<f64> {
+/// A unit of `work` alone, from a first that took `first`: run again while each comes more
+/// than a fifth faster than the one before (the service was still finishing an earlier load's
+/// backlog), for up to 15 s; the faster of the last two. A single request's time while a
+/// backlog drains is the backlog's: seed 002's web instance answered its first page in
+/// 1,454 ms after a users' cell and its pages alone in about 85 ms, and the capacity search
+/// that took the first for a request's time started at 0.7 req/s.
+pub fn settled(work: &Work, first: Alone, stop: &StopSignal) -> Result<Alone> {
     let started = Instant::now();
-    let mut last = first_ms;
+    let mut last = first;
     while started.elapsed() < MAX_DRAIN && !stop.is_stopped() {
-        match one_request_ms(target, stop)? {
-            Some(ms) if ms < STILL_DRAINING * last => last = ms,
-            // Settled: two answers within a fifth; a slower one is a spike, not the time.
-            Some(ms) => return Ok(ms.min(last)),
+        match one_alone(work, stop)? {
+            Some(a) if a.ms < STILL_DRAINING * last.ms => last = a,
+            // Settled: two within a fifth; a slower one is a spike, not the time.
+            Some(a) => return Ok(if a.ms < last.ms { a } else { last }),
             // Refused or failed while busy: ask again shortly.
             None => std::thread::sleep(Duration::from_millis(200)),
         }
     }
     Ok(last)
+}
+
+/// [`settled`] for a URL: the latency of one request alone, ms, from a first that took
+/// `first_ms`.
+pub fn settled_ms(target: &UrlTarget, first_ms: f64, stop: &StopSignal) -> Result<f64> {
+    let first = Alone {
+        ms: first_ms,
+        unit_ms: first_ms,
+        requests: 1,
+    };
+    Ok(settled(&Work::Request(target.clone()), first, stop)?.ms)
 }
 
 /// Answers in a row within the drain's bound that say the queue is gone. Behind a balancer each
@@ -236,18 +266,19 @@ pub fn usual_alone_ms(step: &ProbeStep) -> f64 {
     step.mean_ms + step.stdev_ms
 }
 
-/// Waits until requests alone are answered within 1.5 × `usual_ms` (+1 ms) again, several in
-/// a row ([`DRAIN_ANSWERS`], fewer when a request is slow) — the queue the last step left has
-/// drained — or for at most 15 s. `usual_ms` is what a request alone usually takes at most
-/// ([`usual_alone_ms`] once a one-connection step ran). Returns how long it waited.
-pub fn drain(target: &UrlTarget, usual_ms: f64, stop: &StopSignal) -> Result<Duration> {
+/// Waits until units of `work` alone (requests, or a script's sessions) are answered within
+/// 1.5 × `usual_ms` (+1 ms) a request again, several in a row ([`DRAIN_ANSWERS`], fewer when a
+/// unit is slow) — the queue the last step left has drained — or for at most 15 s. `usual_ms`
+/// is what a request alone usually takes at most ([`usual_alone_ms`] once a one-connection
+/// step ran). Returns how long it waited.
+pub fn drain(work: &Work, usual_ms: f64, stop: &StopSignal) -> Result<Duration> {
     let started = Instant::now();
     let needed = (DRAIN_ANSWERS_MS / usual_ms.max(0.001)).clamp(1.0, DRAIN_ANSWERS) as usize;
     let mut in_a_row = 0;
     while started.elapsed() < MAX_DRAIN && !stop.is_stopped() {
-        match one_request_ms(target, stop)? {
-            Some(ms) if ms <= 1.5 * usual_ms + 1.0 => {
-                in_a_row += 1;
+        match one_alone(work, stop)? {
+            Some(a) if a.ms <= 1.5 * usual_ms + 1.0 => {
+                in_a_row += a.requests as usize;
                 if in_a_row >= needed {
                     break;
                 }

@@ -5,14 +5,16 @@ use std::time::Duration;
 
 use clap::{Args, Parser};
 
-use crate::flags::{ReachFlags, RequestFlags};
+use crate::flags::{ReachFlags, RequestFlags, ScriptFlags};
 use crate::values::{positive_count, positive_duration, positive_rate};
 
 /// What a capacity search looks for and its bounds.
 #[derive(Debug, Clone, Args)]
 pub struct CapacityFlags {
-    /// The URL to load (GET unless -m says); in an experiment, a path on the topology's front.
-    #[arg(value_name = "URL")]
+    /// The URL to load (GET unless -m says), or a scenario file whose users' sessions are the
+    /// unit (each arrival a user who runs its flow once); in an experiment, a path on the
+    /// topology's front, or a scenario file sent to it.
+    #[arg(value_name = "URL|SCENARIO.yaml")]
     pub url: String,
     /// The objective, e.g. 'p99<300ms,errors<1%'.
     #[arg(long, value_name = "SLO")]
@@ -51,6 +53,13 @@ pub struct CapacityFlags {
     /// The request (-m, -H, -b, --body-file), as `run` takes it.
     #[command(flatten)]
     pub request: RequestFlags,
+    /// With a scenario file: the URL its paths are relative to, in place of its config.target.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// With a scenario file: its environment, variables, payload and the like, as `run` takes
+    /// them.
+    #[command(flatten)]
+    pub script: ScriptFlags,
 }
 
 /// A share written as a percentage (`5%`) or as a fraction (`0.05`), as a fraction.
@@ -114,8 +123,15 @@ impl CapacityFlags {
         Ok(())
     }
 
-    /// The same search aimed at `front` when the URL is a path (an experiment's workload).
+    /// The same search aimed at `front` (an experiment's workload): a path goes to it, and a
+    /// scenario file's paths are relative to it.
     pub fn on_front(&self, front: &str) -> CapacityFlags {
+        if crate::flags::is_scenario(&self.url) {
+            return CapacityFlags {
+                target: Some(front.to_string()),
+                ..self.clone()
+            };
+        }
         CapacityFlags {
             url: crate::flags::on_front(&self.url, front),
             ..self.clone()

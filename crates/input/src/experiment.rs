@@ -431,15 +431,18 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
         // A scenario file named by a workload is found beside the experiment file.
         // Whether it is a script is told there (by its name, or by its content when the name
         // does not say), not in the current directory.
-        if let Load::Run(flags) = &mut load {
-            if let Some(first) = flags.urls.first_mut() {
-                let file = Path::new(first.as_str());
-                if file.is_relative() && !first.contains("://") {
-                    let beside = path.parent().unwrap_or(Path::new(".")).join(file);
-                    let beside = beside.to_string_lossy().into_owned();
-                    if crate::flags::is_scenario(&beside) {
-                        *first = beside;
-                    }
+        let first = match &mut load {
+            Load::Run(flags) => flags.urls.first_mut(),
+            Load::Capacity(flags) => Some(&mut flags.url),
+            _ => None,
+        };
+        if let Some(first) = first {
+            let file = Path::new(first.as_str());
+            if file.is_relative() && !first.contains("://") {
+                let beside = path.parent().unwrap_or(Path::new(".")).join(file);
+                let beside = beside.to_string_lossy().into_owned();
+                if crate::flags::is_scenario(&beside) {
+                    *first = beside;
                 }
             }
         }

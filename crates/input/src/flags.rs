@@ -56,6 +56,15 @@ pub enum FlagsError {
     /// A scenario file with URLs or another file.
     #[error("give one scenario file and no URLs")]
     ScenarioWithUrls,
+    /// A scenario file with the flags that shape a URL's request.
+    #[error(
+        "-m, -H, -b and --body-file shape a URL's request; a scenario file's requests come from \
+         its flows: drop them"
+    )]
+    RequestWithScenario,
+    /// `--target` with a URL rather than a scenario file.
+    #[error("--target gives a scenario file's paths their host; with a URL, drop it")]
+    TargetWithUrls,
     /// A scenario file with `--no-keepalive`.
     #[error(
         "--no-keepalive applies to URLs; in a scenario file, give its requests the header \
@@ -279,6 +288,14 @@ pub struct FlagRequest {
 }
 
 impl RequestFlags {
+    /// True when any of the flags was given.
+    pub fn is_set(&self) -> bool {
+        self.method.is_some()
+            || !self.headers.is_empty()
+            || self.body.is_some()
+            || self.body_file.is_some()
+    }
+
     /// The request the flags describe: the method checked, the headers parsed, the body file
     /// read.
     pub fn lowered(&self) -> Result<FlagRequest, FlagsError> {

@@ -23,6 +23,7 @@ pub mod target;
 mod tls;
 pub mod topology;
 pub mod values;
+pub mod work;
 mod yaml;
 
 #[cfg(test)]
@@ -39,6 +40,7 @@ pub use scenario::ScenarioError;
 pub use target::{HeaderError, UrlError};
 pub use tls::CaFileError;
 pub use topology::{TopologyError, TopologyInput};
+pub use work::Work;
 pub use yaml::{DurationError, Position, YamlError};
 
 /// Input that cannot become a plan, with what is wrong in words (and where, for files).

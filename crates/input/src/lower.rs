@@ -199,7 +199,13 @@ pub fn check_workloads(
             crate::experiment::Load::Run(flags) => workload(flags, &stand_in)
                 .map(|plan| plan.scheduled_duration())
                 .map_err(|e| (w.name.clone(), e)),
-            _ => Ok(None),
+            // A search's scenario file is lowered as its steps will lower it.
+            crate::experiment::Load::Capacity(flags) => {
+                crate::work::Work::new(&flags.on_front(&stand_in[0]))
+                    .map(|_| None)
+                    .map_err(|e| (w.name.clone(), e))
+            }
+            crate::experiment::Load::Probe(_) => Ok(None),
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 
 use loadlab_analyze::capacity::{best_step, bracket, first_rate, held_by, RateStep};
 use loadlab_analyze::Slo;
+use loadlab_run::lab::WorkUnit;
 
 /// The plateau the closed-loop climb found at `rps`, with up to `connections` connections in
 /// `seconds`, and the first rate the steps try; a climb that was not `levelled` (its time or
@@ -48,34 +49,40 @@ pub fn step_line(step: &RateStep) -> String {
     )
 }
 
-/// Why the search stopped, then the capacity against `slo`: the highest rate that met it with
-/// its latency and where it broke, or that none met it, as lines.
-pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec<String> {
+/// Why the search stopped, then the capacity against `slo`: the highest rate of `unit` that
+/// met it with its latency and where it broke, or that none met it, as lines.
+pub fn result_lines(
+    steps: &[RateStep],
+    slo: &Slo,
+    stopped_because: &str,
+    unit: WorkUnit,
+) -> Vec<String> {
+    let per_s = unit.per_second();
     let (lo, hi) = bracket(steps);
     let at_lo = best_step(steps).map(|i| &steps[i]);
     let capacity = match (lo, hi) {
         (Some(lo), _) => format!(
-            "\n  capacity     {lo:.1} req/s meet {slo} (p50 {:.2} ms, p99 {:.2} ms){}",
+            "\n  capacity     {lo:.1} {per_s} meet {slo} (p50 {:.2} ms, p99 {:.2} ms){}",
             at_lo.map_or(0.0, |s| s.p50_ms),
             at_lo.map_or(0.0, |s| s.p99_ms),
-            hi.map_or(String::new(), |h| format!("; it broke at {h:.1} req/s")),
+            hi.map_or(String::new(), |h| format!("; it broke at {h:.1} {per_s}")),
         ),
         // A rate that met on its own step but is over what an overloaded step served: the
         // capacity is under that throughput, not none (the search ran out before a rate there).
         (None, Some(hi)) => match steps.iter().find_map(|s| held_by(steps, s).map(|h| (s, h))) {
             Some((s, (served, at))) => format!(
-                "\n  capacity     under {served:.1} req/s: {:.1} req/s met {slo} on its own step, \
+                "\n  capacity     under {served:.1} {per_s}: {:.1} {per_s} met {slo} on its own step, \
                  but offered {at:.1} the service served {served:.1}, and no rate under that was \
                  measured; search again with more --max-time, or with --start {:.1}",
                 s.rate_rps,
                 0.95 * served
             ),
-            None => format!("\n  capacity     none: even {hi:.1} req/s broke {slo}"),
+            None => format!("\n  capacity     none: even {hi:.1} {per_s} broke {slo}"),
         },
         (None, None) => match steps.last() {
             Some(s) if s.undersampled => format!(
                 "\n  capacity     unknown: no rate met {slo} with the samples it could take (at \
-                 {:.1} req/s the step held {} requests)",
+                 {:.1} {per_s} the step held {} requests)",
                 s.rate_rps, s.requests
             ),
             _ => "\n  capacity     unknown: no rate was measured".to_string(),
@@ -87,10 +94,10 @@ pub fn result_lines(steps: &[RateStep], slo: &Slo, stopped_because: &str) -> Vec
     if let Some(lowest) = limited.iter().map(|s| s.rate_rps).reduce(f64::min) {
         let answered = limited
             .iter()
-            .map(|s| s.achieved_rps * (1.0 - s.refused_pct / 100.0))
+            .map(|s| s.requests as f64 * (1.0 - s.refused_pct / 100.0) / s.measured_s)
             .fold(0.0, f64::max);
         lines.push(format!(
-            "  limit        a rate limit: from {lowest:.1} req/s on the service refused requests \
+            "  limit        a rate limit: from {lowest:.1} {per_s} on the service refused requests \
              (429, or 503 with Retry-After) and answered at most {answered:.1} req/s"
         ));
     }
@@ -130,17 +137,38 @@ mod tests {
         let slo = Slo::parse("p99<5ms").unwrap();
         let steps = [step(100.0, true), step(200.0, false), step(141.4, true)];
         assert_eq!(
-            result_lines(&steps, &slo, "bracketed within the tolerance"),
+            result_lines(&steps, &slo, "bracketed within the tolerance", WorkUnit::Request),
             [
                 "  stopped: bracketed within the tolerance",
                 "\n  capacity     141.4 req/s meet p99<5ms (p50 1.50 ms, p99 4.25 ms); it broke at 200.0 req/s",
             ]
         );
         assert_eq!(
-            result_lines(&steps[1..2], &slo, "interrupted")[1],
+            result_lines(&steps[1..2], &slo, "interrupted", WorkUnit::Request)[1],
             "\n  capacity     none: even 200.0 req/s broke p99<5ms"
         );
         assert!(step_line(&steps[1]).ends_with("  breaks: p99 9.0 ms > 5 ms"));
+        // A script's search counts users' sessions.
+        assert_eq!(
+            result_lines(&steps, &slo, "bracketed", WorkUnit::Session)[1],
+            "\n  capacity     141.4 sessions/s meet p99<5ms (p50 1.50 ms, p99 4.25 ms); it broke \
+             at 200.0 sessions/s",
+        );
+    }
+
+    #[test]
+    fn a_rate_limit_reads_the_requests_it_answered_whatever_the_unit() {
+        let slo = Slo::parse("p99<5ms").unwrap();
+        // 10 sessions a second of 4 requests each, for 5 s: 200 requests, a quarter refused.
+        let mut limited = step(10.0, false);
+        limited.refused_pct = 25.0;
+        limited.requests = 200;
+        let lines = result_lines(&[limited], &slo, "no rate met", WorkUnit::Session);
+        assert_eq!(
+            lines[2],
+            "  limit        a rate limit: from 10.0 sessions/s on the service refused requests \
+             (429, or 503 with Retry-After) and answered at most 30.0 req/s"
+        );
     }
 
     #[test]
@@ -151,9 +179,14 @@ mod tests {
         let mut steps = vec![step(67.8, true), step(82.9, false)];
         steps[1].served_rps = 58.9;
         steps[1].arrived_rps = 82.9;
-        hold_to_overloads(&mut steps);
+        hold_to_overloads(&mut steps, WorkUnit::Request);
         assert!(!steps[0].meets, "{steps:?}");
-        let lines = result_lines(&steps, &slo, "the search's time (12 s) is up");
+        let lines = result_lines(
+            &steps,
+            &slo,
+            "the search's time (12 s) is up",
+            WorkUnit::Request,
+        );
         assert_eq!(
             lines[1],
             "\n  capacity     under 58.9 req/s: 67.8 req/s met p99<5ms on its own step, but \
@@ -168,7 +201,12 @@ mod tests {
         let slo = Slo::parse("p99<5ms").unwrap();
         let mut short = step(13.0, false);
         short.undersampled = true;
-        let lines = result_lines(&[short], &slo, "no rate met the objective");
+        let lines = result_lines(
+            &[short],
+            &slo,
+            "no rate met the objective",
+            WorkUnit::Request,
+        );
         assert_eq!(
             lines[1],
             "\n  capacity     unknown: no rate met p99<5ms with the samples it could take (at 13.0 \

@@ -142,7 +142,7 @@ fn found(c: &LabCell) -> Option<String> {
             .broke_at_rps
             .map_or(String::new(), |b| format!(", broke at {b:.1}"));
         return Some(match cap.max_rate_rps {
-            Some(r) => format!("capacity {r:.1} req/s{broke}"),
+            Some(r) => format!("capacity {r:.1} {}{broke}", cap.unit.per_second()),
             None => format!("capacity: none met {}{broke}", cap.slo),
         });
     }

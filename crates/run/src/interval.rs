@@ -299,6 +299,8 @@ pub struct TimelineRow {
     pub users_started: u64,
     /// Sessions failed this second.
     pub users_failed: u64,
+    /// Sessions that ran to their end this second.
+    pub users_completed: u64,
 }
 
 /// Error kinds whose columns sit between the status classes and `dropped`; kinds added later
@@ -344,6 +346,7 @@ impl TimelineRow {
             },
             users_started: c.users_started,
             users_failed: c.users_failed,
+            users_completed: c.users_completed,
         }
     }
 
@@ -361,6 +364,7 @@ impl TimelineRow {
             h.push(',');
             h.push_str(k.as_str());
         }
+        h.push_str(",users_completed");
         h
     }
 
@@ -401,7 +405,7 @@ impl TimelineRow {
         for n in later_kinds {
             write!(w, ",{n}")?;
         }
-        writeln!(w)
+        writeln!(w, ",{}", self.users_completed)
     }
 }
 
@@ -444,6 +448,7 @@ impl TimelineRow {
             users_active: n("users_active"),
             users_started: n("users_started"),
             users_failed: n("users_failed"),
+            users_completed: n("users_completed"),
             p90_ms: f("p90_ms"),
             max_ms: f("max_ms"),
         }

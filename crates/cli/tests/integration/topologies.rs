@@ -90,6 +90,25 @@ fn a_lab_whose_later_workload_is_broken_is_refused_before_anything_starts() {
     // Nothing ran: no cell of the first workload, no directory, no topology started.
     assert!(!stdout.contains("running"), "{stdout}");
     assert!(!out_dir.exists());
+    // A capacity search's scenario file is checked as well, found beside the lab's file.
+    std::fs::write(
+        &file,
+        "name: x\ntopologies: [{ name: one }]\nworkloads:\n  - { name: fine, run: \"/ping -d 2s\" }\n  - { name: search, capacity: \"broken.yml --slo p99<1s\" }\n",
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["lab", file.to_str().unwrap(), "--out"])
+        .arg(&out_dir)
+        .current_dir(elsewhere.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("workload \"search\""), "{stderr}");
+    assert!(stderr.contains("broken.yml:6"), "{stderr}");
+    assert!(!out_dir.exists());
 }
 
 #[test]

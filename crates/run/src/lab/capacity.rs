@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 /// What one rate's steady state measured (after its warm-up).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RateStep {
-    /// Offered rate, requests per second.
+    /// Offered rate, a second, in the search's unit (requests, or users' sessions).
     pub rate_rps: f64,
-    /// Completed requests per second in the measured part.
+    /// Completed requests (or sessions that ended) per second in the measured part.
     pub achieved_rps: f64,
     /// Arrivals per second in the measured part (the schedule's, exact).
     pub arrived_rps: f64,
@@ -20,7 +20,8 @@ pub struct RateStep {
     pub p50_ms: f64,
     /// 99th percentile, ms.
     pub p99_ms: f64,
-    /// Errors, percent of completed requests (refusals included).
+    /// Errors, percent of completed requests (refusals included); for sessions, the larger of
+    /// that and the share of sessions that failed.
     pub error_pct: f64,
     /// Refusals (429, or 503 with `Retry-After`), percent of completed requests.
     pub refused_pct: f64,
@@ -45,10 +46,14 @@ pub struct RateStep {
 /// found, the objective, where it broke, and every step.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CapacityResult {
-    /// The URL searched.
+    /// The URL searched, or the scenario file whose users' sessions were the unit of work.
     #[serde(default)]
     pub url: String,
-    /// The highest rate that met the objective, req/s (`None`: none did).
+    /// What each rate counts: requests, or users' sessions of a scenario file (absent in files
+    /// written before sessions could be searched: requests).
+    #[serde(default)]
+    pub unit: WorkUnit,
+    /// The highest rate that met the objective, a second (`None`: none did).
     #[serde(alias = "rps")]
     pub max_rate_rps: Option<f64>,
     /// Throughput of the closed-loop climb; the first rate tried is a little under it (absent
@@ -57,7 +62,7 @@ pub struct CapacityResult {
     pub plateau_rps: Option<f64>,
     /// The objective, as written.
     pub slo: String,
-    /// The lowest rate that broke it, req/s.
+    /// The lowest rate that broke it, a second.
     pub broke_at_rps: Option<f64>,
     /// Median latency at the highest rate that met the objective, ms.
     #[serde(default)]
@@ -69,4 +74,25 @@ pub struct CapacityResult {
     pub stopped_because: String,
     /// Every rate the search measured, in order: latency against offered load.
     pub steps: Vec<RateStep>,
+}
+
+/// What a capacity search's rate counts a second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkUnit {
+    /// Requests to a URL (or a script's plain requests, each arrival one).
+    #[default]
+    Request,
+    /// Users' sessions: each arrival a user who runs a scenario's flow once.
+    Session,
+}
+
+impl WorkUnit {
+    /// The rate's unit as the reports write it: `req/s` or `sessions/s`.
+    pub fn per_second(self) -> &'static str {
+        match self {
+            WorkUnit::Request => "req/s",
+            WorkUnit::Session => "sessions/s",
+        }
+    }
 }

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use capacity::{CapacityResult, RateStep};
+pub use capacity::{CapacityResult, RateStep, WorkUnit};
 pub use judged::{CellResult, Factor, LabJson, Limit, Measured, Verdict};
 pub use probe::{OpenStep, ProbeResult, ProbeStep, ProbeVerdict, RateLimit};
 
