@@ -32,8 +32,8 @@ mod locust;
 /// A locustfile's Python helpers: what they need on this machine, and what a file holds.
 pub mod locustfile {
     pub use crate::locust::{
-        describe, discard, package, python, start_first, ClassTask, First, Settings, UserClass,
-        GEVENT,
+        describe, discard, package, python, read_message, start_first, ClassTask, First,
+        RequestParts, Settings, UserClass, GEVENT,
     };
 }
 pub mod http1;

@@ -392,7 +392,13 @@ fn read(path: &Path) -> Result<Experiment, ExperimentError> {
         path: path.to_path_buf(),
         error,
     })?;
-    let exp: ExperimentFile = serde_saphyr::from_str(&text)
+    from_text(&text, path)
+}
+
+/// Checks an experiment's text, read from `path` (its scenario files are found beside it);
+/// errors name the file and, for YAML, line and column.
+pub fn from_text(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
+    let exp: ExperimentFile = serde_saphyr::from_str(text)
         .map_err(|e| ExperimentError::Yaml(YamlError::new(path, &e.to_string())))?;
     if exp.topologies.is_empty() || exp.workloads.is_empty() {
         return Err(ExperimentError::Empty {

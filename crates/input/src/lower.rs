@@ -316,8 +316,9 @@ pub fn scenario_checked(path: &Path, o: &Overrides<'_>) -> Result<CheckedScenari
     Ok(scenario_text(&text, path, o)?)
 }
 
-/// A scenario's text (read from `path`, which payload paths are relative to) as a plan.
-fn scenario_text(
+/// A scenario's text (read from `path`, which payload paths are relative to) as a plan: what
+/// [`scenario_checked`] does once the file is read.
+pub fn scenario_text(
     text: &str,
     path: &Path,
     o: &Overrides<'_>,

@@ -58,6 +58,110 @@ fn bad_input_gets_a_one_line_error_and_a_nonzero_exit() {
     }
 }
 
+/// What a command that reads `file` must do with it when it is broken: exit non-zero with one
+/// line that starts with `error`, and never panic.
+fn refused_in_one_line(args: &[&str], what: &str) {
+    let out = loadlab(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{what}: {args:?} succeeded");
+    assert_ne!(
+        out.status.code(),
+        Some(101),
+        "{what}: {args:?} panicked: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "{what}: {args:?} panicked: {stderr}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{what}: {args:?} printed more than one line: {stderr}"
+    );
+    assert!(stderr.starts_with("error"), "{what}: {args:?}: {stderr}");
+    // The message names the problem, not the file's content: a huge file is not echoed.
+    assert!(
+        stderr.len() < 2_000,
+        "{what}: {args:?}: {} bytes",
+        stderr.len()
+    );
+}
+
+#[test]
+fn truncated_binary_and_huge_files_get_a_one_line_error_from_every_command_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = std::fs::read(root.join("examples/scenarios/seed-001-phases.short.yml")).unwrap();
+    let experiment = std::fs::read(root.join("examples/seed-001-replicas.short.yaml")).unwrap();
+    let server = TestServer::start(1).unwrap();
+    let summary = {
+        let run = dir.path().join("good");
+        crate::support::loadlab_ok(&[
+            "run",
+            &server.url("/ping"),
+            "-n",
+            "3",
+            "-q",
+            "--out",
+            run.to_str().unwrap(),
+        ]);
+        std::fs::read(run.join("summary.json")).unwrap()
+    };
+    let mut rng = fastrand::Rng::with_seed(53);
+    let binary: Vec<u8> = (0..4096).map(|_| rng.u8(..)).collect();
+    // Text a parser must read to its end: random ASCII, punctuation and control bytes.
+    let alphabet = b"{}[]:,-'\"#&*!|>%@` \n\t\x01\x1bazAZ09.";
+    let garbage: Vec<u8> = (0..4096)
+        .map(|_| alphabet[rng.usize(..alphabet.len())])
+        .collect();
+    // 8 MiB of UTF-8 the parsers read through: many lines of a valid start, then brackets
+    // that do not close.
+    let mut huge = b"config:\n  target: http://127.0.0.1:9\n".to_vec();
+    while huge.len() < 8 << 20 {
+        huge.extend_from_slice(b"  # a comment line that says nothing at all, repeated\n");
+    }
+    huge.extend_from_slice(b"  phases: [ {\n ]] }");
+    let broken = |kind: &str, good: &[u8]| match kind {
+        "truncated" => good[..good.len() / 2].to_vec(),
+        "garbage" => garbage.clone(),
+        "binary" => binary.clone(),
+        _ => huge.clone(),
+    };
+    for kind in ["truncated", "garbage", "binary", "huge"] {
+        let at = |name: &str| dir.path().join(kind).join(name);
+        std::fs::create_dir_all(at("run")).unwrap();
+        std::fs::create_dir_all(at("lab")).unwrap();
+        std::fs::write(at("s.yml"), broken(kind, &script)).unwrap();
+        std::fs::write(at("s.json"), broken(kind, &script)).unwrap();
+        std::fs::write(at("e.yaml"), broken(kind, &experiment)).unwrap();
+        std::fs::write(at("run/summary.json"), broken(kind, &summary)).unwrap();
+        std::fs::write(at("lab/experiment.json"), broken(kind, &summary)).unwrap();
+        let s = at("s.yml").to_string_lossy().into_owned();
+        let j = at("s.json").to_string_lossy().into_owned();
+        let e = at("e.yaml").to_string_lossy().into_owned();
+        let run = at("run").to_string_lossy().into_owned();
+        let lab = at("lab").to_string_lossy().into_owned();
+        let good = dir.path().join("good").to_string_lossy().into_owned();
+        let merged = at("merged").to_string_lossy().into_owned();
+        let cases: Vec<Vec<&str>> = vec![
+            vec!["run", &s],
+            vec!["run", &j],
+            vec!["validate", &s],
+            vec!["capacity", &s, "--slo", "p99<1s"],
+            vec!["k8s", "job", &s, "--shards", "2"],
+            vec!["lab", &e, "--check"],
+            vec!["lab", &e],
+            vec!["report", &run],
+            vec!["report", &lab],
+            vec!["compare", &good, &run],
+            vec!["merge", &good, &run, "--out", &merged],
+        ];
+        for args in &cases {
+            refused_in_one_line(args, kind);
+        }
+    }
+}
+
 #[test]
 fn the_json_summary_has_every_field_of_the_contract() {
     let server = TestServer::start(1).unwrap();

@@ -195,7 +195,7 @@ impl Locust {
                 let outcome = names::Outcome {
                     method: request_type,
                     name,
-                    latency: Duration::from_secs_f64(response_time_ms.max(0.0) / 1000.0),
+                    latency: event_latency(response_time_ms),
                     status: 0,
                     length: response_length,
                     error,
@@ -315,18 +315,67 @@ async fn read(locust: Rc<Locust>) {
 /// Sends a user's request, following redirects on its origin when asked, and answers the
 /// helper with the last response; records it under its Locust name (or keeps it for its
 /// verdict).
+/// The latency of a request the user's code recorded itself (`events.request.fire`), from
+/// its `response_time` in ms: any number the code gave, held to the histograms' hour (a
+/// `response_time` of 1e300 ended the run with a panic).
+fn event_latency(ms: f64) -> Duration {
+    let most = Duration::from_micros(loadlab_run::interval::MAX_LATENCY_US);
+    Duration::try_from_secs_f64(ms.max(0.0) / 1000.0).map_or(most, |d| d.min(most))
+}
+
+/// What the run takes from a helper's request before sending it.
+#[derive(Debug)]
+pub struct RequestParts {
+    /// The name it is recorded under: the one the user gave, else the URL's path and query.
+    pub name: String,
+    /// The body, decoded from base64 (empty when absent or not base64).
+    pub body: Vec<u8>,
+    /// When it was due, from the helper's epoch; `None` when not said, or not a time a
+    /// [`Duration`] holds.
+    pub intended: Option<Duration>,
+    /// The user's pacing interval (`constant_pacing`), when positive and finite.
+    pub interval: Option<Duration>,
+}
+
+/// One line of a helper's messages (`PROTOCOL.md`) as the run reads it, with, for a request,
+/// the parts it takes before sending; the error says why the line is not a message.
+pub fn read_message(line: &str) -> Result<Option<RequestParts>, serde_json::Error> {
+    Ok(match serde_json::from_str::<FromHelper>(line)? {
+        FromHelper::Request(r) => Some(request_parts(&r)),
+        _ => None,
+    })
+}
+
+/// What the run takes from `r` before sending it. A time from the helper is a number of its
+/// choosing: one past what a [`Duration`] holds is no time at all, not a panic.
+fn request_parts(r: &RequestMsg) -> RequestParts {
+    RequestParts {
+        name: r.name.clone().unwrap_or_else(|| path_of(&r.url)),
+        body: match r.body.as_deref() {
+            Some(b) => base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .unwrap_or_default(),
+            None => Vec::new(),
+        },
+        intended: r
+            .intended
+            .and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok()),
+        interval: r
+            .interval
+            .filter(|i| *i > 0.0)
+            .and_then(|i| Duration::try_from_secs_f64(i).ok()),
+    }
+}
+
 async fn serve(locust: Rc<Locust>, r: RequestMsg) {
     let started = Instant::now();
-    let intended = r
-        .intended
-        .map(|s| locust.helper.epoch + Duration::from_secs_f64(s.max(0.0)));
-    let name = r.name.clone().unwrap_or_else(|| path_of(&r.url));
-    let body = match r.body.as_deref() {
-        Some(b) => base64::engine::general_purpose::STANDARD
-            .decode(b)
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let RequestParts {
+        name,
+        body,
+        intended,
+        interval,
+    } = request_parts(&r);
+    let intended = intended.and_then(|d| locust.helper.epoch.checked_add(d));
     let mut client = locust
         .clients
         .borrow_mut()
@@ -344,10 +393,6 @@ async fn serve(locust: Rc<Locust>, r: RequestMsg) {
     }
     let end = Instant::now();
     let latency = end.saturating_duration_since(intended.unwrap_or(started).min(started));
-    let interval = r
-        .interval
-        .filter(|i| i.is_finite() && *i > 0.0)
-        .map(Duration::from_secs_f64);
     // The run's latency counts the requests a paced user's wait kept back, as its name does.
     {
         let mut second = locust.wire.rec.rec_at(end);
@@ -666,6 +711,29 @@ fn reason(status: u16) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_due_past_what_a_duration_holds_is_read_without_a_time_not_a_panic() {
+        let line = r#"{"op": "request", "id": 1, "user": 2, "method": "GET", "url": "http://h/a?b=1", "intended": 1e300, "interval": 1e300, "body": "aGk="}"#;
+        let parts = read_message(line).unwrap().unwrap();
+        assert_eq!(parts.intended, None);
+        assert_eq!(parts.interval, None);
+        assert_eq!(parts.name, "/a?b=1");
+        assert_eq!(parts.body, b"hi");
+        let line = r#"{"op": "request", "id": 1, "user": 2, "method": "GET", "url": "/a", "intended": 1.5, "interval": -1}"#;
+        let parts = read_message(line).unwrap().unwrap();
+        assert_eq!(parts.intended, Some(Duration::from_millis(1500)));
+        assert_eq!(parts.interval, None);
+        assert!(read_message("{\"op\": \"nope\"}").is_err());
+    }
+
+    #[test]
+    fn a_recorded_request_of_any_response_time_has_a_latency_within_the_hour() {
+        assert_eq!(event_latency(1e300), Duration::from_secs(3600));
+        assert_eq!(event_latency(-5.0), Duration::ZERO);
+        assert_eq!(event_latency(f64::NAN), Duration::ZERO);
+        assert_eq!(event_latency(250.0), Duration::from_millis(250));
+    }
 
     #[test]
     fn a_request_is_written_with_host_and_length_from_loadlab() {
