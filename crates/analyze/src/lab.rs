@@ -141,6 +141,7 @@ mod tests {
                 ],
                 workloads: vec!["search".into()],
                 cores: Some(2),
+                fingerprint: None,
             },
             cells,
             dir: std::path::PathBuf::new(),

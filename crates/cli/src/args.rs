@@ -553,6 +553,10 @@ pub struct LabArgs {
     /// at most, and run nothing.
     #[arg(long)]
     pub check: bool,
+    /// Continue the lab in --out DIR that stopped (Ctrl-C, a crash, a kill): its finished cells
+    /// are kept, the others run. Refused when the experiment changed since it began.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
     /// Where each cell's series go while it runs.
     #[command(flatten)]
     pub export: ExportFlags,

@@ -140,6 +140,7 @@ pub fn demo(secs: u64, out: &Path, stop: &StopSignal) -> Result<()> {
         &out.join("replicas"),
         &stop,
         &crate::LiveOutputs::default(),
+        None,
     )?;
     // The tour's cells are a lab directory like any other: `loadlab report` reads it again.
     let judged = loadlab_analyze::lab::judge(&lab, crate::cores());

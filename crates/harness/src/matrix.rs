@@ -42,25 +42,36 @@ pub fn experiment_record(exp: &Experiment, cores: usize) -> loadlab_run::lab::Ex
             .collect(),
         workloads: exp.workloads.iter().map(|w| w.name.clone()).collect(),
         cores: Some(cores),
+        fingerprint: Some(exp.fingerprint()),
     }
 }
 
 /// Runs every workload against every topology, watching the topology's processes, `rounds`
 /// times, interleaved (every topology and workload once, then again), so each comparison has
 /// as many paired rounds; writes the lab directory `out` as it goes (`experiment.json` first,
-/// then each cell where `run::lab::cell_path` puts it). Stops after the cell that Ctrl-C
-/// interrupted.
+/// then each cell where `run::lab::cell_path` puts it, its `cell.json` last). Stops after the
+/// cell that Ctrl-C interrupted. With `resumed` (the lab `out` already holds, read back), its
+/// finished cells are kept as they are and only the others run, in the same order; a topology
+/// whose cells of a round are all finished is not started.
 pub fn run_matrix(
     exp: &Experiment,
     out: &Path,
     stop: &StopSignal,
     outputs: &LiveOutputs,
+    resumed: Option<SavedLab>,
 ) -> Result<SavedLab> {
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError::system("cannot find the loadlab executable", e))?;
     let (host, placements) = placements(exp)?;
-    let experiment = experiment_record(exp, crate::cores());
-    write_experiment(out, &experiment)?;
+    let (experiment, mut finished) = match resumed {
+        // The lab as it began: its record and fingerprint stay those of its first start.
+        Some(lab) => (lab.experiment, lab.cells),
+        None => {
+            let experiment = experiment_record(exp, crate::cores());
+            write_experiment(out, &experiment)?;
+            (experiment, Vec::new())
+        }
+    };
     let (topologies, workloads, rounds) = (&exp.topologies, &exp.workloads, exp.rounds);
     let mut cells = Vec::new();
     for round in 0..rounds {
@@ -68,15 +79,41 @@ pub fn run_matrix(
             println!("\n  round {} of {rounds}", round + 1);
         }
         for ((name, topology), placement) in topologies.iter().zip(&placements) {
-            let (topology, generator) = &placed(name, topology, placement, &host)?;
-            let mut deployment = start(name, topology, &exe)?;
-            for (i, w) in workloads.iter().enumerate() {
-                if i > 0 {
-                    deployment = settle(deployment, name, topology, &exe)?;
+            let is_finished = |c: &LabCell, w: &Workload| {
+                c.topology == *name && c.workload == w.name && c.round == round
+            };
+            if workloads
+                .iter()
+                .all(|w| finished.iter().any(|c| is_finished(c, w)))
+            {
+                println!("\n  {name}: every cell of this round finished before; kept");
+            }
+            // The topology runs from its first cell left to run (placed and started there),
+            // settled between two cells that ran, and stopped after its last.
+            let mut running: Option<(loadlab_lab::Deployment, Topology, Option<GeneratorCores>)> =
+                None;
+            for w in workloads {
+                if let Some(i) = finished.iter().position(|c| is_finished(c, w)) {
+                    cells.push(finished.swap_remove(i));
+                    continue;
                 }
+                let (mut deployment, topology, generator) = match running.take() {
+                    Some((d, t, g)) => (settle(d, name, &t, &exe)?, t, g),
+                    None => {
+                        let (t, g) = placed(name, topology, placement, &host)?;
+                        let d = start(name, &t, &exe)?;
+                        (d, t, g)
+                    }
+                };
                 let dir = out.join(cell_path(name, &w.name, round, rounds));
+                // What an interrupted run of this cell left is not kept.
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir).map_err(|e| {
+                        HarnessError::system("cannot clear an unfinished cell's folder", e)
+                    })?;
+                }
                 let cell = Cell {
-                    topology: (name, topology),
+                    topology: (name, &topology),
                     workload: w,
                     round,
                     dir: &dir,
@@ -98,7 +135,7 @@ pub fn run_matrix(
                     );
                     lab_cell.excluded = Some(why);
                     drop(deployment);
-                    deployment = start(name, topology, &exe)?;
+                    deployment = start(name, &topology, &exe)?;
                 }
                 write_cell(&dir, &lab_cell)?;
                 cells.push(lab_cell);
@@ -109,6 +146,7 @@ pub fn run_matrix(
                         dir: out.to_path_buf(),
                     });
                 }
+                running = Some((deployment, topology, generator));
             }
         }
     }

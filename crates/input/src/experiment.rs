@@ -23,6 +23,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use sha1::{Digest, Sha1};
+
 use loadlab_run::thresholds::Threshold;
 use serde::Deserialize;
 
@@ -210,6 +212,53 @@ pub struct Experiment {
     pub baselines: Vec<(String, String)>,
     /// Run topologies whose budgets and the generator do not fit the host's cores.
     pub oversubscribe: bool,
+}
+
+impl Experiment {
+    /// The experiment part by part, as digests (SHA-1 of each part's parsed form, a workload's
+    /// with the bytes of the scenario file it names): what `lab --resume` compares with the
+    /// lab it continues.
+    pub fn fingerprint(&self) -> loadlab_run::lab::Fingerprint {
+        let digest = |text: &str, file: Option<&str>| {
+            let mut h = Sha1::new();
+            h.update(text.as_bytes());
+            if let Some(bytes) = file.and_then(|f| std::fs::read(f).ok()) {
+                h.update(&bytes);
+            }
+            h.finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        loadlab_run::lab::Fingerprint {
+            settings: digest(
+                &format!(
+                    "{} {:?} {:?} {}",
+                    self.rounds, self.compare, self.baselines, self.oversubscribe
+                ),
+                None,
+            ),
+            topologies: self
+                .topologies
+                .iter()
+                .map(|(name, t)| (name.clone(), digest(&format!("{t:?}"), None)))
+                .collect(),
+            workloads: self
+                .workloads
+                .iter()
+                .map(|w| {
+                    let file = match &w.load {
+                        Load::Run(f) if f.is_scenario() => f.urls.first().map(String::as_str),
+                        Load::Capacity(f) if crate::flags::is_scenario(&f.url) => {
+                            Some(f.url.as_str())
+                        }
+                        _ => None,
+                    };
+                    (w.name.clone(), digest(&format!("{:?}", w.load), file))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One load of an experiment, its flags parsed.
@@ -669,6 +718,35 @@ pub fn split_words(s: &str) -> Result<Vec<String>, FlagsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fingerprint_changes_with_a_workload_and_with_the_scenario_file_it_names() {
+        let dir = std::env::temp_dir().join(format!("loadlab-exp-print-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = "config:\n  phases: [{ duration: 1, arrivalRate: 1 }]\nscenarios:\n  - flow:\n      - get: { url: /ping }\n";
+        std::fs::write(dir.join("s.yml"), script).unwrap();
+        let file = dir.join("e.yaml");
+        let at = |workloads: &str| {
+            std::fs::write(
+                &file,
+                format!("name: x\ntopologies: [{{ name: one }}]\nworkloads:\n{workloads}"),
+            )
+            .unwrap();
+            load(&file).unwrap().fingerprint()
+        };
+        let began =
+            at("  - { name: ping, run: \"/ping -d 2s\" }\n  - { name: flow, run: s.yml }\n");
+        let again =
+            at("  - { name: ping, run: \"/ping -d 2s\" }\n  - { name: flow, run: s.yml }\n");
+        assert_eq!(again, began, "the same file, the same fingerprint");
+        let longer =
+            at("  - { name: ping, run: \"/ping -d 3s\" }\n  - { name: flow, run: s.yml }\n");
+        assert_eq!(longer.changes_since(&began), ["workload \"ping\" changed"]);
+        std::fs::write(dir.join("s.yml"), script.replace("/ping", "/pong")).unwrap();
+        let edited =
+            at("  - { name: ping, run: \"/ping -d 2s\" }\n  - { name: flow, run: s.yml }\n");
+        assert_eq!(edited.changes_since(&began), ["workload \"flow\" changed"]);
+    }
     use loadlab_run::topology::Runtime;
 
     #[test]

@@ -2,13 +2,13 @@
 //! each cell a run directory of the lab directory; then the comparison table, the verdicts of
 //! each factor the experiment varies, and `lab.json`, `comparison.csv` (and `report.html`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use loadlab_harness::{conclude_lab, cores, interrupt_signal, run_matrix};
 use loadlab_input::experiment::{Experiment, Load};
-use loadlab_run::lab::slug;
+use loadlab_run::lab::{read_lab_dir, slug, SavedLab};
 
 use crate::args::LabArgs;
 use crate::cmd::Outcome;
@@ -43,6 +43,14 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         print!("{}", plan_in_words(&exp, &lengths));
         return Ok(Outcome::Done);
     }
+    let resumed = match a.resume {
+        true => Some(to_resume(&exp, &a.file, &out)?),
+        false if out.join("experiment.json").exists() => anyhow::bail!(
+            "{} already holds a lab: continue it with --resume, or give another --out",
+            out.display()
+        ),
+        false => None,
+    };
     let stop = interrupt_signal()?;
     println!(
         "loadlab lab: {} — {} topologies × {} workloads × {} round(s)",
@@ -61,7 +69,15 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         &crate::cmd::run_id(Some(&out), None),
         None,
     )?;
-    let lab = run_matrix(&exp, &out, &stop, &outputs)?;
+    if let Some(lab) = &resumed {
+        let all = exp.topologies.len() * exp.workloads.len() * exp.rounds;
+        println!(
+            "  resuming {}: {} of {all} cells finished before and are kept",
+            out.display(),
+            lab.cells.len()
+        );
+    }
+    let lab = run_matrix(&exp, &out, &stop, &outputs, resumed)?;
     let thresholds = conclude_lab(&lab, cores(), a.html, a.junit.as_deref())?;
     if let (Some(d), Some(last)) = (&outputs.dashboard, lab.cells.last()) {
         // The page follows the lab cell by cell and says done only now.
@@ -76,6 +92,37 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
         None => false,
     };
     Ok(Outcome::of_lab(&thresholds, changed))
+}
+
+/// The lab in `out` that `lab --resume` continues, read back with its finished cells; refused
+/// when there is none, or when `file` (the experiment `exp` was read from) changed since it began.
+fn to_resume(exp: &Experiment, file: &Path, out: &Path) -> Result<SavedLab> {
+    if !out.join("experiment.json").exists() {
+        anyhow::bail!(
+            "{} holds no lab to resume (no experiment.json); drop --resume to start one there",
+            out.display()
+        );
+    }
+    let lab = read_lab_dir(out)?;
+    let Some(began) = &lab.experiment.fingerprint else {
+        anyhow::bail!(
+            "the lab in {} kept no fingerprint of its experiment (an older loadlab wrote it), so \
+             loadlab cannot tell whether {} changed; run it again into another --out",
+            out.display(),
+            file.display()
+        );
+    };
+    let changes = exp.fingerprint().changes_since(began);
+    if !changes.is_empty() {
+        anyhow::bail!(
+            "{} changed since the lab in {} began: {}; undo the change, or run it into another \
+             --out",
+            file.display(),
+            out.display(),
+            changes.join(", ")
+        );
+    }
+    Ok(lab)
 }
 
 /// What `lab --check` prints: the cells, what bounds each workload's cell, and how long the

@@ -19,6 +19,7 @@ mod hooks;
 mod locust;
 mod observability;
 mod profile;
+mod resume;
 mod runtimes;
 mod seeds;
 mod shard;

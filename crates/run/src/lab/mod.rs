@@ -97,6 +97,58 @@ pub struct Experiment {
     pub workloads: Vec<String>,
     /// The host's cores when the lab ran (`None` in labs written before it was recorded).
     pub cores: Option<usize>,
+    /// What the experiment file said, part by part, so `lab --resume` can tell whether it
+    /// changed (`None` in labs written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// An experiment file, part by part, as digests: its settings as a whole (rounds, comparisons,
+/// baselines), each topology's definition, and each workload's (with the scenario file it
+/// names). Equal fingerprints ran the same lab.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Fingerprint {
+    /// Rounds, comparisons, baselines and oversubscription.
+    pub settings: String,
+    /// Each topology by name, in order, with its definition's digest.
+    pub topologies: Vec<(String, String)>,
+    /// Each workload by name, in order, with its definition's digest.
+    pub workloads: Vec<(String, String)>,
+}
+
+impl Fingerprint {
+    /// What changed from `earlier` to this one, in words (empty when nothing did).
+    pub fn changes_since(&self, earlier: &Fingerprint) -> Vec<String> {
+        let mut changes = Vec::new();
+        if self.settings != earlier.settings {
+            changes.push("its rounds, comparisons or baselines".to_string());
+        }
+        for (kind, now, then) in [
+            ("topology", &self.topologies, &earlier.topologies),
+            ("workload", &self.workloads, &earlier.workloads),
+        ] {
+            for (name, digest) in now {
+                match then.iter().find(|(n, _)| n == name) {
+                    None => changes.push(format!("{kind} {name:?} is new")),
+                    Some((_, d)) if d != digest => changes.push(format!("{kind} {name:?} changed")),
+                    Some(_) => {}
+                }
+            }
+            for (name, _) in then {
+                if !now.iter().any(|(n, _)| n == name) {
+                    changes.push(format!("{kind} {name:?} is gone"));
+                }
+            }
+            let order = |list: &[(String, String)]| -> Vec<String> {
+                list.iter().map(|(n, _)| n.clone()).collect()
+            };
+            let (a, b) = (order(now), order(then));
+            if changes.is_empty() && a != b {
+                changes.push(format!("the order of the {kind}s"));
+            }
+        }
+        changes
+    }
 }
 
 impl Experiment {
@@ -266,8 +318,8 @@ pub fn write_experiment(dir: &Path, experiment: &Experiment) -> Result<(), LabDi
 }
 
 /// Writes what the lab knows of `cell` beside its run directory, in `dir` (the cell's):
-/// `cell.json`, and `capacity.json` or `probe.json` for those workloads. The run directory
-/// itself is `dir::write_run_dir`'s.
+/// `capacity.json` or `probe.json` for those workloads, then `cell.json`, last. The run
+/// directory itself is `dir::write_run_dir`'s, written before.
 pub fn write_cell(dir: &Path, cell: &LabCell) -> Result<(), LabDirError> {
     let record = CellRecord {
         topology: cell.topology.clone(),
@@ -275,14 +327,14 @@ pub fn write_cell(dir: &Path, cell: &LabCell) -> Result<(), LabDirError> {
         round: cell.round,
         excluded: cell.excluded.clone(),
     };
-    write_json(&dir.join("cell.json"), &record)?;
     if let Some(found) = &cell.capacity {
         write_capacity(&dir.join("capacity.json"), found)?;
     }
     if let Some(probed) = &cell.probe {
         write_probe(&dir.join("probe.json"), probed)?;
     }
-    Ok(())
+    // Last: a cell with its record is finished, and `lab --resume` keeps it as it is.
+    write_json(&dir.join("cell.json"), &record)
 }
 
 /// Writes a capacity search's result (`capacity --json`, a cell's `capacity.json`).
@@ -379,6 +431,7 @@ fn read_older_lab(dir: &Path, lab: &LabJson) -> Result<SavedLab, LabDirError> {
         topologies,
         workloads,
         cores: lab.cores,
+        fingerprint: None,
     };
     let mut cells = Vec::new();
     for c in &lab.cells {
@@ -471,6 +524,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_fingerprint_names_each_part_that_changed_and_nothing_else() {
+        let print = |workloads: &[(&str, &str)]| Fingerprint {
+            settings: "s".into(),
+            topologies: vec![("one".into(), "t1".into())],
+            workloads: workloads
+                .iter()
+                .map(|(n, d)| (n.to_string(), d.to_string()))
+                .collect(),
+        };
+        let began = print(&[("ping", "a"), ("calc", "b")]);
+        assert!(began.changes_since(&began).is_empty());
+        assert_eq!(
+            print(&[("ping", "a"), ("calc", "c")]).changes_since(&began),
+            ["workload \"calc\" changed"]
+        );
+        assert_eq!(
+            print(&[("ping", "a"), ("heavy", "b")]).changes_since(&began),
+            ["workload \"heavy\" is new", "workload \"calc\" is gone"]
+        );
+        assert_eq!(
+            print(&[("calc", "b"), ("ping", "a")]).changes_since(&began),
+            ["the order of the workloads"]
+        );
+        let more_rounds = Fingerprint {
+            settings: "s2".into(),
+            ..began.clone()
+        };
+        assert_eq!(
+            more_rounds.changes_since(&began),
+            ["its rounds, comparisons or baselines"]
+        );
+    }
+
+    #[test]
     fn names_become_folder_names() {
         assert_eq!(slug("6 replicas / nginx"), "6-replicas-nginx");
         assert_eq!(slug("Ping 300/s"), "ping-300-s");
@@ -509,6 +596,7 @@ mod tests {
             ],
             workloads: vec!["ping".into(), "calc".into()],
             cores: Some(2),
+            fingerprint: None,
         }
     }
 
