@@ -31,10 +31,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError>
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut f = fs::File::create(&tmp).map_err(err)?;
-    f.write_all(bytes).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    fs::rename(&tmp, path).map_err(err)
+    let written = fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    });
+    // A write cut short (a full disk) leaves no partial file behind, and `path` as it was.
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written.map_err(err)
 }
 
 /// Writes `summary` as pretty JSON to `path`, atomically.

@@ -354,3 +354,112 @@ fn the_demo_tours_the_seeds_and_leaves_a_lab_directory_that_report_reads_again()
         judged["verdicts"]
     );
 }
+
+/// A small tmpfs of the test's own, unmounted (lazily) when dropped.
+struct SmallDisk {
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// A tmpfs of `kib` KiB.
+    fn mount(kib: u64) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("small");
+        std::fs::create_dir(&path).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&path)
+            .output()
+            .expect("mount (util-linux) runs");
+        assert!(
+            out.status.success(),
+            "mounting a {kib} KiB tmpfs needs root or CAP_SYS_ADMIN; run the system tier as root: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk { path, _dir: dir }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_one_line_naming_the_file_and_the_files_written_before_stay_whole() {
+    let server = TestServer::start(1).unwrap();
+    let disk = SmallDisk::mount(512);
+    let before = disk.path.join("before");
+    loadlab_ok(&[
+        "run",
+        &server.url("/ping"),
+        "-n",
+        "200",
+        "-q",
+        "--out",
+        before.to_str().unwrap(),
+    ]);
+    let files = |dir: &std::path::Path| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let kept = files(&before);
+    assert!(kept.iter().any(|(name, _)| name == "summary.json"));
+    // Fill what is left, a MiB at most, but for a few KiB: the next run's first files fit, its
+    // records do not.
+    let filler = disk.path.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let block = vec![0u8; 4096];
+    let mut written = 0;
+    while written < 1 << 20 && std::io::Write::write_all(&mut f, &block).is_ok() {
+        written += block.len();
+    }
+    drop(f);
+    let size = std::fs::metadata(&filler).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&filler)
+        .unwrap()
+        .set_len(size.saturating_sub(8192))
+        .unwrap();
+    let after = disk.path.join("after");
+    let out = crate::support::loadlab(&[
+        "run",
+        &server.url("/ping"),
+        "-d",
+        "2s",
+        "-q",
+        "--out",
+        after.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: cannot write"), "{stderr}");
+    assert!(
+        stderr.contains(after.to_str().unwrap()),
+        "names the file: {stderr}"
+    );
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    // The earlier run is whole, and the failed one left no partial file nor a summary.
+    assert_eq!(files(&before), kept);
+    let left = files(&after);
+    assert!(
+        left.iter()
+            .all(|(name, _)| !name.ends_with(".tmp") && name != "summary.json"),
+        "{:?}",
+        left.iter().map(|(n, b)| (n, b.len())).collect::<Vec<_>>()
+    );
+}
