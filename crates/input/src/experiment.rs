@@ -22,6 +22,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use sha1::{Digest, Sha1};
 
@@ -215,6 +216,30 @@ pub struct Experiment {
 }
 
 impl Experiment {
+    /// Lowers every workload against a stand-in front, as each cell will against its
+    /// topology's, so a broken workload (a scenario file with an unknown key, flags that make no
+    /// plan) is refused before the first cell starts, not when its cell comes, an hour into a
+    /// lab. Each workload's scheduled length, in the experiment's order (`None` for a capacity
+    /// or probe workload, or a load bounded by a count); else the first broken workload's name,
+    /// with its error.
+    pub fn check_workloads(&self) -> Result<Vec<Option<Duration>>, (String, crate::InputError)> {
+        // Nothing is sent: lowering reads files and flags and resolves the front's address only.
+        let stand_in = ["http://127.0.0.1:9".to_string()];
+        self.workloads
+            .iter()
+            .map(|w| match &w.load {
+                Load::Run(flags) => crate::lower::workload(flags, &stand_in)
+                    .map(|plan| plan.scheduled_duration())
+                    .map_err(|e| (w.name.clone(), e)),
+                // A search's scenario file is lowered as its steps will lower it.
+                Load::Capacity(flags) => crate::work::Work::new(&flags.on_front(&stand_in[0]))
+                    .map(|_| None)
+                    .map_err(|e| (w.name.clone(), e)),
+                Load::Probe(_) => Ok(None),
+            })
+            .collect()
+    }
+
     /// The experiment part by part, as digests (SHA-1 of each part's parsed form, a workload's
     /// with the bytes of the scenario file it names): what `lab --resume` compares with the
     /// lab it continues.

@@ -182,34 +182,6 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
     urls(&f, Lookup::Resolve)
 }
 
-/// Lowers every fixed-load workload of `exp` against a stand-in front, as each cell will
-/// against its topology's, so a broken workload (a scenario file with an unknown key, flags
-/// that make no plan) is refused before the first cell starts, not when its cell comes, an
-/// hour into a lab. Each workload's scheduled length, in the experiment's order (`None` for
-/// a capacity or probe workload, or a load bounded by a count); else the first broken
-/// workload's name, with its error.
-pub fn check_workloads(
-    exp: &crate::experiment::Experiment,
-) -> Result<Vec<Option<Duration>>, (String, InputError)> {
-    // Nothing is sent: lowering reads files and flags and resolves the front's address only.
-    let stand_in = ["http://127.0.0.1:9".to_string()];
-    exp.workloads
-        .iter()
-        .map(|w| match &w.load {
-            crate::experiment::Load::Run(flags) => workload(flags, &stand_in)
-                .map(|plan| plan.scheduled_duration())
-                .map_err(|e| (w.name.clone(), e)),
-            // A search's scenario file is lowered as its steps will lower it.
-            crate::experiment::Load::Capacity(flags) => {
-                crate::work::Work::new(&flags.on_front(&stand_in[0]))
-                    .map(|_| None)
-                    .map_err(|e| (w.name.clone(), e))
-            }
-            crate::experiment::Load::Probe(_) => Ok(None),
-        })
-        .collect()
-}
-
 /// A URL the analysis commands load step by step (probe, capacity), with how to reach it.
 #[derive(Debug, Clone)]
 pub struct UrlTarget {

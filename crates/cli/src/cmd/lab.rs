@@ -23,7 +23,8 @@ pub fn main(a: LabArgs) -> Result<Outcome> {
     }
     let exp = loadlab_input::experiment::load(&a.file)?;
     // Every workload is lowered once before anything starts or is written.
-    let lengths = loadlab_input::lower::check_workloads(&exp)
+    let lengths = exp
+        .check_workloads()
         .map_err(|(name, e)| anyhow::anyhow!("workload {name:?}: {e}"))?;
     if let Some(junit) = &a.junit {
         loadlab_report::files::writable(junit)?;
