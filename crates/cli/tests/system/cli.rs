@@ -389,6 +389,7 @@ impl Drop for SmallDisk {
 
 #[test]
 fn a_full_disk_is_one_line_naming_the_file_and_the_files_written_before_stay_whole() {
+    let _shared = crate::support::shared();
     let server = TestServer::start(1).unwrap();
     let disk = SmallDisk::mount(512);
     let before = disk.path.join("before");
