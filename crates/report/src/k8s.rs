@@ -285,7 +285,7 @@ mod tests {
     fn spec(files: Vec<ShippedFile>) -> JobSpec {
         JobSpec {
             name: "loadlab".into(),
-            image: "loadlab:0.1.0".into(),
+            image: "loadlab:0.2.0".into(),
             shards: 4,
             run_args: vec!["http://web/ping".into(), "-R".into(), "1000".into()],
             files,
