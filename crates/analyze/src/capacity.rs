@@ -219,6 +219,9 @@ pub struct Window {
     /// What the arrivals start: requests, or users' sessions (then `completed` and
     /// `in_flight` count sessions too).
     pub unit: WorkUnit,
+    /// Requests whose latencies the percentiles are over: `completed` for requests, every
+    /// request of the sessions for sessions.
+    pub requests: u64,
 }
 
 impl Window {
@@ -252,7 +255,7 @@ pub fn judge(
     error_pct: f64,
     p50_per_second: &[f64],
 ) -> Violations {
-    let mut v = slo.violations(window.completed, &latency_at, error_pct);
+    let mut v = slo.violations(window.requests, &latency_at, error_pct);
     let (arrived, served) = (window.arrived_rps(), window.served_rps());
     if left_unserved(served, arrived) {
         v.broken.push(format!(
@@ -688,6 +691,7 @@ mod tests {
             seconds: 10.0,
             in_flight,
             unit: WorkUnit::Request,
+            requests: completed,
         };
         let broken = judge(
             &slo,
@@ -710,6 +714,37 @@ mod tests {
     }
 
     #[test]
+    fn a_window_of_sessions_bounds_its_percentile_over_their_requests_and_serves_sessions() {
+        // 150 sessions of two requests each in 5 s: 300 requests bound p99 (299 needed),
+        // though 150 sessions would not; 30 arrived a second and 30 were served.
+        let slo = Slo::parse("p99<200ms").unwrap();
+        let sessions = Window {
+            arrivals: 150,
+            completed: 150,
+            seconds: 5.0,
+            in_flight: 30.0 * 0.25,
+            unit: WorkUnit::Session,
+            requests: 300,
+        };
+        let v = judge(&slo, &sessions, |_| 30.0, 0.0, &[30.0; 5]);
+        assert!(v.broken.is_empty() && v.undersampled.is_none(), "{v:?}");
+        let short = Window {
+            requests: 150,
+            ..sessions
+        };
+        let v = judge(&slo, &short, |_| 30.0, 0.0, &[30.0; 5]);
+        assert_eq!(v.undersampled, Some((99.0, 299)), "{v:?}");
+        // Over capacity, what was not served is said in sessions.
+        let over = Window {
+            completed: 100,
+            in_flight: 0.0,
+            ..sessions
+        };
+        let v = judge(&slo, &over, |_| 30.0, 0.0, &[30.0; 5]);
+        assert_eq!(v.broken, ["served 20.0 of 30.0 sessions/s"]);
+    }
+
+    #[test]
     fn a_slow_service_at_a_low_rate_is_served_though_a_request_is_always_in_flight() {
         // The box: 5 workers of 389 ms (12.9 req/s). At 2.6 req/s for 5 s, 13 requests
         // arrive and 12 end in the window: one is always in flight (2.6 × 0.389 = 1.0).
@@ -720,6 +755,7 @@ mod tests {
             seconds: 5.0,
             in_flight: 2.6 * 0.389,
             unit: WorkUnit::Request,
+            requests: 12,
         };
         assert!((low.served_rps() - 2.6).abs() < 1e-9);
         assert!(judge(&slo, &low, |_| 389.0, 0.0, &[389.0; 5])
@@ -732,6 +768,7 @@ mod tests {
             seconds: 5.0,
             in_flight: 15.0 * 0.389,
             unit: WorkUnit::Request,
+            requests: 64,
         };
         let broken = judge(
             &slo,

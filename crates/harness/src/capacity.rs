@@ -392,6 +392,7 @@ fn judged(
         seconds: secs,
         in_flight: rate * unit.ms / 1000.0,
         unit: unit.kind,
+        requests: c.completed,
     };
     let per_second: Vec<f64> = run
         .timeline
