@@ -19,12 +19,14 @@ fn dir() -> PathBuf {
     base.join(format!("loadlab-fuzz-lab-{}", std::process::id()))
 }
 
-/// Writes `bytes` to `path` (its folders made), or removes the file when there is no part.
+/// Writes `bytes` to `path` (its folders made), or removes the file when there is no part. A
+/// cell's folder named after fuzzed names may be one the file system refuses (a name over 255
+/// bytes): the reader then finds no file there, as it would in a real lab.
 fn put(path: PathBuf, bytes: Option<&[u8]>) {
     match bytes {
         Some(b) => {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, b).unwrap();
+            let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path))
+                .and_then(|_| std::fs::write(&path, b));
         }
         None => {
             let _ = std::fs::remove_file(&path);

@@ -77,6 +77,22 @@ pub enum ExperimentError {
         /// Why.
         error: WorkloadError,
     },
+    /// A topology's or workload's name that makes no folder of its own: empty once reduced to
+    /// letters, digits and dashes, over 100 bytes so, or the same as another's.
+    #[error(
+        "{path}: the {kind} {name:?} needs a folder of its own, named from its letters and \
+         digits: {why}"
+    )]
+    FolderName {
+        /// The file.
+        path: PathBuf,
+        /// `topology` or `workload`.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// What is wrong with the folder's name.
+        why: String,
+    },
     /// Two workloads of one name.
     #[error("{path}: two workloads are named {name:?}")]
     SameName {
@@ -456,6 +472,40 @@ pub struct WorkloadSpec {
     pub slo: Option<String>,
 }
 
+/// Longest folder name a cell's topology or workload gets (file systems stop at 255 bytes).
+const LONGEST_FOLDER: usize = 100;
+
+/// Refuses `names` (of topologies or workloads, as `kind` says) whose folders in the lab
+/// directory would be empty, too long, or shared: two names of one folder would write one
+/// cell over the other.
+fn folder_names(path: &Path, kind: &'static str, names: &[&String]) -> Result<(), ExperimentError> {
+    let refuse = |name: &str, why: String| ExperimentError::FolderName {
+        path: path.to_path_buf(),
+        kind,
+        name: name.to_string(),
+        why,
+    };
+    for (i, name) in names.iter().enumerate() {
+        let folder = loadlab_run::lab::slug(name);
+        if folder.is_empty() {
+            return Err(refuse(name, "it has none".into()));
+        }
+        if folder.len() > LONGEST_FOLDER {
+            return Err(refuse(
+                name,
+                format!("{} bytes, where {LONGEST_FOLDER} is the most", folder.len()),
+            ));
+        }
+        if let Some(other) = names[..i]
+            .iter()
+            .find(|o| **o != *name && loadlab_run::lab::slug(o) == folder)
+        {
+            return Err(refuse(name, format!("{folder:?}, as {other:?}'s")));
+        }
+    }
+    Ok(())
+}
+
 /// Reads and checks an experiment file; errors name the file and, for YAML, line and column.
 pub fn load(path: &Path) -> Result<Experiment, crate::InputError> {
     Ok(read(path)?)
@@ -478,6 +528,15 @@ pub fn from_text(text: &str, path: &Path) -> Result<Experiment, ExperimentError>
         return Err(ExperimentError::Empty {
             path: path.to_path_buf(),
         });
+    }
+    for (kind, names) in [
+        (
+            "topology",
+            exp.topologies.iter().map(|t| &t.name).collect::<Vec<_>>(),
+        ),
+        ("workload", exp.workloads.iter().map(|w| &w.name).collect()),
+    ] {
+        folder_names(path, kind, &names)?;
     }
     let mut topologies = Vec::new();
     let mut baselines = Vec::new();
@@ -743,6 +802,32 @@ pub fn split_words(s: &str) -> Result<Vec<String>, FlagsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_make_no_folder_of_their_own_are_refused() {
+        let at = |workloads: &str| {
+            from_text(
+                &format!("name: x\ntopologies: [{{ name: one }}]\nworkloads:\n{workloads}"),
+                Path::new("e.yaml"),
+            )
+        };
+        let e = at("  - { name: ping 300/s, run: /ping }\n  - { name: ping-300-s, run: /ping }\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("\"ping-300-s\", as \"ping 300/s\"'s"),
+            "{e}"
+        );
+        let e = at("  - { name: \"!!!\", run: /ping }\n").unwrap_err();
+        assert!(e.to_string().contains("it has none"), "{e}");
+        let long = "w".repeat(101);
+        let e = at(&format!("  - {{ name: {long}, run: /ping }}\n")).unwrap_err();
+        assert!(
+            e.to_string().contains("101 bytes, where 100 is the most"),
+            "{e}"
+        );
+        assert!(at("  - { name: ping, run: /ping }\n  - { name: ping 2, run: /ping }\n").is_ok());
+    }
 
     #[test]
     fn the_fingerprint_changes_with_a_workload_and_with_the_scenario_file_it_names() {
