@@ -49,8 +49,12 @@ def protocol_lines():
 def run_dirs():
     files = ["summary.json", "timeline.csv", "latency.hlog", "server.csv", "plan.json",
              "records.json", "profile.folded"]
+    stopped = (ROOT / "crates/run/tests/fixtures/stopped-run/seconds.jsonl").read_bytes()
     for cell in sorted(ROOT.glob("bench/runs/2026-11-23-seed-001-calc/cells/*/*")):
-        yield SEP.join((cell / f).read_bytes() if (cell / f).exists() else b"" for f in files)
+        parts = [(cell / f).read_bytes() if (cell / f).exists() else b"" for f in files]
+        # A complete run, then the same files as a run stopped before its summary.
+        yield SEP.join(parts)
+        yield SEP.join([b""] + parts[1:] + [stopped])
 
 
 def lab_dirs():

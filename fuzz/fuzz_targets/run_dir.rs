@@ -1,6 +1,6 @@
 //! A run directory as `report`, `compare` and `merge` read it back: `summary.json`,
 //! `timeline.csv`, `latency.hlog` (the interval log), `server.csv`, `plan.json`,
-//! `records.json` and `profile.folded`, each one part of the input (parts are separated by the
+//! `records.json`, `profile.folded` and a stopped run's `seconds.jsonl`, each one part of the input (parts are separated by the
 //! byte 0xFF, which no UTF-8 text holds; a missing part is a missing file).
 #![no_main]
 
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use libfuzzer_sys::fuzz_target;
 
 /// The files, in the order of the input's parts.
-const FILES: [&str; 7] = [
+const FILES: [&str; 8] = [
     "summary.json",
     "timeline.csv",
     "latency.hlog",
@@ -17,6 +17,7 @@ const FILES: [&str; 7] = [
     "plan.json",
     "records.json",
     "profile.folded",
+    "seconds.jsonl",
 ];
 
 /// This process's directory for the files, on a memory file system when there is one.
@@ -44,6 +45,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = saved.timeline();
     }
     let _ = loadlab_run::dir::read_records(&dir);
+    if let Ok(run) = loadlab_run::read_stopped_run(&dir) {
+        let _ = loadlab_run::Summary::from_run(&run);
+    }
     if let Ok(bytes) = std::fs::read(dir.join("latency.hlog")) {
         let _ = loadlab_run::hlog::read_intervals(&bytes);
         let _ = loadlab_run::hlog::untagged_total(&bytes);

@@ -116,7 +116,7 @@ fn execute_plan(
     });
     let mut errors = 0u64;
     let mut stderr = std::io::stderr();
-    let mut run = loadlab_engine::run(plan, stop, |row, iv| {
+    let run = loadlab_engine::run(plan, stop, |row, iv| {
         outputs.add(row, iv);
         if live {
             errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
@@ -127,7 +127,9 @@ fn execute_plan(
             );
             let _ = stderr.flush();
         }
-    })?;
+    });
+    outputs.end_seconds();
+    let mut run = run?;
     if live {
         let _ = write!(stderr, "\r\x1b[K");
     }

@@ -312,6 +312,7 @@ fn run_cell(
                 }
                 _ => None,
             };
+            outputs.write_seconds(cell.dir, &plan)?;
             let (run, mut summary) = execute(&plan, stop, false, &watch, outputs)?;
             if let Some(e) = &outputs.export {
                 e.finish(&summary);

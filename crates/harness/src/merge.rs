@@ -50,6 +50,9 @@ pub enum MergeError {
     /// A shard's directory without its records (written by a loadlab before `records.json`).
     #[error("{0} holds no records.json (what a run recorded, which shards merge by, kept since loadlab 0.1 round 5): run the shards again with this loadlab")]
     NoRecords(PathBuf),
+    /// A shard that stopped before its end (killed), so its records were never written.
+    #[error("{0} is a shard that stopped before its end (it has no summary.json; `loadlab report` reads its seconds): leave it out, and the merge counts it as a missing shard")]
+    Stopped(PathBuf),
     /// Nothing to merge.
     #[error("no run directory to merge")]
     Empty,
@@ -72,6 +75,9 @@ struct ShardRun {
 fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
     let mut shards: Vec<ShardRun> = Vec::with_capacity(dirs.len());
     for dir in dirs {
+        if loadlab_run::is_stopped_run(dir) {
+            return Err(MergeError::Stopped(dir.clone()));
+        }
         let saved = read_run_dir(dir)?;
         let Some(me) = &saved.summary.shard else {
             return Err(MergeError::NotAShard(dir.clone()));
@@ -387,5 +393,22 @@ mod tests {
         std::fs::remove_file(b.join("records.json")).unwrap();
         let e = merge_dirs(&[a.clone(), b.clone()], 2).unwrap_err();
         assert!(e.to_string().contains("holds no records.json"), "{e}");
+    }
+
+    #[test]
+    fn a_shard_that_stopped_before_its_end_is_named_and_left_to_the_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        shard_dir(&a, 0, t0, &[&[100]]);
+        shard_dir(&b, 1, t0, &[&[100]]);
+        // Shard 1 ran again into its directory and was killed in its first second.
+        let plan = loadlab_run::read_run_dir(&b).unwrap().plan.unwrap();
+        drop(loadlab_run::SecondsWriter::start(&b, &plan).unwrap());
+        let e = merge_dirs(&[a.clone(), b.clone()], 2).unwrap_err();
+        assert!(matches!(&e, MergeError::Stopped(d) if *d == b), "{e}");
+        assert!(e.to_string().contains("stopped before its end"), "{e}");
+        let m = merge_dirs(&[a], 2).unwrap();
+        assert_eq!(m.summary.requests.sent, 1);
     }
 }

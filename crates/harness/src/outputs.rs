@@ -1,10 +1,13 @@
-//! Where each second of a run goes while it runs: the live dashboard and the metric
-//! exporters, fed from the engine's collector and the sampler's thread.
+//! Where each second of a run goes while it runs: the live dashboard, the metric exporters
+//! and the run directory's growing files, fed from the engine's collector and the sampler's
+//! thread.
 
+use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use loadlab_lab::sampler::Feed;
-use loadlab_run::{Interval, LiveReading, Plan, Summary, TimelineRow};
+use loadlab_run::{Interval, LiveReading, Plan, RunDirError, SecondsWriter, Summary, TimelineRow};
 
 use crate::dashboard::Dashboard;
 use crate::export::Exporter;
@@ -16,14 +19,11 @@ pub struct LiveOutputs {
     pub dashboard: Option<Dashboard>,
     /// The metric exporters (`--remote-write`, `--otlp`).
     pub export: Option<Exporter>,
+    /// The run directory's files that grow a second at a time, while a run writes one.
+    pub seconds: Mutex<Option<SecondsWriter>>,
 }
 
 impl LiveOutputs {
-    /// True when nothing is fed.
-    pub fn is_empty(&self) -> bool {
-        self.dashboard.is_none() && self.export.is_none()
-    }
-
     /// Starts showing and sending a new run: `label` names it, `open` when it has an offered
     /// rate, `plan` gives its request names, and `labels` (a lab's topology and workload) go
     /// on its exported series.
@@ -38,8 +38,35 @@ impl LiveOutputs {
         }
     }
 
+    /// Writes the next run's seconds into run directory `dir` as they end (its `plan.json`
+    /// first), until [`LiveOutputs::end_seconds`].
+    pub fn write_seconds(&self, dir: &Path, plan: &Plan) -> Result<(), RunDirError> {
+        let writer = SecondsWriter::start(dir, plan)?;
+        *self.seconds.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
+        Ok(())
+    }
+
+    /// Stops writing the run directory's seconds (the run ended; its files are written whole).
+    pub fn end_seconds(&self) {
+        self.seconds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
     /// Adds a finished second of the current run.
     pub fn add(&self, row: &TimelineRow, iv: &Interval) {
+        let mut seconds = self.seconds.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = seconds.as_mut() {
+            if let Err(e) = w.add(row, iv) {
+                // The run goes on; its directory is written whole when it ends, as before.
+                eprintln!(
+                    "warning: {e}; the run directory's files will be written when the run ends"
+                );
+                *seconds = None;
+            }
+        }
+        drop(seconds);
         if let Some(d) = &self.dashboard {
             d.add(row, iv);
         }

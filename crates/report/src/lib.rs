@@ -383,6 +383,16 @@ fn outcome_lines(out: &mut String, s: &Summary) {
 /// The generator's own health: CPU, memory, schedule lag, connections opened, warnings.
 fn generator_lines(out: &mut String, s: &Summary) {
     let g = &s.generator;
+    if g.threads == 0 {
+        // A run rebuilt from the seconds a stopped run wrote has no account of the generator.
+        let _ = writeln!(
+            out,
+            "  generator    schedule lag p99 {:.2} ms  (CPU and memory not recorded: the run \
+             stopped before its end)",
+            g.schedule_lag_ms_p99
+        );
+        return;
+    }
     let _ = writeln!(
         out,
         "  generator    cpu {:.2} s  max rss {:.1} MB  schedule lag p99 {:.2} ms  threads {}{}{}{}",

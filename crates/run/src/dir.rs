@@ -55,7 +55,8 @@ pub fn write_summary(path: &Path, summary: &Summary) -> Result<(), RunDirError> 
 /// `timeline.csv`, `latency.hlog`, `histograms.hlog`,
 /// and `server.csv` when the lab watched the service's processes (with `stores.csv` when it
 /// watched stores, `host.csv` with the host's CPU, `groups.csv` when processes had budgets), and `profile.folded` when the service was profiled. `summary.json` is
-/// written last, so a directory that has one is complete (the merge of shards waits for it).
+/// written last, so a directory that has one is complete (the merge of shards waits for it);
+/// then the `seconds.jsonl` kept while the run went (by the `seconds` module) is removed.
 pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(), RunDirError> {
     fs::create_dir_all(dir).map_err(|error| RunDirError {
         path: dir.to_path_buf(),
@@ -108,7 +109,22 @@ pub fn write_run_dir(dir: &Path, run: &RunData, summary: &Summary) -> Result<(),
             write_atomic(&dir.join("groups.csv"), &csv)?;
         }
     }
-    write_summary(&dir.join("summary.json"), summary)
+    write_summary(&dir.join("summary.json"), summary)?;
+    remove_if_present(&dir.join(SECONDS))
+}
+
+/// The file that holds each second's interval while a run goes (see the `seconds` module).
+pub const SECONDS: &str = "seconds.jsonl";
+
+/// Removes `path`; one that is not there is no error.
+pub(crate) fn remove_if_present(path: &Path) -> Result<(), RunDirError> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RunDirError {
+            path: path.to_path_buf(),
+            error: e,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// `histograms.hlog`: the whole run's histograms that `latency.hlog` does not hold, so that
@@ -177,6 +193,16 @@ pub enum ReadRunError {
     Records {
         /// The file.
         path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `seconds.jsonl` (a stopped run's seconds) that cannot be read.
+    #[error("{path}, line {line}: {reason}")]
+    Seconds {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
         /// What is wrong.
         reason: String,
     },
@@ -326,6 +352,16 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
         path: dir.join("summary.json"),
         reason: e.to_string(),
     })?;
+    read_run_files(dir, summary)
+}
+
+/// Reads a run directory's files as [`read_run_dir`] does, with `summary` in place of its
+/// `summary.json` (a stopped run's, rebuilt from its seconds).
+pub fn read_run_files(dir: &Path, summary: Summary) -> Result<SavedRun, ReadRunError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        fs::read_to_string(&path).map_err(|error| ReadRunError::Io { path, error })
+    };
     let plan = match fs::read_to_string(dir.join("plan.json")) {
         Ok(text) => Some(serde_json::from_str(&text).map_err(|e| ReadRunError::Plan {
             path: dir.join("plan.json"),

@@ -16,6 +16,7 @@ pub mod lab;
 pub mod plan;
 pub mod profile;
 pub mod record;
+pub mod seconds;
 pub mod server;
 pub mod shard;
 pub mod summary;
@@ -26,7 +27,8 @@ pub mod trace;
 pub mod users;
 
 pub use dir::{
-    read_records, read_run_dir, write_run_dir, write_summary, ReadRunError, RunDirError, SavedRun,
+    read_records, read_run_dir, read_run_files, write_run_dir, write_summary, ReadRunError,
+    RunDirError, SavedRun,
 };
 pub use error_kind::{ErrorKind, TlsFailure};
 pub use interval::{count_outcome, new_histogram, Counts, Interval, NameOutcomes, TimelineRow};
@@ -39,6 +41,7 @@ pub use record::{
     ConnectStats, CustomMetrics, GeneratorStats, PacingStats, PhaseRecord, RunData, Timings,
     UserRecord,
 };
+pub use seconds::{is_stopped_run, read_stopped_run, SecondsWriter};
 pub use server::{
     GroupSample, GroupSeries, GroupTotals, HostSample, LiveReading, ProcessSample, ProcessSeries,
     ServerData, StoreSample, StoreSeries, StreamReading,

@@ -6,7 +6,6 @@ use anyhow::Result;
 use loadlab_analyze::compare::{versus_baseline, CompareReport};
 use loadlab_report::{render_lab_table, render_versus};
 use loadlab_run::lab::LabCell;
-use loadlab_run::read_run_dir;
 
 use crate::args::CompareArgs;
 use crate::cmd::Outcome;
@@ -15,7 +14,7 @@ use crate::cmd::Outcome;
 pub fn main(a: CompareArgs) -> Result<Outcome> {
     let mut runs = Vec::new();
     for dir in &a.runs {
-        let run = read_run_dir(dir)?;
+        let run = crate::cmd::read_run(dir)?;
         let label = loadlab_report::files::label_of(dir);
         runs.push((label, run));
     }

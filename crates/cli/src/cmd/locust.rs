@@ -221,6 +221,9 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
         None,
     )?;
     outputs.begin(&a.locustfile, false, &plan, Vec::new());
+    if let Some(dir) = &a.out {
+        outputs.write_seconds(dir, &plan)?;
+    }
     let (data, summary) = execute(&plan, &stop, live, &Watch::default(), &outputs)?;
     // With --json, standard output holds the JSON alone (as Locust's, for a pipe); the tables
     // and file lines go to standard error.

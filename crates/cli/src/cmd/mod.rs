@@ -213,6 +213,7 @@ pub fn live_outputs(
     Ok(loadlab_harness::LiveOutputs {
         dashboard: loadlab_harness::Dashboard::start_if(dashboard, stop)?,
         export: Exporter::start(&options),
+        ..Default::default()
     })
 }
 
@@ -229,4 +230,23 @@ pub fn run_id(out: Option<&std::path::Path>, shard: Option<&loadlab_run::Shard>)
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     format!("{secs}-{}", std::process::id())
+}
+
+/// A run directory read back: a finished run's files, or a run that stopped before its end
+/// (killed, out of power) with its summary rebuilt from the seconds it wrote, printed with a
+/// line that says so.
+pub fn read_run(dir: &std::path::Path) -> anyhow::Result<loadlab_run::SavedRun> {
+    if !loadlab_run::is_stopped_run(dir) {
+        return Ok(loadlab_run::read_run_dir(dir)?);
+    }
+    let run = loadlab_run::read_stopped_run(dir)?;
+    let summary = loadlab_analyze::summarize(&run, loadlab_harness::cores());
+    println!(
+        "{}: the run stopped after {} s, before its end (it has no summary.json); read from the \
+         seconds it wrote (seconds.jsonl, timeline.csv, latency.hlog):",
+        dir.display(),
+        run.elapsed.as_secs()
+    );
+    print!("{}", loadlab_report::render_summary(&summary));
+    Ok(loadlab_run::read_run_files(dir, summary)?)
 }

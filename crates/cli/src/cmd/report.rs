@@ -37,7 +37,7 @@ pub fn main(a: ReportArgs) -> Result<Outcome> {
     let mut views = Vec::new();
     let mut suites = Vec::new();
     for dir in &a.runs {
-        let saved = loadlab_run::read_run_dir(dir)?;
+        let saved = crate::cmd::read_run(dir)?;
         let label = label_of(dir);
         // A saved run is judged as the run that wrote it was, or by the thresholds given here.
         let results = if slo.is_empty() {

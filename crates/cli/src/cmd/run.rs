@@ -77,6 +77,9 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         profile: a.profile,
         ..Watch::default()
     };
+    if let Some(dir) = &a.out {
+        outputs.write_seconds(dir, &plan)?;
+    }
     if plan.start_at.is_some() && !a.quiet {
         eprintln!("waiting for the start time (--start-at)");
     }

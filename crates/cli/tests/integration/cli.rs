@@ -107,6 +107,7 @@ fn truncated_binary_and_huge_files_get_a_one_line_error_from_every_command_never
         ]);
         std::fs::read(run.join("summary.json")).unwrap()
     };
+    let plan = std::fs::read(dir.path().join("good/plan.json")).unwrap();
     let mut rng = fastrand::Rng::with_seed(53);
     let binary: Vec<u8> = (0..4096).map(|_| rng.u8(..)).collect();
     // Text a parser must read to its end: random ASCII, punctuation and control bytes.
@@ -136,11 +137,16 @@ fn truncated_binary_and_huge_files_get_a_one_line_error_from_every_command_never
         std::fs::write(at("e.yaml"), broken(kind, &experiment)).unwrap();
         std::fs::write(at("run/summary.json"), broken(kind, &summary)).unwrap();
         std::fs::write(at("lab/experiment.json"), broken(kind, &summary)).unwrap();
+        // A run that stopped before its end: its plan, and seconds that are not a run's.
+        std::fs::create_dir_all(at("stopped")).unwrap();
+        std::fs::write(at("stopped/plan.json"), &plan).unwrap();
+        std::fs::write(at("stopped/seconds.jsonl"), broken(kind, &summary)).unwrap();
         let s = at("s.yml").to_string_lossy().into_owned();
         let j = at("s.json").to_string_lossy().into_owned();
         let e = at("e.yaml").to_string_lossy().into_owned();
         let run = at("run").to_string_lossy().into_owned();
         let lab = at("lab").to_string_lossy().into_owned();
+        let stopped = at("stopped").to_string_lossy().into_owned();
         let good = dir.path().join("good").to_string_lossy().into_owned();
         let merged = at("merged").to_string_lossy().into_owned();
         let cases: Vec<Vec<&str>> = vec![
@@ -155,6 +161,9 @@ fn truncated_binary_and_huge_files_get_a_one_line_error_from_every_command_never
             vec!["report", &lab],
             vec!["compare", &good, &run],
             vec!["merge", &good, &run, "--out", &merged],
+            vec!["report", &stopped],
+            vec!["compare", &good, &stopped],
+            vec!["merge", &good, &stopped, "--out", &merged],
         ];
         for args in &cases {
             refused_in_one_line(args, kind);
@@ -297,4 +306,62 @@ fn completions_and_manual_pages_come_from_the_command_line_itself() {
             .code(),
         Some(2)
     );
+}
+
+/// A run killed with SIGKILL keeps the seconds it wrote: `report` rebuilds its summary from
+/// them, counting exactly what its `timeline.csv` rows count, and `compare` reads it too.
+#[test]
+fn a_killed_run_keeps_its_seconds_and_report_reads_them() {
+    let server = TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("killed");
+    let run_arg = run.to_str().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["run", &server.url("/ping"), "-R", "100", "-d", "60s", "-q"])
+        .args(["--out", run_arg])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rows = |run: &std::path::Path| {
+        std::fs::read_to_string(run.join("timeline.csv")).map_or(0, |t| t.lines().count())
+    };
+    let waited = std::time::Instant::now();
+    // A header and 3 seconds, within 20 s.
+    while rows(&run) < 4 && waited.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(rows(&run) >= 4, "timeline.csv had {} lines", rows(&run));
+    assert!(run.join("plan.json").is_file());
+    assert!(!run.join("summary.json").exists());
+
+    let out = crate::support::loadlab_ok(&["report", run_arg]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("the run stopped after"), "{stdout}");
+    assert!(
+        stdout.contains("(interrupted: partial results)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("CPU and memory not recorded"), "{stdout}");
+    assert!(run.join("report.html").is_file());
+    // The summary counts what the timeline's rows count: the seconds written before the kill.
+    let timeline = std::fs::read_to_string(run.join("timeline.csv")).unwrap();
+    let mut lines = timeline.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = header.iter().position(|c| *c == "completed").unwrap();
+    let completed: u64 = lines
+        .map(|l| l.split(',').nth(col).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(completed >= 200, "{completed} requests in 3 s at 100/s");
+    let run = loadlab_run::read_stopped_run(&run).unwrap();
+    assert_eq!(run.totals.counts.completed, completed);
+    assert_eq!(run.totals.counts.status[200], completed);
+    assert!(!run.complete);
+
+    let out = crate::support::loadlab_ok(&["compare", run_arg, run_arg]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("the run stopped after"), "{stdout}");
 }

@@ -108,6 +108,9 @@ fn a_lab_killed_in_a_cell_resumes_to_every_cell_without_running_the_finished_one
                 s["requests"]["completed"].as_u64().unwrap() >= 60,
                 "{w} {r}: {s}"
             );
+            // The seconds a cell writes as it runs are gone once it ends, the cut one's too.
+            let cell = out.join(format!("one/{w}/round-{r}"));
+            assert!(!cell.join("seconds.jsonl").exists(), "{}", cell.display());
         }
     }
     // The verdicts are those of the cells on disk: judged again by `report`, the same.
