@@ -128,7 +128,7 @@ fn execute_plan(
             let _ = stderr.flush();
         }
     });
-    outputs.end_seconds();
+    let seconds_failed = outputs.end_seconds();
     let mut run = run?;
     if live {
         let _ = write!(stderr, "\r\x1b[K");
@@ -139,7 +139,13 @@ fn execute_plan(
         run.attach_server(server);
     }
     run.profile = profiler.map(loadlab_lab::profile::Profiler::finish);
-    let summary = loadlab_analyze::summarize(&run, cores());
+    let mut summary = loadlab_analyze::summarize(&run, cores());
+    if let Some(why) = seconds_failed {
+        summary.generator.warnings.push(format!(
+            "the run directory stopped growing a second at a time ({why}); its files are \
+             written whole at the run's end"
+        ));
+    }
     Ok((run, summary))
 }
 

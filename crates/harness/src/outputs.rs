@@ -19,8 +19,9 @@ pub struct LiveOutputs {
     pub dashboard: Option<Dashboard>,
     /// The metric exporters (`--remote-write`, `--otlp`).
     pub export: Option<Exporter>,
-    /// The run directory's files that grow a second at a time, while a run writes one.
-    pub seconds: Mutex<Option<SecondsWriter>>,
+    /// The run directory's files that grow a second at a time, while a run writes one, and
+    /// why they stopped growing when a write failed.
+    pub seconds: Mutex<(Option<SecondsWriter>, Option<String>)>,
 }
 
 impl LiveOutputs {
@@ -42,28 +43,24 @@ impl LiveOutputs {
     /// first), until [`LiveOutputs::end_seconds`].
     pub fn write_seconds(&self, dir: &Path, plan: &Plan) -> Result<(), RunDirError> {
         let writer = SecondsWriter::start(dir, plan)?;
-        *self.seconds.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
+        *self.seconds.lock().unwrap_or_else(|e| e.into_inner()) = (Some(writer), None);
         Ok(())
     }
 
-    /// Stops writing the run directory's seconds (the run ended; its files are written whole).
-    pub fn end_seconds(&self) {
-        self.seconds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+    /// Stops writing the run directory's seconds (the run ended; its files are written whole),
+    /// and says why they stopped before, if a write failed.
+    pub fn end_seconds(&self) -> Option<String> {
+        std::mem::take(&mut *self.seconds.lock().unwrap_or_else(|e| e.into_inner())).1
     }
 
     /// Adds a finished second of the current run.
     pub fn add(&self, row: &TimelineRow, iv: &Interval) {
         let mut seconds = self.seconds.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(w) = seconds.as_mut() {
+        if let (Some(w), _) = &mut *seconds {
             if let Err(e) = w.add(row, iv) {
-                // The run goes on; its directory is written whole when it ends, as before.
-                eprintln!(
-                    "warning: {e}; the run directory's files will be written when the run ends"
-                );
-                *seconds = None;
+                // The run goes on (its records are in memory); the summary says why the files
+                // stopped growing, and they are written whole at its end.
+                *seconds = (None, Some(e.to_string()));
             }
         }
         drop(seconds);

@@ -454,6 +454,13 @@ fn a_full_disk_is_one_line_naming_the_file_and_the_files_written_before_stay_who
         "names the file: {stderr}"
     );
     assert!(stderr.contains("No space left on device"), "{stderr}");
+    // The seconds written as the run went stopped at the full disk; the run went on, and its
+    // summary (printed before the files) says so.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("stopped growing a second at a time") && stdout.contains("No space left"),
+        "{stdout}"
+    );
     // The earlier run is whole, and the failed one left no partial file nor a summary.
     assert_eq!(files(&before), kept);
     let left = files(&after);
