@@ -19,6 +19,12 @@ pub fn new_histogram() -> Histogram<u64> {
 /// Number of distinct status codes counted (000–999; httparse accepts any three digits).
 const STATUS_SLOTS: usize = 1000;
 
+/// Number of gRPC status codes (`grpc-status` 0, `OK`, to 16, `UNAUTHENTICATED`).
+pub const GRPC_CODES: usize = 17;
+
+/// `grpc-status` 2, `UNKNOWN`: what a status past 16 counts as, as gRPC's clients read it.
+const GRPC_UNKNOWN: usize = 2;
+
 /// Request counters for one interval or a whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Counts {
@@ -26,7 +32,8 @@ pub struct Counts {
     pub sent: u64,
     /// Requests that ended, with a response or a transport error.
     pub completed: u64,
-    /// Responses with a status below 400.
+    /// Responses with a status below 400; for gRPC calls, those that ended `OK` (HTTP 200
+    /// and `grpc-status` 0).
     pub ok: u64,
     /// Requests never sent: they could not get a connection within their timeout.
     pub dropped: u64,
@@ -48,6 +55,15 @@ pub struct Counts {
     pub users_completed: u64,
     /// Sessions ended early by an error, a failed expectation or a failed capture.
     pub users_failed: u64,
+    /// gRPC calls by the status they ended with (`grpc-status`), indexed by its number; all
+    /// zero, and left out of records, for plans that make no gRPC call.
+    #[serde(default, skip_serializing_if = "no_grpc")]
+    pub grpc: [u64; GRPC_CODES],
+}
+
+/// Whether no gRPC call was counted.
+fn no_grpc(grpc: &[u64; GRPC_CODES]) -> bool {
+    grpc.iter().all(|n| *n == 0)
 }
 
 impl Default for Counts {
@@ -65,6 +81,7 @@ impl Default for Counts {
             users_started: 0,
             users_completed: 0,
             users_failed: 0,
+            grpc: [0; GRPC_CODES],
         }
     }
 }
@@ -78,6 +95,23 @@ impl Counts {
             self.ok += 1;
         }
         self.status[usize::from(status) % STATUS_SLOTS] += 1;
+    }
+
+    /// Counts one gRPC call answered with HTTP status `http_status` and gRPC status `code` (a
+    /// number past 16 counts as `UNKNOWN`): it is a success only when both say so.
+    #[inline]
+    pub fn record_grpc(&mut self, http_status: u16, code: usize) {
+        self.completed += 1;
+        if http_status == 200 && code == 0 {
+            self.ok += 1;
+        }
+        self.status[usize::from(http_status) % STATUS_SLOTS] += 1;
+        let code = if code < GRPC_CODES {
+            code
+        } else {
+            GRPC_UNKNOWN
+        };
+        self.grpc[code] += 1;
     }
 
     /// Counts one request that ended in a transport error.
@@ -127,6 +161,9 @@ impl Counts {
             *a += b;
         }
         for (a, b) in self.error_kinds.iter_mut().zip(&other.error_kinds) {
+            *a += b;
+        }
+        for (a, b) in self.grpc.iter_mut().zip(&other.grpc) {
             *a += b;
         }
     }
@@ -474,6 +511,32 @@ mod tests {
         );
         assert!(line.starts_with("3,0,0,1,0,1,0,0,0,"));
         assert!((row.p50_ms - 1.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_grpc_call_succeeds_only_on_http_200_and_ok_and_counts_under_its_status() {
+        let mut c = Counts::default();
+        c.record_grpc(200, 0);
+        c.record_grpc(200, 14);
+        c.record_grpc(503, 0);
+        c.record_grpc(200, 99);
+        assert_eq!((c.completed, c.ok, c.errors()), (4, 1, 3));
+        assert_eq!((c.grpc[0], c.grpc[14], c.grpc[2]), (2, 1, 1));
+        assert_eq!(c.status[200], 3);
+        let mut total = Counts::default();
+        total.add(&c);
+        total.add(&c);
+        assert_eq!(total.grpc[14], 2);
+        // Records of calls keep the statuses; records of HTTP requests do not mention them,
+        // and read back as before.
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"grpc\":[2,0,1,"), "{json}");
+        assert_eq!(serde_json::from_str::<Counts>(&json).unwrap(), c);
+        let mut http = Counts::default();
+        http.record_status(200);
+        let json = serde_json::to_string(&http).unwrap();
+        assert!(!json.contains("grpc"), "{json}");
+        assert_eq!(serde_json::from_str::<Counts>(&json).unwrap(), http);
     }
 
     #[test]
