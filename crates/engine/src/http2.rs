@@ -48,6 +48,8 @@ pub struct Http2Request {
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+    /// A gRPC call (`content-type: application/grpc…`): its answer ends with `grpc-status`.
+    grpc: bool,
 }
 
 /// A request written for HTTP/1.1 that cannot be sent over HTTP/2.
@@ -90,11 +92,15 @@ impl Http2Request {
             .path_and_query(path)
             .build()
             .map_err(|e| bad(&e))?;
+        let grpc = headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
         Ok(Http2Request {
             method,
             uri,
             headers,
             body: Bytes::copy_from_slice(&bytes[head..]),
+            grpc,
         })
     }
 }
@@ -300,6 +306,9 @@ pub struct Http2Response {
     pub body: Vec<u8>,
     /// The service refused the request: 429, or 503 with `Retry-After`.
     pub refused: bool,
+    /// A gRPC call's status (`grpc-status`, 0 to 16), from its trailers, or its headers when
+    /// it had no body; `None` for a request that is not a gRPC call.
+    pub grpc: Option<u8>,
 }
 
 impl StreamSlot {
@@ -397,6 +406,11 @@ impl StreamSlot {
         } else {
             Vec::new()
         };
+        // A call answered with its status alone ("trailers-only") has it in its headers.
+        let mut grpc = request
+            .grpc
+            .then(|| response.headers().get("grpc-status").map(grpc_code))
+            .flatten();
         let mut recv = response.into_body();
         let mut body = Vec::new();
         while let Some(chunk) = recv.data().await {
@@ -410,13 +424,46 @@ impl StreamSlot {
             // The engine consumed it: the server may send as much again.
             let _ = recv.flow_control().release_capacity(n);
         }
+        if request.grpc && grpc.is_none() {
+            let trailers = recv.trailers().await.map_err(|e| failure(&e))?;
+            grpc = Some(match trailers.as_ref().and_then(|t| t.get("grpc-status")) {
+                Some(v) => grpc_code(v),
+                None => grpc_code_of_http(status),
+            });
+        }
         Ok(Http2Response {
             status,
             first_byte,
             headers,
             body,
             refused,
+            grpc,
         })
+    }
+}
+
+/// `UNKNOWN`: a `grpc-status` that is not one of gRPC's codes.
+const GRPC_UNKNOWN: u8 = 2;
+
+/// A `grpc-status` header's code: its number up to 16, else `UNKNOWN` (as gRPC's clients
+/// read it).
+fn grpc_code(value: &HeaderValue) -> u8 {
+    match std::str::from_utf8(value.as_bytes()).map(str::parse::<u8>) {
+        Ok(Ok(n)) if n <= 16 => n,
+        _ => GRPC_UNKNOWN,
+    }
+}
+
+/// The code of a gRPC answer that carried no `grpc-status`, from its HTTP status, as gRPC's
+/// mapping of HTTP statuses says (a 200 without one is `INTERNAL`: the server broke off).
+fn grpc_code_of_http(status: u16) -> u8 {
+    match status {
+        200 | 400 => 13,
+        401 => 16,
+        403 => 7,
+        404 => 12,
+        429 | 502 | 503 | 504 => 14,
+        _ => GRPC_UNKNOWN,
     }
 }
 

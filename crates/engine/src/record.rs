@@ -298,19 +298,21 @@ impl Recorder {
     }
 
     /// Records a response that ended at `now`; `(sent_at, start, first_byte)` are when its
-    /// batch was sent, when the writes began (after any connect) and when its first byte came.
+    /// batch was sent, when the writes began (after any connect) and when its first byte came;
+    /// `(status, refused, grpc)` its status, whether it refused the request, and a gRPC call's
+    /// status.
     #[inline]
     pub fn record_response(
         &self,
         p: &Pending,
         (sent_at, start, first_byte): (Instant, Instant, Instant),
         now: Instant,
-        (status, refused): (u16, bool),
+        (status, refused, grpc): (u16, bool, Option<u8>),
     ) {
         // A request sent early (within the pacing slack) started at its send.
         let intended = p.intended.map_or(sent_at, |t| t.min(sent_at));
         let mut rec = self.rec_at(now);
-        rec.counts.record_status(status);
+        record_outcome(&mut rec.counts, status, grpc);
         rec.counts.refused += u64::from(refused);
         if self.by_name.is_some() {
             let class = usize::from(status / 100).saturating_sub(1);
@@ -334,7 +336,7 @@ impl Recorder {
         if let Some(by_name) = &self.by_name {
             let mut by_name = by_name.borrow_mut();
             let r = &mut by_name[self.name_of[p.template]];
-            r.counts.record_status(status);
+            record_outcome(&mut r.counts, status, grpc);
             r.counts.refused += u64::from(refused);
             r.latency.saturating_record(latency);
             r.service.saturating_record(service);
@@ -400,4 +402,14 @@ fn signed_secs(a: Instant, b: Instant) -> f64 {
 #[inline]
 pub fn micros(d: Duration) -> u64 {
     (d.as_micros() as u64).max(1)
+}
+
+/// Counts one answer: a gRPC call by its status as well as its HTTP status, any other response
+/// by its status.
+#[inline]
+fn record_outcome(counts: &mut loadlab_run::Counts, status: u16, grpc: Option<u8>) {
+    match grpc {
+        Some(code) => counts.record_grpc(status, usize::from(code)),
+        None => counts.record_status(status),
+    }
 }

@@ -8,7 +8,7 @@ mod support;
 use loadlab_run::Summary;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use support::h2_server::{h2_plan, H2Behaviour, H2Server};
+use support::h2_server::{grpc_call, h2_plan, H2Behaviour, H2Server};
 use support::*;
 
 #[test]
@@ -58,4 +58,44 @@ fn reset_streams_and_an_erroring_goaway_count_as_their_own_kinds() {
         server.seen.connections.load(Ordering::SeqCst) >= 2,
         "it reconnected"
     );
+}
+
+#[test]
+fn grpc_calls_count_by_the_status_their_trailers_or_headers_carry() {
+    let _serial = serial();
+    // (what the server answers, the status counted): in trailers, in the headers alone, and
+    // none at all (a server that broke off: INTERNAL).
+    for (status, trailers_only, counted) in [
+        (Some(0), false, 0),
+        (Some(14), false, 14),
+        (Some(5), true, 5),
+        (Some(0), true, 0),
+        (None, false, 13),
+    ] {
+        let server = H2Server::start(H2Behaviour::Grpc {
+            status,
+            trailers_only,
+        });
+        let mut p = h2_plan(&server, closed(1, 1), count(20), 4);
+        grpc_call(&mut p);
+        let (run, s) = run_plan(&p);
+        let c = &run.totals.counts;
+        assert_eq!(
+            c.grpc[counted], 20,
+            "{status:?} {trailers_only}: {:?}",
+            c.grpc
+        );
+        assert_eq!(c.grpc.iter().sum::<u64>(), 20);
+        assert_eq!(c.status[200], 20);
+        let ok = if counted == 0 { 20 } else { 0 };
+        assert_eq!((s.requests.ok, s.requests.errors), (ok, 20 - ok));
+    }
+    // The same server's answers to a request that is not a gRPC call count by HTTP alone.
+    let server = H2Server::start(H2Behaviour::Grpc {
+        status: Some(14),
+        trailers_only: false,
+    });
+    let (run, s) = run_plan(&h2_plan(&server, closed(1, 1), count(20), 4));
+    assert_eq!(run.totals.counts.grpc, [0; 17]);
+    assert_eq!(s.requests.ok, 20);
 }

@@ -238,7 +238,7 @@ impl Http1Conn {
             &batch[*answered],
             (times.sent_at, times.start, first_byte),
             now,
-            (resp.status, resp.refused),
+            (resp.status, resp.refused, None),
         );
         self.last_status = resp.status;
         *answered += 1;

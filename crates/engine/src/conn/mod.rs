@@ -215,7 +215,7 @@ async fn send_stream(
             let now = Instant::now();
             let at = (times.sent_at, times.start, resp.first_byte);
             wire.rec
-                .record_response(p, at, now, (resp.status, resp.refused));
+                .record_response(p, at, now, (resp.status, resp.refused, resp.grpc));
             let answer = Answer {
                 status: resp.status,
                 headers: resp.headers,

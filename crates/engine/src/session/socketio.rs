@@ -297,7 +297,7 @@ impl Sio {
             }
         }
         let now = Instant::now();
-        rec.record_response(&pending, (sent_at, sent_at, now), now, (101, false));
+        rec.record_response(&pending, (sent_at, sent_at, now), now, (101, false, None));
         if let Some(x) = &expected {
             if !valid(&got, x) {
                 return Err(WsFailed {

@@ -134,7 +134,7 @@ pub async fn open(
                 &pending,
                 (sent_at, start, now),
                 now,
-                (response.status().as_u16(), false),
+                (response.status().as_u16(), false, None),
             );
             Ok(socket)
         }
@@ -145,7 +145,7 @@ pub async fn open(
                 &pending,
                 (sent_at, start, now),
                 now,
-                (status, status == 429),
+                (status, status == 429, None),
             );
             Err(refused(format!("upgrade answered {status}")))
         }
@@ -212,7 +212,12 @@ pub async fn exchange(
     let now = Instant::now();
     let status = 101;
     rec.add_bytes(body.len(), now);
-    rec.record_response(&pending, (sent_at, sent_at, now), now, (status, false));
+    rec.record_response(
+        &pending,
+        (sent_at, sent_at, now),
+        now,
+        (status, false, None),
+    );
     count(users, "websocket.messages_received");
     let answer = Answer {
         status,

@@ -23,6 +23,13 @@ pub enum H2Behaviour {
     /// Answers the connection's first request, then shuts the connection down with
     /// INTERNAL_ERROR (GOAWAY) while the others are in flight.
     GoAwayAfterOne,
+    /// Answers as a gRPC server: 200 with `content-type: application/grpc`, then an empty
+    /// message and trailers with `grpc-status` (none when `None`); or, `trailers_only`, the
+    /// status in the response's headers and no body.
+    Grpc {
+        status: Option<u8>,
+        trailers_only: bool,
+    },
 }
 
 /// What the server saw.
@@ -89,6 +96,29 @@ pub async fn serve(tcp: tokio::net::TcpStream, behaviour: H2Behaviour, seen: Arc
                     }
                 });
             }
+            H2Behaviour::Grpc {
+                status,
+                trailers_only,
+            } => {
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                let mut head = Response::builder()
+                    .status(200)
+                    .header("content-type", "application/grpc");
+                if trailers_only {
+                    let code = status.unwrap_or(0).to_string();
+                    head = head.header("grpc-status", code);
+                    let _ = respond.send_response(head.body(()).unwrap(), true);
+                    continue;
+                }
+                if let Ok(mut body) = respond.send_response(head.body(()).unwrap(), false) {
+                    let _ = body.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), false);
+                    let mut trailers = http::HeaderMap::new();
+                    if let Some(code) = status {
+                        trailers.insert("grpc-status", code.to_string().parse().unwrap());
+                    }
+                    let _ = body.send_trailers(trailers);
+                }
+            }
             H2Behaviour::Reset => {
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 respond.send_reset(Reason::REFUSED_STREAM);
@@ -123,4 +153,14 @@ pub fn h2_plan(
     p.threads = 1;
     p.protocol = Protocol::Http2 { streams };
     p
+}
+
+/// Makes `plan`'s request a unary gRPC call: a POST of one empty message with gRPC's headers.
+pub fn grpc_call(plan: &mut loadlab_run::Plan) {
+    let r = &mut plan.requests[0];
+    r.method = "POST".into();
+    r.headers
+        .push(("content-type".into(), "application/grpc".into()));
+    r.headers.push(("te".into(), "trailers".into()));
+    r.body = vec![0, 0, 0, 0, 0];
 }
