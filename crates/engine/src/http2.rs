@@ -17,6 +17,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Uri};
+use loadlab_grpc::Code;
 use loadlab_run::ErrorKind;
 use tokio::sync::Notify;
 use tokio::task::spawn_local;
@@ -428,7 +429,7 @@ impl StreamSlot {
             let trailers = recv.trailers().await.map_err(|e| failure(&e))?;
             grpc = Some(match trailers.as_ref().and_then(|t| t.get("grpc-status")) {
                 Some(v) => grpc_code(v),
-                None => grpc_code_of_http(status),
+                None => Code::from_http_status(status).number() as u8,
             });
         }
         Ok(Http2Response {
@@ -442,29 +443,9 @@ impl StreamSlot {
     }
 }
 
-/// `UNKNOWN`: a `grpc-status` that is not one of gRPC's codes.
-const GRPC_UNKNOWN: u8 = 2;
-
-/// A `grpc-status` header's code: its number up to 16, else `UNKNOWN` (as gRPC's clients
-/// read it).
+/// A `grpc-status` header's code, as a number (past 16: `UNKNOWN`).
 fn grpc_code(value: &HeaderValue) -> u8 {
-    match std::str::from_utf8(value.as_bytes()).map(str::parse::<u8>) {
-        Ok(Ok(n)) if n <= 16 => n,
-        _ => GRPC_UNKNOWN,
-    }
-}
-
-/// The code of a gRPC answer that carried no `grpc-status`, from its HTTP status, as gRPC's
-/// mapping of HTTP statuses says (a 200 without one is `INTERNAL`: the server broke off).
-fn grpc_code_of_http(status: u16) -> u8 {
-    match status {
-        200 | 400 => 13,
-        401 => 16,
-        403 => 7,
-        404 => 12,
-        429 | 502 | 503 | 504 => 14,
-        _ => GRPC_UNKNOWN,
-    }
+    Code::from_header(value.as_bytes()).number() as u8
 }
 
 /// The kind of an `h2` failure, and whether the connection survives it.

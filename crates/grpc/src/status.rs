@@ -52,6 +52,19 @@ impl Code {
         }
     }
 
+    /// The code of an answer that carried no `grpc-status`, from its HTTP status, as gRPC's
+    /// mapping of HTTP statuses says (a 200 without one is `INTERNAL`: the server broke off).
+    pub fn from_http_status(status: u16) -> Code {
+        match status {
+            200 | 400 => Self::INTERNAL,
+            401 => Code(16),
+            403 => Code(7),
+            404 => Code(12),
+            429 | 502 | 503 | 504 => Code(14),
+            _ => Self::UNKNOWN,
+        }
+    }
+
     /// The code named `name` (`UNAVAILABLE`, `unavailable` or its number), if any.
     pub fn from_name(name: &str) -> Option<Code> {
         if let Ok(n) = name.parse::<u32>() {
@@ -100,6 +113,10 @@ mod tests {
         assert_eq!(Code::from_name("8").unwrap().name(), "RESOURCE_EXHAUSTED");
         assert_eq!(Code::from_name("17"), None);
         assert_eq!(Code::from_name("SLOW"), None);
+        assert_eq!(Code::from_http_status(200), Code::INTERNAL);
+        assert_eq!(Code::from_http_status(503).name(), "UNAVAILABLE");
+        assert_eq!(Code::from_http_status(404).name(), "UNIMPLEMENTED");
+        assert_eq!(Code::from_http_status(418), Code::UNKNOWN);
         assert_eq!(Code::all().count(), 17);
         assert_eq!(Code::all().last().unwrap().name(), "UNAUTHENTICATED");
     }

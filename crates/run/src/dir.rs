@@ -340,13 +340,16 @@ fn read_stores_csv(text: &str) -> Vec<crate::server::StoreSeries> {
     stores
 }
 
+/// The text of file `name` of run directory `dir`.
+pub(crate) fn read_text(dir: &Path, name: &str) -> Result<String, ReadRunError> {
+    let path = dir.join(name);
+    fs::read_to_string(&path).map_err(|error| ReadRunError::Io { path, error })
+}
+
 /// Reads a run directory's `summary.json` and `timeline.csv`, and `server.csv` and
 /// `latency.hlog` when present.
 pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        fs::read_to_string(&path).map_err(|error| ReadRunError::Io { path, error })
-    };
+    let read = |name: &str| read_text(dir, name);
     let text = read("summary.json")?;
     let summary: Summary = serde_json::from_str(&text).map_err(|e| ReadRunError::Summary {
         path: dir.join("summary.json"),
@@ -358,10 +361,7 @@ pub fn read_run_dir(dir: &Path) -> Result<SavedRun, ReadRunError> {
 /// Reads a run directory's files as [`read_run_dir`] does, with `summary` in place of its
 /// `summary.json` (a stopped run's, rebuilt from its seconds).
 pub fn read_run_files(dir: &Path, summary: Summary) -> Result<SavedRun, ReadRunError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        fs::read_to_string(&path).map_err(|error| ReadRunError::Io { path, error })
-    };
+    let read = |name: &str| read_text(dir, name);
     let plan = match fs::read_to_string(dir.join("plan.json")) {
         Ok(text) => Some(serde_json::from_str(&text).map_err(|e| ReadRunError::Plan {
             path: dir.join("plan.json"),

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dir::{remove_if_present, write_atomic, ReadRunError, RunDirError, SECONDS};
+use crate::dir::{read_text, remove_if_present, write_atomic, ReadRunError, RunDirError, SECONDS};
 use crate::interval::{Interval, TimelineRow};
 use crate::plan::Plan;
 use crate::record::RunData;
@@ -128,10 +128,7 @@ pub fn is_stopped_run(dir: &Path) -> bool {
 /// per-name histograms, the users' failures and sessions, the generator's account, the watched
 /// processes) is not in them. A last line cut by the kill is left out.
 pub fn read_stopped_run(dir: &Path) -> Result<RunData, ReadRunError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        fs::read_to_string(&path).map_err(|error| ReadRunError::Io { path, error })
-    };
+    let read = |name: &str| read_text(dir, name);
     let plan_path = dir.join("plan.json");
     let plan: Plan = serde_json::from_str(&read("plan.json")?).map_err(|e| ReadRunError::Plan {
         path: plan_path,
