@@ -134,6 +134,13 @@ fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
             .filter(|(code, n)| code.parse::<u16>().is_ok_and(|c| c >= 400) && **n > 0)
             .map(|(code, n)| (format!("HTTP {code}"), *n)),
     );
+    // gRPC calls by their status: the cause a call answered with HTTP 200 carries.
+    causes.extend(
+        s.grpc
+            .iter()
+            .filter(|(code, n)| code.as_str() != "OK" && **n > 0)
+            .map(|(code, n)| (format!("gRPC {code}"), *n)),
+    );
     if s.requests.dropped > 0 {
         causes.push(("dropped (no free connection)".into(), s.requests.dropped));
     }
@@ -207,6 +214,24 @@ fn errors(run: &RunData, s: &Summary, out: &mut Vec<Finding>) {
     } else if top.starts_with("HTTP 5") {
         "the service failed: read its logs (a proxy's 502 or 504 means the upstream failed or \
          was too slow)"
+            .into()
+    } else if top == "gRPC UNAVAILABLE" || top == "gRPC RESOURCE_EXHAUSTED" {
+        "the service shed load or was not ready to serve: that cap is its capacity; compare it \
+         with the rate offered"
+            .into()
+    } else if top == "gRPC DEADLINE_EXCEEDED" {
+        "calls ran past their deadline (--timeout sends it as grpc-timeout): the service is \
+         past its capacity, or the deadline is shorter than its service time"
+            .into()
+    } else if top == "gRPC UNIMPLEMENTED" {
+        "the server does not serve this method: check the package, service and method names \
+         against its .proto (grpc://HOST:PORT/package.Service/Method)"
+            .into()
+    } else if top == "gRPC INTERNAL" || top == "gRPC UNKNOWN" || top == "gRPC DATA_LOSS" {
+        "the service failed the calls: read its logs".into()
+    } else if top.starts_with("gRPC ") {
+        "the calls are wrong for this service: check the request message (-b) against the \
+         method's input type, and the metadata (-H)"
             .into()
     } else if top.starts_with("dropped") {
         "raise --max-connections, or lower the rate: every connection was busy".into()
@@ -837,6 +862,37 @@ mod tests {
             "{}",
             f[0].message
         );
+    }
+
+    #[test]
+    fn grpc_calls_failed_with_http_200_are_named_by_their_status() {
+        let rows = (0..10)
+            .map(|sec| {
+                let mut iv = Interval::new(sec);
+                for i in 0..100 {
+                    let code = if i < 30 { 8 } else { 0 };
+                    iv.counts
+                        .record_grpc(200, loadlab_run::GrpcCode::from_number(code));
+                }
+                iv.latency.record_n(50, 100).unwrap();
+                iv
+            })
+            .collect();
+        let r = run(Model::closed(10, 1), rows, 0);
+        let s = Summary::from_run(&r);
+        let f = findings(&r, &s, 2);
+        let errors = f
+            .iter()
+            .find(|f| f.kind == "errors")
+            .expect("an errors finding");
+        assert!(
+            errors
+                .message
+                .contains("300 of 1000 requests failed (30.0 %): 300 gRPC RESOURCE_EXHAUSTED"),
+            "{}",
+            errors.message
+        );
+        assert!(errors.next.contains("shed load"), "{}", errors.next);
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub fn measure(t: &Threshold, s: &Summary) -> Result<f64, String> {
     if let Metric::Artillery(name) = &t.metric {
         return artillery_metric(name, s);
     }
-    let (latency, completed, failed, total) = match &t.name {
+    let (latency, completed, failed, total, (status, grpc)) = match &t.name {
         None => {
             let r = &s.requests;
             (
@@ -18,6 +18,7 @@ pub fn measure(t: &Threshold, s: &Summary) -> Result<f64, String> {
                 r.completed,
                 r.errors + r.dropped,
                 r.completed + r.dropped,
+                (&s.status, &s.grpc),
             )
         }
         Some(name) => {
@@ -25,18 +26,35 @@ pub fn measure(t: &Threshold, s: &Summary) -> Result<f64, String> {
                 .requests_by_name
                 .get(name)
                 .ok_or_else(|| format!("no requests named {name:?} in this run"))?;
-            (&n.latency_ms, n.completed, n.errors, n.completed)
+            (
+                &n.latency_ms,
+                n.completed,
+                n.errors,
+                n.completed,
+                (&n.status, &n.grpc),
+            )
         }
     };
-    match t.metric {
+    match &t.metric {
         Metric::Artillery(_) => unreachable!("read above"),
+        Metric::Status(code) if total > 0 => {
+            // The summary keys HTTP statuses by their digits and gRPC statuses by their names.
+            let by = if code.starts_with(|c: char| c.is_ascii_digit()) {
+                status
+            } else {
+                grpc
+            };
+            let n = by.get(code).copied().unwrap_or(0);
+            Ok(n as f64 * 100.0 / total as f64)
+        }
+        Metric::Status(_) => Err("no request ended".into()),
         Metric::Rps if s.duration_s > 0.0 => Ok(completed as f64 / s.duration_s),
         Metric::Rps => Err("the run lasted no time".into()),
         Metric::Errors if total > 0 => Ok(failed as f64 * 100.0 / total as f64),
         Metric::Errors => Err("no request ended".into()),
         _ if completed == 0 => Err("no request completed".into()),
         Metric::MeanLatency => Ok(latency.mean),
-        Metric::Latency { percentile } => Ok(latency_at(latency, percentile)),
+        Metric::Latency { percentile } => Ok(latency_at(latency, *percentile)),
     }
 }
 
@@ -212,6 +230,34 @@ mod tests {
         assert_eq!(fail.measured_text(), "50.00 ms");
         let missing = check(&Threshold::parse("p99{logout}<50ms").unwrap(), &s);
         assert!(!missing.pass && missing.measured.is_none());
+    }
+
+    #[test]
+    fn a_status_share_counts_http_and_grpc_statuses_of_the_run_or_a_name() {
+        let mut s = summary();
+        s.status.insert("200".into(), 990);
+        s.grpc.insert("OK".into(), 960);
+        s.grpc.insert("UNAVAILABLE".into(), 30);
+        let login = s.requests_by_name.get_mut("login").unwrap();
+        login.grpc.insert("UNAVAILABLE".into(), 25);
+        let m = |t: &str| measure(&Threshold::parse(t).unwrap(), &s);
+        assert_eq!(
+            m("status:UNAVAILABLE<0.1%"),
+            Ok(3.0),
+            "30 of 990 + 10 dropped"
+        );
+        assert_eq!(m("status:unavailable{login}<1%"), Ok(25.0));
+        assert_eq!(m("status:200>99%"), Ok(99.0));
+        assert_eq!(
+            m("status:DEADLINE_EXCEEDED<1%"),
+            Ok(0.0),
+            "none is a share of 0"
+        );
+        assert!(!check(&Threshold::parse("status:UNAVAILABLE<0.1%").unwrap(), &s).pass);
+        assert!(check(&Threshold::parse("status:UNAVAILABLE<5%").unwrap(), &s).pass);
+        let empty = Summary::default();
+        let none = measure(&Threshold::parse("status:503<1%").unwrap(), &empty);
+        assert_eq!(none, Err("no request ended".into()));
     }
 
     #[test]

@@ -17,8 +17,8 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Uri};
-use loadlab_grpc::Code;
 use loadlab_run::ErrorKind;
+use loadlab_run::GrpcCode;
 use tokio::sync::Notify;
 use tokio::task::spawn_local;
 use tokio::time::Instant;
@@ -307,9 +307,9 @@ pub struct Http2Response {
     pub body: Vec<u8>,
     /// The service refused the request: 429, or 503 with `Retry-After`.
     pub refused: bool,
-    /// A gRPC call's status (`grpc-status`, 0 to 16), from its trailers, or its headers when
-    /// it had no body; `None` for a request that is not a gRPC call.
-    pub grpc: Option<u8>,
+    /// A gRPC call's status (`grpc-status`), from its trailers, or its headers when it had no
+    /// body; `None` for a request that is not a gRPC call.
+    pub grpc: Option<GrpcCode>,
 }
 
 impl StreamSlot {
@@ -429,7 +429,7 @@ impl StreamSlot {
             let trailers = recv.trailers().await.map_err(|e| failure(&e))?;
             grpc = Some(match trailers.as_ref().and_then(|t| t.get("grpc-status")) {
                 Some(v) => grpc_code(v),
-                None => Code::from_http_status(status).number() as u8,
+                None => GrpcCode::from_http_status(status),
             });
         }
         Ok(Http2Response {
@@ -443,9 +443,9 @@ impl StreamSlot {
     }
 }
 
-/// A `grpc-status` header's code, as a number (past 16: `UNKNOWN`).
-fn grpc_code(value: &HeaderValue) -> u8 {
-    Code::from_header(value.as_bytes()).number() as u8
+/// A `grpc-status` header's code (past 16: `UNKNOWN`).
+fn grpc_code(value: &HeaderValue) -> GrpcCode {
+    GrpcCode::from_header(value.as_bytes())
 }
 
 /// The kind of an `h2` failure, and whether the connection survives it.

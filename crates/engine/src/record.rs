@@ -8,8 +8,8 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
 use loadlab_run::{
-    count_outcome, ConnectStats, ErrorKind, Interval, PacingStats, Plan, Timings, TlsFailure,
-    UserRecord,
+    count_outcome, ConnectStats, ErrorKind, GrpcCode, Interval, PacingStats, Plan, Timings,
+    TlsFailure, UserRecord,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -307,17 +307,17 @@ impl Recorder {
         p: &Pending,
         (sent_at, start, first_byte): (Instant, Instant, Instant),
         now: Instant,
-        (status, refused, grpc): (u16, bool, Option<u8>),
+        (status, refused, grpc): (u16, bool, Option<GrpcCode>),
     ) {
         // A request sent early (within the pacing slack) started at its send.
         let intended = p.intended.map_or(sent_at, |t| t.min(sent_at));
         let mut rec = self.rec_at(now);
         record_outcome(&mut rec.counts, status, grpc);
         rec.counts.refused += u64::from(refused);
-        if self.by_name.is_some() {
-            let class = usize::from(status / 100).saturating_sub(1);
-            count_outcome(&mut rec.by_name, self.name_of[p.template], class);
-        }
+        // Each second's outcomes per name, for one name too: a gRPC call's class is not its
+        // HTTP status's, so the dashboard cannot rebuild it from the counts.
+        let class = usize::from(outcome_status(status, grpc) / 100).saturating_sub(1);
+        count_outcome(&mut rec.by_name, self.name_of[p.template], class);
         let latency = micros(now.saturating_duration_since(intended));
         let service = micros(now.saturating_duration_since(sent_at));
         rec.latency.saturating_record(latency);
@@ -364,10 +364,8 @@ impl Recorder {
         for _ in 0..n {
             rec.counts.record_error(kind);
         }
-        if self.by_name.is_some() {
-            for p in failed {
-                count_outcome(&mut rec.by_name, self.name_of[p.template], 5);
-            }
+        for p in failed {
+            count_outcome(&mut rec.by_name, self.name_of[p.template], 5);
         }
         drop(rec);
         if let Some(by_name) = &self.by_name {
@@ -407,9 +405,39 @@ pub fn micros(d: Duration) -> u64 {
 /// Counts one answer: a gRPC call by its status as well as its HTTP status, any other response
 /// by its status.
 #[inline]
-fn record_outcome(counts: &mut loadlab_run::Counts, status: u16, grpc: Option<u8>) {
+fn record_outcome(counts: &mut loadlab_run::Counts, status: u16, grpc: Option<GrpcCode>) {
     match grpc {
-        Some(code) => counts.record_grpc(status, usize::from(code)),
+        Some(code) => counts.record_grpc(status, code),
         None => counts.record_status(status),
+    }
+}
+
+/// The status an answer is classed by among a name's outcomes: a gRPC call answered with HTTP
+/// 200 by the HTTP status its gRPC status means (an `UNAVAILABLE` is a 5xx, not a 2xx).
+#[inline]
+fn outcome_status(status: u16, grpc: Option<GrpcCode>) -> u16 {
+    match grpc {
+        Some(code) if status == 200 => code.http_equivalent(),
+        _ => status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grpc_call_is_classed_by_the_http_status_its_grpc_status_means() {
+        let unavailable = GrpcCode::from_name("UNAVAILABLE");
+        let invalid = GrpcCode::from_name("INVALID_ARGUMENT");
+        assert_eq!(outcome_status(200, unavailable), 503);
+        assert_eq!(outcome_status(200, invalid), 400);
+        assert_eq!(outcome_status(200, Some(GrpcCode::OK)), 200);
+        assert_eq!(
+            outcome_status(404, unavailable),
+            404,
+            "an HTTP error stays itself"
+        );
+        assert_eq!(outcome_status(500, None), 500);
     }
 }

@@ -89,6 +89,11 @@ fn grpc_calls_count_by_the_status_their_trailers_or_headers_carry() {
         assert_eq!(c.status[200], 20);
         let ok = if counted == 0 { 20 } else { 0 };
         assert_eq!((s.requests.ok, s.requests.errors), (ok, 20 - ok));
+        // The seconds show the failures their 200s hide, and the summary names the status.
+        let hidden: u64 = run.timeline.iter().map(|r| r.grpc_failed).sum();
+        assert_eq!(hidden, 20 - ok);
+        let name = loadlab_run::GrpcCode::from_number(counted as u32).name();
+        assert_eq!(s.grpc.get(name), Some(&20), "{:?}", s.grpc);
     }
     // The same server's answers to a request that is not a gRPC call count by HTTP alone.
     let server = H2Server::start(H2Behaviour::Grpc {

@@ -231,6 +231,7 @@ fn join_row(
         row.users_started += p.users_started;
         row.users_failed += p.users_failed;
         row.users_completed += p.users_completed;
+        row.grpc_failed += p.grpc_failed;
         if p.lag_p99_ms.is_finite() {
             row.lag_p99_ms = row.lag_p99_ms.max(p.lag_p99_ms);
         }

@@ -158,7 +158,8 @@ fn latency_series(runs: &[RunView]) -> Vec<Series> {
     latency
 }
 
-/// Errors per second: each transport error kind and the 4xx and 5xx classes that occurred.
+/// Errors per second: each transport error kind, the 4xx and 5xx classes, and gRPC calls
+/// failed by their status alone, that occurred.
 fn error_series(runs: &[RunView]) -> Vec<Series> {
     let mut errors = Vec::new();
     for (k, kind) in loadlab_run::ErrorKind::ALL.iter().enumerate() {
@@ -180,6 +181,14 @@ fn error_series(runs: &[RunView]) -> Vec<Series> {
                 Some(row.status_classes[class] as f64)
             }));
         }
+    }
+    if runs
+        .iter()
+        .any(|r| r.rows.iter().any(|row| row.grpc_failed > 0))
+    {
+        errors.extend(per_second(runs, "gRPC status", |_, row| {
+            Some(row.grpc_failed as f64)
+        }));
     }
     errors
 }
@@ -427,6 +436,7 @@ struct RunContext<'a> {
     headline: String,
     s: &'a Summary,
     statuses: String,
+    grpc: Option<String>,
     errors: String,
     timings: Option<String>,
     tls: Option<String>,
@@ -466,6 +476,7 @@ pub fn render_html(title: &str, runs: &[RunView]) -> String {
                 .map(|(c, n)| format!("{c} × {n}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            grpc: crate::grpc_line(&r.summary),
             errors: r
                 .summary
                 .errors

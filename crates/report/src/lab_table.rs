@@ -24,7 +24,7 @@ fn server_totals(s: &Summary) -> Option<(f64, f64)> {
         })
 }
 
-pub(crate) const LAB_COLUMNS: [&str; 25] = [
+pub(crate) const LAB_COLUMNS: [&str; 26] = [
     "topology",
     "workload",
     // Responses below 400 per second: a pipelined connection a gunicorn sync worker closes
@@ -61,6 +61,8 @@ pub(crate) const LAB_COLUMNS: [&str; 25] = [
     "left out",
     // A probe workload's reading: async, or sync/cpu with its workers, and the service time.
     "probe",
+    // gRPC calls that ended with a status other than OK ("-" for a cell that made none).
+    "grpc not ok",
 ];
 
 /// A probe's reading in a table cell: `sync 3 workers S 905.2 ms` (no comma: the CSV has none).
@@ -88,7 +90,11 @@ pub(crate) fn lab_fields(c: &LabCell) -> Vec<String> {
             .map(|(_, n)| n)
             .sum()
     };
-    let transport = s.requests.errors - class('4') - class('5');
+    let transport: u64 = s.errors.by_kind().iter().map(|(_, n)| n).sum();
+    let grpc_not_ok = match s.grpc.values().sum::<u64>() {
+        0 => "-".to_string(),
+        calls => (calls - s.grpc.get("OK").copied().unwrap_or(0)).to_string(),
+    };
     let (cpu, rss) = server_totals(s).map_or(("-".to_string(), "-".to_string()), |(c, r)| {
         (format!("{c:.0}"), format!("{r:.1}"))
     });
@@ -129,6 +135,7 @@ pub(crate) fn lab_fields(c: &LabCell) -> Vec<String> {
             .as_ref()
             .and_then(|p| p.verdict.as_ref())
             .map_or_else(|| "-".into(), probe_field),
+        grpc_not_ok,
     ]
 }
 
@@ -336,5 +343,32 @@ mod tests {
         );
         let empty = Summary::default();
         assert_eq!(empty.ok_rps(), 0.0);
+    }
+
+    #[test]
+    fn grpc_calls_failed_with_http_200_are_neither_transport_errors_nor_ok() {
+        let mut summary = Summary::default();
+        summary.throughput.rps = 100.0;
+        summary.requests.completed = 1000;
+        summary.requests.ok = 970;
+        summary.requests.errors = 30;
+        summary.status = [("200".to_string(), 1000)].into();
+        summary.grpc = [("OK".to_string(), 970), ("UNAVAILABLE".to_string(), 30)].into();
+        let row = lab_row("grpc", "Calc 100/s", summary);
+        let at = |name: &str| row[name].as_str();
+        assert_eq!(
+            ["ok/s", "2xx", "transport errors", "grpc not ok"].map(at),
+            ["97", "1000", "0", "30"]
+        );
+        let http = lab_row("http", "calc", Summary::default());
+        assert_eq!(http["grpc not ok"], "-");
+        let mut s = Summary::default();
+        s.grpc = [("UNAVAILABLE".to_string(), 30), ("OK".to_string(), 970)].into();
+        let text = crate::render_summary(&s);
+        assert!(
+            text.contains("  grpc         OK × 970  UNAVAILABLE × 30"),
+            "{text}"
+        );
+        assert!(!crate::render_summary(&Summary::default()).contains("grpc"));
     }
 }

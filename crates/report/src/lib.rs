@@ -25,7 +25,7 @@ pub use lab_table::{lab_csv, render_lab_table};
 
 use std::fmt::Write;
 
-use loadlab_run::{LatencyStats, Summary, TimelineRow};
+use loadlab_run::{GrpcCode, LatencyStats, Summary, TimelineRow};
 
 /// Formats an integer with thousands separators: `1234567` → `1,234,567`.
 pub fn thousands(n: u64) -> String {
@@ -351,6 +351,9 @@ fn outcome_lines(out: &mut String, s: &Summary) {
         "no responses",
     );
     let _ = writeln!(out, "  status       {codes}");
+    if let Some(line) = grpc_line(s) {
+        let _ = writeln!(out, "  grpc         {line}");
+    }
     if let Some(a) = &s.apdex {
         let _ = writeln!(
             out,
@@ -378,6 +381,15 @@ fn outcome_lines(out: &mut String, s: &Summary) {
         let _ = writeln!(out, "  http2        {line}");
     }
     shard_lines(out, s);
+}
+
+/// The run's gRPC calls by status, in the order of the statuses' numbers (`OK × 960
+/// UNAVAILABLE × 30`), when it made any.
+pub(crate) fn grpc_line(s: &Summary) -> Option<String> {
+    let mut codes: Vec<_> = s.grpc.iter().collect();
+    codes.sort_by_key(|(name, _)| GrpcCode::from_name(name).map_or(usize::MAX, GrpcCode::number));
+    let line = counted(codes.into_iter().map(|(name, n)| (name.clone(), *n)), "");
+    (!line.is_empty()).then_some(line)
 }
 
 /// The generator's own health: CPU, memory, schedule lag, connections opened, warnings.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use loadlab_run::{
-    ErrorKind, Interval, LiveReading, NameOutcomes, ProcessSample, StoreSample, StreamReading,
-    Summary, TimelineRow,
+    ErrorKind, GrpcCode, Interval, LiveReading, NameOutcomes, ProcessSample, StoreSample,
+    StreamReading, Summary, TimelineRow,
 };
 use serde::Serialize;
 
@@ -42,6 +42,8 @@ pub struct Live {
     rows: Vec<TimelineRow>,
     status: BTreeMap<u16, u64>,
     errors: [u64; ErrorKind::COUNT],
+    /// gRPC calls by status, indexed by its number.
+    grpc: [u64; loadlab_run::interval::GRPC_CODES],
     sent: u64,
     dropped: u64,
     offered: u64,
@@ -62,9 +64,10 @@ pub struct Live {
 }
 
 /// Every family [`Live::families`] can hold, for the dashboard's check and the docs.
-pub const FAMILIES: [&str; 23] = [
+pub const FAMILIES: [&str; 24] = [
     "loadlab_responses_total",
     "loadlab_transport_errors_total",
+    "loadlab_grpc_calls_total",
     "loadlab_requests_total",
     "loadlab_requests_sent_total",
     "loadlab_requests_dropped_total",
@@ -158,6 +161,7 @@ impl Live {
             rows: Vec::new(),
             status: BTreeMap::new(),
             errors: [0; ErrorKind::COUNT],
+            grpc: [0; loadlab_run::interval::GRPC_CODES],
             sent: 0,
             dropped: 0,
             offered: 0,
@@ -182,6 +186,9 @@ impl Live {
         for (all, n) in self.errors.iter_mut().zip(iv.counts.error_kinds) {
             *all += n;
         }
+        for (all, n) in self.grpc.iter_mut().zip(iv.counts.grpc) {
+            *all += n;
+        }
         self.sent += iv.counts.sent;
         self.dropped += iv.counts.dropped;
         self.offered += iv.counts.offered;
@@ -189,8 +196,9 @@ impl Live {
         let _ = self.latency.add(&iv.latency);
         let _ = self.service.add(&iv.service);
         let _ = self.lag.add(&iv.lag);
-        if self.names.len() == 1 {
-            // One name: the plan keeps no outcomes per name, the second's are its.
+        if self.names.len() == 1 && iv.by_name.is_empty() {
+            // One name and a record without outcomes per name (the engine's older ones, a
+            // Locust run's): the second's are its.
             let c = &iv.counts;
             let mut one = [0; 6];
             for (class, n) in one.iter_mut().take(5).enumerate() {
@@ -220,12 +228,13 @@ impl Live {
             .map(|(_, n)| n)
             .sum();
         let transport: u64 = self.errors.iter().sum();
+        let grpc_failed: u64 = self.rows.iter().map(|r| r.grpc_failed).sum();
         Status {
             seconds: self.rows.len() as u64,
             completed: responses + transport,
             last_rps: last.map_or(0, |r| r.completed),
             last_p99_ms: last.map_or(0.0, |r| r.p99_ms),
-            errors: bad + transport,
+            errors: bad + transport + grpc_failed,
             done: self.summary.is_some(),
         }
     }
@@ -310,6 +319,17 @@ impl Live {
                     .iter()
                     .zip(self.errors)
                     .map(|(k, n)| point(vec![("kind", k.as_str().to_string())], n as f64))
+                    .collect(),
+            },
+            Family {
+                name: "loadlab_grpc_calls_total",
+                help: "gRPC calls ended, by status (code).",
+                unit: "{call}",
+                kind: Kind::Counter,
+                points: GrpcCode::all()
+                    .zip(self.grpc)
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(code, n)| point(vec![("code", code.name().to_string())], n as f64))
                     .collect(),
             },
             self.by_name(),

@@ -1,8 +1,9 @@
-//! gRPC status codes (`grpc-status`), by number and by the name users write in thresholds.
+//! gRPC status codes (`grpc-status`), by number and by name: how records count gRPC calls and
+//! thresholds name them.
 
 /// A gRPC status code, 0 (`OK`) to 16 (`UNAUTHENTICATED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Code(u8);
+pub struct GrpcCode(u8);
 
 /// The codes' names, indexed by number, as gRPC's specification spells them.
 const NAMES: [&str; 17] = [
@@ -25,27 +26,27 @@ const NAMES: [&str; 17] = [
     "UNAUTHENTICATED",
 ];
 
-impl Code {
+impl GrpcCode {
     /// How many codes there are.
     pub const COUNT: usize = NAMES.len();
     /// `OK`.
-    pub const OK: Code = Code(0);
+    pub const OK: GrpcCode = GrpcCode(0);
     /// `UNKNOWN`: what a client reads a status it does not know as.
-    pub const UNKNOWN: Code = Code(2);
+    pub const UNKNOWN: GrpcCode = GrpcCode(2);
     /// `INTERNAL`: what a response without a status, or a broken one, counts as.
-    pub const INTERNAL: Code = Code(13);
+    pub const INTERNAL: GrpcCode = GrpcCode(13);
 
     /// The code numbered `n`, `UNKNOWN` past 16 (as gRPC's clients read an unknown number).
-    pub fn from_number(n: u32) -> Code {
+    pub fn from_number(n: u32) -> GrpcCode {
         if (n as usize) < Self::COUNT {
-            Code(n as u8)
+            GrpcCode(n as u8)
         } else {
             Self::UNKNOWN
         }
     }
 
     /// A `grpc-status` header's value: a decimal number; anything else is `UNKNOWN`.
-    pub fn from_header(value: &[u8]) -> Code {
+    pub fn from_header(value: &[u8]) -> GrpcCode {
         match std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
             Some(n) => Self::from_number(n),
             None => Self::UNKNOWN,
@@ -54,26 +55,36 @@ impl Code {
 
     /// The code of an answer that carried no `grpc-status`, from its HTTP status, as gRPC's
     /// mapping of HTTP statuses says (a 200 without one is `INTERNAL`: the server broke off).
-    pub fn from_http_status(status: u16) -> Code {
+    pub fn from_http_status(status: u16) -> GrpcCode {
         match status {
             200 | 400 => Self::INTERNAL,
-            401 => Code(16),
-            403 => Code(7),
-            404 => Code(12),
-            429 | 502 | 503 | 504 => Code(14),
+            401 => GrpcCode(16),
+            403 => GrpcCode(7),
+            404 => GrpcCode(12),
+            429 | 502 | 503 | 504 => GrpcCode(14),
             _ => Self::UNKNOWN,
         }
     }
 
+    /// The HTTP status that means the same, as `google.rpc.Code` maps each code (`OK` 200,
+    /// `INVALID_ARGUMENT` 400, `UNAVAILABLE` 503, `CANCELLED` 499…): how a call's outcome is
+    /// classed beside HTTP requests' (per name, by status class).
+    pub fn http_equivalent(self) -> u16 {
+        const HTTP: [u16; GrpcCode::COUNT] = [
+            200, 499, 500, 400, 504, 404, 409, 403, 429, 400, 409, 400, 501, 500, 503, 500, 401,
+        ];
+        HTTP[self.number()]
+    }
+
     /// The code named `name` (`UNAVAILABLE`, `unavailable` or its number), if any.
-    pub fn from_name(name: &str) -> Option<Code> {
+    pub fn from_name(name: &str) -> Option<GrpcCode> {
         if let Ok(n) = name.parse::<u32>() {
-            return ((n as usize) < Self::COUNT).then_some(Code(n as u8));
+            return ((n as usize) < Self::COUNT).then_some(GrpcCode(n as u8));
         }
         NAMES
             .iter()
             .position(|n| n.eq_ignore_ascii_case(name))
-            .map(|i| Code(i as u8))
+            .map(|i| GrpcCode(i as u8))
     }
 
     /// Its number.
@@ -87,12 +98,12 @@ impl Code {
     }
 
     /// Every code, in order.
-    pub fn all() -> impl Iterator<Item = Code> {
-        (0..Self::COUNT as u8).map(Code)
+    pub fn all() -> impl Iterator<Item = GrpcCode> {
+        (0..Self::COUNT as u8).map(GrpcCode)
     }
 }
 
-impl std::fmt::Display for Code {
+impl std::fmt::Display for GrpcCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -104,20 +115,28 @@ mod tests {
 
     #[test]
     fn codes_read_from_headers_names_and_numbers() {
-        assert_eq!(Code::from_header(b"0"), Code::OK);
-        assert_eq!(Code::from_header(b"14").name(), "UNAVAILABLE");
-        assert_eq!(Code::from_header(b"17"), Code::UNKNOWN);
-        assert_eq!(Code::from_header(b"x"), Code::UNKNOWN);
-        assert_eq!(Code::from_header(b""), Code::UNKNOWN);
-        assert_eq!(Code::from_name("deadline_exceeded").unwrap().number(), 4);
-        assert_eq!(Code::from_name("8").unwrap().name(), "RESOURCE_EXHAUSTED");
-        assert_eq!(Code::from_name("17"), None);
-        assert_eq!(Code::from_name("SLOW"), None);
-        assert_eq!(Code::from_http_status(200), Code::INTERNAL);
-        assert_eq!(Code::from_http_status(503).name(), "UNAVAILABLE");
-        assert_eq!(Code::from_http_status(404).name(), "UNIMPLEMENTED");
-        assert_eq!(Code::from_http_status(418), Code::UNKNOWN);
-        assert_eq!(Code::all().count(), 17);
-        assert_eq!(Code::all().last().unwrap().name(), "UNAUTHENTICATED");
+        assert_eq!(GrpcCode::from_header(b"0"), GrpcCode::OK);
+        assert_eq!(GrpcCode::from_header(b"14").name(), "UNAVAILABLE");
+        assert_eq!(GrpcCode::from_header(b"17"), GrpcCode::UNKNOWN);
+        assert_eq!(GrpcCode::from_header(b"x"), GrpcCode::UNKNOWN);
+        assert_eq!(GrpcCode::from_header(b""), GrpcCode::UNKNOWN);
+        assert_eq!(
+            GrpcCode::from_name("deadline_exceeded").unwrap().number(),
+            4
+        );
+        assert_eq!(
+            GrpcCode::from_name("8").unwrap().name(),
+            "RESOURCE_EXHAUSTED"
+        );
+        assert_eq!(GrpcCode::from_name("17"), None);
+        assert_eq!(GrpcCode::from_name("SLOW"), None);
+        assert_eq!(GrpcCode::from_http_status(200), GrpcCode::INTERNAL);
+        assert_eq!(GrpcCode::from_http_status(503).name(), "UNAVAILABLE");
+        assert_eq!(GrpcCode::from_http_status(404).name(), "UNIMPLEMENTED");
+        assert_eq!(GrpcCode::from_http_status(418), GrpcCode::UNKNOWN);
+        assert_eq!(GrpcCode::all().count(), 17);
+        let classes: Vec<u16> = GrpcCode::all().map(|c| c.http_equivalent() / 100).collect();
+        assert_eq!(classes, [2, 4, 5, 4, 5, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 4]);
+        assert_eq!(GrpcCode::all().last().unwrap().name(), "UNAUTHENTICATED");
     }
 }

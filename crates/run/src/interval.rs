@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::error_kind::ErrorKind;
+use crate::grpc_code::GrpcCode;
 
 /// Highest latency a histogram holds, in microseconds (one hour); longer values are clamped.
 pub const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -20,10 +21,7 @@ pub fn new_histogram() -> Histogram<u64> {
 const STATUS_SLOTS: usize = 1000;
 
 /// Number of gRPC status codes (`grpc-status` 0, `OK`, to 16, `UNAUTHENTICATED`).
-pub const GRPC_CODES: usize = 17;
-
-/// `grpc-status` 2, `UNKNOWN`: what a status past 16 counts as, as gRPC's clients read it.
-const GRPC_UNKNOWN: usize = 2;
+pub const GRPC_CODES: usize = GrpcCode::COUNT;
 
 /// Request counters for one interval or a whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,21 +95,24 @@ impl Counts {
         self.status[usize::from(status) % STATUS_SLOTS] += 1;
     }
 
-    /// Counts one gRPC call answered with HTTP status `http_status` and gRPC status `code` (a
-    /// number past 16 counts as `UNKNOWN`): it is a success only when both say so.
+    /// Counts one gRPC call answered with HTTP status `http_status` and gRPC status `code`: it
+    /// is a success only when both say so.
     #[inline]
-    pub fn record_grpc(&mut self, http_status: u16, code: usize) {
+    pub fn record_grpc(&mut self, http_status: u16, code: GrpcCode) {
         self.completed += 1;
-        if http_status == 200 && code == 0 {
+        if http_status == 200 && code == GrpcCode::OK {
             self.ok += 1;
         }
         self.status[usize::from(http_status) % STATUS_SLOTS] += 1;
-        let code = if code < GRPC_CODES {
-            code
-        } else {
-            GRPC_UNKNOWN
-        };
-        self.grpc[code] += 1;
+        self.grpc[code.number()] += 1;
+    }
+
+    /// gRPC statuses that occurred, with their counts, in the order of their numbers.
+    pub fn grpc_codes(&self) -> impl Iterator<Item = (GrpcCode, u64)> + '_ {
+        GrpcCode::all()
+            .zip(&self.grpc)
+            .filter(|(_, n)| **n > 0)
+            .map(|(code, n)| (code, *n))
     }
 
     /// Counts one request that ended in a transport error.
@@ -338,6 +339,10 @@ pub struct TimelineRow {
     pub users_failed: u64,
     /// Sessions that ran to their end this second.
     pub users_completed: u64,
+    /// gRPC calls that failed with an HTTP status below 400 (a `grpc-status` other than
+    /// `OK`): the failures the status classes do not show, so that the second's errors are
+    /// `s4xx + s5xx` + transport errors + this.
+    pub grpc_failed: u64,
 }
 
 /// Error kinds whose columns sit between the status classes and `dropped`; kinds added later
@@ -384,6 +389,9 @@ impl TimelineRow {
             users_started: c.users_started,
             users_failed: c.users_failed,
             users_completed: c.users_completed,
+            grpc_failed: c
+                .errors()
+                .saturating_sub(c.status_class(4) + c.status_class(5) + c.transport_errors()),
         }
     }
 
@@ -401,7 +409,7 @@ impl TimelineRow {
             h.push(',');
             h.push_str(k.as_str());
         }
-        h.push_str(",users_completed");
+        h.push_str(",users_completed,grpc_failed");
         h
     }
 
@@ -442,7 +450,7 @@ impl TimelineRow {
         for n in later_kinds {
             write!(w, ",{n}")?;
         }
-        writeln!(w, ",{}", self.users_completed)
+        writeln!(w, ",{},{}", self.users_completed, self.grpc_failed)
     }
 }
 
@@ -486,6 +494,7 @@ impl TimelineRow {
             users_started: n("users_started"),
             users_failed: n("users_failed"),
             users_completed: n("users_completed"),
+            grpc_failed: n("grpc_failed"),
             p90_ms: f("p90_ms"),
             max_ms: f("max_ms"),
         }
@@ -516,10 +525,10 @@ mod tests {
     #[test]
     fn a_grpc_call_succeeds_only_on_http_200_and_ok_and_counts_under_its_status() {
         let mut c = Counts::default();
-        c.record_grpc(200, 0);
-        c.record_grpc(200, 14);
-        c.record_grpc(503, 0);
-        c.record_grpc(200, 99);
+        c.record_grpc(200, GrpcCode::OK);
+        c.record_grpc(200, GrpcCode::from_number(14));
+        c.record_grpc(503, GrpcCode::OK);
+        c.record_grpc(200, GrpcCode::from_number(99));
         assert_eq!((c.completed, c.ok, c.errors()), (4, 1, 3));
         assert_eq!((c.grpc[0], c.grpc[14], c.grpc[2]), (2, 1, 1));
         assert_eq!(c.status[200], 3);
@@ -527,6 +536,21 @@ mod tests {
         total.add(&c);
         total.add(&c);
         assert_eq!(total.grpc[14], 2);
+        let mut iv = Interval::new(0);
+        iv.counts = c.clone();
+        iv.counts.record_status(404);
+        let row = TimelineRow::from_interval(&iv);
+        assert_eq!(
+            (
+                row.status_classes[1],
+                row.status_classes[3],
+                row.grpc_failed
+            ),
+            (3, 1, 2),
+            "the 503 is a 5xx; the UNAVAILABLE and UNKNOWN answered 200 are what the classes miss"
+        );
+        let names: Vec<_> = c.grpc_codes().map(|(code, n)| (code.name(), n)).collect();
+        assert_eq!(names, [("OK", 2), ("UNKNOWN", 1), ("UNAVAILABLE", 1)]);
         // Records of calls keep the statuses; records of HTTP requests do not mention them,
         // and read back as before.
         let json = serde_json::to_string(&c).unwrap();

@@ -10,6 +10,7 @@ pub mod condition;
 pub mod dir;
 pub mod error_kind;
 pub mod fake;
+pub mod grpc_code;
 pub mod hlog;
 pub mod interval;
 pub mod lab;
@@ -31,6 +32,7 @@ pub use dir::{
     RunDirError, SavedRun,
 };
 pub use error_kind::{ErrorKind, TlsFailure};
+pub use grpc_code::GrpcCode;
 pub use interval::{count_outcome, new_histogram, Counts, Interval, NameOutcomes, TimelineRow};
 pub use plan::{
     defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, Protocol, RatePhase,

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error_kind::{ErrorKind, TlsFailure};
-use crate::interval::us_to_ms;
+use crate::interval::{us_to_ms, Counts};
 use crate::plan::Protocol;
 use crate::record::{RunData, Timings};
 use crate::server::ServerData;
@@ -321,6 +321,9 @@ pub struct NamedRequests {
     pub errors: u64,
     /// Responses by status code.
     pub status: BTreeMap<String, u64>,
+    /// gRPC calls by the status they ended with, when the name made any.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc: BTreeMap<String, u64>,
     /// Latency from the intended start.
     pub latency_ms: LatencyStats,
 }
@@ -851,6 +854,10 @@ pub struct Summary {
     pub service_latency_ms: LatencyStats,
     /// Responses by status code.
     pub status: BTreeMap<String, u64>,
+    /// gRPC calls by the status they ended with (`OK`, `UNAVAILABLE`…), when the run made any;
+    /// their HTTP statuses are in `status` too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc: BTreeMap<String, u64>,
     /// Transport errors by kind.
     pub errors: Errors,
     /// The generator's own resource use.
@@ -1036,6 +1043,7 @@ impl Summary {
                 .statuses()
                 .map(|(code, n)| (code.to_string(), n))
                 .collect(),
+            grpc: grpc_codes(c),
             errors: Errors::from_kinds(&c.error_kinds),
             generator: generator_of(run),
             phases: phases_of(run),
@@ -1151,10 +1159,18 @@ fn requests_by_name(run: &RunData) -> BTreeMap<String, NamedRequests> {
                     .statuses()
                     .map(|(code, n)| (code.to_string(), n))
                     .collect(),
+                grpc: grpc_codes(c),
                 latency_ms: LatencyStats::from_histogram(&iv.latency),
             };
             (name.clone(), named)
         })
+        .collect()
+}
+
+/// gRPC calls by the name of their status.
+fn grpc_codes(c: &Counts) -> BTreeMap<String, u64> {
+    c.grpc_codes()
+        .map(|(code, n)| (code.name().to_string(), n))
         .collect()
 }
 

@@ -21,6 +21,10 @@ pub enum Metric {
     Errors,
     /// Requests completed per second over the run.
     Rps,
+    /// Share of requests (completed or dropped) that ended with one status, percent: an HTTP
+    /// status by its three digits (`status:503`) or a gRPC call's by its name
+    /// (`status:UNAVAILABLE`), as the summary keys them.
+    Status(String),
     /// One of Artillery's metrics by its name, as an `ensure` condition writes it
     /// (`vusers.failed`, `http.codes.200`, `vusers.session_length.p95`, a processor's
     /// counter), read from the run's summary.
@@ -32,7 +36,7 @@ impl Metric {
     pub fn unit(&self) -> &'static str {
         match self {
             Metric::Latency { .. } | Metric::MeanLatency => "ms",
-            Metric::Errors => "%",
+            Metric::Errors | Metric::Status(_) => "%",
             Metric::Rps => "req/s",
             Metric::Artillery(name) if name.contains("session_length") => "ms",
             Metric::Artillery(_) => "",
@@ -49,6 +53,7 @@ impl Metric {
             Metric::MeanLatency => "mean".into(),
             Metric::Errors => "errors".into(),
             Metric::Rps => "rps".into(),
+            Metric::Status(ref code) => format!("status:{code}"),
             Metric::Artillery(ref name) => name.clone(),
         }
     }
@@ -185,8 +190,9 @@ impl Threshold {
     /// Parses a comma-separated list: `p99<300ms, p50<=50ms, errors<1%, rps>900,
     /// p95{login}<200ms`. Latency metrics are `p0`…`p100` (or `p(99)`), `median`, `min`,
     /// `max`, `mean`/`avg`, with `us`, `ms` or `s` (a bare number is milliseconds);
-    /// `errors` takes a percentage; `rps` requests per second. `{name}` (or `{name:NAME}`)
-    /// scopes a threshold to the requests of that name.
+    /// `errors` and `status:CODE` (an HTTP status, `status:503`, or a gRPC status by name,
+    /// `status:UNAVAILABLE`) take a percentage; `rps` requests per second. `{name}` (or
+    /// `{name:NAME}`) scopes a threshold to the requests of that name.
     pub fn parse_list(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
         let list: Vec<Threshold> = split_top_level(text)
             .into_iter()
@@ -206,11 +212,17 @@ impl Threshold {
         let (left, comparison, value) = Comparison::split(text)
             .ok_or_else(|| err("it has no comparison (<, <=, > or >=)".into()))?;
         let (key, name) = split_scope(left.trim()).map_err(err)?;
-        let metric = metric(key).ok_or_else(|| {
-            err(format!(
-                "{key:?} is not a metric: use p50…p99.9, median, min, max, mean, errors or rps"
-            ))
-        })?;
+        let metric = match key.get(..7) {
+            Some(prefix) if prefix.eq_ignore_ascii_case("status:") => {
+                Metric::Status(status_code(&key[7..]).map_err(err)?)
+            }
+            _ => metric(key).ok_or_else(|| {
+                err(format!(
+                    "{key:?} is not a metric: use p50…p99.9, median, min, max, mean, errors, \
+                     rps or status:CODE"
+                ))
+            })?,
+        };
         let limit = limit(&metric, value.trim()).map_err(err)?;
         Ok(Threshold {
             metric,
@@ -230,7 +242,7 @@ impl fmt::Display for Threshold {
         }
         write!(f, "{}", self.comparison.symbol())?;
         match self.metric {
-            Metric::Errors => write!(f, "{}%", self.limit),
+            Metric::Errors | Metric::Status(_) => write!(f, "{}%", self.limit),
             Metric::Rps | Metric::Artillery(_) => write!(f, "{}", self.limit),
             _ if self.limit >= 1000.0 => write!(f, "{}s", self.limit / 1000.0),
             _ if self.limit > 0.0 && self.limit < 1.0 => {
@@ -299,6 +311,24 @@ fn metric(key: &str) -> Option<Metric> {
     })
 }
 
+/// The status a `status:` threshold counts, as the summary keys it: an HTTP status's three
+/// digits, or a gRPC status's name in capitals (`unavailable` → `UNAVAILABLE`).
+fn status_code(code: &str) -> Result<String, String> {
+    let code = code.trim();
+    if code.len() == 3 && code.bytes().all(|b| b.is_ascii_digit()) && code >= "100" {
+        return Ok(code.to_string());
+    }
+    if code.bytes().any(|b| b.is_ascii_alphabetic()) {
+        if let Some(grpc) = crate::GrpcCode::from_name(code) {
+            return Ok(grpc.name().to_string());
+        }
+    }
+    Err(format!(
+        "status:{code} names no status: write an HTTP status (status:503) or a gRPC status by \
+         name (status:UNAVAILABLE)"
+    ))
+}
+
 /// The limit written after the comparison, in the metric's unit.
 fn limit(metric: &Metric, value: &str) -> Result<f64, String> {
     let number = |v: &str| {
@@ -308,11 +338,16 @@ fn limit(metric: &Metric, value: &str) -> Result<f64, String> {
             .filter(|n| n.is_finite() && *n >= 0.0)
     };
     match metric {
-        Metric::Errors => value
+        Metric::Errors | Metric::Status(_) => value
             .strip_suffix('%')
             .and_then(number)
             .filter(|p| *p <= 100.0)
-            .ok_or_else(|| format!("errors takes a percentage such as 1%, not {value:?}")),
+            .ok_or_else(|| {
+                format!(
+                    "{} takes a percentage such as 1%, not {value:?}",
+                    metric.name()
+                )
+            }),
         Metric::Rps => value
             .strip_suffix("/s")
             .or(Some(value))
@@ -388,6 +423,37 @@ mod tests {
             "errors<120%",
         ] {
             assert!(Threshold::parse_list(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_status_threshold_names_an_http_status_or_a_grpc_status() {
+        let list = Threshold::parse_list(
+            "status:unavailable<0.1%, Status:503<=1%, status:resource_exhausted{Calc}<5%",
+        )
+        .unwrap();
+        let texts: Vec<String> = list.iter().map(|t| t.to_string()).collect();
+        assert_eq!(
+            texts,
+            [
+                "status:UNAVAILABLE<0.1%",
+                "status:503<=1%",
+                "status:RESOURCE_EXHAUSTED{Calc}<5%"
+            ]
+        );
+        assert_eq!(list[0].metric, Metric::Status("UNAVAILABLE".into()));
+        assert_eq!(list[0].metric.unit(), "%");
+        for bad in [
+            "status:<1%",
+            "status:SLOW<1%",
+            "status:14<1%",
+            "status:099<1%",
+            "status:5030<1%",
+            "status:503<1",
+            "status:503<101%",
+        ] {
+            let e = Threshold::parse(bad).unwrap_err();
+            assert!(e.reason().contains("status"), "{bad:?}: {e}");
         }
     }
 }
