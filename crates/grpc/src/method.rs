@@ -255,7 +255,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("its methods: Ping, Delay, Block, Calc, Heavy, Ticks"),
+            e.contains("its methods: Ping, Delay, Block, Calc, Heavy, Stall, Ticks"),
             "{e}"
         );
         let calc = protos

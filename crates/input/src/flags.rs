@@ -80,6 +80,12 @@ pub enum FlagsError {
     /// A flag string whose quote is not closed.
     #[error("unbalanced quote in {0:?}")]
     UnbalancedQuote(String),
+    /// A `grpc://` target that cannot become calls (boxed: the rarest error is the largest).
+    #[error(transparent)]
+    Grpc(Box<crate::grpc::GrpcError>),
+    /// `--streams` on HTTP/1.1 URLs.
+    #[error("--streams applies to HTTP/2: add --http2")]
+    StreamsWithoutHttp2,
     /// Words clap refuses as load flags (an unknown flag, a bad value); shown as clap's
     /// first line.
     #[error("{}", first_line(.0))]
@@ -87,6 +93,12 @@ pub enum FlagsError {
     /// A workload's `slo` that is not a list of thresholds.
     #[error("slo: {0}")]
     Slo(ThresholdError),
+}
+
+impl From<crate::grpc::GrpcError> for FlagsError {
+    fn from(e: crate::grpc::GrpcError) -> Self {
+        FlagsError::Grpc(Box::new(e))
+    }
 }
 
 /// The first line of clap's message, which names the flag and the problem.
@@ -114,7 +126,8 @@ pub enum ArrivalArg {
 /// experiment's workload is written in the same flags.
 #[derive(Debug, Clone, Default, Args)]
 pub struct LoadFlags {
-    /// Target URLs (http[s]://host[:port]/path), used round-robin; or one scenario file
+    /// Target URLs (http[s]://host[:port]/path, or gRPC methods,
+    /// grpc[s]://host:port/package.Service/Method), used round-robin; or one scenario file
     /// (Artillery YAML with flows, users phases or Markov user models).
     #[arg(required = true, value_name = "URL|SCENARIO.yaml")]
     pub urls: Vec<String>,
@@ -171,6 +184,9 @@ pub struct LoadFlags {
     /// The request: method, headers and body.
     #[command(flatten)]
     pub request: RequestFlags,
+    /// gRPC targets: where their methods' types come from.
+    #[command(flatten)]
+    pub grpc: crate::grpc::GrpcFlags,
     /// Seed for Poisson arrivals and virtual users' random choices [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -335,9 +351,9 @@ pub struct ReachFlags {
     /// Speak HTTP/2: ALPN h2 on https:// URLs, prior knowledge (h2c) on http:// ones.
     #[arg(long)]
     pub http2: bool,
-    /// HTTP/2: most requests in flight on each connection, so the closed model keeps -c × N
-    /// requests in flight (h2load's -m, oha's -p) [default: 1].
-    #[arg(long, value_name = "N", requires = "http2", value_parser = positive_count, allow_negative_numbers = true)]
+    /// HTTP/2 (and gRPC): most requests in flight on each connection, so the closed model
+    /// keeps -c × N requests in flight (h2load's -m, oha's -p) [default: 1].
+    #[arg(long, value_name = "N", value_parser = positive_count, allow_negative_numbers = true)]
     pub streams: Option<usize>,
     /// HTTPS: trust the CA certificates of this PEM file besides the platform's roots.
     #[arg(long, value_name = "FILE")]

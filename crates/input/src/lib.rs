@@ -15,6 +15,7 @@ pub mod capacity;
 pub mod config_templates;
 pub mod experiment;
 pub mod flags;
+pub mod grpc;
 pub mod locust;
 pub mod lower;
 pub mod probe;

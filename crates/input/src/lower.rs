@@ -16,6 +16,7 @@ use loadlab_run::{
 use crate::flags::{
     ArrivalArg, FlagRequest, FlagsError, LoadFlags, ReachFlags, RequestFlags, ScriptFlags,
 };
+use crate::grpc::GrpcError;
 use crate::scenario::{self, Phases, Problem, ScenarioError};
 use crate::target::{resolve, Lookup, RequestSpec};
 use crate::tls;
@@ -94,6 +95,15 @@ fn http2_reach(f: &ReachFlags) -> Option<Option<usize>> {
     f.http2.then_some(f.streams)
 }
 
+/// Refuses `--streams` without `--http2` (gRPC targets, which go over HTTP/2 anyway, take it
+/// alone).
+fn streams_need_http2(f: &ReachFlags) -> Result<(), FlagsError> {
+    match f.streams.is_some() && !f.http2 {
+        true => Err(FlagsError::StreamsWithoutHttp2),
+        false => Ok(()),
+    }
+}
+
 /// The plan's arrival spacing for the flag's value.
 fn arrival(a: Option<ArrivalArg>) -> Arrival {
     match a.unwrap_or_default() {
@@ -145,6 +155,7 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<Lowered, InputError> {
         if f.no_keepalive {
             return Err(FlagsError::NoKeepaliveWithScenario.into());
         }
+        streams_need_http2(&f.reach)?;
         let overrides = Overrides { flags: f, lookup };
         let checked = scenario_checked(Path::new(&f.urls[0]), &overrides)?;
         return Ok(Lowered {
@@ -206,6 +217,7 @@ impl UrlTarget {
         reach: &ReachFlags,
         request: &RequestFlags,
     ) -> Result<Self, InputError> {
+        streams_need_http2(reach)?;
         Ok(UrlTarget {
             url: url.to_string(),
             request: request.lowered()?,
@@ -384,28 +396,35 @@ fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
 
 /// The parts of the plan of [`urls`], before the defaults and the checks.
 fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
-    let FlagRequest {
-        method,
-        mut headers,
-        body,
-    } = f.request.lowered()?;
-    if f.no_keepalive {
-        // The server closes after answering; the engine then opens the next connection.
-        headers.retain(|(k, _)| !k.eq_ignore_ascii_case("connection"));
-        headers.push(("Connection".into(), "close".into()));
+    let request = f.request.lowered()?;
+    let grpc = crate::grpc::any_grpc(&f.urls)?;
+    let specs = if grpc {
+        if f.no_keepalive {
+            return Err(GrpcError::Http1Flag("--no-keepalive").into());
+        }
+        if f.pipeline.is_some_and(|p| p > 1) {
+            return Err(GrpcError::Http1Flag("-p").into());
+        }
+        crate::grpc::call_specs(
+            &f.urls,
+            &f.grpc,
+            &request,
+            f.request.method.is_some(),
+            f.timeout,
+        )?
+    } else {
+        if !f.grpc.proto.is_empty() {
+            return Err(GrpcError::ProtoWithoutGrpc.into());
+        }
+        http_specs(f, request)
+    };
+    let (endpoints, mut requests) = resolve(&specs, lookup)?;
+    if grpc {
+        // Reports name a call by its grpc:// URL, not the HTTP/2 request it goes as.
+        for (r, url) in requests.iter_mut().zip(&f.urls) {
+            r.url = url.clone();
+        }
     }
-    let specs: Vec<RequestSpec> = f
-        .urls
-        .iter()
-        .map(|url| RequestSpec {
-            name: url.clone(),
-            url: url.clone(),
-            method: method.clone(),
-            headers: headers.clone(),
-            body: body.clone(),
-        })
-        .collect();
-    let (endpoints, requests) = resolve(&specs, lookup)?;
 
     let duration = match (f.duration, f.requests) {
         (None, None) => Some(defaults::DURATION),
@@ -457,11 +476,42 @@ fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
         connect_rate: f.connect_rate,
         source_addrs: source_addrs(f),
         tls: tls::settings(f.reach.cacert.as_deref(), f.reach.insecure)?,
-        protocol: protocol(http2_reach(&f.reach)),
+        // gRPC goes over HTTP/2 whether or not --http2 was given.
+        protocol: protocol(match grpc {
+            true => Some(f.reach.streams),
+            false => {
+                streams_need_http2(&f.reach)?;
+                http2_reach(&f.reach)
+            }
+        }),
         thresholds: thresholds(f),
         apdex_ms: None,
         pacing_slack: f.pacing_slack,
     })
+}
+
+/// The requests of HTTP URLs: each the flags' request, sent to its URL.
+fn http_specs(f: &LoadFlags, request: FlagRequest) -> Vec<RequestSpec> {
+    let FlagRequest {
+        method,
+        mut headers,
+        body,
+    } = request;
+    if f.no_keepalive {
+        // The server closes after answering; the engine then opens the next connection.
+        headers.retain(|(k, _)| !k.eq_ignore_ascii_case("connection"));
+        headers.push(("Connection".into(), "close".into()));
+    }
+    f.urls
+        .iter()
+        .map(|url| RequestSpec {
+            name: url.clone(),
+            url: url.clone(),
+            method: method.clone(),
+            headers: headers.clone(),
+            body: body.clone(),
+        })
+        .collect()
 }
 
 /// The source addresses of every `--source-addr`, in order.

@@ -362,8 +362,10 @@ mod tests {
         );
         let http = lab_row("http", "calc", Summary::default());
         assert_eq!(http["grpc not ok"], "-");
-        let mut s = Summary::default();
-        s.grpc = [("UNAVAILABLE".to_string(), 30), ("OK".to_string(), 970)].into();
+        let s = Summary {
+            grpc: [("UNAVAILABLE".to_string(), 30), ("OK".to_string(), 970)].into(),
+            ..Summary::default()
+        };
         let text = crate::render_summary(&s);
         assert!(
             text.contains("  grpc         OK × 970  UNAVAILABLE × 30"),

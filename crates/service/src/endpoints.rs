@@ -11,9 +11,9 @@ use serde::Deserialize;
 use crate::state::Shared;
 
 /// Longest wait an endpoint accepts, so a typo cannot hold a connection for days.
-const MAX_WAIT_MS: u64 = 600_000;
+pub(crate) const MAX_WAIT_MS: u64 = 600_000;
 /// Most iterations `/calc` accepts (about a minute of CPU).
-const MAX_CALC_N: u64 = 2_000_000_000;
+pub(crate) const MAX_CALC_N: u64 = 2_000_000_000;
 /// Most KB one `/leak` request keeps (1 GB).
 const MAX_LEAK_KB: u64 = 1 << 20;
 
@@ -241,21 +241,38 @@ fn loadavg() -> Option<[f64; 3]> {
 /// like a stop-the-world pause.
 pub async fn stall(State(s): State<Shared>, Query(q): Query<Params>) -> Response {
     let every = match number("every_ms", q.every_ms.as_deref(), Some(2000), MAX_WAIT_MS) {
-        Ok(0) => return bad_request("every_ms must be at least 1".into()),
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
     let freeze = match number("for_ms", q.for_ms.as_deref(), Some(1000), MAX_WAIT_MS) {
-        Ok(v) if v <= every => v,
-        Ok(_) => return bad_request("for_ms must not exceed every_ms".into()),
+        Ok(v) => v,
         Err(e) => return e.into_response(),
     };
+    match stalled_for(&s, every, freeze) {
+        Ok(hold) => {
+            tokio::time::sleep(hold).await;
+            "ok".into_response()
+        }
+        Err(reason) => bad_request(reason),
+    }
+}
+
+/// How long a request that arrives now waits under a freeze of the last `freeze` ms of every
+/// `every` ms since the service started (zero outside the freeze), or why the two do not fit.
+pub(crate) fn stalled_for(s: &Shared, every: u64, freeze: u64) -> Result<Duration, String> {
+    if every == 0 {
+        return Err("every_ms must be at least 1".into());
+    }
+    if freeze > every {
+        return Err("for_ms must not exceed every_ms".into());
+    }
     let now_ms = s.started.elapsed().as_millis() as u64;
     let phase = now_ms % every;
-    if phase >= every - freeze {
-        tokio::time::sleep(Duration::from_millis(every - phase)).await;
-    }
-    "ok".into_response()
+    Ok(if phase >= every - freeze {
+        Duration::from_millis(every - phase)
+    } else {
+        Duration::ZERO
+    })
 }
 
 /// Black box, asynchronous: a fixed delay, any number at once (or the shared box's answer).

@@ -10,6 +10,7 @@
 
 pub mod consumer;
 mod endpoints;
+mod grpc;
 mod shared_box;
 mod state;
 mod store;
@@ -52,6 +53,7 @@ pub fn router(config: ServiceConfig) -> Result<Router, String> {
         .route("/static/{file}", get(web::static_file))
         .route("/login", post(web::login))
         .route("/account", get(web::account))
+        .route(&format!("/{}/{{method}}", grpc::SERVICE), post(grpc::call))
         .fallback(not_found);
     let in_flight = config
         .max_in_flight

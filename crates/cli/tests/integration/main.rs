@@ -16,6 +16,7 @@ mod budgets;
 mod cli;
 mod cookies_redirects;
 mod examples;
+mod grpc;
 mod observability;
 mod scenario;
 mod shard;

@@ -1,0 +1,182 @@
+//! `loadlab run grpc://…` against the reference service's gRPC methods (on its own port, over
+//! h2c): calls counted by their status in every output, thresholds on a status, and a server
+//! that stalls seen in the open model's latency.
+
+use std::path::PathBuf;
+
+use crate::support::{
+    exit_code, loadlab, loadlab_json, read_json, stdout_of, write_file, EXIT_THRESHOLDS,
+};
+use loadlab_service::TestServer;
+
+/// The reference service's `.proto` file, as the repository ships it.
+fn reference_proto() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../grpc/proto/loadlab/reference/v1/reference.proto")
+}
+
+/// `grpc://` URL of `method` on `server`.
+fn call(server: &TestServer, method: &str) -> String {
+    let http = server.url("");
+    let authority = http.trim_start_matches("http://");
+    format!("grpc://{authority}/loadlab.reference.v1.Reference/{method}")
+}
+
+#[test]
+fn every_call_is_counted_by_its_status_and_a_threshold_can_name_one() {
+    let server = TestServer::start(2).unwrap();
+    let proto = reference_proto();
+    let proto = proto.to_str().unwrap();
+    // Known answer: each call waits 20 ms in the service, so none is faster.
+    let (s, out) = loadlab_json(&[
+        "run",
+        &call(&server, "Delay"),
+        "--proto",
+        proto,
+        "-b",
+        r#"{"ms": 20}"#,
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-n",
+        "200",
+        "--timeout",
+        "5s",
+    ]);
+    let text = stdout_of(&out);
+    assert_eq!(s["requests"]["completed"], 200, "{text}");
+    assert_eq!(s["requests"]["ok"], 200, "{text}");
+    assert_eq!(s["grpc"], serde_json::json!({"OK": 200}), "{text}");
+    assert_eq!(s["status"]["200"], 200);
+    assert_eq!(s["http2"]["streams"], 4);
+    assert!(s["latency_ms"]["min"].as_f64().unwrap() >= 20.0, "{text}");
+    assert!(text.contains("  grpc         OK × 200"), "{text}");
+    assert_eq!(
+        s["targets"][0].as_str(),
+        Some(call(&server, "Delay").as_str()),
+        "reports name the call by its grpc:// URL"
+    );
+
+    // A method the server does not have: every call ends UNIMPLEMENTED (answered 200, its
+    // status in the headers alone), a failure the status classes do not show.
+    let dir = tempfile::tempdir().unwrap();
+    let other = write_file(
+        dir.path(),
+        "other.proto",
+        "syntax = \"proto3\";\npackage loadlab.reference.v1;\nmessage E {}\n\
+         service Reference { rpc Nope(E) returns (E); }\n",
+    );
+    let run_dir = dir.path().join("run");
+    let out = loadlab(&[
+        "run",
+        &call(&server, "Nope"),
+        "--proto",
+        other.to_str().unwrap(),
+        "-n",
+        "30",
+        "-c",
+        "1",
+        "--slo",
+        "status:UNIMPLEMENTED<1%,errors<=100%",
+        "--out",
+        run_dir.to_str().unwrap(),
+    ]);
+    let text = stdout_of(&out);
+    assert_eq!(exit_code(&out), EXIT_THRESHOLDS, "{text}");
+    assert!(
+        text.contains("FAIL  status:UNIMPLEMENTED<1%  100.00 %"),
+        "{text}"
+    );
+    assert!(text.contains("30 gRPC UNIMPLEMENTED"), "{text}");
+    let s = read_json(&run_dir.join("summary.json"));
+    assert_eq!(s["grpc"], serde_json::json!({"UNIMPLEMENTED": 30}));
+    assert_eq!(
+        (
+            s["requests"]["ok"].as_u64(),
+            s["requests"]["errors"].as_u64()
+        ),
+        (Some(0), Some(30))
+    );
+    let timeline = std::fs::read_to_string(run_dir.join("timeline.csv")).unwrap();
+    let header: Vec<&str> = timeline.lines().next().unwrap().split(',').collect();
+    let at = header.iter().position(|c| *c == "grpc_failed").unwrap();
+    let hidden: u64 = timeline
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(at).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(hidden, 30, "{timeline}");
+    loadlab(&["report", run_dir.to_str().unwrap()]);
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("gRPC statuses: UNIMPLEMENTED × 30"),
+        "report.html"
+    );
+}
+
+#[test]
+fn a_grpc_server_that_stalls_shows_it_in_the_open_models_p99() {
+    let server = TestServer::start(1).unwrap();
+    let proto = reference_proto();
+    // Half of every second frozen: a call arriving then waits for the freeze's end, up to
+    // 500 ms, which the open model counts from each call's intended start.
+    let (s, out) = loadlab_json(&[
+        "run",
+        &call(&server, "Stall"),
+        "--proto",
+        proto.to_str().unwrap(),
+        "-b",
+        r#"{"every_ms": 1000, "for_ms": 500}"#,
+        "-R",
+        "40",
+        "-d",
+        "2s",
+    ]);
+    let text = stdout_of(&out);
+    assert_eq!(s["grpc"]["OK"], s["requests"]["completed"], "{text}");
+    let p99 = s["latency_ms"]["p99"].as_f64().unwrap();
+    let p50 = s["latency_ms"]["p50"].as_f64().unwrap();
+    assert!(p99 >= 400.0, "p99 {p99} ms: {text}");
+    assert!(
+        p50 <= 300.0,
+        "p50 {p50} ms: half the calls arrive outside the freeze: {text}"
+    );
+}
+
+#[test]
+fn grpc_flags_that_cannot_apply_are_refused_in_one_line() {
+    let proto = reference_proto();
+    let proto = proto.to_str().unwrap();
+    let url = "grpc://127.0.0.1:1/loadlab.reference.v1.Reference/Ping";
+    for (args, says) in [
+        (vec!["run", url], "add --proto FILE"),
+        (vec!["run", url, "--proto", proto, "-m", "POST"], "drop -m"),
+        (
+            vec!["run", url, "--proto", proto, "--no-keepalive"],
+            "gRPC calls go over HTTP/2",
+        ),
+        (
+            vec!["run", url, "http://127.0.0.1:1/", "--proto", proto],
+            "cannot share a run",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "--proto", proto],
+            "apply to grpc:// targets",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "--streams", "4"],
+            "add --http2",
+        ),
+        (
+            vec!["run", "grpc://127.0.0.1:1/Ping", "--proto", proto],
+            "package.Service/Method",
+        ),
+    ] {
+        let out = loadlab(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(exit_code(&out), 1, "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,240 @@
+//! `grpc://` targets lowered into HTTP/2 requests: each call is a POST to
+//! `/package.Service/Method` with gRPC's headers, its request message encoded once from the JSON
+//! of `-b` with the method's input type (from `--proto` files), length-prefixed, and `-H` as
+//! metadata. The engine then sends it as any HTTP/2 request and counts it by its `grpc-status`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use loadlab_grpc::{frame, grpc_timeout, GrpcTarget, MethodError, Protos, TargetError};
+
+use crate::flags::FlagRequest;
+use crate::target::RequestSpec;
+
+/// Where a gRPC call's types come from (`grpc://` targets).
+#[derive(Debug, Clone, Default, Args)]
+pub struct GrpcFlags {
+    /// gRPC: the .proto file that defines the method (repeatable); compiled here, no protoc
+    /// needed. Its imports are looked up in --import-path and the file's own directory.
+    #[arg(long = "proto", value_name = "FILE")]
+    pub proto: Vec<PathBuf>,
+    /// gRPC: a directory the .proto files' imports are looked up in (repeatable), as protoc's
+    /// -I.
+    #[arg(long = "import-path", value_name = "DIR", requires = "proto")]
+    pub import_path: Vec<PathBuf>,
+}
+
+/// A `grpc://` target that cannot become calls, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    /// The URL names no method.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The method's types: the files do not compile, or do not define it, or the request is
+    /// not its input in JSON.
+    #[error(transparent)]
+    Method(#[from] MethodError),
+    /// No `--proto` to read the method's types from.
+    #[error(
+        "{url}: a gRPC call's types come from its .proto file: add --proto FILE (and \
+         --import-path DIR for its imports)"
+    )]
+    NoProto {
+        /// The URL.
+        url: String,
+    },
+    /// `grpc://` targets among HTTP ones.
+    #[error(
+        "{url}: gRPC and HTTP targets cannot share a run (every call of one run goes over \
+         HTTP/2 as gRPC); run them apart, or compare them in a lab"
+    )]
+    Mixed {
+        /// The first gRPC URL.
+        url: String,
+    },
+    /// `-m`: a call's method is its path.
+    #[error("-m sets an HTTP method; a gRPC call is named by its URL (grpc://HOST:PORT/package.Service/Method): drop -m")]
+    HttpMethod,
+    /// `--no-keepalive` or `-p`, which HTTP/2 does not take.
+    #[error("{0} applies to HTTP/1.1; gRPC calls go over HTTP/2 (use -c and --streams)")]
+    Http1Flag(&'static str),
+    /// `--proto` or `--import-path` with HTTP targets.
+    #[error("--proto and --import-path apply to grpc:// targets")]
+    ProtoWithoutGrpc,
+}
+
+/// Whether any of `urls` is a gRPC target; refuses a mix of gRPC and HTTP ones.
+pub fn any_grpc(urls: &[String]) -> Result<bool, GrpcError> {
+    let grpc: Vec<&String> = urls.iter().filter(|u| GrpcTarget::is_grpc(u)).collect();
+    match grpc.first() {
+        Some(first) if grpc.len() < urls.len() => Err(GrpcError::Mixed {
+            url: (*first).clone(),
+        }),
+        Some(_) => Ok(true),
+        None => Ok(false),
+    }
+}
+
+/// The HTTP/2 requests the calls to `urls` are: each URL's method looked up in the `--proto`
+/// files, `request`'s body (JSON, `{}` when empty) encoded as its input and framed, its headers
+/// sent as metadata, and `timeout`, when given, as the call's deadline (`grpc-timeout`).
+pub fn call_specs(
+    urls: &[String],
+    flags: &GrpcFlags,
+    request: &FlagRequest,
+    method_given: bool,
+    timeout: Option<Duration>,
+) -> Result<Vec<RequestSpec>, GrpcError> {
+    if method_given {
+        return Err(GrpcError::HttpMethod);
+    }
+    let targets = urls
+        .iter()
+        .map(|u| GrpcTarget::parse(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    if flags.proto.is_empty() {
+        return Err(GrpcError::NoProto {
+            url: urls.first().cloned().unwrap_or_default(),
+        });
+    }
+    let protos = Protos::compile(&flags.proto, &flags.import_path)?;
+    let json = match String::from_utf8_lossy(&request.body).trim() {
+        "" => "{}".to_string(),
+        body => body.to_string(),
+    };
+    let mut headers = vec![
+        ("content-type".to_string(), "application/grpc".to_string()),
+        ("te".to_string(), "trailers".to_string()),
+    ];
+    if let Some(t) = timeout {
+        headers.push(("grpc-timeout".to_string(), grpc_timeout(t)));
+    }
+    // Metadata: gRPC's keys are lower case (HTTP/2 sends them so anyway).
+    headers.extend(
+        request
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone())),
+    );
+    targets
+        .iter()
+        .zip(urls)
+        .map(|(t, url)| {
+            let method = protos.method(&t.service, &t.method)?;
+            let message = method.request_from_json(&json)?;
+            let scheme = if t.tls { "https" } else { "http" };
+            Ok(RequestSpec {
+                name: url.clone(),
+                url: format!("{scheme}://{}{}", t.authority, method.path),
+                method: "POST".to_string(),
+                headers: headers.clone(),
+                body: frame(&message).to_vec(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference() -> (tempfile::TempDir, GrpcFlags) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("reference.proto");
+        std::fs::write(&file, loadlab_grpc::method::REFERENCE_PROTO).unwrap();
+        let flags = GrpcFlags {
+            proto: vec![file],
+            import_path: Vec::new(),
+        };
+        (dir, flags)
+    }
+
+    fn request(body: &str, headers: &[(&str, &str)]) -> FlagRequest {
+        FlagRequest {
+            method: "GET".into(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_call_becomes_a_framed_post_with_grpcs_headers_and_its_metadata() {
+        let (_dir, flags) = reference();
+        let urls = ["grpc://127.0.0.1:50051/loadlab.reference.v1.Reference/Delay".to_string()];
+        let specs = call_specs(
+            &urls,
+            &flags,
+            &request(r#"{"ms": 20}"#, &[("X-Tenant", "a")]),
+            false,
+            Some(Duration::from_millis(500)),
+        )
+        .unwrap();
+        let s = &specs[0];
+        assert_eq!(s.method, "POST");
+        assert_eq!(
+            s.url,
+            "http://127.0.0.1:50051/loadlab.reference.v1.Reference/Delay"
+        );
+        assert_eq!(s.name, urls[0]);
+        let header = |k: &str| {
+            s.headers
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(header("content-type"), Some("application/grpc"));
+        assert_eq!(header("te"), Some("trailers"));
+        assert_eq!(header("grpc-timeout"), Some("500000u"));
+        assert_eq!(header("x-tenant"), Some("a"));
+        // Uncompressed, four bytes of length, then field 1 (varint) = 20.
+        assert_eq!(s.body, [0, 0, 0, 0, 2, 0x08, 20]);
+        // No body is the empty message; TLS goes to https.
+        let tls = ["grpcs://localhost:8443/loadlab.reference.v1.Reference/Ping".to_string()];
+        let specs = call_specs(&tls, &flags, &request("", &[]), false, None).unwrap();
+        assert_eq!(specs[0].body, [0, 0, 0, 0, 0]);
+        assert!(specs[0].url.starts_with("https://localhost:8443/"));
+        assert!(!specs[0].headers.iter().any(|(k, _)| k == "grpc-timeout"));
+    }
+
+    #[test]
+    fn what_cannot_be_called_is_refused_with_what_to_write() {
+        let (_dir, flags) = reference();
+        let url = |m: &str| vec![format!("grpc://127.0.0.1:1/loadlab.reference.v1.{m}")];
+        let err = |urls: &[String], body: &str, flags: &GrpcFlags, m: bool| {
+            call_specs(urls, flags, &request(body, &[]), m, None)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(&url("Reference/Pong"), "", &flags, false);
+        assert!(e.contains("has no method Pong; its methods: Ping"), "{e}");
+        let e = err(&url("Other/Ping"), "", &flags, false);
+        assert!(e.contains("no service loadlab.reference.v1.Other"), "{e}");
+        let e = err(&url("Reference/Delay"), r#"{"seconds": 1}"#, &flags, false);
+        assert!(
+            e.contains("is not a loadlab.reference.v1.DelayRequest"),
+            "{e}"
+        );
+        let e = err(&url("Reference/Delay"), "{", &flags, false);
+        assert!(e.contains("in JSON"), "{e}");
+        let e = err(&url("Reference/Ping"), "", &GrpcFlags::default(), false);
+        assert!(e.contains("add --proto FILE"), "{e}");
+        let e = err(&url("Reference/Ping"), "", &flags, true);
+        assert!(e.contains("drop -m"), "{e}");
+        let e = err(&["grpc://127.0.0.1:1/Ping".to_string()], "", &flags, false);
+        assert!(e.contains("package.Service/Method"), "{e}");
+        let mixed = [
+            "http://127.0.0.1/".to_string(),
+            url("Reference/Ping").remove(0),
+        ];
+        assert!(any_grpc(&mixed)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot share a run"));
+        assert!(!any_grpc(&mixed[..1]).unwrap());
+        assert!(any_grpc(&mixed[1..]).unwrap());
+    }
+}
