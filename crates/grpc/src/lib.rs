@@ -4,6 +4,7 @@
 
 pub mod frame;
 pub mod method;
+pub mod reflection;
 pub mod target;
 pub mod timeout;
 

@@ -23,10 +23,12 @@ pub enum MethodError {
         known: String,
     },
     /// The service has no such method.
-    #[error("service {service} has no method {method}; its methods: {known}")]
+    #[error("service {service} in {from} has no method {method}; its methods: {known}")]
     NoMethod {
         /// The service.
         service: String,
+        /// Where the types came from.
+        from: String,
         /// The method asked for.
         method: String,
         /// The service's methods.
@@ -141,6 +143,7 @@ impl Protos {
             let known: Vec<String> = s.methods().map(|m| m.name().to_string()).collect();
             return Err(MethodError::NoMethod {
                 service: service.to_string(),
+                from: self.from.clone(),
                 method: method.to_string(),
                 known: known.join(", "),
             });
@@ -152,6 +155,47 @@ impl Protos {
             client_streaming: m.is_client_streaming(),
             server_streaming: m.is_server_streaming(),
         })
+    }
+}
+
+impl Protos {
+    /// The file that defines `symbol` (a service's or a message's full name) and every file it
+    /// imports, each a serialized `FileDescriptorProto`, the defining one first: what server
+    /// reflection answers.
+    pub fn file_of_symbol(&self, symbol: &str) -> Option<Vec<Vec<u8>>> {
+        let file = self
+            .pool
+            .get_service_by_name(symbol)
+            .map(|s| s.parent_file())
+            .or_else(|| {
+                self.pool
+                    .get_message_by_name(symbol)
+                    .map(|m| m.parent_file())
+            })?;
+        let mut order = vec![file];
+        let mut i = 0;
+        while i < order.len() {
+            let deps: Vec<_> = order[i].dependencies().collect();
+            for d in deps {
+                if !order.iter().any(|f| f.name() == d.name()) {
+                    order.push(d);
+                }
+            }
+            i += 1;
+        }
+        Some(
+            order
+                .iter()
+                .map(|f| f.file_descriptor_proto().encode_to_vec())
+                .collect(),
+        )
+    }
+
+    /// The file named `name` (as imports name it), serialized.
+    pub fn file_by_name(&self, name: &str) -> Option<Vec<u8>> {
+        self.pool
+            .get_file_by_name(name)
+            .map(|f| f.file_descriptor_proto().encode_to_vec())
     }
 }
 
@@ -203,6 +247,36 @@ fn compile_error(e: &protox::Error) -> MethodError {
 
 /// The reference service's `.proto` file (`loadlab.reference.v1.Reference`), as shipped.
 pub const REFERENCE_PROTO: &str = include_str!("../proto/loadlab/reference/v1/reference.proto");
+
+/// Its name, as an import would name it.
+pub const REFERENCE_PROTO_NAME: &str = "loadlab/reference/v1/reference.proto";
+
+impl Protos {
+    /// The reference service's types, compiled from the file built into loadlab.
+    pub fn reference() -> Protos {
+        /// Serves the built-in file alone.
+        struct Builtin;
+        impl protox::file::FileResolver for Builtin {
+            fn resolve_path(&self, path: &Path) -> Option<String> {
+                (path == Path::new(REFERENCE_PROTO_NAME)).then(|| REFERENCE_PROTO_NAME.into())
+            }
+            fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+                match name {
+                    REFERENCE_PROTO_NAME => protox::file::File::from_source(name, REFERENCE_PROTO),
+                    _ => Err(protox::Error::file_not_found(name)),
+                }
+            }
+        }
+        let mut compiler = protox::Compiler::with_file_resolver(Builtin);
+        compiler
+            .open_file(REFERENCE_PROTO_NAME)
+            .expect("the built-in .proto file compiles");
+        Protos {
+            pool: compiler.descriptor_pool(),
+            from: REFERENCE_PROTO_NAME.into(),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

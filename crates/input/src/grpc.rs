@@ -35,14 +35,13 @@ pub enum GrpcError {
     /// not its input in JSON.
     #[error(transparent)]
     Method(#[from] MethodError),
-    /// No `--proto` to read the method's types from.
-    #[error(
-        "{url}: a gRPC call's types come from its .proto file: add --proto FILE (and \
-         --import-path DIR for its imports)"
-    )]
+    /// No `--proto` to read the method's types from, and no server to ask.
+    #[error("{url}: {why}: add --proto FILE (and --import-path DIR for its imports)")]
     NoProto {
         /// The URL.
         url: String,
+        /// Why the server cannot be asked.
+        why: String,
     },
     /// `grpc://` targets among HTTP ones.
     #[error(
@@ -76,15 +75,26 @@ pub fn any_grpc(urls: &[String]) -> Result<bool, GrpcError> {
     }
 }
 
+/// How a call's types are found when no `--proto` gives them.
+#[derive(Debug, Clone, Copy)]
+pub enum Reflection {
+    /// Ask each server (server reflection), waiting up to this long for each answer.
+    Ask(Duration),
+    /// Do not: the plan runs elsewhere (`loadlab k8s job`), where its names resolve.
+    Never,
+}
+
 /// The HTTP/2 requests the calls to `urls` are: each URL's method looked up in the `--proto`
-/// files, `request`'s body (JSON, `{}` when empty) encoded as its input and framed, its headers
-/// sent as metadata, and `timeout`, when given, as the call's deadline (`grpc-timeout`).
+/// files, or else asked of its server by reflection; `request`'s body (JSON, `{}` when empty)
+/// encoded as its input and framed, its headers sent as metadata, and `timeout`, when given, as
+/// the call's deadline (`grpc-timeout`).
 pub fn call_specs(
     urls: &[String],
     flags: &GrpcFlags,
     request: &FlagRequest,
     method_given: bool,
     timeout: Option<Duration>,
+    reflection: Reflection,
 ) -> Result<Vec<RequestSpec>, GrpcError> {
     if method_given {
         return Err(GrpcError::HttpMethod);
@@ -93,12 +103,12 @@ pub fn call_specs(
         .iter()
         .map(|u| GrpcTarget::parse(u))
         .collect::<Result<Vec<_>, _>>()?;
-    if flags.proto.is_empty() {
-        return Err(GrpcError::NoProto {
-            url: urls.first().cloned().unwrap_or_default(),
-        });
-    }
-    let protos = Protos::compile(&flags.proto, &flags.import_path)?;
+    let compiled = match flags.proto.is_empty() {
+        true => None,
+        false => Some(Protos::compile(&flags.proto, &flags.import_path)?),
+    };
+    // Each server is asked once per service.
+    let mut asked: Vec<((String, String), Protos)> = Vec::new();
     let json = match String::from_utf8_lossy(&request.body).trim() {
         "" => "{}".to_string(),
         body => body.to_string(),
@@ -121,6 +131,21 @@ pub fn call_specs(
         .iter()
         .zip(urls)
         .map(|(t, url)| {
+            let protos = match &compiled {
+                Some(p) => p,
+                None => {
+                    let key = (t.authority.clone(), t.service.clone());
+                    if !asked.iter().any(|(k, _)| *k == key) {
+                        let p = reflect(t, url, reflection)?;
+                        asked.push((key.clone(), p));
+                    }
+                    &asked
+                        .iter()
+                        .find(|(k, _)| *k == key)
+                        .expect("asked above")
+                        .1
+                }
+            };
             let method = protos.method(&t.service, &t.method)?;
             let message = method.request_from_json(&json)?;
             let scheme = if t.tls { "https" } else { "http" };
@@ -133,6 +158,33 @@ pub fn call_specs(
             })
         })
         .collect()
+}
+
+/// The types of `t`'s service, asked of its server by reflection.
+fn reflect(t: &GrpcTarget, url: &str, how: Reflection) -> Result<Protos, GrpcError> {
+    let no = |why: &str| GrpcError::NoProto {
+        url: url.to_string(),
+        why: why.to_string(),
+    };
+    let Reflection::Ask(wait) = how else {
+        return Err(no(
+            "a plan that runs elsewhere cannot ask the server for its types",
+        ));
+    };
+    if t.tls {
+        return Err(no(
+            "server reflection over TLS (grpcs://) is not built yet; give the method's types",
+        ));
+    }
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(t.host.as_str(), t.port))
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| no(&format!("{} does not resolve", t.host)))?;
+    loadlab_grpc::reflection::fetch(addr, &t.authority, &t.service, wait).map_err(|e| {
+        no(&format!(
+            "no .proto given, and asking the server failed ({e})"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -171,6 +223,7 @@ mod tests {
             &request(r#"{"ms": 20}"#, &[("X-Tenant", "a")]),
             false,
             Some(Duration::from_millis(500)),
+            Reflection::Never,
         )
         .unwrap();
         let s = &specs[0];
@@ -194,7 +247,15 @@ mod tests {
         assert_eq!(s.body, [0, 0, 0, 0, 2, 0x08, 20]);
         // No body is the empty message; TLS goes to https.
         let tls = ["grpcs://localhost:8443/loadlab.reference.v1.Reference/Ping".to_string()];
-        let specs = call_specs(&tls, &flags, &request("", &[]), false, None).unwrap();
+        let specs = call_specs(
+            &tls,
+            &flags,
+            &request("", &[]),
+            false,
+            None,
+            Reflection::Never,
+        )
+        .unwrap();
         assert_eq!(specs[0].body, [0, 0, 0, 0, 0]);
         assert!(specs[0].url.starts_with("https://localhost:8443/"));
         assert!(!specs[0].headers.iter().any(|(k, _)| k == "grpc-timeout"));
@@ -205,12 +266,13 @@ mod tests {
         let (_dir, flags) = reference();
         let url = |m: &str| vec![format!("grpc://127.0.0.1:1/loadlab.reference.v1.{m}")];
         let err = |urls: &[String], body: &str, flags: &GrpcFlags, m: bool| {
-            call_specs(urls, flags, &request(body, &[]), m, None)
+            call_specs(urls, flags, &request(body, &[]), m, None, Reflection::Never)
                 .unwrap_err()
                 .to_string()
         };
         let e = err(&url("Reference/Pong"), "", &flags, false);
         assert!(e.contains("has no method Pong; its methods: Ping"), "{e}");
+        assert!(e.contains("in /"), "names the file: {e}");
         let e = err(&url("Other/Ping"), "", &flags, false);
         assert!(e.contains("no service loadlab.reference.v1.Other"), "{e}");
         let e = err(&url("Reference/Delay"), r#"{"seconds": 1}"#, &flags, false);

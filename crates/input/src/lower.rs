@@ -411,6 +411,12 @@ fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
             &request,
             f.request.method.is_some(),
             f.timeout,
+            match lookup {
+                Lookup::Skip => crate::grpc::Reflection::Never,
+                _ => crate::grpc::Reflection::Ask(
+                    f.connect_timeout.unwrap_or(defaults::CONNECT_TIMEOUT),
+                ),
+            },
         )?
     } else {
         if !f.grpc.proto.is_empty() {

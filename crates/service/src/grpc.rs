@@ -18,6 +18,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body::Frame;
+use loadlab_grpc::reflection::{self, ReflectionRequest};
+use loadlab_grpc::{frame, Deframer, FrameError, Protos};
 use prost::Message;
 use tokio::sync::mpsc;
 
@@ -26,9 +28,6 @@ use crate::state::Shared;
 
 /// The service's full name: its methods are at `/loadlab.reference.v1.Reference/{method}`.
 pub const SERVICE: &str = "loadlab.reference.v1.Reference";
-
-/// Largest request message taken (gRPC's default limit).
-const MAX_MESSAGE: usize = 4 << 20;
 
 /// `Ping`'s request.
 #[derive(Clone, PartialEq, Message)]
@@ -130,36 +129,38 @@ pub async fn call(
         Err(status) => return ended(status),
     };
     if method == "Ticks" {
-        return match TicksRequest::decode(message) {
+        return match TicksRequest::decode(message.as_ref()) {
             Ok(r) => ticks(r),
             Err(e) => ended(Status::invalid(format!("not a TicksRequest: {e}"))),
         };
     }
-    match unary(&s, &method, message).await {
+    match unary(&s, &method, &message).await {
         Ok(reply) => answered(reply),
         Err(status) => ended(status),
     }
 }
 
 /// The one message of a unary call's body, unframed.
-fn one_message(body: &[u8]) -> Result<&[u8], Status> {
-    let [flag, a, b, c, d, rest @ ..] = body else {
-        return Err(Status::invalid("the body holds no message"));
-    };
-    if *flag != 0 {
-        return Err(Status(
-            12,
-            "this server takes no compressed messages".into(),
-        ));
-    }
-    let len = u32::from_be_bytes([*a, *b, *c, *d]) as usize;
-    if len > MAX_MESSAGE {
-        return Err(Status(8, format!("a message of {len} bytes is over 4 MiB")));
-    }
-    if rest.len() != len {
+fn one_message(body: &[u8]) -> Result<Bytes, Status> {
+    let mut d = Deframer::new();
+    d.push(body);
+    let message = d
+        .next_message()
+        .map_err(frame_status)?
+        .ok_or_else(|| Status::invalid("the body holds no whole message"))?;
+    if d.finish().is_err() {
         return Err(Status::invalid("a unary call's body is one whole message"));
     }
-    Ok(rest)
+    Ok(message)
+}
+
+/// The status a body that does not read as messages ends its call with.
+fn frame_status(e: FrameError) -> Status {
+    match e {
+        FrameError::Compressed => Status(12, "this server takes no compressed messages".into()),
+        FrameError::TooLong(_) => Status(8, e.to_string()),
+        _ => Status::invalid(e.to_string()),
+    }
 }
 
 /// Does `method`'s work and encodes its reply.
@@ -222,7 +223,7 @@ async fn unary(s: &Shared, method: &str, message: &[u8]) -> Result<Vec<u8>, Stat
 /// A reply message, framed, then status OK in the trailers.
 fn answered(reply: Vec<u8>) -> Response {
     let (tx, body) = FrameBody::channel(2);
-    let _ = tx.try_send(Frame::data(framed(&reply)));
+    let _ = tx.try_send(Frame::data(frame(&reply)));
     let _ = tx.try_send(Frame::trailers(status_headers(0, "")));
     grpc_response(body)
 }
@@ -237,13 +238,65 @@ fn ticks(r: TicksRequest) -> Response {
                 tokio::time::sleep(Duration::from_millis(u64::from(r.interval_ms))).await;
             }
             let tick = Tick { index }.encode_to_vec();
-            if tx.send(Frame::data(framed(&tick))).await.is_err() {
+            if tx.send(Frame::data(frame(&tick))).await.is_err() {
                 return;
             }
         }
         let _ = tx.send(Frame::trailers(status_headers(0, ""))).await;
     });
     grpc_response(body)
+}
+
+/// Server reflection (`grpc.reflection.v1` and `v1alpha`) of the reference service's types:
+/// each question answered as it arrives on the stream, as a client that waits for an answer
+/// before its next question needs.
+pub async fn reflect(body: Body) -> Response {
+    static REFERENCE: std::sync::OnceLock<Protos> = std::sync::OnceLock::new();
+    let protos = REFERENCE.get_or_init(Protos::reference);
+    let (tx, out) = FrameBody::channel(4);
+    tokio::spawn(async move {
+        let mut body = body;
+        let mut d = Deframer::new();
+        let status = loop {
+            let next =
+                std::future::poll_fn(|cx| http_body::Body::poll_frame(Pin::new(&mut body), cx))
+                    .await;
+            let Some(Ok(f)) = next else {
+                break match (next.is_none(), d.finish()) {
+                    (true, Ok(())) => (0, String::new()),
+                    _ => (3, "the request stream broke off".to_string()),
+                };
+            };
+            let Ok(data) = f.into_data() else { continue };
+            d.push(&data);
+            let mut broken = None;
+            loop {
+                match d.next_message() {
+                    Ok(Some(m)) => match ReflectionRequest::decode(m) {
+                        Ok(request) => {
+                            let answer = reflection::answer(protos, &request).encode_to_vec();
+                            if tx.send(Frame::data(frame(&answer))).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => broken = Some(format!("not a reflection request: {e}")),
+                    },
+                    Ok(None) => break,
+                    Err(e) => broken = Some(e.to_string()),
+                }
+                if broken.is_some() {
+                    break;
+                }
+            }
+            if let Some(why) = broken {
+                break (3, why);
+            }
+        };
+        let _ = tx
+            .send(Frame::trailers(status_headers(status.0, &status.1)))
+            .await;
+    });
+    grpc_response(out)
 }
 
 /// A call that failed: its status in the headers alone ("trailers-only").
@@ -283,15 +336,6 @@ fn status_headers(code: u8, message: &str) -> HeaderMap {
     h
 }
 
-/// A message with gRPC's prefix: not compressed, its length in four bytes.
-fn framed(message: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(5 + message.len());
-    out.push(0);
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(message);
-    out.into()
-}
-
 /// A response body fed frame by frame (data, then trailers) from a channel.
 struct FrameBody(mpsc::Receiver<Frame<Bytes>>);
 
@@ -320,8 +364,8 @@ mod tests {
 
     #[test]
     fn a_unary_body_is_exactly_one_uncompressed_message() {
-        let ok = framed(&DelayRequest { ms: 20 }.encode_to_vec());
-        assert_eq!(one_message(&ok).ok(), Some(&[0x08, 20][..]));
+        let ok = frame(&DelayRequest { ms: 20 }.encode_to_vec());
+        assert_eq!(one_message(&ok).ok().as_deref(), Some(&[0x08, 20][..]));
         let code = |body: &[u8]| one_message(body).err().map(|s| s.0);
         assert_eq!(code(&[0, 0, 0]), Some(3));
         assert_eq!(code(&[1, 0, 0, 0, 0]), Some(12));

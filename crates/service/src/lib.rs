@@ -54,6 +54,8 @@ pub fn router(config: ServiceConfig) -> Result<Router, String> {
         .route("/login", post(web::login))
         .route("/account", get(web::account))
         .route(&format!("/{}/{{method}}", grpc::SERVICE), post(grpc::call))
+        .route(loadlab_grpc::reflection::V1, post(grpc::reflect))
+        .route(loadlab_grpc::reflection::V1ALPHA, post(grpc::reflect))
         .fallback(not_found);
     let in_flight = config
         .max_in_flight

@@ -180,3 +180,29 @@ fn grpc_flags_that_cannot_apply_are_refused_in_one_line() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn without_a_proto_file_the_types_come_from_server_reflection() {
+    let server = TestServer::start(2).unwrap();
+    // A server stream, by reflection: each call lasts until its last message, 3 ticks 10 ms
+    // apart.
+    let (s, out) = loadlab_json(&[
+        "run",
+        &call(&server, "Ticks"),
+        "-b",
+        r#"{"count": 3, "intervalMs": 10}"#,
+        "-c",
+        "2",
+        "-n",
+        "20",
+    ]);
+    let text = stdout_of(&out);
+    assert_eq!(s["grpc"], serde_json::json!({"OK": 20}), "{text}");
+    assert!(s["latency_ms"]["min"].as_f64().unwrap() >= 20.0, "{text}");
+    // A method the server's reflection does not know is refused before anything is sent.
+    let out = loadlab(&["run", &call(&server, "Pong"), "-n", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(exit_code(&out), 1, "{err}");
+    assert!(err.contains("has no method Pong"), "{err}");
+    assert!(err.contains("server reflection at 127.0.0.1:"), "{err}");
+}
