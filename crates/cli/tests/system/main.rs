@@ -1,5 +1,5 @@
 //! The system tier of the `loadlab` binary's tests: those that need real programs (nginx,
-//! redis-server, Node.js, gunicorn, Locust, Prometheus, an OpenTelemetry Collector, Jaeger,
+//! redis-server, Node.js, gunicorn, grpcio, Locust, Prometheus, an OpenTelemetry Collector, Jaeger,
 //! perf, Chromium), run labs, or measure the services they start. `scripts/test.sh` installs
 //! what they need and runs them after the fast tier, with `cargo test -p loadlab --test system`
 //! (`cargo test` alone leaves them out). A missing program fails its test with a line naming it
@@ -15,6 +15,7 @@ mod budgets;
 mod cli;
 mod corpus;
 mod docs;
+mod grpc;
 mod hooks;
 mod locust;
 mod observability;

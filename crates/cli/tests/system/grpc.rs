@@ -1,0 +1,141 @@
+//! gRPC calls against a server nobody here wrote: the Python reference service's gRPC face on
+//! grpcio's asyncio server, whose reflection is grpcio-reflection's (`v1alpha` only, so loadlab
+//! falls back to it). Counts and statuses must be exact, by reflection and by `.proto` alike.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::support::{loadlab, loadlab_json, stdout_of, write_file};
+
+/// grpcio serving the reference service, stopped by its process id when dropped.
+struct GrpcioServer {
+    child: Child,
+    port: u16,
+}
+
+/// The reference service's `.proto` file.
+fn reference_proto() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../grpc/proto/loadlab/reference/v1/reference.proto")
+}
+
+impl GrpcioServer {
+    fn start() -> GrpcioServer {
+        let python_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../targets/python");
+        let python = python_dir.join(".venv/bin/python");
+        assert!(
+            python.is_file(),
+            "run scripts/install-runtimes.sh first (scripts/test.sh does): {} is missing",
+            python.display()
+        );
+        let port = crate::support::closed_port();
+        let mut child = Command::new(python)
+            .arg(python_dir.join("grpc_server.py"))
+            .arg("--proto")
+            .arg(reference_proto())
+            .args(["--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the venv's python runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listening on 127.0.0.1:"), "{line:?}");
+        GrpcioServer { child, port }
+    }
+
+    fn url(&self, method: &str) -> String {
+        format!(
+            "grpc://127.0.0.1:{}/loadlab.reference.v1.Reference/{method}",
+            self.port
+        )
+    }
+}
+
+impl Drop for GrpcioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
+    let _shared = crate::support::shared();
+    let server = GrpcioServer::start();
+    let proto = reference_proto();
+    let proto = proto.to_str().unwrap();
+    // By reflection (grpcio-reflection serves v1alpha alone), 20 ms each, 10 in flight.
+    let (s, out) = loadlab_json(&[
+        "run",
+        &server.url("Delay"),
+        "-b",
+        r#"{"ms": 20}"#,
+        "-c",
+        "2",
+        "--streams",
+        "5",
+        "-n",
+        "200",
+    ]);
+    let text = stdout_of(&out);
+    assert_eq!(s["requests"]["completed"], 200, "{text}");
+    assert_eq!(s["grpc"], serde_json::json!({"OK": 200}), "{text}");
+    assert!(s["latency_ms"]["min"].as_f64().unwrap() >= 20.0, "{text}");
+    // By .proto: a server stream of 3 messages 10 ms apart, each call timed to its end.
+    let (s, out) = loadlab_json(&[
+        "run",
+        &server.url("Ticks"),
+        "--proto",
+        proto,
+        "-b",
+        r#"{"count": 3, "interval_ms": 10}"#,
+        "-n",
+        "30",
+    ]);
+    assert_eq!(
+        s["grpc"],
+        serde_json::json!({"OK": 30}),
+        "{}",
+        stdout_of(&out)
+    );
+    assert!(s["latency_ms"]["min"].as_f64().unwrap() >= 20.0);
+    // The server's own refusals: an argument out of range, and a method it does not serve
+    // (declared in a .proto of our own).
+    let (s, _) = loadlab_json(&[
+        "run",
+        &server.url("Delay"),
+        "-b",
+        r#"{"ms": 700000}"#,
+        "-n",
+        "25",
+    ]);
+    assert_eq!(
+        s["grpc"],
+        serde_json::json!({"INVALID_ARGUMENT": 25}),
+        "{s}"
+    );
+    assert_eq!(s["requests"]["errors"], 25);
+    let dir = tempfile::tempdir().unwrap();
+    let other = write_file(
+        dir.path(),
+        "other.proto",
+        "syntax = \"proto3\";\npackage loadlab.reference.v1;\nmessage E {}\n\
+         service Reference { rpc Nope(E) returns (E); }\n",
+    );
+    let (s, _) = loadlab_json(&[
+        "run",
+        &server.url("Nope"),
+        "--proto",
+        other.to_str().unwrap(),
+        "-n",
+        "25",
+    ]);
+    assert_eq!(s["grpc"], serde_json::json!({"UNIMPLEMENTED": 25}), "{s}");
+    // Reflection names what the server has when the method is not there.
+    let out = loadlab(&["run", &server.url("Pong"), "-n", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has no method Pong"), "{err}");
+}
