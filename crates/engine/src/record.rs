@@ -84,6 +84,8 @@ pub struct Recorder {
     pub users_active: Cell<u64>,
     /// Each request's index among the plan's request names.
     name_of: Vec<usize>,
+    /// Whether each request template is a gRPC call.
+    grpc: Vec<bool>,
     /// Whole-run results per request name, kept only when the plan has several names.
     by_name: Option<RefCell<Vec<Interval>>>,
     /// Whole-run timings: kept for the run, not per second, so the seconds stay cheap to merge.
@@ -124,6 +126,7 @@ impl Recorder {
             by_name: (names.len() > 1)
                 .then(|| RefCell::new(names.iter().map(|_| Interval::new(0)).collect())),
             name_of,
+            grpc: plan.requests.iter().map(|r| r.is_grpc()).collect(),
             timings: RefCell::new(Timings::new()),
             pacing: Cell::new(PacingStats::default()),
             last_scheduled: Cell::new(None),
@@ -361,17 +364,16 @@ impl Recorder {
             return;
         }
         let mut rec = self.rec_at(Instant::now());
-        for _ in 0..n {
-            rec.counts.record_error(kind);
-        }
         for p in failed {
+            record_failure(&mut rec.counts, kind, self.grpc[p.template]);
             count_outcome(&mut rec.by_name, self.name_of[p.template], 5);
         }
         drop(rec);
         if let Some(by_name) = &self.by_name {
             let mut by_name = by_name.borrow_mut();
             for p in failed {
-                by_name[self.name_of[p.template]].counts.record_error(kind);
+                let counts = &mut by_name[self.name_of[p.template]].counts;
+                record_failure(counts, kind, self.grpc[p.template]);
             }
         }
         self.in_flight.set(self.in_flight.get() - n as u64);
@@ -409,6 +411,15 @@ fn record_outcome(counts: &mut loadlab_run::Counts, status: u16, grpc: Option<Gr
     match grpc {
         Some(code) => counts.record_grpc(status, code),
         None => counts.record_status(status),
+    }
+}
+
+/// Counts one request that ended in transport error `kind`; a gRPC call under its status too.
+#[inline]
+fn record_failure(counts: &mut loadlab_run::Counts, kind: ErrorKind, grpc: bool) {
+    match grpc {
+        true => counts.record_grpc_error(kind),
+        false => counts.record_error(kind),
     }
 }
 

@@ -76,6 +76,24 @@ impl GrpcCode {
         HTTP[self.number()]
     }
 
+    /// The status a gRPC client gives a call that ended in transport error `kind`, as gRPC's
+    /// clients do: its deadline passed (`DEADLINE_EXCEEDED`), the server was not reached or
+    /// went away (`UNAVAILABLE`), or the answer broke (`INTERNAL`).
+    pub fn of_transport_error(kind: crate::ErrorKind) -> GrpcCode {
+        use crate::ErrorKind as K;
+        match kind {
+            K::Timeout => GrpcCode(4),
+            K::ConnectRefused
+            | K::ConnectTimeout
+            | K::Reset
+            | K::Closed
+            | K::Tls
+            | K::GoAway
+            | K::Unresolved => GrpcCode(14),
+            K::Protocol | K::StreamReset => Self::INTERNAL,
+        }
+    }
+
     /// The code named `name` (`UNAVAILABLE`, `unavailable` or its number), if any.
     pub fn from_name(name: &str) -> Option<GrpcCode> {
         if let Ok(n) = name.parse::<u32>() {
@@ -135,6 +153,14 @@ mod tests {
         assert_eq!(GrpcCode::from_http_status(404).name(), "UNIMPLEMENTED");
         assert_eq!(GrpcCode::from_http_status(418), GrpcCode::UNKNOWN);
         assert_eq!(GrpcCode::all().count(), 17);
+        assert_eq!(
+            GrpcCode::of_transport_error(crate::ErrorKind::Timeout).name(),
+            "DEADLINE_EXCEEDED"
+        );
+        assert_eq!(
+            GrpcCode::of_transport_error(crate::ErrorKind::ConnectRefused).name(),
+            "UNAVAILABLE"
+        );
         let classes: Vec<u16> = GrpcCode::all().map(|c| c.http_equivalent() / 100).collect();
         assert_eq!(classes, [2, 4, 5, 4, 5, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 4]);
         assert_eq!(GrpcCode::all().last().unwrap().name(), "UNAUTHENTICATED");

@@ -127,6 +127,14 @@ impl Counts {
         self.completed - self.ok
     }
 
+    /// Counts one gRPC call that ended in a transport error: as that error, and under the
+    /// status a gRPC client gives it ([`GrpcCode::of_transport_error`]).
+    #[inline]
+    pub fn record_grpc_error(&mut self, kind: ErrorKind) {
+        self.record_error(kind);
+        self.grpc[GrpcCode::of_transport_error(kind).number()] += 1;
+    }
+
     /// Transport errors of every kind.
     pub fn transport_errors(&self) -> u64 {
         self.error_kinds.iter().sum()

@@ -88,6 +88,16 @@ pub struct RequestTemplate {
     pub body: Vec<u8>,
 }
 
+impl RequestTemplate {
+    /// Whether it is a gRPC call (`content-type: application/grpc…`), whose answer ends with a
+    /// `grpc-status`.
+    pub fn is_grpc(&self) -> bool {
+        self.headers.iter().any(|(k, v)| {
+            k.eq_ignore_ascii_case("content-type") && v.starts_with("application/grpc")
+        })
+    }
+}
+
 /// How arrivals are spaced in the open model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Arrival {

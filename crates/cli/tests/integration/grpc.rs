@@ -135,6 +135,7 @@ fn a_grpc_server_that_stalls_shows_it_in_the_open_models_p99() {
     ]);
     let text = stdout_of(&out);
     assert_eq!(s["grpc"]["OK"], s["requests"]["completed"], "{text}");
+    assert_eq!(s["grpc"].as_object().unwrap().len(), 1, "{text}");
     let p99 = s["latency_ms"]["p99"].as_f64().unwrap();
     let p50 = s["latency_ms"]["p50"].as_f64().unwrap();
     assert!(p99 >= 400.0, "p99 {p99} ms: {text}");
@@ -205,4 +206,34 @@ fn without_a_proto_file_the_types_come_from_server_reflection() {
     assert_eq!(exit_code(&out), 1, "{err}");
     assert!(err.contains("has no method Pong"), "{err}");
     assert!(err.contains("server reflection at 127.0.0.1:"), "{err}");
+}
+
+#[test]
+fn a_call_past_its_deadline_ends_deadline_exceeded() {
+    let server = TestServer::start(1).unwrap();
+    let proto = reference_proto();
+    // Each call waits 2 s in the service; --timeout gives it 100 ms (sent as grpc-timeout,
+    // which this service does not enforce: the client's deadline ends the call).
+    let (s, out) = loadlab_json(&[
+        "run",
+        &call(&server, "Delay"),
+        "--proto",
+        proto.to_str().unwrap(),
+        "-b",
+        r#"{"ms": 2000}"#,
+        "-c",
+        "4",
+        "-n",
+        "8",
+        "--timeout",
+        "100ms",
+    ]);
+    let text = stdout_of(&out);
+    assert_eq!(
+        s["grpc"],
+        serde_json::json!({"DEADLINE_EXCEEDED": 8}),
+        "{text}"
+    );
+    assert_eq!(s["errors"]["timeout"], 8, "{text}");
+    assert!(text.contains("8 gRPC DEADLINE_EXCEEDED"), "{text}");
 }

@@ -134,6 +134,27 @@ fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
         "25",
     ]);
     assert_eq!(s["grpc"], serde_json::json!({"UNIMPLEMENTED": 25}), "{s}");
+    // timeout_on_sleeping_server: a deadline shorter than the call; grpcio enforces the
+    // grpc-timeout it was sent, and loadlab's own timer is the same, so whichever ends the
+    // call, it ends DEADLINE_EXCEEDED.
+    let (s, _) = loadlab_json(&[
+        "run",
+        &server.url("Delay"),
+        "-b",
+        r#"{"ms": 2000}"#,
+        "-c",
+        "5",
+        "-n",
+        "10",
+        "--timeout",
+        "200ms",
+    ]);
+    assert_eq!(
+        s["grpc"],
+        serde_json::json!({"DEADLINE_EXCEEDED": 10}),
+        "{s}"
+    );
+    assert_eq!(s["requests"]["errors"], 10);
     // Reflection names what the server has when the method is not there.
     let out = loadlab(&["run", &server.url("Pong"), "-n", "1"]);
     let err = String::from_utf8_lossy(&out.stderr);
