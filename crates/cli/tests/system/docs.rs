@@ -1,7 +1,8 @@
-//! The README's and the recipes page's commands, run as a reader runs them: every `loadlab`
-//! line of their `sh` blocks against the reference service (its `http://127.0.0.1:8080`
-//! replaced by a `loadlab serve` of the test's own), with durations and rates shortened. A
-//! command that fails, or a program the docs call that this list does not know, fails the test.
+//! The README's, the recipes page's and the gRPC page's commands, run as a reader runs them:
+//! every `loadlab` line of their `sh` blocks against the reference service (its
+//! `http://127.0.0.1:8080` replaced by a `loadlab serve` of the test's own), with durations and
+//! rates shortened. A command that fails, or a program the docs call that this list does not
+//! know, fails the test.
 
 use std::path::Path;
 use std::process::Command;
@@ -89,7 +90,10 @@ fn shortened(words: Vec<String>, base: &str) -> Vec<String> {
                 let rate: f64 = value(&mut it).parse().unwrap();
                 out.extend([w, rate.min(200.0).to_string()]);
             }
-            _ => out.push(w.replace("http://127.0.0.1:8080", base)),
+            _ => out.push(
+                w.replace("http://127.0.0.1:8080", base)
+                    .replace("grpc://127.0.0.1:8080", &base.replace("http://", "grpc://")),
+            ),
         }
     }
     if out.get(1).is_some_and(|w| w == "capacity") {
@@ -111,8 +115,13 @@ fn shortened(words: Vec<String>, base: &str) -> Vec<String> {
 }
 
 /// The files the docs' commands name, written into `dir` for the service at `base`: an
-/// Artillery script in YAML and in JSON, a locustfile, and two runs to compare.
+/// Artillery script in YAML and in JSON, a locustfile, two runs to compare, and the reference
+/// service's `.proto` file where the repository has it.
 fn fixtures(dir: &Path, base: &str) {
+    let proto = "crates/grpc/proto/loadlab/reference/v1/reference.proto";
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::create_dir_all(dir.join(proto).parent().unwrap()).unwrap();
+    std::fs::copy(root.join(proto), dir.join(proto)).unwrap();
     let script = format!(
         "config:\n  target: \"{base}\"\n  phases: [{{ duration: 1, arrivalRate: 5 }}]\nscenarios:\n  - flow:\n      - get: {{ url: \"/ping\" }}\n"
     );
@@ -254,9 +263,9 @@ fn run_docs(files: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn every_command_of_the_readme_and_the_recipes_runs() {
+fn every_command_of_the_readme_the_recipes_and_the_grpc_page_runs() {
     let _shared = crate::support::shared();
-    let failures = run_docs(&["README.md", "docs/recipes.md"]);
+    let failures = run_docs(&["README.md", "docs/recipes.md", "docs/grpc.md"]);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
