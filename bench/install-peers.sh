@@ -14,6 +14,8 @@ fi
 need vegeta && go install github.com/tsenart/vegeta/v12@v12.13.0
 need k6 && go install go.k6.io/k6@latest
 need hey && go install github.com/rakyll/hey@latest
+# ghz: the peer of bench/grpc.py (gRPC unary calls), pinned.
+need ghz && go install github.com/bojand/ghz/cmd/ghz@v0.121.0
 need oha && cargo install --locked oha --version 1.16.0 --root "$PWD/tools"
 [ -x tools/node/node_modules/.bin/autocannon ] || npm install --prefix "$PWD/tools/node" autocannon@8
 # Artillery: the peer of bench/hooks.py and bench/artillery-diff.py, at the version the

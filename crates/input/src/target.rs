@@ -35,6 +35,15 @@ pub enum UrlError {
         /// Its scheme.
         scheme: String,
     },
+    /// A `grpc://` URL where only HTTP is taken (probe, capacity, a scenario file's target).
+    #[error(
+        "{url:?}: gRPC methods are called by `loadlab run` (and a lab's workloads) so far; \
+         here, use an http:// or https:// URL"
+    )]
+    GrpcHere {
+        /// The URL as given.
+        url: String,
+    },
     /// A URL without a host.
     #[error("{url:?} has no host")]
     NoHost {
@@ -102,6 +111,7 @@ pub fn parse_target(raw: &str) -> Result<Target, UrlError> {
     let tls = match url.scheme() {
         "http" => false,
         "https" => true,
+        "grpc" | "grpcs" => return Err(UrlError::GrpcHere { url: raw.into() }),
         other => {
             return Err(UrlError::UnsupportedScheme {
                 url: raw.into(),
@@ -303,6 +313,8 @@ mod tests {
             "{e:?}"
         );
         assert!(e.to_string().contains("unsupported scheme"), "{e}");
+        let e = parse_target("grpc://127.0.0.1:1/a.B/C").err().unwrap();
+        assert!(e.to_string().contains("called by `loadlab run`"), "{e}");
     }
 
     #[test]

@@ -173,6 +173,7 @@ fn grpc_flags_that_cannot_apply_are_refused_in_one_line() {
             vec!["run", "grpc://127.0.0.1:1/Ping", "--proto", proto],
             "package.Service/Method",
         ),
+        (vec!["probe", url], "called by `loadlab run`"),
     ] {
         let out = loadlab(&args);
         let err = String::from_utf8_lossy(&out.stderr);
