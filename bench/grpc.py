@@ -22,11 +22,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import ROOT, core_stalls, find, free_port, median, run_measured  # noqa: E402
+from locust import wait_port  # noqa: E402
 
 PROTO = ROOT / "crates/grpc/proto/loadlab/reference/v1/reference.proto"
 METHOD = "loadlab.reference.v1.Reference/Ping"
@@ -58,18 +58,6 @@ def read_ghz(path):
             "p50_ms": lat.get(50, float("nan")), "p99_ms": lat.get(99, float("nan"))}
 
 
-def wait_for_port(port, timeout=10):
-    import socket
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"error: nothing listens on 127.0.0.1:{port}")
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rate", type=int, default=5000)
@@ -87,7 +75,7 @@ def main():
                                "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = {"loadlab": [], "ghz": []}
     try:
-        wait_for_port(port)
+        wait_port(port)
         print(f"# {datetime.datetime.now().isoformat(timespec='seconds')}  load average "
               f"{os.getloadavg()[0]:.2f}  {a.rate} Ping calls/s for {a.seconds} s, "
               f"1 connection x {a.streams} streams, generators on CPU 0, server on CPU 1")
