@@ -9,7 +9,6 @@ use std::time::Duration;
 use clap::Args;
 use loadlab_grpc::{frame, grpc_timeout, GrpcTarget, MethodError, Protos, TargetError};
 
-use crate::flags::FlagRequest;
 use crate::target::RequestSpec;
 
 /// Where a gRPC call's types come from (`grpc://` targets).
@@ -85,13 +84,13 @@ pub enum Reflection {
 }
 
 /// The HTTP/2 requests the calls to `urls` are: each URL's method looked up in the `--proto`
-/// files, or else asked of its server by reflection; `request`'s body (JSON, `{}` when empty)
-/// encoded as its input and framed, its headers sent as metadata, and `timeout`, when given, as
-/// the call's deadline (`grpc-timeout`).
+/// files, or else asked of its server by reflection; `body` (JSON, `{}` when empty) encoded as
+/// its input and framed, `headers` sent as metadata, and `timeout`, when given, as the call's
+/// deadline (`grpc-timeout`).
 pub fn call_specs(
     urls: &[String],
     flags: &GrpcFlags,
-    request: &FlagRequest,
+    (headers_given, body): (&[(String, String)], &[u8]),
     method_given: bool,
     timeout: Option<Duration>,
     reflection: Reflection,
@@ -109,7 +108,7 @@ pub fn call_specs(
     };
     // Each server is asked once per service.
     let mut asked: Vec<((String, String), Protos)> = Vec::new();
-    let json = match String::from_utf8_lossy(&request.body).trim() {
+    let json = match String::from_utf8_lossy(body).trim() {
         "" => "{}".to_string(),
         body => body.to_string(),
     };
@@ -120,13 +119,14 @@ pub fn call_specs(
     if let Some(t) = timeout {
         headers.push(("grpc-timeout".to_string(), grpc_timeout(t)));
     }
-    // Metadata: gRPC's keys are lower case (HTTP/2 sends them so anyway).
-    headers.extend(
-        request
-            .headers
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone())),
-    );
+    // Metadata: gRPC's keys are lower case (HTTP/2 sends them so anyway); one given for a key
+    // of the above (`content-type: application/grpc+proto`) takes its place.
+    let given: Vec<(String, String)> = headers_given
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    headers.retain(|(k, _)| !given.iter().any(|(g, _)| g == k));
+    headers.extend(given);
     targets
         .iter()
         .zip(urls)
@@ -202,31 +202,45 @@ mod tests {
         (dir, flags)
     }
 
-    fn request(body: &str, headers: &[(&str, &str)]) -> FlagRequest {
-        FlagRequest {
-            method: "GET".into(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            body: body.as_bytes().to_vec(),
-        }
+    fn request(body: &str, headers: &[(&str, &str)]) -> (Vec<(String, String)>, Vec<u8>) {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (headers, body.as_bytes().to_vec())
+    }
+
+    /// `call_specs` of a request as [`request`] gives it.
+    fn specs(
+        urls: &[String],
+        flags: &GrpcFlags,
+        (headers, body): &(Vec<(String, String)>, Vec<u8>),
+        method_given: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<RequestSpec>, GrpcError> {
+        call_specs(
+            urls,
+            flags,
+            (headers, body),
+            method_given,
+            timeout,
+            Reflection::Never,
+        )
     }
 
     #[test]
     fn a_call_becomes_a_framed_post_with_grpcs_headers_and_its_metadata() {
         let (_dir, flags) = reference();
         let urls = ["grpc://127.0.0.1:50051/loadlab.reference.v1.Reference/Delay".to_string()];
-        let specs = call_specs(
+        let made = specs(
             &urls,
             &flags,
             &request(r#"{"ms": 20}"#, &[("X-Tenant", "a")]),
             false,
             Some(Duration::from_millis(500)),
-            Reflection::Never,
         )
         .unwrap();
-        let s = &specs[0];
+        let s = &made[0];
         assert_eq!(s.method, "POST");
         assert_eq!(
             s.url,
@@ -245,20 +259,27 @@ mod tests {
         assert_eq!(header("x-tenant"), Some("a"));
         // Uncompressed, four bytes of length, then field 1 (varint) = 20.
         assert_eq!(s.body, [0, 0, 0, 0, 2, 0x08, 20]);
-        // No body is the empty message; TLS goes to https.
-        let tls = ["grpcs://localhost:8443/loadlab.reference.v1.Reference/Ping".to_string()];
-        let specs = call_specs(
-            &tls,
+        let own = specs(
+            &urls,
             &flags,
-            &request("", &[]),
+            &request("", &[("Content-Type", "application/grpc+proto")]),
             false,
             None,
-            Reflection::Never,
         )
         .unwrap();
-        assert_eq!(specs[0].body, [0, 0, 0, 0, 0]);
-        assert!(specs[0].url.starts_with("https://localhost:8443/"));
-        assert!(!specs[0].headers.iter().any(|(k, _)| k == "grpc-timeout"));
+        let types: Vec<_> = own[0]
+            .headers
+            .iter()
+            .filter(|(k, _)| k == "content-type")
+            .collect();
+        assert_eq!(types.len(), 1, "{:?}", own[0].headers);
+        assert_eq!(types[0].1, "application/grpc+proto");
+        // No body is the empty message; TLS goes to https.
+        let tls = ["grpcs://localhost:8443/loadlab.reference.v1.Reference/Ping".to_string()];
+        let made = specs(&tls, &flags, &request("", &[]), false, None).unwrap();
+        assert_eq!(made[0].body, [0, 0, 0, 0, 0]);
+        assert!(made[0].url.starts_with("https://localhost:8443/"));
+        assert!(!made[0].headers.iter().any(|(k, _)| k == "grpc-timeout"));
     }
 
     #[test]
@@ -266,7 +287,7 @@ mod tests {
         let (_dir, flags) = reference();
         let url = |m: &str| vec![format!("grpc://127.0.0.1:1/loadlab.reference.v1.{m}")];
         let err = |urls: &[String], body: &str, flags: &GrpcFlags, m: bool| {
-            call_specs(urls, flags, &request(body, &[]), m, None, Reflection::Never)
+            specs(urls, flags, &request(body, &[]), m, None)
                 .unwrap_err()
                 .to_string()
         };

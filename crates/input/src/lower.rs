@@ -408,7 +408,7 @@ fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
         crate::grpc::call_specs(
             &f.urls,
             &f.grpc,
-            &request,
+            (&request.headers, &request.body),
             f.request.method.is_some(),
             f.timeout,
             match lookup {

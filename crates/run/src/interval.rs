@@ -397,9 +397,13 @@ impl TimelineRow {
             users_started: c.users_started,
             users_failed: c.users_failed,
             users_completed: c.users_completed,
-            grpc_failed: c
-                .errors()
-                .saturating_sub(c.status_class(4) + c.status_class(5) + c.transport_errors()),
+            // Only calls count: an HTTP response past 599 is not ok either, and no gRPC call.
+            grpc_failed: if no_grpc(&c.grpc) {
+                0
+            } else {
+                c.errors()
+                    .saturating_sub(c.status_class(4) + c.status_class(5) + c.transport_errors())
+            },
         }
     }
 
@@ -557,6 +561,10 @@ mod tests {
             (3, 1, 2),
             "the 503 is a 5xx; the UNAVAILABLE and UNKNOWN answered 200 are what the classes miss"
         );
+        let mut http = Interval::new(0);
+        http.counts.record_status(200);
+        http.counts.record_status(601);
+        assert_eq!(TimelineRow::from_interval(&http).grpc_failed, 0);
         let names: Vec<_> = c.grpc_codes().map(|(code, n)| (code.name(), n)).collect();
         assert_eq!(names, [("OK", 2), ("UNKNOWN", 1), ("UNAVAILABLE", 1)]);
         // Records of calls keep the statuses; records of HTTP requests do not mention them,
