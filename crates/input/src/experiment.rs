@@ -244,7 +244,7 @@ impl Experiment {
         self.workloads
             .iter()
             .map(|w| match &w.load {
-                Load::Run(flags) => crate::lower::workload(flags, &stand_in)
+                Load::Run(flags) => crate::lower::workload_before_deploy(flags, &stand_in)
                     .map(|plan| plan.scheduled_duration())
                     .map_err(|e| (w.name.clone(), e)),
                 // A search's scenario file is lowered as its steps will lower it.

@@ -81,6 +81,9 @@ pub enum Reflection {
     Ask(Duration),
     /// Do not: the plan runs elsewhere (`loadlab k8s job`), where its names resolve.
     Never,
+    /// Not yet: the server is not up (a lab checks its workloads before deploying); the URL
+    /// and flags are checked, the call's message is left empty.
+    Later,
 }
 
 /// The HTTP/2 requests the calls to `urls` are: each URL's method looked up in the `--proto`
@@ -131,9 +134,19 @@ pub fn call_specs(
         .iter()
         .zip(urls)
         .map(|(t, url)| {
-            let protos = match &compiled {
-                Some(p) => p,
-                None => {
+            let scheme = if t.tls { "https" } else { "http" };
+            let protos = match (&compiled, reflection) {
+                (Some(p), _) => p,
+                (None, Reflection::Later) => {
+                    return Ok(RequestSpec {
+                        name: url.clone(),
+                        url: format!("{scheme}://{}{}", t.authority, t.path()),
+                        method: "POST".to_string(),
+                        headers: headers.clone(),
+                        body: frame(b"").to_vec(),
+                    })
+                }
+                (None, _) => {
                     let key = (t.authority.clone(), t.service.clone());
                     if !asked.iter().any(|(k, _)| *k == key) {
                         let p = reflect(t, url, reflection)?;
@@ -148,7 +161,6 @@ pub fn call_specs(
             };
             let method = protos.method(&t.service, &t.method)?;
             let message = method.request_from_json(&json)?;
-            let scheme = if t.tls { "https" } else { "http" };
             Ok(RequestSpec {
                 name: url.clone(),
                 url: format!("{scheme}://{}{}", t.authority, method.path),

@@ -16,7 +16,7 @@ use loadlab_run::{
 use crate::flags::{
     ArrivalArg, FlagRequest, FlagsError, LoadFlags, ReachFlags, RequestFlags, ScriptFlags,
 };
-use crate::grpc::GrpcError;
+use crate::grpc::{GrpcError, Reflection};
 use crate::scenario::{self, Phases, Problem, ScenarioError};
 use crate::target::{resolve, Lookup, RequestSpec};
 use crate::tls;
@@ -171,8 +171,25 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<Lowered, InputError> {
 
 /// An experiment's workload: load flags whose URLs are paths on the topology's `fronts`
 /// (`http://127.0.0.1:PORT`; several when the client balances over the replicas, and then each
-/// path goes to every one of them), or a scenario file sent to the first front.
+/// path goes to every one of them) or gRPC methods on them (`grpc:///package.Service/Method`),
+/// or a scenario file sent to the first front.
 pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
+    workload_for(f, fronts, Reflection::Ask(connect_wait(f)))
+}
+
+/// As [`workload`], before the topology is up (a lab's check of its workloads against a
+/// stand-in front): a gRPC method whose types would come from its server is checked as far as
+/// its URL and flags, not asked for.
+pub fn workload_before_deploy(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
+    workload_for(f, fronts, Reflection::Later)
+}
+
+/// [`workload`], finding gRPC methods' types as `reflection` says.
+fn workload_for(
+    f: &LoadFlags,
+    fronts: &[String],
+    reflection: Reflection,
+) -> Result<ValidPlan, InputError> {
     if f.shard.is_some() || f.start_at.is_some() {
         return Err(FlagsError::ShardInWorkload.into());
     }
@@ -185,12 +202,21 @@ pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputErro
     f.urls = f
         .urls
         .iter()
-        .flat_map(|url| match url.starts_with('/') {
-            true => fronts.iter().map(|front| format!("{front}{url}")).collect(),
-            false => vec![url.clone()],
+        .flat_map(|url| {
+            // A path, or a gRPC method on no host (`grpc:///package.Service/Method`), goes to
+            // the topology's fronts.
+            let grpc = url.strip_prefix("grpc://").filter(|m| m.starts_with('/'));
+            match (url.starts_with('/'), grpc) {
+                (true, _) => fronts.iter().map(|front| format!("{front}{url}")).collect(),
+                (false, Some(method)) => fronts
+                    .iter()
+                    .map(|front| front.replacen("http://", "grpc://", 1) + method)
+                    .collect(),
+                (false, None) => vec![url.clone()],
+            }
         })
         .collect();
-    urls(&f, Lookup::Resolve)
+    Ok(finish(url_parts(&f, Lookup::Resolve, reflection)?)?)
 }
 
 /// A URL the analysis commands load step by step (probe, capacity), with how to reach it.
@@ -391,11 +417,20 @@ pub fn scenario_text(
 /// URLs with their method, headers and body, under the closed or open model the flags say,
 /// their hosts looked up as `lookup` says.
 fn urls(f: &LoadFlags, lookup: Lookup) -> Result<ValidPlan, InputError> {
-    Ok(finish(url_parts(f, lookup)?)?)
+    let reflection = match lookup {
+        Lookup::Skip => Reflection::Never,
+        _ => Reflection::Ask(connect_wait(f)),
+    };
+    Ok(finish(url_parts(f, lookup, reflection)?)?)
+}
+
+/// How long asking a server (its reflection) may wait: the connect timeout.
+fn connect_wait(f: &LoadFlags) -> Duration {
+    f.connect_timeout.unwrap_or(defaults::CONNECT_TIMEOUT)
 }
 
 /// The parts of the plan of [`urls`], before the defaults and the checks.
-fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
+fn url_parts(f: &LoadFlags, lookup: Lookup, reflection: Reflection) -> Result<Parts, FlagsError> {
     let request = f.request.lowered()?;
     let grpc = crate::grpc::any_grpc(&f.urls)?;
     let specs = if grpc {
@@ -411,12 +446,7 @@ fn url_parts(f: &LoadFlags, lookup: Lookup) -> Result<Parts, FlagsError> {
             (&request.headers, &request.body),
             f.request.method.is_some(),
             f.timeout,
-            match lookup {
-                Lookup::Skip => crate::grpc::Reflection::Never,
-                _ => crate::grpc::Reflection::Ask(
-                    f.connect_timeout.unwrap_or(defaults::CONNECT_TIMEOUT),
-                ),
-            },
+            reflection,
         )?
     } else {
         if !f.grpc.proto.is_empty() {
@@ -714,6 +744,42 @@ mod tests {
         let plain_text = text.replace("    http2: true\n    streams: 6\n", "    timeout: 5\n");
         let http1 = scenario_text(&plain_text, file, &no_flags()).unwrap().plan;
         assert_eq!(http1.protocol, Protocol::Http1);
+    }
+
+    #[test]
+    fn a_workloads_grpc_method_without_a_host_goes_to_each_front() {
+        let proto = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../grpc/proto/loadlab/reference/v1/reference.proto"
+        );
+        let words: Vec<String> = [
+            "grpc:///loadlab.reference.v1.Reference/Ping",
+            "--proto",
+            proto,
+            "-n",
+            "4",
+        ]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+        let f = LoadFlags::parse_words(&words).unwrap();
+        let fronts = [
+            "http://127.0.0.1:18081".to_string(),
+            "http://127.0.0.1:18082".to_string(),
+        ];
+        let plan = workload(&f, &fronts).unwrap();
+        let urls: Vec<&str> = plan.requests.iter().map(|r| r.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "grpc://127.0.0.1:18081/loadlab.reference.v1.Reference/Ping",
+                "grpc://127.0.0.1:18082/loadlab.reference.v1.Reference/Ping"
+            ]
+        );
+        assert!(plan.requests.iter().all(|r| r.is_grpc()
+            && r.path == "/loadlab.reference.v1.Reference/Ping"
+            && r.method == "POST"));
+        assert!(matches!(plan.protocol, Protocol::Http2 { .. }));
     }
 
     #[test]

@@ -160,3 +160,37 @@ fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("has no method Pong"), "{err}");
 }
+
+#[test]
+fn the_rest_against_grpc_lab_runs_both_and_judges_the_difference() {
+    let _alone = crate::support::alone();
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/rest-vs-grpc.short.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, out) =
+        crate::support::lab_ok(dir.path(), &std::fs::read_to_string(example).unwrap());
+    let csv = std::fs::read_to_string(out.join("comparison.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    for row in &rows {
+        let grpc = row[col("workload")] == "grpc calc";
+        // Every call answered OK: 2 s at 100 a second, each of the 200 counted once.
+        assert_eq!(
+            row[col("grpc not ok")],
+            if grpc { "0" } else { "-" },
+            "{csv}"
+        );
+        assert_eq!(row[col("2xx")], "200", "{csv}");
+    }
+    let lab = crate::support::read_json(&out.join("lab.json"));
+    let verdicts = lab["verdicts"].as_array().unwrap();
+    assert!(
+        verdicts
+            .iter()
+            .any(|v| v["measure"] == "latency_p50" && v["variant"] == "grpc calc"),
+        "{stdout}"
+    );
+}
