@@ -17,6 +17,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Uri};
+use loadlab_run::grpc_code::is_grpc_content_type;
 use loadlab_run::ErrorKind;
 use loadlab_run::GrpcCode;
 use tokio::sync::Notify;
@@ -95,7 +96,7 @@ impl Http2Request {
             .map_err(|e| bad(&e))?;
         let grpc = headers
             .get(http::header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+            .is_some_and(|v| is_grpc_content_type(v.as_bytes()));
         Ok(Http2Request {
             method,
             uri,
@@ -410,8 +411,9 @@ impl StreamSlot {
         // A call answered with its status alone ("trailers-only") has it in its headers.
         let mut grpc = request
             .grpc
-            .then(|| response.headers().get("grpc-status").map(grpc_code))
-            .flatten();
+            .then(|| response.headers().get("grpc-status"))
+            .flatten()
+            .map(|v| GrpcCode::from_header(v.as_bytes()));
         let mut recv = response.into_body();
         let mut body = Vec::new();
         while let Some(chunk) = recv.data().await {
@@ -428,7 +430,7 @@ impl StreamSlot {
         if request.grpc && grpc.is_none() {
             let trailers = recv.trailers().await.map_err(|e| failure(&e))?;
             grpc = Some(match trailers.as_ref().and_then(|t| t.get("grpc-status")) {
-                Some(v) => grpc_code(v),
+                Some(v) => GrpcCode::from_header(v.as_bytes()),
                 None => GrpcCode::from_http_status(status),
             });
         }
@@ -441,11 +443,6 @@ impl StreamSlot {
             grpc,
         })
     }
-}
-
-/// A `grpc-status` header's code (past 16: `UNKNOWN`).
-fn grpc_code(value: &HeaderValue) -> GrpcCode {
-    GrpcCode::from_header(value.as_bytes())
 }
 
 /// The kind of an `h2` failure, and whether the connection survives it.

@@ -3,6 +3,8 @@
 //! of `-b` with the method's input type (from `--proto` files), length-prefixed, and `-H` as
 //! metadata. The engine then sends it as any HTTP/2 request and counts it by its `grpc-status`.
 
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -110,7 +112,7 @@ pub fn call_specs(
         false => Some(Protos::compile(&flags.proto, &flags.import_path)?),
     };
     // Each server is asked once per service.
-    let mut asked: Vec<((String, String), Protos)> = Vec::new();
+    let mut asked: BTreeMap<(String, String), Protos> = BTreeMap::new();
     let json = match String::from_utf8_lossy(body).trim() {
         "" => "{}".to_string(),
         body => body.to_string(),
@@ -134,42 +136,35 @@ pub fn call_specs(
         .iter()
         .zip(urls)
         .map(|(t, url)| {
-            let scheme = if t.tls { "https" } else { "http" };
-            let protos = match (&compiled, reflection) {
-                (Some(p), _) => p,
-                (None, Reflection::Later) => {
-                    return Ok(RequestSpec {
-                        name: url.clone(),
-                        url: format!("{scheme}://{}{}", t.authority, t.path()),
-                        method: "POST".to_string(),
-                        headers: headers.clone(),
-                        body: frame(b"").to_vec(),
-                    })
-                }
+            let message = match (&compiled, reflection) {
+                (Some(protos), _) => encoded(protos, t, &json)?,
+                // The server is not up yet: the URL and flags are checked, the message waits.
+                (None, Reflection::Later) => Vec::new(),
                 (None, _) => {
-                    let key = (t.authority.clone(), t.service.clone());
-                    if !asked.iter().any(|(k, _)| *k == key) {
-                        let p = reflect(t, url, reflection)?;
-                        asked.push((key.clone(), p));
-                    }
-                    &asked
-                        .iter()
-                        .find(|(k, _)| *k == key)
-                        .expect("asked above")
-                        .1
+                    let protos = match asked.entry((t.authority.clone(), t.service.clone())) {
+                        Entry::Occupied(o) => o.into_mut(),
+                        Entry::Vacant(v) => v.insert(reflect(t, url, reflection)?),
+                    };
+                    encoded(protos, t, &json)?
                 }
             };
-            let method = protos.method(&t.service, &t.method)?;
-            let message = method.request_from_json(&json)?;
+            let scheme = if t.tls { "https" } else { "http" };
             Ok(RequestSpec {
                 name: url.clone(),
-                url: format!("{scheme}://{}{}", t.authority, method.path),
+                url: format!("{scheme}://{}{}", t.authority, t.path()),
                 method: "POST".to_string(),
                 headers: headers.clone(),
                 body: frame(&message).to_vec(),
             })
         })
         .collect()
+}
+
+/// The request `json` as `t`'s method's input message, unframed.
+fn encoded(protos: &Protos, t: &GrpcTarget, json: &str) -> Result<Vec<u8>, GrpcError> {
+    Ok(protos
+        .method(&t.service, &t.method)?
+        .request_from_json(json)?)
 }
 
 /// The types of `t`'s service, asked of its server by reflection.

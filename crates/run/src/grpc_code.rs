@@ -1,6 +1,12 @@
 //! gRPC status codes (`grpc-status`), by number and by name: how records count gRPC calls and
 //! thresholds name them.
 
+/// Whether a `content-type` value is gRPC's (`application/grpc`, `application/grpc+proto`…):
+/// a request with it is a gRPC call, whose answer ends with a `grpc-status`.
+pub fn is_grpc_content_type(value: &[u8]) -> bool {
+    value.starts_with(b"application/grpc")
+}
+
 /// A gRPC status code, 0 (`OK`) to 16 (`UNAUTHENTICATED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GrpcCode(u8);

@@ -93,7 +93,8 @@ impl RequestTemplate {
     /// `grpc-status`.
     pub fn is_grpc(&self) -> bool {
         self.headers.iter().any(|(k, v)| {
-            k.eq_ignore_ascii_case("content-type") && v.starts_with("application/grpc")
+            k.eq_ignore_ascii_case("content-type")
+                && crate::grpc_code::is_grpc_content_type(v.as_bytes())
         })
     }
 }

@@ -2,18 +2,11 @@
 //! h2c): calls counted by their status in every output, thresholds on a status, and a server
 //! that stalls seen in the open model's latency.
 
-use std::path::PathBuf;
-
 use crate::support::{
-    exit_code, loadlab, loadlab_json, read_json, stdout_of, write_file, EXIT_THRESHOLDS,
+    exit_code, loadlab, loadlab_json, read_json, reference_proto, stdout_of, unknown_method_proto,
+    EXIT_THRESHOLDS,
 };
 use loadlab_service::TestServer;
-
-/// The reference service's `.proto` file, as the repository ships it.
-fn reference_proto() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../grpc/proto/loadlab/reference/v1/reference.proto")
-}
 
 /// `grpc://` URL of `method` on `server`.
 fn call(server: &TestServer, method: &str) -> String {
@@ -61,12 +54,7 @@ fn every_call_is_counted_by_its_status_and_a_threshold_can_name_one() {
     // A method the server does not have: every call ends UNIMPLEMENTED (answered 200, its
     // status in the headers alone), a failure the status classes do not show.
     let dir = tempfile::tempdir().unwrap();
-    let other = write_file(
-        dir.path(),
-        "other.proto",
-        "syntax = \"proto3\";\npackage loadlab.reference.v1;\nmessage E {}\n\
-         service Reference { rpc Nope(E) returns (E); }\n",
-    );
+    let other = unknown_method_proto(dir.path());
     let run_dir = dir.path().join("run");
     let out = loadlab(&[
         "run",

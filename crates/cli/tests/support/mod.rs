@@ -340,3 +340,19 @@ pub fn scenario_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     std::fs::write(&file, text).unwrap();
     (dir, file)
 }
+
+/// The reference service's `.proto` file, as the repository ships it.
+pub fn reference_proto() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../grpc/proto/loadlab/reference/v1/reference.proto")
+}
+
+/// A `.proto` file in `dir` declaring `loadlab.reference.v1.Reference/Nope`, a method the
+/// reference services do not have (their answer: `UNIMPLEMENTED`).
+pub fn unknown_method_proto(dir: &Path) -> PathBuf {
+    write_file(
+        dir,
+        "other.proto",
+        "syntax = \"proto3\";\npackage loadlab.reference.v1;\nmessage E {}\n\
+         service Reference { rpc Nope(E) returns (E); }\n",
+    )
+}

@@ -3,20 +3,15 @@
 //! falls back to it). Counts and statuses must be exact, by reflection and by `.proto` alike.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use crate::support::{loadlab, loadlab_json, stdout_of, write_file};
+use crate::support::{loadlab, loadlab_json, reference_proto, stdout_of, unknown_method_proto};
 
 /// grpcio serving the reference service, stopped by its process id when dropped.
 struct GrpcioServer {
     child: Child,
     port: u16,
-}
-
-/// The reference service's `.proto` file.
-fn reference_proto() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../grpc/proto/loadlab/reference/v1/reference.proto")
 }
 
 impl GrpcioServer {
@@ -119,12 +114,7 @@ fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
     );
     assert_eq!(s["requests"]["errors"], 25);
     let dir = tempfile::tempdir().unwrap();
-    let other = write_file(
-        dir.path(),
-        "other.proto",
-        "syntax = \"proto3\";\npackage loadlab.reference.v1;\nmessage E {}\n\
-         service Reference { rpc Nope(E) returns (E); }\n",
-    );
+    let other = unknown_method_proto(dir.path());
     let (s, _) = loadlab_json(&[
         "run",
         &server.url("Nope"),
