@@ -243,7 +243,15 @@ fn requests_for(p: f64) -> u64 {
     n.max(1.0) as u64
 }
 
-/// `p99`, `p99.9`, `max`.
+/// True when `words`, one of a step's broken bounds as [`Slo::violations`] writes it, says a
+/// latency percentile went over its bound (every such line ends in the bound's milliseconds,
+/// and no other line does): a break the step's own tail decided, which a stall of the machine
+/// alone can cause.
+pub fn is_latency_break(words: &str) -> bool {
+    words.ends_with(" ms") && words.contains(" ≥ ")
+}
+
+/// The name a percentile goes by in an objective (`p99`, `p99.9`, `max`).
 pub fn percentile_name(p: f64) -> String {
     if p >= 100.0 {
         "max".into()
@@ -300,6 +308,24 @@ mod tests {
         assert_eq!(v.broken.len(), 2, "{v:?}");
         assert!(v.broken[0].starts_with("p99 450.0 ms (95 % upper bound)"));
         assert_eq!(v.undersampled, None);
+    }
+
+    #[test]
+    fn latency_breaks_are_told_from_every_other_broken_bound() {
+        let s = Slo::parse("p90<100ms,max<2s,errors<1%").unwrap();
+        // Upper bounds and the maximum broken, errors too.
+        let v = s.violations(1000, |_| 5000.0, 2.0);
+        assert_eq!(v.broken.len(), 3, "{v:?}");
+        assert!(is_latency_break(&v.broken[0]), "{v:?}");
+        assert!(is_latency_break(&v.broken[1]), "{v:?}");
+        assert!(!is_latency_break(&v.broken[2]), "{v:?}");
+        // Too few to bound p90 under, enough to show it over: a latency break all the same.
+        let few = s.violations(10, |_| 5000.0, 0.0);
+        assert!(few.broken[0].contains("lower bound"), "{few:?}");
+        assert!(is_latency_break(&few.broken[0]), "{few:?}");
+        // Too few either way: not a break of the latency, only a step too short.
+        let short = s.violations(10, |_| 1.0, 0.0);
+        assert!(!is_latency_break(&short.broken[0]), "{short:?}");
     }
 
     #[test]

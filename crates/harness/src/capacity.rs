@@ -162,6 +162,7 @@ pub fn capacity(
     stop: &StopSignal,
     mut on_progress: impl FnMut(Progress),
 ) -> Result<Capacity> {
+    let climbed = search.start_rps.is_none() && work.url().is_some();
     let plateau = match (search.start_rps, work.url()) {
         (None, Some(url)) => climb(url, alone.ms, search, stop)?,
         _ => None,
@@ -216,7 +217,8 @@ pub fn capacity(
             step_seconds(search.measured.as_secs(), rate * unit.requests, needed)
                 .min(left.as_secs()),
         );
-        if !steps.is_empty() {
+        // The climb's last step, many connections deep, leaves a queue as any step does.
+        if climbed || !steps.is_empty() {
             drain(work, drain_ms, stop)?;
         }
         let Some((step, run)) = rate_step(work, rate, &unit, measured, search, stop)? else {

@@ -365,3 +365,63 @@ fn a_killed_run_keeps_its_seconds_and_report_reads_them() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("the run stopped after"), "{stdout}");
 }
+
+#[test]
+fn the_system_tiers_claims_pair_quiet_tests_and_keep_a_test_alone_alone() {
+    // The fast tier claims nothing, so here the claims are this test's alone.
+    use crate::support::{alone, quiet, shared, Claim};
+    use std::sync::mpsc;
+    use std::time::Duration;
+    // Whether `take` gets its claim within 200 ms, on a thread of its own; the claim is
+    // handed back so the caller decides when it ends.
+    let within = |take: fn() -> Claim| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let held = take();
+            let _ = tx.send(held);
+        });
+        rx
+    };
+    let soon = Duration::from_millis(200);
+    let a = quiet();
+    let b = within(quiet)
+        .recv_timeout(soon)
+        .expect("two quiet tests at once");
+    let third = within(quiet);
+    let busy = within(shared);
+    assert!(
+        third.recv_timeout(soon).is_err(),
+        "a third quiet test waits"
+    );
+    assert!(
+        busy.recv_timeout(soon).is_err(),
+        "a shared test waits for quiet ones"
+    );
+    drop(a);
+    let c = third
+        .recv_timeout(soon)
+        .expect("a quiet test in the freed place");
+    let lone = within(alone);
+    assert!(
+        lone.recv_timeout(soon).is_err(),
+        "a test alone waits for quiet ones"
+    );
+    // Waiting, it goes before the shared test that waited longer.
+    drop((b, c));
+    let lone = lone
+        .recv_timeout(soon)
+        .expect("alone once the quiet ones ended");
+    // The shared test that waited all along still waits: a test alone has the machine.
+    assert!(
+        busy.recv_timeout(soon).is_err(),
+        "nothing beside a test alone"
+    );
+    drop(lone);
+    let s = busy
+        .recv_timeout(soon)
+        .expect("shared once the test alone ended");
+    let s2 = within(shared)
+        .recv_timeout(soon)
+        .expect("shared beside shared");
+    drop((s, s2));
+}

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use loadlab_service::TestServer;
@@ -233,21 +233,92 @@ pub fn assert_all_gone(pids: &[u32]) {
     }
 }
 
-/// Taken for writing by each test whose figures need the machine to itself (a lab, a test that
-/// times a service), for reading by every other test of the system tier: on a 2-core machine
-/// a measuring test beside any other (a lab, the corpus, Locust's helpers) has its core stolen,
-/// and its figures say nothing about what they measure (a probe read stalls of 0.2–0.5 s on
-/// 50 ms workers beside the corpus). The fast tier measures nothing and takes neither.
-static ALONE: RwLock<()> = RwLock::new(());
-
-/// Takes [`ALONE`] for this test alone, whether or not a test holding it failed.
-pub fn alone() -> RwLockWriteGuard<'static, ()> {
-    ALONE.write().unwrap_or_else(|e| e.into_inner())
+/// How the system tier's tests share the machine. On a 2-core machine a measuring test beside a
+/// busy one has its core stolen, and its figures say nothing about what they measure (a probe
+/// read stalls of 0.2–0.5 s on 50 ms workers beside the corpus); but most measuring tests read
+/// what their services *wait*, at rates a tenth of a core drives, and two of them fit the two
+/// cores. So a test claims the machine one of three ways: [`alone`] (its figures need every
+/// core: CPU readings, CPU budgets, rates the generator works hard for), [`quiet`] (it
+/// measures waits and uses little CPU: beside one other quiet test, never beside a busy one)
+/// or [`shared`] (it measures nothing: beside any other such test). The fast tier measures
+/// nothing and claims nothing.
+#[derive(Debug, Default)]
+struct Claims {
+    alone: bool,
+    quiet: usize,
+    shared: usize,
+    /// Tests waiting to run alone: nothing new starts before them, so they are not starved.
+    waiting_alone: usize,
 }
 
-/// Takes [`ALONE`] beside other tests that measure nothing, whether or not one failed.
-pub fn shared() -> RwLockReadGuard<'static, ()> {
-    ALONE.read().unwrap_or_else(|e| e.into_inner())
+/// The machine's claims and the condition their holders wait on.
+static MACHINE: (Mutex<Claims>, Condvar) = (
+    Mutex::new(Claims {
+        alone: false,
+        quiet: 0,
+        shared: 0,
+        waiting_alone: 0,
+    }),
+    Condvar::new(),
+);
+
+/// Quiet tests that run at once: one a core.
+const QUIET_AT_ONCE: usize = 2;
+
+/// A test's claim on the machine, given back when dropped (also when the test panics).
+#[must_use = "the claim lasts as long as the guard"]
+pub struct Claim(fn(&mut Claims));
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let (lock, freed) = &MACHINE;
+        (self.0)(&mut lock.lock().unwrap_or_else(|e| e.into_inner()));
+        freed.notify_all();
+    }
+}
+
+/// Waits until `may` allows this test in, then records it with `take`.
+fn claim(may: fn(&Claims) -> bool, take: fn(&mut Claims), give: fn(&mut Claims)) -> Claim {
+    let (lock, freed) = &MACHINE;
+    let mut c = lock.lock().unwrap_or_else(|e| e.into_inner());
+    while !may(&c) {
+        c = freed.wait(c).unwrap_or_else(|e| e.into_inner());
+    }
+    take(&mut c);
+    Claim(give)
+}
+
+/// Claims the machine for this test alone.
+pub fn alone() -> Claim {
+    let (lock, _) = &MACHINE;
+    lock.lock().unwrap_or_else(|e| e.into_inner()).waiting_alone += 1;
+    claim(
+        |c| !c.alone && c.quiet == 0 && c.shared == 0,
+        |c| {
+            c.waiting_alone -= 1;
+            c.alone = true;
+        },
+        |c| c.alone = false,
+    )
+}
+
+/// Claims a core for a test that measures what its services wait and uses little CPU (a quarter
+/// of a core at most over its run, measured with `/usr/bin/time` on the test alone).
+pub fn quiet() -> Claim {
+    claim(
+        |c| !c.alone && c.waiting_alone == 0 && c.shared == 0 && c.quiet < QUIET_AT_ONCE,
+        |c| c.quiet += 1,
+        |c| c.quiet -= 1,
+    )
+}
+
+/// Claims the machine beside other tests that measure nothing.
+pub fn shared() -> Claim {
+    claim(
+        |c| !c.alone && c.waiting_alone == 0 && c.quiet == 0,
+        |c| c.shared += 1,
+        |c| c.shared -= 1,
+    )
 }
 
 /// `GET /info` on a new connection; the answering process's pid.

@@ -71,7 +71,7 @@ impl Drop for ShapeBox {
 
 #[test]
 fn the_probe_counts_a_synchronous_black_boxs_workers_and_service_time() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     for (workers, delay_ms) in [(2, 100), (4, 60)] {
         let server = black_box(workers, delay_ms);
         let v = probe(&server.url("/bbox/sync"), &[]);
@@ -97,7 +97,7 @@ fn the_probe_counts_a_synchronous_black_boxs_workers_and_service_time() {
 #[test]
 fn the_probe_observes_the_workers_of_a_slow_box_and_of_one_wider_than_the_ladders_steps() {
     // Its steps' latencies are read against a service time: a lab beside it blurs them.
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // A slow service: 5 workers of 300 ms. A wide one: 14 workers, between the ladder's 14 and
     // 16, where the probe must step back to 15 to see the jump.
     for (workers, delay_ms) in [(5, 300), (14, 50)] {
@@ -125,7 +125,7 @@ fn the_probe_counts_the_workers_of_a_box_whose_service_times_vary() {
     // probe looked for one); the knee of the mean latency is at 12.
     // A Python box on a shared machine: beside a lab its service times stretch (the full
     // suite read 13 workers of 21.3 ms while a helper's load ran; 12 alone).
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     let jitter = ShapeBox::start(1, &["pool", "12", "20", "uniform:0.2"]);
     let v = probe(&jitter.url(), &[]);
     assert_eq!(
@@ -152,7 +152,7 @@ fn the_probe_counts_the_workers_of_a_box_whose_service_times_vary() {
 
 #[test]
 fn the_probe_finds_no_limit_on_an_asynchronous_black_box() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     let server = black_box(2, 100);
     let v = probe(&server.url("/bbox/async"), &["--max-concurrency", "12"]);
     assert_eq!(v["kind"], "async", "{v}");
@@ -183,7 +183,7 @@ fn the_probe_calls_a_busy_single_worker_cpu_bound_when_it_watches_the_cpu() {
 
 #[test]
 fn capacity_finds_k_over_d_and_never_more() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // 4 workers of 50 ms: 80 req/s at most.
     let server = black_box(4, 50);
     let (v, _) = loadlab_json(&[
@@ -217,7 +217,7 @@ fn capacity_finds_k_over_d_and_never_more() {
 
 #[test]
 fn capacity_on_a_slow_service_starts_a_little_under_its_plateau_and_finds_k_over_s() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // 5 workers of 80 ms: 62.5 req/s. Every rate from one connection's 12.5 req/s used to
     // "break" on the request still in flight at the window's end (found on 320 ms workers).
     let server = black_box(5, 80);
@@ -243,7 +243,7 @@ fn capacity_on_a_slow_service_starts_a_little_under_its_plateau_and_finds_k_over
 
 #[test]
 fn capacity_exits_3_when_no_rate_meets_the_objective() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     let server = black_box(1, 100);
     let out = loadlab(&[
         "capacity",
@@ -282,7 +282,7 @@ fn capacity_exits_3_when_no_rate_meets_the_objective() {
 
 #[test]
 fn an_exponential_pool_is_measured_on_both_sides_of_its_knee_until_its_count_is_sure() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // 6 workers of exponential times, mean 20 ms: one request's time varies as widely as
     // its mean, so the probe may take 5 minutes, and measures on after stepping back until
     // each side of the knee holds 2 (1.645 · 6 / ½)² = 780 requests.
@@ -320,7 +320,7 @@ fn an_exponential_pool_is_measured_on_both_sides_of_its_knee_until_its_count_is_
 
 #[test]
 fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // 12 workers of exponential times, mean 40 ms: 300 req/s at most, and a request alone
     // already has p99 ≈ 4.6 × 40 = 184 ms. p99 < 120 ms cannot be met at any rate; the search
     // used to halve the rate until a step's few dozen requests passed by luck.
@@ -330,8 +330,12 @@ fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
         &pool.url(),
         "--slo",
         "p99<120ms",
+        "--warmup",
+        "1s",
+        "--step",
+        "2s",
         "--max-time",
-        "40s",
+        "20s",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{stdout}");
@@ -355,8 +359,12 @@ fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
         &pool.url(),
         "--slo",
         "p99<600ms",
+        "--warmup",
+        "1s",
+        "--step",
+        "2s",
         "--max-time",
-        "60s",
+        "30s",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let found = v["max_rate_rps"].as_f64().unwrap_or(0.0);
@@ -376,7 +384,7 @@ fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
 
 #[test]
 fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // One worker of 20 ms serves 50 req/s; 100 are offered.
     let server = black_box(1, 20);
     let (s, out) = loadlab_json(&["run", &server.url("/bbox/sync"), "-R", "100", "-d", "8s"]);
@@ -393,7 +401,7 @@ fn an_overloaded_run_says_it_was_saturated_and_a_queue_was_building() {
 
 #[test]
 fn compare_says_which_differences_are_more_than_noise() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     let server = TestServer::start(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (fast, slow) = (dir.path().join("fast"), dir.path().join("slow"));
@@ -452,7 +460,7 @@ fn compare_says_which_differences_are_more_than_noise() {
 
 #[test]
 fn two_tiers_are_read_as_a_pool_with_the_tier_that_binds_named() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // A front of 8 workers holding each request 5 ms, then waiting on a back of 3 workers of
     // 50 ms: the back binds at 60 req/s with 3.3 requests in service (X · S), no whole number
     // of workers.
@@ -546,7 +554,7 @@ fn a_rate_limit_reads_as_one_with_its_rate_and_its_refusals_apart() {
 
 #[test]
 fn contention_reads_as_contended_with_its_peak_where_a_pool_would_be_read() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // No worker limit, but a request that starts with n in service takes
     // 20 ms · (1 + 0.02 (n − 1) + 0.01 n (n − 1)): throughput peaks at n* = √(0.98 / 0.01) =
     // 9.9 connections, 240 req/s, and falls past it. It read "sync, about 5 workers" before.
@@ -585,7 +593,7 @@ fn contention_reads_as_contended_with_its_peak_where_a_pool_would_be_read() {
 
 #[test]
 fn capacity_on_a_service_that_collapses_past_its_peak_settles_under_the_peak() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // The USL's shape with a steep fall: 20 ms · (1 + 0.02 (n − 1) + 0.01 n (n − 1)) peaks at
     // 9.9 in flight, 240 req/s, and past it each queued request slows every other: offered
     // more than the peak, the box serves far less. The rates under the peak that met their
@@ -625,7 +633,7 @@ fn capacity_on_a_service_that_collapses_past_its_peak_settles_under_the_peak() {
 
 #[test]
 fn a_burst_allowance_under_the_rate_is_told_from_the_rate_limit() {
-    let _alone = crate::support::alone();
+    let _quiet = crate::support::quiet();
     // A token bucket of 100 req/s holding 10, whose answered requests take 228 ms: a closed
     // loop of 11 connections sends 11 at once every 228 ms (48 req/s) and is refused past the
     // burst, far under the rate; it read "rate-limited at about 56.3 req/s".

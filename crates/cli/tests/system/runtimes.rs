@@ -22,7 +22,7 @@ const BBOX_WORKERS: usize = 2;
 const EARLY_MS: u64 = 20;
 
 /// Tests that time the service run without a lab or another timing test beside them.
-fn timing() -> std::sync::RwLockWriteGuard<'static, ()> {
+fn timing() -> crate::support::Claim {
     crate::support::alone()
 }
 

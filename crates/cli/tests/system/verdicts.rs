@@ -7,9 +7,8 @@ use serde_json::Value;
 
 /// Runs an experiment and returns what it printed and its `lab.json`, after checking that the
 /// lab directory judged again without it (`loadlab report LAB_DIR`) gives the same cells and
-/// verdicts.
+/// verdicts. The caller claims the machine as its figures need.
 fn lab(experiment: &str) -> (String, Value) {
-    let _one = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
     let (stdout, out) = lab_ok(dir.path(), experiment);
     let json = read_json(&out.join("lab.json"));
@@ -75,6 +74,7 @@ fn children_with(parent: u32, word: &str) -> Vec<u32> {
 
 #[test]
 fn three_workers_of_a_blocking_endpoint_have_three_times_the_breaking_point() {
+    let _alone = crate::support::alone();
     // /block?ms=10 holds a worker 10 ms: 100 req/s a worker, whatever else the machine runs.
     // The objective is on p90, whose 95 % bound needs 29 requests: a 1 s step holds them at
     // these rates, so each search ends within its 20 s (the lab took 64 s, reading 95.1 and
@@ -114,6 +114,7 @@ fn three_workers_of_a_blocking_endpoint_have_three_times_the_breaking_point() {
 
 #[test]
 fn an_open_load_under_capacity_is_judged_on_latency_and_a_paired_workload_on_throughput() {
+    let _quiet = crate::support::quiet();
     // 500 req/s of /ping is far under either topology's capacity: the offered rate is the
     // throughput, so only latency can differ. /block for twice as long on one worker serves
     // half as many requests, however busy the machine's CPUs are (a /calc pair's CPU-bound
@@ -230,6 +231,7 @@ fn a_replica_killed_mid_cell_is_named_its_cell_left_out_and_the_lab_goes_on() {
 
 #[test]
 fn a_probe_workload_counts_each_topologys_workers_and_says_why_in_the_verdict() {
+    let _quiet = crate::support::quiet();
     // /bbox/sync serves --bbox-workers requests at once, 50 ms each; /bbox/async has no limit.
     // (One process each: SO_REUSEPORT spreads connections over processes by a hash, unevenly,
     // so three processes of three read anywhere from 4 to 9 by luck.)
