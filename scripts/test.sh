@@ -109,6 +109,9 @@ export LOADLAB_OTELCOL
 # The trace test finds a request's spans in a real Jaeger, built once per machine.
 LOADLAB_JAEGER="$(bash scripts/install-jaeger.sh)"
 export LOADLAB_JAEGER
+# The gRPC tests call gRPC's own interop server (grpc-go's), built once per machine.
+LOADLAB_GRPC_INTEROP="$(bash scripts/install-grpc-interop.sh)"
+export LOADLAB_GRPC_INTEROP
 took "the system tier's programs installed"
 
 cargo test --workspace --locked --test system

@@ -103,6 +103,32 @@ impl Protos {
         })
     }
 
+    /// The types the files `sets` hold, each a serialized `FileDescriptorSet` (a protoset, as
+    /// `protoc --include_imports --descriptor_set_out` or `buf build -o` write it), in one pool.
+    pub fn read_descriptor_sets(sets: &[PathBuf]) -> Result<Self, MethodError> {
+        let mut pool = DescriptorPool::new();
+        for set in sets {
+            let bad = |why: String| MethodError::Compile(format!("{}: {why}", set.display()));
+            let bytes = std::fs::read(set).map_err(|e| bad(e.to_string()))?;
+            let files = prost_reflect::prost_types::FileDescriptorSet::decode(bytes.as_slice())
+                .map_err(|e| bad(format!("not a FileDescriptorSet ({e})")))?;
+            // A file two sets both hold (a shared import) is added once.
+            let new: Vec<_> = files
+                .file
+                .into_iter()
+                .filter(|f| pool.get_file_by_name(f.name()).is_none())
+                .collect();
+            pool.add_file_descriptor_protos(new)
+                .map_err(|e| bad(format!("{e} (a set needs its imports: --include_imports)")))?;
+        }
+        let from = sets
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(Protos { pool, from })
+    }
+
     /// The types a serialized `FileDescriptorSet` holds (a server's reflection answers with
     /// its files), `from` saying where it came from.
     pub fn from_descriptor_set(bytes: &[u8], from: &str) -> Result<Self, MethodError> {
@@ -214,6 +240,25 @@ impl Method {
         Ok(message.encode_to_vec())
     }
 
+    /// The request body of a call: `json` as one framed message, or, for a method whose client
+    /// streams, a JSON array as one framed message per element, sent in turn.
+    pub fn framed_requests(&self, json: &str) -> Result<Vec<u8>, MethodError> {
+        let array = self.client_streaming && json.trim_start().starts_with('[');
+        if !array {
+            return Ok(crate::frame(&self.request_from_json(json)?).to_vec());
+        }
+        let items: Vec<serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| MethodError::Request {
+                message: format!("list of {}", self.input.full_name()),
+                reason: e.to_string(),
+            })?;
+        let mut body = Vec::new();
+        for item in items {
+            body.extend_from_slice(&crate::frame(&self.request_from_json(&item.to_string())?));
+        }
+        Ok(body)
+    }
+
     /// A response message's bytes in gRPC's JSON mapping.
     pub fn response_to_json(&self, bytes: &[u8]) -> Result<String, MethodError> {
         let bad = |reason: String| MethodError::Response {
@@ -313,6 +358,72 @@ mod tests {
             .method("loadlab.reference.v1.Reference", "Ticks")
             .unwrap();
         assert!(ticks.server_streaming && !ticks.client_streaming);
+    }
+
+    #[test]
+    fn a_client_stream_sends_a_json_arrays_elements_as_its_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sum.proto");
+        std::fs::write(
+            &file,
+            "syntax = \"proto3\";\npackage t;\nmessage N { int32 n = 1; }\n\
+             service S { rpc Sum(stream N) returns (N); rpc Echo(N) returns (stream N); }\n",
+        )
+        .unwrap();
+        let protos = Protos::compile(&[file], &[]).unwrap();
+        let sum = protos.method("t.S", "Sum").unwrap();
+        // Three messages, each framed: n = 1, n = 2, and the empty one.
+        assert_eq!(
+            sum.framed_requests(r#"[{"n": 1}, {"n": 2}, {}]"#).unwrap(),
+            [
+                &[0, 0, 0, 0, 2, 0x08, 0x01][..],
+                &[0, 0, 0, 0, 2, 0x08, 0x02],
+                &[0, 0, 0, 0, 0]
+            ]
+            .concat()
+        );
+        // One object is one message; an element that is not the input type is refused.
+        assert_eq!(
+            sum.framed_requests(r#"{"n": 1}"#).unwrap(),
+            [0, 0, 0, 0, 2, 0x08, 0x01]
+        );
+        let err = sum.framed_requests(r#"[{"n": 1}, {"m": 2}]"#).unwrap_err();
+        assert!(err.to_string().contains("not a t.N in JSON"), "{err}");
+        // A method whose client sends one message takes no array.
+        let echo = protos.method("t.S", "Echo").unwrap();
+        assert!(echo.framed_requests(r#"[{"n": 1}]"#).is_err());
+    }
+
+    #[test]
+    fn a_protoset_holds_the_same_types_as_its_proto_files() {
+        let (dir, file) = reference();
+        let protos = Protos::compile(&[file], &[]).unwrap();
+        // What protoc --include_imports --descriptor_set_out writes: every file, imports too.
+        let files = protos
+            .file_of_symbol("loadlab.reference.v1.Reference")
+            .unwrap()
+            .iter()
+            .map(|f| prost_reflect::prost_types::FileDescriptorProto::decode(f.as_slice()).unwrap())
+            .collect();
+        let set = prost_reflect::prost_types::FileDescriptorSet { file: files };
+        let path = dir.path().join("reference.protoset");
+        std::fs::write(&path, set.encode_to_vec()).unwrap();
+        // Given twice, its files are added once.
+        let read = Protos::read_descriptor_sets(&[path.clone(), path.clone()]).unwrap();
+        assert_eq!(read.services(), protos.services());
+        let calc = read
+            .method("loadlab.reference.v1.Reference", "Calc")
+            .unwrap();
+        assert_eq!(
+            calc.request_from_json(r#"{"n": 1000, "from": "5"}"#)
+                .unwrap(),
+            [0x08, 0xe8, 0x07, 0x10, 0x05]
+        );
+        // A file that is no descriptor set says so.
+        let junk = dir.path().join("junk.protoset");
+        std::fs::write(&junk, b"\xff\xff not protobuf").unwrap();
+        let err = Protos::read_descriptor_sets(&[junk]).unwrap_err();
+        assert!(err.to_string().contains("not a FileDescriptorSet"), "{err}");
     }
 
     #[test]

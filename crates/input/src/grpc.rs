@@ -24,6 +24,10 @@ pub struct GrpcFlags {
     /// -I.
     #[arg(long = "import-path", value_name = "DIR", requires = "proto")]
     pub import_path: Vec<PathBuf>,
+    /// gRPC: a compiled FileDescriptorSet that defines the method, with its imports (repeatable),
+    /// as `protoc --include_imports --descriptor_set_out` or `buf build -o` write it.
+    #[arg(long = "protoset", value_name = "FILE", conflicts_with = "proto")]
+    pub protoset: Vec<PathBuf>,
 }
 
 /// A `grpc://` target that cannot become calls, and why.
@@ -37,7 +41,9 @@ pub enum GrpcError {
     #[error(transparent)]
     Method(#[from] MethodError),
     /// No `--proto` to read the method's types from, and no server to ask.
-    #[error("{url}: {why}: add --proto FILE (and --import-path DIR for its imports)")]
+    #[error(
+        "{url}: {why}: add --proto FILE (and --import-path DIR for its imports), or --protoset FILE"
+    )]
     NoProto {
         /// The URL.
         url: String,
@@ -59,8 +65,8 @@ pub enum GrpcError {
     /// `--no-keepalive` or `-p`, which HTTP/2 does not take.
     #[error("{0} applies to HTTP/1.1; gRPC calls go over HTTP/2 (use -c and --streams)")]
     Http1Flag(&'static str),
-    /// `--proto` or `--import-path` with HTTP targets.
-    #[error("--proto and --import-path apply to grpc:// targets")]
+    /// `--proto`, `--import-path` or `--protoset` with HTTP targets.
+    #[error("--proto, --import-path and --protoset apply to grpc:// targets")]
     ProtoWithoutGrpc,
 }
 
@@ -107,9 +113,10 @@ pub fn call_specs(
         .iter()
         .map(|u| GrpcTarget::parse(u))
         .collect::<Result<Vec<_>, _>>()?;
-    let compiled = match flags.proto.is_empty() {
-        true => None,
-        false => Some(Protos::compile(&flags.proto, &flags.import_path)?),
+    let compiled = match (flags.proto.is_empty(), flags.protoset.is_empty()) {
+        (true, true) => None,
+        (false, _) => Some(Protos::compile(&flags.proto, &flags.import_path)?),
+        (true, false) => Some(Protos::read_descriptor_sets(&flags.protoset)?),
     };
     // Each server is asked once per service.
     let mut asked: BTreeMap<(String, String), Protos> = BTreeMap::new();
@@ -136,10 +143,10 @@ pub fn call_specs(
         .iter()
         .zip(urls)
         .map(|(t, url)| {
-            let message = match (&compiled, reflection) {
+            let body = match (&compiled, reflection) {
                 (Some(protos), _) => encoded(protos, t, &json)?,
                 // The server is not up yet: the URL and flags are checked, the message waits.
-                (None, Reflection::Later) => Vec::new(),
+                (None, Reflection::Later) => frame(&[]).to_vec(),
                 (None, _) => {
                     let protos = match asked.entry((t.authority.clone(), t.service.clone())) {
                         Entry::Occupied(o) => o.into_mut(),
@@ -154,17 +161,18 @@ pub fn call_specs(
                 url: format!("{scheme}://{}{}", t.authority, t.path()),
                 method: "POST".to_string(),
                 headers: headers.clone(),
-                body: frame(&message).to_vec(),
+                body,
             })
         })
         .collect()
 }
 
-/// The request `json` as `t`'s method's input message, unframed.
+/// The request `json` as `t`'s method's input messages, framed: one, or, for a method whose
+/// client streams, one per element of a JSON array.
 fn encoded(protos: &Protos, t: &GrpcTarget, json: &str) -> Result<Vec<u8>, GrpcError> {
     Ok(protos
         .method(&t.service, &t.method)?
-        .request_from_json(json)?)
+        .framed_requests(json)?)
 }
 
 /// The types of `t`'s service, asked of its server by reflection.
@@ -204,7 +212,7 @@ mod tests {
         std::fs::write(&file, loadlab_grpc::method::REFERENCE_PROTO).unwrap();
         let flags = GrpcFlags {
             proto: vec![file],
-            import_path: Vec::new(),
+            ..GrpcFlags::default()
         };
         (dir, flags)
     }

@@ -449,7 +449,7 @@ fn url_parts(f: &LoadFlags, lookup: Lookup, reflection: Reflection) -> Result<Pa
             reflection,
         )?
     } else {
-        if !f.grpc.proto.is_empty() {
+        if !f.grpc.proto.is_empty() || !f.grpc.protoset.is_empty() {
             return Err(GrpcError::ProtoWithoutGrpc.into());
         }
         http_specs(f, request)

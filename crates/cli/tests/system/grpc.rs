@@ -184,3 +184,290 @@ fn the_rest_against_grpc_lab_runs_both_and_judges_the_difference() {
         "{stdout}"
     );
 }
+
+/// Where `scripts/install-grpc-interop.sh` builds grpc-go's interop servers:
+/// `LOADLAB_GRPC_INTEROP`, or its place in the cache.
+fn interop_dir() -> std::path::PathBuf {
+    if let Ok(dir) = std::env::var("LOADLAB_GRPC_INTEROP") {
+        return dir.into();
+    }
+    let cache = std::env::var("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cache"));
+    let dir = cache.join("loadlab/grpc-interop-v1.85.0");
+    assert!(
+        dir.join("interop-server").exists(),
+        "{} is missing: run scripts/install-grpc-interop.sh (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
+/// One of grpc-go's interop servers on 127.0.0.1, stopped by its process id when dropped.
+struct InteropServer {
+    child: Child,
+    port: u16,
+}
+
+impl InteropServer {
+    /// `google.golang.org/grpc/interop/server` itself: no reflection.
+    fn official() -> InteropServer {
+        let port = crate::support::closed_port();
+        let child = Command::new(interop_dir().join("interop-server"))
+            .args(["-port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the interop server runs");
+        let server = InteropServer { child, port };
+        let up = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                up.elapsed().as_secs() < 10,
+                "the interop server never listened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// The same TestService implementation with grpc-go's server reflection.
+    fn with_reflection() -> InteropServer {
+        let mut child = Command::new(interop_dir().join("interop-reflect"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the interop server runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("its port");
+        InteropServer { child, port }
+    }
+
+    fn url(&self, method: &str) -> String {
+        format!(
+            "grpc://127.0.0.1:{}/grpc.testing.TestService/{method}",
+            self.port
+        )
+    }
+}
+
+impl Drop for InteropServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One interop case as a run of loadlab's: the method, the request (messages of a client stream
+/// as a JSON array), metadata, a deadline, and the status every call must end with and the
+/// bytes each must at least bring back.
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    request: String,
+    metadata: &'static [&'static str],
+    timeout: Option<&'static str>,
+    status: &'static str,
+    answer_bytes: u64,
+}
+
+/// gRPC's interop cases (grpc/doc/interop-test-descriptions.md) that a load of calls can make:
+/// each call sends its messages together, so ping_pong's four requests go before its answers
+/// come back, which the server allows.
+fn interop_cases() -> Vec<Case> {
+    // `size` zero bytes in base64 (as JSON carries bytes): "AAAA" a group of three, the last
+    // group padded.
+    let payload = |size: usize| {
+        let tail = ["", "AA==", "AAA="][size % 3];
+        let body = "AAAA".repeat(size / 3) + tail;
+        format!(r#""payload": {{"body": "{body}"}}"#)
+    };
+    let large = format!(r#"{{"responseSize": 314159, {}}}"#, payload(271828));
+    let ping_pong = [(31415, 27182), (9, 8), (2653, 1828), (58979, 45904)]
+        .map(|(answer, sent)| {
+            format!(
+                r#"{{"responseParameters": [{{"size": {answer}}}], {}}}"#,
+                payload(sent)
+            )
+        })
+        .join(", ");
+    let status = r#"{"responseStatus": {"code": 2, "message": "test status message"}}"#;
+    vec![
+        Case {
+            name: "empty_unary",
+            method: "EmptyCall",
+            request: "{}".into(),
+            metadata: &[],
+            timeout: None,
+            status: "OK",
+            answer_bytes: 0,
+        },
+        Case {
+            name: "large_unary",
+            method: "UnaryCall",
+            request: large.clone(),
+            metadata: &[],
+            timeout: None,
+            status: "OK",
+            answer_bytes: 314159,
+        },
+        Case {
+            name: "client_streaming",
+            method: "StreamingInputCall",
+            request: format!(
+                "[{}]",
+                [27182, 8, 1828, 45904]
+                    .map(|n| format!("{{{}}}", payload(n)))
+                    .join(", ")
+            ),
+            metadata: &[],
+            timeout: None,
+            status: "OK",
+            answer_bytes: 0,
+        },
+        Case {
+            name: "server_streaming",
+            method: "StreamingOutputCall",
+            request: r#"{"responseParameters": [{"size": 31415}, {"size": 9}, {"size": 2653}, {"size": 58979}]}"#.into(),
+            metadata: &[],
+            timeout: None,
+            status: "OK",
+            answer_bytes: 31415 + 9 + 2653 + 58979,
+        },
+        Case {
+            name: "ping_pong",
+            method: "FullDuplexCall",
+            request: format!("[{ping_pong}]"),
+            metadata: &[],
+            timeout: None,
+            status: "OK",
+            answer_bytes: 31415 + 9 + 2653 + 58979,
+        },
+        Case {
+            name: "status_code_and_message (unary)",
+            method: "UnaryCall",
+            request: status.into(),
+            metadata: &[],
+            timeout: None,
+            status: "UNKNOWN",
+            answer_bytes: 0,
+        },
+        Case {
+            name: "status_code_and_message (full duplex)",
+            method: "FullDuplexCall",
+            request: format!("[{status}]"),
+            metadata: &[],
+            timeout: None,
+            status: "UNKNOWN",
+            answer_bytes: 0,
+        },
+        Case {
+            name: "custom_metadata",
+            method: "UnaryCall",
+            request: large,
+            // 0xababab, base64 as a -bin key's value is.
+            metadata: &[
+                "x-grpc-test-echo-initial: test_initial_metadata_value",
+                "x-grpc-test-echo-trailing-bin: q6ur",
+            ],
+            timeout: None,
+            status: "OK",
+            answer_bytes: 314159,
+        },
+        // The case leaves its stream open so that the server waits past the deadline; a call of
+        // loadlab's half-closes after its messages, so the server is asked to sleep 100 ms
+        // before its answer instead (interval_us), far past the 1 ms deadline.
+        Case {
+            name: "timeout_on_sleeping_server",
+            method: "FullDuplexCall",
+            request: format!(
+                r#"{{"responseParameters": [{{"size": 1, "intervalUs": 100000}}], {}}}"#,
+                payload(27182)
+            ),
+            metadata: &[],
+            timeout: Some("1ms"),
+            status: "DEADLINE_EXCEEDED",
+            answer_bytes: 0,
+        },
+    ]
+}
+
+#[test]
+fn grpc_gos_interop_cases_are_counted_exactly_under_load_by_protoset_and_by_reflection() {
+    let _shared = crate::support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let protoset = dir.path().join("interop.protoset");
+    let wrote = Command::new(interop_dir().join("interop-reflect"))
+        .arg("-protoset")
+        .arg(&protoset)
+        .status()
+        .unwrap();
+    assert!(wrote.success());
+    let protoset = protoset.to_str().unwrap().to_string();
+    let official = InteropServer::official();
+    let reflecting = InteropServer::with_reflection();
+    let calls: u64 = 40;
+    for case in interop_cases() {
+        let body = dir.path().join("request.json");
+        std::fs::write(&body, &case.request).unwrap();
+        for (server, types) in [
+            (&official, vec!["--protoset", protoset.as_str()]),
+            (&reflecting, vec![]),
+        ] {
+            let url = server.url(case.method);
+            let mut args = vec![
+                "run",
+                &url,
+                "--body-file",
+                body.to_str().unwrap(),
+                "-R",
+                "100",
+                "-d",
+                "1s",
+                // Calls share one connection, as a gRPC client's channel does.
+                "--streams",
+                "20",
+                "-n",
+            ];
+            let n = calls.to_string();
+            args.push(&n);
+            args.extend(types.iter().copied());
+            for m in case.metadata {
+                args.extend(["-H", m]);
+            }
+            if let Some(t) = case.timeout {
+                args.extend(["--timeout", t]);
+            }
+            let (s, out) = loadlab_json(&args);
+            let how = if types.is_empty() {
+                "reflection"
+            } else {
+                "protoset"
+            };
+            let said = format!("{} by {how}:\n{}", case.name, stdout_of(&out));
+            // Every call ends, by the status the case asks for. Under a 1 ms deadline a call
+            // the client could not send within it is dropped, never sent, and counted apart.
+            let completed = s["requests"]["completed"].as_u64().unwrap();
+            let dropped = s["requests"]["dropped"].as_u64().unwrap();
+            assert_eq!(completed + dropped, calls, "{said}");
+            if case.timeout.is_none() {
+                assert_eq!(dropped, 0, "{said}");
+            }
+            assert_eq!(
+                s["grpc"],
+                serde_json::json!({ case.status: completed }),
+                "{said}"
+            );
+            let bytes = s["throughput"]["bytes_per_s"].as_f64().unwrap()
+                * s["duration_s"].as_f64().unwrap();
+            assert!(
+                bytes + 1.0 >= (calls * case.answer_bytes) as f64,
+                "{bytes} bytes: {said}"
+            );
+        }
+    }
+}

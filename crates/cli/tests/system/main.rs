@@ -31,4 +31,3 @@ mod tls;
 mod topologies;
 mod users;
 mod verdicts;
-mod websocket;

@@ -223,6 +223,16 @@ async fn send_stream(
             };
             Ok((answer, true))
         }
+        // A stream the server reset once the request's time was up ended by that time: a gRPC
+        // server resets a call at its grpc-timeout, which it starts counting when the call
+        // arrives, so its reset lands after the deadline and before this timer (which rounds up
+        // to the millisecond) fires, and the call is DEADLINE_EXCEEDED to a gRPC client.
+        Ok(Err(f)) if f.kind == ErrorKind::StreamReset && Instant::now() >= deadline => {
+            Err(Broken {
+                keep: true,
+                ..Broken::fatal(ErrorKind::Timeout, 0)
+            })
+        }
         Ok(Err(f)) => Err(Broken {
             kind: f.kind,
             answered: 0,
