@@ -321,6 +321,28 @@ pub fn shared() -> Claim {
     )
 }
 
+/// What one of the project's install scripts builds once per machine (a program, or a directory
+/// of them): the path in environment variable `var`, which `scripts/test.sh` sets, or else
+/// `relative` under loadlab's cache (`$XDG_CACHE_HOME/loadlab`, or `~/.cache/loadlab`). A
+/// missing one fails the test with the script that builds it.
+pub fn built_once(var: &str, relative: &str, script: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(var) {
+        return path.into();
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        });
+    let path = cache.join("loadlab").join(relative);
+    assert!(
+        path.exists(),
+        "{} is missing: run {script} (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
 /// `GET /info` on a new connection; the answering process's pid.
 pub fn info_pid(port: u16) -> u32 {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();

@@ -188,19 +188,11 @@ fn the_rest_against_grpc_lab_runs_both_and_judges_the_difference() {
 /// Where `scripts/install-grpc-interop.sh` builds grpc-go's interop servers:
 /// `LOADLAB_GRPC_INTEROP`, or its place in the cache.
 fn interop_dir() -> std::path::PathBuf {
-    if let Ok(dir) = std::env::var("LOADLAB_GRPC_INTEROP") {
-        return dir.into();
-    }
-    let cache = std::env::var("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cache"));
-    let dir = cache.join("loadlab/grpc-interop-v1.85.0");
-    assert!(
-        dir.join("interop-server").exists(),
-        "{} is missing: run scripts/install-grpc-interop.sh (scripts/test.sh does)",
-        dir.display()
-    );
-    dir
+    crate::support::built_once(
+        "LOADLAB_GRPC_INTEROP",
+        "grpc-interop-v1.85.0",
+        "scripts/install-grpc-interop.sh",
+    )
 }
 
 /// One of grpc-go's interop servers on 127.0.0.1, stopped by its process id when dropped.

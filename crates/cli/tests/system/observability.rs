@@ -183,19 +183,11 @@ fn dashboard_queries_find_the_run(prom: &Prometheus, summary: &Value) {
 /// The collector `scripts/install-otelcol.sh` builds: `LOADLAB_OTELCOL`, or its place in the
 /// cache.
 fn otelcol_bin() -> std::path::PathBuf {
-    if let Ok(bin) = std::env::var("LOADLAB_OTELCOL") {
-        return bin.into();
-    }
-    let cache = std::env::var("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cache"));
-    let bin = cache.join("loadlab/otelcol-v0.161.0/otelcol-loadlab");
-    assert!(
-        bin.exists(),
-        "{} is missing: run scripts/install-otelcol.sh (scripts/test.sh does)",
-        bin.display()
-    );
-    bin
+    crate::support::built_once(
+        "LOADLAB_OTELCOL",
+        "otelcol-v0.161.0/otelcol-loadlab",
+        "scripts/install-otelcol.sh",
+    )
 }
 
 /// An OpenTelemetry Collector of the test's own: OTLP/HTTP on a free port of 127.0.0.1, every
@@ -371,19 +363,11 @@ impl TraceRecordingServer {
 
 /// The Jaeger `scripts/install-jaeger.sh` builds: `LOADLAB_JAEGER`, or its place in the cache.
 fn jaeger_bin() -> std::path::PathBuf {
-    if let Ok(bin) = std::env::var("LOADLAB_JAEGER") {
-        return bin.into();
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache"));
-    let bin = cache.join("loadlab/jaeger-v1.76.0/jaeger-loadlab");
-    assert!(
-        bin.exists(),
-        "{} is missing: run scripts/install-jaeger.sh (scripts/test.sh does)",
-        bin.display()
-    );
-    bin
+    crate::support::built_once(
+        "LOADLAB_JAEGER",
+        "jaeger-v1.76.0/jaeger-loadlab",
+        "scripts/install-jaeger.sh",
+    )
 }
 
 fn free_port() -> u16 {
