@@ -11,9 +11,11 @@ cd "$(dirname "$0")/.."
 
 version=v1.85.0
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/grpc-interop-$version"
+# What the binaries are built from, by content (a fresh checkout's files are all newer than the
+# cache, so their times would rebuild them on every clone).
+inputs="$(cat tools/grpc-interop/go.mod tools/grpc-interop/go.sum tools/grpc-interop/main.go | sha256sum)"
 if [ ! -x "$dir/interop-server" ] || [ ! -x "$dir/interop-reflect" ] \
-  || [ tools/grpc-interop/go.sum -nt "$dir/interop-reflect" ] \
-  || [ tools/grpc-interop/main.go -nt "$dir/interop-reflect" ]; then
+  || [ "$(cat "$dir/inputs" 2>/dev/null)" != "$inputs" ]; then
   if ! command -v go >/dev/null 2>&1; then
     echo "error: go is missing; the gRPC interop tests need it to build gRPC's interop server: install Go 1.26 or later" >&2
     exit 1
@@ -27,5 +29,6 @@ if [ ! -x "$dir/interop-server" ] || [ ! -x "$dir/interop-reflect" ] \
     mv "$dir/interop-server.tmp" "$dir/interop-server"
     mv "$dir/interop-reflect.tmp" "$dir/interop-reflect"
   )
+  echo "$inputs" > "$dir/inputs"
 fi
 echo "$dir"

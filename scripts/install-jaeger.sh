@@ -12,7 +12,10 @@ version=v1.76.0
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/jaeger-$version"
 bin="$dir/jaeger-loadlab"
 components="$PWD/tools/jaeger/components.go"
-if [ ! -x "$bin" ] || [ "$components" -nt "$bin" ]; then
+# What the binary is built from, by content (a fresh checkout's files are all newer than the
+# cache, so their times would rebuild it on every clone).
+inputs="$(sha256sum < "$components")"
+if [ ! -x "$bin" ] || [ "$(cat "$bin.inputs" 2>/dev/null)" != "$inputs" ]; then
   if ! command -v go >/dev/null 2>&1; then
     echo "error: go is missing; the trace tests need it to build Jaeger: install Go 1.25 or later" >&2
     exit 1
@@ -25,5 +28,6 @@ if [ ! -x "$bin" ] || [ "$components" -nt "$bin" ]; then
   cp -r "$src/." "$work/" && chmod -R u+w "$work"
   cp "$components" "$work/cmd/jaeger/internal/components.go"
   (cd "$work" && go build -trimpath -o "$bin.tmp" ./cmd/jaeger && mv "$bin.tmp" "$bin")
+  echo "$inputs" > "$bin.inputs"
 fi
 echo "$bin"

@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 version=v0.161.0
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/otelcol-$version"
 bin="$dir/otelcol-loadlab"
-if [ ! -x "$bin" ] || [ tools/otelcol/go.sum -nt "$bin" ] || [ tools/otelcol/main.go -nt "$bin" ]; then
+# What the binary is built from, by content (a fresh checkout's files are all newer than the
+# cache, so their times would rebuild it on every clone).
+inputs="$(cat tools/otelcol/go.mod tools/otelcol/go.sum tools/otelcol/main.go | sha256sum)"
+if [ ! -x "$bin" ] || [ "$(cat "$bin.inputs" 2>/dev/null)" != "$inputs" ]; then
   if ! command -v go >/dev/null 2>&1; then
     echo "error: go is missing; the OTLP tests need it to build their collector: install Go 1.26 or later" >&2
     exit 1
@@ -16,5 +19,6 @@ if [ ! -x "$bin" ] || [ tools/otelcol/go.sum -nt "$bin" ] || [ tools/otelcol/mai
   mkdir -p "$dir"
   echo "install-otelcol: building the OpenTelemetry Collector $version into $dir (once per machine)" >&2
   (cd tools/otelcol && go build -trimpath -mod=readonly -o "$bin.tmp" . && mv "$bin.tmp" "$bin")
+  echo "$inputs" > "$bin.inputs"
 fi
 echo "$bin"

@@ -367,7 +367,7 @@ fn a_killed_run_keeps_its_seconds_and_report_reads_them() {
 }
 
 #[test]
-fn the_system_tiers_claims_pair_quiet_tests_and_keep_a_test_alone_alone() {
+fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_and_keep_a_test_alone_alone() {
     // The fast tier claims nothing, so here the claims are this test's alone.
     use crate::support::{alone, quiet, shared, Claim};
     use std::sync::mpsc;
@@ -387,11 +387,14 @@ fn the_system_tiers_claims_pair_quiet_tests_and_keep_a_test_alone_alone() {
     let b = within(quiet)
         .recv_timeout(soon)
         .expect("two quiet tests at once");
+    let b2 = within(quiet)
+        .recv_timeout(soon)
+        .expect("three quiet tests at once");
     let third = within(quiet);
     let busy = within(shared);
     assert!(
         third.recv_timeout(soon).is_err(),
-        "a third quiet test waits"
+        "a fourth quiet test waits"
     );
     assert!(
         busy.recv_timeout(soon).is_err(),
@@ -407,7 +410,7 @@ fn the_system_tiers_claims_pair_quiet_tests_and_keep_a_test_alone_alone() {
         "a test alone waits for quiet ones"
     );
     // Waiting, it goes before the shared test that waited longer.
-    drop((b, c));
+    drop((b, b2, c));
     let lone = lone
         .recv_timeout(soon)
         .expect("alone once the quiet ones ended");
@@ -423,5 +426,17 @@ fn the_system_tiers_claims_pair_quiet_tests_and_keep_a_test_alone_alone() {
     let s2 = within(shared)
         .recv_timeout(soon)
         .expect("shared beside shared");
-    drop((s, s2));
+    let s3 = within(shared)
+        .recv_timeout(soon)
+        .expect("three shared at once");
+    let fourth = within(shared);
+    assert!(
+        fourth.recv_timeout(soon).is_err(),
+        "a fourth shared test waits"
+    );
+    drop(s);
+    let s4 = fourth
+        .recv_timeout(soon)
+        .expect("a shared test in the freed place");
+    drop((s2, s3, s4));
 }

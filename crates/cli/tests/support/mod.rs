@@ -236,12 +236,12 @@ pub fn assert_all_gone(pids: &[u32]) {
 /// How the system tier's tests share the machine. On a 2-core machine a measuring test beside a
 /// busy one has its core stolen, and its figures say nothing about what they measure (a probe
 /// read stalls of 0.2–0.5 s on 50 ms workers beside the corpus); but most measuring tests read
-/// what their services *wait*, at rates a tenth of a core drives, and two of them fit the two
-/// cores. So a test claims the machine one of three ways: [`alone`] (its figures need every
-/// core: CPU readings, CPU budgets, rates the generator works hard for), [`quiet`] (it
-/// measures waits and uses little CPU: beside one other quiet test, never beside a busy one)
-/// or [`shared`] (it measures nothing: beside any other such test). The fast tier measures
-/// nothing and claims nothing.
+/// what their services *wait*, at rates a tenth of a core drives, and three of them fit in one
+/// of the two cores. So a test claims the machine one of three ways: [`alone`] (its figures
+/// need every core: CPU readings, CPU budgets, rates the generator works hard for), [`quiet`]
+/// (it measures waits and uses little CPU: beside two other quiet tests, never beside a busy
+/// one) or [`shared`] (it measures nothing: beside two other such tests). The fast tier
+/// measures nothing and claims nothing.
 #[derive(Debug, Default)]
 struct Claims {
     alone: bool,
@@ -262,30 +262,81 @@ static MACHINE: (Mutex<Claims>, Condvar) = (
     Condvar::new(),
 );
 
-/// Quiet tests that run at once: one a core.
-const QUIET_AT_ONCE: usize = 2;
+/// Quiet tests that run at once: each uses a quarter of a core at most over its run, so three
+/// take under one of the two.
+const QUIET_AT_ONCE: usize = 3;
+
+/// Shared tests that run at once (the system harness runs four tests at a time, so that a
+/// thread waiting for its claim does not leave a place empty).
+const SHARED_AT_ONCE: usize = 3;
 
 /// A test's claim on the machine, given back when dropped (also when the test panics).
 #[must_use = "the claim lasts as long as the guard"]
-pub struct Claim(fn(&mut Claims));
+pub struct Claim {
+    give: fn(&mut Claims),
+    /// `alone`, `quiet` or `shared`, for the log.
+    kind: &'static str,
+    asked: std::time::Instant,
+    taken: std::time::Instant,
+}
 
 impl Drop for Claim {
     fn drop(&mut self) {
         let (lock, freed) = &MACHINE;
-        (self.0)(&mut lock.lock().unwrap_or_else(|e| e.into_inner()));
+        (self.give)(&mut lock.lock().unwrap_or_else(|e| e.into_inner()));
         freed.notify_all();
+        log_claim(self);
+    }
+}
+
+/// With `LOADLAB_CLAIMS_LOG=FILE`, appends a line per claim to FILE: the test, its kind, when it
+/// asked and when it got the machine (seconds since the first claim) and how long it held it. It
+/// shows where the system tier's time goes: the sum of `alone` holds is its serial floor, and a
+/// gap between a hold's end and the next hold's start is a core left idle.
+fn log_claim(c: &Claim) {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let Some(path) = std::env::var_os("LOADLAB_CLAIMS_LOG") else {
+        return;
+    };
+    let epoch = *EPOCH.get_or_init(|| c.asked);
+    let since = |t: std::time::Instant| t.saturating_duration_since(epoch).as_secs_f64();
+    let line = format!(
+        "{}\t{}\t{:.2}\t{:.2}\t{:.2}\n",
+        std::thread::current().name().unwrap_or("?"),
+        c.kind,
+        since(c.asked),
+        since(c.taken),
+        c.taken.elapsed().as_secs_f64(),
+    );
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(line.as_bytes());
     }
 }
 
 /// Waits until `may` allows this test in, then records it with `take`.
-fn claim(may: fn(&Claims) -> bool, take: fn(&mut Claims), give: fn(&mut Claims)) -> Claim {
+fn claim(
+    kind: &'static str,
+    may: fn(&Claims) -> bool,
+    take: fn(&mut Claims),
+    give: fn(&mut Claims),
+) -> Claim {
+    let asked = std::time::Instant::now();
     let (lock, freed) = &MACHINE;
     let mut c = lock.lock().unwrap_or_else(|e| e.into_inner());
     while !may(&c) {
         c = freed.wait(c).unwrap_or_else(|e| e.into_inner());
     }
     take(&mut c);
-    Claim(give)
+    Claim {
+        give,
+        kind,
+        asked,
+        taken: std::time::Instant::now(),
+    }
 }
 
 /// Claims the machine for this test alone.
@@ -293,6 +344,7 @@ pub fn alone() -> Claim {
     let (lock, _) = &MACHINE;
     lock.lock().unwrap_or_else(|e| e.into_inner()).waiting_alone += 1;
     claim(
+        "alone",
         |c| !c.alone && c.quiet == 0 && c.shared == 0,
         |c| {
             c.waiting_alone -= 1;
@@ -302,10 +354,12 @@ pub fn alone() -> Claim {
     )
 }
 
-/// Claims a core for a test that measures what its services wait and uses little CPU (a quarter
-/// of a core at most over its run, measured with `/usr/bin/time` on the test alone).
+/// Claims a third of the machine for a test that measures what its services wait and uses little
+/// CPU (a quarter of a core at most over its run, measured with `/usr/bin/time` on the test
+/// alone).
 pub fn quiet() -> Claim {
     claim(
+        "quiet",
         |c| !c.alone && c.waiting_alone == 0 && c.shared == 0 && c.quiet < QUIET_AT_ONCE,
         |c| c.quiet += 1,
         |c| c.quiet -= 1,
@@ -315,7 +369,8 @@ pub fn quiet() -> Claim {
 /// Claims the machine beside other tests that measure nothing.
 pub fn shared() -> Claim {
     claim(
-        |c| !c.alone && c.waiting_alone == 0 && c.quiet == 0,
+        "shared",
+        |c| !c.alone && c.waiting_alone == 0 && c.quiet == 0 && c.shared < SHARED_AT_ONCE,
         |c| c.shared += 1,
         |c| c.shared -= 1,
     )

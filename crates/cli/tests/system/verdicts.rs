@@ -160,7 +160,7 @@ fn a_replica_killed_mid_cell_is_named_its_cell_left_out_and_the_lab_goes_on() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    let _one = crate::support::alone();
+    let _shared = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("exp.yaml");
     std::fs::write(
