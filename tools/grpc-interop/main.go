@@ -1,8 +1,9 @@
 // Command grpc-interop-reflect serves grpc-go's own interop TestService (interop.NewTestServer,
 // the implementation behind google.golang.org/grpc/interop/server) on 127.0.0.1 with grpc-go's
 // server reflection, so loadlab's tests can call the interop cases by reflection as well as
-// from descriptors. With -protoset FILE it writes the TestService's FileDescriptorSet (its
-// files and their imports, as grpc-go compiled them) and exits.
+// from descriptors; with -tls_cert and -tls_key it serves over TLS (grpcs). With -protoset FILE
+// it writes the TestService's FileDescriptorSet (its files and their imports, as grpc-go
+// compiled them) and exits.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"os"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/reflection"
@@ -25,6 +27,8 @@ import (
 func main() {
 	port := flag.Int("port", 0, "port on 127.0.0.1 (0: any free one, printed on stdout)")
 	protoset := flag.String("protoset", "", "write the TestService's FileDescriptorSet here and exit")
+	cert := flag.String("tls_cert", "", "serve over TLS with this PEM certificate (and -tls_key)")
+	key := flag.String("tls_key", "", "the PEM private key of -tls_cert")
 	flag.Parse()
 	if *protoset != "" {
 		if err := writeProtoset(*protoset); err != nil {
@@ -36,7 +40,15 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	server := grpc.NewServer()
+	var options []grpc.ServerOption
+	if *cert != "" {
+		creds, err := credentials.NewServerTLSFromFile(*cert, *key)
+		if err != nil {
+			log.Fatal(err)
+		}
+		options = append(options, grpc.Creds(creds))
+	}
+	server := grpc.NewServer(options...)
 	testgrpc.RegisterTestServiceServer(server, interop.NewTestServer())
 	reflection.Register(server)
 	fmt.Println(lis.Addr().(*net.TCPAddr).Port)

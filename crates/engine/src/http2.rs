@@ -294,6 +294,8 @@ pub struct StreamFailure {
     /// The server never processed the request: it was refused by a graceful GOAWAY before or
     /// after being written, so sending it again on a new connection is safe.
     pub unprocessed: bool,
+    /// The HTTP/2 error code of the RST_STREAM the server ended the stream with, if it did.
+    pub reset: Option<u32>,
 }
 
 /// A response read off a stream.
@@ -453,6 +455,9 @@ fn failure(e: &h2::Error) -> StreamFailure {
         connection_alive: kind == ErrorKind::StreamReset,
         // A graceful GOAWAY (NO_ERROR) refuses only streams the server never processed.
         unprocessed: e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR),
+        reset: (kind == ErrorKind::StreamReset)
+            .then(|| e.reason().map(u32::from))
+            .flatten(),
     }
 }
 

@@ -28,7 +28,8 @@ pub struct Pending {
 /// What a thread reports when it stops.
 #[derive(Debug, Clone)]
 pub struct ThreadEnd {
-    /// CPU time the thread used from the origin (its connects before it not counted).
+    /// CPU time the thread used from the origin to the end of its loop (its connects before
+    /// it, and closing them after, not counted), the span `elapsed` measures.
     pub cpu: Duration,
     /// Time from the origin to the thread's stop.
     pub elapsed: Duration,
@@ -359,13 +360,22 @@ impl Recorder {
 
     /// Records sent requests that ended in a transport error.
     pub fn record_errors(&self, kind: ErrorKind, failed: &[Pending]) {
+        self.record_errors_as(kind, None, failed);
+    }
+
+    /// Records sent requests that ended in transport error `kind`; a gRPC call among them counts
+    /// under `grpc` when given (a stream reset's reason says it), else under the status a gRPC
+    /// client gives `kind`.
+    pub fn record_errors_as(&self, kind: ErrorKind, grpc: Option<GrpcCode>, failed: &[Pending]) {
         let n = failed.len();
         if n == 0 {
             return;
         }
         let mut rec = self.rec_at(Instant::now());
+        let code = grpc.unwrap_or_else(|| GrpcCode::of_transport_error(kind));
+        let call = |p: &Pending| self.grpc[p.template].then_some(code);
         for p in failed {
-            record_failure(&mut rec.counts, kind, self.grpc[p.template]);
+            record_failure(&mut rec.counts, kind, call(p));
             count_outcome(&mut rec.by_name, self.name_of[p.template], 5);
         }
         drop(rec);
@@ -373,7 +383,7 @@ impl Recorder {
             let mut by_name = by_name.borrow_mut();
             for p in failed {
                 let counts = &mut by_name[self.name_of[p.template]].counts;
-                record_failure(counts, kind, self.grpc[p.template]);
+                record_failure(counts, kind, call(p));
             }
         }
         self.in_flight.set(self.in_flight.get() - n as u64);
@@ -416,10 +426,10 @@ fn record_outcome(counts: &mut loadlab_run::Counts, status: u16, grpc: Option<Gr
 
 /// Counts one request that ended in transport error `kind`; a gRPC call under its status too.
 #[inline]
-fn record_failure(counts: &mut loadlab_run::Counts, kind: ErrorKind, grpc: bool) {
+fn record_failure(counts: &mut loadlab_run::Counts, kind: ErrorKind, grpc: Option<GrpcCode>) {
     match grpc {
-        true => counts.record_grpc_error(kind),
-        false => counts.record_error(kind),
+        Some(code) => counts.record_grpc_error(kind, code),
+        None => counts.record_error(kind),
     }
 }
 

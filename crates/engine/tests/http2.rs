@@ -30,7 +30,7 @@ fn open_model_connections_grow_only_when_every_stream_is_busy() {
 #[test]
 fn reset_streams_and_an_erroring_goaway_count_as_their_own_kinds() {
     let _serial = serial();
-    let server = H2Server::start(H2Behaviour::Reset);
+    let server = H2Server::start(H2Behaviour::Reset(h2::Reason::REFUSED_STREAM));
     let (_, s) = run_plan(&h2_plan(&server, closed(1, 1), count(40), 4));
     assert_eq!(s.errors.stream_reset, 40, "{:?}", s.errors);
     assert_eq!(
@@ -103,4 +103,24 @@ fn grpc_calls_count_by_the_status_their_trailers_or_headers_carry() {
     let (run, s) = run_plan(&h2_plan(&server, closed(1, 1), count(20), 4));
     assert_eq!(run.totals.counts.grpc, [0; 17]);
     assert_eq!(s.requests.ok, 20);
+}
+
+#[test]
+fn a_grpc_call_whose_stream_the_server_resets_ends_as_its_reason_says() {
+    let _serial = serial();
+    // (the reset's reason, the status a gRPC client gives the call), as grpc-go reads them.
+    for (reason, status) in [
+        (h2::Reason::CANCEL, "CANCELLED"),
+        (h2::Reason::REFUSED_STREAM, "UNAVAILABLE"),
+        (h2::Reason::ENHANCE_YOUR_CALM, "RESOURCE_EXHAUSTED"),
+        (h2::Reason::INTERNAL_ERROR, "INTERNAL"),
+    ] {
+        let server = H2Server::start(H2Behaviour::Reset(reason));
+        let mut p = h2_plan(&server, closed(1, 1), count(20), 4);
+        grpc_call(&mut p);
+        let (run, s) = run_plan(&p);
+        assert_eq!(s.errors.stream_reset, 20, "{reason:?}: {:?}", s.errors);
+        assert_eq!(s.grpc.get(status), Some(&20), "{reason:?}: {:?}", s.grpc);
+        assert_eq!(run.totals.counts.grpc.iter().sum::<u64>(), 20);
+    }
 }

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use loadlab_grpc::reflection::{FetchError, ReflectionTls, Server};
 use loadlab_grpc::{frame, grpc_timeout, GrpcTarget, MethodError, Protos, TargetError};
+use loadlab_run::TlsSettings;
 
 use crate::target::RequestSpec;
 
@@ -48,6 +50,18 @@ pub enum GrpcError {
         /// The URL.
         url: String,
         /// Why the server cannot be asked.
+        why: String,
+    },
+    /// Asking a `grpcs://` server for the method's types failed its TLS handshake.
+    #[error(
+        "{url}: asking the server for the method's types failed the TLS handshake ({why}); \
+         pass --cacert FILE with the certificate that signed the server's (or --insecure), or \
+         give the types with --proto FILE or --protoset FILE"
+    )]
+    ReflectionTls {
+        /// The URL.
+        url: String,
+        /// rustls's reason.
         why: String,
     },
     /// `grpc://` targets among HTTP ones.
@@ -105,6 +119,7 @@ pub fn call_specs(
     method_given: bool,
     timeout: Option<Duration>,
     reflection: Reflection,
+    tls: &TlsSettings,
 ) -> Result<Vec<RequestSpec>, GrpcError> {
     if method_given {
         return Err(GrpcError::HttpMethod);
@@ -150,7 +165,7 @@ pub fn call_specs(
                 (None, _) => {
                     let protos = match asked.entry((t.authority.clone(), t.service.clone())) {
                         Entry::Occupied(o) => o.into_mut(),
-                        Entry::Vacant(v) => v.insert(reflect(t, url, reflection)?),
+                        Entry::Vacant(v) => v.insert(reflect(t, url, reflection, tls)?),
                     };
                     encoded(protos, t, &json)?
                 }
@@ -176,7 +191,13 @@ fn encoded(protos: &Protos, t: &GrpcTarget, json: &str) -> Result<Vec<u8>, GrpcE
 }
 
 /// The types of `t`'s service, asked of its server by reflection.
-fn reflect(t: &GrpcTarget, url: &str, how: Reflection) -> Result<Protos, GrpcError> {
+/// A `grpcs://` server is asked over TLS as `settings` say (`--cacert`, `--insecure`).
+fn reflect(
+    t: &GrpcTarget,
+    url: &str,
+    how: Reflection,
+    settings: &TlsSettings,
+) -> Result<Protos, GrpcError> {
     let no = |why: &str| GrpcError::NoProto {
         url: url.to_string(),
         why: why.to_string(),
@@ -186,19 +207,33 @@ fn reflect(t: &GrpcTarget, url: &str, how: Reflection) -> Result<Protos, GrpcErr
             "a plan that runs elsewhere cannot ask the server for its types",
         ));
     };
-    if t.tls {
-        return Err(no(
-            "server reflection over TLS (grpcs://) is not built yet; give the method's types",
-        ));
-    }
     let addr = std::net::ToSocketAddrs::to_socket_addrs(&(t.host.as_str(), t.port))
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| no(&format!("{} does not resolve", t.host)))?;
-    loadlab_grpc::reflection::fetch(addr, &t.authority, &t.service, wait).map_err(|e| {
-        no(&format!(
+    let tls = if t.tls {
+        let config = loadlab_tls::client_config(settings, true).map_err(|e| no(&e.to_string()))?;
+        let name = loadlab_tls::server_name(&t.host).map_err(|e| no(&e.to_string()))?;
+        Some(ReflectionTls {
+            config: std::sync::Arc::new(config),
+            name,
+        })
+    } else {
+        None
+    };
+    let server = Server {
+        addr,
+        authority: t.authority.clone(),
+        tls,
+    };
+    loadlab_grpc::reflection::fetch(&server, &t.service, wait).map_err(|e| match e {
+        FetchError::Tls { why, .. } => GrpcError::ReflectionTls {
+            url: url.to_string(),
+            why,
+        },
+        e => no(&format!(
             "no .proto given, and asking the server failed ({e})"
-        ))
+        )),
     })
 }
 
@@ -240,6 +275,7 @@ mod tests {
             method_given,
             timeout,
             Reflection::Never,
+            &TlsSettings::default(),
         )
     }
 

@@ -447,6 +447,7 @@ fn url_parts(f: &LoadFlags, lookup: Lookup, reflection: Reflection) -> Result<Pa
             f.request.method.is_some(),
             f.timeout,
             reflection,
+            &tls::settings(f.reach.cacert.as_deref(), f.reach.insecure)?,
         )?
     } else {
         if !f.grpc.proto.is_empty() || !f.grpc.protoset.is_empty() {

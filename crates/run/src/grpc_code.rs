@@ -100,6 +100,21 @@ impl GrpcCode {
         }
     }
 
+    /// The status a gRPC client gives a call whose stream the server reset with HTTP/2 error
+    /// code `reason` (RST_STREAM), as grpc-go maps them: `REFUSED_STREAM` (the server did not
+    /// process it) is `UNAVAILABLE`, `CANCEL` is `CANCELLED`, `ENHANCE_YOUR_CALM` and
+    /// `FLOW_CONTROL_ERROR` are `RESOURCE_EXHAUSTED`, `INADEQUATE_SECURITY` is
+    /// `PERMISSION_DENIED`, and every other reason, known or not, `INTERNAL`.
+    pub fn of_stream_reset(reason: u32) -> GrpcCode {
+        match reason {
+            0x7 => GrpcCode(14),
+            0x8 => GrpcCode(1),
+            0x3 | 0xb => GrpcCode(8),
+            0xc => GrpcCode(7),
+            _ => Self::INTERNAL,
+        }
+    }
+
     /// The code named `name` (`UNAVAILABLE`, `unavailable` or its number), if any.
     pub fn from_name(name: &str) -> Option<GrpcCode> {
         if let Ok(n) = name.parse::<u32>() {
@@ -170,5 +185,18 @@ mod tests {
         let classes: Vec<u16> = GrpcCode::all().map(|c| c.http_equivalent() / 100).collect();
         assert_eq!(classes, [2, 4, 5, 4, 5, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 4]);
         assert_eq!(GrpcCode::all().last().unwrap().name(), "UNAUTHENTICATED");
+    }
+
+    #[test]
+    fn a_reset_stream_reads_as_a_grpc_client_reads_its_reason() {
+        let named = |reason| GrpcCode::of_stream_reset(reason).name();
+        assert_eq!(named(0x7), "UNAVAILABLE");
+        assert_eq!(named(0x8), "CANCELLED");
+        assert_eq!(named(0xb), "RESOURCE_EXHAUSTED");
+        assert_eq!(named(0x3), "RESOURCE_EXHAUSTED");
+        assert_eq!(named(0xc), "PERMISSION_DENIED");
+        for other in [0x0, 0x1, 0x2, 0x4, 0x5, 0x6, 0x9, 0xa, 0xd, 0xff] {
+            assert_eq!(named(other), "INTERNAL", "{other:#x}");
+        }
     }
 }

@@ -127,12 +127,12 @@ impl Counts {
         self.completed - self.ok
     }
 
-    /// Counts one gRPC call that ended in a transport error: as that error, and under the
-    /// status a gRPC client gives it ([`GrpcCode::of_transport_error`]).
+    /// Counts one gRPC call that ended in a transport error: as that error, and under `code`,
+    /// the status a gRPC client gives it.
     #[inline]
-    pub fn record_grpc_error(&mut self, kind: ErrorKind) {
+    pub fn record_grpc_error(&mut self, kind: ErrorKind, code: GrpcCode) {
         self.record_error(kind);
-        self.grpc[GrpcCode::of_transport_error(kind).number()] += 1;
+        self.grpc[code.number()] += 1;
     }
 
     /// Transport errors of every kind.

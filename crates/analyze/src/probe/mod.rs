@@ -681,7 +681,7 @@ pub fn verdict(steps: &[ProbeStep]) -> Option<Verdict> {
     let below = below_knee(&sorted);
     let first: &ProbeStep = below.as_ref().unwrap_or(first);
     let reading = Reading::new(steps, &sorted, first)?;
-    if let Some(v) = reading.unlimited() {
+    if let Some(v) = reading.unlimited(flat_cores.is_some()) {
         return Some(v);
     }
     Some(reading.limited(flat_cores))
@@ -781,8 +781,10 @@ impl<'a> Reading<'a> {
     }
 
     /// No limit, when the steps show none: still scaling at the last step with latency near
-    /// the service time alone (asynchronous), or still gaining past the knee (no plateau).
-    fn unlimited(&self) -> Option<Verdict> {
+    /// the service time alone (asynchronous), or still gaining past the knee (no plateau) —
+    /// unless `cpu_flat`: a CPU saturated from one connection on is the plateau, and
+    /// throughput that moved under it moved by what each request cost, not by the connections.
+    fn unlimited(&self, cpu_flat: bool) -> Option<Verdict> {
         let (last, s_ms) = (self.last, self.s_ms);
         let scaling = last.throughput_rps / self.ideal(last.concurrency);
         if self.growing && scaling >= SCALING && last.mean_ms <= 1.5 * s_ms {
@@ -807,7 +809,7 @@ impl<'a> Reading<'a> {
         let noise = knee_step.map_or(0.0, |k| self.apart(last, k));
         let unplateaued =
             at_knee >= last.concurrency || last.throughput_rps > FLAT * (1.0 + noise) * knee_x;
-        (self.growing && unplateaued && !refusing(last)).then(|| {
+        (self.growing && unplateaued && !refusing(last) && !cpu_flat).then(|| {
             self.no_limit(format!(
                 "no worker limit found up to {} connections: throughput still grew at the last \
                  step ({:.1} req/s, past the knee of the mean latency at {at_knee}), so no \

@@ -1033,3 +1033,51 @@ fn an_asynchronous_service_whose_last_steps_bend_by_noise_is_not_contended() {
         assert_eq!(v.kind, Kind::Async, "{bend} from {at}: {}", v.explanation);
     }
 }
+
+#[test]
+fn a_cpu_saturated_from_one_connection_is_the_plateau_however_throughput_wobbles_above_it() {
+    // Node /calc?n=2000000 watched in a full suite: 97-100 % of one core at every step, and
+    // throughput 11.7, 10.9, 12.6, 14.3, 11.5 and 13.3 req/s at 1, 1, 2, 3, 4 and 5
+    // connections. It "still grew at the last step", which read as no limit found (async);
+    // the CPU says what bounded it.
+    let rows: [(usize, u64, f64, f64, f64, f64, f64); 6] = [
+        (1, 11, 85.5, 84.8, 5.5, 97.8, 11.70),
+        (1, 18, 92.0, 101.8, 14.6, 98.9, 10.87),
+        (2, 11, 159.0, 158.2, 57.0, 97.2, 12.58),
+        (3, 30, 210.0, 210.3, 74.0, 98.3, 14.28),
+        (4, 40, 347.6, 377.9, 101.1, 99.8, 11.51),
+        (5, 50, 376.8, 348.4, 132.0, 99.6, 13.27),
+    ];
+    let steps: Vec<ProbeStep> = rows
+        .iter()
+        .map(|&(c, requests, mean, p50, stdev, cpu, x)| ProbeStep {
+            concurrency: c,
+            throughput_rps: x,
+            p50_ms: p50,
+            p99_ms: 2.0 * p50,
+            mean_ms: mean,
+            requests,
+            error_pct: 0.0,
+            server_cpu_pct: Some(cpu),
+            server_cpu_wait_pct: None,
+            refused_rps: 0.0,
+            stdev_ms: stdev,
+        })
+        .collect();
+    let v = verdict(&steps).unwrap();
+    assert_eq!(
+        (v.kind, v.workers),
+        (Kind::Cpu, Some(1)),
+        "{}",
+        v.explanation
+    );
+    // The same steps without the CPU watched: nothing says the climb was over.
+    let unwatched: Vec<ProbeStep> = steps
+        .iter()
+        .map(|s| ProbeStep {
+            server_cpu_pct: None,
+            ..s.clone()
+        })
+        .collect();
+    assert_eq!(verdict(&unwatched).unwrap().kind, Kind::Async);
+}

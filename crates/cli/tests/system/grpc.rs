@@ -224,9 +224,11 @@ impl InteropServer {
         server
     }
 
-    /// The same TestService implementation with grpc-go's server reflection.
-    fn with_reflection() -> InteropServer {
+    /// The same TestService implementation with grpc-go's server reflection, given `args`
+    /// (`-tls_cert FILE -tls_key FILE` serve it over TLS).
+    fn with_reflection(args: &[&str]) -> InteropServer {
         let mut child = Command::new(interop_dir().join("interop-reflect"))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -401,7 +403,7 @@ fn grpc_gos_interop_cases_are_counted_exactly_under_load_by_protoset_and_by_refl
     assert!(wrote.success());
     let protoset = protoset.to_str().unwrap().to_string();
     let official = InteropServer::official();
-    let reflecting = InteropServer::with_reflection();
+    let reflecting = InteropServer::with_reflection(&[]);
     let calls: u64 = 40;
     for case in interop_cases() {
         let body = dir.path().join("request.json");
@@ -462,4 +464,82 @@ fn grpc_gos_interop_cases_are_counted_exactly_under_load_by_protoset_and_by_refl
             );
         }
     }
+}
+
+/// `grpcs://` against grpc-go's interop server over TLS, on a certificate of the test's own CA:
+/// with `--cacert` or `-k`, the method's types are asked of the server by reflection over TLS
+/// and every call ends OK, as they do from a protoset over the run's own TLS connections;
+/// without either, asking the server fails in one line that names the unknown issuer and what
+/// to pass, and calls made from a protoset fail their handshakes, counted as TLS failures and
+/// as `UNAVAILABLE` (what a gRPC client reports), with the exit code of a run that reached
+/// nothing.
+#[test]
+fn grpcs_calls_grpc_gos_server_over_tls_by_reflection_and_by_protoset_and_an_unknown_ca_is_named() {
+    let _shared = crate::support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    crate::tls::make_certificates(dir.path());
+    let file = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (cert, key, ca) = (file("good.pem"), file("good.key"), file("ca.pem"));
+    let protoset = file("interop.protoset");
+    let wrote = Command::new(interop_dir().join("interop-reflect"))
+        .args(["-protoset", &protoset])
+        .status()
+        .unwrap();
+    assert!(wrote.success());
+    let server = InteropServer::with_reflection(&["-tls_cert", &cert, "-tls_key", &key]);
+    let url = format!(
+        "grpcs://127.0.0.1:{}/grpc.testing.TestService/UnaryCall",
+        server.port
+    );
+    let body = r#"{"responseSize": 64, "payload": {"body": "AAAA"}}"#;
+    let load = [
+        "run",
+        url.as_str(),
+        "-b",
+        body,
+        "-n",
+        "30",
+        "-c",
+        "2",
+        "--streams",
+        "5",
+    ];
+    for trust in [
+        vec!["--cacert", ca.as_str()],
+        vec!["-k"],
+        vec!["--cacert", ca.as_str(), "--protoset", protoset.as_str()],
+    ] {
+        let args: Vec<&str> = load.iter().copied().chain(trust.iter().copied()).collect();
+        let (s, out) = loadlab_json(&args);
+        let said = format!("{trust:?}:\n{}", stdout_of(&out));
+        assert_eq!(s["grpc"], serde_json::json!({ "OK": 30 }), "{said}");
+        assert_eq!(s["requests"]["ok"], 30, "{said}");
+        assert_eq!(s["tls"]["verify"], trust != ["-k"], "{said}");
+    }
+    // Nobody vouches for the server's certificate: reflection cannot ask it.
+    let out = crate::support::loadlab(&load);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("failed the TLS handshake")
+            && stderr.contains("UnknownIssuer")
+            && stderr.contains("--cacert FILE"),
+        "{stderr}"
+    );
+    // From a protoset the calls are made, and each fails its handshake.
+    let args: Vec<&str> = load
+        .iter()
+        .copied()
+        .chain(["--protoset", protoset.as_str()])
+        .collect();
+    let out = crate::support::loadlab(&args);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
+    // A failed handshake fails every call waiting for its connection: each call is counted,
+    // the handshakes apart.
+    assert!(stdout.contains("tls × 30"), "{stdout}");
+    assert!(stdout.contains("unknown_issuer ×"), "{stdout}");
+    assert!(stdout.contains("UNAVAILABLE × 30"), "{stdout}");
+    assert!(!stdout.contains("OK ×"), "{stdout}");
 }

@@ -70,8 +70,9 @@ fn write_pair(dir: &Path, name: &str, cert: &rcgen::Certificate, key: &KeyPair) 
     std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
 }
 
-/// Makes the CA and the three leaves in `dir`.
-fn make_certificates(dir: &Path) {
+/// Makes the CA and the leaves in `dir`: `ca.pem`, `good` (localhost and 127.0.0.1), `other` (another
+/// name), `expired`, and the self-signed `selfsigned` and `stranger` (each `NAME.pem`, `NAME.key`).
+pub(crate) fn make_certificates(dir: &Path) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);

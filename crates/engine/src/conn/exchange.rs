@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use loadlab_run::{ErrorKind, Plan, Protocol};
+use loadlab_run::{ErrorKind, GrpcCode, Plan, Protocol};
 use tokio::time::Instant;
 
 use super::dialer::Dialer;
@@ -193,6 +193,9 @@ pub(crate) struct Broken {
     pub(crate) keep: bool,
     /// The server surely did not process the request: it may go again.
     pub(crate) unprocessed: bool,
+    /// The status a gRPC call that failed so ends with, when the failure says more than its
+    /// kind (a stream reset's reason).
+    pub(crate) grpc: Option<GrpcCode>,
 }
 
 impl Broken {
@@ -203,6 +206,7 @@ impl Broken {
             answered,
             keep: false,
             unprocessed: false,
+            grpc: None,
         }
     }
 }

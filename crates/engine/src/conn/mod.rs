@@ -11,7 +11,7 @@ mod http1;
 use std::future::Future;
 use std::time::Duration;
 
-use loadlab_run::{ErrorKind, TlsFailure};
+use loadlab_run::{ErrorKind, GrpcCode, TlsFailure};
 use tokio::time::{sleep, Instant};
 
 use crate::http1::MAX_KEPT_BODY;
@@ -170,7 +170,8 @@ pub fn send<'a>(
                     if let Some((ids, _)) = traced.filter(|_| b.answered == 0) {
                         record_failed_span(wire, &batch[0], ids, sent_at, start, b.kind);
                     }
-                    wire.rec.record_errors(b.kind, &batch[b.answered..]);
+                    wire.rec
+                        .record_errors_as(b.kind, b.grpc, &batch[b.answered..]);
                     if !b.keep {
                         *conn = None;
                     }
@@ -238,6 +239,7 @@ async fn send_stream(
             answered: 0,
             keep: f.connection_alive,
             unprocessed: f.unprocessed,
+            grpc: f.reset.map(GrpcCode::of_stream_reset),
         }),
         // Dropping the stream resets it (CANCEL); the connection goes on.
         Err(_) => Err(Broken {

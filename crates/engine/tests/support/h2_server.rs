@@ -18,8 +18,8 @@ use super::plan;
 pub enum H2Behaviour {
     /// Answers 200 after this long.
     AnswerAfter(Duration),
-    /// Resets every stream (RST_STREAM, REFUSED_STREAM).
-    Reset,
+    /// Resets every stream (RST_STREAM) with this reason.
+    Reset(Reason),
     /// Answers the connection's first request, then shuts the connection down with
     /// INTERNAL_ERROR (GOAWAY) while the others are in flight.
     GoAwayAfterOne,
@@ -119,9 +119,9 @@ pub async fn serve(tcp: tokio::net::TcpStream, behaviour: H2Behaviour, seen: Arc
                     let _ = body.send_trailers(trailers);
                 }
             }
-            H2Behaviour::Reset => {
+            H2Behaviour::Reset(reason) => {
                 in_flight.fetch_sub(1, Ordering::SeqCst);
-                respond.send_reset(Reason::REFUSED_STREAM);
+                respond.send_reset(reason);
             }
             H2Behaviour::GoAwayAfterOne => {
                 if answered == 0 {
