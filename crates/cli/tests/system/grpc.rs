@@ -1,6 +1,8 @@
-//! gRPC calls against a server nobody here wrote: the Python reference service's gRPC face on
+//! gRPC calls against servers nobody here wrote: the Python reference service's gRPC face on
 //! grpcio's asyncio server, whose reflection is grpcio-reflection's (`v1alpha` only, so loadlab
-//! falls back to it). Counts and statuses must be exact, by reflection and by `.proto` alike.
+//! falls back to it), the Node one's on @grpc/grpc-js with @grpc/reflection (`v1`), and
+//! grpc-go's interop server. Counts and statuses must be exact, by reflection and by `.proto`
+//! alike.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -8,37 +10,52 @@ use std::process::{Child, Command, Stdio};
 
 use crate::support::{loadlab, loadlab_json, reference_proto, stdout_of, unknown_method_proto};
 
-/// grpcio serving the reference service, stopped by its process id when dropped.
-struct GrpcioServer {
+/// The reference service's gRPC face on a runtime's own gRPC library (grpcio on Python,
+/// @grpc/grpc-js on Node), stopped by its process id when dropped.
+struct RuntimeGrpcServer {
     child: Child,
     port: u16,
 }
 
-impl GrpcioServer {
-    fn start() -> GrpcioServer {
-        let python_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../targets/python");
-        let python = python_dir.join(".venv/bin/python");
+impl RuntimeGrpcServer {
+    /// `runtime` is `python` or `node`.
+    fn start(runtime: &str) -> RuntimeGrpcServer {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../targets")
+            .join(runtime);
+        let (program, script, installed) = match runtime {
+            "python" => (
+                dir.join(".venv/bin/python"),
+                dir.join("grpc_server.py"),
+                dir.join(".venv/bin/python"),
+            ),
+            _ => (
+                "node".into(),
+                dir.join("grpc_server.js"),
+                dir.join("node_modules/@grpc/grpc-js"),
+            ),
+        };
         assert!(
-            python.is_file(),
+            installed.exists(),
             "run scripts/install-runtimes.sh first (scripts/test.sh does): {} is missing",
-            python.display()
+            installed.display()
         );
         let port = crate::support::closed_port();
-        let mut child = Command::new(python)
-            .arg(python_dir.join("grpc_server.py"))
+        let mut child = Command::new(program)
+            .arg(script)
             .arg("--proto")
             .arg(reference_proto())
             .args(["--port", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
-            .expect("the venv's python runs");
+            .expect("the runtime runs");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
         assert!(line.starts_with("listening on 127.0.0.1:"), "{line:?}");
-        GrpcioServer { child, port }
+        RuntimeGrpcServer { child, port }
     }
 
     fn url(&self, method: &str) -> String {
@@ -49,7 +66,7 @@ impl GrpcioServer {
     }
 }
 
-impl Drop for GrpcioServer {
+impl Drop for RuntimeGrpcServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -57,9 +74,17 @@ impl Drop for GrpcioServer {
 }
 
 #[test]
-fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
+fn grpcio_and_grpc_js_calls_are_counted_exactly_by_reflection_and_by_proto() {
     let _shared = crate::support::shared();
-    let server = GrpcioServer::start();
+    for runtime in ["python", "node"] {
+        calls_are_counted_exactly(runtime);
+    }
+}
+
+/// The reference service's gRPC face on `runtime`, called by reflection and by `.proto`: every
+/// call's count and status exact, the server's own refusals and a deadline included.
+fn calls_are_counted_exactly(runtime: &str) {
+    let server = RuntimeGrpcServer::start(runtime);
     let proto = reference_proto();
     let proto = proto.to_str().unwrap();
     // By reflection (grpcio-reflection serves v1alpha alone), 20 ms each, 10 in flight.
@@ -75,7 +100,7 @@ fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
         "-n",
         "200",
     ]);
-    let text = stdout_of(&out);
+    let text = format!("{runtime}: {}", stdout_of(&out));
     assert_eq!(s["requests"]["completed"], 200, "{text}");
     assert_eq!(s["grpc"], serde_json::json!({"OK": 200}), "{text}");
     assert!(s["latency_ms"]["min"].as_f64().unwrap() >= 20.0, "{text}");
@@ -110,7 +135,7 @@ fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
     assert_eq!(
         s["grpc"],
         serde_json::json!({"INVALID_ARGUMENT": 25}),
-        "{s}"
+        "{runtime}: {s}"
     );
     assert_eq!(s["requests"]["errors"], 25);
     let dir = tempfile::tempdir().unwrap();
@@ -123,7 +148,11 @@ fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
         "-n",
         "25",
     ]);
-    assert_eq!(s["grpc"], serde_json::json!({"UNIMPLEMENTED": 25}), "{s}");
+    assert_eq!(
+        s["grpc"],
+        serde_json::json!({"UNIMPLEMENTED": 25}),
+        "{runtime}: {s}"
+    );
     // timeout_on_sleeping_server: a deadline shorter than the call; grpcio enforces the
     // grpc-timeout it was sent, and loadlab's own timer is the same, so whichever ends the
     // call, it ends DEADLINE_EXCEEDED.
@@ -142,13 +171,13 @@ fn grpcio_calls_are_counted_exactly_by_reflection_and_by_proto() {
     assert_eq!(
         s["grpc"],
         serde_json::json!({"DEADLINE_EXCEEDED": 10}),
-        "{s}"
+        "{runtime}: {s}"
     );
     assert_eq!(s["requests"]["errors"], 10);
     // Reflection names what the server has when the method is not there.
     let out = loadlab(&["run", &server.url("Pong"), "-n", "1"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("has no method Pong"), "{err}");
+    assert!(err.contains("has no method Pong"), "{runtime}: {err}");
 }
 
 #[test]
