@@ -1,7 +1,7 @@
 //! TLS for `https://` endpoints (connections layer, below `conn`): the run's one rustls client
-//! configuration (`loadlab_tls`'s), shared by every thread so reconnects resume their sessions; the handshake, whose failures
-//! keep their cause in words; and [`Stream`], plain TCP or TLS, so nothing above `conn` knows
-//! which one runs.
+//! configuration (`loadlab_tls`'s), shared by every thread so reconnects resume their
+//! sessions; the handshake, whose failures keep their cause in words; and [`Stream`], plain TCP
+//! or TLS, so nothing above `conn` knows which one runs.
 
 use std::io;
 use std::pin::Pin;

@@ -1,7 +1,7 @@
 //! Server reflection: a method's types asked of the server itself, for calls made without a
 //! `.proto` file. The messages of `grpc.reflection.v1` (whose `v1alpha` is the same on another
-//! path), the client that asks a server over h2c or TLS, and the answers a server gives from its own
-//! types (the reference service serves them).
+//! path), the client that asks a server over h2c or TLS, and the answers a server gives from
+//! its own types (the reference service serves them).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
