@@ -10,6 +10,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 
@@ -111,6 +113,9 @@ impl Http2Request {
 struct Shared {
     /// Slots attached to it.
     slots: Cell<usize>,
+    /// Streams the server lets it open at once (its SETTINGS_MAX_CONCURRENT_STREAMS), as the
+    /// connection last read it; unlimited until the server says.
+    server_max: Cell<usize>,
     state: RefCell<State>,
     /// Wakes the slots waiting while it opens.
     opened: Notify,
@@ -169,12 +174,18 @@ impl Http2Connections {
     pub fn attach(&self, ep: usize) -> Attach {
         let mut list = self.endpoints[ep].borrow_mut();
         list.retain(|c| !matches!(*c.state.borrow(), State::Dead | State::Failed(_)));
-        if let Some(c) = list.iter().find(|c| c.slots.get() < self.streams) {
+        // A server that allows fewer streams than --streams gets more connections, not slots
+        // that wait inside one for a stream the server has not freed.
+        if let Some(c) = list
+            .iter()
+            .find(|c| c.slots.get() < self.streams.min(c.server_max.get()))
+        {
             c.slots.set(c.slots.get() + 1);
             return Attach::Join(Joined(c.clone()));
         }
         let c = Rc::new(Shared {
             slots: Cell::new(1),
+            server_max: Cell::new(usize::MAX),
             state: RefCell::new(State::Opening),
             opened: Notify::new(),
         });
@@ -198,7 +209,17 @@ impl Opening {
         };
         let watch: Weak<Shared> = Rc::downgrade(&self.0);
         spawn_local(async move {
-            let _ = connection.await;
+            let mut connection = connection;
+            // Each time the connection is driven it may have read the server's settings: its
+            // limit on concurrent streams is kept for the slots that attach next.
+            let _ = poll_fn(|cx| {
+                let polled = Pin::new(&mut connection).poll(cx);
+                if let Some(c) = watch.upgrade() {
+                    c.server_max.set(connection.max_concurrent_send_streams());
+                }
+                polled
+            })
+            .await;
             if let Some(c) = watch.upgrade() {
                 *c.state.borrow_mut() = State::Dead;
             }

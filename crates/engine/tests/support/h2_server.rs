@@ -49,6 +49,12 @@ pub struct H2Server {
 
 impl H2Server {
     pub fn start(behaviour: H2Behaviour) -> H2Server {
+        H2Server::start_limited(behaviour, None)
+    }
+
+    /// A server that allows `max_streams` concurrent streams a connection
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS), or any number with `None`.
+    pub fn start_limited(behaviour: H2Behaviour, max_streams: Option<u32>) -> H2Server {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_listener.set_nonblocking(true).unwrap();
         let addr = std_listener.local_addr().unwrap();
@@ -66,7 +72,7 @@ impl H2Server {
                         return;
                     };
                     server_seen.connections.fetch_add(1, Ordering::SeqCst);
-                    tokio::spawn(serve(tcp, behaviour, server_seen.clone()));
+                    tokio::spawn(serve(tcp, behaviour, max_streams, server_seen.clone()));
                 }
             });
         });
@@ -74,9 +80,18 @@ impl H2Server {
     }
 }
 
-/// Serves one connection.
-pub async fn serve(tcp: tokio::net::TcpStream, behaviour: H2Behaviour, seen: Arc<Seen>) {
-    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+/// Serves one connection, allowing `max_streams` at once when given.
+pub async fn serve(
+    tcp: tokio::net::TcpStream,
+    behaviour: H2Behaviour,
+    max_streams: Option<u32>,
+    seen: Arc<Seen>,
+) {
+    let mut builder = h2::server::Builder::new();
+    if let Some(n) = max_streams {
+        builder.max_concurrent_streams(n);
+    }
+    let Ok(mut conn) = builder.handshake(tcp).await else {
         return;
     };
     let in_flight = Arc::new(AtomicUsize::new(0));
