@@ -95,9 +95,18 @@ fn plan_of(
         std::time::Duration::try_from_secs_f64(settings.stop_timeout.clamp(0.0, 3600.0))
             .unwrap_or_default();
     // The environment's host is every class's when set; the classes report theirs as given.
-    let mut hosts: Vec<String> = settings.host.iter().cloned().collect();
-    hosts.extend(first.classes.iter().filter_map(|c| c.host.clone()));
-    if hosts.is_empty() {
+    // Only HTTP users send through the engine: a plain User's host is its own (a gRPC
+    // channel's `localhost:50051`), and a run of plain Users alone needs no HTTP host.
+    let http = |c: &&locustfile::UserClass| c.kind.as_deref() != Some("user");
+    let http_classes: Vec<_> = first.classes.iter().filter(http).collect();
+    let mut hosts: Vec<String> = settings
+        .host
+        .iter()
+        .filter(|h| !http_classes.is_empty() || h.starts_with("http"))
+        .cloned()
+        .collect();
+    hosts.extend(http_classes.iter().filter_map(|c| c.host.clone()));
+    if hosts.is_empty() && !http_classes.is_empty() {
         bail!("no host: give -H http://HOST[:PORT], or set host on the User classes");
     }
     let names: Vec<&str> = first.classes.iter().map(|c| c.name.as_str()).collect();

@@ -1094,3 +1094,74 @@ class U(HttpUser):
         "{stderr}"
     );
 }
+
+/// A plain `User` as Locust's gRPC example writes one: its `host` is a channel's address, not
+/// a URL, and its calls reach the statistics by `events.request.fire`. Here the "call" is a
+/// 10 ms wait in the user's own code, so the file needs no gRPC library.
+const PLAIN_USER: &str = r#"
+import time
+
+from locust import User, task, constant, events
+
+
+class Caller(User):
+    host = "localhost:50051"
+    wait_time = constant(0.05)
+
+    @task
+    def say_hello(self):
+        start = time.perf_counter()
+        time.sleep(0.01)
+        events.request.fire(request_type="grpc", name="/locust.hello.HelloService/SayHello",
+                            response_time=(time.perf_counter() - start) * 1000,
+                            response_length=5, response=None, context=None, exception=None)
+"#;
+
+#[test]
+fn a_plain_users_own_host_is_its_business_and_its_fired_calls_are_counted() {
+    let _shared = crate::support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "grpc_like.py", PLAIN_USER);
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-f",
+            "grpc_like.py",
+            "-u",
+            "2",
+            "-r",
+            "100",
+            "-t",
+            "2s",
+            "--json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let stats: Value = serde_json::from_str(&stdout).expect("--json prints Locust's statistics");
+    let call = stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "/locust.hello.HelloService/SayHello")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(call["method"], "grpc", "{call}");
+    // Two users, a call of 10 ms and a wait of 50 ms: about 33 calls a second each.
+    let calls = call["num_requests"].as_u64().unwrap();
+    assert!((20..=140).contains(&calls), "{calls} calls: {call}");
+    assert_eq!(call["num_failures"], 0, "{call}");
+    // With the address given as -H, as Locust takes it for plain users, it runs too.
+    let (code, stdout, stderr) = run_in(
+        dir.path(),
+        &[
+            "-f",
+            "grpc_like.py",
+            "-H",
+            "localhost:50051",
+            "-u",
+            "1",
+            "-t",
+            "1s",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+}

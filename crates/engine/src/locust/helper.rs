@@ -40,6 +40,10 @@ pub struct UserClass {
     /// Its `wait_time`, in words (`between(1, 5)`), when it declares one.
     #[serde(default, deserialize_with = "text_or_none")]
     pub wait_time: Option<String>,
+    /// `http` (an `HttpUser`), `fasthttp` (a `FastHttpUser`) or `user` (a plain `User`, whose
+    /// host is its own business: a gRPC channel's `localhost:50051`).
+    #[serde(default, deserialize_with = "text_or_none")]
+    pub kind: Option<String>,
     /// Its tasks.
     #[serde(default)]
     pub tasks: Vec<ClassTask>,
