@@ -36,22 +36,7 @@ function parseArgs(argv) {
   return config;
 }
 
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
-/** A blocking sleep: the event loop does nothing else for `ms`. */
-function blockingSleep(ms) {
-  if (ms > 0) Atomics.wait(sleeper, 0, 0, ms);
-}
-
-/** Spins until the process has used `ms` of CPU, holding the event loop. */
-function busyWait(ms) {
-  const cpuUs = () => {
-    const u = process.cpuUsage();
-    return u.user + u.system;
-  };
-  const end = cpuUs() + ms * 1000;
-  while (cpuUs() < end);
-}
+const { blockingSleep, busyWait } = require('./work');
 
 /** An INVALID_ARGUMENT error for `callback`. */
 function invalid(message) {

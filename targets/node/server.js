@@ -120,27 +120,7 @@ function param(req, name) {
 
 // ---- blocking the event loop -----------------------------------------------------------------
 
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
-/** A blocking sleep: the event loop does nothing else for `ms`. */
-function blockingSleep(ms) {
-  if (ms > 0) Atomics.wait(sleeper, 0, 0, ms);
-}
-
-/** Spins on the CPU for `ms`, holding the event loop. */
-// Spins until the process has used `ms` of CPU (one event loop: its thread's), so a request
-// costs the same CPU however many processes share the core; on a core of its own, `ms` of
-// wall time too.
-function busyWait(ms) {
-  const cpuUs = () => {
-    const u = process.cpuUsage();
-    return u.user + u.system;
-  };
-  const end = cpuUs() + ms * 1000;
-  let spins = 0;
-  while (cpuUs() < end) spins++;
-  return spins;
-}
+const { blockingSleep, busyWait } = require('./work');
 
 // ---- the site (seed 002), the same bytes as the Rust service ---------------------------------
 

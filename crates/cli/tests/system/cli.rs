@@ -224,7 +224,25 @@ fn watching_the_server_puts_its_cpu_and_memory_in_the_summary() {
         .find(|f| f["kind"] == "service_demand")
         .expect("a service demand finding");
     let ms = demand["values"]["demand_ms"].as_f64().unwrap();
-    assert!((3.5..=8.0).contains(&ms), "{demand}");
+    if !(3.5..=8.0).contains(&ms) {
+        // It read 8.18 and 8.38 ms in two full suites, alone, and 5.4-5.5 ms by hand even
+        // beside two busy loops: say what else was running and what the service served.
+        let busiest = std::process::Command::new("ps")
+            .args(["-eo", "pid,ppid,pcpu,etime,args", "--sort=-pcpu"])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .take(12)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        panic!(
+            "{demand}\nthe run: {}\nthe busiest processes now:\n{busiest}",
+            s["requests"]
+        );
+    }
     assert!(stdout.contains("findings"), "{stdout}");
 }
 
