@@ -423,6 +423,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             body: body.to_vec(),
+            grpc_stream: None,
         }
     }
 

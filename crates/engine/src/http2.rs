@@ -21,11 +21,12 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Uri};
 use loadlab_run::grpc_code::is_grpc_content_type;
 use loadlab_run::ErrorKind;
-use loadlab_run::GrpcCode;
+use loadlab_run::{GrpcCode, GrpcStream};
 use tokio::sync::Notify;
 use tokio::task::spawn_local;
 use tokio::time::Instant;
 
+use crate::grpc_stream::{AnswerCount, CallStream, StreamTimes};
 use crate::tls::Stream;
 
 /// Flow-control window of each stream and of each connection: large enough that a response
@@ -54,6 +55,8 @@ pub struct Http2Request {
     body: Bytes,
     /// A gRPC call (`content-type: application/grpc…`): its answer ends with `grpc-status`.
     grpc: bool,
+    /// A streaming gRPC call: its messages' pace, and its answer's messages counted.
+    stream: Option<CallStream>,
 }
 
 /// A request written for HTTP/1.1 that cannot be sent over HTTP/2.
@@ -105,7 +108,20 @@ impl Http2Request {
             headers,
             body: Bytes::copy_from_slice(&bytes[head..]),
             grpc,
+            stream: None,
         })
+    }
+
+    /// The request as a streaming gRPC call that goes as `spec` says, when given.
+    pub fn with_stream(mut self, spec: Option<GrpcStream>) -> Self {
+        self.stream = spec
+            .filter(|_| self.grpc)
+            .map(|spec| CallStream::new(spec, &self.body));
+        if self.stream.as_ref().is_some_and(CallStream::paced) {
+            // A paced stream's length is not its template body's, nor known ahead.
+            self.headers.remove(http::header::CONTENT_LENGTH);
+        }
+        self
     }
 }
 
@@ -334,6 +350,8 @@ pub struct Http2Response {
     /// A gRPC call's status (`grpc-status`), from its trailers, or its headers when it had no
     /// body; `None` for a request that is not a gRPC call.
     pub grpc: Option<GrpcCode>,
+    /// A streaming gRPC call's messages, sent and answered.
+    pub stream: Option<StreamTimes>,
 }
 
 impl StreamSlot {
@@ -381,12 +399,13 @@ impl StreamSlot {
         }
     }
 
-    /// [`StreamSlot::exchange`]'s request and response, on one stream.
+    /// [`StreamSlot::exchange`]'s request and response, on one stream. A streaming call whose
+    /// client paces its messages sends them while its answer is read.
     async fn round_trip(
         &mut self,
         request: &Http2Request,
         keep: Option<usize>,
-        mut on_bytes: impl FnMut(usize, Instant),
+        on_bytes: impl FnMut(usize, Instant),
     ) -> Result<Http2Response, StreamFailure> {
         let unsent = |e: h2::Error| StreamFailure {
             unprocessed: true,
@@ -399,73 +418,114 @@ impl StreamSlot {
         *head.method_mut() = request.method.clone();
         *head.uri_mut() = request.uri.clone();
         *head.headers_mut() = request.headers.clone();
-        let no_body = request.body.is_empty();
+        let paced = request.stream.as_ref().filter(|s| s.paced());
+        let no_body = request.body.is_empty() && paced.is_none();
         let (response, mut body_out) = self.send.send_request(head, no_body).map_err(unsent)?;
-        if !no_body {
-            body_out
-                .send_data(request.body.clone(), true)
-                .map_err(|e| failure(&e))?;
+        // When each of the client's messages went, for a bidirectional call's replies.
+        let sent = RefCell::new(Vec::new());
+        let answer = read_answer(request, response, keep, on_bytes, &sent);
+        let Some(stream) = paced else {
+            if !no_body {
+                body_out
+                    .send_data(request.body.clone(), true)
+                    .map_err(|e| failure(&e))?;
+                if let Some(s) = &request.stream {
+                    sent.borrow_mut().resize(s.messages.len(), Instant::now());
+                }
+            }
+            return answer.await;
+        };
+        let sending = stream.send(&mut body_out, &sent);
+        let mut answer = std::pin::pin!(answer);
+        let mut sending = std::pin::pin!(sending);
+        let mut sending_done = false;
+        loop {
+            tokio::select! {
+                biased;
+                done = &mut answer => return done,
+                // A send that fails (the server reset the stream, the connection ended) leaves
+                // the answer to say how the call ended.
+                _ = &mut sending, if !sending_done => sending_done = true,
+            }
         }
-        let response = response.await.map_err(|e| failure(&e))?;
-        let first_byte = Instant::now();
-        let status = response.status().as_u16();
-        let refused = status == 429
-            || (status == 503 && response.headers().contains_key(http::header::RETRY_AFTER));
-        let header_bytes: usize = response
+    }
+}
+
+/// Reads the answer to `request` off its stream: its headers, its body (counting its bytes with
+/// `on_bytes`, and a streaming call's messages against the sends in `sent`) and, for a gRPC
+/// call, its status.
+async fn read_answer(
+    request: &Http2Request,
+    response: h2::client::ResponseFuture,
+    keep: Option<usize>,
+    mut on_bytes: impl FnMut(usize, Instant),
+    sent: &RefCell<Vec<Instant>>,
+) -> Result<Http2Response, StreamFailure> {
+    let response = response.await.map_err(|e| failure(&e))?;
+    let first_byte = Instant::now();
+    let status = response.status().as_u16();
+    let refused = status == 429
+        || (status == 503 && response.headers().contains_key(http::header::RETRY_AFTER));
+    let header_bytes: usize = response
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    on_bytes(header_bytes, first_byte);
+    let keep_body = keep.unwrap_or(0);
+    let headers = if keep.is_some() {
+        response
             .headers()
             .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 4)
-            .sum();
-        on_bytes(header_bytes, first_byte);
-        let keep_body = keep.unwrap_or(0);
-        let headers = if keep.is_some() {
-            response
-                .headers()
-                .iter()
-                .filter(|(k, _)| keep_body > 0 || crate::http1::session_header(k.as_str()))
-                .map(|(k, v)| {
-                    let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
-                    (k.as_str().to_string(), v)
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        // A call answered with its status alone ("trailers-only") has it in its headers.
-        let mut grpc = request
-            .grpc
-            .then(|| response.headers().get("grpc-status"))
-            .flatten()
-            .map(|v| GrpcCode::from_header(v.as_bytes()));
-        let mut recv = response.into_body();
-        let mut body = Vec::new();
-        while let Some(chunk) = recv.data().await {
-            let chunk = chunk.map_err(|e| failure(&e))?;
-            let n = chunk.len();
-            on_bytes(n, Instant::now());
-            if body.len() < keep_body {
-                let take = n.min(keep_body - body.len());
-                body.extend_from_slice(&chunk[..take]);
-            }
-            // The engine consumed it: the server may send as much again.
-            let _ = recv.flow_control().release_capacity(n);
+            .filter(|(k, _)| keep_body > 0 || crate::http1::session_header(k.as_str()))
+            .map(|(k, v)| {
+                let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+                (k.as_str().to_string(), v)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // A call answered with its status alone ("trailers-only") has it in its headers.
+    let mut grpc = request
+        .grpc
+        .then(|| response.headers().get("grpc-status"))
+        .flatten()
+        .map(|v| GrpcCode::from_header(v.as_bytes()));
+    let mut count = request.stream.as_ref().map(|s| AnswerCount::new(&s.spec));
+    let mut recv = response.into_body();
+    let mut body = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.map_err(|e| failure(&e))?;
+        let n = chunk.len();
+        let now = Instant::now();
+        on_bytes(n, now);
+        if let Some(count) = count.as_mut() {
+            count.feed(&chunk, now, &sent.borrow());
         }
-        if request.grpc && grpc.is_none() {
-            let trailers = recv.trailers().await.map_err(|e| failure(&e))?;
-            grpc = Some(match trailers.as_ref().and_then(|t| t.get("grpc-status")) {
-                Some(v) => GrpcCode::from_header(v.as_bytes()),
-                None => GrpcCode::from_http_status(status),
-            });
+        if body.len() < keep_body {
+            let take = n.min(keep_body - body.len());
+            body.extend_from_slice(&chunk[..take]);
         }
-        Ok(Http2Response {
-            status,
-            first_byte,
-            headers,
-            body,
-            refused,
-            grpc,
-        })
+        // The engine consumed it: the server may send as much again.
+        let _ = recv.flow_control().release_capacity(n);
     }
+    if request.grpc && grpc.is_none() {
+        let trailers = recv.trailers().await.map_err(|e| failure(&e))?;
+        grpc = Some(match trailers.as_ref().and_then(|t| t.get("grpc-status")) {
+            Some(v) => GrpcCode::from_header(v.as_bytes()),
+            None => GrpcCode::from_http_status(status),
+        });
+    }
+    Ok(Http2Response {
+        status,
+        first_byte,
+        headers,
+        body,
+        refused,
+        grpc,
+        stream: count.map(|c| c.finish(sent.borrow().len() as u64)),
+    })
 }
 
 /// The kind of an `h2` failure, and whether the connection survives it.

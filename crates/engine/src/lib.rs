@@ -27,6 +27,7 @@
 mod conn;
 mod connect;
 mod growth;
+mod grpc_stream;
 mod locust;
 
 /// A locustfile's Python helpers: what they need on this machine, and what a file holds.

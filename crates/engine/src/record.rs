@@ -14,6 +14,8 @@ use loadlab_run::{
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::grpc_stream::StreamTimes;
+
 /// A request waiting for, or on, a connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Pending {
@@ -350,6 +352,24 @@ impl Recorder {
         }
         self.in_flight.set(self.in_flight.get() - 1);
         self.finish(1);
+    }
+
+    /// Records what a streaming gRPC call's messages did: its first answer's time from the
+    /// call's intended start, a bidirectional call's replies, and the messages each way.
+    pub fn record_stream(&self, p: &Pending, sent_at: Instant, stream: &StreamTimes) {
+        let intended = p.intended.map_or(sent_at, |t| t.min(sent_at));
+        let mut t = self.timings.borrow_mut();
+        let s = &mut t.streams;
+        s.calls += 1;
+        s.messages_sent += stream.sent;
+        s.messages_received += stream.received;
+        if let Some(first) = stream.first_message {
+            s.first_message
+                .saturating_record(micros(first.saturating_duration_since(intended)));
+        }
+        for reply in &stream.replies {
+            s.replies.saturating_record(micros(*reply));
+        }
     }
 
     /// Counts response bytes read at `now`.

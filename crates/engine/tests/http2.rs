@@ -8,7 +8,7 @@ mod support;
 use loadlab_run::Summary;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use support::h2_server::{grpc_call, h2_plan, H2Behaviour, H2Server};
+use support::h2_server::{grpc_call, grpc_stream_call, h2_plan, H2Behaviour, H2Server};
 use support::*;
 
 #[test]
@@ -123,4 +123,110 @@ fn a_grpc_call_whose_stream_the_server_resets_ends_as_its_reason_says() {
         assert_eq!(s.grpc.get(status), Some(&20), "{reason:?}: {:?}", s.grpc);
         assert_eq!(run.totals.counts.grpc.iter().sum::<u64>(), 20);
     }
+}
+
+/// The streaming calls' account of a run.
+fn streams(s: &Summary) -> loadlab_run::GrpcStreams {
+    s.grpc_streams
+        .clone()
+        .expect("the run made streaming calls")
+}
+
+#[test]
+fn a_bidirectional_calls_paced_messages_are_each_timed_to_their_answer() {
+    let _serial = serial();
+    let ms = Duration::from_millis;
+    // Each message is answered 10 ms after it arrives; the client sends 5 of them 20 ms apart
+    // (the request's 2 in turn), so each call lasts 80 + 10 ms and each reply 10 ms.
+    let server = H2Server::start(H2Behaviour::GrpcEcho { after: ms(10) });
+    let mut p = h2_plan(&server, closed(1, 1), count(6), 4);
+    let paced = loadlab_run::GrpcStream {
+        client: true,
+        server: true,
+        interval: Some(ms(20)),
+        count: Some(5),
+        duration: None,
+    };
+    grpc_stream_call(&mut p, paced, 2);
+    let (_, s) = run_plan(&p);
+    assert_eq!(s.requests.ok, 6, "{:?} {:?}", s.errors, s.grpc);
+    let st = streams(&s);
+    assert_eq!(
+        (st.calls, st.messages_sent, st.messages_received),
+        (6, 30, 30)
+    );
+    let reply = st.reply_ms.expect("replies were timed");
+    assert!(
+        reply.min >= 9.9,
+        "a reply comes 10 ms after its message: {reply:?}"
+    );
+    assert!(reply.p50 < 40.0, "{reply:?}");
+    let first = st.first_message_ms.expect("first answers were timed");
+    assert!(first.min >= 9.9 && first.p50 < 40.0, "{first:?}");
+    assert!(s.latency_ms.min >= 89.9, "{:?}", s.latency_ms);
+
+    // Sent at once (no pace), the request's 3 messages are still each timed to its echo.
+    let mut p = h2_plan(&server, closed(1, 1), count(4), 4);
+    let at_once = loadlab_run::GrpcStream {
+        client: true,
+        server: true,
+        ..Default::default()
+    };
+    grpc_stream_call(&mut p, at_once, 3);
+    let (_, s) = run_plan(&p);
+    let st = streams(&s);
+    assert_eq!((st.messages_sent, st.messages_received), (12, 12));
+    let reply = st.reply_ms.expect("replies were timed");
+    assert!(reply.min >= 9.9 && reply.p50 < 40.0, "{reply:?}");
+}
+
+#[test]
+fn a_stream_sent_for_a_duration_sends_what_its_interval_has_room_for() {
+    let _serial = serial();
+    let ms = Duration::from_millis;
+    let server = H2Server::start(H2Behaviour::GrpcEcho { after: ms(0) });
+    let mut p = h2_plan(&server, closed(2, 1), count(6), 4);
+    let timed = loadlab_run::GrpcStream {
+        client: true,
+        server: true,
+        interval: Some(ms(10)),
+        count: None,
+        duration: Some(ms(100)),
+    };
+    grpc_stream_call(&mut p, timed, 1);
+    let (_, s) = run_plan(&p);
+    assert_eq!(s.requests.ok, 6, "{:?} {:?}", s.errors, s.grpc);
+    let st = streams(&s);
+    // Messages at 0, 10, … 90 ms: ten a call, and the half-close at 100 ms.
+    assert_eq!((st.messages_sent, st.messages_received), (60, 60));
+    assert!(s.latency_ms.min >= 99.9, "{:?}", s.latency_ms);
+}
+
+#[test]
+fn a_server_streams_first_message_and_its_messages_are_counted() {
+    let _serial = serial();
+    let ms = Duration::from_millis;
+    let server = H2Server::start(H2Behaviour::GrpcTicks {
+        count: 4,
+        every: ms(25),
+    });
+    let mut p = h2_plan(&server, closed(2, 1), count(8), 4);
+    let server_stream = loadlab_run::GrpcStream {
+        server: true,
+        ..Default::default()
+    };
+    grpc_stream_call(&mut p, server_stream, 1);
+    let (run, s) = run_plan(&p);
+    assert_eq!(s.requests.ok, 8, "{:?} {:?}", s.errors, s.grpc);
+    let st = streams(&s);
+    assert_eq!(
+        (st.calls, st.messages_sent, st.messages_received),
+        (8, 8, 32)
+    );
+    assert!(st.reply_ms.is_none(), "a server stream pairs no replies");
+    let first = st.first_message_ms.expect("first messages were timed");
+    assert!(first.min >= 24.9 && first.p50 < 60.0, "{first:?}");
+    assert!(s.latency_ms.min >= 99.9, "{:?}", s.latency_ms);
+    let per_s = 32.0 / run.secs();
+    assert!((st.messages_received_per_s - per_s).abs() < 1e-6);
 }

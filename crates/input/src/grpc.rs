@@ -11,7 +11,9 @@ use std::time::Duration;
 use clap::Args;
 use loadlab_grpc::reflection::{FetchError, ReflectionTls, Server};
 use loadlab_grpc::{frame, grpc_timeout, GrpcTarget, MethodError, Protos, TargetError};
-use loadlab_run::TlsSettings;
+use loadlab_run::{GrpcStream, TlsSettings};
+
+use crate::values::{positive_duration, positive_u64};
 
 use crate::target::RequestSpec;
 
@@ -30,6 +32,33 @@ pub struct GrpcFlags {
     /// as `protoc --include_imports --descriptor_set_out` or `buf build -o` write it.
     #[arg(long = "protoset", value_name = "FILE", conflicts_with = "proto")]
     pub protoset: Vec<PathBuf>,
+    /// gRPC streams: the time between two messages a client-streaming or bidirectional call
+    /// sends (as ghz's --stream-interval); without it they go all at once.
+    #[arg(long = "stream-interval", value_name = "DUR", value_parser = positive_duration)]
+    pub stream_interval: Option<Duration>,
+    /// gRPC streams: messages each client-streaming or bidirectional call sends before it
+    /// half-closes, the request's messages in turn (as ghz's --stream-call-count).
+    #[arg(long = "stream-call-count", value_name = "N", value_parser = positive_u64)]
+    pub stream_call_count: Option<u64>,
+    /// gRPC streams: each client-streaming or bidirectional call sends a message every
+    /// --stream-interval and half-closes this long after its first (as ghz's
+    /// --stream-call-duration).
+    #[arg(
+        long = "stream-call-duration",
+        value_name = "DUR",
+        value_parser = positive_duration,
+        requires = "stream_interval"
+    )]
+    pub stream_call_duration: Option<Duration>,
+}
+
+impl GrpcFlags {
+    /// Whether any flag that paces a client's stream was given.
+    fn paces(&self) -> bool {
+        self.stream_interval.is_some()
+            || self.stream_call_count.is_some()
+            || self.stream_call_duration.is_some()
+    }
 }
 
 /// A `grpc://` target that cannot become calls, and why.
@@ -82,6 +111,28 @@ pub enum GrpcError {
     /// `--proto`, `--import-path` or `--protoset` with HTTP targets.
     #[error("--proto, --import-path and --protoset apply to grpc:// targets")]
     ProtoWithoutGrpc,
+    /// A flag that paces a client's stream, for a method whose client sends one message.
+    #[error(
+        "{url}: --stream-interval, --stream-call-count and --stream-call-duration pace the \
+         messages a client streams, and this method is {kind}: drop them"
+    )]
+    NotClientStreaming {
+        /// The URL.
+        url: String,
+        /// `unary` or `server-streaming`.
+        kind: &'static str,
+    },
+    /// A deadline shorter than the time the client's stream takes to send.
+    #[error(
+        "--timeout {timeout:?} ends every call before its stream is sent ({span:?} from its first \
+         message to its last): give a longer --timeout, or fewer messages"
+    )]
+    TimeoutInsideStream {
+        /// The deadline given.
+        timeout: Duration,
+        /// The time from the first message to the half-close.
+        span: Duration,
+    },
 }
 
 /// Whether any of `urls` is a gRPC target; refuses a mix of gRPC and HTTP ones.
@@ -158,18 +209,24 @@ pub fn call_specs(
         .iter()
         .zip(urls)
         .map(|(t, url)| {
-            let body = match (&compiled, reflection) {
-                (Some(protos), _) => encoded(protos, t, &json)?,
+            let (body, grpc_stream) = match (&compiled, reflection) {
+                (Some(protos), _) => encoded(protos, t, &json, flags, url)?,
                 // The server is not up yet: the URL and flags are checked, the message waits.
-                (None, Reflection::Later) => frame(&[]).to_vec(),
+                (None, Reflection::Later) => (frame(&[]).to_vec(), None),
                 (None, _) => {
                     let protos = match asked.entry((t.authority.clone(), t.service.clone())) {
                         Entry::Occupied(o) => o.into_mut(),
                         Entry::Vacant(v) => v.insert(reflect(t, url, reflection, tls)?),
                     };
-                    encoded(protos, t, &json)?
+                    encoded(protos, t, &json, flags, url)?
                 }
             };
+            if let (Some(timeout), Some(stream)) = (timeout, grpc_stream) {
+                let span = stream.sending_span(messages_in(&body));
+                if timeout <= span {
+                    return Err(GrpcError::TimeoutInsideStream { timeout, span });
+                }
+            }
             let scheme = if t.tls { "https" } else { "http" };
             Ok(RequestSpec {
                 name: url.clone(),
@@ -177,17 +234,58 @@ pub fn call_specs(
                 method: "POST".to_string(),
                 headers: headers.clone(),
                 body,
+                grpc_stream,
             })
         })
         .collect()
 }
 
 /// The request `json` as `t`'s method's input messages, framed: one, or, for a method whose
-/// client streams, one per element of a JSON array.
-fn encoded(protos: &Protos, t: &GrpcTarget, json: &str) -> Result<Vec<u8>, GrpcError> {
-    Ok(protos
-        .method(&t.service, &t.method)?
-        .framed_requests(json)?)
+/// client streams, one per element of a JSON array; and, for a streaming method, how its
+/// messages go (the flags' pacing, refused for a method whose client sends one message).
+fn encoded(
+    protos: &Protos,
+    t: &GrpcTarget,
+    json: &str,
+    flags: &GrpcFlags,
+    url: &str,
+) -> Result<(Vec<u8>, Option<GrpcStream>), GrpcError> {
+    let method = protos.method(&t.service, &t.method)?;
+    if flags.paces() && !method.client_streaming {
+        return Err(GrpcError::NotClientStreaming {
+            url: url.to_string(),
+            kind: if method.server_streaming {
+                "server-streaming"
+            } else {
+                "unary"
+            },
+        });
+    }
+    let stream = (method.client_streaming || method.server_streaming).then_some(GrpcStream {
+        client: method.client_streaming,
+        server: method.server_streaming,
+        interval: flags.stream_interval,
+        count: flags.stream_call_count,
+        duration: flags.stream_call_duration,
+    });
+    Ok((method.framed_requests(json)?, stream))
+}
+
+/// How many framed messages `body` holds.
+fn messages_in(body: &[u8]) -> usize {
+    let mut d = loadlab_grpc::Deframer::new();
+    d.push(body);
+    std::iter::from_fn(|| d.next_message().ok().flatten()).count()
+}
+
+/// The time a call's stream takes from its first message to its half-close, at most, over
+/// `calls`; zero when none streams over time.
+pub fn sending_span(calls: &[RequestSpec]) -> Duration {
+    calls
+        .iter()
+        .filter_map(|c| Some(c.grpc_stream?.sending_span(messages_in(&c.body))))
+        .max()
+        .unwrap_or_default()
 }
 
 /// The types of `t`'s service, asked of its server by reflection.
@@ -277,6 +375,60 @@ mod tests {
             Reflection::Never,
             &TlsSettings::default(),
         )
+    }
+
+    #[test]
+    fn a_streaming_methods_calls_carry_their_pace_and_a_unary_one_refuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("chat.proto");
+        std::fs::write(
+            &file,
+            "syntax = \"proto3\";\npackage chat;\nmessage Line { string text = 1; }\n\
+             service Chat {\n  rpc Talk(stream Line) returns (stream Line);\n  \
+             rpc Send(stream Line) returns (Line);\n  rpc Watch(Line) returns (stream Line);\n  \
+             rpc Say(Line) returns (Line);\n}\n",
+        )
+        .unwrap();
+        let ms = Duration::from_millis;
+        let flags = GrpcFlags {
+            proto: vec![file],
+            stream_interval: Some(ms(100)),
+            stream_call_count: Some(30),
+            ..GrpcFlags::default()
+        };
+        let url = |m: &str| vec![format!("grpc://127.0.0.1:1/chat.Chat/{m}")];
+        let two = request(r#"[{"text": "a"}, {"text": "b"}]"#, &[]);
+        let talk = specs(&url("Talk"), &flags, &two, false, None).unwrap();
+        let stream = talk[0].grpc_stream.expect("a bidirectional call streams");
+        assert!(stream.client && stream.server && stream.paced());
+        assert_eq!((stream.interval, stream.count), (Some(ms(100)), Some(30)));
+        // 30 messages 100 ms apart take 2.9 s: the default deadline comes on top.
+        assert_eq!(sending_span(&talk), ms(2900));
+        let e = specs(&url("Talk"), &flags, &two, false, Some(ms(2900))).unwrap_err();
+        assert!(matches!(e, GrpcError::TimeoutInsideStream { .. }), "{e}");
+        let send = specs(&url("Send"), &flags, &two, false, Some(ms(3000))).unwrap();
+        assert!(send[0].grpc_stream.is_some_and(|s| s.client && !s.server));
+        for (method, kind) in [("Watch", "server-streaming"), ("Say", "unary")] {
+            let one = request(r#"{"text": "a"}"#, &[]);
+            let e = specs(&url(method), &flags, &one, false, None).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("is {kind}: drop them")),
+                "{e}"
+            );
+        }
+        let plain = GrpcFlags {
+            stream_interval: None,
+            stream_call_count: None,
+            ..flags
+        };
+        let watch = specs(&url("Watch"), &plain, &request("{}", &[]), false, None).unwrap();
+        let s = watch[0].grpc_stream.expect("a server stream is counted");
+        assert!(!s.client && s.server && !s.paced());
+        assert!(
+            specs(&url("Say"), &plain, &request("{}", &[]), false, None).unwrap()[0]
+                .grpc_stream
+                .is_none()
+        );
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub fn plan(r: &LocustRun, lookup: Lookup) -> Result<ValidPlan, InputError> {
                 method: (*m).into(),
                 headers: Vec::new(),
                 body: Vec::new(),
+                grpc_stream: None,
             })
         })
         .collect();

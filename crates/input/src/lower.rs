@@ -284,6 +284,7 @@ pub fn url(
         method: target.request.method.clone(),
         headers: target.request.headers.clone(),
         body: target.request.body.clone(),
+        grpc_stream: None,
     };
     let (endpoints, requests) =
         resolve(std::slice::from_ref(&spec), Lookup::Resolve).map_err(FlagsError::from)?;
@@ -456,6 +457,11 @@ fn url_parts(f: &LoadFlags, lookup: Lookup, reflection: Reflection) -> Result<Pa
         http_specs(f, request)
     };
     let (endpoints, mut requests) = resolve(&specs, lookup)?;
+    // A call whose client streams over time gets that time on top of the default deadline.
+    let timeout = f.timeout.or_else(|| {
+        let span = crate::grpc::sending_span(&specs);
+        (!span.is_zero()).then(|| span.saturating_add(defaults::TIMEOUT))
+    });
     if grpc {
         // Reports name a call by its grpc:// URL, not the HTTP/2 request it goes as.
         for (r, url) in requests.iter_mut().zip(&f.urls) {
@@ -507,7 +513,7 @@ fn url_parts(f: &LoadFlags, lookup: Lookup, reflection: Reflection) -> Result<Pa
             duration,
             count: f.requests,
         },
-        timeout: f.timeout,
+        timeout,
         connect_timeout: f.connect_timeout,
         threads: f.threads,
         connect_rate: f.connect_rate,
@@ -547,6 +553,7 @@ fn http_specs(f: &LoadFlags, request: FlagRequest) -> Vec<RequestSpec> {
             method: method.clone(),
             headers: headers.clone(),
             body: body.clone(),
+            grpc_stream: None,
         })
         .collect()
 }

@@ -179,6 +179,8 @@ pub struct RequestSpec {
     pub headers: Vec<(String, String)>,
     /// Body.
     pub body: Vec<u8>,
+    /// A streaming gRPC call's messages, how they go (`None` for any other request).
+    pub grpc_stream: Option<loadlab_run::GrpcStream>,
 }
 
 /// Whether the lowering looks host names up.
@@ -282,6 +284,7 @@ pub fn resolve(
             path: t.path,
             headers: spec.headers.clone(),
             body: spec.body.clone(),
+            grpc_stream: spec.grpc_stream,
         });
     }
     Ok((endpoints, requests))

@@ -437,6 +437,8 @@ struct RunContext<'a> {
     s: &'a Summary,
     statuses: String,
     grpc: Option<String>,
+    /// Streaming gRPC calls' messages, when the run made any.
+    grpc_streams: Option<String>,
     errors: String,
     timings: Option<String>,
     tls: Option<String>,
@@ -477,6 +479,7 @@ pub fn render_html(title: &str, runs: &[RunView]) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
             grpc: crate::grpc_line(&r.summary),
+            grpc_streams: crate::grpc_streams_line(&r.summary),
             errors: r
                 .summary
                 .errors

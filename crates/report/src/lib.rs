@@ -354,6 +354,9 @@ fn outcome_lines(out: &mut String, s: &Summary) {
     if let Some(line) = grpc_line(s) {
         let _ = writeln!(out, "  grpc         {line}");
     }
+    if let Some(line) = grpc_streams_line(s) {
+        let _ = writeln!(out, "  streams      {line}");
+    }
     if let Some(a) = &s.apdex {
         let _ = writeln!(
             out,
@@ -390,6 +393,31 @@ pub(crate) fn grpc_line(s: &Summary) -> Option<String> {
     codes.sort_by_key(|(name, _)| GrpcCode::from_name(name).map_or(usize::MAX, GrpcCode::number));
     let line = counted(codes.into_iter().map(|(name, n)| (name.clone(), *n)), "");
     (!line.is_empty()).then_some(line)
+}
+
+/// Streaming gRPC calls' messages in one line: counts each way, answered messages a second,
+/// and the time to a call's first answer and a message's reply (p50/p99); `None` when the run
+/// made no streaming call.
+pub(crate) fn grpc_streams_line(s: &Summary) -> Option<String> {
+    let g = s.grpc_streams.as_ref()?;
+    let pair = |l: &LatencyStats| format!("{:.2}/{:.2}", l.p50, l.p99);
+    let mut line = format!(
+        "{} calls  messages sent {}  received {} ({:.1}/s)",
+        thousands(g.calls),
+        thousands(g.messages_sent),
+        thousands(g.messages_received),
+        g.messages_received_per_s
+    );
+    if let Some(f) = &g.first_message_ms {
+        let _ = write!(line, "  first message {}", pair(f));
+    }
+    if let Some(r) = &g.reply_ms {
+        let _ = write!(line, "  reply {}", pair(r));
+    }
+    if g.first_message_ms.is_some() || g.reply_ms.is_some() {
+        line.push_str("  (ms p50/p99)");
+    }
+    Some(line)
 }
 
 /// The generator's own health: CPU, memory, schedule lag, connections opened, warnings.

@@ -129,7 +129,7 @@ pub(crate) fn remove_if_present(path: &Path) -> Result<(), RunDirError> {
 
 /// `histograms.hlog`: the whole run's histograms that `latency.hlog` does not hold, so that
 /// `loadlab merge` merges them exactly: request timings (tags `connect`, `tls`, `queued`,
-/// `waiting`, `receiving`), sessions (`sessions`) and the latency of each request name (`n0`, `n1`, …, named
+/// `waiting`, `receiving`), streaming gRPC calls' (`first_message`, `reply`), sessions (`sessions`) and the latency of each request name (`n0`, `n1`, …, named
 /// by `#name TAG NAME` lines). `None` when there is none of them.
 fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
     let t = &run.timings;
@@ -139,6 +139,8 @@ fn whole_run_log(run: &RunData) -> Option<Vec<u8>> {
         ("queued".into(), &t.queued),
         ("waiting".into(), &t.waiting),
         ("receiving".into(), &t.receiving),
+        ("first_message".into(), &t.streams.first_message),
+        ("reply".into(), &t.streams.replies),
     ];
     if let Some(u) = &run.users {
         entries.push(("sessions".into(), &u.sessions));

@@ -35,13 +35,13 @@ pub use error_kind::{ErrorKind, TlsFailure};
 pub use grpc_code::GrpcCode;
 pub use interval::{count_outcome, new_histogram, Counts, Interval, NameOutcomes, TimelineRow};
 pub use plan::{
-    defaults, Arrival, Arrivals, CaCert, Endpoint, Model, Plan, PlanError, Protocol, RatePhase,
-    RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,
+    defaults, Arrival, Arrivals, CaCert, Endpoint, GrpcStream, Model, Plan, PlanError, Protocol,
+    RatePhase, RequestTemplate, Shard, Stop, TlsSettings, UserPhase, ValidPlan,
 };
 pub use profile::{Profile, ProfileOutcome, TopFunction};
 pub use record::{
-    ConnectStats, CustomMetrics, GeneratorStats, PacingStats, PhaseRecord, RunData, Timings,
-    UserRecord,
+    ConnectStats, CustomMetrics, GeneratorStats, PacingStats, PhaseRecord, RunData, StreamTimings,
+    Timings, UserRecord,
 };
 pub use seconds::{is_stopped_run, read_stopped_run, SecondsWriter};
 pub use server::{
@@ -50,8 +50,8 @@ pub use server::{
 };
 pub use shard::ShardError;
 pub use summary::{
-    summary_schema, Apdex, Breakdown, CustomHistogram, CustomSummary, Finding, Http2, LatencyStats,
-    MergeSummary, MergedShard, ShardSummary, StartSummary, Summary, ThresholdResult,
+    summary_schema, Apdex, Breakdown, CustomHistogram, CustomSummary, Finding, GrpcStreams, Http2,
+    LatencyStats, MergeSummary, MergedShard, ShardSummary, StartSummary, Summary, ThresholdResult,
     SUMMARY_SCHEMA,
 };
 pub use template::{Template, TemplateError};

@@ -86,6 +86,73 @@ pub struct RequestTemplate {
     pub headers: Vec<(String, String)>,
     /// Request body; empty means none.
     pub body: Vec<u8>,
+    /// A streaming gRPC call's messages: how the client sends them and which answers are
+    /// counted; `None` for any other request (a unary call included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_stream: Option<GrpcStream>,
+}
+
+/// How a streaming gRPC call goes: which side streams, and how the client spaces its messages
+/// (the request's framed messages in turn, from the first again when there are more to send).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrpcStream {
+    /// The client sends a stream of messages (client streaming or bidirectional).
+    pub client: bool,
+    /// The server answers with a stream of messages (server streaming or bidirectional).
+    pub server: bool,
+    /// Time between two messages the client sends; `None`: all at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Duration>,
+    /// Messages the client sends before it half-closes; `None`: the request's messages once,
+    /// or as many as `duration` has room for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// The client half-closes this long after its first message (sending every `interval`
+    /// until then); `None`: after its last message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Duration>,
+}
+
+impl GrpcStream {
+    /// Whether the client sends its messages over time rather than all at once.
+    pub fn paced(&self) -> bool {
+        self.client && (self.interval.is_some() || self.count.is_some() || self.duration.is_some())
+    }
+
+    /// The offset from the first message at which the client sends message `k` (from 0), or
+    /// `None` when it has sent its last, given the request holds `messages` messages.
+    pub fn offset_of(&self, k: u64, messages: usize) -> Option<Duration> {
+        let every = self.interval.unwrap_or(Duration::ZERO);
+        let offset = every.checked_mul(u32::try_from(k).ok()?)?;
+        let within_count = match self.count {
+            Some(n) => k < n,
+            // A duration alone bounds the messages only when they are spaced.
+            None if self.duration.is_some() && !every.is_zero() => true,
+            None => k < messages as u64,
+        };
+        let within_time = self.duration.is_none_or(|d| offset < d);
+        (within_count && within_time).then_some(offset)
+    }
+
+    /// The time from the client's first message to its half-close, given the request holds
+    /// `messages` messages: the duration when one is set, else the last message's offset.
+    pub fn sending_span(&self, messages: usize) -> Duration {
+        if !self.client {
+            return Duration::ZERO;
+        }
+        if let Some(d) = self.duration {
+            return d;
+        }
+        let last = match self.count {
+            Some(n) => n.saturating_sub(1),
+            None => (messages as u64).saturating_sub(1),
+        };
+        let every = self.interval.unwrap_or(Duration::ZERO);
+        u32::try_from(last)
+            .ok()
+            .and_then(|k| every.checked_mul(k))
+            .unwrap_or(Duration::MAX)
+    }
 }
 
 impl RequestTemplate {
@@ -422,6 +489,10 @@ pub const MAX_RATE_RPS: f64 = 10_000_000.0;
 /// past any test, short enough that adding it to a clock reading cannot overflow.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Most messages one streaming gRPC call may send: a million, far past any test's need, so that
+/// a call's messages stay countable and in memory.
+pub const MAX_STREAM_MESSAGES: u64 = 1_000_000;
+
 /// Most generator threads a plan may ask for.
 pub const MAX_THREADS: usize = 1024;
 /// Most connections a plan may ask for (each costs a socket and a file descriptor).
@@ -494,6 +565,9 @@ pub enum PlanError {
     /// `--trace-sample` is not a share of the requests.
     #[error("--trace-sample must be a share of the requests between 0 and 1 (got {0}); 0.01 traces one in a hundred")]
     BadTraceSample(f64),
+    /// A stream that sends for a time with no interval between its messages.
+    #[error("--stream-call-duration needs --stream-interval, the time between the messages sent")]
+    StreamDurationWithoutInterval,
     /// A connect rate that is not a finite number above zero.
     #[error("the connect rate (--connect-rate) must be above zero and at most 10,000,000 per second, got {0}")]
     BadConnectRate(f64),
@@ -537,6 +611,7 @@ impl Plan {
                 path: path.into(),
                 headers: Vec::new(),
                 body: Vec::new(),
+                grpc_stream: None,
             }],
             model,
             stop,
@@ -624,7 +699,32 @@ impl Plan {
         }
         self.check_generator()?;
         self.check_stop()?;
+        self.check_streams()?;
         self.check_model()
+    }
+
+    /// Streaming gRPC calls whose client sends a bounded number of messages, over time.
+    fn check_streams(&self) -> Result<(), PlanError> {
+        for s in self.requests.iter().filter_map(|r| r.grpc_stream) {
+            if s.count.is_some_and(|n| n > MAX_STREAM_MESSAGES) {
+                return Err(PlanError::TooMany(
+                    "messages a call streams (--stream-call-count)",
+                    MAX_STREAM_MESSAGES as usize,
+                ));
+            }
+            if s.interval.is_some_and(|d| d.is_zero()) {
+                return Err(PlanError::Zero("the stream interval (--stream-interval)"));
+            }
+            if s.duration.is_some() && s.interval.is_none() {
+                return Err(PlanError::StreamDurationWithoutInterval);
+            }
+            if s.duration.is_some_and(|d| d > MAX_DURATION) {
+                return Err(PlanError::TooLong(
+                    "a call's stream (--stream-call-duration)",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Threads, connections, connect rate, source addresses, pacing slack, trace sampling and
@@ -1081,5 +1181,47 @@ mod tests {
             assert!(e.to_string().contains("--pacing-slack"), "{e}");
         }
         assert!(slack(0, Model::closed(1, 1)).check().is_ok());
+    }
+
+    #[test]
+    fn a_streaming_call_sends_a_bounded_number_of_spaced_messages() {
+        let ms = Duration::from_millis;
+        let with = |stream: GrpcStream| {
+            let mut p = plan_from(&[]);
+            p.requests[0].grpc_stream = Some(stream);
+            p
+        };
+        let bidi = GrpcStream {
+            client: true,
+            server: true,
+            ..GrpcStream::default()
+        };
+        let fine = GrpcStream {
+            interval: Some(ms(10)),
+            duration: Some(ms(100)),
+            ..bidi
+        };
+        assert!(with(fine).check().is_ok());
+        for bad in [
+            GrpcStream {
+                interval: None,
+                ..fine
+            },
+            GrpcStream {
+                interval: Some(Duration::ZERO),
+                ..fine
+            },
+            GrpcStream {
+                count: Some(MAX_STREAM_MESSAGES + 1),
+                ..bidi
+            },
+            GrpcStream {
+                duration: Some(MAX_DURATION + ms(1)),
+                ..fine
+            },
+        ] {
+            let e = with(bad).check().unwrap_err();
+            assert!(e.to_string().contains("stream"), "{bad:?}: {e}");
+        }
     }
 }

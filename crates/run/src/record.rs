@@ -161,6 +161,54 @@ pub struct Timings {
     pub refused: Histogram<u64>,
     /// Failed TLS handshakes by cause, indexed by [`TlsFailure::index`].
     pub tls_failures: [u64; TlsFailure::COUNT],
+    /// Streaming gRPC calls' messages.
+    #[serde(default)]
+    pub streams: StreamTimings,
+}
+
+/// What streaming gRPC calls' messages did, over the calls answered, whole run (µs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamTimings {
+    /// Streaming calls answered.
+    pub calls: u64,
+    /// Messages their clients sent.
+    pub messages_sent: u64,
+    /// Messages their servers answered with.
+    pub messages_received: u64,
+    /// From each call's intended start to its first answered message.
+    #[serde(with = "crate::hlog::as_encoded")]
+    pub first_message: Histogram<u64>,
+    /// A bidirectional call's time from each message it sent to its answer (the k-th answer
+    /// taken as the k-th message's).
+    #[serde(with = "crate::hlog::as_encoded")]
+    pub replies: Histogram<u64>,
+}
+
+impl StreamTimings {
+    /// Adds another thread's.
+    pub fn merge(&mut self, other: &StreamTimings) {
+        self.calls += other.calls;
+        self.messages_sent += other.messages_sent;
+        self.messages_received += other.messages_received;
+        for (mine, theirs) in [
+            (&mut self.first_message, &other.first_message),
+            (&mut self.replies, &other.replies),
+        ] {
+            mine.add(theirs).expect("histograms share bounds");
+        }
+    }
+}
+
+impl Default for StreamTimings {
+    fn default() -> Self {
+        StreamTimings {
+            calls: 0,
+            messages_sent: 0,
+            messages_received: 0,
+            first_message: new_histogram(),
+            replies: new_histogram(),
+        }
+    }
 }
 
 impl Timings {
@@ -174,6 +222,7 @@ impl Timings {
             receiving: new_histogram(),
             refused: new_histogram(),
             tls_failures: [0; TlsFailure::COUNT],
+            streams: StreamTimings::default(),
         }
     }
 
@@ -192,6 +241,7 @@ impl Timings {
         for (a, b) in self.tls_failures.iter_mut().zip(&other.tls_failures) {
             *a += b;
         }
+        self.streams.merge(&other.streams);
     }
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error_kind::{ErrorKind, TlsFailure};
 use crate::interval::{us_to_ms, Counts};
 use crate::plan::Protocol;
-use crate::record::{RunData, Timings};
+use crate::record::{RunData, StreamTimings, Timings};
 use crate::server::ServerData;
 
 /// Functions listed in a summary's profile.
@@ -207,6 +207,43 @@ impl Breakdown {
             waiting: LatencyStats::from_histogram(&t.waiting),
             receiving: LatencyStats::from_histogram(&t.receiving),
             new_connections: t.connect.len(),
+        })
+    }
+}
+
+/// What streaming gRPC calls' messages did, over the streaming calls answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GrpcStreams {
+    /// Streaming calls answered (whatever their status).
+    pub calls: u64,
+    /// Messages their clients sent.
+    pub messages_sent: u64,
+    /// Messages their servers answered with.
+    pub messages_received: u64,
+    /// Answered messages a second, over the run.
+    pub messages_received_per_s: f64,
+    /// From each call's intended start to its first answered message (ms); absent when no
+    /// call was answered with a message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message_ms: Option<LatencyStats>,
+    /// Bidirectional calls: from each message sent to its answer, the k-th answer taken as
+    /// the k-th message's (ms); absent when no such call was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_ms: Option<LatencyStats>,
+}
+
+impl GrpcStreams {
+    /// The account of `t` over a run of `secs` seconds; `None` when no streaming call was
+    /// answered.
+    pub fn of(t: &StreamTimings, secs: f64) -> Option<Self> {
+        let stats = |h: &Histogram<u64>| (!h.is_empty()).then(|| LatencyStats::from_histogram(h));
+        (t.calls > 0).then(|| GrpcStreams {
+            calls: t.calls,
+            messages_sent: t.messages_sent,
+            messages_received: t.messages_received,
+            messages_received_per_s: t.messages_received as f64 / secs,
+            first_message_ms: stats(&t.first_message),
+            reply_ms: stats(&t.replies),
         })
     }
 }
@@ -858,6 +895,9 @@ pub struct Summary {
     /// their HTTP statuses are in `status` too.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub grpc: BTreeMap<String, u64>,
+    /// Streaming gRPC calls' messages, when the run made any such call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_streams: Option<GrpcStreams>,
     /// Transport errors by kind.
     pub errors: Errors,
     /// The generator's own resource use.
@@ -1044,6 +1084,7 @@ impl Summary {
                 .map(|(code, n)| (code.to_string(), n))
                 .collect(),
             grpc: grpc_codes(c),
+            grpc_streams: GrpcStreams::of(&run.timings.streams, secs),
             errors: Errors::from_kinds(&c.error_kinds),
             generator: generator_of(run),
             phases: phases_of(run),

@@ -495,6 +495,121 @@ fn grpc_gos_interop_cases_are_counted_exactly_under_load_by_protoset_and_by_refl
     }
 }
 
+/// grpc-go's interop server's streaming methods, their messages paced as the flags say and each
+/// timed: a full-duplex call's five messages 20 ms apart, each answered 5 ms after it arrives
+/// (its `interval_us`), pair each reply with its message; a client stream sent every 10 ms for
+/// 100 ms sends ten messages and gets one answer; a server stream of three messages 20 ms apart
+/// brings its first no sooner than 20 ms. The counts are exact; the times come from the waits
+/// the server was asked for.
+#[test]
+fn grpc_gos_streaming_calls_send_at_their_pace_and_time_each_message() {
+    let _quiet = crate::support::quiet();
+    let server = InteropServer::with_reflection(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = |method: &str, request: &str, extra: &[&str]| {
+        let body = dir.path().join("request.json");
+        std::fs::write(&body, request).unwrap();
+        let url = server.url(method);
+        let mut args = vec![
+            "run",
+            &url,
+            "--body-file",
+            body.to_str().unwrap(),
+            "-R",
+            "20",
+            "-n",
+            "20",
+            "--streams",
+            "20",
+        ];
+        args.extend(extra);
+        let (s, out) = loadlab_json(&args);
+        let said = format!("{method}:\n{}", stdout_of(&out));
+        assert_eq!(s["grpc"], serde_json::json!({ "OK": 20 }), "{said}");
+        (s, said)
+    };
+    let ms = |v: &serde_json::Value| v.as_f64().unwrap();
+
+    let (s, said) = run(
+        "FullDuplexCall",
+        r#"[{"responseParameters": [{"size": 10, "intervalUs": 5000}]}]"#,
+        &["--stream-interval", "20ms", "--stream-call-count", "5"],
+    );
+    let st = &s["grpc_streams"];
+    assert_eq!(st["calls"], 20, "{said}");
+    assert_eq!(
+        (
+            st["messages_sent"].as_u64(),
+            st["messages_received"].as_u64()
+        ),
+        (Some(100), Some(100)),
+        "{said}"
+    );
+    assert!(
+        ms(&st["reply_ms"]["min"]) >= 4.9,
+        "a reply waits 5 ms: {said}"
+    );
+    assert!(ms(&st["reply_ms"]["p50"]) < 25.0, "{said}");
+    // Four gaps of 20 ms, then the last answer's 5 ms.
+    assert!(ms(&s["latency_ms"]["min"]) >= 84.9, "{said}");
+
+    let (s, said) = run(
+        "StreamingInputCall",
+        r#"[{"payload": {"body": "AAAA"}}]"#,
+        &[
+            "--stream-interval",
+            "10ms",
+            "--stream-call-duration",
+            "100ms",
+        ],
+    );
+    let st = &s["grpc_streams"];
+    assert_eq!(
+        (
+            st["messages_sent"].as_u64(),
+            st["messages_received"].as_u64()
+        ),
+        (Some(200), Some(20)),
+        "{said}"
+    );
+    assert!(
+        st.get("reply_ms").is_none(),
+        "a client stream pairs no replies: {said}"
+    );
+    assert!(ms(&s["latency_ms"]["min"]) >= 99.9, "{said}");
+
+    let (s, said) = run(
+        "StreamingOutputCall",
+        r#"{"responseParameters": [{"size": 1, "intervalUs": 20000}, {"size": 1, "intervalUs": 20000}, {"size": 1, "intervalUs": 20000}]}"#,
+        &[],
+    );
+    let st = &s["grpc_streams"];
+    assert_eq!(
+        (
+            st["messages_sent"].as_u64(),
+            st["messages_received"].as_u64()
+        ),
+        (Some(20), Some(60)),
+        "{said}"
+    );
+    assert!(ms(&st["first_message_ms"]["min"]) >= 19.9, "{said}");
+    assert!(ms(&s["latency_ms"]["min"]) >= 59.9, "{said}");
+
+    // Pacing a method whose client sends one message is refused in one line, as bad input
+    // (its types are the server's to say).
+    let out = crate::support::loadlab(&[
+        "run",
+        &server.url("StreamingOutputCall"),
+        "--stream-interval",
+        "10ms",
+        "-n",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server-streaming: drop them"), "{err}");
+}
+
 /// `grpcs://` against grpc-go's interop server over TLS, on a certificate of the test's own CA:
 /// with `--cacert` or `-k`, the method's types are asked of the server by reflection over TLS
 /// and every call ends OK, as they do from a protoset over the run's own TLS connections;

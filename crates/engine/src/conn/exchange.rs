@@ -88,6 +88,8 @@ pub(crate) struct Http2Forms {
     templates: Vec<Option<Http2Request>>,
     /// Each endpoint's scheme and authority.
     origins: Vec<(&'static str, String)>,
+    /// Each template's streaming gRPC call, for the requests rendered in its place.
+    streams: Vec<Option<loadlab_run::GrpcStream>>,
 }
 
 impl Http2Forms {
@@ -107,10 +109,17 @@ impl Http2Forms {
             .map(|r| {
                 let (scheme, authority) = &origins[r.endpoint];
                 let bytes = encode_request(r, authority);
-                Http2Request::from_http1(&bytes, scheme, authority).ok()
+                Http2Request::from_http1(&bytes, scheme, authority)
+                    .ok()
+                    .map(|h| h.with_stream(r.grpc_stream))
             })
             .collect();
-        Http2Forms { templates, origins }
+        let streams = plan.requests.iter().map(|r| r.grpc_stream).collect();
+        Http2Forms {
+            templates,
+            origins,
+            streams,
+        }
     }
 
     /// The HTTP/2 form of `p`'s request, or of `rendered` bytes in its place.
@@ -126,7 +135,7 @@ impl Http2Forms {
                 let (scheme, authority) = &self.origins[ep];
                 Http2Request::from_http1(bytes, scheme, authority)
                     .ok()
-                    .map(Cow::Owned)
+                    .map(|h| Cow::Owned(h.with_stream(self.streams[p.template])))
             }
         }
     }

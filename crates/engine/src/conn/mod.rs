@@ -217,6 +217,9 @@ async fn send_stream(
             let at = (times.sent_at, times.start, resp.first_byte);
             wire.rec
                 .record_response(p, at, now, (resp.status, resp.refused, resp.grpc));
+            if let Some(stream) = &resp.stream {
+                wire.rec.record_stream(p, times.sent_at, stream);
+            }
             let answer = Answer {
                 status: resp.status,
                 headers: resp.headers,

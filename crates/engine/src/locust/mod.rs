@@ -670,6 +670,7 @@ fn encode(
             .cloned()
             .collect(),
         body: body.to_vec(),
+        grpc_stream: None,
     };
     crate::http1::encode_request(&template, authority)
 }

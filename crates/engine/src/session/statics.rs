@@ -46,6 +46,7 @@ pub async fn fetch(users: &Users, client: &mut Client, statics: usize, base: &st
                 path,
                 headers: Vec::new(),
                 body: Vec::new(),
+                grpc_stream: None,
                 method: "GET".into(),
                 ..t.clone()
             };

@@ -30,6 +30,12 @@ pub enum H2Behaviour {
         status: Option<u8>,
         trailers_only: bool,
     },
+    /// A bidirectional gRPC method: sends each message of the request back `after` it
+    /// arrived, and ends OK once the request ended and every echo went.
+    GrpcEcho { after: Duration },
+    /// A server-streaming gRPC method: once the request ended, sends `count` messages one
+    /// every `every`, then ends OK.
+    GrpcTicks { count: u32, every: Duration },
 }
 
 /// What the server saw.
@@ -87,6 +93,8 @@ pub async fn serve(
     max_streams: Option<u32>,
     seen: Arc<Seen>,
 ) {
+    // As gRPC's servers do: small frames go out at once, not after the peer's delayed ACK.
+    let _ = tcp.set_nodelay(true);
     let mut builder = h2::server::Builder::new();
     if let Some(n) = max_streams {
         builder.max_concurrent_streams(n);
@@ -96,7 +104,7 @@ pub async fn serve(
     };
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut answered = 0;
-    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+    while let Some(Ok((request, mut respond))) = conn.accept().await {
         let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
         match behaviour {
@@ -134,6 +142,14 @@ pub async fn serve(
                     let _ = body.send_trailers(trailers);
                 }
             }
+            H2Behaviour::GrpcEcho { after } => {
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                tokio::spawn(echo(request.into_body(), respond, after));
+            }
+            H2Behaviour::GrpcTicks { count, every } => {
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                tokio::spawn(ticks(request.into_body(), respond, count, every));
+            }
             H2Behaviour::Reset(reason) => {
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 respond.send_reset(reason);
@@ -157,6 +173,94 @@ pub async fn serve(
     }
 }
 
+/// Starts a gRPC answer: 200 with gRPC's content type.
+fn grpc_answer(respond: &mut h2::server::SendResponse<Bytes>) -> Option<h2::SendStream<Bytes>> {
+    let head = Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())
+        .unwrap();
+    respond.send_response(head, false).ok()
+}
+
+/// Ends a gRPC answer OK.
+fn end_ok(out: &mut h2::SendStream<Bytes>) {
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", "0".parse().unwrap());
+    let _ = out.send_trailers(trailers);
+}
+
+/// Whole messages (with their prefixes) at the front of `buffered`, taken off it.
+fn take_messages(buffered: &mut Vec<u8>) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    while buffered.len() >= 5 {
+        let len = u32::from_be_bytes([buffered[1], buffered[2], buffered[3], buffered[4]]);
+        let end = 5 + len as usize;
+        if buffered.len() < end {
+            break;
+        }
+        out.push(Bytes::from(buffered.drain(..end).collect::<Vec<u8>>()));
+    }
+    out
+}
+
+/// Echoes each message of `body` `after` it arrived, in order, then ends OK.
+async fn echo(
+    mut body: h2::RecvStream,
+    mut respond: h2::server::SendResponse<Bytes>,
+    after: Duration,
+) {
+    let Some(mut out) = grpc_answer(&mut respond) else {
+        return;
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Bytes)>();
+    let sender = tokio::spawn(async move {
+        while let Some((arrived, message)) = rx.recv().await {
+            tokio::time::sleep_until(arrived + after).await;
+            if out.send_data(message, false).is_err() {
+                return;
+            }
+        }
+        end_ok(&mut out);
+    });
+    let mut buffered = Vec::new();
+    while let Some(Ok(chunk)) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.len());
+        let now = tokio::time::Instant::now();
+        buffered.extend_from_slice(&chunk);
+        for m in take_messages(&mut buffered) {
+            let _ = tx.send((now, m));
+        }
+    }
+    drop(tx);
+    let _ = sender.await;
+}
+
+/// Once `body` ended, sends `count` empty messages one every `every`, then ends OK.
+async fn ticks(
+    mut body: h2::RecvStream,
+    mut respond: h2::server::SendResponse<Bytes>,
+    count: u32,
+    every: Duration,
+) {
+    while let Some(Ok(chunk)) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    let Some(mut out) = grpc_answer(&mut respond) else {
+        return;
+    };
+    for _ in 0..count {
+        tokio::time::sleep(every).await;
+        if out
+            .send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), false)
+            .is_err()
+        {
+            return;
+        }
+    }
+    end_ok(&mut out);
+}
+
 /// A cleartext HTTP/2 plan to `server` with `streams` per connection, on one thread.
 pub fn h2_plan(
     server: &H2Server,
@@ -178,4 +282,17 @@ pub fn grpc_call(plan: &mut loadlab_run::Plan) {
         .push(("content-type".into(), "application/grpc".into()));
     r.headers.push(("te".into(), "trailers".into()));
     r.body = vec![0, 0, 0, 0, 0];
+}
+
+/// Makes `plan`'s request a streaming gRPC call as `stream` says, whose request holds
+/// `messages` messages of one byte each.
+pub fn grpc_stream_call(
+    plan: &mut loadlab_run::Plan,
+    stream: loadlab_run::GrpcStream,
+    messages: usize,
+) {
+    grpc_call(plan);
+    let r = &mut plan.requests[0];
+    r.body = [0, 0, 0, 0, 1, 7].repeat(messages);
+    r.grpc_stream = Some(stream);
 }

@@ -1818,6 +1818,7 @@ impl<'a> Lowering<'a> {
             path: path.to_string(),
             headers: headers.to_vec(),
             body: body.to_vec(),
+            grpc_stream: None,
         });
         self.requests.len() - 1
     }

@@ -1378,6 +1378,7 @@ fn plain_requests(
             method: method.into(),
             headers,
             body,
+            grpc_stream: None,
         });
     }
     let weights: Vec<u32> = chosen.iter().map(|(_, _, w)| *w).collect();
