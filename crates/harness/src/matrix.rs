@@ -73,6 +73,11 @@ pub fn run_matrix(
         }
     };
     let (topologies, workloads, rounds) = (&exp.topologies, &exp.workloads, exp.rounds);
+    // A lab that calls gRPC methods starts the Node and Python replicas' gRPC servers too.
+    let exe = Starter {
+        exe,
+        grpc: exp.calls_grpc(),
+    };
     let mut cells = Vec::new();
     for round in 0..rounds {
         if rounds > 1 {
@@ -295,7 +300,8 @@ fn run_cell(
     let mut probe = None;
     let (run, summary, capacity) = match &w.load {
         Load::Run(flags) => {
-            let plan = loadlab_input::lower::workload(flags, &deployment.fronts)?;
+            let plan =
+                loadlab_input::lower::workload(flags, &deployment.fronts, &deployment.grpc_fronts)?;
             outputs.begin(
                 &title,
                 matches!(plan.model, loadlab_run::Model::Open { .. }),
@@ -435,13 +441,23 @@ fn breaking_point(
     Ok(Some((run, summary, point)))
 }
 
+/// How the lab starts its topologies: with the loadlab executable (for Rust replicas and
+/// consumers), and with the runtimes' gRPC servers when its workloads call gRPC methods.
+struct Starter {
+    exe: std::path::PathBuf,
+    grpc: bool,
+}
+
 /// Starts a topology, saying what runs.
-fn start(name: &str, topology: &Topology, exe: &Path) -> Result<loadlab_lab::Deployment> {
-    let deployment =
-        loadlab_lab::deploy(topology, exe).map_err(|error| HarnessError::Topology {
-            name: name.to_string(),
-            error,
-        })?;
+fn start(name: &str, topology: &Topology, exe: &Starter) -> Result<loadlab_lab::Deployment> {
+    let deployed = match exe.grpc {
+        true => loadlab_lab::deploy_serving_grpc(topology, &exe.exe),
+        false => loadlab_lab::deploy(topology, &exe.exe),
+    };
+    let deployment = deployed.map_err(|error| HarnessError::Topology {
+        name: name.to_string(),
+        error,
+    })?;
     println!("\n  {name}: {}", deployment.description);
     Ok(deployment)
 }
@@ -465,7 +481,7 @@ fn settle(
     deployment: loadlab_lab::Deployment,
     name: &str,
     topology: &Topology,
-    exe: &Path,
+    exe: &Starter,
 ) -> Result<loadlab_lab::Deployment> {
     match deployment.settle(SETTLE_WAIT) {
         Some(waited) => {

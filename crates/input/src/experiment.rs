@@ -256,6 +256,15 @@ impl Experiment {
             .collect()
     }
 
+    /// Whether a workload calls gRPC methods (`grpc://` URLs), so that the topologies serve
+    /// gRPC too.
+    pub fn calls_grpc(&self) -> bool {
+        self.workloads.iter().any(|w| match &w.load {
+            Load::Run(flags) => flags.urls.iter().any(|u| u.starts_with("grpc")),
+            _ => false,
+        })
+    }
+
     /// The experiment part by part, as digests (SHA-1 of each part's parsed form, a workload's
     /// with the bytes of the scenario file it names): what `lab --resume` compares with the
     /// lab it continues.
@@ -999,13 +1008,13 @@ mod tests {
         let flags = w.flags().unwrap();
         assert_eq!(flags.urls, vec!["/delay?ms=5"]);
         assert_eq!(flags.rate, Some(300.0));
-        let plan = crate::lower::workload(&flags, &["http://127.0.0.1:8080".into()]).unwrap();
+        let plan = crate::lower::workload(&flags, &["http://127.0.0.1:8080".into()], &[]).unwrap();
         assert_eq!(plan.target_urls(), vec!["http://127.0.0.1:8080/delay?ms=5"]);
         let fronts = [
             "http://127.0.0.1:8081".into(),
             "http://127.0.0.1:8082".into(),
         ];
-        let both = crate::lower::workload(&flags, &fronts).unwrap();
+        let both = crate::lower::workload(&flags, &fronts, &fronts).unwrap();
         assert_eq!(
             both.target_urls(),
             vec![

@@ -111,6 +111,13 @@ pub enum GrpcError {
     /// `--proto`, `--import-path` or `--protoset` with HTTP targets.
     #[error("--proto, --import-path and --protoset apply to grpc:// targets")]
     ProtoWithoutGrpc,
+    /// A lab's gRPC workload on a topology that serves no gRPC where the lab can reach it.
+    #[error(
+        "this topology serves no gRPC where the lab can reach it: a Node or Python topology \
+         serves gRPC from a process of its own beside each replica, which a balancer in front \
+         does not pass on; give it one replica, or lb: client"
+    )]
+    NoGrpcFront,
     /// A flag that paces a client's stream, for a method whose client sends one message.
     #[error(
         "{url}: --stream-interval, --stream-call-count and --stream-call-duration pace the \

@@ -171,23 +171,28 @@ fn whole_plan(f: &LoadFlags, lookup: Lookup) -> Result<Lowered, InputError> {
 
 /// An experiment's workload: load flags whose URLs are paths on the topology's `fronts`
 /// (`http://127.0.0.1:PORT`; several when the client balances over the replicas, and then each
-/// path goes to every one of them) or gRPC methods on them (`grpc:///package.Service/Method`),
-/// or a scenario file sent to the first front.
-pub fn workload(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
-    workload_for(f, fronts, Reflection::Ask(connect_wait(f)))
+/// path goes to every one of them) or gRPC methods on its `grpc_fronts` (`grpc:///package.Service/Method`,
+/// the fronts themselves for a service that answers gRPC on its HTTP port), or a scenario file
+/// sent to the first front.
+pub fn workload(
+    f: &LoadFlags,
+    fronts: &[String],
+    grpc_fronts: &[String],
+) -> Result<ValidPlan, InputError> {
+    workload_for(f, (fronts, grpc_fronts), Reflection::Ask(connect_wait(f)))
 }
 
 /// As [`workload`], before the topology is up (a lab's check of its workloads against a
-/// stand-in front): a gRPC method whose types would come from its server is checked as far as
-/// its URL and flags, not asked for.
+/// stand-in front, for HTTP and gRPC alike): a gRPC method whose types would come from its
+/// server is checked as far as its URL and flags, not asked for.
 pub fn workload_before_deploy(f: &LoadFlags, fronts: &[String]) -> Result<ValidPlan, InputError> {
-    workload_for(f, fronts, Reflection::Later)
+    workload_for(f, (fronts, fronts), Reflection::Later)
 }
 
 /// [`workload`], finding gRPC methods' types as `reflection` says.
 fn workload_for(
     f: &LoadFlags,
-    fronts: &[String],
+    (fronts, grpc_fronts): (&[String], &[String]),
     reflection: Reflection,
 ) -> Result<ValidPlan, InputError> {
     if f.shard.is_some() || f.start_at.is_some() {
@@ -199,16 +204,19 @@ fn workload_for(
         f.target = f.target.or_else(|| fronts.first().cloned());
         return Ok(whole_plan(&f, Lookup::Resolve)?.plan);
     }
+    if f.urls.iter().any(|u| u.starts_with("grpc:///")) && grpc_fronts.is_empty() {
+        return Err(FlagsError::from(GrpcError::NoGrpcFront).into());
+    }
     f.urls = f
         .urls
         .iter()
         .flat_map(|url| {
-            // A path, or a gRPC method on no host (`grpc:///package.Service/Method`), goes to
-            // the topology's fronts.
+            // A path goes to the topology's fronts, a gRPC method on no host
+            // (`grpc:///package.Service/Method`) to where it serves gRPC.
             let grpc = url.strip_prefix("grpc://").filter(|m| m.starts_with('/'));
             match (url.starts_with('/'), grpc) {
                 (true, _) => fronts.iter().map(|front| format!("{front}{url}")).collect(),
-                (false, Some(method)) => fronts
+                (false, Some(method)) => grpc_fronts
                     .iter()
                     .map(|front| front.replacen("http://", "grpc://", 1) + method)
                     .collect(),
@@ -641,6 +649,7 @@ mod tests {
                 ..LoadFlags::default()
             },
             &["http://127.0.0.1:1".to_string()],
+            &[],
         )
         .unwrap();
         assert!(from_workload.tls.insecure);
@@ -775,7 +784,7 @@ mod tests {
             "http://127.0.0.1:18081".to_string(),
             "http://127.0.0.1:18082".to_string(),
         ];
-        let plan = workload(&f, &fronts).unwrap();
+        let plan = workload(&f, &fronts, &fronts).unwrap();
         let urls: Vec<&str> = plan.requests.iter().map(|r| r.url.as_str()).collect();
         assert_eq!(
             urls,
@@ -784,6 +793,16 @@ mod tests {
                 "grpc://127.0.0.1:18082/loadlab.reference.v1.Reference/Ping"
             ]
         );
+        // A topology that serves gRPC from ports of its own (a Node or Python replica's gRPC
+        // server) gets the calls there, and one that serves none refuses them in one line.
+        let sidecar = ["http://127.0.0.1:18090".to_string()];
+        let plan = workload(&f, &fronts, &sidecar).unwrap();
+        assert_eq!(
+            plan.requests[0].url,
+            "grpc://127.0.0.1:18090/loadlab.reference.v1.Reference/Ping"
+        );
+        let e = workload(&f, &fronts, &[]).unwrap_err().to_string();
+        assert!(e.contains("serves no gRPC"), "{e}");
         assert!(plan.requests.iter().all(|r| r.is_grpc()
             && r.path == "/loadlab.reference.v1.Reference/Ping"
             && r.method == "POST"));

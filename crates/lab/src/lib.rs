@@ -22,7 +22,7 @@ use std::time::Duration;
 pub use redis::RedisServer;
 pub use runtime::{Runtime, RuntimeError, ServiceOptions};
 pub use sampler::{Sampler, SamplerError};
-pub use topology::{deploy, Deployment, Lb, Topology};
+pub use topology::{deploy, deploy_serving_grpc, Deployment, Lb, Topology};
 
 /// The program `name` on the PATH, else in one of `extra`, else where Debian's packages put
 /// programs (`/usr/bin`, `/usr/sbin`, `/usr/local/sbin`).

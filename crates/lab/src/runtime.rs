@@ -212,6 +212,45 @@ pub fn command(runtime: Runtime, options: &ServiceOptions) -> Result<Command, Ru
     Ok(cmd)
 }
 
+/// The reference service's `.proto` file, which the Node and Python gRPC servers load at start.
+pub fn reference_proto() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../grpc/proto/loadlab/reference/v1/reference.proto")
+}
+
+/// The command serving the reference service's gRPC face in `runtime` (Node's @grpc/grpc-js,
+/// Python's grpcio) on `host:port`, one process beside the HTTP service (Rust answers both on
+/// one port). Call [`prepare`] first.
+pub fn grpc_command(runtime: Runtime, host: &str, port: u16) -> Result<Command, RuntimeError> {
+    let dir = code_dir(runtime)?;
+    let mut cmd = match runtime {
+        Runtime::Rust => {
+            return Err(RuntimeError::Invalid(
+                "rust answers gRPC on its HTTP port".into(),
+            ))
+        }
+        Runtime::Node => {
+            let mut c = Command::new("node");
+            c.arg(dir.join("grpc_server.js"));
+            c
+        }
+        Runtime::Python => {
+            let mut c = Command::new(dir.join(".venv/bin/python"));
+            c.arg(dir.join("grpc_server.py"));
+            c
+        }
+    };
+    let proto = reference_proto();
+    if !proto.is_file() {
+        return Err(RuntimeError::NoCode(proto));
+    }
+    cmd.arg("--proto")
+        .arg(proto.canonicalize().unwrap_or(proto))
+        .args(["--host", host])
+        .args(["--port", &port.to_string()])
+        .current_dir(&dir);
+    Ok(cmd)
+}
+
 /// Set in the environment of the Node service (and so of its cluster workers): the process
 /// starts V8's CPU profiler on SIGUSR2 and writes the profile on the next SIGUSR2.
 pub const V8_PROFILE_ENV: &str = "LOADLAB_V8_PROFILE";

@@ -33,6 +33,11 @@ pub struct Deployment {
     pub url: String,
     /// Every URL load goes to: `url`, or each replica's with client-side balancing.
     pub fronts: Vec<String>,
+    /// Every URL gRPC calls go to: the fronts, for a service that answers gRPC on its HTTP
+    /// port (Rust's, a user's command); each replica's gRPC process for Node and Python when
+    /// deployed with [`deploy_serving_grpc`] (the only replica's, or each one's with
+    /// client-side balancing); empty when the topology serves no gRPC.
+    pub grpc_fronts: Vec<String>,
     /// What was started, in words (including a fallback from nginx to the built-in proxy).
     pub description: String,
     proxy: Option<Proxy>,
@@ -416,6 +421,26 @@ fn free_port() -> Result<u16, LabError> {
 
 /// Starts `topology`, re-executing `loadlab` (at `loadlab_exe`) for its own service.
 pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, LabError> {
+    deploy_with(topology, loadlab_exe, false)
+}
+
+/// As [`deploy`], for a lab that calls gRPC methods too: a Node or Python replica also starts
+/// its runtime's gRPC server of the reference service (`grpc_server.js`, `grpc_server.py`) on a
+/// port of its own, in the replica's budget and on its cores, as a second container of the
+/// same pod would.
+pub fn deploy_serving_grpc(
+    topology: &Topology,
+    loadlab_exe: &Path,
+) -> Result<Deployment, LabError> {
+    deploy_with(topology, loadlab_exe, true)
+}
+
+/// [`deploy`], with the runtimes' gRPC servers when `grpc`.
+fn deploy_with(
+    topology: &Topology,
+    loadlab_exe: &Path,
+    grpc: bool,
+) -> Result<Deployment, LabError> {
     check(topology)?;
     // Once here, so replicas starting together never install at the same time.
     runtime::prepare(topology.runtime)?;
@@ -445,6 +470,7 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     let mut deployment = Deployment {
         url: format!("http://127.0.0.1:{front}"),
         fronts: vec![format!("http://127.0.0.1:{front}")],
+        grpc_fronts: Vec::new(),
         description: String::new(),
         proxy: None,
         balancer: None,
@@ -478,6 +504,10 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
     }
     start_store(&mut deployment, topology, loadlab_exe)?;
     let bbox_url = start_shared_bbox(&mut deployment, topology, loadlab_exe)?;
+    // Rust's service (and a user's command) answers gRPC on its HTTP port; Node's and Python's
+    // serve it from a process of their own beside each replica.
+    let sidecars = grpc && topology.command.is_none() && topology.runtime != Runtime::Rust;
+    let mut grpc_ports = Vec::new();
     for (r, port) in ports.iter().enumerate() {
         start_replica(
             &mut deployment,
@@ -486,7 +516,15 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
             (r, *port),
             processes,
         )?;
+        if sidecars {
+            grpc_ports.push(start_grpc_sidecar(&mut deployment, topology, r)?);
+        }
     }
+    let grpc_words = match grpc_ports.as_slice() {
+        [] => String::new(),
+        [one] => format!(", its gRPC server on 127.0.0.1:{one}"),
+        many => format!(", each with its gRPC server ({} ports)", many.len()),
+    };
     let workers = if topology.workers > 1 {
         format!(" × {} workers", topology.workers)
     } else {
@@ -510,7 +548,9 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         _ => String::new(),
     };
     if topology.replicas == 1 && !topology.lb_alone {
-        deployment.description = format!("{what}{workers} on {}{store}", deployment.url);
+        deployment.description =
+            format!("{what}{workers} on {}{store}{grpc_words}", deployment.url);
+        deployment.grpc_fronts = grpc_fronts(&deployment.fronts, &grpc_ports, sidecars, true);
         return Ok(deployment);
     }
     let (balanced, fallback) = start_balancer(&mut deployment, topology, front, &ports)?;
@@ -518,8 +558,82 @@ pub fn deploy(topology: &Topology, loadlab_exe: &Path) -> Result<Deployment, Lab
         1 => "1 replica".to_string(),
         n => format!("{n} replicas"),
     };
-    deployment.description = format!("{replicas} of {what}{workers}{balanced}{store}{fallback}");
+    deployment.description =
+        format!("{replicas} of {what}{workers}{balanced}{store}{fallback}{grpc_words}");
+    let direct = topology.lb == Lb::Client;
+    deployment.grpc_fronts = grpc_fronts(&deployment.fronts, &grpc_ports, sidecars, direct);
     Ok(deployment)
+}
+
+/// Where gRPC calls go: the fronts, unless the replicas serve gRPC from processes of their own
+/// (`sidecars`), whose ports are then the fronts when the client reaches the replicas
+/// `direct`ly (one replica, or client-side balancing), and none behind a balancer, which
+/// passes on only the HTTP ports.
+fn grpc_fronts(fronts: &[String], ports: &[u16], sidecars: bool, direct: bool) -> Vec<String> {
+    match (sidecars, direct) {
+        (false, _) => fronts.to_vec(),
+        (true, true) => ports
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{p}"))
+            .collect(),
+        (true, false) => Vec::new(),
+    }
+}
+
+/// Starts replica `r`'s gRPC server in its runtime, in the replica's group and on its cores,
+/// and waits until it listens: its port.
+fn start_grpc_sidecar(
+    deployment: &mut Deployment,
+    topology: &Topology,
+    r: usize,
+) -> Result<u16, LabError> {
+    let port = free_port()?;
+    let label = match topology.replicas {
+        1 => "service grpc".to_string(),
+        _ => format!("replica {} grpc", r + 1),
+    };
+    let mut cmd = runtime::grpc_command(topology.runtime, "127.0.0.1", port)?;
+    // Its one line (where it listens) says nothing the lab needs.
+    cmd.stdout(std::process::Stdio::null());
+    let group_name = match topology.replicas {
+        1 => "service".to_string(),
+        _ => format!("replica {}", r + 1),
+    };
+    let group = deployment
+        .groups
+        .iter()
+        .find(|g| g.name == group_name)
+        .cloned();
+    let cores = match topology.cpus {
+        Some(n) => replica_cores(r, n, &topology.on_cores)?,
+        None => topology.on_cores.clone(),
+    };
+    place(&mut cmd, group.as_ref(), &cores)?;
+    let mut child = Supervised::spawn(&label, cmd).map_err(LabError::Io)?;
+    let deadline = Instant::now() + topology.ready_timeout;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.exited() {
+            return Err(LabError::Exited {
+                label,
+                status: status.to_string(),
+                stderr: child.stderr_tail(),
+            });
+        }
+        if Instant::now() > deadline {
+            return Err(LabError::NotReady {
+                label,
+                port,
+                after: topology.ready_timeout,
+                stderr: child.stderr_tail(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    deployment.instances.push(child);
+    deployment
+        .instance_groups
+        .push(group.map(|g| g.name.clone()));
+    Ok(port)
 }
 
 /// A replica's budget in words (" (0.25 CPU, 64 MB each)"), empty without one.
