@@ -152,6 +152,29 @@ impl Protos {
     }
 
     /// Method `method` of service `service` (its full name, `package.Service`).
+    /// The types as one serialized `FileDescriptorSet`, with their imports: what a plan
+    /// carries so that its engine reads the same types wherever it runs.
+    pub fn encode(&self) -> Vec<u8> {
+        self.pool.encode_to_vec()
+    }
+
+    /// Types read back from [`Protos::encode`]'s bytes, named `from` in messages.
+    pub fn decode(bytes: &[u8], from: &str) -> Result<Self, MethodError> {
+        let pool = DescriptorPool::decode(bytes)
+            .map_err(|e| MethodError::Compile(format!("{from}: {e}")))?;
+        Ok(Protos {
+            pool,
+            from: from.to_string(),
+        })
+    }
+
+    /// The method at `path` (`/package.Service/Method`, or without its first slash).
+    pub fn method_at(&self, path: &str) -> Result<Method, MethodError> {
+        let path = path.strip_prefix('/').unwrap_or(path);
+        let (service, method) = path.rsplit_once('/').unwrap_or((path, ""));
+        self.method(service, method)
+    }
+
     pub fn method(&self, service: &str, method: &str) -> Result<Method, MethodError> {
         let Some(s) = self.pool.get_service_by_name(service) else {
             let known = self.services();
@@ -259,7 +282,9 @@ impl Method {
         Ok(body)
     }
 
-    /// A response message's bytes in gRPC's JSON mapping.
+    /// A response message's bytes in gRPC's JSON mapping, with the fields that hold their
+    /// default value too (as k6's gRPC client and `grpcurl -emit-defaults` show them), so a
+    /// capture of a zero or an empty string finds it.
     pub fn response_to_json(&self, bytes: &[u8]) -> Result<String, MethodError> {
         let bad = |reason: String| MethodError::Response {
             message: self.output.full_name().to_string(),
@@ -267,7 +292,12 @@ impl Method {
         };
         let message =
             DynamicMessage::decode(self.output.clone(), bytes).map_err(|e| bad(e.to_string()))?;
-        serde_json::to_string(&message).map_err(|e| bad(e.to_string()))
+        let options = prost_reflect::SerializeOptions::new().skip_default_fields(false);
+        let mut out = serde_json::Serializer::new(Vec::new());
+        message
+            .serialize_with_options(&mut out, &options)
+            .map_err(|e| bad(e.to_string()))?;
+        String::from_utf8(out.into_inner()).map_err(|e| bad(e.to_string()))
     }
 }
 

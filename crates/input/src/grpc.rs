@@ -295,6 +295,30 @@ pub fn sending_span(calls: &[RequestSpec]) -> Duration {
         .unwrap_or_default()
 }
 
+/// The types of `service`, asked by reflection of the server a scenario's `target`
+/// (`http://HOST:PORT`, or `https://` over TLS with the platform's roots) names.
+pub(crate) fn reflect_target(target: &str, service: &str) -> Result<Protos, GrpcError> {
+    let rest = target
+        .strip_prefix("http://")
+        .map(|r| ("grpc", r))
+        .or_else(|| target.strip_prefix("https://").map(|r| ("grpcs", r)));
+    let Some((scheme, rest)) = rest else {
+        return Err(GrpcError::NoProto {
+            url: target.to_string(),
+            why: "a target that is not http:// or https:// cannot be asked for types".into(),
+        });
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let url = format!("{scheme}://{authority}/{service}/Any");
+    let t = GrpcTarget::parse(&url)?;
+    reflect(
+        &t,
+        target,
+        Reflection::Ask(loadlab_run::defaults::CONNECT_TIMEOUT),
+        &TlsSettings::default(),
+    )
+}
+
 /// The types of `t`'s service, asked of its server by reflection.
 /// A `grpcs://` server is asked over TLS as `settings` say (`--cacert`, `--insecure`).
 fn reflect(

@@ -11,7 +11,7 @@ use serde::Deserialize;
 ///
 /// Read without serde's buffering of untagged enums, so an item's own error (an unknown key,
 /// a wrong type) reaches the message with its position instead of "no variant matched".
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum OneOrMany<T> {
     /// A single item.
     One(T),

@@ -480,6 +480,25 @@ pub struct RequestStep {
     /// and the plan request (its endpoint) that goes there.
     #[serde(default)]
     pub origins: Vec<(String, usize)>,
+    /// A gRPC call (a `grpc:` step, loadlab's extension): `json` is its request message, rendered
+    /// and encoded for each call; its answer's first message is what captures and checks read,
+    /// as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<Box<GrpcStep>>,
+}
+
+/// What a user's gRPC call needs beyond an HTTP/2 POST: its method's types and the statuses it
+/// must end with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrpcStep {
+    /// `/package.Service/Method`.
+    pub method: String,
+    /// The types that define it: a serialized `FileDescriptorSet` with its imports.
+    pub types: Vec<u8>,
+    /// The gRPC statuses (numbers) it must end with (`expect: {code: …}`), or the user fails;
+    /// empty: any.
+    #[serde(default)]
+    pub codes: Vec<u32>,
 }
 
 fn yes() -> bool {

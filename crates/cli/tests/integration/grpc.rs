@@ -226,3 +226,120 @@ fn a_call_past_its_deadline_ends_deadline_exceeded() {
     assert_eq!(s["errors"]["timeout"], 8, "{text}");
     assert!(text.contains("8 gRPC DEADLINE_EXCEEDED"), "{text}");
 }
+
+/// A scenario file's `grpc:` steps (loadlab's extension) against the reference service: a
+/// capture from one call's answer fills the next call's request and an HTTP request's URL, a
+/// server stream's first message is captured, `expect: {code}` passes on the status asked for
+/// and fails the user on another, and every call is counted by its status. The types come from
+/// `config.grpc.proto`, then from the server's reflection.
+#[test]
+fn a_scenarios_grpc_steps_call_capture_and_expect_their_status() {
+    let server = TestServer::start(2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proto = reference_proto();
+    let flow = r#"
+scenarios:
+  - flow:
+      - grpc:
+          method: loadlab.reference.v1.Reference/Ping
+          capture: { json: "$.message", as: reply }
+          expect: { code: OK }
+      - grpc:
+          method: loadlab.reference.v1.Reference/Delay
+          name: delay
+          data: { ms: "{{ wait }}" }
+          metadata: { x-user: "{{ reply }}" }
+          capture: { json: "$.ms", as: waited }
+      - get:
+          url: "/ping?said={{ reply }}&waited={{ waited }}"
+          name: echo
+      - grpc:
+          method: /loadlab.reference.v1.Reference/Ticks
+          data: { count: 3, interval_ms: 1 }
+          capture: { json: "$.index", as: first_tick }
+      - grpc:
+          method: loadlab.reference.v1.Reference/Delay
+          name: refused
+          data: { ms: 999999999 }
+          expect: { code: [INVALID_ARGUMENT, 9] }
+      - grpc:
+          method: loadlab.reference.v1.Reference/Delay
+          name: wrong
+          data: { ms: 1 }
+          expect: { code: NOT_FOUND }
+"#;
+    for types in [format!("  grpc: {{ proto: {:?} }}\n", proto), String::new()] {
+        let file = dir.path().join("grpc.yml");
+        std::fs::write(
+            &file,
+            format!(
+                "config:\n  target: \"{}\"\n  phases:\n    - duration: 1\n      arrivalCount: 6\n  variables:\n    wait: 15\n{types}{flow}",
+                server.url("")
+            ),
+        )
+        .unwrap();
+        let how = if types.is_empty() {
+            "reflection"
+        } else {
+            "proto"
+        };
+        let (s, out) = loadlab_json(&["run", file.to_str().unwrap()]);
+        let said = format!("{how}: {}", stdout_of(&out));
+        let by_name = &s["requests_by_name"];
+        // Six users, each through five calls and a GET; each fails at the last expectation.
+        assert_eq!(s["users"]["failed"], 6, "{said}");
+        assert_eq!(
+            s["grpc"],
+            serde_json::json!({"OK": 24, "INVALID_ARGUMENT": 6}),
+            "{said}"
+        );
+        assert_eq!(by_name["echo"]["status"]["200"], 6, "{said}");
+        assert!(
+            by_name["delay"]["latency_ms"]["min"].as_f64().unwrap() >= 14.9,
+            "the captured and templated wait was sent: {said}"
+        );
+        let failures = s["users"]["failures"].to_string();
+        assert!(
+            failures.contains("gRPC status OK, expected NOT_FOUND on wrong"),
+            "{failures}"
+        );
+        assert_eq!(s["grpc_streams"]["messages_received"], 6 * 3, "{said}");
+    }
+}
+
+/// A `grpc:` step that cannot call its method is refused before anything is sent, at its line:
+/// a method its types lack, a request that is not its input, a status that is not one.
+#[test]
+fn a_grpc_step_that_cannot_be_called_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let proto = reference_proto();
+    for (step, says) in [
+        (
+            "method: loadlab.reference.v1.Reference/Pong",
+            "has no method Pong",
+        ),
+        (
+            "method: loadlab.reference.v1.Reference/Delay\n          data: { ms: \"soon\" }",
+            "not a loadlab.reference.v1.DelayRequest",
+        ),
+        (
+            "method: loadlab.reference.v1.Reference/Ping\n          expect: { code: FINE }",
+            "expect code \"FINE\"",
+        ),
+        ("method: Ping", "is not package.Service/Method"),
+    ] {
+        let file = dir.path().join("bad.yml");
+        std::fs::write(
+            &file,
+            format!(
+                "config:\n  target: \"http://127.0.0.1:9\"\n  phases:\n    - duration: 1\n      arrivalCount: 1\n  grpc: {{ proto: {proto:?} }}\nscenarios:\n  - flow:\n      - grpc:\n          {step}\n"
+            ),
+        )
+        .unwrap();
+        let out = loadlab(&["run", file.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(exit_code(&out), 1, "{step}: {err}");
+        assert!(err.contains(says), "{step}: {err}");
+        assert!(err.contains("bad.yml:10"), "placed at its step: {err}");
+    }
+}

@@ -161,6 +161,8 @@ pub struct Answer {
     pub headers: Vec<(String, String)>,
     /// Body (at most [`crate::http1::MAX_KEPT_BODY`] bytes), when kept.
     pub body: Vec<u8>,
+    /// A gRPC call's status; `None` for any other request.
+    pub grpc: Option<GrpcCode>,
 }
 
 /// Why a batch did not get all its answers; the requests left unanswered are already recorded.

@@ -87,6 +87,7 @@ impl Http1Conn {
                     status: self.last_status,
                     headers,
                     body,
+                    grpc: None,
                 };
                 Ok((answer, alive))
             }

@@ -224,6 +224,7 @@ async fn send_stream(
                 status: resp.status,
                 headers: resp.headers,
                 body: resp.body,
+                grpc: resp.grpc,
             };
             Ok((answer, true))
         }

@@ -503,6 +503,7 @@ mod tests {
             status: 200,
             headers: vec![("Content-Type".into(), "application/json".into())],
             body: body.as_bytes().to_vec(),
+            grpc: None,
         }
     }
 

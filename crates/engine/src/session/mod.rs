@@ -13,6 +13,7 @@
 mod arrivals;
 mod checks;
 pub(crate) mod client;
+mod grpc;
 pub(crate) mod hooks;
 mod html;
 mod render;

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use cookie_store::CookieStore;
-use loadlab_run::users::{Behaviour, RequestStep, Step, Think, WsMessage, WsPayload};
-use loadlab_run::{Endpoint, RequestTemplate, Template};
+use loadlab_run::users::{Behaviour, GrpcStep, RequestStep, Step, Think, WsMessage, WsPayload};
+use loadlab_run::{Endpoint, GrpcCode, RequestTemplate, Template};
 use loadlab_script::{Eval, Render};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
@@ -788,6 +788,15 @@ impl<'a> Session<'a> {
             reason: format!("{reason} on {}", t.name),
             transport: false,
         })?;
+        if step.grpc.is_some() {
+            req.body = users
+                .grpc
+                .encode(step, &req.body)
+                .map_err(|reason| End::Failed {
+                    reason: format!("{reason} on {}", t.name),
+                    transport: false,
+                })?;
+        }
         let origin = origin(endpoint);
         self.set_step_cookies(step, &origin, &req.path);
         // As Artillery: the jar goes with a request once a response set a cookie, or when the
@@ -805,12 +814,15 @@ impl<'a> Session<'a> {
             .send(&users.wire, &pending, &bytes, needs_response(step))
             .await
             .map_err(|failed| transport_failure(failed, &t.name))?;
-        let answer = self
+        let mut answer = self
             .follow_redirects(step, &mut req, answer, jar_cookie)
             .await?;
         // The connection is free from here on, as an agent frees its socket at the answer's
         // end (hooks and checks run on the user's time, not the connection's).
         self.client.idle_since = Some(Instant::now());
+        if let Some(g) = &step.grpc {
+            self.grpc_answer(step, g, &mut answer)?;
+        }
         self.judge_answer(step, &answer).await?;
         if let Some(page_statics) = step.static_resources {
             if self.visited.insert(step.request) {
@@ -818,6 +830,50 @@ impl<'a> Session<'a> {
                 statics::fetch(users, &mut self.client, page_statics, &base, &answer.body).await;
                 self.client.idle_since = Some(Instant::now());
             }
+        }
+        Ok(())
+    }
+
+    /// Checks a gRPC call's status against the statuses its step expects (the user fails on
+    /// another, as on a failed `match`), and puts its first message, as JSON, where captures and
+    /// checks read the body.
+    fn grpc_answer(
+        &mut self,
+        step: &RequestStep,
+        g: &GrpcStep,
+        answer: &mut Answer,
+    ) -> Result<(), End> {
+        let users = self.users;
+        let name = &users.plan.requests[step.request].name;
+        let code = answer.grpc.unwrap_or(GrpcCode::INTERNAL);
+        if !g.codes.is_empty() && !g.codes.contains(&(code.number() as u32)) {
+            users
+                .record
+                .borrow_mut()
+                .custom
+                .add("error", FAILED_CAPTURE, 1.0);
+            let expected: Vec<&str> = g
+                .codes
+                .iter()
+                .map(|c| GrpcCode::from_number(*c).name())
+                .collect();
+            return Err(End::Failed {
+                reason: format!(
+                    "gRPC status {}, expected {} on {name}",
+                    code.name(),
+                    expected.join(" or ")
+                ),
+                transport: false,
+            });
+        }
+        if let Some(json) = users.grpc.first_message_json(step, &answer.body) {
+            answer.body = json;
+            answer
+                .headers
+                .retain(|(k, _)| !k.eq_ignore_ascii_case("content-type"));
+            answer
+                .headers
+                .push(("content-type".into(), "application/json".into()));
         }
         Ok(())
     }

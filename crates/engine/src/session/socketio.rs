@@ -310,6 +310,7 @@ impl Sio {
             status: 101,
             headers: Vec::new(),
             body: serde_json::Value::Array(got).to_string().into_bytes(),
+            grpc: None,
         };
         check(
             (&wait.expects, &wait.captures),

@@ -3,6 +3,7 @@
 //! the compiled capture queries, the processor's helper and the whole-run account of the
 //! sessions.
 
+use super::grpc::GrpcCalls;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -25,6 +26,8 @@ pub struct Users {
     pub model: Arc<UserModel>,
     /// The model's checks' and captures' queries, compiled.
     pub queries: Queries,
+    /// The methods of the model's gRPC steps.
+    pub grpc: GrpcCalls,
     /// Whole-run account of the sessions.
     pub record: RefCell<UserRecord>,
     /// The thread's Node.js helper, when the model has a processor.
@@ -55,6 +58,7 @@ impl Users {
             wire,
             plan,
             queries: Queries::compile(&model),
+            grpc: GrpcCalls::compile(&model),
             model,
             record: RefCell::new(UserRecord::new()),
         }

@@ -223,6 +223,7 @@ pub async fn exchange(
         status,
         headers: Vec::new(),
         body,
+        grpc: None,
     };
     check(
         (&m.expects, &m.captures),

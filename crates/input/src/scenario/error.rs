@@ -221,6 +221,14 @@ impl Traced {
         }
     }
 
+    /// The same, at the place a span names when it knows none closer.
+    pub(crate) fn or_at(mut self, loc: &serde_saphyr::Location) -> Self {
+        if self.at.is_none() {
+            self.at = position(loc);
+        }
+        self
+    }
+
     /// The error of the file at `path`.
     pub(crate) fn in_file(self, path: &Path) -> ScenarioError {
         ScenarioError::Invalid {
@@ -522,6 +530,9 @@ pub enum FlowError {
     /// A template reading an environment variable that is not set.
     #[error("{0}")]
     Env(String),
+    /// A `grpc:` step that cannot call its method (its types, its request, its expectation).
+    #[error("grpc: {0}")]
+    Grpc(String),
 }
 
 /// A check in `config.ensure` that loadlab cannot make.

@@ -4,10 +4,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
+use loadlab_grpc::Protos;
 use loadlab_run::condition::Expr;
 use loadlab_run::users::{
     Behaviour, Capture, CaptureSource, Chain, ChainState, Condition, ElementIndex, Expect,
-    FormField, FormValue, RequestStep, Step, Think, UserScenario,
+    FormField, FormValue, GrpcStep, RequestStep, Step, Think, UserScenario,
 };
 use loadlab_run::{Endpoint, RequestTemplate, Template};
 use loadlab_script::Render;
@@ -96,6 +97,59 @@ pub struct StepSpec {
     /// `engine: socketio`: the namespace the event goes to.
     #[serde(default)]
     pub(super) namespace: Option<Spanned<String>>,
+    /// A gRPC call (loadlab's extension): the method, its request in JSON, metadata, captures
+    /// from its answer and the statuses it must end with.
+    #[serde(default)]
+    grpc: Option<Spanned<GrpcStepSpec>>,
+}
+
+/// A `grpc:` step as scenario files write it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrpcStepSpec {
+    /// `package.Service/Method` (a leading `/` is allowed).
+    method: String,
+    /// The request message in gRPC's JSON mapping (a list of them for a client stream); its
+    /// strings may hold `{{ }}`.
+    #[serde(default)]
+    data: Option<serde_json::Value>,
+    /// Metadata; values may hold `{{ }}`.
+    #[serde(default, deserialize_with = "crate::yaml::null_as_default")]
+    metadata: BTreeMap<String, String>,
+    /// Name for the per-request results (default: `grpc` and the method).
+    #[serde(default)]
+    name: Option<String>,
+    /// Values taken from the answer's first message (as JSON) into variables, as an HTTP
+    /// request's `capture`.
+    #[serde(default)]
+    capture: Option<serde_json::Value>,
+    /// The statuses the call must end with.
+    #[serde(default)]
+    expect: Option<GrpcExpectSpec>,
+}
+
+/// A `grpc:` step's `expect`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrpcExpectSpec {
+    /// A status or a list of them, by name (`OK`, `NOT_FOUND`) or number.
+    code: OneOrMany<serde_json::Value>,
+}
+
+/// `config.grpc` (loadlab's extension): where the `grpc:` steps' types come from, relative to
+/// the scenario file; neither: the target's server reflection.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrpcConfig {
+    /// `.proto` files, compiled by loadlab.
+    #[serde(default)]
+    proto: Option<OneOrMany<std::path::PathBuf>>,
+    /// Where their imports are looked up.
+    #[serde(default, rename = "importPaths")]
+    import_paths: Vec<std::path::PathBuf>,
+    /// Compiled `FileDescriptorSet` files.
+    #[serde(default)]
+    protoset: Option<OneOrMany<std::path::PathBuf>>,
 }
 
 impl StepSpec {
@@ -116,6 +170,7 @@ impl StepSpec {
             self.send.is_some() || self.wait.is_some(),
             self.emit.is_some(),
             self.parallel.is_some(),
+            self.grpc.is_some(),
         ]
         .into_iter()
         .filter(|k| *k)
@@ -137,6 +192,7 @@ impl StepSpec {
             (self.wait.is_some(), "wait"),
             (self.emit.is_some(), "emit"),
             (self.parallel.is_some(), "parallel"),
+            (self.grpc.is_some(), "grpc"),
         ]
         .into_iter()
         .filter_map(|(given, key)| given.then_some(key))
@@ -393,6 +449,23 @@ impl RequestSpec {
             (None, None) => Vec::new(),
         };
         Ok((headers, body))
+    }
+}
+
+/// A status of a `grpc:` step's `expect: {code}`: a name (`OK`, `not_found`) or a number.
+fn grpc_code_of(v: &serde_json::Value) -> Result<u32, String> {
+    let named = v
+        .as_str()
+        .and_then(|n| loadlab_run::GrpcCode::from_name(&n.trim().to_ascii_uppercase()));
+    let numbered = v
+        .as_u64()
+        .filter(|n| *n < loadlab_run::GrpcCode::COUNT as u64);
+    match (named, numbered) {
+        (Some(c), _) => Ok(c.number() as u32),
+        (None, Some(n)) => Ok(n as u32),
+        _ => Err(format!(
+            "expect code {v}: a gRPC status by name (OK, NOT_FOUND, UNAVAILABLE…) or number (0-16)"
+        )),
     }
 }
 
@@ -663,6 +736,13 @@ pub struct Lowering<'a> {
     pub(super) reads_target: std::cell::Cell<bool>,
     /// Calls of functions Artillery's templates do not have (`$pick(1, 2)`), as written.
     pub(super) unknown_functions: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    /// `config.grpc`: where the `grpc:` steps' types come from (the target's reflection
+    /// without it).
+    pub grpc_config: Option<GrpcConfig>,
+    /// False while the target is a stand-in (a check before the run): no server to ask.
+    pub target_known: bool,
+    /// The types read so far: under "" from `config.grpc`, else by service from reflection.
+    grpc_protos: BTreeMap<String, Protos>,
 }
 
 /// A scenario's Node.js hooks, by key: `beforeScenario`, `afterScenario`, `beforeRequest`,
@@ -709,6 +789,9 @@ impl<'a> Lowering<'a> {
             without_processor: Default::default(),
             reads_target: Default::default(),
             unknown_functions: Default::default(),
+            grpc_config: None,
+            target_known: true,
+            grpc_protos: BTreeMap::new(),
         }
     }
 
@@ -1036,6 +1119,12 @@ impl<'a> Lowering<'a> {
                 }
             } else if let Some(log) = &s.log {
                 out.push(Step::Log(self.log(log).within(step)?));
+            } else if let Some(g) = &s.grpc {
+                let call = self
+                    .grpc_call(&g.value)
+                    .map_err(|e| e.or_at(&g.referenced))
+                    .within(step)?;
+                out.push(Step::Request(Box::new(call)));
             } else if let Some((method, r)) = request {
                 out.push(Step::Request(Box::new(
                     self.request(method, r).within(step)?,
@@ -1392,6 +1481,126 @@ impl<'a> Lowering<'a> {
         Ok(step)
     }
 
+    /// A `grpc:` step as the request step it is: a POST of the method's path with gRPC's
+    /// headers and the step's metadata, its `data` the JSON the engine renders and encodes for
+    /// each call, with the method's types (read once, from `config.grpc` or the target's
+    /// reflection) and the statuses it must end with.
+    fn grpc_call(&mut self, g: &GrpcStepSpec) -> Result<RequestStep, Traced> {
+        let bad = |why: String| Traced::from(FlowError::Grpc(why));
+        let path = format!("/{}", g.method.trim_start_matches('/'));
+        let service = path[1..].rsplit_once('/').map(|(s, _)| s.to_string());
+        let Some(service) = service.filter(|s| !s.is_empty()) else {
+            return Err(bad(format!(
+                "method {:?} is not package.Service/Method",
+                g.method
+            )));
+        };
+        let protos = self.grpc_types(&service).map_err(bad)?;
+        let (types, method) = match &protos {
+            Some(p) => (
+                p.encode(),
+                Some(p.method_at(&path).map_err(|e| bad(e.to_string()))?),
+            ),
+            None => (Vec::new(), None),
+        };
+        let data = g.data.clone().unwrap_or_else(|| serde_json::json!({}));
+        // A request without placeholders is checked against its type now, not at every call.
+        if let Some(m) = method.as_ref().filter(|_| !data.to_string().contains("{{")) {
+            m.framed_requests(&data.to_string())
+                .map_err(|e| bad(e.to_string()))?;
+        }
+        let codes = match &g.expect {
+            Some(e) => e
+                .code
+                .as_slice()
+                .iter()
+                .map(grpc_code_of)
+                .collect::<Result<Vec<u32>, String>>()
+                .map_err(bad)?,
+            None => Vec::new(),
+        };
+        let mut headers: BTreeMap<String, String> = g
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
+        headers
+            .entry("content-type".into())
+            .or_insert_with(|| "application/grpc".into());
+        headers.insert("te".into(), "trailers".into());
+        let name = g
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("grpc {}", &path[1..]));
+        let mut spec = serde_json::json!({
+            "url": path,
+            "name": name,
+            "headers": headers,
+            "json": data,
+        });
+        if let Some(c) = &g.capture {
+            spec["capture"] = c.clone();
+        }
+        let spec: RequestSpec =
+            serde_json::from_value(spec).map_err(|e| bad(format!("capture: {e}")))?;
+        let mut step = self.request("POST", &spec)?;
+        // A streaming method's messages are counted and timed as a run's are.
+        if let Some(m) = method.filter(|m| m.client_streaming || m.server_streaming) {
+            self.requests[step.request].grpc_stream = Some(loadlab_run::GrpcStream {
+                client: m.client_streaming,
+                server: m.server_streaming,
+                ..Default::default()
+            });
+        }
+        step.grpc = Some(Box::new(GrpcStep {
+            method: path,
+            types,
+            codes,
+        }));
+        Ok(step)
+    }
+
+    /// The types the `grpc:` steps call with: `config.grpc`'s files, or else what the target's
+    /// server answers for `service` by reflection; `None` while the target is not known or
+    /// not to be asked (a check before the run, a plan for elsewhere), when calls are checked
+    /// as far as their method's name.
+    fn grpc_types(&mut self, service: &str) -> Result<Option<Protos>, String> {
+        let key = match self.grpc_config {
+            Some(_) => String::new(),
+            None => service.to_string(),
+        };
+        if let Some(p) = self.grpc_protos.get(&key) {
+            return Ok(Some(p.clone()));
+        }
+        let in_dir = |paths: &Option<OneOrMany<std::path::PathBuf>>| -> Vec<std::path::PathBuf> {
+            paths
+                .iter()
+                .flat_map(OneOrMany::as_slice)
+                .map(|p| self.dir.join(p))
+                .collect()
+        };
+        let protos = match &self.grpc_config {
+            Some(c) if c.proto.is_some() => {
+                let imports: Vec<_> = c.import_paths.iter().map(|p| self.dir.join(p)).collect();
+                Protos::compile(&in_dir(&c.proto), &imports).map_err(|e| e.to_string())?
+            }
+            Some(c) if c.protoset.is_some() => {
+                Protos::read_descriptor_sets(&in_dir(&c.protoset)).map_err(|e| e.to_string())?
+            }
+            _ if !self.target_known => return Ok(None),
+            _ if self.lookup == Lookup::Skip => {
+                return Err(
+                    "a plan that runs elsewhere cannot ask the server for its types: \
+                     give them in config.grpc (proto: FILE, or protoset: FILE)"
+                        .into(),
+                )
+            }
+            _ => crate::grpc::reflect_target(self.target, service).map_err(|e| e.to_string())?,
+        };
+        self.grpc_protos.insert(key, protos.clone());
+        Ok(Some(protos))
+    }
+
     /// A request's `ifTrue`: an expression over the user's variables, or with a processor, a
     /// bare name that may be one of its functions.
     fn condition(&self, v: &Spanned<serde_json::Value>) -> Result<Condition, Traced> {
@@ -1635,6 +1844,7 @@ impl<'a> Lowering<'a> {
             if_true: None,
             probability: None,
             origins: Vec::new(),
+            grpc: None,
         })
     }
 

@@ -131,6 +131,9 @@ struct Config {
     /// The socketio engine's settings: Engine.IO's path, query and headers.
     #[serde(default)]
     socketio: Option<sockets::SioSettings>,
+    /// Where the `grpc:` steps' types come from (loadlab's extension).
+    #[serde(default)]
+    grpc: Option<flows::GrpcConfig>,
 }
 
 /// `config.plugins`: a map of plugin names to settings. A list of names is read too, each item
@@ -225,7 +228,8 @@ impl Config {
             ($($f:ident),*) => {$( if over.$f.is_some() { self.$f = over.$f; } )*};
         }
         replace!(
-            target, payload, tls, ensure, apdex, processor, engines, engine, mode, ws, socketio
+            target, payload, tls, ensure, apdex, processor, engines, engine, mode, ws, socketio,
+            grpc
         );
         // Artillery merges lists by position: a phase over the phase at its index, so an
         // environment of one phase over a config of three changes the first and keeps the rest.
@@ -941,7 +945,11 @@ fn lower_text(
             insecure: t.insecure || t.reject_unauthorized == Some(false),
         });
     let thresholds = script_thresholds(config, path, &mut warnings)?;
-    let http2 = config.http.as_ref().filter(|h| h.http2).map(|h| h.streams);
+    let mut http2 = config.http.as_ref().filter(|h| h.http2).map(|h| h.streams);
+    // gRPC steps go over HTTP/2, and so does the rest of the script with them.
+    if requests.iter().any(loadlab_run::RequestTemplate::is_grpc) {
+        http2 = Some(http2.flatten());
+    }
     let apdex_ms = apdex_ms(config);
     let notes = script_notes(config, flags, apdex_ms, max_vusers, (users.is_some(), pool));
     Ok(Scenario {
@@ -1743,6 +1751,8 @@ fn lowering_for<'a>(
     lowering.strict = strict;
     lowering.dir = file.scenario_dir.clone();
     lowering.expect_default_200 = expect.is_some_and(|e| e.default_200);
+    lowering.grpc_config = file.config.grpc.clone();
+    lowering.target_known = target != RUN_TIME_TARGET;
     lowering.default_headers = file
         .config
         .defaults
