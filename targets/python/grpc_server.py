@@ -28,18 +28,22 @@ MAX_CALC_N = 2_000_000_000
 
 
 def compiled(proto):
-    """Compiles `proto` into a temporary directory and imports its messages and stubs."""
+    """Compiles `proto` into a temporary directory and imports its messages and stubs; the
+    directory is removed once they are imported (a process started again compiles again)."""
     include = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(proto))))
     name = os.path.relpath(proto, include)
-    out = tempfile.mkdtemp(prefix="loadlab-grpc-py-")
-    code = protoc.main(
-        ["protoc", f"-I{include}", f"--python_out={out}", f"--grpc_python_out={out}", name]
-    )
-    if code != 0:
-        sys.exit(f"error: protoc could not compile {proto}")
-    sys.path.insert(0, out)
-    module = name[: -len(".proto")].replace("/", ".")
-    return importlib.import_module(module + "_pb2"), importlib.import_module(module + "_pb2_grpc")
+    with tempfile.TemporaryDirectory(prefix="loadlab-grpc-py-") as out:
+        code = protoc.main(
+            ["protoc", f"-I{include}", f"--python_out={out}", f"--grpc_python_out={out}", name]
+        )
+        if code != 0:
+            sys.exit(f"error: protoc could not compile {proto}")
+        sys.path.insert(0, out)
+        module = name[: -len(".proto")].replace("/", ".")
+        pb = importlib.import_module(module + "_pb2")
+        stubs = importlib.import_module(module + "_pb2_grpc")
+        sys.path.remove(out)
+    return pb, stubs
 
 
 def servicer(pb, stubs, started):
