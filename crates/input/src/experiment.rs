@@ -256,11 +256,11 @@ impl Experiment {
             .collect()
     }
 
-    /// Whether a workload calls gRPC methods (`grpc://` URLs), so that the topologies serve
-    /// gRPC too.
+    /// Whether a workload calls gRPC methods on the topologies (`grpc:///package.Service/Method`),
+    /// so that they serve gRPC too.
     pub fn calls_grpc(&self) -> bool {
         self.workloads.iter().any(|w| match &w.load {
-            Load::Run(flags) => flags.urls.iter().any(|u| u.starts_with("grpc")),
+            Load::Run(flags) => flags.urls.iter().any(|u| u.starts_with("grpc:///")),
             _ => false,
         })
     }

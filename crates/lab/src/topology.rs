@@ -509,7 +509,7 @@ fn deploy_with(
     let sidecars = grpc && topology.command.is_none() && topology.runtime != Runtime::Rust;
     let mut grpc_ports = Vec::new();
     for (r, port) in ports.iter().enumerate() {
-        start_replica(
+        let group = start_replica(
             &mut deployment,
             topology,
             loadlab_exe,
@@ -517,7 +517,7 @@ fn deploy_with(
             processes,
         )?;
         if sidecars {
-            grpc_ports.push(start_grpc_sidecar(&mut deployment, topology, r)?);
+            grpc_ports.push(start_grpc_sidecar(&mut deployment, topology, r, group)?);
         }
     }
     let grpc_words = match grpc_ports.as_slice() {
@@ -580,12 +580,13 @@ fn grpc_fronts(fronts: &[String], ports: &[u16], sidecars: bool, direct: bool) -
     }
 }
 
-/// Starts replica `r`'s gRPC server in its runtime, in the replica's group and on its cores,
+/// Starts replica `r`'s gRPC server in its runtime, in the replica's `group` and on its cores,
 /// and waits until it listens: its port.
 fn start_grpc_sidecar(
     deployment: &mut Deployment,
     topology: &Topology,
     r: usize,
+    group: Option<Group>,
 ) -> Result<u16, LabError> {
     let port = free_port()?;
     let label = match topology.replicas {
@@ -595,15 +596,6 @@ fn start_grpc_sidecar(
     let mut cmd = runtime::grpc_command(topology.runtime, "127.0.0.1", port)?;
     // Its one line (where it listens) says nothing the lab needs.
     cmd.stdout(std::process::Stdio::null());
-    let group_name = match topology.replicas {
-        1 => "service".to_string(),
-        _ => format!("replica {}", r + 1),
-    };
-    let group = deployment
-        .groups
-        .iter()
-        .find(|g| g.name == group_name)
-        .cloned();
     let cores = match topology.cpus {
         Some(n) => replica_cores(r, n, &topology.on_cores)?,
         None => topology.on_cores.clone(),
@@ -750,7 +742,7 @@ fn start_replica(
     loadlab_exe: &Path,
     (r, port): (usize, u16),
     processes: usize,
-) -> Result<(), LabError> {
+) -> Result<Option<Group>, LabError> {
     let redis_url = deployment.redis.as_ref().map(RedisServer::url);
     let bbox_url = deployment.bbox_url.clone();
     let first = deployment.instances.len();
@@ -795,7 +787,8 @@ fn start_replica(
         port,
         topology,
         own_service.then_some(&expected),
-    )
+    )?;
+    Ok(group)
 }
 
 /// The services an instance calls: the topology's Redis server and shared black box.

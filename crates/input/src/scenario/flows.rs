@@ -1595,7 +1595,13 @@ impl<'a> Lowering<'a> {
                         .into(),
                 )
             }
-            _ => crate::grpc::reflect_target(self.target, service).map_err(|e| e.to_string())?,
+            _ => crate::grpc::reflect_target(self.target, service).map_err(|e| match e {
+                crate::grpc::GrpcError::NoProto { why, .. } => format!(
+                    "{why}: give the types in config.grpc (proto: FILE, importPaths: [DIR], or \
+                     protoset: FILE)"
+                ),
+                e => e.to_string(),
+            })?,
         };
         self.grpc_protos.insert(key, protos.clone());
         Ok(Some(protos))
