@@ -3,6 +3,7 @@
 
 #![deny(missing_docs)]
 
+pub mod autoscale;
 pub mod cgroup;
 pub mod cores;
 pub mod nginx;
