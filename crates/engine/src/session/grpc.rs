@@ -14,15 +14,11 @@ pub struct GrpcCalls {
 }
 
 impl GrpcCalls {
-    /// Reads the method of every gRPC step of `model` (before and after flows included).
+    /// Reads the method of every gRPC step of `model`'s scenarios (a `before` or `after` flow
+    /// runs as the scenario of a plan of its own).
     pub fn compile(model: &UserModel) -> Self {
         let mut steps = Vec::new();
-        for sc in model
-            .scenarios
-            .iter()
-            .chain(model.before.as_deref())
-            .chain(model.after.as_deref())
-        {
+        for sc in &model.scenarios {
             match &sc.behaviour {
                 Behaviour::Flow(flow) => walk(flow, &mut steps),
                 Behaviour::Chain(chain) => {
