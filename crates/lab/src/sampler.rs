@@ -121,10 +121,9 @@ fn sample_loop(
     let mut host = HostReader::new();
     let mut tick = 0u32;
     loop {
-        reader.read_all(None);
-        let second = reader.start.elapsed().as_secs();
+        let fresh = reader.read_all(None);
         for p in reader.series.values() {
-            if let Some(sample) = p.samples.last().filter(|s| s.second == second) {
+            if let Some(sample) = p.samples.last().filter(|_| fresh.contains(&p.pid)) {
                 feed(LiveReading::Process {
                     pid: p.pid,
                     name: p.name.clone(),
@@ -132,13 +131,13 @@ fn sample_loop(
                 });
             }
         }
-        host.read(second, None);
+        host.read(reader.start, None);
         for g in &mut groups {
-            g.read(second);
+            g.read(reader.start);
         }
         for store in &mut stores {
             let name = store.name().to_string();
-            if let Some(sample) = store.read(second) {
+            if let Some(sample) = store.read(reader.start) {
                 feed(LiveReading::Store {
                     name,
                     sample: sample.clone(),
@@ -156,10 +155,9 @@ fn sample_loop(
     // shorter than the interval would weigh as much as a whole one in the average, with the
     // few clock ticks it holds: it extends the sample before it instead.
     reader.read_all(Some(interval / 2));
-    let second = reader.start.elapsed().as_secs();
-    host.read(second, Some(interval / 2));
+    host.read(reader.start, Some(interval / 2));
     for g in &mut groups {
-        g.read(second);
+        g.read(reader.start);
     }
     ServerData {
         processes: reader.series.into_values().collect(),
@@ -201,11 +199,12 @@ impl GroupReader {
         }
     }
 
-    /// Reads the group's counters and adds a sample at `second`; the first reading that sees
-    /// an OOM kill marks the second.
-    fn read(&mut self, second: u64) {
+    /// Reads the group's counters and adds a sample for the span since the last reading (its
+    /// second counted from `start`); the first reading that sees an OOM kill marks the second.
+    fn read(&mut self, start: Instant) {
         let (r, at) = (self.group.read(), Instant::now());
         let (p, then) = self.last;
+        let second = span_second(start, then, at);
         let wall = at.duration_since(then).as_secs_f64().max(1e-3);
         let cpu_ns = r.cpu_ns.unwrap_or(0).saturating_sub(p.cpu_ns.unwrap_or(0));
         let periods = r.periods.saturating_sub(p.periods);
@@ -275,9 +274,9 @@ impl HostReader {
         }
     }
 
-    /// Adds a sample since the previous reading; one less than `skip_under` after it adds
-    /// nothing (too few ticks to mean anything).
-    fn read(&mut self, second: u64, skip_under: Option<Duration>) {
+    /// Adds a sample since the previous reading (its second counted from `start`); one less
+    /// than `skip_under` after it adds nothing (too few ticks to mean anything).
+    fn read(&mut self, start: Instant, skip_under: Option<Duration>) {
         let Some((busy, all, cores)) = host_ticks() else {
             return;
         };
@@ -288,7 +287,7 @@ impl HostReader {
             }
             if all > a0 {
                 self.samples.push(HostSample {
-                    second,
+                    second: span_second(start, at, now),
                     busy_pct: 100.0 * cores as f64 * busy.saturating_sub(b0) as f64
                         / (all - a0) as f64,
                 });
@@ -331,13 +330,14 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     /// Reads every watched process once, adding a sample for each one read before; a reading
-    /// less than `merge_under` after the last one extends that last sample instead.
-    fn read_all(&mut self, merge_under: Option<Duration>) {
+    /// less than `merge_under` after the last one extends that last sample instead. Returns
+    /// the processes that got a new sample.
+    fn read_all(&mut self, merge_under: Option<Duration>) -> Vec<u32> {
         let (ticks_per_s, page) = (self.ticks_per_s, self.page);
         let (previous, series) = (&mut self.previous, &mut self.series);
         let pids = watched(self.roots);
-        let now = Instant::now();
-        let second = now.duration_since(self.start).as_secs();
+        let (now, start) = (Instant::now(), self.start);
+        let mut fresh = Vec::new();
         for pid in pids {
             let Ok(stat) = Process::new(pid).and_then(|p| p.stat()) else {
                 continue;
@@ -367,9 +367,13 @@ impl Reader<'_> {
                     })
                     .samples;
                 // A merged reading keeps the second of the sample it extends.
+                let second = span_second(start, from_at, now);
                 let second = match from_at != prev.at {
                     true => samples.pop().map_or(second, |s| s.second),
-                    false => second,
+                    false => {
+                        fresh.push(pid as u32);
+                        second
+                    }
                 };
                 samples.push(ProcessSample {
                     second,
@@ -389,7 +393,15 @@ impl Reader<'_> {
                 },
             );
         }
+        fresh
     }
+}
+
+/// The second, counted from `start`, that holds the middle of the span from `from` to `to`:
+/// a reading at the end of second k describes second k, as the timeline's row k does.
+pub(crate) fn span_second(start: Instant, from: Instant, to: Instant) -> u64 {
+    let mid = (from.saturating_duration_since(start) + to.saturating_duration_since(start)) / 2;
+    mid.as_secs()
 }
 
 /// Nanoseconds the threads of `pid` have spent runnable but waiting for a CPU, summed over its
@@ -429,4 +441,24 @@ pub(crate) fn watched(roots: &[i32]) -> Vec<i32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_is_labelled_with_the_second_its_span_covers() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        // The readings of a 1 s sampler, a little late each time: each describes the second
+        // it ends, not the one it was taken in.
+        assert_eq!(span_second(start, at(0), at(1_003)), 0);
+        assert_eq!(span_second(start, at(1_003), at(2_004)), 1);
+        assert_eq!(span_second(start, at(2_004), at(3_002)), 2);
+        // A last reading 600 ms into second 3 describes second 3.
+        assert_eq!(span_second(start, at(3_002), at(3_602)), 3);
+        // A sampler started before `start` counts from 0.
+        assert_eq!(span_second(at(500), at(0), at(1_000)), 0);
+    }
 }

@@ -42,10 +42,10 @@ impl StoreReader {
         })
     }
 
-    /// Takes one reading for `second` and returns it; the first only sets the command
-    /// counter's start.
-    pub fn read(&mut self, second: u64) -> Option<&StoreSample> {
-        match self.try_read(second) {
+    /// Takes one reading and returns it, its second counted from `start` (that of the span
+    /// since the previous reading); the first only sets the command counter's start.
+    pub fn read(&mut self, start: Instant) -> Option<&StoreSample> {
+        match self.try_read(start) {
             Ok(Some(sample)) => {
                 self.series.samples.push(sample);
                 self.series.samples.last()
@@ -68,7 +68,7 @@ impl StoreReader {
         self.series
     }
 
-    fn try_read(&mut self, second: u64) -> redis::RedisResult<Option<StoreSample>> {
+    fn try_read(&mut self, start: Instant) -> redis::RedisResult<Option<StoreSample>> {
         if self.conn.is_none() {
             let c = self.client.get_connection_with_timeout(READ_TIMEOUT)?;
             c.set_read_timeout(Some(READ_TIMEOUT))?;
@@ -90,7 +90,7 @@ impl StoreReader {
         let service = total.saturating_sub(before).saturating_sub(own_commands);
         let secs = now.duration_since(at).as_secs_f64().max(1e-3);
         Ok(Some(StoreSample {
-            second,
+            second: crate::sampler::span_second(start, at, now),
             commands_per_s: service as f64 / secs,
             memory_mb: field("used_memory").unwrap_or(0.0) / (1024.0 * 1024.0),
             clients: field("connected_clients").unwrap_or(0.0) as u64,

@@ -46,7 +46,7 @@ fn a_reading_counts_the_services_commands_and_a_streams_backlog() {
     let server = RedisServer::start().unwrap();
     let mut reader = StoreReader::new(&server.url()).unwrap();
     let first = Instant::now();
-    reader.read(0);
+    reader.read(first);
     let first_done = Instant::now();
     let client = redis::Client::open(server.url()).unwrap();
     let mut c = client.get_connection().unwrap();
@@ -81,7 +81,7 @@ fn a_reading_counts_the_services_commands_and_a_streams_backlog() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));
     let second = Instant::now();
-    reader.read(1);
+    reader.read(first);
     let second_done = Instant::now();
     let series = reader.finish();
     assert_eq!(
@@ -101,6 +101,8 @@ fn a_reading_counts_the_services_commands_and_a_streams_backlog() {
         "{low}..{high} commands, {s:?}"
     );
     assert!(s.clients >= 2, "{s:?}");
+    // Both readings within the first second: the sample describes second 0.
+    assert_eq!(s.second, 0, "{s:?}");
     assert_eq!(
         s.streams,
         vec![StreamReading {
