@@ -5,6 +5,7 @@
 
 pub mod autoscale;
 pub mod cgroup;
+pub mod clock;
 pub mod cores;
 pub mod nginx;
 pub mod process;

@@ -90,7 +90,7 @@ impl StoreReader {
         let service = total.saturating_sub(before).saturating_sub(own_commands);
         let secs = now.duration_since(at).as_secs_f64().max(1e-3);
         Ok(Some(StoreSample {
-            second: crate::sampler::span_second(start, at, now),
+            second: crate::clock::span_second(start, at, now),
             commands_per_s: service as f64 / secs,
             memory_mb: field("used_memory").unwrap_or(0.0) / (1024.0 * 1024.0),
             clients: field("connected_clients").unwrap_or(0.0) as u64,
