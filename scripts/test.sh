@@ -26,6 +26,87 @@ took() {
   mark=$SECONDS
 }
 
+# The browser tests' virtualenv.
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/browser-venv"
+
+# The system tier's programs, installed (pinned, once per machine or checkout) while the Rust
+# code is checked and built: the installs wait on the network and the disk, the compiler on the
+# CPU. The programs' paths go to the file $1 as NAME=PATH lines.
+install_system_tier() {
+  # Installs Debian package $3 unless program $1 (or the file $2) is there; without root, says
+  # what to run instead.
+  need_program() {
+    if ! command -v "$1" >/dev/null 2>&1 && [ ! -x "$2" ]; then
+      if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$3"
+      else
+        echo "error: $1 is missing; install it with: sudo apt-get install $3" >&2
+        exit 1
+      fi
+    fi
+  }
+
+  # The topology tests run the real nginx (never the system service: loadlab starts its own).
+  need_program nginx /usr/sbin/nginx nginx-light
+  # The store tests run the real redis-server (loadlab starts its own on a free port).
+  need_program redis-server /usr/bin/redis-server redis-server
+  # The profile tests sample the service with perf (where the machine forbids it, they check
+  # the one-line message instead).
+  need_program perf /usr/bin/perf linux-perf
+  # The export tests write to the real Prometheus (Debian's 2.42, its remote-write receiver on;
+  # loadlab's tests start their own on a free port, never the system service).
+  need_program prometheus /usr/bin/prometheus prometheus
+
+  # py-spy samples Python services for --profile; the shard tests read HdrHistogram logs with
+  # HdrHistogram's Python implementation and validate the Kubernetes objects `loadlab k8s job`
+  # prints against Kubernetes' schemas (offline). Pinned, in a virtualenv of the tests' own.
+  tools=target/tools-venv
+  if [ ! -x "$tools/bin/py-spy" ] || [ ! -x "$tools/bin/kubernetes-validate" ] \
+    || ! "$tools/bin/python" -c 'import hdrh' 2>/dev/null; then
+    [ -x "$tools/bin/python" ] || python3 -m venv "$tools"
+    "$tools/bin/pip" install -q --disable-pip-version-check \
+      py-spy==0.4.1 hdrhistogram==0.10.8 kubernetes-validate==1.37.0
+  fi
+
+  # The browser tests open the HTML report and the live dashboard in Debian's Chromium, driven by
+  # Playwright from a virtualenv of their own (no browser download), kept in loadlab's cache so a
+  # fresh checkout does not install it again.
+  if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+    else
+      echo "error: chromium is missing; install it with: sudo apt-get install chromium" >&2
+      exit 1
+    fi
+  fi
+  if ! cmp -s tests/browser/requirements.txt "$venv/.loadlab-installed"; then
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/browser/requirements.txt
+    cp tests/browser/requirements.txt "$venv/.loadlab-installed"
+  fi
+
+  # The conformance suite serves the reference service on Node and Python too: their pinned
+  # dependencies go into targets/ (node_modules, a venv), never anywhere global.
+  bash scripts/install-runtimes.sh
+  # The OTLP export tests send to a real OpenTelemetry Collector, built once per machine.
+  loadlab_otelcol="$(bash scripts/install-otelcol.sh)"
+  printf 'LOADLAB_OTELCOL=%q\n' "$loadlab_otelcol" >>"$1"
+  # The trace test finds a request's spans in a real Jaeger, built once per machine.
+  loadlab_jaeger="$(bash scripts/install-jaeger.sh)"
+  printf 'LOADLAB_JAEGER=%q\n' "$loadlab_jaeger" >>"$1"
+  # The gRPC tests call gRPC's own interop server (grpc-go's), built once per machine.
+  loadlab_grpc_interop="$(bash scripts/install-grpc-interop.sh)"
+  printf 'LOADLAB_GRPC_INTEROP=%q\n' "$loadlab_grpc_interop" >>"$1"
+}
+
+installs_log="$(mktemp)"
+installs_env="$(mktemp)"
+install_system_tier "$installs_env" >"$installs_log" 2>&1 &
+installs=$!
+# Should a check fail first, the installs still finish (an apt or pip stopped midway would leave
+# a broken install behind) before the script exits.
+trap 'wait "$installs" 2>/dev/null; rm -f "$installs_log" "$installs_env"' EXIT
+
 # Formatting and lints, the system tier's targets included (`--all-targets` leaves out the
 # targets `cargo test` does not run by default).
 cargo fmt --all -- --check
@@ -48,73 +129,19 @@ python3 -B -m unittest -q scripts/test_check_msrv.py
 python3 scripts/check-msrv.py
 took "the scripts' checks"
 
-# The system tier: what it needs first.
-# Installs Debian package $3 unless program $1 (or the file $2) is there; without root, says
-# what to run instead.
-need_program() {
-  if ! command -v "$1" >/dev/null 2>&1 && [ ! -x "$2" ]; then
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$3"
-    else
-      echo "error: $1 is missing; install it with: sudo apt-get install $3" >&2
-      exit 1
-    fi
-  fi
-}
-
-# The topology tests run the real nginx (never the system service: loadlab starts its own).
-need_program nginx /usr/sbin/nginx nginx-light
-# The store tests run the real redis-server (loadlab starts its own on a free port).
-need_program redis-server /usr/bin/redis-server redis-server
-# The profile tests sample the service with perf (where the machine forbids it, they check
-# the one-line message instead).
-need_program perf /usr/bin/perf linux-perf
-# The export tests write to the real Prometheus (Debian's 2.42, its remote-write receiver on;
-# loadlab's tests start their own on a free port, never the system service).
-need_program prometheus /usr/bin/prometheus prometheus
-
-# py-spy samples Python services for --profile; the shard tests read HdrHistogram logs with
-# HdrHistogram's Python implementation and validate the Kubernetes objects `loadlab k8s job`
-# prints against Kubernetes' schemas (offline). Pinned, in a virtualenv of the tests' own.
-tools=target/tools-venv
-if [ ! -x "$tools/bin/py-spy" ] || [ ! -x "$tools/bin/kubernetes-validate" ] \
-  || ! "$tools/bin/python" -c 'import hdrh' 2>/dev/null; then
-  [ -x "$tools/bin/python" ] || python3 -m venv "$tools"
-  "$tools/bin/pip" install -q --disable-pip-version-check \
-    py-spy==0.4.1 hdrhistogram==0.10.8 kubernetes-validate==1.37.0
+# The system tier: its programs installed.
+if ! wait "$installs"; then
+  cat "$installs_log" >&2
+  echo "error: installing the system tier's programs failed (its output is above)" >&2
+  exit 1
 fi
-
-# The browser tests open the HTML report and the live dashboard in Debian's Chromium, driven by
-# Playwright from a virtualenv of their own (no browser download), kept in loadlab's cache so a
-# fresh checkout does not install it again.
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
-  else
-    echo "error: chromium is missing; install it with: sudo apt-get install chromium" >&2
-    exit 1
-  fi
-fi
-venv="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/browser-venv"
-if ! cmp -s tests/browser/requirements.txt "$venv/.loadlab-installed"; then
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/browser/requirements.txt
-  cp tests/browser/requirements.txt "$venv/.loadlab-installed"
-fi
-
-# The conformance suite serves the reference service on Node and Python too: their pinned
-# dependencies go into targets/ (node_modules, a venv), never anywhere global.
-bash scripts/install-runtimes.sh
-# The OTLP export tests send to a real OpenTelemetry Collector, built once per machine.
-LOADLAB_OTELCOL="$(bash scripts/install-otelcol.sh)"
-export LOADLAB_OTELCOL
-# The trace test finds a request's spans in a real Jaeger, built once per machine.
-LOADLAB_JAEGER="$(bash scripts/install-jaeger.sh)"
-export LOADLAB_JAEGER
-# The gRPC tests call gRPC's own interop server (grpc-go's), built once per machine.
-LOADLAB_GRPC_INTEROP="$(bash scripts/install-grpc-interop.sh)"
-export LOADLAB_GRPC_INTEROP
-took "the system tier's programs installed"
+cat "$installs_log" >&2
+set -a
+# shellcheck disable=SC1090
+. "$installs_env"
+set +a
+rm -f "$installs_log" "$installs_env"
+took "the system tier's programs installed (the wait after the fast tier)"
 
 # loadlab's system tests take their claims on the machine (crates/cli/tests/support: alone,
 # quiet or shared), so that harness runs four at a time and a test waiting for its claim leaves
