@@ -7,3 +7,6 @@
 pub mod balancer;
 pub mod hpa;
 pub mod kpa;
+pub mod scaler;
+#[cfg(test)]
+mod testing;
