@@ -30,7 +30,8 @@ const IDLE_CONNECTIONS: f64 = 0.8;
 /// Share of the open model's connection cap that, in use on average, means the cap binds.
 const NEAR_CAP: f64 = 0.8;
 
-fn finding(kind: &str, message: String, next: &str, values: &[(&str, f64)]) -> Finding {
+/// A finding of `kind` with its message, what to do next and its numbers.
+pub(crate) fn finding(kind: &str, message: String, next: &str, values: &[(&str, f64)]) -> Finding {
     Finding {
         kind: kind.into(),
         message,

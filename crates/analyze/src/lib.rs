@@ -8,6 +8,7 @@
 
 use loadlab_run::{RunData, Summary};
 
+pub mod autoscale;
 pub mod capacity;
 pub mod compare;
 pub mod findings;
@@ -41,6 +42,9 @@ pub fn summarize_judging(
     let mut s = Summary::from_run(run);
     judge(run, &mut s.generator);
     s.findings = findings(run, &s, cores);
+    if let Some(scaling) = &run.scaling {
+        autoscale::findings(scaling, &run.timeline, &mut s.findings);
+    }
     s.thresholds = thresholds::check_all(&run.plan.thresholds, &s);
     s
 }

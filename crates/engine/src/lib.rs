@@ -322,6 +322,7 @@ pub fn run(
         timings: collector.timings,
         profile: None,
         traces: collector.traces,
+        scaling: None,
     })
 }
 

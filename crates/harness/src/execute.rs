@@ -24,6 +24,8 @@ pub struct Watch {
     pub groups: Vec<loadlab_lab::cgroup::Group>,
     /// The cores the watched processes and the generator were pinned to, when split.
     pub cores: Option<loadlab_run::summary::ServerCores>,
+    /// An autoscaled topology's record, whose seconds during the run are attached to it.
+    pub scaling: Option<loadlab_lab::autoscale::scaler::Recording>,
 }
 
 /// Longest profiling window.
@@ -116,6 +118,7 @@ fn execute_plan(
     });
     let mut errors = 0u64;
     let mut stderr = std::io::stderr();
+    let began = std::time::Instant::now();
     let run = loadlab_engine::run(plan, stop, |row, iv| {
         outputs.add(row, iv);
         if live {
@@ -139,6 +142,9 @@ fn execute_plan(
         run.attach_server(server);
     }
     run.profile = profiler.map(loadlab_lab::profile::Profiler::finish);
+    if let Some(scaling) = &watch.scaling {
+        run.attach_scaling(scaling.during(began, std::time::Instant::now()));
+    }
     let mut summary = loadlab_analyze::summarize(&run, cores());
     if let Some(why) = seconds_failed {
         summary.generator.warnings.push(format!(

@@ -294,6 +294,9 @@ fn run_cell(
         profile: topology.profile,
         groups: deployment.groups().to_vec(),
         cores: cell.cores.cloned(),
+        scaling: deployment
+            .autoscaler()
+            .map(loadlab_lab::autoscale::scaler::Autoscaler::recording),
     };
     println!("    running {} …", w.name);
     let title = format!("{name} / {}", w.name);

@@ -29,7 +29,7 @@ use sha1::{Digest, Sha1};
 use loadlab_run::thresholds::Threshold;
 use serde::Deserialize;
 
-use loadlab_run::topology::{Budget, Topology};
+use loadlab_run::topology::{Autoscale, Budget, ScaleMetric, ScalePolicy, Topology};
 
 use crate::capacity::{CapacityError, CapacityFlags};
 use crate::flags::{FlagsError, LoadFlags};
@@ -406,6 +406,135 @@ pub struct TopologySpec {
     /// two factors (runtime and replicas) compares within each.
     #[serde(default)]
     pub against: Option<String>,
+    /// Instances started and drained by an autoscaler while load runs (Kubernetes' HPA or
+    /// Knative's KPA), instead of fixed `replicas`.
+    #[serde(default)]
+    pub autoscale: Option<AutoscaleSpec>,
+}
+
+/// `autoscale:` of a topology, as written: the policy, its bounds and target, and any of its
+/// platform's settings (their defaults otherwise).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoscaleSpec {
+    /// `hpa` (Kubernetes) or `kpa` (Knative, Cloud Run).
+    pub policy: String,
+    /// Fewest instances (default 1; the KPA's may be 0).
+    #[serde(default)]
+    pub min: Option<u32>,
+    /// Most instances.
+    pub max: u32,
+    /// Instances at the start (default 1, within `min` and `max`).
+    #[serde(default)]
+    pub initial: Option<u32>,
+    /// `cpu` (the HPA's default), `concurrency` (the KPA's) or `rps`.
+    #[serde(default)]
+    pub metric: Option<String>,
+    /// Per instance: percent of its CPU quota for `cpu` (default 80, `kubectl autoscale`'s),
+    /// requests in flight for `concurrency` (default `container_concurrency`, else 100 as
+    /// Knative's), requests a second for `rps` (default 200, as Knative's).
+    #[serde(default)]
+    pub target: Option<f64>,
+    /// Requests in flight an instance takes at most (Knative's `containerConcurrency`, Cloud
+    /// Run's concurrency); past it requests wait at the balancer, then get 429.
+    #[serde(default)]
+    pub container_concurrency: Option<u32>,
+    /// How long a request waits at the balancer for room before its 429 (default 10s).
+    #[serde(default)]
+    pub hold_timeout: Option<String>,
+    /// The least time from an instance's start to its first request (an image's pull, a
+    /// runtime's start), default 0s: it joins when it answers.
+    #[serde(default)]
+    pub cold_start: Option<String>,
+    /// The HPA's sync period (default 15s).
+    #[serde(default)]
+    pub sync: Option<String>,
+    /// The HPA's tolerance (default 0.1).
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    /// The HPA's scale-down stabilization window (default 300s).
+    #[serde(default)]
+    pub scale_down_stabilization: Option<String>,
+    /// The KPA's stable window (default 60s).
+    #[serde(default)]
+    pub stable_window: Option<String>,
+    /// The KPA's panic window (default 6s).
+    #[serde(default)]
+    pub panic_window: Option<String>,
+    /// The KPA's panic threshold, percent of the ready instances (default 200).
+    #[serde(default)]
+    pub panic_threshold: Option<f64>,
+    /// The KPA's target utilization, percent of the target (default 70).
+    #[serde(default)]
+    pub utilization: Option<f64>,
+    /// How long the KPA's revision waits, inactive, before its last instance goes (default
+    /// 30s).
+    #[serde(default)]
+    pub scale_to_zero_grace: Option<String>,
+}
+
+impl AutoscaleSpec {
+    /// The settings, each default its platform's, checked.
+    pub fn autoscale(&self) -> Result<Autoscale, TopologyError> {
+        let bad = |why: String| TopologyError::Autoscale(why);
+        let policy = match self.policy.as_str() {
+            "hpa" => ScalePolicy::Hpa,
+            "kpa" => ScalePolicy::Kpa,
+            other => return Err(bad(format!("policy must be hpa or kpa, got {other:?}"))),
+        };
+        let metric = match (self.metric.as_deref(), policy) {
+            (None, ScalePolicy::Hpa) | (Some("cpu"), _) => ScaleMetric::Cpu,
+            (None, ScalePolicy::Kpa) | (Some("concurrency"), _) => ScaleMetric::Concurrency,
+            (Some("rps"), _) => ScaleMetric::Rps,
+            (Some(other), _) => {
+                return Err(bad(format!(
+                    "metric must be cpu, concurrency or rps, got {other:?}"
+                )))
+            }
+        };
+        let target = match (self.target, metric) {
+            (Some(t), ScaleMetric::Cpu) => t / 100.0,
+            (Some(t), _) => t,
+            (None, ScaleMetric::Cpu) => 0.8,
+            (None, ScaleMetric::Concurrency) => self.container_concurrency.map_or(100.0, f64::from),
+            (None, ScaleMetric::Rps) => 200.0,
+        };
+        let mut a = Autoscale::new(policy, self.min.unwrap_or(1), self.max, metric, target);
+        a.initial = self.initial.unwrap_or(1);
+        a.container_concurrency = self.container_concurrency;
+        let duration = |key: &str, v: &Option<String>, into: &mut Duration| {
+            if let Some(text) = v {
+                *into =
+                    crate::values::parse_duration(text).map_err(|e| bad(format!("{key}: {e}")))?;
+            }
+            Ok::<_, TopologyError>(())
+        };
+        duration("hold_timeout", &self.hold_timeout, &mut a.hold_timeout)?;
+        duration("cold_start", &self.cold_start, &mut a.cold_start)?;
+        duration("sync", &self.sync, &mut a.sync)?;
+        duration(
+            "scale_down_stabilization",
+            &self.scale_down_stabilization,
+            &mut a.scale_down_stabilization,
+        )?;
+        duration("stable_window", &self.stable_window, &mut a.stable_window)?;
+        duration("panic_window", &self.panic_window, &mut a.panic_window)?;
+        duration(
+            "scale_to_zero_grace",
+            &self.scale_to_zero_grace,
+            &mut a.scale_to_zero_grace,
+        )?;
+        if let Some(t) = self.tolerance {
+            a.tolerance = t;
+        }
+        if let Some(p) = self.panic_threshold {
+            a.panic_threshold = p / 100.0;
+        }
+        if let Some(u) = self.utilization {
+            a.utilization = u / 100.0;
+        }
+        Ok(a)
+    }
 }
 
 /// `budgets:` of a topology: what the processes around its replicas may use.
@@ -714,6 +843,11 @@ impl TopologySpec {
             balancer_budget: self.other_budget(|b| &b.balancer, "budgets.balancer.cpus")?,
             store_budget: self.other_budget(|b| &b.store, "budgets.store.cpus")?,
             consumer_budget: self.other_budget(|b| &b.consumers, "budgets.consumers.cpus")?,
+            autoscale: self
+                .autoscale
+                .as_ref()
+                .map(AutoscaleSpec::autoscale)
+                .transpose()?,
         })
     }
 
@@ -934,6 +1068,7 @@ mod tests {
             memory: None,
             budgets: None,
             against: None,
+            autoscale: None,
         };
         assert_eq!(spec(None).topology().unwrap().runtime, Runtime::Rust);
         assert_eq!(
@@ -994,6 +1129,79 @@ mod tests {
         assert!(!spec("memory").topology().unwrap().redis);
         let e = spec("postgres").topology().unwrap_err();
         assert!(e.to_string().contains("memory or redis"), "{e}");
+    }
+
+    #[test]
+    fn an_autoscaled_topology_takes_its_platforms_defaults_and_refuses_what_it_would() {
+        let spec = |yaml: &str| -> TopologySpec {
+            serde_saphyr::from_str(&format!("name: t\n{yaml}\n")).unwrap()
+        };
+        let hpa = spec("cpus: 0.2\nautoscale: { policy: hpa, max: 6 }")
+            .topology()
+            .unwrap();
+        let a = hpa.autoscale.clone().unwrap();
+        assert_eq!(
+            (a.policy, a.metric, a.min, a.max),
+            (ScalePolicy::Hpa, ScaleMetric::Cpu, 1, 6)
+        );
+        // kubectl autoscale's 80 % of the quota, Kubernetes' sync and windows.
+        assert!((a.target - 0.8).abs() < 1e-9);
+        assert_eq!(
+            (a.sync.as_secs(), a.scale_down_stabilization.as_secs()),
+            (15, 300)
+        );
+        // Its most instances' quotas are what the topology may use.
+        assert!((hpa.quota_total() - 1.2).abs() < 1e-9);
+        let kpa = spec(
+            "autoscale: { policy: kpa, min: 0, max: 4, container_concurrency: 8, \
+             stable_window: 10s, panic_threshold: 300, utilization: 50 }",
+        )
+        .topology()
+        .unwrap();
+        let a = kpa.autoscale.unwrap();
+        assert_eq!((a.metric, a.min), (ScaleMetric::Concurrency, 0));
+        // Without a target, the container's concurrency (Knative's).
+        assert_eq!((a.target, a.container_concurrency), (8.0, Some(8)));
+        assert_eq!(
+            (a.stable_window.as_secs(), a.panic_window.as_secs()),
+            (10, 6)
+        );
+        assert!((a.panic_threshold - 3.0).abs() < 1e-9 && (a.utilization - 0.5).abs() < 1e-9);
+        for (yaml, says) in [
+            ("autoscale: { policy: vpa, max: 2 }", "hpa or kpa"),
+            (
+                "replicas: 2\nautoscale: { policy: kpa, max: 2 }",
+                "not replicas",
+            ),
+            ("lb: nginx\nautoscale: { policy: kpa, max: 2 }", "drop lb"),
+            (
+                "autoscale: { policy: hpa, min: 0, max: 2, metric: rps }",
+                "min 1 or more",
+            ),
+            (
+                "cpus: 0.2\nautoscale: { policy: kpa, max: 2, metric: cpu }",
+                "use policy hpa",
+            ),
+            ("autoscale: { policy: hpa, max: 2 }", "fractional cpus"),
+            (
+                "autoscale: { policy: kpa, min: 3, max: 2 }",
+                "min at most max",
+            ),
+            (
+                "autoscale: { policy: kpa, max: 2, stable_window: 2s }",
+                "panic_window",
+            ),
+            (
+                "autoscale: { policy: kpa, max: 2, cold_start: soon }",
+                "cold_start",
+            ),
+        ] {
+            let e = spec(yaml).topology().unwrap_err().to_string();
+            assert!(
+                e.starts_with("autoscale: ") && e.contains(says),
+                "{yaml}: {e}"
+            );
+        }
     }
 
     #[test]

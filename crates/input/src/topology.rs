@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use loadlab_run::topology::{defaults, Budget, Lb, Runtime, Stdout, Topology};
+use loadlab_run::topology::{
+    defaults, Autoscale, Budget, Lb, Runtime, ScaleMetric, ScalePolicy, Stdout, Topology,
+};
 
 /// A topology that cannot be deployed as described.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -56,6 +58,9 @@ pub enum TopologyError {
     /// Consumers of the visits queue without Redis to read it from.
     #[error("the visits application's consumers read a Redis stream: give the topology redis")]
     ConsumersWithoutRedis,
+    /// Autoscaling settings that cannot be run.
+    #[error("autoscale: {0}")]
+    Autoscale(String),
 }
 
 /// A topology as described, every part optional; `None` and `false` take the defaults.
@@ -108,6 +113,8 @@ pub struct TopologyInput {
     pub store_budget: Budget,
     /// What each consumer may use.
     pub consumer_budget: Budget,
+    /// Instances started and drained by an autoscaler instead of fixed replicas.
+    pub autoscale: Option<Autoscale>,
 }
 
 /// The balancer `name` names (`nginx`, `builtin`, `client`).
@@ -161,6 +168,9 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
     if input.lb_connections.is_some() && !nginx_in_front {
         return Err(TopologyError::ConnectionsWithoutNginx);
     }
+    if let Some(a) = &input.autoscale {
+        check_autoscale(a, input)?;
+    }
     Ok(Topology {
         workers,
         replicas,
@@ -191,7 +201,66 @@ pub fn lower(input: &TopologyInput) -> Result<Topology, TopologyError> {
         store_budget: input.store_budget,
         consumer_budget: input.consumer_budget,
         on_cores: Vec::new(),
+        autoscale: input.autoscale.clone(),
     })
+}
+
+/// Refuses autoscaling settings a platform would refuse, or that contradict the topology.
+fn check_autoscale(a: &Autoscale, input: &TopologyInput) -> Result<(), TopologyError> {
+    let refuse = |why: &str| Err(TopologyError::Autoscale(why.into()));
+    if input.replicas.is_some() {
+        return refuse("the autoscaler sets the instance count: give min and max, not replicas");
+    }
+    if input.lb.is_some() {
+        return refuse(
+            "an autoscaled topology stands behind loadlab's own balancer, which holds the \
+             requests no instance has room for: drop lb",
+        );
+    }
+    if a.max == 0 || a.min > a.max {
+        return refuse("max must be at least 1 and min at most max");
+    }
+    if a.policy == ScalePolicy::Hpa && a.min == 0 {
+        return refuse(
+            "the HPA keeps at least one instance: min 1 or more (the KPA scales to zero)",
+        );
+    }
+    if !(a.target > 0.0 && a.target.is_finite()) {
+        return refuse("target must be more than 0");
+    }
+    if a.container_concurrency == Some(0) {
+        return refuse("container_concurrency must be at least 1 (leave it out for no limit)");
+    }
+    if a.metric == ScaleMetric::Cpu {
+        if a.policy == ScalePolicy::Kpa {
+            return refuse(
+                "the KPA scales on concurrency or rps (Knative's CPU autoscaling is the HPA): use \
+                 policy hpa, or metric concurrency",
+            );
+        }
+        if !input.cpus.is_some_and(|c| c.fract() != 0.0) {
+            return refuse(
+                "metric cpu is a share of each instance's CPU quota: give the topology a \
+                 fractional cpus (0.2)",
+            );
+        }
+    }
+    if !(a.tolerance >= 0.0
+        && a.panic_threshold > 0.0
+        && a.utilization > 0.0
+        && a.utilization <= 1.0)
+    {
+        return refuse(
+            "tolerance must be 0 or more, panic_threshold more than 0, utilization in (0, 100]",
+        );
+    }
+    if a.sync.is_zero() || a.stable_window.as_secs() == 0 || a.panic_window.is_zero() {
+        return refuse("sync, stable_window and panic_window must be at least 1s");
+    }
+    if a.panic_window > a.stable_window {
+        return refuse("panic_window must not be longer than stable_window");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -195,6 +195,7 @@ mod tests {
             store_budget: Default::default(),
             consumer_budget: Default::default(),
             on_cores: Vec::new(),
+            autoscale: None,
         }
     }
 

@@ -89,4 +89,7 @@ pub enum LabError {
     /// Starting a process or writing a file failed.
     #[error(transparent)]
     Io(std::io::Error),
+    /// An autoscaled topology's first instances did not start.
+    #[error("the autoscaled topology did not start: {0}")]
+    Autoscale(String),
 }

@@ -7,8 +7,12 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::autoscale::balancer::{self, Balancer};
+use crate::autoscale::scaler::{self, Autoscaler, Launch, Policy, Probe, Started};
+use crate::autoscale::{hpa, kpa};
 use crate::cgroup::{Budget, Budgets, Group, CGROUP_ROOT};
 use crate::nginx::{self, NginxConfig};
 use crate::process::Supervised;
@@ -16,7 +20,9 @@ use crate::proxy::Proxy;
 use crate::redis::RedisServer;
 use crate::runtime;
 use crate::LabError;
-pub use loadlab_run::topology::{Lb, Runtime, Stdout, Topology};
+pub use loadlab_run::topology::{
+    Autoscale, Lb, Runtime, ScaleMetric, ScalePolicy, Stdout, Topology,
+};
 
 /// How long the replicas must stay quiet for a settle to count them done.
 const QUIET_WINDOW: Duration = Duration::from_millis(300);
@@ -59,8 +65,12 @@ pub struct Deployment {
     /// The path a settle probe asks for.
     health_path: String,
     /// The replicas' CPU and memory budgets (their control groups), when the topology sets
-    /// any; removed after the processes stop.
-    budgets: Option<Budgets>,
+    /// any; removed after the processes stop. Shared with an autoscaler, which makes a group
+    /// for each instance it starts.
+    budgets: Option<Arc<Mutex<Budgets>>>,
+    /// The autoscaler of an autoscaled topology, and the balancer its instances stand behind.
+    autoscaler: Option<Autoscaler>,
+    scaled_balancer: Option<Arc<Balancer>>,
     /// The budgeted groups, to watch.
     groups: Vec<Group>,
     /// The group of each of `instances`, by name, when it has one.
@@ -108,12 +118,18 @@ impl Deployment {
 
     /// A control group `name` with `budget`, watched with the others; none without a budget.
     fn budgeted(&mut self, name: &str, budget: Budget) -> Result<Option<Group>, LabError> {
-        let Some(budgets) = self.budgets.as_mut().filter(|_| !budget.is_none()) else {
+        let Some(budgets) = self.budgets.as_ref().filter(|_| !budget.is_none()) else {
             return Ok(None);
         };
-        let group = budgets.group(name, &budget)?;
+        let group = lock(budgets).group(name, &budget)?;
         self.groups.push(group.clone());
         Ok(Some(group))
+    }
+
+    /// The autoscaler of an autoscaled topology: what it decided and how many instances ran
+    /// each second.
+    pub fn autoscaler(&self) -> Option<&Autoscaler> {
+        self.autoscaler.as_ref()
     }
 
     /// The control groups of its budgeted processes (a replica's processes share one).
@@ -282,6 +298,9 @@ impl Deployment {
 
 impl Drop for Deployment {
     fn drop(&mut self) {
+        // An autoscaler's instances first (it stops them), then its balancer.
+        self.autoscaler.take();
+        self.scaled_balancer.take();
         self.proxy.take();
         if let Some(mut b) = self.balancer.take() {
             b.stop(Duration::from_secs(3));
@@ -303,6 +322,11 @@ impl Drop for Deployment {
         self.redis.take();
         self.budgets.take();
     }
+}
+
+/// The budgets behind their lock (a thread that panicked holding it left them usable).
+fn lock(budgets: &Mutex<Budgets>) -> std::sync::MutexGuard<'_, Budgets> {
+    budgets.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `loadlab consume` as consumer `i` (`counter-i`) of the Redis server at `url`.
@@ -488,6 +512,8 @@ fn deploy_with(
             .collect(),
         health_path: topology.health_path.clone(),
         budgets: None,
+        autoscaler: None,
+        scaled_balancer: None,
         groups: Vec::new(),
         instance_groups: Vec::new(),
         consumer_groups: Vec::new(),
@@ -500,10 +526,22 @@ fn deploy_with(
         topology.consumer_budget,
     ];
     if budgets.iter().any(|b| !b.is_none()) {
-        deployment.budgets = Some(Budgets::new(Path::new(CGROUP_ROOT))?);
+        let budgets = Budgets::new(Path::new(CGROUP_ROOT))?;
+        deployment.budgets = Some(Arc::new(Mutex::new(budgets)));
     }
     start_store(&mut deployment, topology, loadlab_exe)?;
     let bbox_url = start_shared_bbox(&mut deployment, topology, loadlab_exe)?;
+    if let Some(autoscale) = &topology.autoscale {
+        let spec = InstanceSpec {
+            topology: topology.clone(),
+            exe: loadlab_exe.to_path_buf(),
+            redis_url: deployment.redis.as_ref().map(RedisServer::url),
+            bbox_url,
+            budgets: deployment.budgets.clone(),
+            processes,
+        };
+        return deploy_autoscaled(deployment, autoscale, spec, front);
+    }
     // Rust's service (and a user's command) answers gRPC on its HTTP port; Node's and Python's
     // serve it from a process of their own beside each replica.
     let sidecars = grpc && topology.command.is_none() && topology.runtime != Runtime::Rust;
@@ -530,11 +568,7 @@ fn deploy_with(
     } else {
         String::new()
     };
-    let own = match topology.runtime {
-        Runtime::Rust => "loadlab serve".to_string(),
-        other => format!("loadlab serve --runtime {other}"),
-    };
-    let what = topology.command.as_deref().unwrap_or(&own).to_string() + &budget_words(topology);
+    let what = what_runs(topology);
     let store = match &deployment.redis {
         Some(r) => format!(", sharing redis-server {} (pid {})", r.url(), r.pid()),
         None => String::new(),
@@ -845,6 +879,157 @@ fn instance_command(
         cmd.env("TERM", "xterm-256color");
     }
     Ok(cmd)
+}
+
+/// What each replica runs, in words: the command and its budget.
+fn what_runs(topology: &Topology) -> String {
+    let own = match topology.runtime {
+        Runtime::Rust => "loadlab serve".to_string(),
+        other => format!("loadlab serve --runtime {other}"),
+    };
+    topology.command.as_deref().unwrap_or(&own).to_string() + &budget_words(topology)
+}
+
+/// What an autoscaler needs to start one instance of the topology.
+struct InstanceSpec {
+    topology: Topology,
+    exe: PathBuf,
+    redis_url: Option<String>,
+    bbox_url: Option<String>,
+    budgets: Option<Arc<Mutex<Budgets>>>,
+    /// Processes per instance (Rust workers sharing its port).
+    processes: usize,
+}
+
+impl InstanceSpec {
+    /// Starts instance `id` on a free port, in a control group of its own with the topology's
+    /// budget (as a pod of the platform's), without waiting for it to answer.
+    fn start(&self, id: u32) -> Result<Started, LabError> {
+        let topology = &self.topology;
+        let port = free_port()?;
+        let name = format!("instance {id}");
+        let budget = topology.replica_budget();
+        let group = match &self.budgets {
+            Some(b) if !budget.is_none() => Some(lock(b).group(&name, &budget)?),
+            _ => None,
+        };
+        let cores = match topology.cpus {
+            Some(n) => replica_cores(id as usize - 1, n, &topology.on_cores)?,
+            None => topology.on_cores.clone(),
+        };
+        let mut processes = Vec::new();
+        for w in 0..self.processes {
+            let label = match self.processes {
+                1 => name.clone(),
+                _ => format!("{name} worker {}", w + 1),
+            };
+            let calls = Calls {
+                redis_url: self.redis_url.as_deref(),
+                bbox_url: self.bbox_url.as_deref(),
+            };
+            let mut cmd = instance_command(topology, &self.exe, port, &label, calls)?;
+            place(&mut cmd, group.as_ref(), &cores)?;
+            processes.push(Supervised::spawn(&label, cmd).map_err(LabError::Io)?);
+        }
+        let cpu_ns = group.map(|g| Box::new(move || g.read().cpu_ns) as Box<dyn Fn() -> _ + Send>);
+        Ok(Started {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            cpu_ns,
+            cpus: topology.cpu_quota,
+            guard: Box::new(processes),
+        })
+    }
+}
+
+/// Deploys an autoscaled topology: loadlab's balancer on the front port, and an autoscaler
+/// that starts its first instances and waits until they answer.
+fn deploy_autoscaled(
+    mut deployment: Deployment,
+    autoscale: &Autoscale,
+    spec: InstanceSpec,
+    front: u16,
+) -> Result<Deployment, LabError> {
+    let listener =
+        TcpListener::bind(("127.0.0.1", front)).map_err(|e| LabError::PortInUse(front, e))?;
+    let settings = balancer::Settings {
+        container_concurrency: autoscale.container_concurrency,
+        hold_timeout: autoscale.hold_timeout,
+    };
+    let lb = Arc::new(Balancer::start(listener, settings).map_err(LabError::Io)?);
+    let health = spec.topology.health_path.clone();
+    let probe: Probe = Arc::new(move |addr: SocketAddr| {
+        http_get_within(addr.port(), &health, Duration::from_millis(500)).is_some()
+    });
+    let settings = scaler_settings(autoscale, &spec.topology);
+    let what = what_runs(&spec.topology);
+    let launch: Launch = Box::new(move |id| spec.start(id).map_err(|e| e.to_string()));
+    let autoscaler =
+        Autoscaler::start(settings, Arc::clone(&lb), launch, probe).map_err(LabError::Autoscale)?;
+    let policy = match autoscale.policy {
+        ScalePolicy::Hpa => "Kubernetes' HPA",
+        ScalePolicy::Kpa => "Knative's KPA",
+    };
+    let limit = match autoscale.container_concurrency {
+        Some(n) => format!(", at most {n} in flight each"),
+        None => String::new(),
+    };
+    let target = match autoscale.metric {
+        ScaleMetric::Cpu => format!("{:.0} % of the quota", 100.0 * autoscale.target),
+        ScaleMetric::Concurrency => format!("{} in flight", autoscale.target),
+        ScaleMetric::Rps => format!("{} requests/s", autoscale.target),
+    };
+    deployment.description = format!(
+        "{} to {} instances of {what} scaled by {policy} on {} (target {target}{limit}) behind \
+         loadlab's balancer on {}",
+        autoscale.min,
+        autoscale.max,
+        autoscale.metric.name(),
+        deployment.url
+    );
+    deployment.autoscaler = Some(autoscaler);
+    deployment.scaled_balancer = Some(lb);
+    Ok(deployment)
+}
+
+/// The scaler's settings for `a`: the policy's own with its platform's defaults replaced by
+/// what the topology sets.
+fn scaler_settings(a: &Autoscale, topology: &Topology) -> scaler::Settings {
+    let policy = match a.policy {
+        ScalePolicy::Hpa => {
+            let mut settings = hpa::Settings::new(a.min, a.max, a.target);
+            settings.tolerance = a.tolerance;
+            settings.down.stabilization = a.scale_down_stabilization;
+            // A CPU share reads 1.0 at the whole quota.
+            settings.full = (a.metric == ScaleMetric::Cpu).then_some(1.0);
+            Policy::Hpa {
+                settings,
+                sync: a.sync,
+            }
+        }
+        ScalePolicy::Kpa => {
+            // Knative aims at no more than the container's concurrency limit.
+            let target = match (a.metric, a.container_concurrency) {
+                (ScaleMetric::Concurrency, Some(cc)) => a.target.min(f64::from(cc)),
+                _ => a.target,
+            };
+            Policy::Kpa(kpa::Settings {
+                utilization: a.utilization,
+                stable_window: a.stable_window,
+                panic_window: a.panic_window,
+                panic_threshold: a.panic_threshold,
+                scale_to_zero_grace: a.scale_to_zero_grace,
+                ..kpa::Settings::new(a.min, a.max, target)
+            })
+        }
+    };
+    scaler::Settings {
+        policy,
+        metric: a.metric,
+        initial: a.initial,
+        cold_start_floor: a.cold_start,
+        ready_timeout: topology.ready_timeout,
+        drain_timeout: topology.proxy_timeout,
+    }
 }
 
 /// Puts the topology's balancer in front of the replicas on `ports` (nginx, the built-in

@@ -305,7 +305,7 @@ impl Interval {
 }
 
 /// What happened during one second of a run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TimelineRow {
     /// Second since the run's origin.
     pub second: u64,
@@ -351,6 +351,12 @@ pub struct TimelineRow {
     /// `OK`): the failures the status classes do not show, so that the second's errors are
     /// `s4xx + s5xx` + transport errors + this.
     pub grpc_failed: u64,
+    /// An autoscaled topology's ready instances this second.
+    pub replicas: Option<u32>,
+    /// The instances its autoscaler wanted.
+    pub replicas_desired: Option<u32>,
+    /// Its instances started and not ready yet.
+    pub replicas_starting: Option<u32>,
 }
 
 /// Error kinds whose columns sit between the status classes and `dropped`; kinds added later
@@ -404,6 +410,9 @@ impl TimelineRow {
                 c.errors()
                     .saturating_sub(c.status_class(4) + c.status_class(5) + c.transport_errors())
             },
+            replicas: None,
+            replicas_desired: None,
+            replicas_starting: None,
         }
     }
 
@@ -421,7 +430,7 @@ impl TimelineRow {
             h.push(',');
             h.push_str(k.as_str());
         }
-        h.push_str(",users_completed,grpc_failed");
+        h.push_str(",users_completed,grpc_failed,replicas,replicas_desired,replicas_starting");
         h
     }
 
@@ -462,7 +471,16 @@ impl TimelineRow {
         for n in later_kinds {
             write!(w, ",{n}")?;
         }
-        writeln!(w, ",{},{}", self.users_completed, self.grpc_failed)
+        let count = |v: Option<u32>| v.map_or(String::new(), |n| n.to_string());
+        writeln!(
+            w,
+            ",{},{},{},{},{}",
+            self.users_completed,
+            self.grpc_failed,
+            count(self.replicas),
+            count(self.replicas_desired),
+            count(self.replicas_starting)
+        )
     }
 }
 
@@ -509,6 +527,9 @@ impl TimelineRow {
             grpc_failed: n("grpc_failed"),
             p90_ms: f("p90_ms"),
             max_ms: f("max_ms"),
+            replicas: o("replicas").map(|v| v as u32),
+            replicas_desired: o("replicas_desired").map(|v| v as u32),
+            replicas_starting: o("replicas_starting").map(|v| v as u32),
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod lab;
 pub mod plan;
 pub mod profile;
 pub mod record;
+pub mod scaling;
 pub mod seconds;
 pub mod server;
 pub mod shard;

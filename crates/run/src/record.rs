@@ -295,6 +295,9 @@ pub struct RunData {
     pub profile: Option<crate::profile::ProfileOutcome>,
     /// The sampled requests (`--trace-sample`): how many, and the slowest.
     pub traces: crate::trace::TraceRecord,
+    /// What an autoscaled topology did during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<crate::scaling::ScalingData>,
 }
 
 /// Whole-run account of the virtual users' sessions.
@@ -576,6 +579,7 @@ impl RunData {
             timings: Timings::new(),
             profile: None,
             traces: Default::default(),
+            scaling: None,
         }
     }
 
@@ -619,6 +623,19 @@ impl RunData {
             }
         }
         self.server = Some(server);
+    }
+
+    /// Attaches what an autoscaled topology did, and adds its instances each second to the
+    /// timeline.
+    pub fn attach_scaling(&mut self, scaling: crate::scaling::ScalingData) {
+        for row in &mut self.timeline {
+            if let Some(s) = scaling.seconds.iter().find(|s| s.second == row.second) {
+                row.replicas = Some(s.ready);
+                row.replicas_desired = Some(s.desired);
+                row.replicas_starting = Some(s.starting);
+            }
+        }
+        self.scaling = Some(scaling);
     }
 
     /// Length of the run in seconds, never zero.

@@ -950,6 +950,81 @@ pub struct Summary {
     /// The requests sampled for tracing (`--trace-sample`), with the slowest's trace IDs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traces: Option<Traces>,
+    /// What an autoscaled topology did: its instances, its decisions, what its scaling cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<Autoscaling>,
+}
+
+/// An autoscaled topology's account of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Autoscaling {
+    /// `hpa` or `kpa`.
+    pub policy: String,
+    /// `cpu`, `concurrency` or `rps`.
+    pub metric: String,
+    /// Fewest instances.
+    pub min: u32,
+    /// Most instances.
+    pub max: u32,
+    /// Ready instances in the run's first second.
+    pub ready_first: u32,
+    /// Most instances ready at once.
+    pub ready_most: u32,
+    /// Ready instances in the run's last second.
+    pub ready_last: u32,
+    /// Instance-seconds paid for: every instance started, ready or draining, each second.
+    pub instance_seconds: f64,
+    /// Of them, ready instances that served next to nothing.
+    pub idle_instance_seconds: f64,
+    /// Requests held at the balancer for an instance with room, then served.
+    pub requests_waited: u64,
+    /// Their mean wait, ms.
+    pub wait_ms_mean: f64,
+    /// Requests answered 429 after waiting the hold timeout.
+    pub requests_refused: u64,
+    /// The cold starts of the instances that joined during the run, ms: the mean.
+    pub cold_start_ms_mean: Option<f64>,
+    /// The longest.
+    pub cold_start_ms_max: Option<f64>,
+    /// Each change of the instance count wanted.
+    pub decisions: Vec<crate::scaling::ScaleDecision>,
+}
+
+impl Autoscaling {
+    /// The account of `data`.
+    pub fn of(data: &crate::scaling::ScalingData) -> Self {
+        let s = &data.seconds;
+        let waited: u64 = s.iter().map(|x| x.waited).sum();
+        let wait_s: f64 = s.iter().map(|x| x.wait_s).sum();
+        let colds: Vec<f64> = data
+            .instances
+            .iter()
+            .filter(|i| i.started_s >= 0.0)
+            .filter_map(|i| i.cold_start_s.map(|c| c * 1000.0))
+            .collect();
+        Autoscaling {
+            policy: data.policy.clone(),
+            metric: data.metric.clone(),
+            min: data.min,
+            max: data.max,
+            ready_first: s.first().map_or(0, |x| x.ready),
+            ready_most: s.iter().map(|x| x.ready).max().unwrap_or(0),
+            ready_last: s.last().map_or(0, |x| x.ready),
+            instance_seconds: data.instance_seconds(),
+            idle_instance_seconds: s.iter().map(|x| f64::from(x.idle)).sum(),
+            requests_waited: waited,
+            wait_ms_mean: if waited == 0 {
+                0.0
+            } else {
+                1000.0 * wait_s / waited as f64
+            },
+            requests_refused: s.iter().map(|x| x.refused).sum(),
+            cold_start_ms_mean: (!colds.is_empty())
+                .then(|| colds.iter().sum::<f64>() / colds.len() as f64),
+            cold_start_ms_max: colds.iter().copied().reduce(f64::max),
+            decisions: data.decisions.clone(),
+        }
+    }
 }
 
 /// The requests a run sampled for tracing: to look up in a tracing backend by trace ID.
@@ -1117,6 +1192,7 @@ impl Summary {
             start: start_of(run),
             merged: None,
             traces: traces_of(run),
+            autoscale: run.scaling.as_ref().map(Autoscaling::of),
         }
     }
 }

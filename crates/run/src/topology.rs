@@ -204,6 +204,120 @@ pub struct Topology {
     /// Cores the topology's processes may run on (empty: every core); the lab sets it when
     /// the budgets leave cores free for the generator.
     pub on_cores: Vec<usize>,
+    /// Instances started and stopped by an autoscaler while load runs, instead of
+    /// `replicas` fixed ones (`None`: fixed).
+    pub autoscale: Option<Autoscale>,
+}
+
+/// Who decides an autoscaled topology's instance count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalePolicy {
+    /// Kubernetes' Horizontal Pod Autoscaler.
+    Hpa,
+    /// Knative's Pod Autoscaler (Cloud Run's model).
+    Kpa,
+}
+
+/// What an autoscaled topology scales on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleMetric {
+    /// CPU as a share of each instance's quota (the HPA only).
+    Cpu,
+    /// Requests in flight per instance.
+    Concurrency,
+    /// Requests a second per instance.
+    Rps,
+}
+
+impl ScalePolicy {
+    /// Its name in topology files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScalePolicy::Hpa => "hpa",
+            ScalePolicy::Kpa => "kpa",
+        }
+    }
+}
+
+impl ScaleMetric {
+    /// Its name in topology files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScaleMetric::Cpu => "cpu",
+            ScaleMetric::Concurrency => "concurrency",
+            ScaleMetric::Rps => "rps",
+        }
+    }
+}
+
+/// An autoscaled topology's settings (issue 55): `min` to `max` instances of the service, each
+/// on the topology's budget, behind loadlab's balancer; every duration and ratio has its
+/// platform's default in [`Autoscale::new`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Autoscale {
+    /// Who decides.
+    pub policy: ScalePolicy,
+    /// Fewest instances (0 lets the KPA scale to zero).
+    pub min: u32,
+    /// Most instances.
+    pub max: u32,
+    /// Instances at the start (Knative's `initial-scale`, 1), within `min` and `max`.
+    pub initial: u32,
+    /// On what.
+    pub metric: ScaleMetric,
+    /// The metric per instance aimed at: a share of the quota for `cpu` (0.6), requests in
+    /// flight or a second otherwise.
+    pub target: f64,
+    /// Requests in flight an instance takes at most (`containerConcurrency`; `None`: no
+    /// limit); past it requests wait at the balancer, then get 429.
+    pub container_concurrency: Option<u32>,
+    /// How long a request may wait at the balancer for room before its 429.
+    pub hold_timeout: Duration,
+    /// The least time from an instance's start to its first request (an image's pull, a
+    /// runtime's start): it joins no sooner, however soon it answers.
+    pub cold_start: Duration,
+    /// The HPA's sync period (15 s).
+    pub sync: Duration,
+    /// The HPA's tolerance (0.1).
+    pub tolerance: f64,
+    /// The HPA's scale-down stabilization window (300 s).
+    pub scale_down_stabilization: Duration,
+    /// The KPA's stable window (60 s).
+    pub stable_window: Duration,
+    /// The KPA's panic window (6 s).
+    pub panic_window: Duration,
+    /// The KPA panics when the panic window asks for this many times the ready instances (2.0).
+    pub panic_threshold: f64,
+    /// The share of the target the KPA aims at (0.7).
+    pub utilization: f64,
+    /// How long the KPA waits, its revision inactive, before removing the last instance (30 s).
+    pub scale_to_zero_grace: Duration,
+}
+
+impl Autoscale {
+    /// `policy` between `min` and `max` at `target` per instance on `metric`, with the
+    /// platform's defaults for the rest.
+    pub fn new(policy: ScalePolicy, min: u32, max: u32, metric: ScaleMetric, target: f64) -> Self {
+        Autoscale {
+            policy,
+            min,
+            max,
+            initial: 1,
+            metric,
+            target,
+            container_concurrency: None,
+            hold_timeout: Duration::from_secs(10),
+            cold_start: Duration::ZERO,
+            sync: Duration::from_secs(15),
+            tolerance: 0.1,
+            scale_down_stabilization: Duration::from_secs(300),
+            stable_window: Duration::from_secs(60),
+            panic_window: Duration::from_secs(6),
+            panic_threshold: 2.0,
+            utilization: 0.7,
+            scale_to_zero_grace: Duration::from_secs(30),
+        }
+    }
 }
 
 /// What one instance (a replica, the balancer, the store, a consumer) may use, as a
@@ -235,9 +349,14 @@ impl Topology {
     /// The kinds of process the topology runs, each with how many and the CPU quota of each:
     /// the replicas, then nginx, redis-server and the consumers when it has them.
     pub fn cpu_quotas(&self) -> Vec<(&'static str, usize, Option<f64>)> {
-        let balanced = self.replicas > 1 && self.lb == Lb::Nginx;
+        let balanced = self.replicas > 1 && self.lb == Lb::Nginx && self.autoscale.is_none();
+        // An autoscaled topology may run its most instances at once.
+        let replicas = self
+            .autoscale
+            .as_ref()
+            .map_or(self.replicas, |a| a.max as usize);
         [
-            (true, "replica", self.replicas, self.cpu_quota),
+            (true, "replica", replicas, self.cpu_quota),
             (balanced, "nginx", 1, self.balancer_budget.cpus),
             (self.redis, "redis-server", 1, self.store_budget.cpus),
             (

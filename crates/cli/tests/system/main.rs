@@ -10,6 +10,7 @@
 mod support;
 
 mod analysis;
+mod autoscale;
 mod browser;
 mod budgets;
 mod cli;

@@ -14,27 +14,8 @@ use std::time::{Duration, Instant};
 use super::balancer::{Balancer, Second};
 use super::{hpa, kpa};
 
-/// What the policy scales on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    /// CPU as a share of each instance's budget (its CPU quota).
-    Cpu,
-    /// Requests in flight per instance.
-    Concurrency,
-    /// Requests a second per instance.
-    Rps,
-}
-
-impl Metric {
-    /// Its name in topology files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::Cpu => "cpu",
-            Metric::Concurrency => "concurrency",
-            Metric::Rps => "rps",
-        }
-    }
-}
+/// What the policy scales on (`cpu`, `concurrency`, `rps`).
+pub use loadlab_run::topology::ScaleMetric as Metric;
 
 /// The policy deciding, with its settings.
 #[derive(Debug, Clone)]
@@ -179,10 +160,94 @@ enum Event {
 
 /// A running autoscaled set, stopped (every instance) by [`Autoscaler::finish`] or when dropped.
 pub struct Autoscaler {
-    started: Instant,
-    record: Arc<Mutex<Record>>,
+    recording: Recording,
     events: Sender<Event>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// A handle on an autoscaler's record, from which a run takes its own seconds.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    started: Instant,
+    record: Arc<Mutex<Record>>,
+    policy: &'static str,
+    metric: Metric,
+    bounds: (u32, u32),
+}
+
+impl Recording {
+    /// What happened between `from` and `to`, on a run's clock starting at `from`: the seconds
+    /// whose middle falls between them, the decisions made and the instances alive meanwhile.
+    pub fn during(&self, from: Instant, to: Instant) -> loadlab_run::scaling::ScalingData {
+        use loadlab_run::scaling as saved;
+        let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        let at = |t: Duration| self.started + t;
+        // Seconds from `from`, negative before it.
+        let offset = |t: Duration| {
+            let i = at(t);
+            match i.checked_duration_since(from) {
+                Some(d) => d.as_secs_f64(),
+                None => -from.duration_since(i).as_secs_f64(),
+            }
+        };
+        let seconds = record
+            .seconds
+            .iter()
+            .filter_map(|s| {
+                let end = at(s.at);
+                let begin = end - Duration::from_secs_f64(s.span_s.min(s.at.as_secs_f64()));
+                let middle = begin + (end - begin) / 2;
+                if middle < from || middle >= to {
+                    return None;
+                }
+                Some(saved::ScalingSecond {
+                    second: crate::clock::span_second(from, begin, end),
+                    ready: s.ready,
+                    starting: s.starting,
+                    draining: s.draining,
+                    desired: s.desired,
+                    idle: s.busy.iter().filter(|(_, c)| *c < 0.01).count() as u32,
+                    held: s.held,
+                    waited: s.waited,
+                    wait_s: s.wait_s,
+                    refused: s.refused,
+                })
+            })
+            .collect();
+        let decisions = record
+            .decisions
+            .iter()
+            .filter(|d| at(d.at) >= from && at(d.at) <= to)
+            .map(|d| saved::ScaleDecision {
+                at_s: offset(d.at),
+                from: d.from,
+                to: d.to,
+                metric: d.metric,
+                panicking: d.panicking,
+            })
+            .collect();
+        let instances = record
+            .instances
+            .iter()
+            .filter(|l| at(l.started) <= to && l.removed.is_none_or(|r| at(r) >= from))
+            .map(|l| saved::InstanceLife {
+                id: l.id,
+                started_s: offset(l.started),
+                cold_start_s: l.cold_start.map(|c| c.as_secs_f64()),
+                removed_s: l.removed.map(offset),
+                failed: l.failed.clone(),
+            })
+            .collect();
+        saved::ScalingData {
+            policy: self.policy.into(),
+            metric: self.metric.name().into(),
+            min: self.bounds.0,
+            max: self.bounds.1,
+            seconds,
+            decisions,
+            instances,
+        }
+    }
 }
 
 impl Autoscaler {
@@ -232,13 +297,23 @@ impl Autoscaler {
                 Err(_) => return Err("the initial instances were not ready in time".into()),
             }
         }
+        let policy = match scaler.settings.policy {
+            Policy::Hpa { .. } => "hpa",
+            Policy::Kpa(_) => "kpa",
+        };
+        let recording = Recording {
+            started,
+            record,
+            policy,
+            metric: scaler.settings.metric,
+            bounds: (min, max),
+        };
         let thread = std::thread::Builder::new()
             .name("loadlab-autoscaler".into())
             .spawn(move || scaler.run(&inbox))
             .map_err(|e| e.to_string())?;
         Ok(Autoscaler {
-            started,
-            record,
+            recording,
             events,
             thread: Some(thread),
         })
@@ -246,15 +321,18 @@ impl Autoscaler {
 
     /// When the scaler started: the origin of its records' times.
     pub fn started(&self) -> Instant {
-        self.started
+        self.recording.started
     }
 
     /// What it has recorded so far.
     pub fn record(&self) -> Record {
-        self.record
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let record = &self.recording.record;
+        record.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A handle on its record, for runs to take their seconds from.
+    pub fn recording(&self) -> Recording {
+        self.recording.clone()
     }
 
     /// Stops deciding and stops every instance; returns the whole record.
