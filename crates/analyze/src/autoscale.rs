@@ -48,7 +48,7 @@ fn scale_ups(data: &ScalingData, timeline: &[TimelineRow], out: &mut Vec<Finding
             .fold(0.0, f64::max);
         let start_ready = span.first().map_or(0, |s| s.ready);
         let cost = match (waited, refused) {
-            (0, 0) => "no request waited".to_string(),
+            (0, 0) => "no request waited at the balancer".to_string(),
             (w, 0) => format!(
                 "{w} requests waited for an instance with room ({:.0} ms on average)",
                 1000.0 * wait_s / w as f64
