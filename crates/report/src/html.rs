@@ -193,6 +193,18 @@ fn error_series(runs: &[RunView]) -> Vec<Series> {
     errors
 }
 
+/// An autoscaled topology's instances each second: ready, wanted and starting.
+fn instance_series(runs: &[RunView]) -> Vec<Series> {
+    let mut out = per_second(runs, "ready", |_, row| row.replicas.map(f64::from));
+    out.extend(per_second(runs, "wanted", |_, row| {
+        row.replicas_desired.map(f64::from)
+    }));
+    out.extend(per_second(runs, "starting", |_, row| {
+        row.replicas_starting.map(f64::from)
+    }));
+    out
+}
+
 /// Requests in flight, and virtual users in a session for runs of users.
 fn in_flight_series(runs: &[RunView]) -> Vec<Series> {
     let mut in_flight = per_second(runs, "in flight", |_, row| Some(row.in_flight as f64));
@@ -311,6 +323,19 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             in_flight_series(runs),
         ),
     ];
+    let instances = instance_series(runs);
+    if !instances.is_empty() {
+        // Beside the load it answered: the requests' rate and latency charts come first.
+        out.insert(
+            1,
+            chart(
+                "instances",
+                "Instances of the autoscaled topology (its 429s are with the errors)",
+                "instances",
+                instances,
+            ),
+        );
+    }
     let (cpu, rss) = process_series(runs);
     if !cpu.is_empty() {
         out.push(chart(
@@ -625,6 +650,37 @@ mod tests {
         let (quota, _, memory) = budget_series(&[RunView::from_run("budgets", &r, &s)]);
         assert_eq!(quota[0].points[0].1, 96.0);
         assert_eq!(memory[1].points[0].1, 64.0);
+    }
+
+    #[test]
+    fn an_autoscaled_run_gets_a_chart_of_its_instances_after_the_throughput() {
+        let (plain, ps) = run(4, false);
+        let html = render_html("plain", &[RunView::from_run("plain", &plain, &ps)]);
+        assert!(
+            !html.contains("<svg id=\"instances\""),
+            "no instances without autoscaling"
+        );
+        let (mut r, s) = run(4, false);
+        for row in &mut r.timeline {
+            row.replicas = Some(1 + row.second as u32 / 2);
+            row.replicas_desired = Some(3);
+            row.replicas_starting = Some(2 - row.second as u32 / 2);
+        }
+        let view = RunView::from_run("scaled", &r, &s);
+        let charts = charts(std::slice::from_ref(&view));
+        assert_eq!(charts[1].id, "instances");
+        let ready = &charts[1].series[0];
+        assert_eq!(
+            ready.points,
+            vec![(0.5, 1.0), (1.5, 1.0), (2.5, 2.0), (3.5, 2.0)]
+        );
+        let html = render_html("scaled", &[view]);
+        for series in ["ready", "wanted", "starting"] {
+            assert!(
+                html.contains(&format!("data-series=\"{series}\"")),
+                "{series}"
+            );
+        }
     }
 
     #[test]
