@@ -115,7 +115,8 @@ pub enum GrpcError {
     #[error(
         "this topology serves no gRPC where the lab can reach it: a Node or Python topology \
          serves gRPC from a process of its own beside each replica, which a balancer in front \
-         does not pass on; give it one replica, or lb: client"
+         does not pass on (give it one replica, or lb: client), and an autoscaled topology's \
+         balancer passes HTTP/1.1 only"
     )]
     NoGrpcFront,
     /// A flag that paces a client's stream, for a method whose client sends one message.

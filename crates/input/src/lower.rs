@@ -803,6 +803,8 @@ mod tests {
         );
         let e = workload(&f, &fronts, &[]).unwrap_err().to_string();
         assert!(e.contains("serves no gRPC"), "{e}");
+        // An autoscaled topology (its balancer passes HTTP/1.1) is named too.
+        assert!(e.contains("an autoscaled topology's balancer"), "{e}");
         assert!(plan.requests.iter().all(|r| r.is_grpc()
             && r.path == "/loadlab.reference.v1.Reference/Ping"
             && r.method == "POST"));
