@@ -265,13 +265,11 @@ impl Autoscaler {
         let (min, max) = settings.policy.bounds();
         let initial = settings.initial.clamp(min, max.max(min));
         let mut scaler = Scaler {
-            hpa: match &settings.policy {
-                Policy::Hpa { settings, .. } => Some(hpa::Hpa::new(settings.clone())),
-                Policy::Kpa(_) => None,
-            },
-            kpa: match &settings.policy {
-                Policy::Kpa(s) => Some(kpa::Kpa::new(s.clone())),
-                Policy::Hpa { .. } => None,
+            decider: match &settings.policy {
+                Policy::Hpa { settings, sync } => {
+                    Decider::Hpa(hpa::Hpa::new(settings.clone()), *sync)
+                }
+                Policy::Kpa(s) => Decider::Kpa(kpa::Kpa::new(s.clone())),
             },
             settings,
             balancer,
@@ -369,6 +367,14 @@ struct Member {
     recent: VecDeque<f64>,
 }
 
+/// The policy's state between decisions.
+enum Decider {
+    /// The HPA, deciding every sync period.
+    Hpa(hpa::Hpa, Duration),
+    /// The KPA, deciding every tick of its settings.
+    Kpa(kpa::Kpa),
+}
+
 /// The scaler's thread state.
 struct Scaler {
     settings: Settings,
@@ -378,8 +384,7 @@ struct Scaler {
     members: Vec<Member>,
     next_id: u32,
     started: Instant,
-    hpa: Option<hpa::Hpa>,
-    kpa: Option<kpa::Kpa>,
+    decider: Decider,
     /// The count wanted.
     desired: u32,
     last_decision: Duration,
@@ -558,7 +563,7 @@ impl Scaler {
                 }
             }
         }
-        if let Some(kpa) = &mut self.kpa {
+        if let Decider::Kpa(kpa) = &mut self.decider {
             // As Knative's collector: what the instances and the activator reported, once there
             // is an instance or a held request to report it.
             let any = busy.len() as u32 + report.held_now > 0 || report.held_concurrency > 0.0;
@@ -592,11 +597,8 @@ impl Scaler {
     /// as the activator pokes it) and applies its answer.
     fn decide(&mut self, now: Duration, report: &Second) {
         let (current, ready) = (self.current(), self.ready());
-        let (wanted, metric, panicking) = match (&mut self.hpa, &mut self.kpa) {
-            (Some(hpa), _) => {
-                let Policy::Hpa { sync, .. } = &self.settings.policy else {
-                    return;
-                };
+        let (wanted, metric, panicking) = match &mut self.decider {
+            Decider::Hpa(hpa, sync) => {
                 if now < self.last_decision + *sync && self.last_decision > Duration::ZERO {
                     return;
                 }
@@ -615,7 +617,7 @@ impl Scaler {
                 let mean = mean_ready(&readings);
                 (hpa.sync(now, current, &readings).desired, mean, false)
             }
-            (None, Some(kpa)) => {
+            Decider::Kpa(kpa) => {
                 let poke = current == 0 && report.held_now > 0;
                 if !poke && now < self.last_decision + kpa.settings().tick {
                     return;
@@ -623,7 +625,6 @@ impl Scaler {
                 let d = kpa.decide(now, ready, current);
                 (d.desired, d.stable, d.panicking)
             }
-            (None, None) => return,
         };
         self.last_decision = now;
         if wanted != self.desired {
