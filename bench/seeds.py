@@ -52,6 +52,9 @@ SEEDS = {
     "003": "seed-003-turnomatic",
     "004": "seed-004-logging",
 }
+# Labs a seed's conclusions read beside its own, each run after it into a directory of the
+# seed's named after the example: seed 002's web tier on Cloud Run's autoscaling.
+EXTRAS = {"002": ["seed-002-cloud-run"]}
 # The seeds' reports (Spanish), whose lines the conclusions cite; they are the project's
 # reference texts, kept beside this repository in shared/seeds/.
 SEED_FILES = {
@@ -75,39 +78,48 @@ def run(args):
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     for seed in args.seeds.split(","):
-        name = SEEDS[seed]
-        example = ROOT / "examples" / (f"{name}.short.yaml" if args.variant == "short" else f"{name}.yaml")
-        if not example.exists():
-            print(f"{seed}: no {example.name}; skipped")
-            continue
         dest = out / f"{seed}-{args.variant}"
-        with tempfile.TemporaryDirectory() as tmp:
-            before = loadavg()
-            started = time.monotonic()
-            done = subprocess.run([LOADLAB, "lab", str(example), "--out", tmp],
-                                  capture_output=True, text=True, timeout=4 * 3600)
-            wall = time.monotonic() - started
-            after = loadavg()
-            if done.returncode != 0:
-                sys.exit(f"{seed}: loadlab lab failed ({done.returncode}):\n{done.stderr[-2000:]}")
-            if dest.exists():
-                shutil.rmtree(dest)
-            dest.mkdir(parents=True)
-            for f in ["experiment.json", "lab.json", "comparison.csv"]:
-                shutil.copy(Path(tmp) / f, dest / f)
-            (dest / "lab.txt").write_text(done.stdout)
-            # The lab directory's layout, without the bulky per-second files: enough for
-            # `loadlab report DIR` to judge it again.
-            for kept in ["summary.json", "cell.json", "capacity.json", "probe.json"]:
-                for f in Path(tmp).rglob(kept):
-                    target = dest / f.parent.relative_to(tmp)
-                    target.mkdir(parents=True, exist_ok=True)
-                    shutil.copy(f, target / kept)
-        meta = {"seed": seed, "variant": args.variant, "example": example.name,
-                "wall_s": round(wall, 1), "load_before": before, "load_after": after,
-                "commit": commit, "date": datetime.datetime.now().isoformat(timespec="seconds")}
-        (dest / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        print(f"{seed} {args.variant}: {wall:.0f} s, load average {before:.2f} → {after:.2f} → {dest}")
+        if not run_example(seed, SEEDS[seed], args.variant, dest, commit):
+            continue
+        for name in EXTRAS.get(seed, []):
+            run_example(seed, name, args.variant, dest / name, commit)
+
+
+def run_example(seed, name, variant, dest, commit):
+    """Runs the lab of example `name` (its `variant`) and keeps what docs/seeds.md is made of in
+    `dest` (emptied first); False when the example has no such variant."""
+    example = ROOT / "examples" / (f"{name}.short.yaml" if variant == "short" else f"{name}.yaml")
+    if not example.exists():
+        print(f"{seed}: no {example.name}; skipped")
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        before = loadavg()
+        started = time.monotonic()
+        done = subprocess.run([LOADLAB, "lab", str(example), "--out", tmp],
+                              capture_output=True, text=True, timeout=4 * 3600)
+        wall = time.monotonic() - started
+        after = loadavg()
+        if done.returncode != 0:
+            sys.exit(f"{seed}: loadlab lab failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        for f in ["experiment.json", "lab.json", "comparison.csv"]:
+            shutil.copy(Path(tmp) / f, dest / f)
+        (dest / "lab.txt").write_text(done.stdout)
+        # The lab directory's layout, without the bulky per-second files: enough for
+        # `loadlab report DIR` to judge it again.
+        for kept in ["summary.json", "cell.json", "capacity.json", "probe.json"]:
+            for f in Path(tmp).rglob(kept):
+                target = dest / f.parent.relative_to(tmp)
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, target / kept)
+    meta = {"seed": seed, "variant": variant, "example": example.name,
+            "wall_s": round(wall, 1), "load_before": before, "load_after": after,
+            "commit": commit, "date": datetime.datetime.now().isoformat(timespec="seconds")}
+    (dest / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"{seed} {variant} {name}: {wall:.0f} s, load average {before:.2f} → {after:.2f} → {dest}")
+    return True
 
 
 # ---------------------------------------------------------------- reading a lab
@@ -125,6 +137,13 @@ class Lab:
         self.meta = json.loads((path / "meta.json").read_text())
         self.text = (path / "lab.txt").read_text()
         self.variant = self.meta["variant"]
+        # The labs run beside it (`EXTRAS`), by example name.
+        self.extras = {p.name: Lab(p) for p in sorted(path.iterdir())
+                       if p.is_dir() and (p / "meta.json").exists()}
+
+    def extra(self, name):
+        """The lab of example `name` run beside this one, or None."""
+        return self.extras.get(name)
 
     def cells(self, topology=None, workload=None):
         return [c for c in self.lab["cells"]
@@ -1337,6 +1356,35 @@ def c002_157(lab):
     return f"breaking point {r}; least latency {m}", verdict
 
 
+CR2, CR6, CLOUD_RUN = "Cloud Run, max 2", "Cloud Run, max 6", "seed-002-cloud-run"
+
+
+@conclusion("002", "105", "Cloud Run kept an instance idle a significant fraction of the time, raised "
+            "preemptively and soon found unnecessary, even when one instance sufficed.",
+            "the web tier (loadlab's site has no API tier) on Cloud Run's autoscaling (`seed-002-cloud-run`), "
+            "at most 6 instances, under the users of the second test (half sleep: where the instances allowed "
+            "outnumber what the load needs, as the API's did): the autoscaler raised an instance past the first and took one away again, and "
+            "in at least 10 % of the seconds a ready instance served nothing while the others had room for "
+            "every request (\"soon\" is not judged: the KPA waits its stable window)")
+def c002_105(lab):
+    cr = lab.extra(CLOUD_RUN)
+    a = ((cr.summary(CR6, USERS_H) if cr else None) or {}).get("autoscale")
+    if a is None:
+        return None
+    downs = [d for d in a["decisions"] if d["to"] < d["from"]]
+    share = 100.0 * a["idle_seconds"] / max(1, a["seconds"])
+    figures = (f"{a['ready_most']} ready at most, {len(downs)} scale-down(s); an instance idle in "
+               f"{a['idle_seconds']} of {a['seconds']} s ({share:.0f} %), {a['idle_instance_seconds']:.0f} of "
+               f"{a['instance_seconds']:.0f} instance-seconds")
+    if a["ready_most"] < 2:
+        return figures, "differs: no instance was raised past the first"
+    if not downs:
+        return figures, "differs: no instance was taken away again"
+    if share < 10.0:
+        return figures, f"differs: a ready instance was idle in only {share:.0f} % of the seconds"
+    return figures, "agrees"
+
+
 untestable("002", "77, 86", "The API's load stays low and it answers quickly: it is not the bottleneck.",
            "loadlab's site has no API tier (its pages record visits on the queue themselves); the seed found "
            "its API idle throughout, so the lab leaves it out")
@@ -1599,6 +1647,11 @@ def block(seed, labs):
                    f"{m['wall_s'] / 60:.1f} min, load average {m['load_before']:.2f} before, "
                    f"{m['load_after']:.2f} after. {agree} agree, {differ} differ, {missing} not measured "
                    "by this lab.\n")
+        for x in lab.extras.values():
+            xm = x.meta
+            out.append(f"With `{xm['example']}` (commit {xm['commit']}, {xm['date']}): "
+                       f"{xm['wall_s'] / 60:.1f} min, load average {xm['load_before']:.2f} before, "
+                       f"{xm['load_after']:.2f} after.\n")
         out.append("| # | loadlab's figures | verdict |")
         out.append("|---|---|---|")
         for i, c, got in rows:

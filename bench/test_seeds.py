@@ -100,6 +100,27 @@ class Conclusions(unittest.TestCase):
         self.assertEqual(verdict([31.0, 28.0, 12.0]), "agrees")
         self.assertIn("2 of 3 web instances never used 90 %", verdict([31.0, 20.0, 12.0]))
 
+    def test_the_idle_instance_row_reads_the_cloud_run_lab_beside_the_seeds(self):
+        def verdict(ready_most, downs, idle_seconds):
+            lab = lab_of([(seeds.B, seeds.USERS, 0, {})])
+            extra = lab.path / seeds.CLOUD_RUN
+            d = extra / seeds.slug(seeds.CR6) / seeds.slug(seeds.USERS_H)
+            d.mkdir(parents=True)
+            (extra / "lab.json").write_text(json.dumps({"cells": []}))
+            (extra / "meta.json").write_text(json.dumps({"variant": "full", "seed": "002", "date": "x"}))
+            (extra / "lab.txt").write_text("")
+            decisions = [{"at_s": 5.0, "from": 1, "to": ready_most}] + [
+                {"at_s": 60.0 + i, "from": ready_most - i, "to": ready_most - i - 1} for i in range(downs)]
+            (d / "summary.json").write_text(json.dumps({"autoscale": {
+                "ready_most": ready_most, "decisions": decisions, "seconds": 120,
+                "idle_seconds": idle_seconds, "idle_instance_seconds": 30.0, "instance_seconds": 300.0}}))
+            return seeds.c002_105(seeds.Lab(lab.path))[1]
+        self.assertEqual(verdict(3, 1, 24), "agrees")
+        self.assertIn("idle in only 8 %", verdict(3, 1, 10))
+        self.assertIn("taken away again", verdict(3, 0, 24))
+        self.assertIn("no instance was raised", verdict(1, 0, 24))
+        self.assertIsNone(seeds.c002_105(lab_of([(seeds.B, seeds.USERS, 0, {})])))
+
     def test_a_calc_median_under_the_timeout_is_explained_only_by_the_cells_own_504s(self):
         def reason(status, p50, slowest):
             lab = lab_of([(seeds.N1, "calc 600/s", 0, {})])

@@ -40,13 +40,21 @@ fn scale_ups(data: &ScalingData, timeline: &[TimelineRow], out: &mut Vec<Finding
         let waited: u64 = span.iter().map(|s| s.waited).sum();
         let refused: u64 = span.iter().map(|s| s.refused).sum();
         let wait_s: f64 = span.iter().map(|s| s.wait_s).sum();
-        let took = (reached.second + 1) as f64 - d.at_s.max(0.0);
         let p99 = timeline
             .iter()
             .filter(|r| r.second >= from && r.second <= reached.second && r.completed > 0)
             .map(|r| r.p99_ms)
             .fold(0.0, f64::max);
-        let start_ready = span.first().map_or(0, |s| s.ready);
+        // Ready when it decided: the last second before the decision's (an instance may join
+        // within the decision's own second).
+        let start_ready = seconds
+            .iter()
+            .rev()
+            .find(|s| s.second < from)
+            .or(span.first().copied())
+            .map_or(0, |s| s.ready);
+        let took = joined_after(data, d.at_s, reached.ready.saturating_sub(start_ready))
+            .unwrap_or((reached.second + 1) as f64 - d.at_s.max(0.0));
         let cost = match (waited, refused) {
             (0, 0) => "no request waited at the balancer".to_string(),
             (w, 0) => format!(
@@ -63,10 +71,13 @@ fn scale_ups(data: &ScalingData, timeline: &[TimelineRow], out: &mut Vec<Finding
         out.push(finding(
             "autoscale_up",
             format!(
-                "{cost} during the {took:.0} s it took to go from {start_ready} to {} ready \
+                "{cost} during the {} it took to go from {start_ready} to {} ready \
                  instances{mode}, decided at {:.0} s on a metric of {:.2}; the slowest second's \
                  p99 was {p99:.0} ms",
-                reached.ready, d.at_s, d.metric
+                took_words(took),
+                reached.ready,
+                d.at_s,
+                d.metric
             ),
             if refused > 0 {
                 "start instances sooner (a lower target, a higher min, a shorter cold start) or \
@@ -85,6 +96,30 @@ fn scale_ups(data: &ScalingData, timeline: &[TimelineRow], out: &mut Vec<Finding
             ],
         ));
     }
+}
+
+/// A scale-up's time in words: milliseconds under a second (a cold start of 30 ms is not
+/// "0.0 s"), seconds to a tenth above.
+fn took_words(seconds: f64) -> String {
+    if seconds < 1.0 {
+        format!("{:.0} ms", seconds * 1000.0)
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
+/// How long after `at_s` the `n`th instance started from then on joined (its start and cold
+/// start), seconds; `None` when fewer than `n` did (or `n` is 0).
+fn joined_after(data: &ScalingData, at_s: f64, n: u32) -> Option<f64> {
+    let mut joined: Vec<f64> = data
+        .instances
+        .iter()
+        .filter(|i| i.started_s >= at_s - 1e-3)
+        .filter_map(|i| Some(i.started_s + i.cold_start_s?))
+        .collect();
+    joined.sort_by(f64::total_cmp);
+    let nth = joined.get((n as usize).checked_sub(1)?)?;
+    Some(nth - at_s)
 }
 
 /// After the last second the most instances were ready and busy: how many stayed ready while
@@ -126,7 +161,7 @@ fn idle_after(data: &ScalingData, out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loadlab_run::scaling::{ScaleDecision, ScalingSecond};
+    use loadlab_run::scaling::{InstanceLife, ScaleDecision, ScalingSecond};
 
     fn second(second: u64, ready: u32, desired: u32, idle: u32) -> ScalingSecond {
         ScalingSecond {
@@ -188,6 +223,44 @@ mod tests {
         assert!(
             up.message
                 .contains("from 1 to 4 ready instances (in panic mode)"),
+            "{}",
+            up.message
+        );
+        // With the instances' lives, the time is the third new one's join; an instance that
+        // joins within the decision's own second is still counted from the one ready before.
+        let life = |id, started_s, cold_start_s| InstanceLife {
+            id,
+            started_s,
+            cold_start_s: Some(cold_start_s),
+            ..InstanceLife::default()
+        };
+        let mut data = data;
+        data.instances = vec![
+            life(1, -30.0, 0.1),
+            life(2, 5.2, 1.0),
+            life(3, 5.21, 2.0),
+            life(4, 5.22, 3.88),
+        ];
+        let mut out = Vec::new();
+        findings(&data, &timeline, &mut out);
+        let up = out.iter().find(|f| f.kind == "autoscale_up").unwrap();
+        assert!((up.values["seconds"] - 3.9).abs() < 1e-9, "{up:?}");
+        assert!(
+            up.message.contains("during the 3.9 s it took"),
+            "{}",
+            up.message
+        );
+        for s in &mut data.seconds[5..] {
+            s.ready = 4;
+        }
+        data.instances.truncate(2);
+        data.instances[1].cold_start_s = Some(0.03);
+        let mut out = Vec::new();
+        findings(&data, &timeline, &mut out);
+        let up = out.iter().find(|f| f.kind == "autoscale_up").unwrap();
+        assert!(
+            up.message
+                .contains("during the 800 ms it took to go from 1 to 4 ready instances"),
             "{}",
             up.message
         );

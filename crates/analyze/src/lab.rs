@@ -3,6 +3,7 @@
 //! target disagree — the same whether the lab has just run or `loadlab report LAB_DIR` reads
 //! last week's.
 
+use loadlab_run::lab::judged::ScaledCell;
 use loadlab_run::lab::{CellResult, LabCell, LabJson, Limit, Measured, SavedLab, LAB_SCHEMA};
 use loadlab_run::Summary;
 
@@ -84,6 +85,13 @@ fn cell_result(c: &LabCell, processes: usize, cores: usize) -> CellResult {
         measured,
         excluded: c.excluded.clone(),
         limits: found,
+        autoscale: c.summary.autoscale.as_ref().map(|a| ScaledCell {
+            instance_seconds: a.instance_seconds,
+            requests: c.summary.requests.sent,
+            failed: c.summary.requests.errors,
+            waited: a.requests_waited,
+            refused: a.requests_refused,
+        }),
     }
 }
 

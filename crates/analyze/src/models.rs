@@ -62,6 +62,17 @@ pub fn disagreement_line(target: &str, runs: &[(&str, &Summary)]) -> Option<Stri
                      the throughput at ×{slower:.1} the latency: the service was at or near its \
                      capacity, ~{best:.0} req/s, and the extra requests mostly queued"
                 )
+            } else if gain * DISAGREE <= 1.0 {
+                // More in flight for less throughput: each request of the other took less of
+                // the service (a different page, a cheaper variant), which no load model explains.
+                format!(
+                    "{lo_name} got ×{:.2} the throughput of {hi_name} with ×{:.2} the requests \
+                     in flight, each answered in ×{:.2} the time: the two asked the service for \
+                     different work, which their load models do not explain",
+                    1.0 / gain,
+                    lo_n / hi_n,
+                    lo_r / hi_r
+                )
             } else if gain >= DISAGREE {
                 format!(
                     "{hi_name} kept {more:.1}× the requests in flight of {lo_name} and got \
@@ -169,5 +180,24 @@ mod tests {
             summary(600.0, Some(600.0), 1.0),
         ];
         assert!(disagreement_line("x", &[("a", &sweep[0]), ("b", &sweep[1])]).is_none());
+    }
+
+    #[test]
+    fn the_same_users_asking_for_cheaper_work_are_not_read_as_the_same_throughput() {
+        // A lab's users and the same users on pages half of whose CPU became a sleep: 6 in
+        // flight each, 16 against 26 req/s (it read "about the same throughput at about the
+        // same latency").
+        let busy = summary(16.0, None, 397.6);
+        let half = summary(26.4, None, 227.0);
+        let line = disagreement_line("x", &[("site users", &busy), ("half sleep", &half)]).unwrap();
+        assert!(
+            line.contains(
+                "half sleep got ×1.65 the throughput of site users with ×0.94 the requests in \
+                 flight, each answered in ×0.57 the time: the two asked the service for \
+                 different work"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("about the same"), "{line}");
     }
 }

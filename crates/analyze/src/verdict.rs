@@ -120,16 +120,49 @@ fn measures(base: &[&CellResult], var: &[&CellResult]) -> Vec<(&'static str, Vec
     let Some((plan, _)) = measures_of(&both) else {
         return Vec::new();
     };
-    plan.into_iter()
+    let usable = |(b, v): &(f64, f64)| *b > 0.0 && *v > 0.0 && b.is_finite() && v.is_finite();
+    let mut out: Vec<(&'static str, Vec<(f64, f64)>)> = plan
+        .into_iter()
         .map(|(name, read)| {
             let values = rounds
                 .iter()
                 .filter_map(|(b, v)| Some((read(&b.measured)?, read(&v.measured)?)))
-                .filter(|(b, v)| *b > 0.0 && *v > 0.0 && b.is_finite() && v.is_finite())
+                .filter(usable)
                 .collect();
             (name, values)
         })
-        .collect()
+        .collect();
+    // Autoscaled topologies on both sides: what each paid for, beside what its load got.
+    let scaled: Option<Vec<(f64, f64)>> = rounds
+        .iter()
+        .map(|(b, v)| Some((b.autoscale?.instance_seconds, v.autoscale?.instance_seconds)))
+        .collect();
+    if let Some(values) = scaled.filter(|v| !v.is_empty()) {
+        out.push((
+            "instance_seconds",
+            values.into_iter().filter(usable).collect(),
+        ));
+    }
+    out
+}
+
+/// What an autoscaled side's cells failed and held, over its rounds, in words: `None` for a
+/// side that was not autoscaled.
+fn scaled_words(name: &str, cells: &[&CellResult]) -> Option<String> {
+    let costs: Vec<_> = cells.iter().filter_map(|c| c.autoscale).collect();
+    if costs.is_empty() {
+        return None;
+    }
+    let sum =
+        |f: fn(&loadlab_run::lab::judged::ScaledCell) -> u64| -> u64 { costs.iter().map(f).sum() };
+    let (requests, failed) = (sum(|c| c.requests), sum(|c| c.failed));
+    let share = 100.0 * failed as f64 / requests.max(1) as f64;
+    Some(format!(
+        "{name}: {failed} of {requests} requests failed ({share:.1} %), {} waited for an \
+         instance and {} got 429 at the balancer",
+        sum(|c| c.waited),
+        sum(|c| c.refused)
+    ))
 }
 
 /// How a figure is read from what a cell measured (`None` when the cell has no such figure).
@@ -243,6 +276,13 @@ fn compare(
         if let Some(words) = &scaling {
             why.push_str(&format!("; {words}"));
         }
+        if measure == "instance_seconds" {
+            for (name, cells) in [(base_name, base), (var_name, var)] {
+                if let Some(words) = scaled_words(name, cells) {
+                    why.push_str(&format!("; {words}"));
+                }
+            }
+        }
         let mut limited = Vec::new();
         for (name, cells) in [(base_name, base), (var_name, var)] {
             let limits = limits_of(cells);
@@ -346,6 +386,7 @@ pub fn measure_name(measure: &str) -> &'static str {
         "latency_p50" => "median latency",
         "max_throughput" => "the probe's top throughput",
         "service_time" => "service time",
+        "instance_seconds" => "instance-seconds paid for",
         _ => "p99 latency",
     }
 }
@@ -852,6 +893,7 @@ pub fn cpu_ms_per_request(s: &Summary) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadlab_run::lab::judged::ScaledCell;
 
     fn cell(
         topology: &str,
@@ -870,6 +912,7 @@ mod tests {
             measured: m,
             excluded: None,
             limits: Vec::new(),
+            autoscale: None,
         }
     }
 
@@ -1347,6 +1390,61 @@ mod tests {
         let v = &verdicts(&cells, &[], &[])[0];
         assert_eq!((v.ci_low, v.ci_high), (v.ratio, v.ratio));
         assert!(!v.differs && v.why.contains("one round"), "{v:?}");
+    }
+
+    #[test]
+    fn autoscaled_topologies_are_also_set_against_each_other_on_what_they_paid_for() {
+        // A minimum of 2 against 1 under the same spike: fewer failures for more instance-time.
+        let scaled = |t: &str, round, instance_seconds, failed, p99| CellResult {
+            autoscale: Some(ScaledCell {
+                instance_seconds,
+                requests: 1000,
+                failed,
+                waited: failed * 2,
+                refused: failed,
+            }),
+            ..cell(t, 1, "spike", round, open(30.0, 30.0, 20.0, p99))
+        };
+        let cells: Vec<CellResult> = (0..3)
+            .flat_map(|r| {
+                let jitter = 1.0 + 0.01 * r as f64;
+                [
+                    scaled("min 1", r, 100.0 * jitter, 40, 900.0),
+                    scaled("min 2", r, 160.0 / jitter, 2, 300.0 * jitter),
+                ]
+            })
+            .collect();
+        let all = verdicts(&cells, &[], &[]);
+        let paid = all
+            .iter()
+            .find(|v| v.measure == "instance_seconds")
+            .expect("an instance-seconds verdict");
+        assert!((paid.ratio - 1.6).abs() < 0.05 && paid.differs, "{paid:?}");
+        assert!(
+            paid.why
+                .starts_with("instance-seconds paid for ×1.57 (min 2 over min 1"),
+            "{}",
+            paid.why
+        );
+        assert!(
+            paid.why.contains("min 1: 120 of 3000 requests failed (4.0 %), 240 waited for an instance and 120 got 429")
+                && paid.why.contains("min 2: 6 of 3000 requests failed (0.2 %)"),
+            "{}",
+            paid.why
+        );
+        let p99 = all.iter().find(|v| v.measure == "latency_p99").unwrap();
+        assert!(p99.ratio < 0.4 && p99.differs, "{p99:?}");
+        // Fixed topologies have no such measure.
+        let fixed: Vec<CellResult> = cells
+            .iter()
+            .map(|c| CellResult {
+                autoscale: None,
+                ..c.clone()
+            })
+            .collect();
+        assert!(verdicts(&fixed, &[], &[])
+            .iter()
+            .all(|v| v.measure != "instance_seconds"));
     }
 
     #[test]

@@ -428,6 +428,10 @@ pub struct K8sJobArgs {
 /// OpenTelemetry environment variables say (returned as the empty string, which the exporter
 /// reads so). A value is always required, so the flag never takes the next argument by
 /// accident: an optional one took a run's target URL for the collector's.
+fn autoscale_setting(s: &str) -> Result<loadlab_run::topology::Autoscale, String> {
+    loadlab_input::experiment::autoscale_flag(s).map_err(|e| e.to_string())
+}
+
 fn otlp_endpoint(s: &str) -> Result<String, String> {
     if s == "env" {
         return Ok(String::new());
@@ -760,6 +764,12 @@ pub struct ServeArgs {
     /// it the kernel's OOM killer ends the replica.
     #[arg(long, value_name = "SIZE", value_parser = loadlab_input::values::memory_size)]
     pub memory: Option<u64>,
+    /// Instances that scale themselves behind loadlab's balancer on --port, set as an
+    /// experiment topology's `autoscale:` keys: `kpa,max=5,container_concurrency=10` (Knative's
+    /// KPA, Cloud Run's model) or `hpa,max=4,target=60` with --cpus 0.2 (Kubernetes' HPA on
+    /// each instance's CPU). Each decision is printed as it is made (docs/autoscaling.md).
+    #[arg(long, value_name = "POLICY,KEY=VALUE…", value_parser = autoscale_setting, conflicts_with_all = ["replicas", "lb", "static_at_lb"])]
+    pub autoscale: Option<loadlab_run::topology::Autoscale>,
     /// Most requests each process serves at once; past it it answers 429 (a per-instance
     /// concurrency limit, as Cloud Run's).
     #[arg(long = "max-in-flight", value_name = "N", value_parser = positive_count)]

@@ -120,7 +120,11 @@ fn execute_plan(
     let mut stderr = std::io::stderr();
     let began = std::time::Instant::now();
     let run = loadlab_engine::run(plan, stop, |row, iv| {
-        outputs.add(row, iv);
+        match &watch.scaling {
+            // The live view draws the instances beside the load as they change.
+            Some(scaling) => outputs.add(&scaling.mark(row), iv),
+            None => outputs.add(row, iv),
+        }
         if live {
             errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
             let _ = write!(

@@ -537,6 +537,55 @@ impl AutoscaleSpec {
     }
 }
 
+/// `--autoscale POLICY[,KEY=VALUE…]` (`kpa,max=5,container_concurrency=10`): the keys of an
+/// experiment topology's `autoscale:`, with their defaults, checked as there.
+pub fn autoscale_flag(text: &str) -> Result<Autoscale, TopologyError> {
+    let bad = |why: String| TopologyError::Autoscale(why);
+    let word = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.'))
+    };
+    let mut lines = Vec::new();
+    for (i, item) in text.split(',').map(str::trim).enumerate() {
+        let (key, value) = match item.split_once('=') {
+            Some((k, v)) => (k.trim(), v.trim()),
+            None if i == 0 => ("policy", item),
+            None => {
+                return Err(bad(format!(
+                    "{item:?} is not KEY=VALUE (--autoscale kpa,max=5,container_concurrency=10)"
+                )))
+            }
+        };
+        if !word(key) || !word(value) {
+            return Err(bad(format!(
+                "{item:?}: each setting is a key and a number or word (max=5, hold_timeout=10s)"
+            )));
+        }
+        lines.push(format!("{key}: {value}"));
+    }
+    let spec: AutoscaleSpec = serde_saphyr::from_str(&lines.join("\n"))
+        .map_err(|e| bad(setting_error(&e.to_string(), &lines)))?;
+    spec.autoscale()
+}
+
+/// A parser's message about the settings `lines` (one `key: value` each, made from the flag)
+/// in the flag's words: the setting it points at, not a line of text the user never wrote.
+fn setting_error(message: &str, lines: &[String]) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let at = first.find("line ").and_then(|i| {
+        let rest = &first[i + 5..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let n: usize = digits.parse().ok()?;
+        let why = rest.split_once(": ").map_or(rest, |(_, why)| why);
+        Some((lines.get(n.checked_sub(1)?)?, why))
+    });
+    match at {
+        Some((line, why)) => format!("{}: {why}", line.replacen(": ", "=", 1)),
+        None => first.trim_start_matches("error: ").to_string(),
+    }
+}
+
 /// `budgets:` of a topology: what the processes around its replicas may use.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1200,6 +1249,34 @@ mod tests {
             assert!(
                 e.starts_with("autoscale: ") && e.contains(says),
                 "{yaml}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_autoscale_flag_takes_the_files_keys_and_refuses_in_one_line() {
+        let a =
+            autoscale_flag("kpa,min=0,max=5,container_concurrency=10,stable_window=6s").unwrap();
+        assert_eq!(
+            (a.policy, a.metric, a.min, a.max, a.container_concurrency),
+            (ScalePolicy::Kpa, ScaleMetric::Concurrency, 0, 5, Some(10))
+        );
+        assert_eq!((a.target, a.stable_window.as_secs()), (10.0, 6));
+        let a = autoscale_flag("policy=hpa, max=4, target=60").unwrap();
+        assert_eq!((a.policy, a.min), (ScalePolicy::Hpa, 1));
+        assert!((a.target - 0.6).abs() < 1e-9);
+        for (flag, says) in [
+            ("kpa,max=5,windw=6s", "windw"),
+            ("kpa", "max"),
+            ("kpa,max=5,hpa", "is not KEY=VALUE"),
+            ("kpa,max=5: 3", "a key and a number or word"),
+            ("kpa,max=five", "max=five: invalid u32"),
+            ("vpa,max=2", "hpa or kpa"),
+        ] {
+            let e = autoscale_flag(flag).unwrap_err().to_string();
+            assert!(
+                e.starts_with("autoscale: ") && e.contains(says) && !e.contains('\n'),
+                "{flag}: {e}"
             );
         }
     }

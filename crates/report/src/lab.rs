@@ -57,6 +57,7 @@ fn measure_words(measure: &str) -> (&'static str, &'static str) {
         "latency_p50" => ("Median latency", "ms"),
         "max_throughput" => ("The probe's top throughput", "req/s"),
         "service_time" => ("Service time alone", "ms"),
+        "instance_seconds" => ("Instance-seconds paid for", "instance-s"),
         _ => ("p99 latency", "ms"),
     }
 }
@@ -325,6 +326,7 @@ mod tests {
             measured,
             excluded: None,
             limits: Vec::new(),
+            autoscale: None,
         }
     }
 

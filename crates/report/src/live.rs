@@ -64,7 +64,7 @@ pub struct Live {
 }
 
 /// Every family [`Live::families`] can hold, for the dashboard's check and the docs.
-pub const FAMILIES: [&str; 24] = [
+pub const FAMILIES: [&str; 25] = [
     "loadlab_responses_total",
     "loadlab_transport_errors_total",
     "loadlab_grpc_calls_total",
@@ -76,6 +76,7 @@ pub const FAMILIES: [&str; 24] = [
     "loadlab_offered_rate",
     "loadlab_achieved_rate",
     "loadlab_users_active",
+    "loadlab_instances",
     "loadlab_generator_cpu_seconds_total",
     "loadlab_run_complete",
     "loadlab_latency_seconds",
@@ -412,6 +413,22 @@ impl Live {
                 &self.lag,
             ),
         ];
+        if let Some((r, ready)) = last.and_then(|r| Some((r, r.replicas?))) {
+            out.push(Family {
+                name: "loadlab_instances",
+                help: "An autoscaled topology's instances at the last second, by state.",
+                unit: "{instance}",
+                kind: Kind::Gauge,
+                points: [
+                    ("ready", Some(ready)),
+                    ("desired", r.replicas_desired),
+                    ("starting", r.replicas_starting),
+                ]
+                .into_iter()
+                .filter_map(|(state, n)| Some(point(vec![("state", state.into())], n?.into())))
+                .collect(),
+            });
+        }
         out.extend(self.process_families());
         out.extend(self.store_families());
         out
@@ -567,6 +584,36 @@ mod tests {
     use loadlab_run::StreamReading;
 
     use super::*;
+
+    #[test]
+    fn an_autoscaled_runs_instances_are_a_gauge_and_a_chart_as_they_change() {
+        let mut live = Live::new("x", true);
+        let iv = Interval::new(0);
+        live.add(&TimelineRow::default(), &iv);
+        assert!(!live.metrics().contains("loadlab_instances"));
+        assert!(!live.charts_html().contains("instances"));
+        for (second, ready, desired, starting) in [(1, 1, 1, 0), (2, 1, 4, 3), (3, 4, 4, 0)] {
+            let row = TimelineRow {
+                second,
+                replicas: Some(ready),
+                replicas_desired: Some(desired),
+                replicas_starting: Some(starting),
+                ..TimelineRow::default()
+            };
+            live.add(&row, &iv);
+            let m = live.metrics();
+            assert!(m.contains("# TYPE loadlab_instances gauge"), "{m}");
+            for (state, n) in [
+                ("ready", ready),
+                ("desired", desired),
+                ("starting", starting),
+            ] {
+                let line = format!("loadlab_instances{{state=\"{state}\"}} {n}\n");
+                assert!(m.contains(&line), "{line} in {m}");
+            }
+        }
+        assert!(live.charts_html().contains("instances"));
+    }
 
     #[test]
     fn a_watched_stores_latest_reading_is_a_set_of_gauges() {

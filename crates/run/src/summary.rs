@@ -976,6 +976,13 @@ pub struct Autoscaling {
     pub instance_seconds: f64,
     /// Of them, ready instances that served next to nothing.
     pub idle_instance_seconds: f64,
+    /// Seconds the run's scaling record covers.
+    #[serde(default)]
+    pub seconds: u64,
+    /// Of them, seconds in which at least one ready instance served next to nothing (the
+    /// others had room for every request).
+    #[serde(default)]
+    pub idle_seconds: u64,
     /// Requests held at the balancer for an instance with room, then served.
     pub requests_waited: u64,
     /// Their mean wait, ms.
@@ -1012,6 +1019,8 @@ impl Autoscaling {
             ready_last: s.last().map_or(0, |x| x.ready),
             instance_seconds: data.instance_seconds(),
             idle_instance_seconds: s.iter().map(|x| f64::from(x.idle)).sum(),
+            seconds: s.len() as u64,
+            idle_seconds: s.iter().filter(|x| x.idle > 0).count() as u64,
             requests_waited: waited,
             wait_ms_mean: if waited == 0 {
                 0.0

@@ -34,6 +34,7 @@ pub fn main(a: ServeArgs) -> Result<Outcome> {
     // application's consumers are processes of their own: with its own Redis, a topology
     // starts them (an instance given --redis-url is one of its processes).
     let single = a.replicas == 1
+        && a.autoscale.is_none()
         && a.cmd.is_none()
         && !(a.visits && own_redis)
         && a.cpus.is_none()
@@ -206,7 +207,8 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
     }
     let topology = loadlab_input::topology::lower(&TopologyInput {
         workers: Some(a.workers),
-        replicas: Some(a.replicas),
+        // The autoscaler sets the instance count and stands in front itself.
+        replicas: a.autoscale.is_none().then_some(a.replicas),
         lb: a.lb.map(Into::into),
         port: Some(a.port),
         command: a.cmd.clone(),
@@ -228,6 +230,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
             .transpose()?,
         cpus: a.cpus,
         memory: a.memory,
+        autoscale: a.autoscale.clone(),
         ..TopologyInput::default()
     })?;
     let stop = loadlab_harness::interrupt_signal()?;
@@ -241,6 +244,7 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         deployment.description,
         pids.join(" ")
     );
+    let mut told = 0;
     loop {
         if stop.is_stopped() {
             return Ok(Outcome::Done);
@@ -248,5 +252,38 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
         if let Some(label) = deployment.exited(Duration::from_millis(100)) {
             anyhow::bail!("{label} exited; stopping the topology");
         }
+        if let Some(scaler) = deployment.autoscaler() {
+            let record = scaler.record();
+            for d in record.decisions.iter().skip(told) {
+                println!("loadlab serve: {}", decision_words(d, &topology));
+            }
+            told = record.decisions.len();
+        }
     }
+}
+
+/// An autoscaler's decision in one line: when, the count, and what it read.
+fn decision_words(
+    d: &loadlab_lab::autoscale::scaler::ScaleDecision,
+    topology: &loadlab_run::Topology,
+) -> String {
+    use loadlab_run::topology::{ScaleMetric, ScalePolicy};
+    let m = d.metric;
+    let read = match topology.autoscale.as_ref().map(|a| (a.policy, a.metric)) {
+        Some((ScalePolicy::Kpa, ScaleMetric::Rps)) => format!("{m:.1} req/s in all"),
+        Some((ScalePolicy::Kpa, _)) => format!("{m:.1} requests in flight in all"),
+        Some((ScalePolicy::Hpa, ScaleMetric::Cpu)) => format!("{:.0} % of each quota", 100.0 * m),
+        Some((ScalePolicy::Hpa, ScaleMetric::Concurrency)) => {
+            format!("{m:.1} requests in flight each")
+        }
+        Some((ScalePolicy::Hpa, ScaleMetric::Rps)) => format!("{m:.1} req/s each"),
+        None => format!("{m:.2}"),
+    };
+    format!(
+        "{:.1} s: {} → {} instance(s){}, reading {read}",
+        d.at.as_secs_f64(),
+        d.from,
+        d.to,
+        if d.panicking { " (panicking)" } else { "" },
+    )
 }

@@ -138,3 +138,97 @@ fn a_checked_lab_lists_its_cells_and_its_length_and_runs_nothing() {
     assert!(!stdout.contains("running"), "{stdout}");
     assert!(!out_dir.exists());
 }
+
+#[test]
+fn serve_autoscale_scales_out_under_held_requests_says_so_and_stops_every_instance() {
+    use std::io::{BufRead, Read, Write};
+    // Knative's KPA, one request at a time per instance, 6 s and 2 s windows: four requests of
+    // 2 s at once hold three at the balancer, and the panic window asks for every instance
+    // allowed (4 in flight over 0.7 each).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(["serve", "--port", "0", "--threads", "2", "--autoscale"])
+        .arg("kpa,min=1,max=4,container_concurrency=1,stable_window=6s,panic_window=2s")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let wait = std::time::Duration::from_secs(15);
+    let first = lines.recv_timeout(wait).expect("serve's first line");
+    assert!(
+        first.contains("1 to 4 instances") && first.contains("Knative's KPA"),
+        "{first}"
+    );
+    let port: u16 = first
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first}"));
+    let answers: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(std::time::Duration::from_secs(15)))
+                    .unwrap();
+                write!(
+                    s,
+                    "GET /delay?ms=2000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                let mut text = String::new();
+                let _ = s.read_to_string(&mut text);
+                text
+            })
+        })
+        .collect();
+    let decision = loop {
+        let line = lines.recv_timeout(wait).expect("a decision within 15 s");
+        if line.contains("→") {
+            break line;
+        }
+    };
+    assert!(
+        decision.contains("1 → 4 instance(s) (panicking), reading")
+            && decision.contains("requests in flight in all"),
+        "{decision}"
+    );
+    for a in answers {
+        let text = a.join().unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    }
+    // The instances are its children; Ctrl-C stops every one.
+    let children: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().nth(1))
+                    == Some(&child.id().to_string())
+            })
+        })
+        .collect();
+    assert!(children.len() >= 2, "instances: {children:?}");
+    // SAFETY: signals the child this test spawned, by its PID.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < wait, "serve did not stop after SIGINT");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_all_gone(&children);
+}

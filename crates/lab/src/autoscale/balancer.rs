@@ -1,6 +1,9 @@
 //! The balancer in front of an autoscaled topology, Knative's activator and queue-proxy in one:
-//! it passes each HTTP/1.1 request to the ready instance with the fewest in flight, at most
-//! `container_concurrency` on each; a request that finds no room (every instance full, or none
+//! it passes each HTTP/1.1 request to a ready instance, at most `container_concurrency` on
+//! each, picked as Knative's activator picks by that limit (its `throttler.go`): with no limit
+//! the fewer in flight of two taken at random, with a limit of 3 or less the first instance
+//! with room (so requests pack onto the oldest), above 3 the next with room in turn; a request
+//! that finds no room (every instance full, or none
 //! ready yet) is held until one has room, and answered 429 after `hold_timeout`, as Cloud Run
 //! answers when no instance can take it. Instances join and leave while load runs: one leaving
 //! drains (takes nothing new) before it is removed. Each second it reports what the autoscaler
@@ -115,7 +118,7 @@ struct Pool {
     instances: Vec<Instance>,
     /// Instances removed since the last report, with what they did in it.
     gone: Vec<InstanceSecond>,
-    /// Where the next pick starts, so ties rotate.
+    /// Where the round robin takes its next turn.
     next: usize,
     held: u32,
     held_busy: f64,
@@ -128,17 +131,44 @@ struct Pool {
 }
 
 impl Pool {
-    /// The ready instance with room and the fewest in flight, ties taken in turn.
+    /// The ready instance a request goes to, by Knative's activator's policy for the
+    /// container's concurrency; `None` when none has room.
     fn pick(&mut self) -> Option<usize> {
         let n = self.instances.len();
         let limit = self.settings.container_concurrency.unwrap_or(u32::MAX);
-        let start = self.next;
-        let best = (0..n)
-            .map(|k| (start + k) % n)
-            .filter(|&i| !self.instances[i].draining && self.instances[i].in_flight < limit)
-            .min_by_key(|&i| self.instances[i].in_flight)?;
-        self.next = (best + 1) % n.max(1);
-        Some(best)
+        let open = |i: &Instance| !i.draining && i.in_flight < limit;
+        match self.settings.container_concurrency {
+            // No limit: the power of two choices.
+            None => {
+                let ready: Vec<usize> = (0..n).filter(|&i| open(&self.instances[i])).collect();
+                let (a, b) = match ready.len() {
+                    0 => return None,
+                    1 => return Some(ready[0]),
+                    k => {
+                        let a = fastrand::usize(..k);
+                        let b = (a + 1 + fastrand::usize(..k - 1)) % k;
+                        (ready[a], ready[b])
+                    }
+                };
+                let (x, y) = (self.instances[a].in_flight, self.instances[b].in_flight);
+                Some(if x < y || (x == y && fastrand::bool()) {
+                    a
+                } else {
+                    b
+                })
+            }
+            // A small limit: the first with room.
+            Some(cc) if cc <= 3 => (0..n).find(|&i| open(&self.instances[i])),
+            // The next with room in turn.
+            Some(_) => {
+                let start = self.next;
+                let pick = (0..n)
+                    .map(|k| (start + k) % n)
+                    .find(|&i| open(&self.instances[i]))?;
+                self.next = pick + 1;
+                Some(pick)
+            }
+        }
     }
 
     fn hold(&mut self, now: Instant, change: i32) {
@@ -528,6 +558,43 @@ impl Body for Answer {
 mod tests {
     use super::*;
     use crate::autoscale::testing::{backend, get, together, until};
+
+    #[test]
+    fn requests_go_where_knatives_activator_sends_them_for_the_containers_limit() {
+        // Each pick takes a place on the instance picked; `loads` are the places taken before.
+        let picks = |limit: Option<u32>, loads: &[u32], n: usize| -> Vec<Option<usize>> {
+            let (b, _) = balancer(limit, Duration::from_secs(1));
+            for id in 0..loads.len() {
+                b.add(id as u32, "127.0.0.1:9".parse().unwrap());
+            }
+            let mut pool = b.shared.pool();
+            for (i, load) in loads.iter().enumerate() {
+                pool.instances[i].in_flight = *load;
+            }
+            (0..n)
+                .map(|_| {
+                    let pick = pool.pick();
+                    if let Some(i) = pick {
+                        pool.instances[i].in_flight += 1;
+                    }
+                    pick
+                })
+                .collect()
+        };
+        // A limit of 3 or less packs requests onto the first instances with room.
+        assert_eq!(
+            picks(Some(2), &[0, 0, 0], 7),
+            [Some(0), Some(0), Some(1), Some(1), Some(2), Some(2), None]
+        );
+        // Above 3, each in turn, passing over a full one.
+        assert_eq!(
+            picks(Some(10), &[0, 10, 0], 4),
+            [Some(0), Some(2), Some(0), Some(2)]
+        );
+        // No limit: the fewer in flight of two.
+        assert_eq!(picks(None, &[5, 0], 5), [Some(1); 5]);
+        assert_eq!(picks(None, &[], 1), [None]);
+    }
 
     fn balancer(limit: Option<u32>, hold: Duration) -> (Balancer, SocketAddr) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

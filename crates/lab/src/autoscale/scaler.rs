@@ -176,6 +176,19 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// `row` with the instances of the scaler's latest second: what a live view shows while
+    /// the run goes on (the run's own record takes each second's from [`Recording::during`]).
+    pub fn mark(&self, row: &loadlab_run::TimelineRow) -> loadlab_run::TimelineRow {
+        let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        let mut row = row.clone();
+        if let Some(last) = record.seconds.last() {
+            row.replicas = Some(last.ready);
+            row.replicas_desired = Some(last.desired);
+            row.replicas_starting = Some(last.starting);
+        }
+        row
+    }
+
     /// What happened between `from` and `to`, on a run's clock starting at `from`: the seconds
     /// whose middle falls between them, the decisions made and the instances alive meanwhile.
     pub fn during(&self, from: Instant, to: Instant) -> loadlab_run::scaling::ScalingData {

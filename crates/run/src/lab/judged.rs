@@ -33,6 +33,25 @@ pub struct CellResult {
     pub excluded: Option<String>,
     /// What limited it (empty when nothing did).
     pub limits: Vec<Limit>,
+    /// What an autoscaled topology's cell paid and failed (`None` for a fixed topology).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<ScaledCell>,
+}
+
+/// What a cell on an autoscaled topology paid for and what its load got, for setting one
+/// autoscaler's settings against another's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ScaledCell {
+    /// Instance-seconds paid for: every instance started, ready or draining, each second.
+    pub instance_seconds: f64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests that failed (an error or a failing status, 429 included).
+    pub failed: u64,
+    /// Requests held at the balancer for an instance with room, then served.
+    pub waited: u64,
+    /// Requests the balancer answered 429 after its hold timeout.
+    pub refused: u64,
 }
 
 /// A cell's figures, by the kind of load it ran.
