@@ -424,14 +424,15 @@ pub struct K8sJobArgs {
     pub run: Vec<String>,
 }
 
-/// `--otlp`'s value: an `http://` or `https://` collector URL, or `env` for where the
-/// OpenTelemetry environment variables say (returned as the empty string, which the exporter
-/// reads so). A value is always required, so the flag never takes the next argument by
-/// accident: an optional one took a run's target URL for the collector's.
+/// `--autoscale POLICY,KEY=VALUE…`: an experiment topology's `autoscale:` keys on one flag.
 fn autoscale_setting(s: &str) -> Result<loadlab_run::topology::Autoscale, String> {
     loadlab_input::experiment::autoscale_flag(s).map_err(|e| e.to_string())
 }
 
+/// `--otlp`'s value: an `http://` or `https://` collector URL, or `env` for where the
+/// OpenTelemetry environment variables say (returned as the empty string, which the exporter
+/// reads so). A value is always required, so the flag never takes the next argument by
+/// accident: an optional one took a run's target URL for the collector's.
 fn otlp_endpoint(s: &str) -> Result<String, String> {
     if s == "env" {
         return Ok(String::new());

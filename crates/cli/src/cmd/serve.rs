@@ -1,6 +1,7 @@
 //! `loadlab serve`: the reference service on a port, in Rust or another runtime, or a topology
 //! of it (workers, replicas behind a load balancer, or the user's own command), until Ctrl-C.
 
+use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -253,11 +254,15 @@ fn supervise(a: &ServeArgs, redis: bool) -> Result<Outcome> {
             anyhow::bail!("{label} exited; stopping the topology");
         }
         if let Some(scaler) = deployment.autoscaler() {
-            let record = scaler.record();
-            for d in record.decisions.iter().skip(told) {
-                println!("loadlab serve: {}", decision_words(d, &topology));
+            for d in scaler.decisions_from(told) {
+                // A reader that went away (`| head`) costs the lines, not the topology.
+                let _ = writeln!(
+                    std::io::stdout(),
+                    "loadlab serve: {}",
+                    decision_words(&d, &topology)
+                );
+                told += 1;
             }
-            told = record.decisions.len();
         }
     }
 }

@@ -341,6 +341,14 @@ impl Autoscaler {
         record.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The decisions made from the `from`th on (those not seen yet), without copying the
+    /// rest of the record.
+    pub fn decisions_from(&self, from: usize) -> Vec<ScaleDecision> {
+        let record = &self.recording.record;
+        let record = record.lock().unwrap_or_else(|e| e.into_inner());
+        record.decisions.iter().skip(from).cloned().collect()
+    }
+
     /// A handle on its record, for runs to take their seconds from.
     pub fn recording(&self) -> Recording {
         self.recording.clone()
