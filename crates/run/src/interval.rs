@@ -485,6 +485,13 @@ impl TimelineRow {
 }
 
 impl TimelineRow {
+    /// Sets an autoscaled topology's instances in this second: ready, wanted, starting.
+    pub fn set_instances(&mut self, ready: u32, desired: u32, starting: u32) {
+        self.replicas = Some(ready);
+        self.replicas_desired = Some(desired);
+        self.replicas_starting = Some(starting);
+    }
+
     /// A row read back from `timeline.csv`: `value(column)` gives a column's number (NaN when
     /// empty or missing); columns a file lacks read as zero (or `None`).
     pub fn from_columns(value: impl Fn(&str) -> f64) -> Self {

@@ -182,9 +182,7 @@ impl Recording {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let mut row = row.clone();
         if let Some(last) = record.seconds.last() {
-            row.replicas = Some(last.ready);
-            row.replicas_desired = Some(last.desired);
-            row.replicas_starting = Some(last.starting);
+            row.set_instances(last.ready, last.desired, last.starting);
         }
         row
     }
