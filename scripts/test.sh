@@ -162,9 +162,11 @@ rm -f "$installs_log" "$installs_env"
 took "the system tier's programs installed (the wait after the fast tier)"
 
 # loadlab's system tests take their claims on the machine (crates/cli/tests/support: alone,
-# quiet or shared), so that harness runs four at a time and a test waiting for its claim leaves
-# no place empty; the other crates' system tests run as libtest runs them.
-cargo test -p loadlab --locked --test system -- --test-threads=4
+# quiet or shared), so that harness runs them all at once, a thread each, and the claims run
+# the tests alone first, then the quiet ones, then the shared ones (libtest prints "has been
+# running for over 60 seconds" for tests still waiting for their claim); the other crates'
+# system tests run as libtest runs them.
+cargo test -p loadlab --locked --test system -- --test-threads=256
 cargo test --workspace --exclude loadlab --locked --test system
 took "system tier (cargo test --test system)"
 # loadlab's `locust` package on its own, against a fake engine (the system tier runs it for

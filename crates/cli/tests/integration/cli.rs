@@ -367,7 +367,8 @@ fn a_killed_run_keeps_its_seconds_and_report_reads_them() {
 }
 
 #[test]
-fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_and_keep_a_test_alone_alone() {
+fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_first_then_quiet_ones()
+{
     // The fast tier claims nothing, so here the claims are this test's alone.
     use crate::support::{alone, quiet, shared, Claim};
     use std::sync::mpsc;
@@ -438,5 +439,30 @@ fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_and_keep_a_test
     let s4 = fourth
         .recv_timeout(soon)
         .expect("a shared test in the freed place");
-    drop((s2, s3, s4));
+    // A quiet test waiting goes before the shared tests that come after it: the running ones
+    // end, and no new one starts while it waits.
+    let q = within(quiet);
+    assert!(
+        q.recv_timeout(soon).is_err(),
+        "a quiet test waits for shared ones"
+    );
+    let late = within(shared);
+    drop(s2);
+    assert!(
+        late.recv_timeout(soon).is_err(),
+        "a shared test waits behind a quiet one"
+    );
+    drop((s3, s4));
+    let q = q
+        .recv_timeout(soon)
+        .expect("quiet once the shared ones ended");
+    assert!(
+        late.recv_timeout(soon).is_err(),
+        "nothing shared beside a quiet test"
+    );
+    drop(q);
+    let last = late
+        .recv_timeout(soon)
+        .expect("shared once the quiet test ended");
+    drop(last);
 }
