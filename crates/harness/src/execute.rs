@@ -100,14 +100,24 @@ fn execute_plan(
     watch: &Watch,
     outputs: &LiveOutputs,
 ) -> Result<(RunData, Summary)> {
-    let sampler = if watch.pids.is_empty() && watch.stores.is_empty() && watch.groups.is_empty() {
+    let sampler = if watch.pids.is_empty()
+        && watch.stores.is_empty()
+        && watch.groups.is_empty()
+        && watch.scaling.is_none()
+    {
         None
     } else {
         let feed = outputs.feed();
+        // An autoscaled topology's instances are watched while they live.
+        let members = watch
+            .scaling
+            .clone()
+            .map(|scaling| Box::new(move || scaling.members()) as loadlab_lab::sampler::Members);
         Some(loadlab_lab::Sampler::start_feeding(
             &watch.pids,
             &watch.stores,
             &watch.groups,
+            members,
             Duration::from_secs(1),
             feed,
         )?)

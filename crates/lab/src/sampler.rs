@@ -31,6 +31,11 @@ pub enum SamplerError {
 /// exporters), besides the run's record.
 pub type Feed = Box<dyn FnMut(LiveReading) + Send>;
 
+/// Processes and control groups that come and go during a run (an autoscaler's instances),
+/// asked for at each reading: the processes are watched with their descendants while listed,
+/// a group from the reading that first lists it to the one after it leaves the list.
+pub type Members = Box<dyn FnMut() -> (Vec<i32>, Vec<Group>) + Send>;
+
 /// CPU time this process (every thread of it) has used so far, seconds; 0 where `/proc`
 /// cannot tell.
 pub fn own_cpu_seconds() -> f64 {
@@ -64,16 +69,17 @@ impl Sampler {
         stores: &[String],
         interval: Duration,
     ) -> Result<Sampler, SamplerError> {
-        Sampler::start_feeding(roots, stores, &[], interval, Box::new(|_| {}))
+        Sampler::start_feeding(roots, stores, &[], None, interval, Box::new(|_| {}))
     }
 
     /// Like [`Sampler::start`], also reading the control groups `groups` (the budgeted
-    /// processes' CPU, throttling, memory and OOM kills), and handing each store reading to
-    /// `feed` as it is taken.
+    /// processes' CPU, throttling, memory and OOM kills) and the `members` that come and go,
+    /// and handing each store and process reading to `feed` as it is taken.
     pub fn start_feeding(
         roots: &[i32],
         stores: &[String],
         groups: &[Group],
+        members: Option<Members>,
         interval: Duration,
         feed: Feed,
     ) -> Result<Sampler, SamplerError> {
@@ -86,12 +92,15 @@ impl Sampler {
             .iter()
             .map(|url| StoreReader::new(url).map_err(SamplerError::BadStore))
             .collect::<Result<Vec<_>, _>>()?;
-        let roots = roots.to_vec();
-        let groups = groups.iter().cloned().map(GroupReader::new).collect();
+        let targets = Targets {
+            roots: roots.to_vec(),
+            groups: groups.iter().cloned().map(GroupReader::new).collect(),
+            members,
+        };
         let (stop, stopped) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("loadlab-sampler".into())
-            .spawn(move || sample_loop(&roots, readers, groups, feed, interval, &stopped))
+            .spawn(move || sample_loop(targets, readers, feed, interval, &stopped))
             .expect("the sampler thread starts");
         Ok(Sampler { stop, thread })
     }
@@ -103,16 +112,56 @@ impl Sampler {
     }
 }
 
+/// The processes and groups a sampler watches: those named at its start, and the members.
+struct Targets {
+    roots: Vec<i32>,
+    /// Every group read so far, those named at the start first, then members' as they came.
+    groups: Vec<GroupReader>,
+    members: Option<Members>,
+}
+
+impl Targets {
+    /// The roots to read now: those named at the start and the members listed now. A member's
+    /// group is read from now on when it is new, and once more (its last second) when it has
+    /// left the list.
+    fn refresh(&mut self, start: Instant) -> Vec<i32> {
+        let Some(members) = self.members.as_mut() else {
+            return self.roots.clone();
+        };
+        let (pids, groups) = members();
+        for g in &mut self.groups {
+            if g.member && !g.ended && !groups.iter().any(|n| n.name == g.group.name) {
+                g.read(start);
+                g.ended = true;
+            }
+        }
+        for group in groups {
+            if !self.groups.iter().any(|g| g.group.name == group.name) {
+                let mut reader = GroupReader::new(group);
+                reader.member = true;
+                self.groups.push(reader);
+            }
+        }
+        self.roots.iter().copied().chain(pids).collect()
+    }
+
+    /// Reads every group still watched.
+    fn read_groups(&mut self, start: Instant) {
+        for g in self.groups.iter_mut().filter(|g| !g.ended) {
+            g.read(start);
+        }
+    }
+}
+
 fn sample_loop(
-    roots: &[i32],
+    mut targets: Targets,
     mut stores: Vec<StoreReader>,
-    mut groups: Vec<GroupReader>,
     mut feed: Feed,
     interval: Duration,
     stopped: &mpsc::Receiver<()>,
 ) -> ServerData {
     let mut reader = Reader {
-        roots,
+        roots: targets.roots.clone(),
         start: Instant::now(),
         ticks_per_s: procfs::ticks_per_second() as f64,
         page: procfs::page_size(),
@@ -122,6 +171,7 @@ fn sample_loop(
     let mut host = HostReader::new();
     let mut tick = 0u32;
     loop {
+        reader.roots = targets.refresh(reader.start);
         let fresh = reader.read_all(None);
         for p in reader.series.values() {
             if let Some(sample) = p.samples.last().filter(|_| fresh.contains(&p.pid)) {
@@ -133,9 +183,7 @@ fn sample_loop(
             }
         }
         host.read(reader.start, None);
-        for g in &mut groups {
-            g.read(reader.start);
-        }
+        targets.read_groups(reader.start);
         for store in &mut stores {
             let name = store.name().to_string();
             if let Some(sample) = store.read(reader.start) {
@@ -155,19 +203,25 @@ fn sample_loop(
     // A last reading, so a run shorter than the interval still gets one sample. One much
     // shorter than the interval would weigh as much as a whole one in the average, with the
     // few clock ticks it holds: it extends the sample before it instead.
+    reader.roots = targets.refresh(reader.start);
     reader.read_all(Some(interval / 2));
     host.read(reader.start, Some(interval / 2));
-    for g in &mut groups {
-        g.read(reader.start);
-    }
+    targets.read_groups(reader.start);
     ServerData {
         processes: reader.series.into_values().collect(),
         stores: stores.into_iter().map(StoreReader::finish).collect(),
         host: host.samples,
-        groups: groups.into_iter().map(GroupReader::finish).collect(),
+        groups: targets
+            .groups
+            .into_iter()
+            .map(GroupReader::finish)
+            .collect(),
         cores: None,
     }
 }
+
+/// The least time between two readings of a group for the second to count as a sample.
+const MIN_GROUP_SPAN: Duration = Duration::from_millis(20);
 
 /// One control group's readings: the counters at the start, the last reading, and a sample
 /// per reading of what changed since the one before.
@@ -180,6 +234,10 @@ struct GroupReader {
     most: u64,
     /// Second of the first reading that saw an OOM kill.
     first_oom: Option<u64>,
+    /// A member's group (it comes and goes), not one named at the start.
+    member: bool,
+    /// Read for the last time: its member has left.
+    ended: bool,
 }
 
 impl GroupReader {
@@ -194,6 +252,8 @@ impl GroupReader {
             },
             most: now.0.memory_bytes,
             first_oom: None,
+            member: false,
+            ended: false,
             first: now,
             last: now,
             group,
@@ -205,6 +265,11 @@ impl GroupReader {
     fn read(&mut self, start: Instant) {
         let (r, at) = (self.group.read(), Instant::now());
         let (p, then) = self.last;
+        // A reading right after the last one (the first reading of a group just made) spans
+        // too little time to measure anything.
+        if at.duration_since(then) < MIN_GROUP_SPAN {
+            return;
+        }
         let second = span_second(start, then, at);
         let wall = at.duration_since(then).as_secs_f64().max(1e-3);
         let cpu_ns = r.cpu_ns.unwrap_or(0).saturating_sub(p.cpu_ns.unwrap_or(0));
@@ -320,8 +385,8 @@ fn host_ticks() -> Option<(u64, u64, usize)> {
 }
 
 /// What the sampler keeps between readings.
-struct Reader<'a> {
-    roots: &'a [i32],
+struct Reader {
+    roots: Vec<i32>,
     start: Instant,
     ticks_per_s: f64,
     page: u64,
@@ -329,14 +394,14 @@ struct Reader<'a> {
     series: BTreeMap<i32, ProcessSeries>,
 }
 
-impl Reader<'_> {
+impl Reader {
     /// Reads every watched process once, adding a sample for each one read before; a reading
     /// less than `merge_under` after the last one extends that last sample instead. Returns
     /// the processes that got a new sample.
     fn read_all(&mut self, merge_under: Option<Duration>) -> Vec<u32> {
         let (ticks_per_s, page) = (self.ticks_per_s, self.page);
         let (previous, series) = (&mut self.previous, &mut self.series);
-        let pids = watched(self.roots);
+        let pids = watched(&self.roots);
         let (now, start) = (Instant::now(), self.start);
         let mut fresh = Vec::new();
         for pid in pids {
@@ -435,4 +500,80 @@ pub(crate) fn watched(roots: &[i32]) -> Vec<i32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Child, Command};
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A `sleep` stopped (by PID) when dropped.
+    struct Sleeper(Child);
+
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn members_are_watched_while_they_are_listed_and_their_readings_are_kept_after() {
+        let spawn = || Sleeper(Command::new("sleep").arg("30").spawn().unwrap());
+        let (first, second) = (spawn(), spawn());
+        let (a, b) = (first.0.id(), second.0.id());
+        // The members listed: `a` throughout, `b` only in the middle of the run.
+        let listed = Arc::new(Mutex::new(vec![a as i32]));
+        let shared = Arc::clone(&listed);
+        let members: Members = Box::new(move || (shared.lock().unwrap().clone(), Vec::new()));
+        // Each process's readings as the sampler hands them out.
+        let seen = Arc::new(Mutex::new(HashMap::<u32, usize>::new()));
+        let counted = Arc::clone(&seen);
+        let feed: Feed = Box::new(move |r| {
+            if let LiveReading::Process { pid, .. } = r {
+                *counted.lock().unwrap().entry(pid).or_default() += 1;
+            }
+        });
+        let sampler = Sampler::start_feeding(
+            &[],
+            &[],
+            &[],
+            Some(members),
+            Duration::from_millis(50),
+            feed,
+        )
+        .unwrap();
+        let readings = |pid: u32| seen.lock().unwrap().get(&pid).copied().unwrap_or(0);
+        let until = |done: &dyn Fn() -> bool| {
+            let start = Instant::now();
+            while !done() {
+                assert!(start.elapsed() < Duration::from_secs(10), "never happened");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        until(&|| readings(a) >= 2);
+        assert_eq!(readings(b), 0, "not listed yet");
+        listed.lock().unwrap().push(b as i32);
+        until(&|| readings(b) >= 3);
+        listed.lock().unwrap().retain(|p| *p != b as i32);
+        let b_listed = readings(b);
+        let a_then = readings(a);
+        until(&|| readings(a) >= a_then + 3);
+        let data = sampler.finish();
+        let samples = |pid: u32| {
+            data.processes
+                .iter()
+                .find(|p| p.pid == pid)
+                .map_or(0, |p| p.samples.len())
+        };
+        // `b`'s readings are kept; a reading under way when it left may add one, no more.
+        assert!(
+            (b_listed..=b_listed + 1).contains(&samples(b)),
+            "{b_listed} readings of b while listed: {data:?}"
+        );
+        assert!(samples(a) >= samples(b) + 4, "{data:?}");
+        assert_eq!(data.processes.len(), 2, "only the members: {data:?}");
+    }
 }

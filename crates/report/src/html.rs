@@ -205,11 +205,15 @@ fn instance_series(runs: &[RunView]) -> Vec<Series> {
     out
 }
 
-/// Requests in flight, and virtual users in a session for runs of users.
+/// Requests in flight, virtual users in a session for runs of users, and the requests an
+/// autoscaled topology's balancer held (part of those in flight, waiting for an instance).
 fn in_flight_series(runs: &[RunView]) -> Vec<Series> {
     let mut in_flight = per_second(runs, "in flight", |_, row| Some(row.in_flight as f64));
     in_flight.extend(per_second(runs, "users", |r, row| {
         r.summary.users.as_ref().map(|_| row.users_active as f64)
+    }));
+    in_flight.extend(per_second(runs, "held at the balancer", |_, row| {
+        row.held.map(f64::from)
     }));
     in_flight
 }
@@ -330,7 +334,8 @@ pub fn charts(runs: &[RunView]) -> Vec<Chart> {
             1,
             chart(
                 "instances",
-                "Instances of the autoscaled topology (its 429s are with the errors)",
+                "Instances of the autoscaled topology (its 429s are with the errors, the \
+                 requests it held with those in flight)",
                 "instances",
                 instances,
             ),
@@ -662,9 +667,8 @@ mod tests {
         );
         let (mut r, s) = run(4, false);
         for row in &mut r.timeline {
-            row.replicas = Some(1 + row.second as u32 / 2);
-            row.replicas_desired = Some(3);
-            row.replicas_starting = Some(2 - row.second as u32 / 2);
+            let (second, held) = (row.second as u32, [0, 7, 2, 0][row.second as usize]);
+            row.set_instances(1 + second / 2, 3, 2 - second / 2, held);
         }
         let view = RunView::from_run("scaled", &r, &s);
         let charts = charts(std::slice::from_ref(&view));
@@ -674,8 +678,19 @@ mod tests {
             ready.points,
             vec![(0.5, 1.0), (1.5, 1.0), (2.5, 2.0), (3.5, 2.0)]
         );
+        // The requests held at the balancer are drawn with those in flight.
+        let in_flight = charts.iter().find(|c| c.id == "in-flight").unwrap();
+        let held = in_flight
+            .series
+            .iter()
+            .find(|s| s.name == "held at the balancer")
+            .expect("a series of held requests");
+        assert_eq!(
+            held.points,
+            vec![(0.5, 0.0), (1.5, 7.0), (2.5, 2.0), (3.5, 0.0)]
+        );
         let html = render_html("scaled", &[view]);
-        for series in ["ready", "wanted", "starting"] {
+        for series in ["ready", "wanted", "starting", "held at the balancer"] {
             assert!(
                 html.contains(&format!("data-series=\"{series}\"")),
                 "{series}"

@@ -64,7 +64,7 @@ pub struct Live {
 }
 
 /// Every family [`Live::families`] can hold, for the dashboard's check and the docs.
-pub const FAMILIES: [&str; 25] = [
+pub const FAMILIES: [&str; 26] = [
     "loadlab_responses_total",
     "loadlab_transport_errors_total",
     "loadlab_grpc_calls_total",
@@ -77,6 +77,7 @@ pub const FAMILIES: [&str; 25] = [
     "loadlab_achieved_rate",
     "loadlab_users_active",
     "loadlab_instances",
+    "loadlab_held_requests",
     "loadlab_generator_cpu_seconds_total",
     "loadlab_run_complete",
     "loadlab_latency_seconds",
@@ -429,6 +430,16 @@ impl Live {
                 .collect(),
             });
         }
+        if let Some(held) = last.and_then(|r| r.held) {
+            out.push(Family {
+                name: "loadlab_held_requests",
+                help: "Requests an autoscaled topology's balancer held at the last second, \
+                       waiting for an instance with room.",
+                unit: "{request}",
+                kind: Kind::Gauge,
+                points: vec![point(vec![], held.into())],
+            });
+        }
         out.extend(self.process_families());
         out.extend(self.store_families());
         out
@@ -592,17 +603,19 @@ mod tests {
         live.add(&TimelineRow::default(), &iv);
         assert!(!live.metrics().contains("loadlab_instances"));
         assert!(!live.charts_html().contains("instances"));
-        for (second, ready, desired, starting) in [(1, 1, 1, 0), (2, 1, 4, 3), (3, 4, 4, 0)] {
-            let row = TimelineRow {
+        for (second, ready, desired, starting, held) in
+            [(1, 1, 1, 0, 0), (2, 1, 4, 3, 9), (3, 4, 4, 0, 1)]
+        {
+            let mut row = TimelineRow {
                 second,
-                replicas: Some(ready),
-                replicas_desired: Some(desired),
-                replicas_starting: Some(starting),
                 ..TimelineRow::default()
             };
+            row.set_instances(ready, desired, starting, held);
             live.add(&row, &iv);
             let m = live.metrics();
             assert!(m.contains("# TYPE loadlab_instances gauge"), "{m}");
+            let line = format!("loadlab_held_requests {held}\n");
+            assert!(m.contains(&line), "{line} in {m}");
             for (state, n) in [
                 ("ready", ready),
                 ("desired", desired),

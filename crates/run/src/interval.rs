@@ -357,6 +357,9 @@ pub struct TimelineRow {
     pub replicas_desired: Option<u32>,
     /// Its instances started and not ready yet.
     pub replicas_starting: Option<u32>,
+    /// Requests its balancer held at the second's end, waiting for an instance with room
+    /// (`container_concurrency`) or for the first one to start (scale from zero).
+    pub held: Option<u32>,
 }
 
 /// Error kinds whose columns sit between the status classes and `dropped`; kinds added later
@@ -413,6 +416,7 @@ impl TimelineRow {
             replicas: None,
             replicas_desired: None,
             replicas_starting: None,
+            held: None,
         }
     }
 
@@ -430,7 +434,7 @@ impl TimelineRow {
             h.push(',');
             h.push_str(k.as_str());
         }
-        h.push_str(",users_completed,grpc_failed,replicas,replicas_desired,replicas_starting");
+        h.push_str(",users_completed,grpc_failed,replicas,replicas_desired,replicas_starting,held");
         h
     }
 
@@ -474,22 +478,25 @@ impl TimelineRow {
         let count = |v: Option<u32>| v.map_or(String::new(), |n| n.to_string());
         writeln!(
             w,
-            ",{},{},{},{},{}",
+            ",{},{},{},{},{},{}",
             self.users_completed,
             self.grpc_failed,
             count(self.replicas),
             count(self.replicas_desired),
-            count(self.replicas_starting)
+            count(self.replicas_starting),
+            count(self.held)
         )
     }
 }
 
 impl TimelineRow {
-    /// Sets an autoscaled topology's instances in this second: ready, wanted, starting.
-    pub fn set_instances(&mut self, ready: u32, desired: u32, starting: u32) {
+    /// Sets an autoscaled topology's second: its instances ready, wanted and starting, and the
+    /// requests its balancer held.
+    pub fn set_instances(&mut self, ready: u32, desired: u32, starting: u32, held: u32) {
         self.replicas = Some(ready);
         self.replicas_desired = Some(desired);
         self.replicas_starting = Some(starting);
+        self.held = Some(held);
     }
 
     /// A row read back from `timeline.csv`: `value(column)` gives a column's number (NaN when
@@ -537,6 +544,7 @@ impl TimelineRow {
             replicas: o("replicas").map(|v| v as u32),
             replicas_desired: o("replicas_desired").map(|v| v as u32),
             replicas_starting: o("replicas_starting").map(|v| v as u32),
+            held: o("held").map(|v| v as u32),
         }
     }
 }

@@ -630,7 +630,7 @@ impl RunData {
     pub fn attach_scaling(&mut self, scaling: crate::scaling::ScalingData) {
         for row in &mut self.timeline {
             if let Some(s) = scaling.seconds.iter().find(|s| s.second == row.second) {
-                row.set_instances(s.ready, s.desired, s.starting);
+                row.set_instances(s.ready, s.desired, s.starting, s.held);
             }
         }
         self.scaling = Some(scaling);

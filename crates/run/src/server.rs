@@ -31,18 +31,32 @@ pub struct ProcessSeries {
 impl ProcessSeries {
     /// Mean CPU percent over the samples.
     pub fn cpu_pct_avg(&self) -> f64 {
-        if self.samples.is_empty() {
-            return 0.0;
-        }
-        self.samples.iter().map(|s| s.cpu_pct).sum::<f64>() / self.samples.len() as f64
+        self.mean_over(0, |s| s.cpu_pct)
     }
 
     /// Mean percent of one core its threads waited for a CPU over the samples.
     pub fn cpu_wait_pct_avg(&self) -> f64 {
-        if self.samples.is_empty() {
-            return 0.0;
+        self.mean_over(0, |s| s.cpu_wait_pct)
+    }
+
+    /// Mean CPU percent over a run's `readings`, those it missed (it started late or ended
+    /// early, as an autoscaled instance) counting 0: so the processes' means add up to what
+    /// they used together.
+    pub fn cpu_pct_avg_over(&self, readings: usize) -> f64 {
+        self.mean_over(readings, |s| s.cpu_pct)
+    }
+
+    /// Like [`ProcessSeries::cpu_pct_avg_over`] for the time it waited for a CPU.
+    pub fn cpu_wait_pct_avg_over(&self, readings: usize) -> f64 {
+        self.mean_over(readings, |s| s.cpu_wait_pct)
+    }
+
+    /// Mean of `value` over `readings`, or over its samples when it has more (0 without any).
+    fn mean_over(&self, readings: usize, value: impl Fn(&ProcessSample) -> f64) -> f64 {
+        match readings.max(self.samples.len()) {
+            0 => 0.0,
+            n => self.samples.iter().map(value).sum::<f64>() / n as f64,
         }
-        self.samples.iter().map(|s| s.cpu_wait_pct).sum::<f64>() / self.samples.len() as f64
     }
 
     /// Highest CPU percent of any sample.
@@ -399,6 +413,14 @@ mod tests {
         assert_eq!(p.cpu_pct_max(), 100.0);
         assert_eq!(p.rss_mb_max(), 12.5);
         assert_eq!(p.cpu_wait_pct_avg(), 10.0);
+        // Over a run of 5 readings, of which it lived 2, it used 30 % of a core on average.
+        assert_eq!(p.cpu_pct_avg_over(5), 30.0);
+        assert_eq!(p.cpu_wait_pct_avg_over(5), 4.0);
+        assert_eq!(
+            p.cpu_pct_avg_over(1),
+            75.0,
+            "never fewer than its own samples"
+        );
         let mut out = Vec::new();
         ServerData {
             processes: vec![p],

@@ -521,7 +521,9 @@ pub struct ServerProcess {
     pub name: String,
     /// Process id.
     pub pid: u32,
-    /// Mean CPU, percent of one core.
+    /// Mean CPU over the run's readings, percent of one core (the readings it missed, having
+    /// started late or ended early as an autoscaled instance, count 0, so the processes'
+    /// means add up to the service's).
     pub cpu_pct_avg: f64,
     /// Highest one-second CPU, percent of one core.
     pub cpu_pct_max: f64,
@@ -1351,6 +1353,9 @@ fn users_of(run: &RunData) -> Option<Users> {
 
 /// The watched processes' and stores' figures.
 fn server_of(d: &ServerData) -> Server {
+    // The sampler's readings: the most any process got (those that lived the whole run).
+    let readings = d.processes.iter().map(|p| p.samples.len()).max();
+    let readings = readings.unwrap_or(0);
     Server {
         processes: d
             .processes
@@ -1358,9 +1363,9 @@ fn server_of(d: &ServerData) -> Server {
             .map(|p| ServerProcess {
                 name: p.name.clone(),
                 pid: p.pid,
-                cpu_pct_avg: p.cpu_pct_avg(),
+                cpu_pct_avg: p.cpu_pct_avg_over(readings),
                 cpu_pct_max: p.cpu_pct_max(),
-                cpu_wait_pct_avg: p.cpu_wait_pct_avg(),
+                cpu_wait_pct_avg: p.cpu_wait_pct_avg_over(readings),
                 rss_mb_max: p.rss_mb_max(),
             })
             .collect(),

@@ -85,6 +85,39 @@ fn both_autoscalers_scale_out_through_a_spike_and_back_and_count_what_it_cost() 
             .filter_map(|l| l.split(',').nth(col)?.parse::<u64>().ok())
             .max();
         assert_eq!(most, a["ready_most"].as_u64(), "{timeline}");
+        // … and how many requests its balancer held, every second.
+        let col = header.iter().position(|h| *h == "held").unwrap();
+        assert!(
+            timeline.lines().skip(1).all(|l| l
+                .split(',')
+                .nth(col)
+                .is_some_and(|v| v.parse::<u64>().is_ok())),
+            "{timeline}"
+        );
+        // The lab watched the instances as they came and went: each one's control group and
+        // processes, so the run has the service's CPU (and its demand per request).
+        let server = &s["server"];
+        let budgets = server["budgets"].as_array().unwrap();
+        assert!(
+            budgets.len() as u64 >= a["ready_most"].as_u64().unwrap(),
+            "{topology}: {budgets:?}"
+        );
+        let watched: Vec<&Value> = server["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["pid"])
+            .collect();
+        for b in budgets {
+            assert!(b["name"].as_str().unwrap().starts_with("instance "), "{b}");
+            let pids = b["pids"].as_array().unwrap();
+            assert!(!pids.is_empty(), "{b}");
+            assert!(
+                pids.iter().all(|p| watched.contains(&p)),
+                "{b}: {watched:?}"
+            );
+        }
+        assert!(kinds.contains(&"service_demand"), "{topology}: {kinds:?}");
     }
     // The KPA's instances take 4 requests at most: past them requests waited at the balancer
     // while instances started.

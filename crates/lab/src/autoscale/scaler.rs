@@ -4,7 +4,7 @@
 //! before the cold-start floor), and one removed finishes its requests before it is stopped.
 //! Every second's counts, every decision and every instance's life are recorded.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::balancer::{Balancer, Second};
 use super::{hpa, kpa};
+use crate::cgroup::Group;
 
 /// What the policy scales on (`cpu`, `concurrency`, `rps`).
 pub use loadlab_run::topology::ScaleMetric as Metric;
@@ -67,9 +68,20 @@ pub struct Started {
     pub cpu_ns: Option<Box<dyn Fn() -> Option<u64> + Send>>,
     /// The CPUs' worth of time it may use (its quota), for the CPU metric's share.
     pub cpus: Option<f64>,
+    /// Its processes, for the lab's sampler (none for an instance inside loadlab's process).
+    pub pids: Vec<u32>,
+    /// Its control group, when it has a budget, for the lab's sampler.
+    pub group: Option<Group>,
     /// Stops it when dropped (its processes, by PID).
     pub guard: Box<dyn Send>,
 }
+
+/// An instance's processes and control group, as a sampler watches them.
+type Watched = (Vec<u32>, Option<Group>);
+
+/// The processes and control groups of the instances alive now, by id: what a sampler
+/// watches of an autoscaled set whose members come and go.
+type Alive = Arc<Mutex<BTreeMap<u32, Watched>>>;
 
 /// Starts instance `id`.
 pub type Launch = Box<dyn FnMut(u32) -> Result<Started, String> + Send>;
@@ -170,19 +182,29 @@ pub struct Autoscaler {
 pub struct Recording {
     started: Instant,
     record: Arc<Mutex<Record>>,
+    alive: Alive,
     policy: &'static str,
     metric: Metric,
     bounds: (u32, u32),
 }
 
 impl Recording {
+    /// The processes and control groups of the instances alive now (started, ready or
+    /// draining), oldest instance first.
+    pub fn members(&self) -> (Vec<i32>, Vec<Group>) {
+        let alive = self.alive.lock().unwrap_or_else(|e| e.into_inner());
+        let pids = alive.values().flat_map(|(p, _)| p).map(|&p| p as i32);
+        let groups = alive.values().filter_map(|(_, g)| g.clone());
+        (pids.collect(), groups.collect())
+    }
+
     /// `row` with the instances of the scaler's latest second: what a live view shows while
     /// the run goes on (the run's own record takes each second's from [`Recording::during`]).
     pub fn mark(&self, row: &loadlab_run::TimelineRow) -> loadlab_run::TimelineRow {
         let record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         let mut row = row.clone();
         if let Some(last) = record.seconds.last() {
-            row.set_instances(last.ready, last.desired, last.starting);
+            row.set_instances(last.ready, last.desired, last.starting, last.held);
         }
         row
     }
@@ -292,6 +314,7 @@ impl Autoscaler {
             desired: initial,
             last_decision: Duration::ZERO,
             record: Arc::clone(&record),
+            alive: Alive::default(),
             events: events.clone(),
         };
         for _ in 0..initial {
@@ -313,6 +336,7 @@ impl Autoscaler {
         let recording = Recording {
             started,
             record,
+            alive: Arc::clone(&scaler.alive),
             policy,
             metric: scaler.settings.metric,
             bounds: (min, max),
@@ -408,6 +432,8 @@ struct Scaler {
     desired: u32,
     last_decision: Duration,
     record: Arc<Mutex<Record>>,
+    /// What the sampler watches: the members' processes and groups.
+    alive: Alive,
     events: Sender<Event>,
 }
 
@@ -429,6 +455,21 @@ impl Scaler {
         }
         for m in self.members.drain(..) {
             self.balancer.remove(m.id);
+        }
+        self.alive().clear();
+    }
+
+    fn alive(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Watched>> {
+        self.alive.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes member `id` out of the set and stops it, off the scaler's clock (stopping waits
+    /// for its processes to exit).
+    fn stop_member(&mut self, id: u32) {
+        self.alive().remove(&id);
+        if let Some(at) = self.members.iter().position(|m| m.id == id) {
+            let m = self.members.remove(at);
+            std::thread::spawn(move || drop(m));
         }
     }
 
@@ -484,6 +525,8 @@ impl Scaler {
             removed: None,
             failed: None,
         });
+        let watched = (instance.pids.clone(), instance.group.clone());
+        self.alive().insert(id, watched);
         self.members.push(Member {
             id,
             instance,
@@ -519,10 +562,7 @@ impl Scaler {
     /// decision starts another).
     fn failed(&mut self, id: u32, why: String) {
         eprintln!("autoscaler: {why}; it is stopped");
-        if let Some(at) = self.members.iter().position(|m| m.id == id) {
-            let m = self.members.remove(at);
-            std::thread::spawn(move || drop(m));
-        }
+        self.stop_member(id);
         if let Some(life) = self.record().instances.iter_mut().find(|l| l.id == id) {
             life.failed = Some(why);
         }
@@ -531,11 +571,7 @@ impl Scaler {
     /// Instance `id` finished its requests: it leaves the balancer and is stopped.
     fn drained(&mut self, id: u32) {
         self.balancer.remove(id);
-        if let Some(at) = self.members.iter().position(|m| m.id == id) {
-            let m = self.members.remove(at);
-            // Stopping waits for the process to exit: not on the scaler's clock.
-            std::thread::spawn(move || drop(m));
-        }
+        self.stop_member(id);
     }
 
     /// Instances wanted now: started and not draining.
@@ -777,6 +813,9 @@ mod tests {
                 addr: b.addr,
                 cpu_ns: None,
                 cpus: None,
+                // Not a process of its own: a number for the members' list alone.
+                pids: vec![1000 + id],
+                group: None,
                 guard: Box::new(b),
             })
         });
@@ -818,10 +857,15 @@ mod tests {
             ..kpa::Settings::new(1, 4, 1.0)
         };
         let (scaler, front) = autoscaled(Policy::Kpa(kpa), Metric::Concurrency, Some(1));
+        let recording = scaler.recording();
+        assert_eq!(recording.members().0, [1001]);
         let statuses = load(front, 6, Duration::from_secs(4));
         assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
         until(|| scaler.record().seconds.last().is_some_and(|s| s.ready == 1));
+        // The sampler's list follows the set: the instances drained and stopped leave it.
+        until(|| recording.members().0.len() == 1);
         let record = scaler.finish();
+        assert!(recording.members().0.is_empty(), "every instance stopped");
         let first = &record.decisions[0];
         assert_eq!(
             (first.from, first.to, first.panicking),
