@@ -1,5 +1,6 @@
 # The loadlab image for sharded runs on Kubernetes (`loadlab k8s job`): a release build of the
-# one binary on a slim Debian, with `sh` for the merge Job's wait and CA roots for https://.
+# one binary on a slim Debian, with CA roots for https:// (`scripts/oci-image.py` builds an image
+# without docker or a base image, for a cluster whose nodes import it).
 #   docker build -t loadlab:0.1.0 .
 FROM rust:1-slim-bookworm AS build
 WORKDIR /src

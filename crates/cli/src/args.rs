@@ -375,6 +375,15 @@ pub struct MergeArgs {
     /// Where to write the merged run directory.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Wait up to DUR for every shard's run to end (its directory's `summary.json`), then merge
+    /// those that did; the others count as missing shards (as a merge Job does while its pods
+    /// still run).
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub wait: Option<Duration>,
+    /// Also print the merged directory on stdout, as a gzipped tar in base64 between marker
+    /// lines: how a merge pod hands it over through its log (`loadlab k8s run` reads it).
+    #[arg(long)]
+    pub print_archive: bool,
 }
 
 /// `loadlab k8s` subcommands.
@@ -391,6 +400,32 @@ pub enum K8sCommand {
     /// An Indexed Job of N shards of `loadlab run FLAGS` (or a scenario file) from a common
     /// start, the ConfigMap of its files, a results volume and the Job that merges the shards.
     Job(K8sJobArgs),
+    /// The objects of `k8s job` created on the cluster a kubeconfig names (no kubectl needed):
+    /// each shard's state shown as its pod reports it, the merge waited for, and the merged run
+    /// directory copied out; the objects are deleted at the end (and on Ctrl-C).
+    Run(K8sRunArgs),
+}
+
+/// `loadlab k8s run` flags: those of `k8s job`, and where the cluster is and the results go.
+/// They may also follow the run's flags.
+#[derive(Debug, Args)]
+pub struct K8sRunArgs {
+    /// The kubeconfig naming the cluster and its credentials [default: $KUBECONFIG, else
+    /// ~/.kube/config].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The namespace the objects go to [default: the kubeconfig context's, else default].
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Where to copy the merged run directory [default: k8s-NAME].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Keep the objects on the cluster at the end (the results volume among them).
+    #[arg(long)]
+    pub keep: bool,
+    /// The Job's flags, and the run's.
+    #[command(flatten)]
+    pub job: K8sJobArgs,
 }
 
 /// `loadlab k8s job` flags; they may also follow the run's flags, as in
@@ -414,6 +449,17 @@ pub struct K8sJobArgs {
     /// Size of the results volume [default: 1Gi].
     #[arg(long, value_name = "SIZE")]
     pub storage: Option<String>,
+    /// When the nodes pull the image: `always`, `if-not-present` or `never` (an image imported
+    /// into the nodes' container runtime) [default: the cluster's].
+    #[arg(long, value_name = "POLICY", value_parser = pull_policy)]
+    pub pull: Option<String>,
+    /// Run the pods on their node's network: the load leaves from the node's addresses (a
+    /// target on its loopback is reachable); the shards then have no dashboard.
+    #[arg(long)]
+    pub host_network: bool,
+    /// CPU each shard's pod asks for, a Kubernetes quantity (`2`, `500m`) [default: 1].
+    #[arg(long, value_name = "QUANTITY", value_parser = cpu_quantity)]
+    pub cpu: Option<String>,
     /// `loadlab run`'s flags and URLs, or a scenario file and its flags.
     #[arg(
         required = true,
@@ -422,6 +468,35 @@ pub struct K8sJobArgs {
         value_name = "FLAGS | SCENARIO.yaml"
     )]
     pub run: Vec<String>,
+}
+
+/// `--pull`'s value as Kubernetes spells the policy.
+pub fn pull_policy(s: &str) -> Result<String, String> {
+    match s {
+        "always" | "Always" => Ok("Always".into()),
+        "if-not-present" | "IfNotPresent" => Ok("IfNotPresent".into()),
+        "never" | "Never" => Ok("Never".into()),
+        _ => Err(format!(
+            "{s:?} is not a pull policy: give always, if-not-present or never"
+        )),
+    }
+}
+
+/// `--cpu`'s value: a CPU quantity as Kubernetes writes one (`1`, `0.5`, `250m`), above zero.
+pub fn cpu_quantity(s: &str) -> Result<String, String> {
+    let number = s.strip_suffix('m').unwrap_or(s);
+    let well_formed = !number.is_empty()
+        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && number.matches('.').count() <= 1
+        && !number.starts_with('.')
+        && !number.ends_with('.')
+        && !(s.ends_with('m') && number.contains('.'));
+    match number.parse::<f64>() {
+        Ok(v) if well_formed && v > 0.0 => Ok(s.to_string()),
+        _ => Err(format!(
+            "{s:?} is not a CPU quantity: give cores (1, 0.5) or millicores (250m)"
+        )),
+    }
 }
 
 /// `--autoscale POLICY,KEY=VALUE…`: an experiment topology's `autoscale:` keys on one flag.

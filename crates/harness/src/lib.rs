@@ -15,6 +15,7 @@ pub mod demo;
 pub mod execute;
 pub mod export;
 pub mod interrupt;
+pub mod kube;
 pub mod matrix;
 pub mod merge;
 pub mod outputs;

@@ -15,6 +15,8 @@ pub const METRICS_PORT: u16 = 9090;
 pub const IMAGE_UID: u32 = 10001;
 /// Most bytes a ConfigMap holds.
 pub const CONFIGMAP_LIMIT: usize = 1 << 20;
+/// Seconds the merge keeps of the merge Job's deadline to merge once it stops waiting.
+const MERGE_MARGIN_S: u64 = 60;
 
 /// A file the run reads, shipped in the ConfigMap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +34,17 @@ pub struct ShippedFile {
 pub struct JobSpec {
     /// Name of the Job; the other objects' names start with it.
     pub name: String,
-    /// Container image holding `loadlab` on its PATH (and `sh`, for the merge Job's wait).
+    /// Container image holding `loadlab` on its PATH.
     pub image: String,
+    /// The containers' `imagePullPolicy` (`Always`, `IfNotPresent`, `Never`), when set: `Never`
+    /// for an image imported into the nodes' runtime rather than pulled from a registry.
+    pub pull_policy: Option<String>,
+    /// The pods run on their node's network: the load leaves from the node's own addresses
+    /// (a target on the node's loopback is reachable), and the shards have no dashboard (they
+    /// would share its port on one node).
+    pub host_network: bool,
+    /// CPU each shard's pod asks for (a Kubernetes quantity: `1`, `500m`).
+    pub cpu: String,
     /// Shards, one pod each.
     pub shards: usize,
     /// `loadlab run`'s arguments, its files already named under [`FILES_DIR`].
@@ -57,7 +68,8 @@ impl JobSpec {
     }
 
     /// The shard pods' container arguments: `run`, the user's flags, then the shard (from the
-    /// index Kubernetes gives each pod), the common start, the results folder and the dashboard.
+    /// index Kubernetes gives each pod), the common start, the results folder and the dashboard
+    /// (none on the host's network).
     pub fn shard_args(&self) -> Vec<String> {
         let mut args = vec!["run".to_string()];
         args.extend(self.run_args.iter().cloned());
@@ -68,9 +80,42 @@ impl JobSpec {
             self.start_at.clone(),
             "--out".into(),
             format!("{RESULTS_DIR}/shard-$(JOB_COMPLETION_INDEX)"),
-            format!("--dashboard=0.0.0.0:{METRICS_PORT}"),
+        ]);
+        if !self.host_network {
+            args.push(format!("--dashboard=0.0.0.0:{METRICS_PORT}"));
+        }
+        args
+    }
+
+    /// The merge pod's container arguments: `merge` waits until the Job's deadline for every
+    /// shard's run to end, merges those that did (naming the others missing) and prints the
+    /// merged directory to its log, whence `loadlab k8s run` copies it.
+    pub fn merge_args(&self) -> Vec<String> {
+        let mut args = vec!["merge".to_string()];
+        args.extend(self.shard_dirs());
+        args.extend([
+            "--out".into(),
+            format!("{RESULTS_DIR}/merged"),
+            "--wait".into(),
+            format!("{}s", self.merge_deadline_s.saturating_sub(MERGE_MARGIN_S).max(1)),
+            "--print-archive".into(),
         ]);
         args
+    }
+
+    /// A container of `image` running `loadlab` with `args`, with the pull policy set.
+    fn container(&self, name: &str, args: Vec<String>, mounts: Value) -> Value {
+        let mut c = json!({
+            "name": name,
+            "image": self.image,
+            "command": ["loadlab"],
+            "args": args,
+            "volumeMounts": mounts
+        });
+        if let Some(policy) = &self.pull_policy {
+            c["imagePullPolicy"] = json!(policy);
+        }
+        c
     }
 
     /// The shards' run directories, as the merge reads them.
@@ -139,7 +184,7 @@ impl JobSpec {
 
     fn shard_job(&self) -> Value {
         let (volumes, mounts) = self.volumes();
-        json!({
+        let mut job = json!({
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": { "name": self.name, "labels": self.labels() },
@@ -149,14 +194,7 @@ impl JobSpec {
                 "parallelism": self.shards,
                 "backoffLimit": 0,
                 "template": {
-                    "metadata": {
-                        "labels": self.labels(),
-                        "annotations": {
-                            "prometheus.io/scrape": "true",
-                            "prometheus.io/port": METRICS_PORT.to_string(),
-                            "prometheus.io/path": "/metrics"
-                        }
-                    },
+                    "metadata": { "labels": self.labels() },
                     "spec": {
                         "restartPolicy": "Never",
                         "securityContext": { "fsGroup": IMAGE_UID },
@@ -169,12 +207,29 @@ impl JobSpec {
                                 }
                             }]
                         }},
-                        "containers": [{
-                            "name": "shard",
-                            "image": self.image,
-                            "command": ["loadlab"],
-                            "args": self.shard_args(),
-                            "env": [{
+                        "containers": [self.shard_container(mounts)],
+                        "volumes": volumes
+                    }
+                }
+            }
+        });
+        let pod = &mut job["spec"]["template"];
+        if self.host_network {
+            pod["spec"]["hostNetwork"] = json!(true);
+            pod["spec"]["dnsPolicy"] = json!("ClusterFirstWithHostNet");
+        } else {
+            pod["metadata"]["annotations"] = json!({
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": METRICS_PORT.to_string(),
+                "prometheus.io/path": "/metrics"
+            });
+        }
+        job
+    }
+
+    fn shard_container(&self, mounts: Value) -> Value {
+        let mut c = self.container("shard", self.shard_args(), mounts);
+        c["env"] = json!([{
                                 "name": "JOB_COMPLETION_INDEX",
                                 "valueFrom": { "fieldRef": {
                                     "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -185,28 +240,12 @@ impl JobSpec {
                                     "name": format!("{}-dashboard", self.name),
                                     "key": "token"
                                 }}
-                            }],
-                            "ports": [{ "name": "metrics", "containerPort": METRICS_PORT }],
-                            "resources": {
-                                "requests": { "cpu": "1", "memory": "256Mi" }
-                            },
-                            "volumeMounts": mounts
-                        }],
-                        "volumes": volumes
-                    }
-                }
-            }
-        })
-    }
-
-    /// The merge pod's shell script: wait until every shard's run directory is complete (its
-    /// `summary.json`, written last), then merge them.
-    pub fn merge_script(&self) -> String {
-        let dirs = self.shard_dirs().join(" ");
-        format!(
-            "for d in {dirs}; do until [ -f \"$d/summary.json\" ]; do sleep 5; done; done; \
-             exec loadlab merge {dirs} --out {RESULTS_DIR}/merged"
-        )
+                            }]);
+        if !self.host_network {
+            c["ports"] = json!([{ "name": "metrics", "containerPort": METRICS_PORT }]);
+        }
+        c["resources"] = json!({ "requests": { "cpu": self.cpu, "memory": "256Mi" } });
+        c
     }
 
     fn merge_job(&self) -> Value {
@@ -223,12 +262,7 @@ impl JobSpec {
                     "spec": {
                         "restartPolicy": "Never",
                         "securityContext": { "fsGroup": IMAGE_UID },
-                        "containers": [{
-                            "name": "merge",
-                            "image": self.image,
-                            "command": ["sh", "-c", self.merge_script()],
-                            "volumeMounts": mounts
-                        }],
+                        "containers": [self.container("merge", self.merge_args(), mounts)],
                         "volumes": volumes
                     }
                 }
@@ -286,6 +320,9 @@ mod tests {
         JobSpec {
             name: "loadlab".into(),
             image: "loadlab:0.2.0".into(),
+            pull_policy: None,
+            host_network: false,
+            cpu: "1".into(),
             shards: 4,
             run_args: vec!["http://web/ping".into(), "-R".into(), "1000".into()],
             files,
@@ -326,8 +363,41 @@ mod tests {
         let args = s.shard_args();
         let at = args.iter().position(|a| a == "--shard").unwrap();
         assert_eq!(args[at + 1], "$(JOB_COMPLETION_INDEX)/4");
-        let merge = s.merge_script();
-        assert!(merge.contains("loadlab merge /results/shard-0 /results/shard-1 /results/shard-2 /results/shard-3 --out /results/merged"), "{merge}");
+        let merge = s.merge_args().join(" ");
+        assert!(
+            merge.starts_with(
+                "merge /results/shard-0 /results/shard-1 /results/shard-2 /results/shard-3 \
+                 --out /results/merged --wait 3540s"
+            ),
+            "{merge}"
+        );
+        let pod = &job["template"];
+        assert_eq!(pod["metadata"]["annotations"]["prometheus.io/port"], "9090");
+        assert!(pod["spec"].get("hostNetwork").is_none());
+        assert!(pod["spec"]["containers"][0].get("imagePullPolicy").is_none());
+        assert!(args.contains(&"--dashboard=0.0.0.0:9090".to_string()));
+    }
+
+    #[test]
+    fn on_the_hosts_network_the_shards_have_no_dashboard_and_an_imported_image_is_not_pulled() {
+        let mut s = spec(Vec::new());
+        s.host_network = true;
+        s.pull_policy = Some("Never".into());
+        s.cpu = "250m".into();
+        let objects = s.objects();
+        for job in [&objects[2], &objects[3]] {
+            let pod = &job["spec"]["template"]["spec"];
+            assert_eq!(pod["containers"][0]["imagePullPolicy"], "Never");
+            assert_eq!(pod["containers"][0]["command"][0], "loadlab", "no shell needed");
+        }
+        let pod = &objects[2]["spec"]["template"];
+        assert_eq!(pod["spec"]["hostNetwork"], true);
+        assert_eq!(pod["spec"]["dnsPolicy"], "ClusterFirstWithHostNet");
+        assert!(pod["metadata"].get("annotations").is_none());
+        let shard = &pod["spec"]["containers"][0];
+        assert!(shard.get("ports").is_none());
+        assert_eq!(shard["resources"]["requests"]["cpu"], "250m");
+        assert!(!s.shard_args().iter().any(|a| a.starts_with("--dashboard")));
     }
 
     #[test]

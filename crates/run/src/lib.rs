@@ -6,6 +6,7 @@
 
 #![deny(missing_docs)]
 
+pub mod archive;
 pub mod condition;
 pub mod dir;
 pub mod error_kind;

@@ -2,6 +2,8 @@
 //! a plan as N shards on a cluster (nothing is sent to a cluster): the run's flags are lowered
 //! into the plan here as `run` lowers them (without looking the cluster's host names up), every
 //! shard of it is checked, and the files they read are shipped in a ConfigMap.
+//! `loadlab k8s run …` creates the same objects on a cluster, follows them to the merge and
+//! copies the merged run directory out.
 
 use std::path::{Component, Path};
 use std::time::{Duration, SystemTime};
@@ -14,7 +16,7 @@ use loadlab_report::k8s::{JobSpec, ShippedFile, CONFIGMAP_LIMIT, FILES_DIR};
 use loadlab_run::shard::{ShardError, MAX_SHARDS};
 use loadlab_run::ValidPlan;
 
-use crate::args::{K8sArgs, K8sCommand, K8sJobArgs};
+use crate::args::{K8sArgs, K8sCommand, K8sJobArgs, K8sRunArgs};
 use crate::cmd::Outcome;
 
 /// Time from now to the common start when `--start-in` is not given.
@@ -31,12 +33,16 @@ const UNKNOWN_LENGTH: Duration = Duration::from_secs(3600);
 /// Runs `loadlab k8s`.
 pub fn main(a: K8sArgs) -> Result<Outcome> {
     match a.what {
-        K8sCommand::Job(job) => print_job(job),
+        K8sCommand::Job(job) => {
+            print!("{}", job_spec(job)?.yaml());
+            Ok(Outcome::Done)
+        }
+        K8sCommand::Run(run) => crate::cmd::k8s_run::main(run),
     }
 }
 
-/// Prints the objects of `loadlab k8s job`.
-fn print_job(a: K8sJobArgs) -> Result<Outcome> {
+/// The objects of `loadlab k8s job`, from its flags.
+pub(crate) fn job_spec(a: K8sJobArgs) -> Result<JobSpec> {
     let (a, words) = take_job_flags(a)?;
     let shards = a
         .shards
@@ -75,6 +81,9 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
         image: a
             .image
             .unwrap_or_else(|| format!("loadlab:{}", env!("CARGO_PKG_VERSION"))),
+        pull_policy: a.pull,
+        host_network: a.host_network,
+        cpu: a.cpu.unwrap_or_else(|| "1".into()),
         shards,
         run_args,
         files,
@@ -85,8 +94,38 @@ fn print_job(a: K8sJobArgs) -> Result<Outcome> {
             anyhow::anyhow!("cannot read /dev/urandom for the dashboards' token: {e}")
         })?,
     };
-    print!("{}", spec.yaml());
-    Ok(Outcome::Done)
+    Ok(spec)
+}
+
+/// Moves `k8s run`'s own flags out of the run's words (they may follow the run's flags, as the
+/// Job's flags may).
+pub(crate) fn take_run_flags(mut a: K8sRunArgs) -> Result<K8sRunArgs> {
+    let mut rest = Vec::new();
+    let mut words = std::mem::take(&mut a.job.run).into_iter();
+    while let Some(word) = words.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (word.clone(), None),
+        };
+        if flag == "--keep" && inline.is_none() {
+            a.keep = true;
+            continue;
+        }
+        if !["--kubeconfig", "--namespace", "--out"].contains(&flag.as_str()) {
+            rest.push(word);
+            continue;
+        }
+        let Some(value) = inline.or_else(|| words.next()) else {
+            bail!("{flag} needs a value");
+        };
+        match flag.as_str() {
+            "--kubeconfig" => a.kubeconfig = Some(value.into()),
+            "--namespace" => a.namespace = Some(value),
+            _ => a.out = Some(value.into()),
+        }
+    }
+    a.job.run = rest;
+    Ok(a)
 }
 
 /// Moves the job's own flags out of the run's words (they may follow the run's flags). Clap
@@ -101,7 +140,20 @@ fn take_job_flags(mut a: K8sJobArgs) -> Result<(K8sJobArgs, Vec<String>)> {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
             _ => (word.clone(), None),
         };
-        if !["--shards", "--image", "--start-in", "--name", "--storage"].contains(&flag.as_str()) {
+        if flag == "--host-network" && inline.is_none() {
+            a.host_network = true;
+            continue;
+        }
+        let own = [
+            "--shards",
+            "--image",
+            "--start-in",
+            "--name",
+            "--storage",
+            "--pull",
+            "--cpu",
+        ];
+        if !own.contains(&flag.as_str()) {
             rest.push(word);
             continue;
         }
@@ -115,6 +167,8 @@ fn take_job_flags(mut a: K8sJobArgs) -> Result<(K8sJobArgs, Vec<String>)> {
             "--start-in" => a.start_in = Some(positive_duration(&value).map_err(bad)?),
             "--image" => a.image = Some(value),
             "--name" => a.name = Some(value),
+            "--pull" => a.pull = Some(crate::args::pull_policy(&value).map_err(bad)?),
+            "--cpu" => a.cpu = Some(crate::args::cpu_quantity(&value).map_err(bad)?),
             _ => a.storage = Some(value),
         }
     }

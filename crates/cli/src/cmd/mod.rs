@@ -6,6 +6,7 @@ pub mod consume;
 pub mod demo;
 pub mod docs;
 pub mod k8s;
+pub mod k8s_run;
 pub mod lab;
 pub mod locust;
 pub mod merge;

@@ -69,6 +69,68 @@ fn merge_refuses_another_plan_and_a_shard_given_twice() {
 }
 
 #[test]
+fn merge_waits_for_the_shards_and_merges_those_that_ended_naming_the_missing_one() {
+    let server = TestServer::start(1).unwrap();
+    let url = server.url("/ping");
+    let dir = tempfile::tempdir().unwrap();
+    let ended = dir.path().join("shard-0");
+    loadlab_ok(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "40",
+        "--shard",
+        "0/2",
+        "-q",
+        "--out",
+        ended.to_str().unwrap(),
+    ]);
+    // Shard 1's pod never wrote its directory: the merge waits its 2 s, then goes on.
+    let never = dir.path().join("shard-1");
+    let out = dir.path().join("merged");
+    let started = std::time::Instant::now();
+    let o = loadlab(&[
+        "merge",
+        ended.to_str().unwrap(),
+        never.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--wait",
+        "2s",
+        "--print-archive",
+    ]);
+    let waited = started.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(waited >= std::time::Duration::from_secs(2), "{waited:?}");
+    assert!(
+        err.contains("shard-1 did not end within 2s: merged without it"),
+        "{err}"
+    );
+    let merged = read_json(&out.join("summary.json"));
+    assert_eq!(merged["merged"]["count"], 2, "{merged}");
+    assert_eq!(merged["merged"]["missing"], serde_json::json!([1]), "{merged}");
+    assert_eq!(merged["requests"]["completed"], 20);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains(loadlab_run::archive::BEGIN), "{stdout}");
+    // No shard at all ended: one line.
+    let o = loadlab(&[
+        "merge",
+        never.to_str().unwrap(),
+        "--out",
+        dir.path().join("none").to_str().unwrap(),
+        "--wait",
+        "1s",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no shard's run ended within 1s"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
 fn a_bad_shard_or_a_start_time_in_the_past_is_refused_in_one_line() {
     for (flags, needle) in [
         (&["--shard", "2/2"][..], "is not a shard"),

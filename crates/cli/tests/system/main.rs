@@ -18,6 +18,7 @@ mod corpus;
 mod docs;
 mod grpc;
 mod hooks;
+mod kubernetes;
 mod locust;
 mod observability;
 mod profile;

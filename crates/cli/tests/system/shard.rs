@@ -196,21 +196,18 @@ fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_
         );
     }
 
-    // The merge Job's own command, with `loadlab` on the PATH as in the image.
+    // The merge Job's own command: `loadlab merge`, no shell, waiting for the shards (they
+    // have ended here) and printing the merged directory for its log.
     let merge_command = container_command(&objects[3]);
-    assert_eq!(merge_command[..2], ["sh", "-c"]);
-    let script = merge_command[2].replace("/results", results.to_str().unwrap());
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_loadlab"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("sh")
-        .args(["-c", &script])
-        .env("PATH", path)
+    assert_eq!(merge_command[..2], ["loadlab", "merge"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
+        .args(
+            merge_command[2..]
+                .iter()
+                .map(|a| a.replace("/results", results.to_str().unwrap())),
+        )
         .output()
-        .expect("sh runs");
+        .expect("loadlab runs");
     assert!(
         out.status.success(),
         "{}",
@@ -219,6 +216,13 @@ fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_
     let merged_dir = results.join("merged");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("3 of 3 merged"), "{text}");
+    // The log carries the merged directory whole, as `k8s run` copies it out.
+    let copied = results.join("copied");
+    loadlab_run::archive::extract_archive(text.as_bytes(), &copied).unwrap();
+    assert_eq!(
+        std::fs::read(copied.join("summary.json")).unwrap(),
+        std::fs::read(merged_dir.join("summary.json")).unwrap()
+    );
     let merged = read_json(&merged_dir.join("summary.json"));
     let sent = merged["requests"]["sent"].as_u64().unwrap();
     let expected = rate * secs;
