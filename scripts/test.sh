@@ -97,6 +97,9 @@ install_system_tier() {
   # The gRPC tests call gRPC's own interop server (grpc-go's), built once per machine.
   loadlab_grpc_interop="$(bash scripts/install-grpc-interop.sh)"
   printf 'LOADLAB_GRPC_INTEROP=%q\n' "$loadlab_grpc_interop" >>"$1"
+  # The Kubernetes test starts a single-node cluster (scripts/kube-up.sh) of components built
+  # here from upstream source once per machine, on Debian's containerd.
+  bash scripts/install-kubernetes.sh >/dev/null
 }
 
 installs_log="$(mktemp)"

@@ -177,6 +177,14 @@ pub fn merged_warnings(
             ));
         }
     }
+    for s in summaries.iter().filter(|s| !s.complete) {
+        let index = s.shard.as_ref().map_or(0, |x| x.index);
+        warnings.push(format!(
+            "shard {index}/{count} stopped before its end (Ctrl-C, or its pod was stopped) after \
+             {:.1} s and {} request(s): it sent part of its share of the plan's load",
+            s.duration_s, s.requests.sent
+        ));
+    }
     if !missing.is_empty() {
         warnings.push(format!(
             "shards {missing:?} of {count} are missing: this is part of the plan's load, not all"

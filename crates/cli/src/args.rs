@@ -485,12 +485,15 @@ pub fn pull_policy(s: &str) -> Result<String, String> {
 /// `--cpu`'s value: a CPU quantity as Kubernetes writes one (`1`, `0.5`, `250m`), above zero.
 pub fn cpu_quantity(s: &str) -> Result<String, String> {
     let number = s.strip_suffix('m').unwrap_or(s);
-    let well_formed = !number.is_empty()
-        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && number.matches('.').count() <= 1
-        && !number.starts_with('.')
-        && !number.ends_with('.')
-        && !(s.ends_with('m') && number.contains('.'));
+    // Digits with at most one inner point; millicores are whole.
+    let digits = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let point_ok = match number.split_once('.') {
+        None => true,
+        Some((whole, part)) => {
+            !whole.is_empty() && !part.is_empty() && !part.contains('.') && !s.ends_with('m')
+        }
+    };
+    let well_formed = digits && point_ok;
     match number.parse::<f64>() {
         Ok(v) if well_formed && v > 0.0 => Ok(s.to_string()),
         _ => Err(format!(
@@ -924,6 +927,21 @@ pub struct DemoArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn k8s_flags_take_kubernetes_quantities_and_pull_policies() {
+        for ok in ["1", "2", "0.5", "250m", "1500m"] {
+            assert_eq!(cpu_quantity(ok).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "", "0", "0m", ".5", "1.", "1.5m", "1.2.3", "one", "-1", "1e3",
+        ] {
+            assert!(cpu_quantity(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(pull_policy("never").as_deref(), Ok("Never"));
+        assert_eq!(pull_policy("if-not-present").as_deref(), Ok("IfNotPresent"));
+        assert!(pull_policy("sometimes").is_err());
+    }
 
     #[test]
     fn otlp_takes_a_collector_url_or_env_and_nothing_else() {

@@ -65,7 +65,10 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::main(a),
         Command::Report(a) => cmd::report::main(a),
         Command::Merge(a) => cmd::merge::main(a),
-        Command::K8s(a) => cmd::k8s::main(a),
+        Command::K8s(a) => match a.what {
+            args::K8sCommand::Job(job) => cmd::k8s::print_job(job),
+            args::K8sCommand::Run(run) => cmd::k8s_run::main(run),
+        },
         Command::Consume(a) => cmd::consume::main(a),
         Command::Locust(mut a) => {
             a.file_args = file_args;

@@ -282,7 +282,9 @@ impl Kube {
         let url = format!("{}{}", self.server, self.collection(object));
         let body = serde_json::to_vec(object).expect("a JSON value serializes");
         let req = self.with_auth(self.agent.post(&url));
-        let resp = req.header("Content-Type", "application/json").send(&body[..]);
+        let resp = req
+            .header("Content-Type", "application/json")
+            .send(&body[..]);
         self.answer(&what, resp)
     }
 
@@ -339,17 +341,16 @@ impl Kube {
         let url = format!("{}{path}", self.server);
         let resp = self.with_auth(self.agent.get(&url)).call();
         match resp {
-            Ok(mut r) if r.status().is_success() => {
-                r.body_mut()
-                    .with_config()
-                    .limit(256 << 20)
-                    .read_to_string()
-                    .map_err(|e| KubeError::Unreachable {
-                        what,
-                        server: self.server.clone(),
-                        error: e.to_string(),
-                    })
-            }
+            Ok(mut r) if r.status().is_success() => r
+                .body_mut()
+                .with_config()
+                .limit(256 << 20)
+                .read_to_string()
+                .map_err(|e| KubeError::Unreachable {
+                    what,
+                    server: self.server.clone(),
+                    error: e.to_string(),
+                }),
             other => self.answer(&what, other).map(|_| String::new()),
         }
     }

@@ -97,7 +97,10 @@ impl JobSpec {
             "--out".into(),
             format!("{RESULTS_DIR}/merged"),
             "--wait".into(),
-            format!("{}s", self.merge_deadline_s.saturating_sub(MERGE_MARGIN_S).max(1)),
+            format!(
+                "{}s",
+                self.merge_deadline_s.saturating_sub(MERGE_MARGIN_S).max(1)
+            ),
             "--print-archive".into(),
         ]);
         args
@@ -192,7 +195,9 @@ impl JobSpec {
                 "completionMode": "Indexed",
                 "completions": self.shards,
                 "parallelism": self.shards,
-                "backoffLimit": 0,
+                // A shard that fails is not started again (it would start late), and the
+                // others go on: the merge counts what each sent.
+                "backoffLimitPerIndex": 0,
                 "template": {
                     "metadata": { "labels": self.labels() },
                     "spec": {
@@ -230,17 +235,17 @@ impl JobSpec {
     fn shard_container(&self, mounts: Value) -> Value {
         let mut c = self.container("shard", self.shard_args(), mounts);
         c["env"] = json!([{
-                                "name": "JOB_COMPLETION_INDEX",
-                                "valueFrom": { "fieldRef": {
-                                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-                                }}
-                            }, {
-                                "name": "LOADLAB_DASHBOARD_TOKEN",
-                                "valueFrom": { "secretKeyRef": {
-                                    "name": format!("{}-dashboard", self.name),
-                                    "key": "token"
-                                }}
-                            }]);
+            "name": "JOB_COMPLETION_INDEX",
+            "valueFrom": { "fieldRef": {
+                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            }}
+        }, {
+            "name": "LOADLAB_DASHBOARD_TOKEN",
+            "valueFrom": { "secretKeyRef": {
+                "name": format!("{}-dashboard", self.name),
+                "key": "token"
+            }}
+        }]);
         if !self.host_network {
             c["ports"] = json!([{ "name": "metrics", "containerPort": METRICS_PORT }]);
         }
@@ -250,7 +255,7 @@ impl JobSpec {
 
     fn merge_job(&self) -> Value {
         let (volumes, mounts) = self.volumes();
-        json!({
+        let mut job = json!({
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": { "name": format!("{}-merge", self.name), "labels": self.labels() },
@@ -267,7 +272,12 @@ impl JobSpec {
                     }
                 }
             }
-        })
+        });
+        if self.host_network {
+            // On one network with the shards, wherever the pods' own network stands.
+            job["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        }
+        job
     }
 
     /// Every object, in the order `kubectl apply` should create them.
@@ -358,6 +368,11 @@ mod tests {
             "loadlab-dashboard"
         );
         assert_eq!(job["completionMode"], "Indexed");
+        assert_eq!(job["backoffLimitPerIndex"], 0);
+        assert!(
+            job.get("backoffLimit").is_none(),
+            "one failed shard fails no other"
+        );
         assert_eq!(job["completions"], 4);
         assert_eq!(job["parallelism"], 4);
         let args = s.shard_args();
@@ -374,7 +389,9 @@ mod tests {
         let pod = &job["template"];
         assert_eq!(pod["metadata"]["annotations"]["prometheus.io/port"], "9090");
         assert!(pod["spec"].get("hostNetwork").is_none());
-        assert!(pod["spec"]["containers"][0].get("imagePullPolicy").is_none());
+        assert!(pod["spec"]["containers"][0]
+            .get("imagePullPolicy")
+            .is_none());
         assert!(args.contains(&"--dashboard=0.0.0.0:9090".to_string()));
     }
 
@@ -388,8 +405,12 @@ mod tests {
         for job in [&objects[2], &objects[3]] {
             let pod = &job["spec"]["template"]["spec"];
             assert_eq!(pod["containers"][0]["imagePullPolicy"], "Never");
-            assert_eq!(pod["containers"][0]["command"][0], "loadlab", "no shell needed");
+            assert_eq!(
+                pod["containers"][0]["command"][0], "loadlab",
+                "no shell needed"
+            );
         }
+        assert_eq!(objects[3]["spec"]["template"]["spec"]["hostNetwork"], true);
         let pod = &objects[2]["spec"]["template"];
         assert_eq!(pod["spec"]["hostNetwork"], true);
         assert_eq!(pod["spec"]["dnsPolicy"], "ClusterFirstWithHostNet");

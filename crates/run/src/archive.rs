@@ -93,7 +93,9 @@ mod tests {
         write_archive(from.path(), &mut log).unwrap();
         log.extend_from_slice(b"done\n");
         let text = String::from_utf8(log).unwrap();
-        assert!(text.lines().all(|l| l.len() <= LINE || l.starts_with("-----")));
+        assert!(text
+            .lines()
+            .all(|l| l.len() <= LINE || l.starts_with("-----")));
         let to = tempfile::tempdir().unwrap();
         let files = extract_archive(text.as_bytes(), to.path()).unwrap();
         assert_eq!(files, 2);
@@ -101,7 +103,10 @@ mod tests {
             std::fs::read_to_string(to.path().join("summary.json")).unwrap(),
             "{\"a\": 1}\n"
         );
-        assert_eq!(std::fs::read(to.path().join("profile/data.bin")).unwrap(), big);
+        assert_eq!(
+            std::fs::read(to.path().join("profile/data.bin")).unwrap(),
+            big
+        );
         // A log cut before the end marker holds no archive.
         let cut = &text[..text.find(END).unwrap()];
         assert!(matches!(

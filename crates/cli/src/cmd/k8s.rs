@@ -16,7 +16,7 @@ use loadlab_report::k8s::{JobSpec, ShippedFile, CONFIGMAP_LIMIT, FILES_DIR};
 use loadlab_run::shard::{ShardError, MAX_SHARDS};
 use loadlab_run::ValidPlan;
 
-use crate::args::{K8sArgs, K8sCommand, K8sJobArgs, K8sRunArgs};
+use crate::args::{K8sJobArgs, K8sRunArgs};
 use crate::cmd::Outcome;
 
 /// Time from now to the common start when `--start-in` is not given.
@@ -30,15 +30,10 @@ const MAX_NAME: usize = 52;
 /// it (a request count, or a constant rate without a duration).
 const UNKNOWN_LENGTH: Duration = Duration::from_secs(3600);
 
-/// Runs `loadlab k8s`.
-pub fn main(a: K8sArgs) -> Result<Outcome> {
-    match a.what {
-        K8sCommand::Job(job) => {
-            print!("{}", job_spec(job)?.yaml());
-            Ok(Outcome::Done)
-        }
-        K8sCommand::Run(run) => crate::cmd::k8s_run::main(run),
-    }
+/// Prints the objects of `loadlab k8s job`.
+pub fn print_job(a: K8sJobArgs) -> Result<Outcome> {
+    print!("{}", job_spec(a)?.yaml());
+    Ok(Outcome::Done)
 }
 
 /// The objects of `loadlab k8s job`, from its flags.

@@ -25,12 +25,11 @@ pub fn main(a: K8sRunArgs) -> Result<Outcome> {
     let kubeconfig = a.kubeconfig.clone().unwrap_or_else(default_kubeconfig);
     let kube = Kube::from_kubeconfig(&kubeconfig, a.namespace.as_deref())?;
     let spec = super::k8s::job_spec(a.job)?;
-    let out = a.out.unwrap_or_else(|| PathBuf::from(format!("k8s-{}", spec.name)));
+    let out = a
+        .out
+        .unwrap_or_else(|| PathBuf::from(format!("k8s-{}", spec.name)));
     if out.join("summary.json").exists() {
-        bail!(
-            "{} already holds a run: give another --out",
-            out.display()
-        );
+        bail!("{} already holds a run: give another --out", out.display());
     }
     let stop = loadlab_harness::interrupt::interrupt_signal()?;
     let objects = spec.objects();
@@ -109,12 +108,25 @@ fn follow(
             );
         }
         let pods = kube.pods(&format!("loadlab/run={}", spec.name))?;
+        let mut failed = 0;
         for pod in &pods {
             let (who, state) = describe(pod, spec, &merge_job, start_at);
+            let ended_badly = ended_badly(pod);
+            failed += usize::from(ended_badly && job_of(pod) != merge_job);
             if shown.get(&who) != Some(&state) {
                 eprintln!("  {who}: {state}");
+                // Why it failed, from its own last words.
+                if ended_badly {
+                    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+                    for line in kube.log(name, Some(3)).unwrap_or_default().lines() {
+                        eprintln!("    | {line}");
+                    }
+                }
                 shown.insert(who, state);
             }
+        }
+        if failed == spec.shards {
+            bail!("every shard failed (their logs' ends are above): nothing to merge");
         }
         let job = kube.job(&merge_job)?;
         if job["status"]["succeeded"].as_u64().unwrap_or(0) > 0 {
@@ -147,11 +159,19 @@ fn job_of(pod: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// Whether a pod's container ended with an error.
+fn ended_badly(pod: &Value) -> bool {
+    pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]
+        .as_i64()
+        .is_some_and(|code| code != 0)
+}
+
 /// Whether a Job's conditions say it failed (its deadline passed, say).
 fn has_failed(job: &Value) -> bool {
-    job["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Failed" && c["status"] == "True"))
+    job["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Failed" && c["status"] == "True")
+    })
 }
 
 /// Who a pod is (`shard 2`, `merge`) and its state in words: its phase, why it waits, how its
@@ -180,7 +200,9 @@ fn describe(
         }
     } else if let Some(code) = container["terminated"]["exitCode"].as_i64() {
         let reason = container["terminated"]["reason"].as_str().unwrap_or("");
-        format!("{phase}, exited {code} {reason}").trim_end().to_string()
+        format!("{phase}, exited {code} {reason}")
+            .trim_end()
+            .to_string()
     } else if phase == "Running" && job_of(pod) != merge_job {
         match start_at.and_then(|at| SystemTime::now().duration_since(at).ok()) {
             Some(_) => "Running, sending load".to_string(),

@@ -111,7 +111,11 @@ fn merge_waits_for_the_shards_and_merges_those_that_ended_naming_the_missing_one
     );
     let merged = read_json(&out.join("summary.json"));
     assert_eq!(merged["merged"]["count"], 2, "{merged}");
-    assert_eq!(merged["merged"]["missing"], serde_json::json!([1]), "{merged}");
+    assert_eq!(
+        merged["merged"]["missing"],
+        serde_json::json!([1]),
+        "{merged}"
+    );
     assert_eq!(merged["requests"]["completed"], 20);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains(loadlab_run::archive::BEGIN), "{stdout}");

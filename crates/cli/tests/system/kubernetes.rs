@@ -7,8 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
-
 use crate::support::read_json;
 
 /// The repository's root.
@@ -58,8 +56,17 @@ impl Cluster {
             .args(["--name", "loadlab:test", "--out"])
             .arg(&tar)
             .arg("--add")
-            .arg(format!("{}:/usr/local/bin/loadlab", env!("CARGO_BIN_EXE_loadlab")))
-            .args(["--libs", "--user", "10001", "--entrypoint", "/usr/local/bin/loadlab"])
+            .arg(format!(
+                "{}:/usr/local/bin/loadlab",
+                env!("CARGO_BIN_EXE_loadlab")
+            ))
+            .args([
+                "--libs",
+                "--user",
+                "10001",
+                "--entrypoint",
+                "/usr/local/bin/loadlab",
+            ])
             .status()
             .unwrap();
         assert!(built.success());
@@ -114,24 +121,23 @@ impl Drop for Cluster {
     }
 }
 
-/// `loadlab k8s run` of `plan` against the cluster; its output and the merged summary.
-fn k8s_run(cluster: &Cluster, plan: &[&str], out: &Path) -> (std::process::Output, Value) {
-    let o = Command::new(env!("CARGO_BIN_EXE_loadlab"))
-        .args(["k8s", "run"])
+/// `loadlab k8s run` of `plan` against the cluster, its merged run going to `out`.
+fn k8s_run_command(cluster: &Cluster, plan: &[&str], out: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loadlab"));
+    c.args(["k8s", "run"])
         .args(plan)
-        .args(["--image", "loadlab:test", "--pull", "never", "--host-network"])
+        .args([
+            "--image",
+            "loadlab:test",
+            "--pull",
+            "never",
+            "--host-network",
+        ])
         .args(["--cpu", "100m", "--start-in", "15s", "--kubeconfig"])
         .arg(&cluster.kubeconfig)
         .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap();
-    let summary = if out.join("summary.json").exists() {
-        read_json(&out.join("summary.json"))
-    } else {
-        Value::Null
-    };
-    (o, summary)
+        .arg(out);
+    c
 }
 
 #[test]
@@ -143,15 +149,29 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
     let url = server.url("/ping");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("merged");
-    let (o, merged) = k8s_run(&cluster, &[&url, "-R", "100", "-d", "5s", "--shards", "4"], &out);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let mut run = Running(
+        k8s_run_command(
+            &cluster,
+            &[&url, "-R", "100", "-d", "5s", "--shards", "4"],
+            &out,
+        )
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    let (status, stderr) = run.wait_within(std::time::Duration::from_secs(90));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let merged = read_json(&out.join("summary.json"));
     for shard in 0..4 {
         assert!(stderr.contains(&format!("shard {shard}/4")), "{stderr}");
     }
     // The four shards sent the plan's arrivals exactly, and the merge counted all of them.
     assert_eq!(merged["merged"]["count"], 4, "{merged}");
-    assert_eq!(merged["merged"]["missing"], serde_json::json!([]), "{merged}");
+    assert_eq!(
+        merged["merged"]["missing"],
+        serde_json::json!([]),
+        "{merged}"
+    );
     assert_eq!(merged["requests"]["sent"], 500, "{merged}");
     let per_shard: u64 = merged["merged"]["shards"]
         .as_array()
@@ -161,4 +181,124 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
         .sum();
     assert_eq!(per_shard, 500);
     assert_eq!(merged["requests"]["completed"], 500, "{merged}");
+    // Exactly: its percentiles are those of the union of the shards' own latency logs, as
+    // HdrHistogram's Python implementation reads them from the run's volume on the node.
+    let volume = std::fs::read_dir(cluster.path().join("volumes"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|v| v.join("shard-0").exists())
+        .expect("the run's volume");
+    let logs: Vec<PathBuf> = (0..4)
+        .map(|i| volume.join(format!("shard-{i}/latency.hlog")))
+        .collect();
+    let union = crate::shard::python_union(&logs);
+    assert_eq!(union["count"], merged["requests"]["completed"]);
+    for key in ["p50", "p99", "p99_9"] {
+        assert_eq!(
+            crate::shard::us(&merged, key),
+            union[key].as_u64().unwrap(),
+            "{key}: the merged run against the union of the shards' logs"
+        );
+    }
+
+    // A shard's pod deleted mid-run: the shard stops as on Ctrl-C and keeps what it sent, the
+    // Job does not start it again (it would start late) and the other shards go on; the merge
+    // counts the stopped shard's part and says it stopped.
+    let out = dir.path().join("merged-without-2");
+    let mut run = Running(
+        k8s_run_command(
+            &cluster,
+            &[
+                &url, "-R", "100", "-d", "20s", "--shards", "4", "--name", "cut",
+            ],
+            &out,
+        )
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    let kube = loadlab_harness::kube::Kube::from_kubeconfig(&cluster.kubeconfig, None).unwrap();
+    let pod = wait_for_running_shard(&kube, "cut", "2");
+    // Into the load: the shards start 15 s after the objects were made.
+    std::thread::sleep(std::time::Duration::from_secs(20));
+    let gone = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod}});
+    kube.delete(&gone).unwrap();
+    let (status, stderr) = run.wait_within(std::time::Duration::from_secs(150));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let merged = read_json(&out.join("summary.json"));
+    assert_eq!(merged["merged"]["count"], 4, "{stderr}\n{merged}");
+    assert_eq!(
+        merged["merged"]["missing"],
+        serde_json::json!([]),
+        "{merged}"
+    );
+    for s in merged["merged"]["shards"].as_array().unwrap() {
+        let sent = s["sent"].as_u64().unwrap();
+        match s["index"].as_u64() {
+            Some(2) => assert!(sent < 450, "the stopped shard sent part of its 500: {s}"),
+            _ => assert_eq!(sent, 500, "the others sent all of theirs: {s}"),
+        }
+    }
+    let warnings = merged["generator"]["warnings"].to_string();
+    assert!(
+        warnings.contains("shard 2/4 stopped before its end"),
+        "{warnings}"
+    );
+    assert!(stderr.contains("shard 2/4"), "{stderr}");
+}
+
+/// A `loadlab k8s run` in progress, stopped (by PID) if the test ends first.
+struct Running(std::process::Child);
+
+impl Running {
+    /// Its exit status and stderr, within `limit` (or the test fails).
+    fn wait_within(&mut self, limit: std::time::Duration) -> (std::process::ExitStatus, String) {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.0.stderr.take() {
+                    std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+                }
+                return (status, err);
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "k8s run did not end in {limit:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// The name of shard `index`'s pod of run `name` once it runs (within 60 s).
+fn wait_for_running_shard(kube: &loadlab_harness::kube::Kube, name: &str, index: &str) -> String {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let pods = kube
+            .pods(&format!("batch.kubernetes.io/job-name={name}"))
+            .unwrap();
+        let running = pods.iter().find(|p| {
+            p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == index
+                && p["status"]["phase"] == "Running"
+        });
+        if let Some(p) = running {
+            return p["metadata"]["name"].as_str().unwrap().to_string();
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "shard {index} never ran: {pods:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }

@@ -1,6 +1,6 @@
 //! The system tier of the `loadlab` binary's tests: those that need real programs (nginx,
 //! redis-server, Node.js, gunicorn, grpcio, Locust, Prometheus, an OpenTelemetry Collector, Jaeger,
-//! perf, Chromium), run labs, or measure the services they start. `scripts/test.sh` installs
+//! perf, Chromium, a Kubernetes cluster), run labs, or measure the services they start. `scripts/test.sh` installs
 //! what they need and runs them after the fast tier, with `cargo test -p loadlab --test system`
 //! (`cargo test` alone leaves them out). A missing program fails its test with a line naming it
 //! and how to install it.

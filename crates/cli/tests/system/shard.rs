@@ -75,7 +75,7 @@ pub fn tools_python() -> PathBuf {
 }
 
 /// Percentiles of the union of `logs` as HdrHistogram's Python implementation reads them.
-fn python_union(logs: &[PathBuf]) -> Value {
+pub fn python_union(logs: &[PathBuf]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/hdr_union.py");
     let out = Command::new(tools_python())
         .arg(script)
@@ -91,7 +91,7 @@ fn python_union(logs: &[PathBuf]) -> Value {
 }
 
 /// A summary's latency percentile in microseconds, as the histogram held it.
-fn us(summary: &Value, key: &str) -> u64 {
+pub fn us(summary: &Value, key: &str) -> u64 {
     (summary["latency_ms"][key].as_f64().unwrap() * 1000.0).round() as u64
 }
 
@@ -202,7 +202,7 @@ fn the_jobs_own_commands_run_as_three_shards_and_merge_into_the_plan_with_exact_
     assert_eq!(merge_command[..2], ["loadlab", "merge"]);
     let out = Command::new(env!("CARGO_BIN_EXE_loadlab"))
         .args(
-            merge_command[2..]
+            merge_command[1..]
                 .iter()
                 .map(|a| a.replace("/results", results.to_str().unwrap())),
         )
