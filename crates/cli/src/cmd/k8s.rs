@@ -95,28 +95,18 @@ pub(crate) fn job_spec(a: K8sJobArgs) -> Result<JobSpec> {
 /// Moves `k8s run`'s own flags out of the run's words (they may follow the run's flags, as the
 /// Job's flags may).
 pub(crate) fn take_run_flags(mut a: K8sRunArgs) -> Result<K8sRunArgs> {
-    let mut rest = Vec::new();
-    let mut words = std::mem::take(&mut a.job.run).into_iter();
-    while let Some(word) = words.next() {
-        let (flag, inline) = match word.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (word.clone(), None),
-        };
-        if flag == "--keep" && inline.is_none() {
-            a.keep = true;
-            continue;
-        }
-        if !["--kubeconfig", "--namespace", "--out"].contains(&flag.as_str()) {
-            rest.push(word);
-            continue;
-        }
-        let Some(value) = inline.or_else(|| words.next()) else {
-            bail!("{flag} needs a value");
-        };
-        match flag.as_str() {
-            "--kubeconfig" => a.kubeconfig = Some(value.into()),
-            "--namespace" => a.namespace = Some(value),
-            _ => a.out = Some(value.into()),
+    let words = std::mem::take(&mut a.job.run);
+    let (found, rest) = split_flags(
+        words,
+        &["--keep"],
+        &["--kubeconfig", "--namespace", "--out"],
+    )?;
+    for (flag, value) in found {
+        match (flag.as_str(), value) {
+            ("--kubeconfig", Some(v)) => a.kubeconfig = Some(v.into()),
+            ("--namespace", Some(v)) => a.namespace = Some(v),
+            ("--out", Some(v)) => a.out = Some(v.into()),
+            _ => a.keep = true,
         }
     }
     a.job.run = rest;
@@ -128,33 +118,21 @@ pub(crate) fn take_run_flags(mut a: K8sRunArgs) -> Result<K8sRunArgs> {
 /// (the job's flags too), and they must stay words, as the pods get them as written (files
 /// renamed), rather than be parsed into flags beside the job's own.
 fn take_job_flags(mut a: K8sJobArgs) -> Result<(K8sJobArgs, Vec<String>)> {
-    let mut rest = Vec::new();
-    let mut words = std::mem::take(&mut a.run).into_iter();
-    while let Some(word) = words.next() {
-        let (flag, inline) = match word.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (word.clone(), None),
-        };
-        if flag == "--host-network" && inline.is_none() {
+    let words = std::mem::take(&mut a.run);
+    let valued = [
+        "--shards",
+        "--image",
+        "--start-in",
+        "--name",
+        "--storage",
+        "--pull",
+        "--cpu",
+    ];
+    let (found, rest) = split_flags(words, &["--host-network"], &valued)?;
+    for (flag, value) in found {
+        let Some(value) = value else {
             a.host_network = true;
             continue;
-        }
-        let own = [
-            "--shards",
-            "--image",
-            "--start-in",
-            "--name",
-            "--storage",
-            "--pull",
-            "--cpu",
-        ];
-        if !own.contains(&flag.as_str()) {
-            rest.push(word);
-            continue;
-        }
-        let value = match inline.or_else(|| words.next()) {
-            Some(v) => v,
-            None => bail!("{flag} needs a value"),
         };
         let bad = |e: String| anyhow!("{flag} {value}: {e}");
         match flag.as_str() {
@@ -168,6 +146,37 @@ fn take_job_flags(mut a: K8sJobArgs) -> Result<(K8sJobArgs, Vec<String>)> {
         }
     }
     Ok((a, rest))
+}
+
+/// Flags found in the run's words, in order, each with its value (none for a switch).
+type FoundFlags = Vec<(String, Option<String>)>;
+
+/// Takes the `switches` (no value) and the `valued` flags (`--flag V` or `--flag=V`) out of
+/// `words`: those found, in order, with their values, and the words left.
+fn split_flags(
+    words: Vec<String>,
+    switches: &[&str],
+    valued: &[&str],
+) -> Result<(FoundFlags, Vec<String>)> {
+    let (mut found, mut rest) = (Vec::new(), Vec::new());
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (word.clone(), None),
+        };
+        if switches.contains(&flag.as_str()) && inline.is_none() {
+            found.push((flag, None));
+        } else if valued.contains(&flag.as_str()) {
+            let Some(value) = inline.or_else(|| words.next()) else {
+                bail!("{flag} needs a value");
+            };
+            found.push((flag, Some(value)));
+        } else {
+            rest.push(word);
+        }
+    }
+    Ok((found, rest))
 }
 
 /// Refuses a plan that some shard's pod would refuse at the start: each shard is split off as

@@ -135,6 +135,50 @@ fn merge_waits_for_the_shards_and_merges_those_that_ended_naming_the_missing_one
 }
 
 #[test]
+fn k8s_run_takes_its_flags_after_the_runs_and_says_in_one_line_what_its_kubeconfig_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(&config, "apiVersion: v1\nkind: Config\nclusters: []\n").unwrap();
+    let o = loadlab(&[
+        "k8s",
+        "run",
+        "http://127.0.0.1:9/ping",
+        "-R",
+        "10",
+        "-d",
+        "2s",
+        "--shards",
+        "2",
+        "--keep",
+        "--kubeconfig",
+        config.to_str().unwrap(),
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("it has no current-context"), "{err}");
+    let missing = dir.path().join("missing");
+    let o = loadlab(&[
+        "k8s",
+        "run",
+        "--kubeconfig",
+        missing.to_str().unwrap(),
+        "http://127.0.0.1:9/ping",
+        "-n",
+        "10",
+        "--shards",
+        "2",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("kubeconfig") && err.contains("missing"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_bad_shard_or_a_start_time_in_the_past_is_refused_in_one_line() {
     for (flags, needle) in [
         (&["--shard", "2/2"][..], "is not a shard"),
