@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a single-node Kubernetes from upstream source once per machine, into loadlab's cache,
 # and prints the directory that holds it: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler and the kubelet, at pinned versions, from the modules the Go module proxy
+# kube-scheduler, the kubelet and kubectl, at pinned versions, from the modules the Go module proxy
 # serves. Installs the container runtime from Debian (containerd, runc, the CNI plugins) when
 # run as root; says what to install otherwise. `scripts/kube-up.sh` starts the cluster.
 #
@@ -18,7 +18,7 @@ kubernetes=v1.37.2
 staging=v0.37.2
 etcd=v3.6.16
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/kubernetes-$kubernetes"
-components=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 # The container runtime, from Debian's packages.
 runtime_packages=()

@@ -246,6 +246,75 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
         "{warnings}"
     );
     assert!(stderr.contains("shard 2/4"), "{stderr}");
+
+    // The same objects, applied with kubectl by a user who has it.
+    kubectl_applies_what_k8s_job_prints(&cluster, &url, dir.path());
+}
+
+/// The objects `k8s job` prints, applied with the cluster's own kubectl as a user with kubectl
+/// would: the merge Job completes, and its log carries the merged run (here, of 2 shards of 3 s
+/// at 100 req/s: the plan's 300 arrivals).
+fn kubectl_applies_what_k8s_job_prints(cluster: &Cluster, url: &str, dir: &Path) {
+    let kubectl = |args: &[&str]| {
+        let bin = PathBuf::from(
+            String::from_utf8_lossy(
+                &Command::new("bash")
+                    .arg(root().join("scripts/install-kubernetes.sh"))
+                    .output()
+                    .unwrap()
+                    .stdout,
+            )
+            .trim(),
+        )
+        .join("bin/kubectl");
+        let o = Command::new(bin)
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "kubectl {args:?}: {err}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let printed = crate::support::loadlab_ok(&[
+        "k8s",
+        "job",
+        url,
+        "-R",
+        "100",
+        "-d",
+        "3s",
+        "--shards",
+        "2",
+        "--name",
+        "kc",
+        "--image",
+        "loadlab:test",
+        "--pull",
+        "never",
+        "--host-network",
+        "--cpu",
+        "100m",
+        "--start-in",
+        "15s",
+    ]);
+    let yaml = dir.join("kc.yaml");
+    std::fs::write(&yaml, &printed.stdout).unwrap();
+    kubectl(&["apply", "-f", yaml.to_str().unwrap()]);
+    kubectl(&[
+        "wait",
+        "--for=condition=complete",
+        "job/kc-merge",
+        "--timeout=120s",
+    ]);
+    let log = kubectl(&["logs", "job/kc-merge"]);
+    let merged = dir.join("kc-merged");
+    loadlab_run::archive::extract_archive(log.as_bytes(), &merged).unwrap();
+    let summary = read_json(&merged.join("summary.json"));
+    assert_eq!(summary["merged"]["count"], 2, "{summary}");
+    assert_eq!(summary["requests"]["sent"], 300, "{summary}");
+    kubectl(&["delete", "-f", yaml.to_str().unwrap(), "--wait=false"]);
 }
 
 /// A `loadlab k8s run` in progress, stopped (by PID) if the test ends first.
