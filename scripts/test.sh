@@ -4,7 +4,7 @@
 #     Rust toolchain, a C compiler and basic shell tools; no other program, no lab, no figure
 #     of the machine's clock or CPU;
 #  2. the system tier (the `system` test targets): real programs (installed here first, pinned),
-#     labs and measurements, then the Python and browser suites.
+#     labs and measurements, the Python and browser suites among them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -167,16 +167,9 @@ took "the system tier's programs installed (the wait after the fast tier)"
 # loadlab's system tests take their claims on the machine (crates/cli/tests/support: alone,
 # quiet or shared), so that harness runs them all at once, a thread each, and the claims run
 # the tests alone first, then the quiet ones, then the shared ones (libtest prints "has been
-# running for over 60 seconds" for tests still waiting for their claim); the other crates'
-# system tests run as libtest runs them.
+# running for over 60 seconds" for tests still waiting for their claim); the Python suites (the
+# browser tests, the locust package's unit tests) run among them (python_suites.rs). The other
+# crates' system tests run as libtest runs them.
 cargo test -p loadlab --locked --test system -- --test-threads=256
 cargo test --workspace --exclude loadlab --locked --test system
 took "system tier (cargo test --test system)"
-# loadlab's `locust` package on its own, against a fake engine (the system tier runs it for
-# real above).
-(cd crates/engine/src/locust/python && PYTHONDONTWRITEBYTECODE=1 \
-  "${XDG_CACHE_HOME:-$HOME/.cache}/loadlab/locust-venv/bin/python" -m unittest discover -q -s tests -t tests)
-took "the locust package's unit tests"
-LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \
-  "$venv/bin/python" -m pytest -q tests/browser
-took "browser tests"

@@ -410,16 +410,14 @@ fn pem_certificates(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>, 
     Ok(certs)
 }
 
-/// `s` percent-encoded for a query string.
+/// `s` percent-encoded for a query string (everything but letters, digits and `-_.~`).
 fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(s, QUERY).to_string()
 }
 
 #[cfg(test)]

@@ -931,12 +931,8 @@ impl InstanceSpec {
             place(&mut cmd, group.as_ref(), &cores)?;
             processes.push(Supervised::spawn(&label, cmd).map_err(LabError::Io)?);
         }
-        let cpu_ns = group
-            .clone()
-            .map(|g| Box::new(move || g.read().cpu_ns) as Box<dyn Fn() -> _ + Send>);
         Ok(Started {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            cpu_ns,
             cpus: topology.cpu_quota,
             pids: processes.iter().map(Supervised::pid).collect(),
             group,

@@ -367,10 +367,10 @@ fn a_killed_run_keeps_its_seconds_and_report_reads_them() {
 }
 
 #[test]
-fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_first_then_quiet_ones()
-{
+fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_first_then_quiet_ones_long_ones_first(
+) {
     // The fast tier claims nothing, so here the claims are this test's alone.
-    use crate::support::{alone, quiet, shared, Claim};
+    use crate::support::{alone, quiet, quiet_long, shared, shared_long, Claim};
     use std::sync::mpsc;
     use std::time::Duration;
     // Whether `take` gets its claim within 200 ms, on a thread of its own; the claim is
@@ -465,4 +465,30 @@ fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_fir
         .recv_timeout(soon)
         .expect("shared once the quiet test ended");
     drop(last);
+    // Within a kind, a long test goes before the short ones that asked first.
+    for (short, long) in [
+        (quiet as fn() -> Claim, quiet_long as fn() -> Claim),
+        (shared, shared_long),
+    ] {
+        let held = [short(), short()];
+        let third = short();
+        let waiting = within(short);
+        let first = within(long);
+        assert!(waiting.recv_timeout(soon).is_err(), "three at once");
+        assert!(
+            first.recv_timeout(soon).is_err(),
+            "three at once, long or not"
+        );
+        drop(third);
+        let first = first
+            .recv_timeout(soon)
+            .expect("the long test in the freed place");
+        assert!(
+            waiting.recv_timeout(soon).is_err(),
+            "the short test waits behind the long one"
+        );
+        drop(first);
+        drop(waiting.recv_timeout(soon).expect("then the short one"));
+        drop(held);
+    }
 }

@@ -247,7 +247,10 @@ pub fn assert_all_gone(pids: &[u32]) {
 /// decide the order: tests alone first, then the quiet ones, then the shared ones. Switching
 /// between kinds waits for the running tests to end, with places idle meanwhile; in the
 /// names' order (libtest's), four at a time, the switches left a fifth of the tier's time idle
-/// (a suite's claims log: 810 s, where the kinds in turn take 650 s).
+/// (a suite's claims log: 810 s, where the kinds in turn take 650 s). Within a kind the long
+/// tests (a minute or so: [`quiet_long`], [`shared_long`]) go first, so that none starts last and
+/// runs on with the other places idle (the Kubernetes test started 60 s into the shared phase,
+/// and the tier ended 13 s after the others).
 #[derive(Debug, Default)]
 struct Claims {
     alone: bool,
@@ -257,6 +260,10 @@ struct Claims {
     waiting_alone: usize,
     /// Quiet tests waiting: no new shared test starts before them.
     waiting_quiet: usize,
+    /// Long quiet tests waiting: no short quiet test starts before them.
+    waiting_long_quiet: usize,
+    /// Long shared tests waiting: no short shared test starts before them.
+    waiting_long_shared: usize,
 }
 
 /// The machine's claims and the condition their holders wait on.
@@ -267,6 +274,8 @@ static MACHINE: (Mutex<Claims>, Condvar) = (
         shared: 0,
         waiting_alone: 0,
         waiting_quiet: 0,
+        waiting_long_quiet: 0,
+        waiting_long_shared: 0,
     }),
     Condvar::new(),
 );
@@ -370,6 +379,15 @@ pub fn alone() -> Claim {
     )
 }
 
+/// Whether a quiet test may start now (`long`: before the short ones waiting).
+fn may_quiet(c: &Claims, long: bool) -> bool {
+    !c.alone
+        && c.waiting_alone == 0
+        && c.shared == 0
+        && c.quiet < QUIET_AT_ONCE
+        && (long || c.waiting_long_quiet == 0)
+}
+
 /// Claims a third of the machine for a test that measures what its services wait and uses little
 /// CPU (a quarter of a core at most over its run, measured with `/usr/bin/time` on the test
 /// alone).
@@ -378,7 +396,7 @@ pub fn quiet() -> Claim {
     lock.lock().unwrap_or_else(|e| e.into_inner()).waiting_quiet += 1;
     claim(
         "quiet",
-        |c| !c.alone && c.waiting_alone == 0 && c.shared == 0 && c.quiet < QUIET_AT_ONCE,
+        |c| may_quiet(c, false),
         |c| {
             c.waiting_quiet -= 1;
             c.quiet += 1;
@@ -387,18 +405,58 @@ pub fn quiet() -> Claim {
     )
 }
 
+/// [`quiet`] for a test of about a minute or more: it starts before the short quiet ones.
+pub fn quiet_long() -> Claim {
+    let (lock, _) = &MACHINE;
+    let mut c = lock.lock().unwrap_or_else(|e| e.into_inner());
+    c.waiting_quiet += 1;
+    c.waiting_long_quiet += 1;
+    drop(c);
+    claim(
+        "quiet",
+        |c| may_quiet(c, true),
+        |c| {
+            c.waiting_quiet -= 1;
+            c.waiting_long_quiet -= 1;
+            c.quiet += 1;
+        },
+        |c| c.quiet -= 1,
+    )
+}
+
+/// Whether a shared test may start now (`long`: before the short ones waiting).
+fn may_share(c: &Claims, long: bool) -> bool {
+    !c.alone
+        && c.waiting_alone == 0
+        && c.waiting_quiet == 0
+        && c.quiet == 0
+        && c.shared < SHARED_AT_ONCE
+        && (long || c.waiting_long_shared == 0)
+}
+
 /// Claims the machine beside other tests that measure nothing.
 pub fn shared() -> Claim {
     claim(
         "shared",
-        |c| {
-            !c.alone
-                && c.waiting_alone == 0
-                && c.waiting_quiet == 0
-                && c.quiet == 0
-                && c.shared < SHARED_AT_ONCE
-        },
+        |c| may_share(c, false),
         |c| c.shared += 1,
+        |c| c.shared -= 1,
+    )
+}
+
+/// [`shared`] for a test of about a minute or more: it starts before the short shared ones.
+pub fn shared_long() -> Claim {
+    let (lock, _) = &MACHINE;
+    lock.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .waiting_long_shared += 1;
+    claim(
+        "shared",
+        |c| may_share(c, true),
+        |c| {
+            c.waiting_long_shared -= 1;
+            c.shared += 1;
+        },
         |c| c.shared -= 1,
     )
 }

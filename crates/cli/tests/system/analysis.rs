@@ -97,7 +97,7 @@ fn the_probe_counts_a_synchronous_black_boxs_workers_and_service_time() {
 #[test]
 fn the_probe_observes_the_workers_of_a_slow_box_and_of_one_wider_than_the_ladders_steps() {
     // Its steps' latencies are read against a service time: a lab beside it blurs them.
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::quiet_long();
     // A slow service: 5 workers of 300 ms. A wide one: 14 workers, between the ladder's 14 and
     // 16, where the probe must step back to 15 to see the jump.
     for (workers, delay_ms) in [(5, 300), (14, 50)] {
@@ -217,7 +217,7 @@ fn capacity_finds_k_over_d_and_never_more() {
 
 #[test]
 fn capacity_on_a_slow_service_starts_a_little_under_its_plateau_and_finds_k_over_s() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::quiet_long();
     // 5 workers of 80 ms: 62.5 req/s. Every rate from one connection's 12.5 req/s used to
     // "break" on the request still in flight at the window's end (found on 320 ms workers).
     let server = black_box(5, 80);
@@ -320,7 +320,7 @@ fn an_exponential_pool_is_measured_on_both_sides_of_its_knee_until_its_count_is_
 
 #[test]
 fn capacity_on_a_long_tail_never_passes_a_percentile_on_too_few_requests() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::quiet_long();
     // 12 workers of exponential times, mean 40 ms: 300 req/s at most, and a request alone
     // already has p99 ≈ 4.6 × 40 = 184 ms. p99 < 120 ms cannot be met at any rate; the search
     // used to halve the rate until a step's few dozen requests passed by luck.
@@ -593,7 +593,7 @@ fn contention_reads_as_contended_with_its_peak_where_a_pool_would_be_read() {
 
 #[test]
 fn capacity_on_a_service_that_collapses_past_its_peak_settles_under_the_peak() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::quiet_long();
     // The USL's shape with a steep fall: 20 ms · (1 + 0.02 (n − 1) + 0.01 n (n − 1)) peaks at
     // 9.9 in flight, 240 req/s, and past it each queued request slows every other: offered
     // more than the peak, the box serves far less. The rates under the peak that met their

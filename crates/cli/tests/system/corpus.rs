@@ -129,7 +129,7 @@ fn check(script: &Path, dir: &Path, url: &str) -> Result<(), String> {
 
 #[test]
 fn every_script_of_the_corpus_validates_and_runs_without_a_failed_user() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared_long();
     let server = TestServer::start(2).unwrap();
     let url = server.url("").trim_end_matches('/').to_string();
     let dir = tempfile::tempdir().unwrap();

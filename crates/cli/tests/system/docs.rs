@@ -264,7 +264,7 @@ fn run_docs(files: &[&str]) -> Vec<String> {
 
 #[test]
 fn every_command_of_the_readme_the_recipes_and_the_grpc_page_runs() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared_long();
     let failures = run_docs(&["README.md", "docs/recipes.md", "docs/grpc.md"]);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -142,7 +142,7 @@ fn k8s_run_command(cluster: &Cluster, plan: &[&str], out: &Path) -> Command {
 
 #[test]
 fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared_long();
     let cluster = Cluster::start();
     cluster.import_loadlab();
     let server = loadlab_service::TestServer::start(1).unwrap();

@@ -22,6 +22,7 @@ mod kubernetes;
 mod locust;
 mod observability;
 mod profile;
+mod python_suites;
 mod resume;
 mod runtimes;
 mod seeds;

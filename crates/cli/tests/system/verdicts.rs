@@ -231,7 +231,7 @@ fn a_replica_killed_mid_cell_is_named_its_cell_left_out_and_the_lab_goes_on() {
 
 #[test]
 fn a_probe_workload_counts_each_topologys_workers_and_says_why_in_the_verdict() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::quiet_long();
     // /bbox/sync serves --bbox-workers requests at once, 50 ms each; /bbox/async has no limit.
     // (One process each: SO_REUSEPORT spreads connections over processes by a hash, unevenly,
     // so three processes of three read anywhere from 4 to 9 by luck.)

@@ -64,13 +64,12 @@ pub struct Settings {
 pub struct Started {
     /// Where it serves.
     pub addr: SocketAddr,
-    /// Its CPU time so far, ns, when it can be read (its control group's counter).
-    pub cpu_ns: Option<Box<dyn Fn() -> Option<u64> + Send>>,
     /// The CPUs' worth of time it may use (its quota), for the CPU metric's share.
     pub cpus: Option<f64>,
     /// Its processes, for the lab's sampler (none for an instance inside loadlab's process).
     pub pids: Vec<u32>,
-    /// Its control group, when it has a budget, for the lab's sampler.
+    /// Its control group, when it has a budget: the CPU metric's counter, and what the lab's
+    /// sampler reads.
     pub group: Option<Group>,
     /// Stops it when dropped (its processes, by PID).
     pub guard: Box<dyn Send>,
@@ -545,12 +544,7 @@ impl Scaler {
             return;
         };
         m.ready = Some(at);
-        m.cpu = m
-            .instance
-            .cpu_ns
-            .as_ref()
-            .and_then(|read| read())
-            .map(|ns| (ns, Instant::now()));
+        m.cpu = cpu_ns(m).map(|ns| (ns, Instant::now()));
         let cold = at.saturating_duration_since(m.launched);
         self.balancer.add(id, m.instance.addr);
         if let Some(life) = self.record().instances.iter_mut().find(|l| l.id == id) {
@@ -750,10 +744,14 @@ impl Scaler {
     }
 }
 
+/// An instance's CPU time so far, ns, when its control group's counter can be read.
+fn cpu_ns(m: &Member) -> Option<u64> {
+    m.instance.group.as_ref()?.read().cpu_ns
+}
+
 /// An instance's CPU since its last reading as a share of its budget, and the reading kept.
 fn cpu_share(m: &mut Member) -> Option<f64> {
-    let read = m.instance.cpu_ns.as_ref()?;
-    let (ns, at) = (read()?, Instant::now());
+    let (ns, at) = (cpu_ns(m)?, Instant::now());
     let (before, then) = m.cpu.replace((ns, at))?;
     let wall = at.duration_since(then).as_secs_f64().max(1e-3);
     let cpus = m.instance.cpus.filter(|c| *c > 0.0)?;
@@ -811,7 +809,6 @@ mod tests {
             let b = backend(&format!("instance {id}"));
             Ok(Started {
                 addr: b.addr,
-                cpu_ns: None,
                 cpus: None,
                 // Not a process of its own: a number for the members' list alone.
                 pids: vec![1000 + id],
