@@ -73,9 +73,6 @@ if ! built "${components[@]}" etcd; then
     sed -E -i "s#^([[:space:]]*(replace[[:space:]]+)?)([^[:space:]]+)([[:space:]]+v[^[:space:]]+)?[[:space:]]+=>[[:space:]]+(\.\./|\./staging/)[^[:space:]]+[[:space:]]*\$#\\1\\3 => \\3 $2#" "$1"
   }
 
-  if ! built "${components[@]}"; then
-  fetch k8s.io/kubernetes "$kubernetes" "$work/kubernetes"
-  published "$work/kubernetes/go.mod" "$staging"
   # What `kubectl version` and the kubelet report (the source zip has no git to read it from).
   pkg=k8s.io/component-base/version
   minor="${kubernetes#v1.}"
@@ -83,27 +80,47 @@ if ! built "${components[@]}" etcd; then
   ldflags="-s -w -X $pkg.gitVersion=$kubernetes -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$kubernetes"
-  (
-    cd "$work/kubernetes"
-    # The published modules' sums are added from the proxy (the go.sum shipped has none).
-    export GOFLAGS=-mod=mod GONOSUMDB=k8s.io GOWORK=off
-    for c in "${components[@]}"; do
-      [ -x "$dir/bin/$c" ] && continue
-      CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/bin/$c.tmp" "./cmd/$c"
-      mv "$dir/bin/$c.tmp" "$dir/bin/$c"
-    done
-  )
+  missing=()
+  for c in "${components[@]}"; do
+    [ -x "$dir/bin/$c" ] || missing+=("./cmd/$c")
+  done
+  # In the modules' trees: the published modules' sums are added from the proxy (the go.sum
+  # shipped has none), and the workspace file the module ships is ignored.
+  in_tree() {
+    (cd "$1" && shift && GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 "$@")
+  }
+  # The go command fetches GOMAXPROCS modules at a time, two on two cores: the modules both
+  # builds need (some hundreds) are fetched first, 32 at a time, for both at once. A fetch waits
+  # on the network, not the CPU.
+  pids=()
+  if [ "${#missing[@]}" -gt 0 ]; then
+    fetch k8s.io/kubernetes "$kubernetes" "$work/kubernetes"
+    published "$work/kubernetes/go.mod" "$staging"
+    in_tree "$work/kubernetes" env GONOSUMDB=k8s.io GOMAXPROCS=32 go list -deps "${missing[@]}" >/dev/null &
+    pids+=($!)
   fi
-
   if ! built etcd; then
-  fetch go.etcd.io/etcd/server/v3 "$etcd" "$work/etcd"
-  published "$work/etcd/go.mod" "$etcd"
-  (
-    cd "$work/etcd"
-    export GOFLAGS=-mod=mod GONOSUMDB=go.etcd.io GOWORK=off
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir/bin/etcd.tmp" .
-    mv "$dir/bin/etcd.tmp" "$dir/bin/etcd"
-  )
+    fetch go.etcd.io/etcd/server/v3 "$etcd" "$work/etcd"
+    published "$work/etcd/go.mod" "$etcd"
+    in_tree "$work/etcd" env GONOSUMDB=go.etcd.io GOMAXPROCS=32 go list -deps . >/dev/null &
+    pids+=($!)
+  fi
+  for pid in "${pids[@]}"; do
+    wait "$pid"
+  done
+  # One build of every component missing, so the compiler's and the linker's work for them
+  # share both cores throughout, then etcd.
+  if [ "${#missing[@]}" -gt 0 ]; then
+    mkdir -p "$work/bin"
+    in_tree "$work/kubernetes" env GONOSUMDB=k8s.io \
+      go build -trimpath -ldflags "$ldflags" -o "$work/bin/" "${missing[@]}"
+    for m in "${missing[@]}"; do
+      mv "$work/bin/${m#./cmd/}" "$dir/bin/${m#./cmd/}"
+    done
+  fi
+  if ! built etcd; then
+    in_tree "$work/etcd" env GONOSUMDB=go.etcd.io go build -trimpath -ldflags "-s -w" -o "$work/bin/etcd" .
+    mv "$work/bin/etcd" "$dir/bin/etcd"
   fi
 fi
 echo "$dir"

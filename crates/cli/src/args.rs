@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use loadlab_input::values::{parse_duration, positive_count, positive_duration};
+use loadlab_input::values::{parse_duration, positive_count, positive_duration, whole_seconds};
 use loadlab_input::{CapacityFlags, LoadFlags};
 use loadlab_run::topology::{self, Lb, Runtime};
 
@@ -735,8 +735,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// No live progress line.
-    #[arg(short = 'q', long)]
+    #[arg(short = 'q', long, conflicts_with = "progress")]
     pub quiet: bool,
+    /// A progress line every DUR (whole seconds) on stderr instead of the live one: completed
+    /// so far, the last second's req/s and p99, errors so far, for a log no terminal redraws (a
+    /// pod's, CI's).
+    #[arg(long, value_name = "DUR", value_parser = whole_seconds)]
+    pub progress: Option<Duration>,
 }
 
 /// `loadlab serve` flags.

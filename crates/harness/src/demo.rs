@@ -267,7 +267,7 @@ fn coordinated_omission(secs: u64, out: &Path, stop: &StopSignal) -> Result<Vec<
         let (run, summary) = execute(
             &plan,
             stop,
-            false,
+            crate::execute::Progress::Off,
             &Watch::default(),
             &crate::LiveOutputs::default(),
         )?;

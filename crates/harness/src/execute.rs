@@ -31,13 +31,25 @@ pub struct Watch {
 /// Longest profiling window.
 const MAX_PROFILE: Duration = Duration::from_secs(30);
 
-/// Runs a plan, showing a live progress line on stderr when `live` and watching what `watch`
+/// How a run shows its progress on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Nothing.
+    Off,
+    /// One line redrawn each second, for a terminal.
+    Terminal,
+    /// A [`loadlab_report::LoggedProgress`] line each period (whole seconds, at least one), for
+    /// a log.
+    Lines(Duration),
+}
+
+/// Runs a plan, showing its progress on stderr as `progress` says and watching what `watch`
 /// names, and summarizes it with its findings. A script's `before` flow runs first, once, and
 /// its captures are every user's; its `after` flow runs once at the end.
 pub fn execute(
     plan: &ValidPlan,
     stop: &StopSignal,
-    live: bool,
+    progress: Progress,
     watch: &Watch,
     outputs: &LiveOutputs,
 ) -> Result<(RunData, Summary)> {
@@ -47,7 +59,7 @@ pub fn execute(
     };
     let with_vars = (!vars.is_empty()).then(|| plan.with_vars(&vars));
     let plan = with_vars.as_ref().unwrap_or(plan);
-    let ran = execute_plan(plan, stop, live, watch, outputs)?;
+    let ran = execute_plan(plan, stop, progress, watch, outputs)?;
     if let Some(after) = plan.once(true) {
         if !stop.is_stopped() {
             once(&after, stop, "after")?;
@@ -96,7 +108,7 @@ fn once(
 fn execute_plan(
     plan: &ValidPlan,
     stop: &StopSignal,
-    live: bool,
+    progress: Progress,
     watch: &Watch,
     outputs: &LiveOutputs,
 ) -> Result<(RunData, Summary)> {
@@ -127,6 +139,10 @@ fn execute_plan(
         loadlab_lab::profile::Profiler::start(&watch.pids, delay, length)
     });
     let mut errors = 0u64;
+    let mut completed = 0u64;
+    // The last second's progress, and whether its line was written (a log's last line is the
+    // run's last second, whatever the period).
+    let mut last: Option<(loadlab_report::LoggedProgress, bool)> = None;
     let mut stderr = std::io::stderr();
     let began = std::time::Instant::now();
     let run = loadlab_engine::run(plan, stop, |row, iv| {
@@ -135,19 +151,41 @@ fn execute_plan(
             Some(scaling) => outputs.add(&scaling.mark(row), iv),
             None => outputs.add(row, iv),
         }
-        if live {
-            errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
-            let _ = write!(
-                stderr,
-                "\r{}\x1b[K",
-                loadlab_report::progress_line(row, errors)
-            );
-            let _ = stderr.flush();
+        errors += row.completed - row.status_classes[..3].iter().sum::<u64>();
+        completed += row.completed;
+        match progress {
+            Progress::Off => {}
+            Progress::Terminal => {
+                let _ = write!(
+                    stderr,
+                    "\r{}\x1b[K",
+                    loadlab_report::progress_line(row, errors)
+                );
+                let _ = stderr.flush();
+            }
+            Progress::Lines(every) => {
+                let now = loadlab_report::LoggedProgress {
+                    elapsed_s: row.second + 1,
+                    completed,
+                    last_second: row.completed,
+                    p99_ms: row.p99_ms,
+                    in_flight: row.in_flight,
+                    errors,
+                };
+                let due = now.elapsed_s.is_multiple_of(every.as_secs().max(1));
+                if due {
+                    let _ = writeln!(stderr, "{}", now.line());
+                }
+                last = Some((now, due));
+            }
         }
     });
     let seconds_failed = outputs.end_seconds();
     let mut run = run?;
-    if live {
+    if let Some((now, false)) = last {
+        let _ = writeln!(stderr, "{}", now.line());
+    }
+    if progress == Progress::Terminal {
         let _ = write!(stderr, "\r\x1b[K");
     }
     if let Some(sampler) = sampler {

@@ -24,7 +24,7 @@ pub mod steps;
 
 pub use conclude::conclude_lab;
 pub use dashboard::Dashboard;
-pub use execute::{cores, execute, Watch};
+pub use execute::{cores, execute, Progress, Watch};
 pub use interrupt::interrupt_signal;
 pub use matrix::{experiment_record, run_matrix};
 pub use merge::{merge_dirs, MergeError, Merged};

@@ -322,7 +322,8 @@ fn run_cell(
                 _ => None,
             };
             outputs.write_seconds(cell.dir, &plan)?;
-            let (run, mut summary) = execute(&plan, stop, false, &watch, outputs)?;
+            let (run, mut summary) =
+                execute(&plan, stop, crate::execute::Progress::Off, &watch, outputs)?;
             if let Some(e) = &outputs.export {
                 e.finish(&summary);
             }

@@ -19,7 +19,13 @@ pub fn run_step(
     stop: &StopSignal,
     watch: &crate::Watch,
 ) -> Result<(RunData, Summary)> {
-    crate::execute(plan, stop, false, watch, &crate::LiveOutputs::default())
+    crate::execute(
+        plan,
+        stop,
+        crate::execute::Progress::Off,
+        watch,
+        &crate::LiveOutputs::default(),
+    )
 }
 
 /// One closed-model step of `concurrency` connections and no think time: `requests` requests

@@ -54,6 +54,14 @@ pub fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A duration of whole seconds, one or more, such as `5s` or `1m`.
+pub fn whole_seconds(s: &str) -> Result<Duration, String> {
+    match positive_duration(s)? {
+        d if d.subsec_nanos() != 0 => Err("must be whole seconds, such as 5s or 1m".into()),
+        d => Ok(d),
+    }
+}
+
 /// Requests per second, such as `500` or `2.5k`.
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim();
@@ -236,6 +244,9 @@ mod tests {
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("-3").is_err());
         assert!(positive_duration("0s").is_err());
+        assert_eq!(whole_seconds("1m"), Ok(Duration::from_secs(60)));
+        assert!(whole_seconds("1500ms").is_err());
+        assert!(whole_seconds("0s").is_err());
     }
 
     #[test]

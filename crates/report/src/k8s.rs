@@ -7,6 +7,9 @@ use serde_json::{json, Value};
 
 /// Where the ConfigMap's files are mounted in the pods.
 pub const FILES_DIR: &str = "/etc/loadlab";
+/// Seconds between two progress lines in a shard's log.
+pub const PROGRESS_EVERY_S: u64 = 5;
+
 /// Where the results volume is mounted: shard I writes `shard-I/`, the merge `merged/`.
 pub const RESULTS_DIR: &str = "/results";
 /// The port of each pod's live dashboard and `/metrics`.
@@ -83,6 +86,16 @@ impl JobSpec {
         ]);
         if !self.host_network {
             args.push(format!("--dashboard=0.0.0.0:{METRICS_PORT}"));
+        }
+        // A progress line in the pod's log every few seconds (`kubectl logs`; `k8s run` reads
+        // the last), unless the user's flags say how.
+        let said = |flag: &str| {
+            self.run_args
+                .iter()
+                .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+        };
+        if !said("--progress") && !said("--quiet") && !said("-q") {
+            args.extend(["--progress".into(), format!("{PROGRESS_EVERY_S}s")]);
         }
         args
     }

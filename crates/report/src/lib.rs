@@ -81,6 +81,67 @@ pub fn progress_line(row: &TimelineRow, errors_so_far: u64) -> String {
     )
 }
 
+/// A run's progress as a line of its log (`loadlab run --progress DUR`), every few seconds, for
+/// a log that no terminal redraws (a pod's, CI's); `loadlab k8s run` reads the shards' last one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoggedProgress {
+    /// Seconds of the run ended.
+    pub elapsed_s: u64,
+    /// Requests completed so far.
+    pub completed: u64,
+    /// Requests completed in the last second.
+    pub last_second: u64,
+    /// The last second's p99, milliseconds.
+    pub p99_ms: f64,
+    /// Requests in flight at the last second's end.
+    pub in_flight: u64,
+    /// Requests that failed so far (no answer, or a status of 400 or more).
+    pub errors: u64,
+}
+
+/// What begins a [`LoggedProgress`] line.
+const PROGRESS_WORD: &str = "progress";
+
+impl LoggedProgress {
+    /// The line: `progress 10 s: 1,000 completed, 100 req/s, p99 1.23 ms, 3 in flight, 0 errors`.
+    pub fn line(&self) -> String {
+        format!(
+            "{PROGRESS_WORD} {} s: {} completed, {} req/s, p99 {:.2} ms, {} in flight, {} errors",
+            self.elapsed_s,
+            thousands(self.completed),
+            thousands(self.last_second),
+            self.p99_ms,
+            thousands(self.in_flight),
+            thousands(self.errors)
+        )
+    }
+
+    /// The progress a [`LoggedProgress::line`] says; `None` for any other line.
+    pub fn parse(line: &str) -> Option<LoggedProgress> {
+        let rest = line.trim().strip_prefix(PROGRESS_WORD)?.strip_prefix(' ')?;
+        let (elapsed, rest) = rest.split_once(" s: ")?;
+        let mut fields = rest.split(", ");
+        // Each field is a number (commas between thousands) then its words.
+        let mut next = |words: &str| -> Option<&str> {
+            let field = fields.next()?;
+            if words.starts_with(' ') {
+                field.strip_suffix(words)
+            } else {
+                field.strip_prefix(words)?.strip_suffix(" ms")
+            }
+        };
+        let whole = |s: &str| s.replace(',', "").parse::<u64>().ok();
+        Some(LoggedProgress {
+            elapsed_s: elapsed.parse().ok()?,
+            completed: whole(next(" completed")?)?,
+            last_second: whole(next(" req/s")?)?,
+            p99_ms: next("p99 ")?.parse().ok()?,
+            in_flight: whole(next(" in flight")?)?,
+            errors: whole(next(" errors")?)?,
+        })
+    }
+}
+
 fn latency_row(out: &mut String, label: &str, l: &LatencyStats) {
     let _ = writeln!(
         out,
@@ -765,6 +826,39 @@ fn number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_logged_progress_line_reads_back_as_what_it_says() {
+        let p = LoggedProgress {
+            elapsed_s: 15,
+            completed: 1_234_567,
+            last_second: 1_000,
+            p99_ms: 12.345,
+            in_flight: 3,
+            errors: 0,
+        };
+        let line = p.line();
+        assert_eq!(
+            line,
+            "progress 15 s: 1,234,567 completed, 1,000 req/s, p99 12.35 ms, 3 in flight, 0 errors"
+        );
+        let back = LoggedProgress::parse(&format!("{line}\n")).unwrap();
+        assert_eq!(
+            (back.elapsed_s, back.completed, back.errors),
+            (15, 1_234_567, 0)
+        );
+        assert_eq!((back.last_second, back.in_flight), (1_000, 3));
+        assert!((back.p99_ms - 12.35).abs() < 1e-9);
+        for other in [
+            "",
+            "progress",
+            "waiting for the start time (--start-at)",
+            "progress 15 s: many completed, 1 req/s, p99 1.00 ms, 0 in flight, 0 errors",
+            "progress 15 s: 1 completed, 1 req/s",
+        ] {
+            assert_eq!(LoggedProgress::parse(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn thousands_groups_digits_by_three() {

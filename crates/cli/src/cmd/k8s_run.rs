@@ -97,6 +97,7 @@ fn follow(
     let merge_job = format!("{}-merge", spec.name);
     let start_at = humantime::parse_rfc3339(&spec.start_at).ok();
     let mut shown: BTreeMap<String, String> = BTreeMap::new();
+    let mut load = Load::default();
     loop {
         if stop.is_stopped() {
             bail!("stopped by Ctrl-C; the run's objects are deleted");
@@ -125,6 +126,7 @@ fn follow(
                 shown.insert(who, state);
             }
         }
+        load.look(kube, &pods, &merge_job);
         if failed == spec.shards {
             bail!("every shard failed (their logs' ends are above): nothing to merge");
         }
@@ -148,6 +150,86 @@ fn follow(
             bail!("the merge Job {merge_job} failed; the end of its log:\n{log}");
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// The shards' progress, from the lines their logs print every few seconds (`run --progress`).
+#[derive(Default)]
+struct Load {
+    /// Each shard's last progress, by its index.
+    shards: BTreeMap<u64, loadlab_report::LoggedProgress>,
+    /// When the running shards' logs were last read.
+    read: Option<Instant>,
+    /// The shards whose ended pod's log was read (once, for its last line).
+    ended: std::collections::BTreeSet<u64>,
+    /// The requests completed when last shown.
+    shown: u64,
+}
+
+impl Load {
+    /// Reads each running shard's last progress line every few seconds, and an ended shard's
+    /// once, and shows the shards' sum when it changed.
+    fn look(&mut self, kube: &Kube, pods: &[Value], merge_job: &str) {
+        let every = Duration::from_secs(loadlab_report::k8s::PROGRESS_EVERY_S);
+        let due = self.read.is_none_or(|at| at.elapsed() >= every);
+        if due {
+            self.read = Some(Instant::now());
+        }
+        for pod in pods {
+            let index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+                .as_str()
+                .and_then(|i| i.parse::<u64>().ok());
+            let Some(index) = index.filter(|_| job_of(pod) != merge_job) else {
+                continue;
+            };
+            let phase = pod["status"]["phase"].as_str().unwrap_or_default();
+            let ended = matches!(phase, "Succeeded" | "Failed");
+            let read = if ended {
+                self.ended.insert(index)
+            } else {
+                due && phase == "Running"
+            };
+            if !read {
+                continue;
+            }
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            // A running shard's last line is its progress; an ended one's summary follows it.
+            let tail = if ended { 200 } else { 4 };
+            let log = kube.log(name, Some(tail)).unwrap_or_default();
+            if let Some(p) = log
+                .lines()
+                .rev()
+                .find_map(loadlab_report::LoggedProgress::parse)
+            {
+                self.shards.insert(index, p);
+            }
+        }
+        let completed: u64 = self.shards.values().map(|p| p.completed).sum();
+        if completed != self.shown {
+            self.shown = completed;
+            eprintln!("  {}", self.line());
+        }
+    }
+
+    /// The shards' progress in one line: their requests completed (each's), errors, the worst
+    /// p99 of their last seconds.
+    fn line(&self) -> String {
+        let thousands = loadlab_report::thousands;
+        let elapsed = self.shards.values().map(|p| p.elapsed_s).max().unwrap_or(0);
+        let each: Vec<String> = self
+            .shards
+            .iter()
+            .map(|(i, p)| format!("{i}: {}", thousands(p.completed)))
+            .collect();
+        let errors: u64 = self.shards.values().map(|p| p.errors).sum();
+        let p99 = self.shards.values().map(|p| p.p99_ms).fold(0.0, f64::max);
+        format!(
+            "load at {elapsed} s: {} completed (by shard {}), {} errors, last second's p99 up to \
+             {p99:.2} ms",
+            thousands(self.shown),
+            each.join(", "),
+            thousands(errors)
+        )
     }
 }
 
@@ -224,4 +306,30 @@ fn copy_out(kube: &Kube, pod: &str, out: &std::path::Path) -> Result<()> {
         out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shards_progress_is_summed_in_one_line() {
+        let p = |elapsed_s, completed, errors, p99_ms| loadlab_report::LoggedProgress {
+            elapsed_s,
+            completed,
+            last_second: 100,
+            p99_ms,
+            in_flight: 1,
+            errors,
+        };
+        let mut load = Load::default();
+        load.shards.insert(0, p(10, 1_000, 0, 1.5));
+        load.shards.insert(1, p(9, 900, 2, 4.25));
+        load.shown = 1_900;
+        assert_eq!(
+            load.line(),
+            "load at 10 s: 1,900 completed (by shard 0: 1,000, 1: 900), 2 errors, last second's \
+             p99 up to 4.25 ms"
+        );
+    }
 }

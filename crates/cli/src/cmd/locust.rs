@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use loadlab_engine::locustfile;
-use loadlab_harness::{execute, interrupt_signal, Watch};
+use loadlab_harness::{execute, interrupt_signal, Progress, Watch};
 use loadlab_input::locust::LocustRun;
 use loadlab_input::target::Lookup;
 use loadlab_run::users::LocustSpec;
@@ -221,7 +221,11 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
             .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
     }
     let stop = interrupt_signal()?;
-    let live = std::io::stderr().is_terminal();
+    let progress = if std::io::stderr().is_terminal() {
+        Progress::Terminal
+    } else {
+        Progress::Off
+    };
     let outputs = crate::cmd::live_outputs(
         a.dashboard.as_deref(),
         &a.export,
@@ -233,7 +237,7 @@ pub fn main(a: LocustArgs) -> Result<Outcome> {
     if let Some(dir) = &a.out {
         outputs.write_seconds(dir, &plan)?;
     }
-    let (data, summary) = execute(&plan, &stop, live, &Watch::default(), &outputs)?;
+    let (data, summary) = execute(&plan, &stop, progress, &Watch::default(), &outputs)?;
     // With --json, standard output holds the JSON alone (as Locust's, for a pipe); the tables
     // and file lines go to standard error.
     let mut out: Box<dyn std::io::Write> = if a.json {

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use loadlab_harness::{execute, interrupt_signal, Watch};
+use loadlab_harness::{execute, interrupt_signal, Progress, Watch};
 use loadlab_report::files::{
     label_of, plot_is_png, writable, write_html, write_junit, write_plot, write_run_flame,
 };
@@ -56,7 +56,12 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
         writable(file)?;
     }
     let stop = interrupt_signal()?;
-    let live = !a.quiet && std::io::stderr().is_terminal();
+    let progress = match a.progress {
+        _ if a.quiet => Progress::Off,
+        Some(every) => Progress::Lines(every),
+        None if std::io::stderr().is_terminal() => Progress::Terminal,
+        None => Progress::Off,
+    };
     let shard = plan.shard.as_ref();
     let outputs = crate::cmd::live_outputs(
         a.dashboard.as_deref(),
@@ -83,7 +88,7 @@ pub fn main(a: RunArgs) -> Result<Outcome> {
     if plan.start_at.is_some() && !a.quiet {
         eprintln!("waiting for the start time (--start-at)");
     }
-    let (run, summary) = execute(&plan, &stop, live, &watch, &outputs)?;
+    let (run, summary) = execute(&plan, &stop, progress, &watch, &outputs)?;
     print!("{}", loadlab_report::render_summary(&summary));
     if let Some(path) = &a.json {
         loadlab_run::write_summary(path, &summary)?;

@@ -172,6 +172,43 @@ fn truncated_binary_and_huge_files_get_a_one_line_error_from_every_command_never
 }
 
 #[test]
+fn progress_lines_come_every_period_and_at_the_runs_last_second_and_add_up() {
+    let server = TestServer::start(1).unwrap();
+    let url = server.url("/ping");
+    let (s, out) =
+        crate::support::loadlab_json(&["run", &url, "-R", "40", "-d", "3s", "--progress", "2s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<loadlab_report::LoggedProgress> = stderr
+        .lines()
+        .filter_map(loadlab_report::LoggedProgress::parse)
+        .collect();
+    let seconds: Vec<u64> = lines.iter().map(|p| p.elapsed_s).collect();
+    assert_eq!(seconds, [2, 3], "{stderr}");
+    // No terminal's redrawing in a log.
+    assert!(!stderr.contains('\r'), "{stderr:?}");
+    // The last line counts what the summary counts.
+    assert_eq!(
+        Some(lines[1].completed),
+        s["requests"]["completed"].as_u64(),
+        "{stderr}"
+    );
+    assert_eq!(lines[1].errors, 0);
+    assert!(lines[0].completed <= lines[1].completed);
+    // A period of part of a second, and a progress line asked for beside --quiet, are refused.
+    for (args, says) in [
+        (["--progress", "1500ms"].as_slice(), "whole seconds"),
+        (["--progress", "5s", "-q"].as_slice(), "cannot be used with"),
+    ] {
+        let mut all = vec!["run", &url, "-n", "1"];
+        all.extend(args);
+        let out = crate::support::loadlab(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn the_json_summary_has_every_field_of_the_contract() {
     let server = TestServer::start(1).unwrap();
     let (s, out) = loadlab_json(&["run", &server.url("/ping"), "-n", "300", "-c", "5"]);

@@ -122,7 +122,7 @@ impl Drop for Cluster {
 }
 
 /// `loadlab k8s run` of `plan` against the cluster, its merged run going to `out`.
-fn k8s_run_command(cluster: &Cluster, plan: &[&str], out: &Path) -> Command {
+fn k8s_run_command(kubeconfig: &Path, plan: &[&str], out: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_loadlab"));
     c.args(["k8s", "run"])
         .args(plan)
@@ -134,7 +134,7 @@ fn k8s_run_command(cluster: &Cluster, plan: &[&str], out: &Path) -> Command {
             "--host-network",
         ])
         .args(["--cpu", "100m", "--start-in", "15s", "--kubeconfig"])
-        .arg(&cluster.kubeconfig)
+        .arg(kubeconfig)
         .arg("--out")
         .arg(out);
     c
@@ -151,7 +151,7 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
     let out = dir.path().join("merged");
     let mut run = Running(
         k8s_run_command(
-            &cluster,
+            &cluster.kubeconfig,
             &[&url, "-R", "100", "-d", "5s", "--shards", "4"],
             &out,
         )
@@ -165,6 +165,14 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
     for shard in 0..4 {
         assert!(stderr.contains(&format!("shard {shard}/4")), "{stderr}");
     }
+    // The shards' progress, read from their logs: the last line counts all of their requests.
+    let last_load = stderr.lines().rfind(|l| l.contains("load at"));
+    assert!(
+        last_load.is_some_and(|l| l.contains(
+            "load at 5 s: 500 completed (by shard 0: 125, 1: 125, 2: 125, 3: 125), 0 errors"
+        )),
+        "{stderr}"
+    );
     // The four shards sent the plan's arrivals exactly, and the merge counted all of them.
     assert_eq!(merged["merged"]["count"], 4, "{merged}");
     assert_eq!(
@@ -204,11 +212,13 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
 
     // A shard's pod deleted mid-run: the shard stops as on Ctrl-C and keeps what it sent, the
     // Job does not start it again (it would start late) and the other shards go on; the merge
-    // counts the stopped shard's part and says it stopped.
+    // counts the stopped shard's part and says it stopped. This run's kubeconfig gives its
+    // token through an exec plugin, as managed clusters' do.
     let out = dir.path().join("merged-without-2");
+    let by_plugin = exec_kubeconfig(&cluster.kubeconfig, dir.path());
     let mut run = Running(
         k8s_run_command(
-            &cluster,
+            &by_plugin,
             &[
                 &url, "-R", "100", "-d", "20s", "--shards", "4", "--name", "cut",
             ],
@@ -246,9 +256,43 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
         "{warnings}"
     );
     assert!(stderr.contains("shard 2/4"), "{stderr}");
+    // Progress was shown while the shards ran, not only at their end.
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("load at 5 s:") || l.contains("load at 10 s:")),
+        "{stderr}"
+    );
 
     // The same objects, applied with kubectl by a user who has it.
     kubectl_applies_what_k8s_job_prints(&cluster, &url, dir.path());
+}
+
+/// A copy of `kubeconfig` in `dir` whose user's token comes from an exec plugin (a script that
+/// prints it as an `ExecCredential`).
+fn exec_kubeconfig(kubeconfig: &Path, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let token = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("the cluster's kubeconfig has a token");
+    let plugin = dir.join("token-plugin.sh");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\nprintf '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{token}\"}}}}'\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exec = format!(
+        "exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      interactiveMode: Never",
+        plugin.display()
+    );
+    let path = dir.join("exec-kubeconfig");
+    std::fs::write(&path, text.replace(&format!("token: {token}"), &exec)).unwrap();
+    path
 }
 
 /// The objects `k8s job` prints, applied with the cluster's own kubectl as a user with kubectl
@@ -308,6 +352,9 @@ fn kubectl_applies_what_k8s_job_prints(cluster: &Cluster, url: &str, dir: &Path)
         "job/kc-merge",
         "--timeout=120s",
     ]);
+    // A shard's log shows its progress every 5 s, ending at its 3 s.
+    let shard_log = kubectl(&["logs", "job/kc"]);
+    assert!(shard_log.contains("progress 3 s: "), "{shard_log}");
     let log = kubectl(&["logs", "job/kc-merge"]);
     let merged = dir.join("kc-merged");
     loadlab_run::archive::extract_archive(log.as_bytes(), &merged).unwrap();

@@ -1,5 +1,6 @@
 //! A client of a Kubernetes API server, for `loadlab k8s run`: the cluster and credentials a
-//! kubeconfig names, objects created and deleted, and pods, Jobs and logs read.
+//! kubeconfig names (a token, a client certificate, an exec plugin), objects created and
+//! deleted, and pods, Jobs and logs read.
 //!
 //! Written on ureq rather than on kube-rs: these few REST calls do not need kube-rs and
 //! k8s-openapi, whose build would take longer than the rest of loadlab's command line.
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
+
+mod exec;
 
 /// Longest any one call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -30,6 +33,9 @@ pub enum KubeError {
         /// Why.
         error: String,
     },
+    /// The kubeconfig's exec plugin gave no credential when one was due again.
+    #[error("{0}")]
+    Credentials(String),
     /// The API server refused the call.
     #[error("{what}: the API server answered {status}: {message}")]
     Refused {
@@ -56,8 +62,18 @@ impl KubeError {
 pub struct Kube {
     agent: ureq::Agent,
     server: String,
-    token: Option<String>,
+    auth: Auth,
     namespace: String,
+}
+
+/// How the calls say who they are, besides a client certificate.
+enum Auth {
+    /// No bearer token.
+    None,
+    /// A token of the kubeconfig's, or of its token file.
+    Token(String),
+    /// An exec plugin's token, asked for again as it expires.
+    Exec(Box<exec::ExecPlugin>),
 }
 
 /// The kubeconfig fields used here.
@@ -110,6 +126,9 @@ struct User {
     client_key: Option<PathBuf>,
     #[serde(rename = "client-key-data")]
     client_key_data: Option<String>,
+    exec: Option<exec::ExecConfig>,
+    #[serde(rename = "auth-provider")]
+    auth_provider: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,7 +157,8 @@ pub fn default_kubeconfig() -> PathBuf {
 
 impl Kube {
     /// Connects (lazily) to the cluster of `path`'s current context, in `namespace` or the
-    /// context's (else `default`). Supports token and client-certificate credentials.
+    /// context's (else `default`). Supports tokens, token files, client certificates and exec
+    /// plugins (run once here, and again as their tokens expire).
     pub fn from_kubeconfig(path: &Path, namespace: Option<&str>) -> Result<Kube, KubeError> {
         let bad = |why: String| KubeError::Config(path.to_path_buf(), why);
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
@@ -195,12 +215,13 @@ impl Kube {
             }
         };
         let mut tls = ureq::tls::TlsConfig::builder();
-        if let Some(pem) = read(
+        let ca = read(
             &cluster.certificate_authority,
             &cluster.certificate_authority_data,
             "certificate-authority",
-        )? {
-            let certs = pem_certificates(&pem).map_err(&bad)?;
+        )?;
+        if let Some(pem) = &ca {
+            let certs = pem_certificates(pem).map_err(&bad)?;
             tls = tls.root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)));
         }
         if cluster.insecure_skip_tls_verify {
@@ -212,21 +233,55 @@ impl Kube {
             "client-certificate",
         )?;
         let key = read(&user.client_key, &user.client_key_data, "client-key")?;
-        if let (Some(cert), Some(key)) = (cert, key) {
+        if let Some(provider) = &user.auth_provider {
+            return Err(bad(format!(
+                "its user's auth-provider ({}) is not read: give the user an exec plugin instead \
+                 (as kubectl asks since 1.26), or a token",
+                provider["name"].as_str().unwrap_or("unnamed")
+            )));
+        }
+        let plugin = match &user.exec {
+            Some(config) => {
+                use base64::Engine;
+                let mut about = serde_json::json!({
+                    "server": cluster.server,
+                    "insecure-skip-tls-verify": cluster.insecure_skip_tls_verify,
+                });
+                if let Some(pem) = &ca {
+                    about["certificate-authority-data"] =
+                        base64::engine::general_purpose::STANDARD.encode(pem).into();
+                }
+                let plugin = exec::ExecPlugin::new(config.clone(), base, about).map_err(&bad)?;
+                let given = plugin.credential().map_err(&bad)?;
+                Some((plugin, given))
+            }
+            None => None,
+        };
+        // A client certificate of the kubeconfig's, else of its exec plugin's.
+        let from_plugin = plugin
+            .as_ref()
+            .and_then(|(_, c)| c.client_pem.clone())
+            .map(|(c, k)| (c.into_bytes(), k.into_bytes()));
+        let pair = match (cert, key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            _ => from_plugin,
+        };
+        if let Some((cert, key)) = pair {
             let chain = pem_certificates(&cert).map_err(&bad)?;
             let key = ureq::tls::PrivateKey::from_pem(&key)
                 .map_err(|e| bad(format!("client-key: {e}")))?;
             tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&chain, key)));
         }
-        let token = match (&user.token, &user.token_file) {
-            (Some(t), _) => Some(t.clone()),
-            (None, Some(f)) => Some(
+        let auth = match (&user.token, &user.token_file, plugin) {
+            (Some(t), _, _) => Auth::Token(t.clone()),
+            (None, Some(f), _) => Auth::Token(
                 std::fs::read_to_string(base.join(f))
                     .map_err(|e| bad(format!("tokenFile {}: {e}", f.display())))?
                     .trim()
                     .to_string(),
             ),
-            (None, None) => None,
+            (None, None, Some((plugin, _))) => Auth::Exec(Box::new(plugin)),
+            (None, None, None) => Auth::None,
         };
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(CALL_TIMEOUT))
@@ -238,7 +293,7 @@ impl Kube {
         Ok(Kube {
             agent,
             server: cluster.server.trim_end_matches('/').to_string(),
-            token,
+            auth,
             namespace: namespace
                 .map(str::to_string)
                 .or_else(|| context.namespace.clone())
@@ -281,7 +336,7 @@ impl Kube {
         let what = format!("creating {}", Kube::what(object));
         let url = format!("{}{}", self.server, self.collection(object));
         let body = serde_json::to_vec(object).expect("a JSON value serializes");
-        let req = self.with_auth(self.agent.post(&url));
+        let req = self.with_auth(self.agent.post(&url))?;
         let resp = req
             .header("Content-Type", "application/json")
             .send(&body[..]);
@@ -297,7 +352,7 @@ impl Kube {
             self.server,
             self.collection(object)
         );
-        let resp = self.with_auth(self.agent.delete(&url)).call();
+        let resp = self.with_auth(self.agent.delete(&url))?.call();
         match self.answer(&what, resp) {
             Err(e) if e.status() == Some(404) => Ok(()),
             other => other.map(|_| ()),
@@ -308,7 +363,7 @@ impl Kube {
     pub fn get(&self, path: &str) -> Result<Value, KubeError> {
         let what = format!("reading {path}");
         let resp = self
-            .with_auth(self.agent.get(format!("{}{path}", self.server)))
+            .with_auth(self.agent.get(format!("{}{path}", self.server)))?
             .call();
         self.answer(&what, resp)
     }
@@ -339,7 +394,7 @@ impl Kube {
         }
         let what = format!("reading pod {pod}'s log");
         let url = format!("{}{path}", self.server);
-        let resp = self.with_auth(self.agent.get(&url)).call();
+        let resp = self.with_auth(self.agent.get(&url))?.call();
         match resp {
             Ok(mut r) if r.status().is_success() => r
                 .body_mut()
@@ -355,11 +410,27 @@ impl Kube {
         }
     }
 
-    fn with_auth<B>(&self, req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        match &self.token {
+    /// The bearer token the next call carries, if any (an exec plugin's, asked for again when
+    /// it is about to expire).
+    fn bearer(&self) -> Result<Option<String>, KubeError> {
+        match &self.auth {
+            Auth::None => Ok(None),
+            Auth::Token(t) => Ok(Some(t.clone())),
+            Auth::Exec(plugin) => plugin
+                .credential()
+                .map(|c| c.token)
+                .map_err(|why| KubeError::Credentials(format!("the kubeconfig's user: {why}"))),
+        }
+    }
+
+    fn with_auth<B>(
+        &self,
+        req: ureq::RequestBuilder<B>,
+    ) -> Result<ureq::RequestBuilder<B>, KubeError> {
+        Ok(match self.bearer()? {
             Some(t) => req.header("Authorization", format!("Bearer {t}")),
             None => req,
-        }
+        })
     }
 
     /// The JSON of a successful answer, or why the call failed.
@@ -438,7 +509,7 @@ mod tests {
         let kube = Kube::from_kubeconfig(&config, None).unwrap();
         assert_eq!(kube.server(), "https://127.0.0.1:6443");
         assert_eq!(kube.namespace(), "load");
-        assert_eq!(kube.token.as_deref(), Some("abc"));
+        assert_eq!(kube.bearer().unwrap().as_deref(), Some("abc"));
         let job = serde_json::json!({"apiVersion": "batch/v1", "kind": "Job"});
         assert_eq!(kube.collection(&job), "/apis/batch/v1/namespaces/load/jobs");
         let pvc = serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim"});
@@ -449,6 +520,102 @@ mod tests {
         let other = Kube::from_kubeconfig(&config, Some("elsewhere")).unwrap();
         assert_eq!(other.namespace(), "elsewhere");
         assert_eq!(encode("loadlab/run=x y"), "loadlab%2Frun%3Dx%20y");
+    }
+
+    /// A kubeconfig in `dir` whose user runs `plugin` (a shell script written there) with
+    /// `args`, against the server at `server`.
+    fn exec_kubeconfig(dir: &Path, server: &str, plugin: &str, args: &str) -> PathBuf {
+        let script = dir.join("plugin.sh");
+        std::fs::write(&script, plugin).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config = dir.join("config");
+        std::fs::write(
+            &config,
+            format!(
+                "clusters:\n- name: c\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin.sh\n      args: {args}\n      env:\n      - name: WHO\n        value: tester\n      provideClusterInfo: true\n      interactiveMode: Never\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+            ),
+        )
+        .unwrap();
+        config
+    }
+
+    #[test]
+    fn an_exec_plugins_token_is_sent_and_asked_for_again_only_as_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = format!("http://{}", listener.local_addr().unwrap());
+        // The plugin counts its runs, checks what kubectl would give it, and answers a token
+        // good for `$1` from now.
+        let plugin = r#"#!/bin/sh
+echo run >> "$(dirname "$0")/runs"
+for want in '"kind":"ExecCredential"' '"interactive":false' '"server":"http://127.0.0.1:'; do
+  case "$KUBERNETES_EXEC_INFO" in
+    *"$want"*) ;;
+    *) echo "no $want in $KUBERNETES_EXEC_INFO" >&2; exit 3 ;;
+  esac
+done
+[ "$WHO" = tester ] || { echo "no WHO" >&2; exit 4; }
+at=$(date -u -d "@$(( $(date +%s) + $1 ))" +%Y-%m-%dT%H:%M:%SZ)
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"tok-%s","expirationTimestamp":"%s"}}' "$1" "$at"
+"#;
+        let runs = || {
+            std::fs::read_to_string(dir.path().join("runs"))
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        // Good for an hour: run once, when the kubeconfig is read.
+        let config = exec_kubeconfig(dir.path(), &server, plugin, "[\"3600\"]");
+        let kube = Kube::from_kubeconfig(&config, None).unwrap();
+        assert_eq!(runs(), 1);
+        let answered = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+                .unwrap();
+            String::from_utf8_lossy(&head).to_lowercase()
+        });
+        kube.get("/api").unwrap();
+        let head = answered.join().unwrap();
+        assert!(head.contains("authorization: bearer tok-3600"), "{head}");
+        assert_eq!(runs(), 1, "an unexpired token is not asked for again");
+        // Good for 5 s, within the 10 s kept in hand: asked for again at each call.
+        std::fs::remove_file(dir.path().join("runs")).unwrap();
+        let config = exec_kubeconfig(dir.path(), &server, plugin, "[\"5\"]");
+        let kube = Kube::from_kubeconfig(&config, None).unwrap();
+        assert_eq!(kube.bearer().unwrap().as_deref(), Some("tok-5"));
+        assert_eq!(runs(), 2);
+        // A plugin that fails, or is missing, is a one-line error naming it.
+        let config = exec_kubeconfig(
+            dir.path(),
+            &server,
+            "#!/bin/sh\necho 'not logged in' >&2\nexit 1\n",
+            "[]",
+        );
+        let e = Kube::from_kubeconfig(&config, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("./plugin.sh failed") && e.contains("not logged in"),
+            "{e}"
+        );
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("./plugin.sh", "no-such-plugin-here");
+        std::fs::write(&config, text).unwrap();
+        let e = Kube::from_kubeconfig(&config, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("no-such-plugin-here could not start"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]
@@ -465,6 +632,14 @@ mod tests {
             (
                 "current-context: x\ncontexts:\n- name: x\n  context:\n    cluster: c\nclusters:\n- name: c\n  cluster:\n    server: https://h\n    certificate-authority: missing.crt\n",
                 "missing.crt",
+            ),
+            (
+                "current-context: x\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\nclusters:\n- name: c\n  cluster:\n    server: https://h\nusers:\n- name: u\n  user:\n    auth-provider:\n      name: gcp\n",
+                "auth-provider (gcp) is not read",
+            ),
+            (
+                "current-context: x\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\nclusters:\n- name: c\n  cluster:\n    server: https://h\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: login\n      interactiveMode: Always\n",
+                "asks for a terminal",
             ),
         ] {
             std::fs::write(&config, text).unwrap();
