@@ -4,7 +4,7 @@
 #     Rust toolchain, a C compiler and basic shell tools; no other program, no lab, no figure
 #     of the machine's clock or CPU;
 #  2. the system tier (the `system` test targets): real programs (installed here first, pinned),
-#     labs and measurements, the Python and browser suites among them.
+#     labs and measurements, then the browser suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -114,6 +114,21 @@ trap 'wait "$installs" 2>/dev/null; rm -f "$installs_log" "$installs_env"' EXIT
 cargo fmt --all -- --check
 took "formatting"
 
+# The fast tier runs in two halves (below), which share one build only while every dependency
+# has the same features without the command line as with it (else cargo builds the differing
+# ones again: clap's "env" cost 113 s on a fresh checkout): give such a feature in the
+# workspace's Cargo.toml.
+features() {
+  cargo tree -q --locked -e normal,build,dev -f "{p} [{f}]" --prefix none "$@" | sort -u
+}
+differing="$(comm -13 <(features --workspace) <(features --workspace --exclude loadlab))"
+if [ -n "$differing" ]; then
+  echo "error: without the command line these dependencies get other features, and the fast tier" >&2
+  echo "would build them twice; give the command line's features in the workspace's Cargo.toml:" >&2
+  echo "$differing" >&2
+  exit 1
+fi
+
 # The fast tier, built first; its tests then run while clippy lints the code, the system
 # tier's targets included (`--all-targets` leaves out the targets `cargo test` does not run
 # by default), in a target directory of its own so neither waits for the other's lock: the
@@ -177,9 +192,12 @@ took "the system tier's programs installed (the wait after the fast tier)"
 # loadlab's system tests take their claims on the machine (crates/cli/tests/support: alone,
 # quiet or shared), so that harness runs them all at once, a thread each, and the claims run
 # the tests alone first, then the quiet ones, then the shared ones (libtest prints "has been
-# running for over 60 seconds" for tests still waiting for their claim); the Python suites (the
-# browser tests, the locust package's unit tests) run among them (python_suites.rs). The other
-# crates' system tests run as libtest runs them.
+# running for over 60 seconds" for tests still waiting for their claim); the locust package's
+# unit tests run among them (python_suites.rs). The other crates' system tests run as libtest
+# runs them, and the browser tests last, alone.
 cargo test -p loadlab --locked --test system -- --test-threads=256
 cargo test --workspace --exclude loadlab --locked --test system
 took "system tier (cargo test --test system)"
+LOADLAB_BIN=target/debug/loadlab CHROMIUM="$(command -v chromium)" \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/browser
+took "browser tests"
