@@ -114,21 +114,6 @@ trap 'wait "$installs" 2>/dev/null; rm -f "$installs_log" "$installs_env"' EXIT
 cargo fmt --all -- --check
 took "formatting"
 
-# The fast tier runs in two halves (below), which share one build only while every dependency
-# has the same features without the command line as with it (else cargo builds the differing
-# ones again: clap's "env" cost 113 s on a fresh checkout): give such a feature in the
-# workspace's Cargo.toml.
-features() {
-  cargo tree -q --locked -e normal,build,dev -f "{p} [{f}]" --prefix none "$@" | sort -u
-}
-differing="$(comm -13 <(features --workspace) <(features --workspace --exclude loadlab))"
-if [ -n "$differing" ]; then
-  echo "error: without the command line these dependencies get other features, and the fast tier" >&2
-  echo "would build them twice; give the command line's features in the workspace's Cargo.toml:" >&2
-  echo "$differing" >&2
-  exit 1
-fi
-
 # The fast tier, built first; its tests then run while clippy lints the code, the system
 # tier's targets included (`--all-targets` leaves out the targets `cargo test` does not run
 # by default), in a target directory of its own so neither waits for the other's lock: the
@@ -142,17 +127,7 @@ took "fast tier's build"
   cargo clippy --workspace --test system --locked -- -D warnings
 ) >target/clippy.log 2>&1 &
 lints=$!
-# `cargo test --workspace`, in two parts at once: the command line's tests (most of the tier's
-# time, tests that wait on their services: four at a time) and the other crates' (as libtest
-# runs them). One after the other they took 154 s beside clippy on a fresh checkout; together
-# 80-85 s beside a busy loop on each core.
-cargo test --workspace --exclude loadlab --locked >target/fast-rest.log 2>&1 &
-rest=$!
-fast=0
-cargo test -p loadlab --locked -- --test-threads=4 || fast=1
-wait "$rest" || fast=1
-cat target/fast-rest.log
-if [ "$fast" != 0 ]; then
+if ! cargo test --workspace --locked; then
   wait "$lints" || cat target/clippy.log >&2
   exit 1
 fi

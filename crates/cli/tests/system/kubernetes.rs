@@ -165,30 +165,36 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
     for shard in 0..4 {
         assert!(stderr.contains(&format!("shard {shard}/4")), "{stderr}");
     }
-    // The shards' progress, read from their logs: the last line counts all of their requests.
-    let last_load = stderr.lines().rfind(|l| l.contains("load at"));
-    assert!(
-        last_load.is_some_and(|l| l.contains(
-            "load at 5 s: 500 completed (by shard 0: 125, 1: 125, 2: 125, 3: 125), 0 errors"
-        )),
-        "{stderr}"
-    );
-    // The four shards sent the plan's arrivals exactly, and the merge counted all of them.
+    // The four shards' schedules are the plan's 500 arrivals, each sent or counted dropped (a
+    // shard at 0.1 CPU beside busy tests falls behind: a suite read 16 of 150 dropped at the
+    // end of a 3 s run), and the merge counts exactly what the shards sent.
     assert_eq!(merged["merged"]["count"], 4, "{merged}");
     assert_eq!(
         merged["merged"]["missing"],
         serde_json::json!([]),
         "{merged}"
     );
-    assert_eq!(merged["requests"]["sent"], 500, "{merged}");
-    let per_shard: u64 = merged["merged"]["shards"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["sent"].as_u64().unwrap())
-        .sum();
-    assert_eq!(per_shard, 500);
-    assert_eq!(merged["requests"]["completed"], 500, "{merged}");
+    let count = |key: &str| merged["requests"][key].as_u64().unwrap();
+    assert_eq!(count("sent") + count("dropped"), 500, "{merged}");
+    let shards = merged["merged"]["shards"].as_array().unwrap();
+    let of_shards = |key: &str| -> u64 { shards.iter().map(|s| s[key].as_u64().unwrap()).sum() };
+    assert_eq!(of_shards("sent"), count("sent"), "{merged}");
+    assert_eq!(of_shards("dropped"), count("dropped"), "{merged}");
+    for s in shards {
+        assert_eq!(
+            s["sent"].as_u64().unwrap() + s["dropped"].as_u64().unwrap(),
+            125,
+            "a quarter of the arrivals each: {s}"
+        );
+    }
+    // The shards' progress, read from their logs: the last line sums every shard's last one,
+    // so it counts what the merge counts.
+    let last_load = stderr.lines().rfind(|l| l.contains("load at"));
+    let sum = format!(" s: {} completed (by shard 0: ", count("completed"));
+    assert!(
+        last_load.is_some_and(|l| l.contains(&sum)),
+        "{sum}\n{stderr}"
+    );
     // Exactly: its percentiles are those of the union of the shards' own latency logs, as
     // HdrHistogram's Python implementation reads them from the run's volume on the node.
     let volume = std::fs::read_dir(cluster.path().join("volumes"))
@@ -244,10 +250,13 @@ fn k8s_run_completes_four_shards_on_a_real_cluster_merged_exactly() {
         "{merged}"
     );
     for s in merged["merged"]["shards"].as_array().unwrap() {
-        let sent = s["sent"].as_u64().unwrap();
+        let offered = s["sent"].as_u64().unwrap() + s["dropped"].as_u64().unwrap();
         match s["index"].as_u64() {
-            Some(2) => assert!(sent < 450, "the stopped shard sent part of its 500: {s}"),
-            _ => assert_eq!(sent, 500, "the others sent all of theirs: {s}"),
+            Some(2) => assert!(
+                offered < 450,
+                "the stopped shard offered part of its 500: {s}"
+            ),
+            _ => assert_eq!(offered, 500, "the others offered all of theirs: {s}"),
         }
     }
     let warnings = merged["generator"]["warnings"].to_string();
@@ -352,15 +361,21 @@ fn kubectl_applies_what_k8s_job_prints(cluster: &Cluster, url: &str, dir: &Path)
         "job/kc-merge",
         "--timeout=120s",
     ]);
-    // A shard's log shows its progress every 5 s, ending at its 3 s.
+    // A shard's log shows its progress every 5 s, and at its last second.
     let shard_log = kubectl(&["logs", "job/kc"]);
-    assert!(shard_log.contains("progress 3 s: "), "{shard_log}");
+    assert!(
+        shard_log
+            .lines()
+            .any(|l| loadlab_report::LoggedProgress::parse(l).is_some()),
+        "{shard_log}"
+    );
     let log = kubectl(&["logs", "job/kc-merge"]);
     let merged = dir.join("kc-merged");
     loadlab_run::archive::extract_archive(log.as_bytes(), &merged).unwrap();
     let summary = read_json(&merged.join("summary.json"));
     assert_eq!(summary["merged"]["count"], 2, "{summary}");
-    assert_eq!(summary["requests"]["sent"], 300, "{summary}");
+    let count = |key: &str| summary["requests"][key].as_u64().unwrap();
+    assert_eq!(count("sent") + count("dropped"), 300, "{summary}");
     kubectl(&["delete", "-f", yaml.to_str().unwrap(), "--wait=false"]);
 }
 
