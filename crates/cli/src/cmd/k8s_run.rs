@@ -185,7 +185,7 @@ impl Load {
             let phase = pod["status"]["phase"].as_str().unwrap_or_default();
             let ended = matches!(phase, "Succeeded" | "Failed");
             let read = if ended {
-                self.ended.insert(index)
+                !self.ended.contains(&index)
             } else {
                 due && phase == "Running"
             };
@@ -195,7 +195,12 @@ impl Load {
             let name = pod["metadata"]["name"].as_str().unwrap_or_default();
             // A running shard's last line is its progress; an ended one's summary follows it.
             let tail = if ended { 200 } else { 4 };
-            let log = kube.log(name, Some(tail)).unwrap_or_default();
+            let Ok(log) = kube.log(name, Some(tail)) else {
+                continue;
+            };
+            if ended {
+                self.ended.insert(index);
+            }
             if let Some(p) = log
                 .lines()
                 .rev()
