@@ -176,10 +176,7 @@ impl Load {
             self.read = Some(Instant::now());
         }
         for pod in pods {
-            let index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
-                .as_str()
-                .and_then(|i| i.parse::<u64>().ok());
-            let Some(index) = index.filter(|_| job_of(pod) != merge_job) else {
+            let Some(index) = shard_index(pod).filter(|_| job_of(pod) != merge_job) else {
                 continue;
             };
             let phase = pod["status"]["phase"].as_str().unwrap_or_default();
@@ -238,6 +235,14 @@ impl Load {
     }
 }
 
+/// The completion index the Job gave `pod` (its shard's).
+fn shard_index(pod: &Value) -> Option<u64> {
+    pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        .as_str()?
+        .parse()
+        .ok()
+}
+
 /// The Job that made `pod`.
 fn job_of(pod: &Value) -> &str {
     pod["metadata"]["labels"]["batch.kubernetes.io/job-name"]
@@ -273,9 +278,7 @@ fn describe(
     let who = if job_of(pod) == merge_job {
         format!("merge ({name})")
     } else {
-        let index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
-            .as_str()
-            .unwrap_or("?");
+        let index = shard_index(pod).map_or("?".into(), |i| i.to_string());
         format!("shard {index}/{} ({name})", spec.shards)
     };
     let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");

@@ -6,6 +6,25 @@ use crate::support::{loadlab, loadlab_ok, read_json};
 use loadlab_service::TestServer;
 use std::path::PathBuf;
 
+/// Runs shard `shard` of `-c 2 -n N` at `url` into `out`, with `extra` flags.
+fn run_shard(url: &str, n: &str, shard: &str, out: &std::path::Path, extra: &[&str]) {
+    let mut args = vec![
+        "run",
+        url,
+        "-c",
+        "2",
+        "-n",
+        n,
+        "--shard",
+        shard,
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    loadlab_ok(&args);
+}
+
 #[test]
 fn merge_refuses_another_plan_and_a_shard_given_twice() {
     let server = TestServer::start(1).unwrap();
@@ -13,22 +32,7 @@ fn merge_refuses_another_plan_and_a_shard_given_twice() {
     let dir = tempfile::tempdir().unwrap();
     let run = |n: &str, shard: &str, name: &str| {
         let out = dir.path().join(name);
-        let o = out.to_str().unwrap();
-        loadlab_ok(&[
-            "run",
-            &url,
-            "-c",
-            "2",
-            "-n",
-            n,
-            "--shard",
-            shard,
-            "--slo",
-            "errors<1%",
-            "-q",
-            "--out",
-            o,
-        ]);
+        run_shard(&url, n, shard, &out, &["--slo", "errors<1%"]);
         out
     };
     let a0 = run("40", "0/2", "a0");
@@ -74,19 +78,7 @@ fn merge_waits_for_the_shards_and_merges_those_that_ended_naming_the_missing_one
     let url = server.url("/ping");
     let dir = tempfile::tempdir().unwrap();
     let ended = dir.path().join("shard-0");
-    loadlab_ok(&[
-        "run",
-        &url,
-        "-c",
-        "2",
-        "-n",
-        "40",
-        "--shard",
-        "0/2",
-        "-q",
-        "--out",
-        ended.to_str().unwrap(),
-    ]);
+    run_shard(&url, "40", "0/2", &ended, &[]);
     // Shard 1's pod never wrote its directory: the merge waits its 2 s, then goes on.
     let never = dir.path().join("shard-1");
     let out = dir.path().join("merged");
