@@ -646,6 +646,61 @@ fn a_saturated_cpu_whose_fall_is_within_a_repeated_steps_spread_is_cpu_bound() {
 }
 
 #[test]
+fn a_peak_on_a_saturated_cpu_is_read_again_before_the_fall_from_it_is_contention() {
+    // Node /calc?n=2000000 alone in a suite: 97-100 % of one core at every step, one
+    // connection read twice (16.0 and 16.4 req/s), a peak of 20.3 at two, then 18.3 and 15.8.
+    let step = |c: usize, requests: u64, mean: f64, stdev: f64, x: f64| ProbeStep {
+        requests,
+        p50_ms: mean,
+        mean_ms: mean,
+        stdev_ms: stdev,
+        server_cpu_pct: Some(98.0),
+        server_cpu_wait_pct: Some(0.03),
+        ..measured(c, x, mean + 3.0 * stdev)
+    };
+    let steps = vec![
+        step(1, 16, 62.4, 8.7, 16.02),
+        step(1, 20, 61.2, 6.3, 16.35),
+        step(2, 17, 98.6, 19.2, 20.28),
+        step(3, 30, 164.4, 54.1, 18.25),
+        step(4, 40, 252.5, 84.8, 15.84),
+    ];
+    let limits = ProbeLimits::default();
+    let at = Duration::from_secs(12);
+    // Read once, the fall from the peak is contention: the probe reads the peak again.
+    assert_eq!(verdict(&steps).unwrap().kind, Kind::Contended);
+    match next_step(&steps, at, &limits) {
+        Next::Run { concurrency, .. } => assert_eq!(concurrency, 2),
+        other => panic!("the peak is not read again: {other:?}"),
+    }
+    // Not there the second time: the core bounds the service, and the probe ends.
+    let mut fluke = steps.clone();
+    fluke.push(step(2, 20, 122.0, 20.0, 16.3));
+    one_core(&fluke);
+    assert!(matches!(next_step(&fluke, at, &limits), Next::Stop(_)));
+    // There again: the fall is contention, and the probe ends.
+    let mut again = steps.clone();
+    again.push(step(2, 20, 99.0, 18.0, 20.1));
+    let v = verdict(&again).unwrap();
+    assert_eq!(v.kind, Kind::Contended, "{}", v.explanation);
+    assert!(matches!(next_step(&again, at, &limits), Next::Stop(_)));
+    // Unwatched, or with no time left for the step, nothing is read again.
+    let unwatched: Vec<ProbeStep> = steps
+        .iter()
+        .map(|s| ProbeStep {
+            server_cpu_pct: None,
+            server_cpu_wait_pct: None,
+            ..s.clone()
+        })
+        .collect();
+    assert!(matches!(next_step(&unwatched, at, &limits), Next::Stop(_)));
+    assert!(matches!(
+        next_step(&steps, limits.max_time, &limits),
+        Next::Stop(_)
+    ));
+}
+
+#[test]
 fn a_saturated_cpu_makes_a_plateau_cpu_bound() {
     let v = verdict(&synthetic(Some(1), 100.0, 99.0, 4)).unwrap();
     assert_eq!((v.kind, v.workers), (Kind::Cpu, Some(1)));

@@ -1,7 +1,7 @@
 //! A kubeconfig user's `exec` credential plugin (`aws eks get-token`, `gke-gcloud-auth-plugin`,
 //! `kubelogin`…), run as kubectl runs it: the command with its arguments and environment, the
 //! request in `KUBERNETES_EXEC_INFO`, an `ExecCredential` read from its standard output, and the
-//! plugin run again when the token it gave is about to expire.
+//! plugin run again when what it gave is about to expire or was refused.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -103,6 +103,12 @@ impl ExecPlugin {
         let fresh = self.run()?;
         *given = Some(fresh.clone());
         Ok(fresh)
+    }
+
+    /// Drops the credential given, so that the next call runs the plugin again (the API server
+    /// refused it).
+    pub(super) fn forget(&self) {
+        *self.given.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Runs the plugin once: the credential it printed, or why there is none.

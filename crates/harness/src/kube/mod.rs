@@ -6,7 +6,7 @@
 //! k8s-openapi, whose build would take longer than the rest of loadlab's command line.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -60,20 +60,69 @@ impl KubeError {
 
 /// A connection to one cluster's API server, in one namespace.
 pub struct Kube {
-    agent: ureq::Agent,
     server: String,
     auth: Auth,
     namespace: String,
+    /// What every agent's TLS is made of, a client certificate of an exec plugin's aside.
+    tls: TlsSettings,
+    /// The agent the calls go through, with the exec plugin's client certificate and key (PEM)
+    /// it presents: made again when the plugin gives another.
+    connection: Mutex<(ureq::Agent, Option<(String, String)>)>,
 }
 
 /// How the calls say who they are, besides a client certificate.
 enum Auth {
     /// No bearer token.
     None,
-    /// A token of the kubeconfig's, or of its token file.
+    /// The kubeconfig's token.
     Token(String),
-    /// An exec plugin's token, asked for again as it expires.
+    /// The token in a file, read at each call (a projected service account token is rotated
+    /// in place).
+    TokenFile(PathBuf),
+    /// An exec plugin's credential, asked for again as it expires or when the server refuses it.
     Exec(Box<exec::ExecPlugin>),
+}
+
+/// The TLS settings of a kubeconfig's cluster and user.
+struct TlsSettings {
+    /// The cluster's certificate authority, if the kubeconfig names one.
+    roots: Option<Arc<Vec<ureq::tls::Certificate<'static>>>>,
+    /// `insecure-skip-tls-verify`.
+    insecure: bool,
+    /// The user's own client certificate and key (PEM): an exec plugin's is then not used.
+    own_pair: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsSettings {
+    /// An agent with these settings, presenting the user's own client certificate, else
+    /// `plugin_pair` (PEM), else none.
+    fn agent(&self, plugin_pair: Option<&(String, String)>) -> Result<ureq::Agent, String> {
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(roots) = &self.roots {
+            tls = tls.root_certs(ureq::tls::RootCerts::Specific(roots.clone()));
+        }
+        if self.insecure {
+            tls = tls.disable_verification(true);
+        }
+        let pair = match (&self.own_pair, plugin_pair) {
+            (Some((cert, key)), _) => Some((&cert[..], &key[..])),
+            (None, Some((cert, key))) => Some((cert.as_bytes(), key.as_bytes())),
+            (None, None) => None,
+        };
+        if let Some((cert, key)) = pair {
+            let chain = pem_certificates(cert).map_err(|e| format!("client-certificate: {e}"))?;
+            let key =
+                ureq::tls::PrivateKey::from_pem(key).map_err(|e| format!("client-key: {e}"))?;
+            tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&chain, key)));
+        }
+        Ok(ureq::Agent::config_builder()
+            .timeout_global(Some(CALL_TIMEOUT))
+            .http_status_as_error(false)
+            .tls_config(tls.build())
+            .user_agent(concat!("loadlab/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into())
+    }
 }
 
 /// The kubeconfig fields used here.
@@ -158,7 +207,7 @@ pub fn default_kubeconfig() -> PathBuf {
 impl Kube {
     /// Connects (lazily) to the cluster of `path`'s current context, in `namespace` or the
     /// context's (else `default`). Supports tokens, token files, client certificates and exec
-    /// plugins (run once here, and again as their tokens expire).
+    /// plugins (run once here, and again as their credentials expire or are refused).
     pub fn from_kubeconfig(path: &Path, namespace: Option<&str>) -> Result<Kube, KubeError> {
         let bad = |why: String| KubeError::Config(path.to_path_buf(), why);
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
@@ -214,19 +263,15 @@ impl Kube {
                 None => Ok(None),
             }
         };
-        let mut tls = ureq::tls::TlsConfig::builder();
         let ca = read(
             &cluster.certificate_authority,
             &cluster.certificate_authority_data,
             "certificate-authority",
         )?;
-        if let Some(pem) = &ca {
-            let certs = pem_certificates(pem).map_err(&bad)?;
-            tls = tls.root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)));
-        }
-        if cluster.insecure_skip_tls_verify {
-            tls = tls.disable_verification(true);
-        }
+        let roots = match &ca {
+            Some(pem) => Some(Arc::new(pem_certificates(pem).map_err(&bad)?)),
+            None => None,
+        };
         let cert = read(
             &user.client_certificate,
             &user.client_certificate_data,
@@ -240,8 +285,20 @@ impl Kube {
                 provider["name"].as_str().unwrap_or("unnamed")
             )));
         }
-        let plugin = match &user.exec {
-            Some(config) => {
+        let tls = TlsSettings {
+            roots,
+            insecure: cluster.insecure_skip_tls_verify,
+            own_pair: cert.zip(key),
+        };
+        let (auth, plugin_pair) = match (&user.token, &user.token_file, &user.exec) {
+            (Some(t), _, _) => (Auth::Token(t.clone()), None),
+            (None, Some(f), _) => {
+                let file = base.join(f);
+                std::fs::read_to_string(&file)
+                    .map_err(|e| bad(format!("tokenFile {}: {e}", f.display())))?;
+                (Auth::TokenFile(file), None)
+            }
+            (None, None, Some(config)) => {
                 use base64::Engine;
                 let mut about = serde_json::json!({
                     "server": cluster.server,
@@ -253,51 +310,20 @@ impl Kube {
                 }
                 let plugin = exec::ExecPlugin::new(config.clone(), base, about).map_err(&bad)?;
                 let given = plugin.credential().map_err(&bad)?;
-                Some((plugin, given))
+                (Auth::Exec(Box::new(plugin)), given.client_pem)
             }
-            None => None,
+            (None, None, None) => (Auth::None, None),
         };
-        // A client certificate of the kubeconfig's, else of its exec plugin's.
-        let from_plugin = plugin
-            .as_ref()
-            .and_then(|(_, c)| c.client_pem.clone())
-            .map(|(c, k)| (c.into_bytes(), k.into_bytes()));
-        let pair = match (cert, key) {
-            (Some(cert), Some(key)) => Some((cert, key)),
-            _ => from_plugin,
-        };
-        if let Some((cert, key)) = pair {
-            let chain = pem_certificates(&cert).map_err(&bad)?;
-            let key = ureq::tls::PrivateKey::from_pem(&key)
-                .map_err(|e| bad(format!("client-key: {e}")))?;
-            tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&chain, key)));
-        }
-        let auth = match (&user.token, &user.token_file, plugin) {
-            (Some(t), _, _) => Auth::Token(t.clone()),
-            (None, Some(f), _) => Auth::Token(
-                std::fs::read_to_string(base.join(f))
-                    .map_err(|e| bad(format!("tokenFile {}: {e}", f.display())))?
-                    .trim()
-                    .to_string(),
-            ),
-            (None, None, Some((plugin, _))) => Auth::Exec(Box::new(plugin)),
-            (None, None, None) => Auth::None,
-        };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(CALL_TIMEOUT))
-            .http_status_as_error(false)
-            .tls_config(tls.build())
-            .user_agent(concat!("loadlab/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+        let agent = tls.agent(plugin_pair.as_ref()).map_err(&bad)?;
         Ok(Kube {
-            agent,
             server: cluster.server.trim_end_matches('/').to_string(),
             auth,
             namespace: namespace
                 .map(str::to_string)
                 .or_else(|| context.namespace.clone())
                 .unwrap_or_else(|| "default".into()),
+            tls,
+            connection: Mutex::new((agent, plugin_pair)),
         })
     }
 
@@ -336,10 +362,11 @@ impl Kube {
         let what = format!("creating {}", Kube::what(object));
         let url = format!("{}{}", self.server, self.collection(object));
         let body = serde_json::to_vec(object).expect("a JSON value serializes");
-        let req = self.with_auth(self.agent.post(&url))?;
-        let resp = req
-            .header("Content-Type", "application/json")
-            .send(&body[..]);
+        let resp = self.send(&what, |agent, token| {
+            authorized(agent.post(&url), token)
+                .header("Content-Type", "application/json")
+                .send(&body[..])
+        })?;
         self.answer(&what, resp)
     }
 
@@ -352,7 +379,9 @@ impl Kube {
             self.server,
             self.collection(object)
         );
-        let resp = self.with_auth(self.agent.delete(&url))?.call();
+        let resp = self.send(&what, |agent, token| {
+            authorized(agent.delete(&url), token).call()
+        })?;
         match self.answer(&what, resp) {
             Err(e) if e.status() == Some(404) => Ok(()),
             other => other.map(|_| ()),
@@ -362,9 +391,10 @@ impl Kube {
     /// `GET path` (from the server's root), as JSON.
     pub fn get(&self, path: &str) -> Result<Value, KubeError> {
         let what = format!("reading {path}");
-        let resp = self
-            .with_auth(self.agent.get(format!("{}{path}", self.server)))?
-            .call();
+        let url = format!("{}{path}", self.server);
+        let resp = self.send(&what, |agent, token| {
+            authorized(agent.get(&url), token).call()
+        })?;
         self.answer(&what, resp)
     }
 
@@ -394,56 +424,89 @@ impl Kube {
         }
         let what = format!("reading pod {pod}'s log");
         let url = format!("{}{path}", self.server);
-        let resp = self.with_auth(self.agent.get(&url))?.call();
-        match resp {
-            Ok(mut r) if r.status().is_success() => r
-                .body_mut()
-                .with_config()
-                .limit(256 << 20)
-                .read_to_string()
-                .map_err(|e| KubeError::Unreachable {
-                    what,
-                    server: self.server.clone(),
-                    error: e.to_string(),
-                }),
-            other => self.answer(&what, other).map(|_| String::new()),
+        let mut resp = self.send(&what, |agent, token| {
+            authorized(agent.get(&url), token).call()
+        })?;
+        if !resp.status().is_success() {
+            return self.answer(&what, resp).map(|_| String::new());
         }
+        resp.body_mut()
+            .with_config()
+            .limit(256 << 20)
+            .read_to_string()
+            .map_err(|e| self.unreachable(&what, e))
     }
 
-    /// The bearer token the next call carries, if any (an exec plugin's, asked for again when
-    /// it is about to expire).
-    fn bearer(&self) -> Result<Option<String>, KubeError> {
-        match &self.auth {
-            Auth::None => Ok(None),
-            Auth::Token(t) => Ok(Some(t.clone())),
-            Auth::Exec(plugin) => plugin
-                .credential()
-                .map(|c| c.token)
-                .map_err(|why| KubeError::Credentials(format!("the kubeconfig's user: {why}"))),
-        }
+    /// The agent for the next call and the bearer token it carries, if any: an exec plugin's
+    /// credential is asked for again when it is about to expire, and a client certificate it
+    /// gives anew is presented from then on.
+    fn credentials(&self) -> Result<(ureq::Agent, Option<String>), KubeError> {
+        let refused = |why: String| KubeError::Credentials(format!("the kubeconfig's user: {why}"));
+        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        let token = match &self.auth {
+            Auth::None => None,
+            Auth::Token(t) => Some(t.clone()),
+            Auth::TokenFile(file) => Some(
+                std::fs::read_to_string(file)
+                    .map_err(|e| refused(format!("tokenFile {}: {e}", file.display())))?
+                    .trim()
+                    .to_string(),
+            ),
+            Auth::Exec(plugin) => {
+                let given = plugin.credential().map_err(refused)?;
+                if given.client_pem.is_some() && given.client_pem != connection.1 {
+                    connection.0 = self
+                        .tls
+                        .agent(given.client_pem.as_ref())
+                        .map_err(|e| refused(format!("its exec plugin's {e}")))?;
+                    connection.1 = given.client_pem;
+                }
+                given.token
+            }
+        };
+        Ok((connection.0.clone(), token))
     }
 
-    fn with_auth<B>(
+    /// Makes a call with `request` (given the agent and the bearer token) and returns the
+    /// answer; a call an exec plugin's credential got refused (401) is made again once with a
+    /// credential asked for anew, as kubectl does.
+    fn send(
         &self,
-        req: ureq::RequestBuilder<B>,
-    ) -> Result<ureq::RequestBuilder<B>, KubeError> {
-        Ok(match self.bearer()? {
-            Some(t) => req.header("Authorization", format!("Bearer {t}")),
-            None => req,
-        })
+        what: &str,
+        request: impl Fn(
+            &ureq::Agent,
+            Option<&str>,
+        ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<ureq::http::Response<ureq::Body>, KubeError> {
+        let mut again = matches!(self.auth, Auth::Exec(_));
+        loop {
+            let (agent, token) = self.credentials()?;
+            let resp = request(&agent, token.as_deref()).map_err(|e| self.unreachable(what, e))?;
+            match &self.auth {
+                Auth::Exec(plugin) if again && resp.status() == 401 => {
+                    plugin.forget();
+                    again = false;
+                }
+                _ => return Ok(resp),
+            }
+        }
+    }
+
+    /// A call that got no answer.
+    fn unreachable(&self, what: &str, error: ureq::Error) -> KubeError {
+        KubeError::Unreachable {
+            what: what.to_string(),
+            server: self.server.clone(),
+            error: error.to_string(),
+        }
     }
 
     /// The JSON of a successful answer, or why the call failed.
     fn answer(
         &self,
         what: &str,
-        resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+        mut resp: ureq::http::Response<ureq::Body>,
     ) -> Result<Value, KubeError> {
-        let mut resp = resp.map_err(|e| KubeError::Unreachable {
-            what: what.to_string(),
-            server: self.server.clone(),
-            error: e.to_string(),
-        })?;
         let status = resp.status().as_u16();
         let text = resp
             .body_mut()
@@ -464,6 +527,14 @@ impl Kube {
             status,
             message,
         })
+    }
+}
+
+/// `req` with the bearer token `token`, if any.
+fn authorized<B>(req: ureq::RequestBuilder<B>, token: Option<&str>) -> ureq::RequestBuilder<B> {
+    match token {
+        Some(t) => req.header("Authorization", format!("Bearer {t}")),
+        None => req,
     }
 }
 
@@ -509,7 +580,7 @@ mod tests {
         let kube = Kube::from_kubeconfig(&config, None).unwrap();
         assert_eq!(kube.server(), "https://127.0.0.1:6443");
         assert_eq!(kube.namespace(), "load");
-        assert_eq!(kube.bearer().unwrap().as_deref(), Some("abc"));
+        assert_eq!(kube.credentials().unwrap().1.as_deref(), Some("abc"));
         let job = serde_json::json!({"apiVersion": "batch/v1", "kind": "Job"});
         assert_eq!(kube.collection(&job), "/apis/batch/v1/namespaces/load/jobs");
         let pvc = serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim"});
@@ -538,6 +609,42 @@ mod tests {
         )
         .unwrap();
         config
+    }
+
+    /// Reads one request's head from `conn` (lowercase) and answers `status` with `{}`, closing
+    /// the connection.
+    fn answer_one(
+        conn: &mut (impl std::io::Read + std::io::Write),
+        status: impl Fn(&str) -> u16,
+    ) -> String {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_lowercase();
+        let code = status(&head);
+        write!(
+            conn,
+            "HTTP/1.1 {code} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
+        )
+        .unwrap();
+        conn.flush().unwrap();
+        head
+    }
+
+    /// Answers `n` plain HTTP requests on `listener`, each with the status `status` gives its
+    /// head; the heads, in order.
+    fn serve(
+        listener: std::net::TcpListener,
+        n: usize,
+        status: impl Fn(&str) -> u16 + Send + 'static,
+    ) -> std::thread::JoinHandle<Vec<String>> {
+        std::thread::spawn(move || {
+            (0..n)
+                .map(|_| answer_one(&mut listener.accept().unwrap().0, &status))
+                .collect()
+        })
     }
 
     #[test]
@@ -569,27 +676,19 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         let config = exec_kubeconfig(dir.path(), &server, plugin, "[\"3600\"]");
         let kube = Kube::from_kubeconfig(&config, None).unwrap();
         assert_eq!(runs(), 1);
-        let answered = std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            let (mut conn, _) = listener.accept().unwrap();
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap() == 1 {
-                head.push(byte[0]);
-            }
-            conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
-                .unwrap();
-            String::from_utf8_lossy(&head).to_lowercase()
-        });
+        let answered = serve(listener, 1, |_| 200);
         kube.get("/api").unwrap();
-        let head = answered.join().unwrap();
-        assert!(head.contains("authorization: bearer tok-3600"), "{head}");
+        let heads = answered.join().unwrap();
+        assert!(
+            heads[0].contains("authorization: bearer tok-3600"),
+            "{heads:?}"
+        );
         assert_eq!(runs(), 1, "an unexpired token is not asked for again");
         // Good for 5 s, within the 10 s kept in hand: asked for again at each call.
         std::fs::remove_file(dir.path().join("runs")).unwrap();
         let config = exec_kubeconfig(dir.path(), &server, plugin, "[\"5\"]");
         let kube = Kube::from_kubeconfig(&config, None).unwrap();
-        assert_eq!(kube.bearer().unwrap().as_deref(), Some("tok-5"));
+        assert_eq!(kube.credentials().unwrap().1.as_deref(), Some("tok-5"));
         assert_eq!(runs(), 2);
         // A plugin that fails, or is missing, is a one-line error naming it.
         let config = exec_kubeconfig(
@@ -616,6 +715,181 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
             .to_string();
         assert!(e.contains("no-such-plugin-here could not start"), "{e}");
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_refused_exec_token_is_asked_for_again_once_and_a_static_token_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = format!("http://{}", listener.local_addr().unwrap());
+        // A token without an expiry, numbered by the plugin's runs.
+        let plugin = r#"#!/bin/sh
+echo run >> "$(dirname "$0")/runs"
+n=$(wc -l < "$(dirname "$0")/runs")
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"tok-%s"}}' $n
+"#;
+        let config = exec_kubeconfig(dir.path(), &server, plugin, "[]");
+        let kube = Kube::from_kubeconfig(&config, None).unwrap();
+        // The first token is refused: the plugin runs again and the call goes through.
+        let answered = serve(listener.try_clone().unwrap(), 2, |head| {
+            if head.contains("bearer tok-1\r\n") {
+                401
+            } else {
+                200
+            }
+        });
+        kube.get("/api").unwrap();
+        let heads = answered.join().unwrap();
+        assert!(heads[1].contains("bearer tok-2\r\n"), "{heads:?}");
+        let runs = || {
+            std::fs::read_to_string(dir.path().join("runs"))
+                .unwrap()
+                .lines()
+                .count()
+        };
+        assert_eq!(runs(), 2);
+        // A server that refuses every token: one more run and one more try, then the 401.
+        let answered = serve(listener.try_clone().unwrap(), 2, |_| 401);
+        let e = kube.get("/api").unwrap_err();
+        assert_eq!(e.status(), Some(401), "{e}");
+        assert_eq!(answered.join().unwrap().len(), 2);
+        assert_eq!(runs(), 3);
+        // The kubeconfig's own token is refused once and for all.
+        let text = std::fs::read_to_string(&config).unwrap();
+        let start = text.find("    exec:").unwrap();
+        let end = text.find("contexts:").unwrap();
+        std::fs::write(
+            &config,
+            format!("{}    token: mine\n{}", &text[..start], &text[end..]),
+        )
+        .unwrap();
+        let kube = Kube::from_kubeconfig(&config, None).unwrap();
+        let answered = serve(listener, 1, |_| 401);
+        assert_eq!(kube.get("/api").unwrap_err().status(), Some(401));
+        assert!(answered.join().unwrap()[0].contains("bearer mine\r\n"));
+    }
+
+    #[test]
+    fn a_token_file_is_read_again_at_each_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = format!("http://{}", listener.local_addr().unwrap());
+        std::fs::write(dir.path().join("token"), "first\n").unwrap();
+        let config = dir.path().join("config");
+        std::fs::write(
+            &config,
+            format!(
+                "clusters:\n- name: c\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n    tokenFile: token\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+            ),
+        )
+        .unwrap();
+        let kube = Kube::from_kubeconfig(&config, None).unwrap();
+        let answered = serve(listener, 2, |_| 200);
+        kube.get("/api").unwrap();
+        // Rotated in place, as the kubelet rotates a projected service account token.
+        std::fs::write(dir.path().join("token"), "second\n").unwrap();
+        kube.get("/api").unwrap();
+        let heads = answered.join().unwrap();
+        assert!(heads[0].contains("bearer first\r\n"), "{heads:?}");
+        assert!(heads[1].contains("bearer second\r\n"), "{heads:?}");
+        std::fs::remove_file(dir.path().join("token")).unwrap();
+        let e = kube.get("/api").unwrap_err().to_string();
+        assert!(e.contains("tokenFile"), "{e}");
+    }
+
+    #[test]
+    fn an_exec_plugins_client_certificate_is_presented_and_replaced_when_refused() {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let dir = tempfile::tempdir().unwrap();
+        // A CA, the server's certificate for 127.0.0.1, and two client certificates.
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "test cluster CA");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.path().join("ca.crt"), ca.pem()).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let leaf = |name: &str| {
+            let key = KeyPair::generate().unwrap();
+            let params = CertificateParams::new(vec![name.to_string()]).unwrap();
+            (params.signed_by(&key, &issuer).unwrap(), key)
+        };
+        let (server_cert, server_key) = leaf("127.0.0.1");
+        let clients = [leaf("first"), leaf("second")];
+        // The plugin's answers: the first certificate, then the second.
+        for (i, (cert, key)) in clients.iter().enumerate() {
+            let answer = serde_json::json!({
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "kind": "ExecCredential",
+                "status": {"clientCertificateData": cert.pem(), "clientKeyData": key.serialize_pem()},
+            });
+            std::fs::write(
+                dir.path().join(format!("answer-{}", i + 1)),
+                answer.to_string(),
+            )
+            .unwrap();
+        }
+        let plugin = "#!/bin/sh\nd=\"$(dirname \"$0\")\"\necho run >> \"$d/runs\"\ncat \"$d/answer-$(wc -l < \"$d/runs\")\"\n";
+        // A TLS server that asks for a client certificate of the CA's and refuses the first.
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.der().clone()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.into(),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let tls = std::sync::Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_client_cert_verifier(verifier)
+                .with_single_cert(
+                    vec![server_cert.der().clone()],
+                    rustls::pki_types::PrivatePkcs8KeyDer::from(server_key.serialize_der()).into(),
+                )
+                .unwrap(),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = format!("https://{}", listener.local_addr().unwrap());
+        let first = clients[0].0.der().clone();
+        // Each connection: which client certificate it presented.
+        let answered = std::thread::spawn(move || {
+            (0..2)
+                .map(|_| {
+                    let tcp = listener.accept().unwrap().0;
+                    let conn = rustls::ServerConnection::new(tls.clone()).unwrap();
+                    let mut stream = rustls::StreamOwned::new(conn, tcp);
+                    while stream.conn.is_handshaking() {
+                        stream.conn.complete_io(&mut stream.sock).unwrap();
+                    }
+                    let peer = stream.conn.peer_certificates().unwrap()[0].clone();
+                    let is_first = peer == first;
+                    answer_one(&mut stream, |_| if is_first { 401 } else { 200 });
+                    is_first
+                })
+                .collect::<Vec<bool>>()
+        });
+        let config = dir.path().join("config");
+        std::fs::write(
+            &config,
+            format!(
+                "clusters:\n- name: c\n  cluster:\n    server: {server}\n    certificate-authority: ca.crt\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin.sh\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+            ),
+        )
+        .unwrap();
+        let script = dir.path().join("plugin.sh");
+        std::fs::write(&script, plugin).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let kube = Kube::from_kubeconfig(&config, None).unwrap();
+        kube.get("/api").unwrap();
+        assert_eq!(answered.join().unwrap(), [true, false]);
+        let runs = std::fs::read_to_string(dir.path().join("runs")).unwrap();
+        assert_eq!(runs.lines().count(), 2);
     }
 
     #[test]
