@@ -404,7 +404,7 @@ fn a_killed_run_keeps_its_seconds_and_report_reads_them() {
 }
 
 #[test]
-fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_first_then_quiet_ones_long_ones_first(
+fn the_system_tiers_claims_run_four_quiet_or_three_shared_tests_alone_tests_first_then_quiet_ones_long_ones_first(
 ) {
     // The fast tier claims nothing, so here the claims are this test's alone.
     use crate::support::{alone, quiet, quiet_long, shared, shared_long, Claim};
@@ -428,11 +428,14 @@ fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_fir
     let b2 = within(quiet)
         .recv_timeout(soon)
         .expect("three quiet tests at once");
+    let b3 = within(quiet)
+        .recv_timeout(soon)
+        .expect("four quiet tests at once");
     let third = within(quiet);
     let busy = within(shared);
     assert!(
         third.recv_timeout(soon).is_err(),
-        "a fourth quiet test waits"
+        "a fifth quiet test waits"
     );
     assert!(
         busy.recv_timeout(soon).is_err(),
@@ -448,7 +451,7 @@ fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_fir
         "a test alone waits for quiet ones"
     );
     // Waiting, it goes before the shared test that waited longer.
-    drop((b, b2, c));
+    drop((b, b2, b3, c));
     let lone = lone
         .recv_timeout(soon)
         .expect("alone once the quiet ones ended");
@@ -503,20 +506,20 @@ fn the_system_tiers_claims_run_three_quiet_or_three_shared_tests_alone_tests_fir
         .expect("shared once the quiet test ended");
     drop(last);
     // Within a kind, a long test goes before the short ones that asked first.
-    for (short, long) in [
-        (quiet as fn() -> Claim, quiet_long as fn() -> Claim),
-        (shared, shared_long),
+    for (short, long, at_once) in [
+        (quiet as fn() -> Claim, quiet_long as fn() -> Claim, 4),
+        (shared, shared_long, 3),
     ] {
-        let held = [short(), short()];
-        let third = short();
+        let held: Vec<Claim> = (1..at_once).map(|_| short()).collect();
+        let last = short();
         let waiting = within(short);
         let first = within(long);
-        assert!(waiting.recv_timeout(soon).is_err(), "three at once");
+        assert!(waiting.recv_timeout(soon).is_err(), "{at_once} at once");
         assert!(
             first.recv_timeout(soon).is_err(),
-            "three at once, long or not"
+            "{at_once} at once, long or not"
         );
-        drop(third);
+        drop(last);
         let first = first
             .recv_timeout(soon)
             .expect("the long test in the freed place");
