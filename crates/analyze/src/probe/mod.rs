@@ -125,7 +125,12 @@ pub fn next_step(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -
         return Next::Stop(stopped);
     }
     if contention(&climbed).is_some() {
-        return confirm_peak(steps, elapsed, limits).unwrap_or(Next::Stop(stopped));
+        return confirm_peak(steps, elapsed, limits).unwrap_or_else(|| {
+            Next::Stop(match peak_read_again(steps) {
+                Some(c) => format!("{stopped}; its peak at {c} connections read again"),
+                None => stopped,
+            })
+        });
     }
     if climb.first().is_none_or(|s| s.requests == 0) {
         return Next::Stop(stopped);
@@ -289,29 +294,46 @@ fn measure_alone_again(
 /// once may be the machine's: Node /calc, alone on one saturated core, read 16.0 and 16.4
 /// req/s at one connection, 20.3 at two, then 18.3 and 15.8 (a CPU time per request of 62,
 /// 48, 54 and 63 ms). Read again, a fluke is not there twice, and the two readings' difference
-/// ([`repeat_drift`]) is the noise the fall must pass. `None` when the fall is within the
-/// noise already, the peak was read twice, or the time left cannot hold the step.
+/// ([`repeat_drift`]) is the noise the fall must pass. The peak is the climb's (what the
+/// contention was judged on), read again once: `None` when a peak was read again already, the
+/// fall is within the noise, or the time left cannot hold the step.
 fn confirm_peak(steps: &[ProbeStep], elapsed: Duration, limits: &ProbeLimits) -> Option<Next> {
+    if peak_read_again(steps).is_some() {
+        return None;
+    }
     let merged = by_concurrency(steps);
     let sorted: Vec<&ProbeStep> = merged.iter().filter(|s| s.requests > 0).collect();
     cpu_flat_from_the_start(&sorted)?;
     if !fell_past_best(&sorted, repeat_drift(steps)) {
         return None;
     }
-    let best = sorted
-        .iter()
+    let best = climb(steps)
+        .into_iter()
+        .filter(|s| s.requests > 0)
         .max_by(|a, b| a.throughput_rps.total_cmp(&b.throughput_rps))?;
-    let readings = steps
-        .iter()
-        .filter(|s| s.concurrency == best.concurrency && s.requests > 0)
-        .count();
-    if readings > 1 {
+    // One connection's second reading is the probe's start (see `measure_alone_again`).
+    if best.concurrency == 1 {
         return None;
     }
     match step_of(best.concurrency, best.mean_ms, CYCLES * 2.0) {
         Next::Run { duration, .. } if elapsed + duration > budget(steps, limits) => None,
         run => Some(run),
     }
+}
+
+/// The concurrency above one that was read twice ([`confirm_peak`]'s), if any.
+fn peak_read_again(steps: &[ProbeStep]) -> Option<usize> {
+    steps
+        .iter()
+        .map(|s| s.concurrency)
+        .filter(|c| *c > 1)
+        .find(|c| {
+            steps
+                .iter()
+                .filter(|s| s.concurrency == *c && s.requests > 0)
+                .count()
+                > 1
+        })
 }
 
 /// The steps that went higher than every step before them: the climb, without the steps back

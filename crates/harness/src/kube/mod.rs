@@ -66,7 +66,8 @@ pub struct Kube {
     /// What every agent's TLS is made of, a client certificate of an exec plugin's aside.
     tls: TlsSettings,
     /// The agent the calls go through, with the exec plugin's client certificate and key (PEM)
-    /// it presents: made again when the plugin gives another.
+    /// it presents: made again when the plugin gives another (or none), unless the user has
+    /// a client certificate of its own.
     connection: Mutex<(ureq::Agent, Option<(String, String)>)>,
 }
 
@@ -438,23 +439,28 @@ impl Kube {
     }
 
     /// The agent for the next call and the bearer token it carries, if any: an exec plugin's
-    /// credential is asked for again when it is about to expire, and a client certificate it
-    /// gives anew is presented from then on.
+    /// credential is asked for again when it is about to expire, and the client certificate it
+    /// gives (a new one, or none) is presented from then on, unless the kubeconfig's user has
+    /// its own.
     fn credentials(&self) -> Result<(ureq::Agent, Option<String>), KubeError> {
         let refused = |why: String| KubeError::Credentials(format!("the kubeconfig's user: {why}"));
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let token = match &self.auth {
             Auth::None => None,
             Auth::Token(t) => Some(t.clone()),
-            Auth::TokenFile(file) => Some(
-                std::fs::read_to_string(file)
-                    .map_err(|e| refused(format!("tokenFile {}: {e}", file.display())))?
-                    .trim()
-                    .to_string(),
-            ),
+            Auth::TokenFile(file) => {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| refused(format!("tokenFile {}: {e}", file.display())))?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(refused(format!("tokenFile {} is empty", file.display())));
+                }
+                Some(token.to_string())
+            }
             Auth::Exec(plugin) => {
                 let given = plugin.credential().map_err(refused)?;
-                if given.client_pem.is_some() && given.client_pem != connection.1 {
+                // The kubeconfig's own client certificate, if any, is the one presented.
+                if self.tls.own_pair.is_none() && given.client_pem != connection.1 {
                     connection.0 = self
                         .tls
                         .agent(given.client_pem.as_ref())
@@ -468,8 +474,10 @@ impl Kube {
     }
 
     /// Makes a call with `request` (given the agent and the bearer token) and returns the
-    /// answer; a call an exec plugin's credential got refused (401) is made again once with a
-    /// credential asked for anew, as kubectl does.
+    /// answer. A call whose exec plugin credential was refused (401) is made once more with a
+    /// credential asked for anew: kubectl asks for one on a 401 too, but leaves the call failed.
+    /// Sending it again is safe, a create included: the API server refuses a credential before
+    /// it authorizes or stores anything.
     fn send(
         &self,
         what: &str,
@@ -634,7 +642,7 @@ mod tests {
     }
 
     /// Answers `n` plain HTTP requests on `listener`, each with the status `status` gives its
-    /// head; the heads, in order.
+    /// head; the heads, in order. Fails when a request has not come within 10 s.
     fn serve(
         listener: std::net::TcpListener,
         n: usize,
@@ -642,9 +650,32 @@ mod tests {
     ) -> std::thread::JoinHandle<Vec<String>> {
         std::thread::spawn(move || {
             (0..n)
-                .map(|_| answer_one(&mut listener.accept().unwrap().0, &status))
+                .map(|i| answer_one(&mut accept_within(&listener, i), &status))
                 .collect()
         })
+    }
+
+    /// The next connection to `listener`, which must come within 10 s (request `i`, 0-based).
+    fn accept_within(listener: &std::net::TcpListener, i: usize) -> std::net::TcpStream {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    conn.set_nonblocking(false).unwrap();
+                    return conn;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "request {} never came",
+                        i + 1
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        }
     }
 
     #[test]
@@ -752,7 +783,9 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         let answered = serve(listener.try_clone().unwrap(), 2, |_| 401);
         let e = kube.get("/api").unwrap_err();
         assert_eq!(e.status(), Some(401), "{e}");
-        assert_eq!(answered.join().unwrap().len(), 2);
+        let heads = answered.join().unwrap();
+        assert!(heads[0].contains("bearer tok-2\r\n"), "{heads:?}");
+        assert!(heads[1].contains("bearer tok-3\r\n"), "{heads:?}");
         assert_eq!(runs(), 3);
         // The kubeconfig's own token is refused once and for all.
         let text = std::fs::read_to_string(&config).unwrap();
@@ -792,6 +825,9 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         let heads = answered.join().unwrap();
         assert!(heads[0].contains("bearer first\r\n"), "{heads:?}");
         assert!(heads[1].contains("bearer second\r\n"), "{heads:?}");
+        std::fs::write(dir.path().join("token"), "\n").unwrap();
+        let e = kube.get("/api").unwrap_err().to_string();
+        assert!(e.contains("tokenFile") && e.contains("is empty"), "{e}");
         std::fs::remove_file(dir.path().join("token")).unwrap();
         let e = kube.get("/api").unwrap_err().to_string();
         assert!(e.contains("tokenFile"), "{e}");
@@ -859,8 +895,8 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         // Each connection: which client certificate it presented.
         let answered = std::thread::spawn(move || {
             (0..2)
-                .map(|_| {
-                    let tcp = listener.accept().unwrap().0;
+                .map(|i| {
+                    let tcp = accept_within(&listener, i);
                     let conn = rustls::ServerConnection::new(tls.clone()).unwrap();
                     let mut stream = rustls::StreamOwned::new(conn, tcp);
                     while stream.conn.is_handshaking() {
