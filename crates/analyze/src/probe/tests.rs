@@ -543,6 +543,18 @@ fn a_single_event_loop_warming_up_is_cpu_bound_on_one_core_not_three_workers() {
     assert!(v.explanation.contains("warmed up"), "{}", v.explanation);
 }
 
+/// `steps` as a probe that did not watch the server's CPU reads them.
+fn unwatched(steps: &[ProbeStep]) -> Vec<ProbeStep> {
+    steps
+        .iter()
+        .map(|s| ProbeStep {
+            server_cpu_pct: None,
+            server_cpu_wait_pct: None,
+            ..s.clone()
+        })
+        .collect()
+}
+
 /// The verdict on `steps`, checked to be CPU-bound on one core.
 fn one_core(steps: &[ProbeStep]) -> Verdict {
     let v = verdict(steps).unwrap();
@@ -581,14 +593,7 @@ fn a_warming_event_loop_that_the_usl_fits_is_cpu_bound_unless_throughput_falls()
     ];
     one_core(&steps);
     // Without the CPU reading, the same steps are contention.
-    let unwatched: Vec<ProbeStep> = steps
-        .iter()
-        .map(|s| ProbeStep {
-            server_cpu_pct: None,
-            server_cpu_wait_pct: None,
-            ..s.clone()
-        })
-        .collect();
+    let unwatched = unwatched(&steps);
     assert_eq!(verdict(&unwatched).unwrap().kind, Kind::Contended);
     // On one saturated core, throughput seen falling past its best is contention still
     // (the USL's own steps, peak at 4.5 connections and 14 % down at 14, one core busy
@@ -690,14 +695,7 @@ fn a_peak_on_a_saturated_cpu_is_read_again_before_the_fall_from_it_is_contention
     assert_eq!(v.kind, Kind::Contended, "{}", v.explanation);
     read_again(&again);
     // Unwatched, or with no time left for the step, nothing is read again.
-    let unwatched: Vec<ProbeStep> = steps
-        .iter()
-        .map(|s| ProbeStep {
-            server_cpu_pct: None,
-            server_cpu_wait_pct: None,
-            ..s.clone()
-        })
-        .collect();
+    let unwatched = unwatched(&steps);
     assert!(matches!(next_step(&unwatched, at, &limits), Next::Stop(_)));
     assert!(matches!(
         next_step(&steps, limits.max_time, &limits),
