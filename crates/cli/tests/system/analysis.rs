@@ -659,3 +659,63 @@ fn a_burst_allowance_under_the_rate_is_told_from_the_rate_limit() {
     let why = v["explanation"].as_str().unwrap();
     assert!(why.contains("burst allowance of about"), "{why}");
 }
+
+#[test]
+fn capacity_counts_a_scripts_sessions_and_their_flow_bounds_the_rate() {
+    // A capacity search reads latency against a clock: in the fast tier, beside cold clippy
+    // and other tests, it found no rate at all (exit 3). It waits on little CPU: quiet.
+    let _quiet = crate::support::quiet();
+    // One worker thread that sleeps 20 ms a request: a session of two such requests holds it
+    // 40 ms, so at most 25 sessions a second can be served, whatever the machine's load
+    // (a busy machine only lowers that).
+    let server = loadlab_service::TestServer::start(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("flow.yml");
+    std::fs::write(
+        &script,
+        format!(
+            "config:\n  target: {}\n  phases:\n    - {{ duration: 600, arrivalRate: 1000 }}\n\
+             scenarios:\n  - flow:\n      - get:\n          url: /block?ms=20\n      \
+             - get:\n          url: /block?ms=20\n",
+            server.url("")
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("capacity.json");
+    let out = loadlab(&[
+        "capacity",
+        script.to_str().unwrap(),
+        // p95's bound needs 59 requests: a 2 s step near 25 sessions a second holds about 100
+        // requests but only 50 sessions, so the step must count requests for it.
+        "--slo",
+        "p95<100ms,errors<1%",
+        "--warmup",
+        "1s",
+        "--step",
+        "2s",
+        "--max-time",
+        "30s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v = read_json(&json);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{v}");
+    assert_eq!(v["unit"], "session", "{v}");
+    assert_eq!(v["url"], script.to_str().unwrap(), "{v}");
+    // The script's own phases (1,000 a second) were not run: the steps are the search's.
+    let rate = v["max_rate_rps"].as_f64().unwrap();
+    assert!(rate > 0.0 && rate <= 25.0 * 1.05, "{v}");
+    assert!(stdout.contains("sessions/s meet p95<100ms"), "{stdout}");
+    assert!(!stdout.contains("cannot bound"), "{stdout}");
+    assert!(stdout.contains("one alone"), "{stdout}");
+    // Each session sent its two requests: a met step's requests are twice its sessions.
+    for step in v["steps"].as_array().unwrap() {
+        if step["meets"] == true {
+            let sessions =
+                step["achieved_rps"].as_f64().unwrap() * step["measured_s"].as_f64().unwrap();
+            let requests = step["requests"].as_f64().unwrap();
+            assert!((requests / sessions - 2.0).abs() < 0.15, "{step}");
+        }
+    }
+}
