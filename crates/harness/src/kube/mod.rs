@@ -66,8 +66,7 @@ pub struct Kube {
     /// What every agent's TLS is made of, a client certificate of an exec plugin's aside.
     tls: TlsSettings,
     /// The agent the calls go through, with the exec plugin's client certificate and key (PEM)
-    /// it presents: made again when the plugin gives another (or none), unless the user has
-    /// a client certificate of its own.
+    /// it presents: made again when the plugin gives another (or none).
     connection: Mutex<(ureq::Agent, Option<(String, String)>)>,
 }
 
@@ -80,7 +79,8 @@ enum Auth {
     /// The token in a file, read at each call (a projected service account token is rotated
     /// in place).
     TokenFile(PathBuf),
-    /// An exec plugin's credential, asked for again as it expires or when the server refuses it.
+    /// An exec plugin's credential, asked for again as it expires or when the server refuses it
+    /// (for a user with no token and no client certificate of its own).
     Exec(Box<exec::ExecPlugin>),
 }
 
@@ -90,7 +90,7 @@ struct TlsSettings {
     roots: Option<Arc<Vec<ureq::tls::Certificate<'static>>>>,
     /// `insecure-skip-tls-verify`.
     insecure: bool,
-    /// The user's own client certificate and key (PEM): an exec plugin's is then not used.
+    /// The user's own client certificate and key (PEM): its exec plugin is then not run.
     own_pair: Option<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -299,7 +299,9 @@ impl Kube {
                     .map_err(|e| bad(format!("tokenFile {}: {e}", f.display())))?;
                 (Auth::TokenFile(file), None)
             }
-            (None, None, Some(config)) => {
+            // As kubectl (client-go's exec authenticator): a user with a token or a client
+            // certificate of its own authenticates with it, and its exec plugin is not run.
+            (None, None, Some(config)) if tls.own_pair.is_none() => {
                 use base64::Engine;
                 let mut about = serde_json::json!({
                     "server": cluster.server,
@@ -313,7 +315,7 @@ impl Kube {
                 let given = plugin.credential().map_err(&bad)?;
                 (Auth::Exec(Box::new(plugin)), given.client_pem)
             }
-            (None, None, None) => (Auth::None, None),
+            (None, None, _) => (Auth::None, None),
         };
         let agent = tls.agent(plugin_pair.as_ref()).map_err(&bad)?;
         Ok(Kube {
@@ -440,8 +442,7 @@ impl Kube {
 
     /// The agent for the next call and the bearer token it carries, if any: an exec plugin's
     /// credential is asked for again when it is about to expire, and the client certificate it
-    /// gives (a new one, or none) is presented from then on, unless the kubeconfig's user has
-    /// its own.
+    /// gives (a new one, or none) is presented from then on.
     fn credentials(&self) -> Result<(ureq::Agent, Option<String>), KubeError> {
         let refused = |why: String| KubeError::Credentials(format!("the kubeconfig's user: {why}"));
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
@@ -459,8 +460,7 @@ impl Kube {
             }
             Auth::Exec(plugin) => {
                 let given = plugin.credential().map_err(refused)?;
-                // The kubeconfig's own client certificate, if any, is the one presented.
-                if self.tls.own_pair.is_none() && given.client_pem != connection.1 {
+                if given.client_pem != connection.1 {
                     connection.0 = self
                         .tls
                         .agent(given.client_pem.as_ref())
@@ -800,6 +800,37 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         let answered = serve(listener, 1, |_| 401);
         assert_eq!(kube.get("/api").unwrap_err().status(), Some(401));
         assert!(answered.join().unwrap()[0].contains("bearer mine\r\n"));
+    }
+
+    #[test]
+    fn a_user_with_its_own_token_or_certificate_does_not_run_its_exec_plugin() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugin = "#!/bin/sh\necho run >> \"$(dirname \"$0\")/runs\"\nexit 1\n";
+        let config = exec_kubeconfig(dir.path(), "https://127.0.0.1:6443", plugin, "[]");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let made = rcgen::generate_simple_self_signed(vec!["me".to_string()]).unwrap();
+        use base64::Engine;
+        let data = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
+        for own in [
+            "    token: mine\n".to_string(),
+            format!(
+                "    client-certificate-data: {}\n    client-key-data: {}\n",
+                data(made.cert.pem()),
+                data(made.signing_key.serialize_pem())
+            ),
+        ] {
+            std::fs::write(
+                &config,
+                text.replace("    exec:\n", &format!("{own}    exec:\n")),
+            )
+            .unwrap();
+            let kube = Kube::from_kubeconfig(&config, None).unwrap();
+            assert!(
+                !matches!(kube.auth, Auth::Exec(_)),
+                "the plugin is the user's way in beside {own}"
+            );
+        }
+        assert!(!dir.path().join("runs").exists(), "the plugin ran");
     }
 
     #[test]
