@@ -236,7 +236,7 @@ pub fn assert_all_gone(pids: &[u32]) {
 /// How the system tier's tests share the machine. On a 2-core machine a measuring test beside a
 /// busy one has its core stolen, and its figures say nothing about what they measure (a probe
 /// read stalls of 0.2–0.5 s on 50 ms workers beside the corpus); but most measuring tests read
-/// what their services *wait*, at rates a tenth of a core drives, and three of them fit in one
+/// what their services *wait*, at rates a tenth of a core drives, and four of them fit in one
 /// of the two cores. So a test claims the machine one of three ways: [`alone`] (its figures
 /// need every core: CPU readings, CPU budgets, rates the generator works hard for), [`quiet`]
 /// (it measures waits and uses little CPU: beside three other quiet tests, never beside a busy

@@ -608,11 +608,23 @@ mod tests {
         std::fs::write(&script, plugin).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        kubeconfig(
+            dir,
+            server,
+            &format!(
+                "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin.sh\n      args: {args}\n      env:\n      - name: WHO\n        value: tester\n      provideClusterInfo: true\n      interactiveMode: Never\n"
+            ),
+        )
+    }
+
+    /// A kubeconfig `dir/config` whose one context is the cluster at `server` and a user of
+    /// the fields `user` (YAML, indented under `user:`).
+    fn kubeconfig(dir: &Path, server: &str, user: &str) -> PathBuf {
         let config = dir.join("config");
         std::fs::write(
             &config,
             format!(
-                "clusters:\n- name: c\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin.sh\n      args: {args}\n      env:\n      - name: WHO\n        value: tester\n      provideClusterInfo: true\n      interactiveMode: Never\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+                "clusters:\n- name: c\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n{user}contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
             ),
         )
         .unwrap();
@@ -839,14 +851,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let server = format!("http://{}", listener.local_addr().unwrap());
         std::fs::write(dir.path().join("token"), "first\n").unwrap();
-        let config = dir.path().join("config");
-        std::fs::write(
-            &config,
-            format!(
-                "clusters:\n- name: c\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n    tokenFile: token\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
-            ),
-        )
-        .unwrap();
+        let config = kubeconfig(dir.path(), &server, "    tokenFile: token\n");
         let kube = Kube::from_kubeconfig(&config, None).unwrap();
         let answered = serve(listener, 2, |_| 200);
         kube.get("/api").unwrap();
@@ -940,18 +945,10 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
                 })
                 .collect::<Vec<bool>>()
         });
-        let config = dir.path().join("config");
-        std::fs::write(
-            &config,
-            format!(
-                "clusters:\n- name: c\n  cluster:\n    server: {server}\n    certificate-authority: ca.crt\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin.sh\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
-            ),
-        )
-        .unwrap();
-        let script = dir.path().join("plugin.sh");
-        std::fs::write(&script, plugin).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config = exec_kubeconfig(dir.path(), &server, plugin, "[]");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let with_ca = text.replace("\nusers:", "\n    certificate-authority: ca.crt\nusers:");
+        std::fs::write(&config, with_ca).unwrap();
         let kube = Kube::from_kubeconfig(&config, None).unwrap();
         kube.get("/api").unwrap();
         assert_eq!(answered.join().unwrap(), [true, false]);
